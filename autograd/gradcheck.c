@@ -1,0 +1,107 @@
+// gradcheck.c: see gradcheck.h.
+#include "gradcheck.h"
+#include "../core/check.h"
+#include "../core/rng.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { STREAM_PROJECTION = 1, STREAM_DIRECTION = 2 };
+
+// sum(R * f(in)), R ~ N(0,1) from (seed, STREAM_PROJECTION); no tape is kept
+static double project(GradFn f, Tensor **in, void *ctx, Arena *a, uint64_t seed) {
+    size_t mark = arena_mark(a);
+    Tape tp = tape_create(a);
+    tp.grad_enabled = false;
+    Tensor *out = f(&tp, in, ctx);
+    double s = 0;
+    for (size_t i = 0; i < out->size; i++)
+        s += rng_normal(seed, STREAM_PROJECTION, i) * out->data[i];
+    tape_free(&tp);
+    arena_release(a, mark);
+    return s;
+}
+
+// Autograd gradients of sum(R * f(in)), copied into grads[k] (malloc'ed, NULL if not needed).
+static void analytic(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a, uint64_t seed,
+                     real **grads) {
+    size_t mark = arena_mark(a);
+    Tape tp = tape_create(a);
+    for (int k = 0; k < n_in; k++) in[k]->grad = NULL;
+    Tensor *out = f(&tp, in, ctx);
+    real *r = arena_alloc(a, out->size * sizeof(real));
+    for (size_t i = 0; i < out->size; i++) r[i] = (real)rng_normal(seed, STREAM_PROJECTION, i);
+    backward_from(&tp, out, r);
+    for (int k = 0; k < n_in; k++) {
+        grads[k] = NULL;
+        if (!in[k]->requires_grad) continue;
+        grads[k] = xcalloc(in[k]->size, sizeof(real));
+        if (in[k]->grad) memcpy(grads[k], in[k]->grad, in[k]->size * sizeof(real));
+        in[k]->grad = NULL;
+    }
+    tape_free(&tp);
+    arena_release(a, mark);
+}
+
+GradCheck gradcheck(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a, double eps,
+                    uint64_t seed) {
+    GradCheck res = {0};
+    real *grads[NODE_MAX_IN * 4] = {0};
+    CHECK(n_in <= NODE_MAX_IN * 4, "gradcheck: at most %d inputs", NODE_MAX_IN * 4);
+    analytic(f, in, n_in, ctx, a, seed, grads);
+    for (int k = 0; k < n_in; k++) {
+        if (!grads[k]) continue;
+        double max_num = 0, max_diff = 0, worst_a = 0, worst_n = 0;
+        size_t worst = 0;
+        for (size_t i = 0; i < in[k]->size; i++) {
+            real x0 = in[k]->data[i];
+            in[k]->data[i] = x0 + (real)eps;
+            double fp = project(f, in, ctx, a, seed);
+            in[k]->data[i] = x0 - (real)eps;
+            double fm = project(f, in, ctx, a, seed);
+            in[k]->data[i] = x0;
+            double num = (fp - fm) / (2 * eps), diff = fabs(num - grads[k][i]);
+            max_num = fmax(max_num, fmax(fabs(num), fabs(grads[k][i])));
+            if (diff >= max_diff) max_diff = diff, worst = i, worst_a = grads[k][i], worst_n = num;
+        }
+        double rel = max_num > 0 ? max_diff / max_num : 0;
+        if (rel >= res.max_rel_err)
+            res = (GradCheck){rel, k, worst, worst_a, worst_n};
+        free(grads[k]);
+    }
+    return res;
+}
+
+double gradcheck_direction(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a, double eps,
+                           uint64_t seed) {
+    real *grads[NODE_MAX_IN * 4] = {0};
+    real *saved[NODE_MAX_IN * 4] = {0};
+    CHECK(n_in <= NODE_MAX_IN * 4, "gradcheck: at most %d inputs", NODE_MAX_IN * 4);
+    analytic(f, in, n_in, ctx, a, seed, grads);
+    double gd = 0;
+    uint64_t idx = 0;
+    for (int k = 0; k < n_in; k++) {
+        if (!grads[k]) continue;
+        saved[k] = xmalloc(in[k]->size * sizeof(real));
+        memcpy(saved[k], in[k]->data, in[k]->size * sizeof(real));
+        for (size_t i = 0; i < in[k]->size; i++)
+            gd += grads[k][i] * rng_normal(seed, STREAM_DIRECTION, idx++);
+    }
+    double fx[2];
+    for (int side = 0; side < 2; side++) {
+        idx = 0;
+        for (int k = 0; k < n_in; k++)
+            for (size_t i = 0; grads[k] && i < in[k]->size; i++)
+                in[k]->data[i] = saved[k][i] + (real)((side ? -eps : eps) *
+                                                      rng_normal(seed, STREAM_DIRECTION, idx++));
+        fx[side] = project(f, in, ctx, a, seed);
+    }
+    for (int k = 0; k < n_in; k++) {
+        if (!grads[k]) continue;
+        memcpy(in[k]->data, saved[k], in[k]->size * sizeof(real));
+        free(saved[k]);
+        free(grads[k]);
+    }
+    double num = (fx[0] - fx[1]) / (2 * eps);
+    return fabs(gd - num) / fmax(fmax(fabs(gd), fabs(num)), 1e-300);
+}

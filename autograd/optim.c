@@ -1,0 +1,18 @@
+// optim.c: see optim.h.
+#include "optim.h"
+#include "../kernels/kernels.h"
+#include <math.h>
+
+AdamW adamw_default(double lr) {
+    return (AdamW){.lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+}
+
+double adamw_step(AdamW *opt, ParamStore *ps) {
+    double norm = sqrt(sum_squares(ps->grads, ps->total));
+    double scale = (opt->clip_norm > 0 && norm > opt->clip_norm) ? opt->clip_norm / norm : 1;
+    opt->step++;
+    adamw_update(ps->params, ps->grads, ps->m, ps->v, ps->total, (real)opt->lr, (real)opt->beta1,
+                 (real)opt->beta2, (real)opt->eps, (real)opt->weight_decay, (real)scale,
+                 opt->step);
+    return norm;
+}

@@ -1,0 +1,14 @@
+// optim.h: AdamW over the parameter store's flat buffers, with optional global gradient-norm
+// clipping. DiT trains with lr 1e-4, betas (0.9, 0.999), no weight decay.
+#pragma once
+#include "params.h"
+
+typedef struct AdamW {
+    double lr, beta1, beta2, eps, weight_decay;
+    double clip_norm; // clip the global gradient norm to this; 0 = no clipping
+    int step;         // updates done so far
+} AdamW;
+
+AdamW adamw_default(double lr); // betas (0.9, 0.999), eps 1e-8, no decay, no clipping
+// One update from ps->grads; returns the gradient norm before clipping.
+double adamw_step(AdamW *opt, ParamStore *ps);

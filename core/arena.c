@@ -1,0 +1,40 @@
+// arena.c: see arena.h.
+#include "arena.h"
+#include "check.h"
+#include <stdlib.h>
+#include <string.h>
+
+Arena arena_create(size_t cap_bytes) {
+    Arena a = {0};
+    a.cap = (cap_bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    a.base = aligned_alloc(ARENA_ALIGN, a.cap ? a.cap : ARENA_ALIGN);
+    if (!a.base) FATAL("cannot reserve an arena of %zu bytes: lower --arena-mb", cap_bytes);
+    return a;
+}
+
+void arena_destroy(Arena *a) {
+    free(a->base);
+    *a = (Arena){0};
+}
+
+void *arena_alloc(Arena *a, size_t bytes) {
+    size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    if (need > a->cap - a->used)
+        FATAL("arena overflow: need %zu bytes but only %zu of %zu are available; "
+              "raise the arena size (--arena-mb) or lower the batch size",
+              need, a->cap - a->used, a->cap);
+    void *p = a->base + a->used;
+    a->used += need;
+    if (a->used > a->peak) a->peak = a->used;
+    memset(p, 0, need);
+    return p;
+}
+
+void arena_reset(Arena *a) { a->used = 0; }
+void arena_reset_peak(Arena *a) { a->peak = a->used; }
+size_t arena_mark(const Arena *a) { return a->used; }
+
+void arena_release(Arena *a, size_t mark) {
+    CHECK(mark <= a->used, "arena_release: mark %zu is past the %zu bytes in use", mark, a->used);
+    a->used = mark;
+}

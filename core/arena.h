@@ -1,0 +1,23 @@
+// arena.h: bump allocator for activations and gradients of one step. Allocations are 64-byte
+// aligned, zero-filled, never NULL; arena_reset frees everything at once. `peak` is the most
+// bytes ever in use, which is how memory is measured in this project.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARENA_ALIGN 64
+
+typedef struct Arena {
+    uint8_t *base;
+    size_t cap;  // bytes
+    size_t used; // bytes in use, including alignment padding
+    size_t peak; // max of used since creation or arena_reset_peak
+} Arena;
+
+Arena arena_create(size_t cap_bytes);
+void arena_destroy(Arena *a);
+void *arena_alloc(Arena *a, size_t bytes); // aborts with bytes needed vs available on overflow
+void arena_reset(Arena *a);                // used = 0; peak kept
+void arena_reset_peak(Arena *a);           // peak = used
+size_t arena_mark(const Arena *a);         // for scoped scratch: arena_release(a, mark)
+void arena_release(Arena *a, size_t mark);

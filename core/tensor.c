@@ -1,0 +1,102 @@
+// tensor.c: see tensor.h.
+#include "tensor.h"
+#include "check.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+Tensor *tensor_new_shape(Arena *a, int ndim, const int *shape) {
+    CHECK(ndim >= 0 && ndim <= MAX_DIMS, "a tensor has at most %d dims, not %d", MAX_DIMS, ndim);
+    Tensor *t = arena_alloc(a, sizeof(Tensor));
+    t->ndim = ndim;
+    t->size = 1;
+    for (int i = 0; i < ndim; i++) {
+        CHECK(shape[i] > 0, "tensor dim %d must be positive, got %d", i, shape[i]);
+        t->shape[i] = shape[i];
+        t->size *= (size_t)shape[i];
+    }
+    t->data = arena_alloc(a, t->size * sizeof(real));
+    return t;
+}
+
+Tensor *tensor_new(Arena *a, int ndim, ...) {
+    int shape[MAX_DIMS] = {0};
+    CHECK(ndim >= 0 && ndim <= MAX_DIMS, "a tensor has at most %d dims, not %d", MAX_DIMS, ndim);
+    va_list ap;
+    va_start(ap, ndim);
+    for (int i = 0; i < ndim; i++) shape[i] = va_arg(ap, int);
+    va_end(ap);
+    return tensor_new_shape(a, ndim, shape);
+}
+
+Tensor *tensor_like(Arena *a, const Tensor *t) { return tensor_new_shape(a, t->ndim, t->shape); }
+
+real *tensor_grad(Arena *a, Tensor *t) {
+    if (t->grad) return t->grad;
+    if (t->base) t->grad = tensor_grad(a, t->base) + (t->data - t->base->data);
+    else t->grad = arena_alloc(a, t->size * sizeof(real));
+    return t->grad;
+}
+
+static Tensor *view_of(Arena *a, const Tensor *t) {
+    Tensor *v = arena_alloc(a, sizeof(Tensor));
+    *v = *t;
+    v->base = t->base ? t->base : (Tensor *)t;
+    return v;
+}
+
+Tensor *tensor_rows(Arena *a, const Tensor *t, int start, int len) {
+    CHECK(t->ndim >= 1 && start >= 0 && len > 0 && start + len <= t->shape[0],
+          "rows [%d, %d) are out of range for a tensor with %d rows", start, start + len,
+          t->ndim ? t->shape[0] : 0);
+    Tensor *v = view_of(a, t);
+    size_t row = tensor_span(t, 1);
+    v->shape[0] = len;
+    v->size = row * (size_t)len;
+    v->data = t->data + row * (size_t)start;
+    v->grad = t->grad ? t->grad + row * (size_t)start : NULL;
+    return v;
+}
+
+Tensor *tensor_reshape(Arena *a, const Tensor *t, int ndim, const int *shape) {
+    Tensor *v = view_of(a, t);
+    v->ndim = ndim;
+    size_t size = 1;
+    for (int i = 0; i < ndim; i++) v->shape[i] = shape[i], size *= (size_t)shape[i];
+    char buf[64];
+    CHECK(size == t->size, "cannot reshape %s (%zu elements) into %zu elements",
+          tensor_shape_str(t, buf, sizeof buf), t->size, size);
+    return v;
+}
+
+size_t tensor_span(const Tensor *t, int from) {
+    size_t n = 1;
+    for (int i = from; i < t->ndim; i++) n *= (size_t)t->shape[i];
+    return n;
+}
+
+bool tensor_same_shape(const Tensor *a, const Tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+const char *tensor_shape_str(const Tensor *t, char *buf, size_t len) {
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < t->ndim && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, i ? ", %d" : "%d", t->shape[i]);
+    if (n < len) snprintf(buf + n, len - n, "]");
+    return buf;
+}
+
+void tensor_check_shape(const Tensor *t, const char *what, int ndim, const int *shape) {
+    bool ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
+    if (ok) return;
+    Tensor want = {.ndim = ndim};
+    for (int i = 0; i < ndim; i++) want.shape[i] = shape[i];
+    char got_s[64], want_s[64];
+    FATAL("%s has shape %s but %s was expected", what, tensor_shape_str(t, got_s, sizeof got_s),
+          tensor_shape_str(&want, want_s, sizeof want_s));
+}

@@ -1,0 +1,44 @@
+// elementwise.c: add with repetition, GELU (tanh approximation), SiLU.
+#include "kernels.h"
+#include <math.h>
+
+void add_forward(real *out, const real *a, const real *b, size_t n, size_t nb) {
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i % nb];
+}
+
+void add_backward(real *da, real *db, const real *dout, size_t n, size_t nb) {
+    if (da)
+        for (size_t i = 0; i < n; i++) da[i] += dout[i];
+    if (db)
+        for (size_t i = 0; i < n; i++) db[i % nb] += dout[i];
+}
+
+#define GELU_K 0.7978845608028654 // sqrt(2/pi)
+#define GELU_C 0.044715
+
+void gelu_forward(real *out, const real *inp, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        real x = inp[i];
+        out[i] = (real)0.5 * x * (1 + tanh((real)GELU_K * (x + (real)GELU_C * x * x * x)));
+    }
+}
+
+void gelu_backward(real *dinp, const real *dout, const real *inp, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        real x = inp[i];
+        real th = tanh((real)GELU_K * (x + (real)GELU_C * x * x * x));
+        real dth = (1 - th * th) * (real)GELU_K * (1 + 3 * (real)GELU_C * x * x);
+        dinp[i] += dout[i] * ((real)0.5 * (1 + th) + (real)0.5 * x * dth);
+    }
+}
+
+void silu_forward(real *out, const real *inp, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] / (1 + exp(-inp[i]));
+}
+
+void silu_backward(real *dinp, const real *dout, const real *inp, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        real s = 1 / (1 + exp(-inp[i]));
+        dinp[i] += dout[i] * s * (1 + inp[i] * (1 - s));
+    }
+}

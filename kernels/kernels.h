@@ -1,0 +1,80 @@
+// kernels.h: the CPU kernels behind every op, forward and backward side by side. Arguments are
+// outputs, then inputs, then sizes. Backward kernels ADD into the gradients they are given (+=);
+// any gradient pointer may be NULL when that input needs none. CUDA counterparts live in the
+// .cu files and are declared in cuda.h.
+#pragma once
+#include "../core/real.h"
+#include <stddef.h>
+#include <stdint.h>
+
+// ---- linear: out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC) --------------------------------
+void linear_forward(real *out, const real *inp, const real *weight, const real *bias, int N, int C,
+                    int OC);
+void linear_backward(real *dinp, real *dweight, real *dbias, const real *dout, const real *inp,
+                     const real *weight, int N, int C, int OC);
+
+// ---- patches: img (B,C,H,W) <-> tokens (B, T=(H/p)(W/p), ...) ------------------------------------
+// patchify: token row laid out (c, i, j), matching a conv weight (D, C, p, p) seen as (D, C*p*p).
+void patchify_forward(real *out, const real *img, int B, int C, int H, int W, int p);
+void patchify_backward(real *dimg, const real *dout, int B, int C, int H, int W, int p);
+// unpatchify: token row laid out (i, j, c), as the DiT final layer produces it.
+void unpatchify_forward(real *img, const real *tokens, int B, int C, int H, int W, int p);
+void unpatchify_backward(real *dtokens, const real *dimg, int B, int C, int H, int W, int p);
+
+// ---- elementwise ---------------------------------------------------------------------------------
+// add: out (n) = a (n) + b (n % nb): b repeats when it is smaller (e.g. pos_embed over a batch).
+void add_forward(real *out, const real *a, const real *b, size_t n, size_t nb);
+void add_backward(real *da, real *db, const real *dout, size_t n, size_t nb);
+void gelu_forward(real *out, const real *inp, size_t n); // tanh approximation
+void gelu_backward(real *dinp, const real *dout, const real *inp, size_t n);
+void silu_forward(real *out, const real *inp, size_t n);
+void silu_backward(real *dinp, const real *dout, const real *inp, size_t n);
+
+// ---- adaLN: x (B,T,D); shift, scale, gate (B,D) broadcast over T --------------------------------
+void modulate_forward(real *out, const real *x, const real *shift, const real *scale, int B, int T,
+                      int D);
+void modulate_backward(real *dx, real *dshift, real *dscale, const real *dout, const real *x,
+                       const real *scale, int B, int T, int D);
+// gated residual: out = x + gate * y
+void gated_add_forward(real *out, const real *x, const real *gate, const real *y, int B, int T,
+                       int D);
+void gated_add_backward(real *dx, real *dgate, real *dy, const real *dout, const real *gate,
+                        const real *y, int B, int T, int D);
+
+// ---- layernorm without affine: out (N,C); mean, rstd (N) saved for backward -------------------
+void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, int N, int C, real eps);
+void layernorm_backward(real *dinp, const real *dout, const real *inp, const real *mean,
+                        const real *rstd, int N, int C);
+
+// ---- embeddings ----------------------------------------------------------------------------------
+// out (B,D) = table (V,D)[idx[b]]
+void embedding_forward(real *out, const real *table, const int64_t *idx, int B, int V, int D);
+void embedding_backward(real *dtable, const real *dout, const int64_t *idx, int B, int V, int D);
+// out (B,dim) = [cos(t f_i), sin(t f_i)], f_i = exp(-ln(max_period) i / (dim/2)); odd dim: 0 pad
+void timestep_embedding_forward(real *out, const real *t, int B, int dim, real max_period);
+void timestep_embedding_backward(real *dt, const real *dout, const real *t, int B, int dim,
+                                 real max_period);
+
+// ---- attention: q (B,Tq,H*dh), k, v (B,Tk,H*dh), out (B,Tq,H*dh) ---------------------------------
+// key_mask (Tk): 1 = attend, 0 = masked (weight exactly 0); NULL = all keys valid.
+// probs (B,H,Tq,Tk) is written by forward and read by backward; scratch (Tq*Tk) is workspace.
+void attention_forward(real *out, real *probs, const real *q, const real *k, const real *v,
+                       const uint8_t *key_mask, int B, int Tq, int Tk, int H, int dh);
+void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real *dout,
+                        const real *probs, const real *q, const real *k, const real *v, int B,
+                        int Tq, int Tk, int H, int dh);
+
+// ---- slice of the last dim: out (N,len) = inp (N,C)[:, off:off+len] -------------------------------
+void slice_forward(real *out, const real *inp, int N, int C, int off, int len);
+void slice_backward(real *dinp, const real *dout, int N, int C, int off, int len);
+
+// ---- masked mean squared error: sum(mask * (pred - target)^2) / denom; mask NULL = all ones -----
+double mse_forward(const real *pred, const real *target, const uint8_t *mask, size_t n,
+                   double denom);
+void mse_backward(real *dpred, real *dtarget, real dloss, const real *pred, const real *target,
+                  const uint8_t *mask, size_t n, double denom);
+
+// ---- AdamW on a flat buffer; grad_scale multiplies every gradient (clipping) ---------------------
+void adamw_update(real *params, const real *grads, real *m, real *v, size_t n, real lr, real beta1,
+                  real beta2, real eps, real weight_decay, real grad_scale, int step);
+double sum_squares(const real *x, size_t n);

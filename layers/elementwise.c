@@ -1,0 +1,47 @@
+// elementwise.c: residual/bias add with repetition, GELU and SiLU.
+#include "common.h"
+#include "../kernels/kernels.h"
+
+static void add_bwd(Node *n) {
+    add_backward(node_grad(n, 0), node_grad(n, 1), n->out->grad, n->out->size, n->in[1]->size);
+}
+
+// b repeats over a: its shape must equal a trailing part of a's shape (leading 1s allowed)
+Tensor *add(Tape *tp, Tensor *a, Tensor *b) {
+    char as[64], bs[64];
+    int lead = 0; // leading dims of b that are 1
+    while (lead < b->ndim - 1 && b->shape[lead] == 1) lead++;
+    bool ok = b->ndim - lead <= a->ndim;
+    for (int i = 0; ok && i < b->ndim - lead; i++)
+        ok = b->shape[b->ndim - 1 - i] == a->shape[a->ndim - 1 - i];
+    CHECK(ok, "add: %s cannot be added to %s (it must match the trailing dims)",
+          tensor_shape_str(b, bs, sizeof bs), tensor_shape_str(a, as, sizeof as));
+    Tensor *out = tensor_like(tp->arena, a);
+    add_forward(out->data, a->data, b->data, a->size, b->size);
+    tape_record(tp, "add", add_bwd, out, 2, a, b);
+    return out;
+}
+
+static void gelu_bwd(Node *n) {
+    real *dx = node_grad(n, 0);
+    if (dx) gelu_backward(dx, n->out->grad, n->in[0]->data, n->out->size);
+}
+
+Tensor *gelu(Tape *tp, Tensor *x) {
+    Tensor *out = tensor_like(tp->arena, x);
+    gelu_forward(out->data, x->data, x->size);
+    tape_record(tp, "gelu", gelu_bwd, out, 1, x);
+    return out;
+}
+
+static void silu_bwd(Node *n) {
+    real *dx = node_grad(n, 0);
+    if (dx) silu_backward(dx, n->out->grad, n->in[0]->data, n->out->size);
+}
+
+Tensor *silu(Tape *tp, Tensor *x) {
+    Tensor *out = tensor_like(tp->arena, x);
+    silu_forward(out->data, x->data, x->size);
+    tape_record(tp, "silu", silu_bwd, out, 1, x);
+    return out;
+}

@@ -1,0 +1,34 @@
+// layers.h: differentiable ops. Each takes the tape, returns a new tensor from the tape's arena,
+// and records its backward when an input requires a gradient. Shapes are checked on entry.
+#pragma once
+#include "../autograd/tape.h"
+#include <stdint.h>
+
+// x (..., C), w (OC, C), b (OC) or NULL -> (..., OC)
+Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b);
+// img (B,C,H,W) -> (B, T, C*p*p), T = (H/p)*(W/p), token rows laid out (c, i, j)
+Tensor *patchify(Tape *tp, Tensor *img, int p);
+// conv with stride = kernel = p: img (B,C,H,W), w (D,C,p,p), b (D) -> (B, T, D)
+Tensor *patch_embed(Tape *tp, Tensor *img, Tensor *w, Tensor *b);
+// tokens (B, T, p*p*C) laid out (i, j, c) -> (B, C, H, W)
+Tensor *unpatchify(Tape *tp, Tensor *tokens, int C, int H, int W, int p);
+// a + b; b may be smaller, repeating over the leading dims of a (a bias or pos_embed)
+Tensor *add(Tape *tp, Tensor *a, Tensor *b);
+Tensor *gelu(Tape *tp, Tensor *x); // tanh approximation
+Tensor *silu(Tape *tp, Tensor *x);
+// x (..., C), normalized over C, no affine parameters
+Tensor *layernorm(Tape *tp, Tensor *x, real eps);
+// x (B,T,D), shift, scale (B,D): x * (1 + scale) + shift
+Tensor *modulate(Tape *tp, Tensor *x, Tensor *shift, Tensor *scale);
+// x, y (B,T,D), gate (B,D): x + gate * y
+Tensor *gated_add(Tape *tp, Tensor *x, Tensor *gate, Tensor *y);
+// table (V,D), idx (B) in [0, V) -> (B,D)
+Tensor *embedding(Tape *tp, Tensor *table, const int64_t *idx, int B);
+// t (B) -> (B, dim): [cos(t f), sin(t f)], f_i = 10000^(-i / (dim/2))
+Tensor *timestep_embedding(Tape *tp, Tensor *t, int dim);
+// q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D)
+Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const uint8_t *key_mask);
+// x (..., C) -> (..., len): columns [off, off + len)
+Tensor *slice_last(Tape *tp, Tensor *x, int off, int len);
+// scalar sum(mask * (pred - target)^2) / denom; mask (pred->size) or NULL = all ones
+Tensor *mse_loss(Tape *tp, Tensor *pred, Tensor *target, const uint8_t *mask, double denom);

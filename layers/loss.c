@@ -1,0 +1,22 @@
+// loss.c: masked mean squared error. denom is the count of real elements the mean is over;
+// in sequence-parallel runs it is the global count, so per-rank losses and gradients add up.
+#include "common.h"
+#include "../kernels/kernels.h"
+
+static void mse_bwd(Node *n) {
+    Tensor *pred = n->in[0], *target = n->in[1];
+    mse_backward(node_grad(n, 0), node_grad(n, 1), n->out->grad[0], pred->data, target->data,
+                 n->ptr, pred->size, n->farg[0]);
+}
+
+Tensor *mse_loss(Tape *tp, Tensor *pred, Tensor *target, const uint8_t *mask, double denom) {
+    char ps[64], ts[64];
+    CHECK(tensor_same_shape(pred, target), "mse_loss: prediction %s and target %s differ in shape",
+          tensor_shape_str(pred, ps, sizeof ps), tensor_shape_str(target, ts, sizeof ts));
+    CHECK(denom > 0, "mse_loss: the element count must be positive, got %g", denom);
+    Tensor *out = tensor_new(tp->arena, 1, 1);
+    out->data[0] = (real)mse_forward(pred->data, target->data, mask, pred->size, denom);
+    Node *n = tape_record(tp, "mse_loss", mse_bwd, out, 2, pred, target);
+    if (n) n->ptr = mask, n->farg[0] = denom;
+    return out;
+}

@@ -1,0 +1,141 @@
+// test_autograd.c: tape errors that tell the user what to do, the parameter store's flat layout,
+// and AdamW against its formula.
+#include "../autograd/optim.h"
+#include "../layers/layers.h"
+#include "testutil.h"
+#include <math.h>
+
+START_TEST(non_scalar_loss_is_an_error) {
+    Arena a = arena_create(1 << 16);
+    Tape tp = tape_create(&a);
+    Tensor *x = randn(&a, 1, 1, true, 2, (int[]){2, 3});
+    EXPECT_FATAL(backward(&tp, gelu(&tp, x)), "the loss must be a scalar but has shape [2, 3]");
+    tape_free(&tp);
+    arena_destroy(&a);
+}
+END_TEST
+
+START_TEST(loss_without_gradient_is_an_error) {
+    Arena a = arena_create(1 << 16);
+    Tape tp = tape_create(&a);
+    Tensor *x = randn(&a, 1, 1, false, 1, (int[]){3});
+    EXPECT_FATAL(backward(&tp, mse_loss(&tp, x, x, NULL, 3)), "mark the parameters");
+    tape_free(&tp);
+    arena_destroy(&a);
+}
+END_TEST
+
+START_TEST(unreached_parameter_is_named) {
+    ParamStore ps = {0};
+    Tensor *w = ps_add(&ps, "blocks.0.attn.qkv.weight", 2, (int[]){4, 3});
+    ps_add(&ps, "blocks.0.attn.qkv.bias", 1, (int[]){4});
+    ps_alloc(&ps);
+    Arena a = arena_create(1 << 16);
+    Tape tp = tape_create(&a);
+    Tensor *x = randn(&a, 1, 1, false, 2, (int[]){2, 3});
+    Tensor *y = linear(&tp, x, w, NULL); // bias forgotten
+    ps_zero_grad(&ps);
+    backward(&tp, mse_loss(&tp, y, y, NULL, 8));
+    EXPECT_FATAL(ps_check_reached(&ps), "no gradient reached parameter 'blocks.0.attn.qkv.bias'");
+    tape_free(&tp);
+    arena_destroy(&a);
+    ps_free(&ps);
+}
+END_TEST
+
+START_TEST(shape_errors_are_clear) {
+    Arena a = arena_create(1 << 16);
+    Tape tp = tape_create(&a);
+    Tensor *x = randn(&a, 1, 1, false, 2, (int[]){2, 3}), *w = randn(&a, 2, 1, false, 2, (int[]){4, 5});
+    EXPECT_FATAL(linear(&tp, x, w, NULL), "linear: input [2, 3] does not match weight [4, 5]");
+    Tensor *q = randn(&a, 3, 1, false, 3, (int[]){1, 2, 6});
+    EXPECT_FATAL(attention(&tp, q, q, q, 4, NULL), "4 heads do not divide the width 6");
+    Tensor *img = randn(&a, 4, 1, false, 4, (int[]){1, 3, 5, 4});
+    EXPECT_FATAL(patchify(&tp, img, 2), "image size 5x4 is not a multiple of the patch size 2");
+    int64_t bad = 9;
+    EXPECT_FATAL(embedding(&tp, w, &bad, 1), "index 9 at position 0 is outside the table's 4 rows");
+    tape_free(&tp);
+    arena_destroy(&a);
+}
+END_TEST
+
+START_TEST(param_store_is_one_flat_buffer) {
+    ParamStore ps = {0};
+    Tensor *a = ps_add(&ps, "a", 2, (int[]){2, 3});
+    Tensor *b = ps_add(&ps, "b", 1, (int[]){5});
+    ps_alloc(&ps);
+    ck_assert_uint_eq(ps.total, 11);
+    ck_assert_ptr_eq(a->data, ps.params);
+    ck_assert_ptr_eq(b->data, ps.params + 6);
+    ck_assert_ptr_eq(b->grad, ps.grads + 6);
+    ck_assert_ptr_eq(ps.m + 11, ps.v);
+    ck_assert_ptr_eq(ps_find(&ps, "b"), b);
+    ck_assert_ptr_null(ps_find(&ps, "c"));
+    b->grad[0] = 3;
+    b->got_grad = true;
+    ps_zero_grad(&ps);
+    ck_assert(b->grad[0] == 0 && !b->got_grad);
+    ps_free(&ps);
+}
+END_TEST
+
+// AdamW against its definition computed here in double, over three steps with decay and clipping.
+START_TEST(adamw_matches_formula) {
+    ParamStore ps = {0};
+    ps_add(&ps, "w", 1, (int[]){3});
+    ps_alloc(&ps);
+    double p[3] = {0.5, -1.0, 2.0}, m[3] = {0}, v[3] = {0};
+    for (int i = 0; i < 3; i++) ps.params[i] = (real)p[i];
+    AdamW opt = adamw_default(0.1);
+    opt.weight_decay = 0.01;
+    opt.clip_norm = 1.0;
+    for (int step = 1; step <= 3; step++) {
+        double g[3] = {0.3 * step, -2.0, 0.01}, norm = 0;
+        for (int i = 0; i < 3; i++) ps.grads[i] = (real)g[i], norm += g[i] * g[i];
+        norm = sqrt(norm);
+        double got_norm = adamw_step(&opt, &ps), s = norm > 1 ? 1 / norm : 1;
+        ck_assert_double_eq_tol(got_norm, norm, 1e-6);
+        for (int i = 0; i < 3; i++) {
+            m[i] = 0.9 * m[i] + 0.1 * g[i] * s;
+            v[i] = 0.999 * v[i] + 0.001 * g[i] * s * g[i] * s;
+            double mh = m[i] / (1 - pow(0.9, step)), vh = v[i] / (1 - pow(0.999, step));
+            p[i] -= 0.1 * (mh / (sqrt(vh) + 1e-8) + 0.01 * p[i]);
+            ck_assert_double_eq_tol(ps.params[i], p[i], 1e-5);
+        }
+    }
+    // first-step property: without decay, each parameter moves by lr * sign(g)
+    ps.params[0] = 0, ps.grads[0] = (real)-4.0;
+    ps.m[0] = ps.v[0] = 0;
+    AdamW fresh = adamw_default(0.01);
+    adamw_step(&fresh, &ps);
+    ck_assert_double_eq_tol(ps.params[0], 0.01, 1e-6);
+    ps_free(&ps);
+}
+END_TEST
+
+START_TEST(no_grad_mode_records_nothing) {
+    Arena a = arena_create(1 << 16);
+    Tape tp = tape_create(&a);
+    tp.grad_enabled = false;
+    Tensor *x = randn(&a, 1, 1, true, 2, (int[]){2, 3});
+    Tensor *y = gelu(&tp, x);
+    ck_assert_int_eq(tp.n, 0);
+    ck_assert(!y->requires_grad);
+    tape_free(&tp);
+    arena_destroy(&a);
+}
+END_TEST
+
+Suite *autograd_suite(void) {
+    Suite *s = suite_create("autograd");
+    TCase *tc = tcase_create("autograd");
+    tcase_add_test(tc, non_scalar_loss_is_an_error);
+    tcase_add_test(tc, loss_without_gradient_is_an_error);
+    tcase_add_test(tc, unreached_parameter_is_named);
+    tcase_add_test(tc, shape_errors_are_clear);
+    tcase_add_test(tc, param_store_is_one_flat_buffer);
+    tcase_add_test(tc, adamw_matches_formula);
+    tcase_add_test(tc, no_grad_mode_records_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}

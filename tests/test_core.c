@@ -1,0 +1,133 @@
+// test_core.c: arena accounting and overflow, Philox known answers and order independence,
+// tensor views and shape errors.
+#include "testutil.h"
+#include <math.h>
+
+START_TEST(arena_peak_is_exact) {
+    Arena a = arena_create(4096);
+    ck_assert_uint_eq(a.cap, 4096);
+    arena_alloc(&a, 1);   // rounds up to 64
+    arena_alloc(&a, 64);  // 64
+    arena_alloc(&a, 100); // 128
+    ck_assert_uint_eq(a.used, 256);
+    ck_assert_uint_eq(a.peak, 256);
+    size_t mark = arena_mark(&a);
+    arena_alloc(&a, 1000); // 1024
+    ck_assert_uint_eq(a.peak, 1280);
+    arena_release(&a, mark);
+    ck_assert_uint_eq(a.used, 256);
+    arena_reset(&a);
+    arena_alloc(&a, 200); // 256: below the old peak
+    ck_assert_uint_eq(a.used, 256);
+    ck_assert_uint_eq(a.peak, 1280);
+    arena_reset_peak(&a);
+    ck_assert_uint_eq(a.peak, 256);
+    arena_destroy(&a);
+}
+END_TEST
+
+START_TEST(arena_is_aligned_and_zeroed) {
+    Arena a = arena_create(1024);
+    unsigned char *p = arena_alloc(&a, 10);
+    memset(p, 0xff, 10);
+    arena_reset(&a);
+    unsigned char *q = arena_alloc(&a, 10);
+    ck_assert_ptr_eq(p, q);
+    for (int i = 0; i < 10; i++) ck_assert_int_eq(q[i], 0);
+    ck_assert_uint_eq((uintptr_t)arena_alloc(&a, 3) % ARENA_ALIGN, 0);
+    arena_destroy(&a);
+}
+END_TEST
+
+START_TEST(arena_overflow_names_sizes) {
+    Arena a = arena_create(1024);
+    arena_alloc(&a, 64);
+    EXPECT_FATAL(arena_alloc(&a, 1000), "need 1024 bytes but only 960 of 1024 are available");
+    arena_destroy(&a);
+}
+END_TEST
+
+// Known-answer vectors of the Random123 distribution (tests/kat_vectors, "philox4x32 10").
+START_TEST(philox_known_answers) {
+    static const uint32_t kat[3][10] = {
+        {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+        {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d,
+         0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09,
+         0x94fdcceb, 0x5001e420, 0x24126ea1},
+    };
+    for (int v = 0; v < 3; v++) {
+        uint32_t out[4];
+        philox4x32(kat[v], kat[v] + 4, out);
+        for (int i = 0; i < 4; i++) ck_assert_uint_eq(out[i], kat[v][6 + i]);
+    }
+}
+END_TEST
+
+START_TEST(rng_is_order_independent) {
+    enum { N = 1000 };
+    static double fwd[N];
+    for (int i = 0; i < N; i++) fwd[i] = rng_normal(42, 7, i);
+    for (int i = N - 1; i >= 0; i--) ck_assert(rng_normal(42, 7, i) == fwd[i]);
+    for (int k = 0; k < N; k++) { // a scattered order
+        int i = (k * 389) % N;
+        ck_assert(rng_normal(42, 7, i) == fwd[i]);
+    }
+    real buf[10];
+    rng_fill_normal(buf, 10, 42, 7, 500, 1.0); // a fill at an offset sees the same values
+    for (int i = 0; i < 10; i++) ck_assert(buf[i] == (real)fwd[500 + i]);
+    ck_assert(rng_normal(43, 7, 0) != fwd[0]); // seed and stream both matter
+    ck_assert(rng_normal(42, 8, 0) != fwd[0]);
+}
+END_TEST
+
+// Moments against the formulas: U(0,1) has mean 1/2, variance 1/12; N(0,1) mean 0, variance 1.
+START_TEST(rng_moments) {
+    enum { N = 200000 };
+    double su = 0, su2 = 0, sn = 0, sn2 = 0, umin = 1, umax = 0;
+    for (int i = 0; i < N; i++) {
+        double u = rng_uniform(1, 2, i), n = rng_normal(1, 3, i);
+        su += u, su2 += u * u, sn += n, sn2 += n * n;
+        umin = fmin(umin, u), umax = fmax(umax, u);
+    }
+    ck_assert(umin > 0 && umax < 1);
+    ck_assert_double_eq_tol(su / N, 0.5, 0.005);
+    ck_assert_double_eq_tol(su2 / N - (su / N) * (su / N), 1.0 / 12, 0.002);
+    ck_assert_double_eq_tol(sn / N, 0.0, 0.01);
+    ck_assert_double_eq_tol(sn2 / N, 1.0, 0.01);
+}
+END_TEST
+
+START_TEST(tensor_views_share_storage) {
+    Arena a = arena_create(1 << 16);
+    Tensor *t = tensor_new(&a, 3, 4, 2, 3);
+    for (size_t i = 0; i < t->size; i++) t->data[i] = (real)i;
+    Tensor *r = tensor_rows(&a, t, 1, 2);
+    ck_assert_int_eq(r->shape[0], 2);
+    ck_assert_uint_eq(r->size, 12);
+    ck_assert(r->data[0] == 6);
+    real *g = tensor_grad(&a, r); // a view's gradient is the matching part of its base's
+    ck_assert_ptr_eq(g, t->grad + 6);
+    Tensor *m = tensor_reshape(&a, t, 2, (int[]){8, 3});
+    ck_assert_ptr_eq(m->data, t->data);
+    EXPECT_FATAL(tensor_reshape(&a, t, 2, (int[]){5, 5}), "cannot reshape [4, 2, 3]");
+    EXPECT_FATAL(tensor_rows(&a, t, 3, 2), "rows [3, 5) are out of range");
+    EXPECT_FATAL(tensor_new(&a, 2, 3, 0), "dim 1 must be positive");
+    EXPECT_FATAL(tensor_check_shape(t, "x", 2, (int[]){4, 6}), "x has shape [4, 2, 3] but [4, 6]");
+    arena_destroy(&a);
+}
+END_TEST
+
+Suite *core_suite(void) {
+    Suite *s = suite_create("core");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, arena_peak_is_exact);
+    tcase_add_test(tc, arena_is_aligned_and_zeroed);
+    tcase_add_test(tc, arena_overflow_names_sizes);
+    tcase_add_test(tc, philox_known_answers);
+    tcase_add_test(tc, rng_is_order_independent);
+    tcase_add_test(tc, rng_moments);
+    tcase_add_test(tc, tensor_views_share_storage);
+    suite_add_tcase(s, tc);
+    return s;
+}

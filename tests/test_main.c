@@ -1,0 +1,24 @@
+// test_main.c: runs every Check suite; exit status is non-zero when any test fails.
+#include "../core/real.h"
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+Suite *core_suite(void);
+Suite *safetensors_suite(void);
+Suite *autograd_suite(void);
+Suite *ops_suite(void);
+Suite *cuda_suite(void);
+
+int main(void) {
+    printf("real type: %s\n", REAL_NAME);
+    SRunner *sr = srunner_create(core_suite());
+    srunner_add_suite(sr, safetensors_suite());
+    srunner_add_suite(sr, autograd_suite());
+    srunner_add_suite(sr, ops_suite());
+    srunner_add_suite(sr, cuda_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,198 @@
+// test_ops.c: central-difference gradient checks of every op on small odd shapes, a
+// random-direction check of a whole DiT-style block, and a negative test showing that the
+// checker reports a wrong backward. Tolerances are per op and per build: float64 is the real
+// check (target ~1e-7 relative); float32 runs the same cases with a coarse step as a smoke test.
+#include "../autograd/gradcheck.h"
+#include "../layers/layers.h"
+#include "../kernels/kernels.h"
+#include "testutil.h"
+#include <math.h>
+
+#ifdef REAL_F64
+#define EPS 1e-6
+#define TOL(t64, t32) (t64)
+#else
+#define EPS 1e-2
+#define TOL(t64, t32) (t32)
+#endif
+
+static const int64_t labels[5] = {3, 1, 1, 0, 3}; // repeats check that lookups accumulate
+static const uint8_t key_mask[7] = {1, 1, 0, 1, 0, 1, 1};
+static const uint8_t elem_mask[14] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1};
+
+static Tensor *f_linear(Tape *tp, Tensor **in, void *c) { (void)c; return linear(tp, in[0], in[1], in[2]); }
+static Tensor *f_linear_nb(Tape *tp, Tensor **in, void *c) { (void)c; return linear(tp, in[0], in[1], NULL); }
+static Tensor *f_patchify(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 2); }
+static Tensor *f_patch_embed(Tape *tp, Tensor **in, void *c) { (void)c; return patch_embed(tp, in[0], in[1], in[2]); }
+static Tensor *f_unpatchify(Tape *tp, Tensor **in, void *c) { (void)c; return unpatchify(tp, in[0], 3, 4, 6, 2); }
+static Tensor *f_add(Tape *tp, Tensor **in, void *c) { (void)c; return add(tp, in[0], in[1]); }
+static Tensor *f_gelu(Tape *tp, Tensor **in, void *c) { (void)c; return gelu(tp, in[0]); }
+static Tensor *f_silu(Tape *tp, Tensor **in, void *c) { (void)c; return silu(tp, in[0]); }
+static Tensor *f_layernorm(Tape *tp, Tensor **in, void *c) { (void)c; return layernorm(tp, in[0], 1e-6); }
+static Tensor *f_modulate(Tape *tp, Tensor **in, void *c) { (void)c; return modulate(tp, in[0], in[1], in[2]); }
+static Tensor *f_gated_add(Tape *tp, Tensor **in, void *c) { (void)c; return gated_add(tp, in[0], in[1], in[2]); }
+static Tensor *f_embedding(Tape *tp, Tensor **in, void *c) { (void)c; return embedding(tp, in[0], labels, 5); }
+static Tensor *f_timestep(Tape *tp, Tensor **in, void *c) { return timestep_embedding(tp, in[0], *(int *)c); }
+static Tensor *f_attention(Tape *tp, Tensor **in, void *c) { return attention(tp, in[0], in[1], in[2], *(int *)c, NULL); }
+static Tensor *f_attention_mask(Tape *tp, Tensor **in, void *c) { return attention(tp, in[0], in[1], in[2], *(int *)c, key_mask); }
+static Tensor *f_slice(Tape *tp, Tensor **in, void *c) { (void)c; return slice_last(tp, in[0], 3, 4); }
+static Tensor *f_mse(Tape *tp, Tensor **in, void *c) { (void)c; return mse_loss(tp, in[0], in[1], elem_mask, 11); }
+
+static int dim8 = 8, dim7 = 7, heads1 = 1, heads2 = 2, heads3 = 3;
+
+typedef struct OpCase {
+    const char *name;
+    GradFn fn;
+    void *ctx;
+    int n_in;
+    int ndim[4];
+    int shape[4][4];
+    double tol64, tol32; // max relative error allowed in the float64 and float32 builds
+} OpCase;
+
+static const OpCase cases[] = {
+    {"linear", f_linear, NULL, 3, {3, 2, 1}, {{2, 3, 5}, {7, 5}, {7}}, 1e-8, 1e-3},
+    {"linear (no bias, 1 row)", f_linear_nb, NULL, 2, {2, 2}, {{1, 3}, {4, 3}}, 1e-8, 1e-3},
+    {"patchify", f_patchify, NULL, 1, {4}, {{2, 3, 4, 6}}, 1e-8, 1e-3},
+    {"patch_embed", f_patch_embed, NULL, 3, {4, 4, 1}, {{2, 3, 4, 6}, {5, 3, 2, 2}, {5}}, 1e-8, 1e-3},
+    {"unpatchify", f_unpatchify, NULL, 1, {3}, {{2, 6, 12}}, 1e-8, 1e-3},
+    {"add", f_add, NULL, 2, {3, 3}, {{2, 3, 5}, {2, 3, 5}}, 1e-8, 1e-3},
+    {"add (repeated, pos_embed)", f_add, NULL, 2, {3, 3}, {{2, 3, 5}, {1, 3, 5}}, 1e-8, 1e-3},
+    {"add (bias row)", f_add, NULL, 2, {3, 1}, {{2, 3, 5}, {5}}, 1e-8, 1e-3},
+    {"gelu", f_gelu, NULL, 1, {2}, {{3, 7}}, 1e-8, 1e-3},
+    {"silu", f_silu, NULL, 1, {2}, {{3, 7}}, 1e-8, 1e-3},
+    {"layernorm", f_layernorm, NULL, 1, {3}, {{2, 3, 7}}, 1e-7, 1e-3},
+    {"modulate", f_modulate, NULL, 3, {3, 2, 2}, {{2, 3, 5}, {2, 5}, {2, 5}}, 1e-8, 1e-3},
+    {"gated_add", f_gated_add, NULL, 3, {3, 2, 3}, {{2, 3, 5}, {2, 5}, {2, 3, 5}}, 1e-8, 1e-3},
+    {"embedding", f_embedding, NULL, 1, {2}, {{4, 5}}, 1e-8, 1e-3},
+    {"timestep_embedding", f_timestep, &dim8, 1, {1}, {{3}}, 1e-7, 1e-3},
+    {"timestep_embedding (odd dim)", f_timestep, &dim7, 1, {1}, {{3}}, 1e-7, 1e-3},
+    {"attention", f_attention, &heads2, 3, {3, 3, 3}, {{2, 3, 6}, {2, 7, 6}, {2, 7, 6}}, 1e-7, 1e-3},
+    {"attention (1 token, 1 head)", f_attention, &heads1, 3, {3, 3, 3}, {{1, 1, 5}, {1, 1, 5}, {1, 1, 5}}, 1e-7, 1e-3},
+    {"attention (key mask, 3 heads)", f_attention_mask, &heads3, 3, {3, 3, 3}, {{2, 3, 6}, {2, 7, 6}, {2, 7, 6}}, 1e-7, 1e-3},
+    {"slice_last", f_slice, NULL, 1, {3}, {{2, 3, 9}}, 1e-8, 1e-3},
+    {"mse_loss (masked)", f_mse, NULL, 2, {2, 2}, {{2, 7}, {2, 7}}, 1e-8, 1e-3},
+};
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+START_TEST(op_gradcheck) {
+    const OpCase *c = &cases[_i];
+    Arena inputs = arena_create(1 << 20), scratch = arena_create(1 << 22);
+    Tensor *in[4];
+    for (int k = 0; k < c->n_in; k++) in[k] = randn(&inputs, 100 + k, 1.0, true, c->ndim[k], c->shape[k]);
+    if (c->fn == f_timestep) rng_fill_uniform(in[0]->data, in[0]->size, 1, 9, 0, 0, 3); // t >= 0
+    GradCheck r = gradcheck(c->fn, in, c->n_in, c->ctx, &scratch, EPS, 7);
+    double tol = TOL(c->tol64, c->tol32);
+    printf("gradcheck %-30s max rel err %.2e (tol %.0e, %s)\n", c->name, r.max_rel_err, tol, REAL_NAME);
+    fflush(stdout);
+    ck_assert_msg(r.max_rel_err <= tol, "%s: input %d element %zu: autograd %.10g vs numeric %.10g (rel err %.3g > %.0e)",
+                  c->name, r.worst_input, r.worst_index, r.analytic, r.numeric, r.max_rel_err, tol);
+    arena_destroy(&inputs);
+    arena_destroy(&scratch);
+}
+END_TEST
+
+// ---- a whole DiT-style block, checked along one random direction -------------------------------
+// in: x (2,5,6), c (2,6), then (weight, bias) for adaLN (36), qkv (18), proj (6), fc1 (12), fc2 (6)
+static Tensor *f_block(Tape *tp, Tensor **in, void *ctx) {
+    (void)ctx;
+    Tensor *x = in[0], *mod = linear(tp, silu(tp, in[1]), in[2], in[3]);
+    int D = 6;
+    Tensor *m[6];
+    for (int i = 0; i < 6; i++) m[i] = slice_last(tp, mod, i * D, D);
+    Tensor *h = modulate(tp, layernorm(tp, x, 1e-6), m[0], m[1]);
+    Tensor *qkv = linear(tp, h, in[4], in[5]);
+    Tensor *a = attention(tp, slice_last(tp, qkv, 0, D), slice_last(tp, qkv, D, D),
+                          slice_last(tp, qkv, 2 * D, D), 2, NULL);
+    x = gated_add(tp, x, m[2], linear(tp, a, in[6], in[7]));
+    h = modulate(tp, layernorm(tp, x, 1e-6), m[3], m[4]);
+    h = linear(tp, gelu(tp, linear(tp, h, in[8], in[9])), in[10], in[11]);
+    return gated_add(tp, x, m[5], h);
+}
+
+static Tensor **block_inputs(Arena *a) {
+    static const int ndim[12] = {3, 2, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1};
+    static const int shape[12][3] = {{2, 5, 6}, {2, 6}, {36, 6}, {36}, {18, 6}, {18},
+                                     {6, 6},    {6},    {12, 6}, {12}, {6, 12},  {6}};
+    Tensor **in = arena_alloc(a, 12 * sizeof(Tensor *));
+    for (int k = 0; k < 12; k++) in[k] = randn(a, 200 + k, 0.5, true, ndim[k], shape[k]);
+    return in;
+}
+
+START_TEST(block_direction_check) {
+    Arena inputs = arena_create(1 << 20), scratch = arena_create(1 << 22);
+    Tensor **in = block_inputs(&inputs);
+    double err = gradcheck_direction(f_block, in, 12, NULL, &scratch, TOL(1e-6, 1e-3), 11);
+    printf("direction check of a DiT block: rel err %.2e (%s)\n", err, REAL_NAME);
+    ck_assert_double_le(err, TOL(1e-7, 1e-2));
+    arena_destroy(&inputs);
+    arena_destroy(&scratch);
+}
+END_TEST
+
+// ---- the checker must fail a wrong backward ------------------------------------------------------
+static void gelu_wrong_bwd(Node *n) { // drops the x * d(tanh)/dx term of the true derivative
+    real *dx = node_grad(n, 0);
+    const real *x = n->in[0]->data;
+    for (size_t i = 0; i < n->out->size; i++)
+        dx[i] += n->out->grad[i] * (real)0.5 *
+                 (1 + tanh((real)0.7978845608028654 * (x[i] + (real)0.044715 * x[i] * x[i] * x[i])));
+}
+
+static Tensor *f_gelu_wrong(Tape *tp, Tensor **in, void *c) {
+    (void)c;
+    Tensor *out = tensor_like(tp->arena, in[0]);
+    gelu_forward(out->data, in[0]->data, in[0]->size);
+    tape_record(tp, "gelu_wrong", gelu_wrong_bwd, out, 1, in[0]);
+    return out;
+}
+
+START_TEST(checker_catches_wrong_backward) {
+    Arena inputs = arena_create(1 << 20), scratch = arena_create(1 << 22);
+    Tensor *x = randn(&inputs, 300, 1.0, true, 2, (int[]){3, 7});
+    GradCheck r = gradcheck(f_gelu_wrong, &x, 1, NULL, &scratch, EPS, 7);
+    printf("gradcheck of a deliberately wrong GELU backward: max rel err %.2e (must fail)\n", r.max_rel_err);
+    ck_assert_double_gt(r.max_rel_err, 1e-1);
+    double d = gradcheck_direction(f_gelu_wrong, &x, 1, NULL, &scratch, EPS, 7);
+    ck_assert_double_gt(d, 1e-2);
+    arena_destroy(&inputs);
+    arena_destroy(&scratch);
+}
+END_TEST
+
+// Masked keys get weight exactly 0, so their K and V receive exactly zero gradient.
+START_TEST(masked_keys_get_zero_weight_and_gradient) {
+    Arena a = arena_create(1 << 20);
+    Tape tp = tape_create(&a);
+    Tensor *q = randn(&a, 1, 1, true, 3, (int[]){2, 3, 6}), *k = randn(&a, 2, 1, true, 3, (int[]){2, 7, 6});
+    Tensor *v = randn(&a, 3, 1, true, 3, (int[]){2, 7, 6});
+    Tensor *out = attention(&tp, q, k, v, 3, key_mask);
+    real *dout = arena_alloc(&a, out->size * sizeof(real));
+    rng_fill_normal(dout, out->size, 5, 5, 0, 1);
+    backward_from(&tp, out, dout);
+    const Tensor *probs = tp.nodes[tp.n - 1].saved;
+    for (size_t i = 0; i < probs->size; i++)
+        if (!key_mask[i % 7]) ck_assert(probs->data[i] == 0);
+    for (int b = 0; b < 2; b++)
+        for (int j = 0; j < 7; j++)
+            for (int d = 0; d < 6; d++) {
+                size_t o = ((size_t)b * 7 + j) * 6 + d;
+                if (!key_mask[j]) ck_assert(k->grad[o] == 0 && v->grad[o] == 0);
+                else ck_assert(v->grad[o] != 0);
+            }
+    tape_free(&tp);
+    arena_destroy(&a);
+}
+END_TEST
+
+Suite *ops_suite(void) {
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("gradcheck");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, op_gradcheck, 0, N_CASES);
+    tcase_add_test(tc, block_direction_check);
+    tcase_add_test(tc, checker_catches_wrong_backward);
+    tcase_add_test(tc, masked_keys_get_zero_weight_and_gradient);
+    suite_add_tcase(s, tc);
+    return s;
+}
