@@ -9,7 +9,7 @@
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c17 -Wall -Wextra -D_GNU_SOURCE -MMD -MP
-LDLIBS  := -lopenblas -lm
+LDLIBS  := -lopenblas -lstb -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 DEB_PACKAGES := build-essential pkg-config libopenblas-dev check libopenmpi-dev openmpi-bin libstb-dev
 
@@ -30,7 +30,7 @@ USE_MPI    ?= $(HAVE_MPI)
 mark = $(if $(filter 1,$(1)),✓,✗)
 
 # ---- sources -----------------------------------------------------------------------------------
-LIB_SRC  := $(wildcard core/*.c autograd/*.c layers/*.c kernels/*.c)
+LIB_SRC  := $(filter-out train/main.c,$(wildcard core/*.c autograd/*.c layers/*.c kernels/*.c parallel/*.c train/*.c))
 TEST_SRC := $(wildcard tests/test_*.c)
 CU_SRC   := $(wildcard kernels/*.cu)
 NVFLAGS  := -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90

@@ -24,11 +24,14 @@
 static const struct {
     const char *name;
     size_t size;
-} DTYPES[] = {[ST_F32] = {"F32", 4}, [ST_F64] = {"F64", 8}, [ST_I32] = {"I32", 4}, [ST_I64] = {"I64", 8}};
+} DTYPES[] = {
+    [ST_F32] = {"F32", 4}, [ST_F64] = {"F64", 8}, [ST_I32] = {"I32", 4}, [ST_I64] = {"I64", 8}};
 #define N_DTYPES ((int)(sizeof DTYPES / sizeof DTYPES[0]))
 
 size_t st_dtype_size(StDtype d) { return (unsigned)d < (unsigned)N_DTYPES ? DTYPES[d].size : 0; }
-const char *st_dtype_name(StDtype d) { return (unsigned)d < (unsigned)N_DTYPES ? DTYPES[d].name : "?"; }
+const char *st_dtype_name(StDtype d) {
+    return (unsigned)d < (unsigned)N_DTYPES ? DTYPES[d].name : "?";
+}
 
 // err = prefix + formatted text, truncated to errlen; err may be NULL. Always returns -1.
 static int vreport(char *err, size_t errlen, const char *prefix, const char *fmt, va_list ap) {
@@ -97,8 +100,9 @@ typedef struct {
 // A syntax error at the current position.
 __attribute__((format(printf, 2, 3))) static int syntax(Parser *p, const char *fmt, ...) {
     char prefix[640];
-    snprintf(prefix, sizeof prefix, "%s: malformed JSON header at byte %zu (file offset %zu): ",
-             p->file, p->pos, p->pos + 8);
+    snprintf(prefix, sizeof prefix,
+             "%s: malformed JSON header at byte %zu (file offset %zu): ", p->file, p->pos,
+             p->pos + 8);
     va_list ap;
     va_start(ap, fmt);
     vreport(p->err, p->errlen, prefix, fmt, ap);
@@ -160,14 +164,30 @@ static int scan_string(Parser *p, char *out, size_t *n_out, size_t *end) {
         }
         unsigned char e = p->s[i + 1], d;
         switch (e) {
-        case '"': d = '"'; break;
-        case '\\': d = '\\'; break;
-        case '/': d = '/'; break;
-        case 'b': d = '\b'; break;
-        case 'f': d = '\f'; break;
-        case 'n': d = '\n'; break;
-        case 'r': d = '\r'; break;
-        case 't': d = '\t'; break;
+        case '"':
+            d = '"';
+            break;
+        case '\\':
+            d = '\\';
+            break;
+        case '/':
+            d = '/';
+            break;
+        case 'b':
+            d = '\b';
+            break;
+        case 'f':
+            d = '\f';
+            break;
+        case 'n':
+            d = '\n';
+            break;
+        case 'r':
+            d = '\r';
+            break;
+        case 't':
+            d = '\t';
+            break;
         case 'u': {
             unsigned v = 0;
             for (int k = 0; k < 4; k++) {
@@ -180,8 +200,10 @@ static int scan_string(Parser *p, char *out, size_t *n_out, size_t *end) {
             }
             if (v == 0 || v >= 0x80) {
                 p->pos = i;
-                return syntax(p, "\\u%04X is not supported: only \\u0001-\\u007F are; write other "
-                                 "characters as raw UTF-8", v);
+                return syntax(p,
+                              "\\u%04X is not supported: only \\u0001-\\u007F are; write other "
+                              "characters as raw UTF-8",
+                              v);
             }
             d = (unsigned char)v;
             i += 4; // plus the 2 below
@@ -252,7 +274,8 @@ static int parse_uint_array(Parser *p, const char *what, uint64_t *vals, int max
     for (;;) {
         uint64_t v = 0;
         if (parse_uint(p, what, &v)) return -1;
-        if (*n == max) return invalid(p, "%s has more than %d entries, the most allowed", what, max);
+        if (*n == max)
+            return invalid(p, "%s has more than %d entries, the most allowed", what, max);
         vals[(*n)++] = v;
         skip_ws(p);
         int c = peek(p);
@@ -316,8 +339,10 @@ static int parse_metadata(Parser *p) {
         if (expect_colon(p, key)) return free(key), -1;
         skip_ws(p);
         if (peek(p) != '"') {
-            invalid(p, "metadata key '%s' has a non-string value; __metadata__ values must be "
-                       "strings, e.g. \"3\" rather than 3", key);
+            invalid(p,
+                    "metadata key '%s' has a non-string value; __metadata__ values must be "
+                    "strings, e.g. \"3\" rather than 3",
+                    key);
             free(key);
             return -1;
         }
@@ -360,8 +385,10 @@ static int parse_tensor(Parser *p, char *name) {
                 int k = 0;
                 while (k < N_DTYPES && strcmp(d, DTYPES[k].name)) k++;
                 if (k == N_DTYPES)
-                    rc = invalid(p, "tensor '%s' has dtype %s, which is not supported (F32, F64, "
-                                    "I32, I64)", name, d);
+                    rc = invalid(p,
+                                 "tensor '%s' has dtype %s, which is not supported (F32, F64, "
+                                 "I32, I64)",
+                                 name, d);
                 e->t.dtype = (StDtype)k;
             }
             free(d);
@@ -382,14 +409,19 @@ static int parse_tensor(Parser *p, char *name) {
                              name, n);
             if (!rc) e->begin = off[0], e->end = off[1];
         } else if (!rc) {
-            rc = invalid(p, "tensor '%s' has the unknown field '%s'; expected only dtype, shape "
-                            "and data_offsets", name, key);
+            rc = invalid(p,
+                         "tensor '%s' has the unknown field '%s'; expected only dtype, shape "
+                         "and data_offsets",
+                         name, key);
         }
         if (!rc) rc = more = next_member(p, key);
         free(key);
         if (rc < 0) return -1;
     }
-    const char *missing = !have_dtype ? "dtype" : !have_shape ? "shape" : !have_offsets ? "data_offsets" : NULL;
+    const char *missing = !have_dtype     ? "dtype"
+                          : !have_shape   ? "shape"
+                          : !have_offsets ? "data_offsets"
+                                          : NULL;
     if (missing) return invalid(p, "tensor '%s' has no '%s' field", name, missing);
     return 0;
 }
@@ -438,8 +470,9 @@ static int validate(Parser *p, const unsigned char *data, uint64_t data_len) {
         int rc = 0;
         for (int i = 1; i < p->n && !rc; i++)
             if (!strcmp(by_name[i - 1]->t.name, by_name[i]->t.name))
-                rc = invalid(p, "tensor name '%s' appears twice in the header; names must be unique",
-                             by_name[i]->t.name);
+                rc =
+                    invalid(p, "tensor name '%s' appears twice in the header; names must be unique",
+                            by_name[i]->t.name);
         free(by_name);
         if (rc) return -1;
     }
@@ -449,45 +482,57 @@ static int validate(Parser *p, const unsigned char *data, uint64_t data_len) {
         char shp[256];
         fmt_shape(shp, sizeof shp, e->t.shape, e->t.ndim);
         if (e->begin > e->end)
-            return invalid(p, "tensor '%s' has data_offsets [%" PRIu64 ", %" PRIu64 "] whose begin "
-                              "is after its end; the header is corrupt", name, e->begin, e->end);
+            return invalid(p,
+                           "tensor '%s' has data_offsets [%" PRIu64 ", %" PRIu64 "] whose begin "
+                           "is after its end; the header is corrupt",
+                           name, e->begin, e->end);
         if (e->end > data_len)
-            return invalid(p, "tensor '%s' has data_offsets [%" PRIu64 ", %" PRIu64 "] but the data "
-                              "buffer has only %" PRIu64 " bytes; the file is truncated",
+            return invalid(p,
+                           "tensor '%s' has data_offsets [%" PRIu64 ", %" PRIu64 "] but the data "
+                           "buffer has only %" PRIu64 " bytes; the file is truncated",
                            name, e->begin, e->end, data_len);
         uint64_t count = 1, size = st_dtype_size(e->t.dtype);
         for (int d = 0; d < e->t.ndim; d++) {
             uint64_t dim = (uint64_t)e->t.shape[d];
             if (dim != 0 && count > UINT64_MAX / size / dim)
-                return invalid(p, "tensor '%s' has shape %s, whose size in bytes overflows", name, shp);
+                return invalid(p, "tensor '%s' has shape %s, whose size in bytes overflows", name,
+                               shp);
             count *= dim;
         }
         if (count * size != e->end - e->begin)
-            return invalid(p, "tensor '%s' has shape %s and dtype %s, i.e. %" PRIu64 " bytes, but "
-                              "its data_offsets [%" PRIu64 ", %" PRIu64 "] span %" PRIu64 " bytes; "
-                              "the header is inconsistent", name, shp, st_dtype_name(e->t.dtype),
-                           count * size, e->begin, e->end, e->end - e->begin);
+            return invalid(p,
+                           "tensor '%s' has shape %s and dtype %s, i.e. %" PRIu64 " bytes, but "
+                           "its data_offsets [%" PRIu64 ", %" PRIu64 "] span %" PRIu64 " bytes; "
+                           "the header is inconsistent",
+                           name, shp, st_dtype_name(e->t.dtype), count * size, e->begin, e->end,
+                           e->end - e->begin);
         e->t.nbytes = (size_t)(e->end - e->begin);
         e->t.data = data + e->begin;
     }
-    qsort(p->entries, (size_t)p->n, sizeof *p->entries, cmp_entry_offsets);
+    if (p->n > 1) qsort(p->entries, (size_t)p->n, sizeof *p->entries, cmp_entry_offsets);
     uint64_t pos = 0;
     for (int i = 0; i < p->n; i++) {
         const Entry *e = &p->entries[i];
         if (e->begin < pos)
-            return invalid(p, "tensors '%s' (data_offsets [%" PRIu64 ", %" PRIu64 "]) and '%s' ([%"
-                              PRIu64 ", %" PRIu64 "]) overlap in the data buffer; each byte must "
-                              "belong to exactly one tensor", p->entries[i - 1].t.name,
-                           p->entries[i - 1].begin, p->entries[i - 1].end, e->t.name, e->begin, e->end);
+            return invalid(p,
+                           "tensors '%s' (data_offsets [%" PRIu64 ", %" PRIu64
+                           "]) and '%s' ([%" PRIu64 ", %" PRIu64
+                           "]) overlap in the data buffer; each byte must "
+                           "belong to exactly one tensor",
+                           p->entries[i - 1].t.name, p->entries[i - 1].begin, p->entries[i - 1].end,
+                           e->t.name, e->begin, e->end);
         if (e->begin > pos)
-            return invalid(p, "bytes [%" PRIu64 ", %" PRIu64 ") of the data buffer (before tensor "
-                              "'%s') belong to no tensor; the format requires the buffer to be fully "
-                              "covered", pos, e->begin, e->t.name);
+            return invalid(p,
+                           "bytes [%" PRIu64 ", %" PRIu64 ") of the data buffer (before tensor "
+                           "'%s') belong to no tensor; the format requires the buffer to be fully "
+                           "covered",
+                           pos, e->begin, e->t.name);
         pos = e->end;
     }
     if (pos != data_len)
-        return invalid(p, "the last %" PRIu64 " bytes of the data buffer (from offset %" PRIu64
-                          ") belong to no tensor; the format requires the buffer to be fully covered",
+        return invalid(p,
+                       "the last %" PRIu64 " bytes of the data buffer (from offset %" PRIu64
+                       ") belong to no tensor; the format requires the buffer to be fully covered",
                        data_len - pos, pos);
     return 0;
 }
@@ -501,20 +546,24 @@ static void free_parser(Parser *p) {
 }
 
 // Parse a whole file held in buf (malloc'ed, ownership taken: kept in st->buf or freed).
-static int parse_owned(const char *file, unsigned char *buf, size_t len, SafeTensors *st,
-                       char *err, size_t errlen) {
+static int parse_owned(const char *file, unsigned char *buf, size_t len, SafeTensors *st, char *err,
+                       size_t errlen) {
     memset(st, 0, sizeof *st);
     if (len < 8) {
         free(buf);
-        return report(err, errlen, file, "the file has only %zu bytes, fewer than the 8-byte header "
-                                         "length field; it is truncated or not a safetensors file", len);
+        return report(err, errlen, file,
+                      "the file has only %zu bytes, fewer than the 8-byte header "
+                      "length field; it is truncated or not a safetensors file",
+                      len);
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
     if (hlen > len - 8) {
         free(buf);
-        return report(err, errlen, file, "header says %" PRIu64 " bytes but the file has only %zu "
-                                         "after the length field; the file is truncated", hlen, len - 8);
+        return report(err, errlen, file,
+                      "header says %" PRIu64 " bytes but the file has only %zu "
+                      "after the length field; the file is truncated",
+                      hlen, len - 8);
     }
     Parser p = {.s = buf + 8, .len = (size_t)hlen, .file = file, .err = err, .errlen = errlen};
     if (parse_header(&p) || validate(&p, buf + 8 + hlen, len - 8 - hlen)) {
@@ -591,15 +640,19 @@ const char *st_meta(const SafeTensors *st, const char *key) {
 int st_to_real(const StTensor *t, real *dst, size_t n, char *err, size_t errlen) {
     if (t->dtype != ST_F32 && t->dtype != ST_F64) {
         if (err && errlen)
-            snprintf(err, errlen, "tensor '%s' has dtype %s, not F32 or F64, so it cannot be read "
-                                  "as real values", t->name, st_dtype_name(t->dtype));
+            snprintf(err, errlen,
+                     "tensor '%s' has dtype %s, not F32 or F64, so it cannot be read "
+                     "as real values",
+                     t->name, st_dtype_name(t->dtype));
         return -1;
     }
     size_t size = st_dtype_size(t->dtype), count = t->nbytes / size;
     if (n != count) {
         if (err && errlen)
-            snprintf(err, errlen, "tensor '%s' has %zu elements but the destination holds %zu; "
-                                  "check the expected shape", t->name, count, n);
+            snprintf(err, errlen,
+                     "tensor '%s' has %zu elements but the destination holds %zu; "
+                     "check the expected shape",
+                     t->name, count, n);
         return -1;
     }
     const unsigned char *src = t->data;
@@ -627,7 +680,6 @@ typedef struct {
     int64_t shape[ST_MAX_DIMS];
     size_t nbytes;
     const void *data;
-    void *owned; // REAL_F64 add_real: the converted copy that data points to
 } WEntry;
 
 struct StWriter {
@@ -687,9 +739,11 @@ static WEntry *add_entry(StWriter *w, const char *name, StDtype dtype, int ndim)
     CHECK(w && name, "st_writer_add: NULL writer or name");
     CHECK(name[0] && strcmp(name, "__metadata__"),
           "st_writer_add: tensor name '%s' is empty or reserved; use another name", name);
-    CHECK(st_dtype_size(dtype), "st_writer_add: tensor '%s' has invalid dtype %d", name, (int)dtype);
+    CHECK(st_dtype_size(dtype), "st_writer_add: tensor '%s' has invalid dtype %d", name,
+          (int)dtype);
     CHECK(ndim >= 0 && ndim <= ST_MAX_DIMS,
-          "st_writer_add: tensor '%s' has %d dimensions; 0 to %d are supported", name, ndim, ST_MAX_DIMS);
+          "st_writer_add: tensor '%s' has %d dimensions; 0 to %d are supported", name, ndim,
+          ST_MAX_DIMS);
     if (w->n == w->cap) {
         w->cap = w->cap ? 2 * w->cap : 16;
         w->e = grow(w->e, (size_t)w->cap, sizeof *w->e);
@@ -709,7 +763,8 @@ static size_t entry_count(const WEntry *e) {
         CHECK(e->shape[i] >= 0, "st_writer_add: tensor '%s' has negative dimension %" PRId64,
               e->name, e->shape[i]);
         size_t d = (size_t)e->shape[i];
-        CHECK(d == 0 || count <= SIZE_MAX / size / d, "st_writer_add: tensor '%s' is too large", e->name);
+        CHECK(d == 0 || count <= SIZE_MAX / size / d, "st_writer_add: tensor '%s' is too large",
+              e->name);
         count *= d;
     }
     return count;
@@ -724,20 +779,12 @@ void st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim, const
     e->data = data;
 }
 
-void st_writer_add_real(StWriter *w, const char *name, int ndim, const int *shape, const real *data) {
-    WEntry *e = add_entry(w, name, ST_F32, ndim);
-    for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
-    size_t count = entry_count(e);
-    e->nbytes = count * 4;
-    CHECK(data || count == 0, "st_writer_add_real: tensor '%s' has NULL data", name);
-#ifdef REAL_F64
-    float *f = xmalloc(e->nbytes);
-    for (size_t i = 0; i < count; i++) f[i] = (float)data[i];
-    e->owned = f;
-    e->data = f;
-#else
-    e->data = data;
-#endif
+void st_writer_add_real(StWriter *w, const char *name, int ndim, const int *shape,
+                        const real *data) {
+    int64_t dims[ST_MAX_DIMS];
+    CHECK(ndim >= 0 && ndim <= ST_MAX_DIMS, "st_writer_add_real: '%s' has %d dims", name, ndim);
+    for (int i = 0; i < ndim; i++) dims[i] = shape[i];
+    st_writer_add(w, name, sizeof(real) == 8 ? ST_F64 : ST_F32, ndim, dims, data);
 }
 
 void st_writer_meta(StWriter *w, const char *key, const char *value) {
@@ -819,15 +866,18 @@ int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen) {
     int rc = -1;
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        report(err, errlen, path, "cannot create %s: %s; check that the directory exists and is "
-                                  "writable", tmp, strerror(errno));
+        report(err, errlen, path,
+               "cannot create %s: %s; check that the directory exists and is "
+               "writable",
+               tmp, strerror(errno));
         goto done;
     }
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
     int ok = fwrite(lenb, 1, 8, f) == 8 && fwrite(h.s, 1, h.len, f) == h.len;
     for (int i = 0; ok && i < w->n; i++)
-        ok = order[i]->nbytes == 0 || fwrite(order[i]->data, 1, order[i]->nbytes, f) == order[i]->nbytes;
+        ok = order[i]->nbytes == 0 ||
+             fwrite(order[i]->data, 1, order[i]->nbytes, f) == order[i]->nbytes;
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int e = errno;
     if (fclose(f) != 0 && ok) ok = 0, e = errno;
@@ -851,7 +901,7 @@ done:
 
 void st_writer_free(StWriter *w) {
     if (!w) return;
-    for (int i = 0; i < w->n; i++) free(w->e[i].name), free(w->e[i].owned);
+    for (int i = 0; i < w->n; i++) free(w->e[i].name);
     for (int i = 0; i < w->n_meta; i++) free(w->keys[i]), free(w->values[i]);
     free(w->e);
     free(w->keys);

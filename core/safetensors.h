@@ -16,12 +16,12 @@ typedef enum { ST_F32, ST_F64, ST_I32, ST_I64 } StDtype;
 typedef struct StTensor {
     char *name;
     StDtype dtype;
-    int ndim;                     // 0 for a scalar
-    int64_t shape[ST_MAX_DIMS];   // [ndim]
-    size_t nbytes;                // element count * st_dtype_size(dtype)
-    const void *data;             // [nbytes] inside SafeTensors.buf. Aligned to the dtype size
-                                  // in files from st_writer_write (and the reference writer);
-                                  // files from other writers may leave it unaligned
+    int ndim;                   // 0 for a scalar
+    int64_t shape[ST_MAX_DIMS]; // [ndim]
+    size_t nbytes;              // element count * st_dtype_size(dtype)
+    const void *data;           // [nbytes] inside SafeTensors.buf. Aligned to the dtype size
+                                // in files from st_writer_write (and the reference writer);
+                                // files from other writers may leave it unaligned
 } StTensor;
 
 typedef struct SafeTensors {
@@ -41,8 +41,8 @@ int st_read(const char *path, SafeTensors *st, char *err, size_t errlen);
 int st_parse(const void *bytes, size_t len, SafeTensors *st, char *err, size_t errlen);
 void st_free(SafeTensors *st); // leaves *st zeroed; safe on a zeroed or already-freed struct
 const StTensor *st_find(const SafeTensors *st, const char *name); // NULL if absent
-const char *st_meta(const SafeTensors *st, const char *key);        // NULL if absent
-size_t st_dtype_size(StDtype d);      // 0 for an invalid value
+const char *st_meta(const SafeTensors *st, const char *key);      // NULL if absent
+size_t st_dtype_size(StDtype d);                                  // 0 for an invalid value
 const char *st_dtype_name(StDtype d); // "F32", ...; "?" for an invalid value
 // Convert an F32 or F64 tensor into n `real` values; -1 with a message if the dtype is not a
 // float type or n is not the tensor's element count.
@@ -57,14 +57,15 @@ typedef struct StWriter StWriter;
 StWriter *st_writer_new(void);
 void st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim, const int64_t *shape,
                    const void *data);
-// Stored as F32 always; with REAL_F64 the writer keeps its own converted copy.
+// Stored in the build's real type: F32, or F64 in the float64 build (readers take either).
 void st_writer_add_real(StWriter *w, const char *name, int ndim, const int *shape,
                         const real *data);
 // Adding a key again replaces its value.
 void st_writer_meta(StWriter *w, const char *key, const char *value);
 // Header entries and data ordered by dtype size (8-byte dtypes first), then name, with the header
-// padded with spaces so the data starts 8-byte aligned: every tensor is aligned to its dtype; "__metadata__" only if metadata was added. Writes "<path>.tmp" then renames it onto
-// path; on failure -1 with a message, and neither path nor the .tmp file is left behind.
-// The writer can be written again or freed afterwards.
+// padded with spaces so the data starts 8-byte aligned: every tensor is aligned to its dtype;
+// "__metadata__" only if metadata was added. Writes "<path>.tmp" then renames it onto path; on
+// failure -1 with a message, and neither path nor the .tmp file is left behind. The writer can be
+// written again or freed afterwards.
 int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen);
 void st_writer_free(StWriter *w); // NULL is fine

@@ -4,6 +4,7 @@
 // .cu files and are declared in cuda.h.
 #pragma once
 #include "../core/real.h"
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -13,13 +14,13 @@ void linear_forward(real *out, const real *inp, const real *weight, const real *
 void linear_backward(real *dinp, real *dweight, real *dbias, const real *dout, const real *inp,
                      const real *weight, int N, int C, int OC);
 
-// ---- patches: img (B,C,H,W) <-> tokens (B, T=(H/p)(W/p), ...) ------------------------------------
-// patchify: token row laid out (c, i, j), matching a conv weight (D, C, p, p) seen as (D, C*p*p).
-void patchify_forward(real *out, const real *img, int B, int C, int H, int W, int p);
-void patchify_backward(real *dimg, const real *dout, int B, int C, int H, int W, int p);
-// unpatchify: token row laid out (i, j, c), as the DiT final layer produces it.
-void unpatchify_forward(real *img, const real *tokens, int B, int C, int H, int W, int p);
-void unpatchify_backward(real *dtokens, const real *dimg, int B, int C, int H, int W, int p);
+// ---- patches: img (B,C,H,W) <-> tokens (B, n, C*p*p) = patches [t0, t0+n) of the grid ----------
+// Token rows are laid out (c, i, j), or (i, j, c) when channels_last; rows past the last patch are
+// padding and left alone. Both ADD into their output.
+void patch_gather(real *tokens, const real *img, int B, int C, int H, int W, int p, int t0, int n,
+                  bool channels_last);
+void patch_scatter(real *img, const real *tokens, int B, int C, int H, int W, int p, int t0, int n,
+                   bool channels_last);
 
 // ---- elementwise ---------------------------------------------------------------------------------
 // add: out (n) = a (n) + b (n % nb): b repeats when it is smaller (e.g. pos_embed over a batch).

@@ -1,61 +1,34 @@
-// patch.c: images <-> patch tokens. Both directions are permutations, so each backward is the
-// inverse permutation, accumulated.
+// patch.c: images <-> patch tokens. A token row holds one p x p patch, laid out (c, i, j) like a
+// conv weight (D, C, p, p), or (i, j, c) when channels_last, as the DiT final layer produces it.
+// Tokens are the (H/p)*(W/p) patches in row-major order; a shard holds tokens [t0, t0 + n), and
+// rows past the last patch (padding) are left alone. Both directions ADD into their output, so
+// each is the other's backward.
 #include "kernels.h"
 
-// img (B,C,H,W) -> out (B, T, C*p*p), token (h,w) row-major, row laid out (c, i, j)
-void patchify_forward(real *out, const real *img, int B, int C, int H, int W, int p) {
-    int h = H / p, w = W / p, row = C * p * p;
-    for (int b = 0; b < B; b++)
-        for (int th = 0; th < h; th++)
-            for (int tw = 0; tw < w; tw++) {
-                real *o = out + ((size_t)(b * h + th) * w + tw) * row;
-                for (int c = 0; c < C; c++)
-                    for (int i = 0; i < p; i++)
-                        for (int j = 0; j < p; j++)
-                            o[(c * p + i) * p + j] =
-                                img[(((size_t)b * C + c) * H + th * p + i) * W + tw * p + j];
-            }
+// visit(token element, image element) for every pixel of the shard's real tokens
+#define FOR_PATCH_PIXELS(BODY)                                                                     \
+    int gw = W / p, T = (H / p) * gw, row = C * p * p;                                             \
+    for (int b = 0; b < B; b++)                                                                    \
+        for (int r = 0; r < n && t0 + r < T; r++) {                                                \
+            int th = (t0 + r) / gw, tw = (t0 + r) % gw;                                            \
+            size_t tok = ((size_t)b * n + r) * row;                                                \
+            for (int c = 0; c < C; c++)                                                            \
+                for (int i = 0; i < p; i++)                                                        \
+                    for (int j = 0; j < p; j++) {                                                  \
+                        size_t te = tok + (channels_last ? (i * p + j) * C + c : (c * p + i) * p + j); \
+                        size_t ie = (((size_t)b * C + c) * H + th * p + i) * W + tw * p + j;       \
+                        BODY;                                                                      \
+                    }                                                                              \
+        }
+
+// tokens (B, n, C*p*p) += patches of img (B, C, H, W)
+void patch_gather(real *tokens, const real *img, int B, int C, int H, int W, int p, int t0, int n,
+                  bool channels_last) {
+    FOR_PATCH_PIXELS(tokens[te] += img[ie])
 }
 
-void patchify_backward(real *dimg, const real *dout, int B, int C, int H, int W, int p) {
-    int h = H / p, w = W / p, row = C * p * p;
-    for (int b = 0; b < B; b++)
-        for (int th = 0; th < h; th++)
-            for (int tw = 0; tw < w; tw++) {
-                const real *d = dout + ((size_t)(b * h + th) * w + tw) * row;
-                for (int c = 0; c < C; c++)
-                    for (int i = 0; i < p; i++)
-                        for (int j = 0; j < p; j++)
-                            dimg[(((size_t)b * C + c) * H + th * p + i) * W + tw * p + j] +=
-                                d[(c * p + i) * p + j];
-            }
-}
-
-// tokens (B, T, p*p*C), row laid out (i, j, c) -> img (B,C,H,W)
-void unpatchify_forward(real *img, const real *tokens, int B, int C, int H, int W, int p) {
-    int h = H / p, w = W / p, row = C * p * p;
-    for (int b = 0; b < B; b++)
-        for (int th = 0; th < h; th++)
-            for (int tw = 0; tw < w; tw++) {
-                const real *x = tokens + ((size_t)(b * h + th) * w + tw) * row;
-                for (int i = 0; i < p; i++)
-                    for (int j = 0; j < p; j++)
-                        for (int c = 0; c < C; c++)
-                            img[(((size_t)b * C + c) * H + th * p + i) * W + tw * p + j] =
-                                x[(i * p + j) * C + c];
-            }
-}
-
-void unpatchify_backward(real *dtokens, const real *dimg, int B, int C, int H, int W, int p) {
-    int h = H / p, w = W / p, row = C * p * p;
-    for (int b = 0; b < B; b++)
-        for (int th = 0; th < h; th++)
-            for (int tw = 0; tw < w; tw++) {
-                real *dx = dtokens + ((size_t)(b * h + th) * w + tw) * row;
-                for (int i = 0; i < p; i++)
-                    for (int j = 0; j < p; j++)
-                        for (int c = 0; c < C; c++)
-                            dx[(i * p + j) * C + c] +=
-                                dimg[(((size_t)b * C + c) * H + th * p + i) * W + tw * p + j];
-            }
+// img (B, C, H, W) += tokens (B, n, C*p*p) put back in place
+void patch_scatter(real *img, const real *tokens, int B, int C, int H, int W, int p, int t0, int n,
+                   bool channels_last) {
+    FOR_PATCH_PIXELS(img[ie] += tokens[te])
 }

@@ -2,6 +2,7 @@
 #pragma once
 #include "../core/check.h"
 #include "layers.h"
+#include <string.h>
 
 // A new tensor shaped like x but with the last dim replaced by `last`.
 static inline Tensor *with_last_dim(Arena *a, const Tensor *x, int last) {

@@ -6,10 +6,12 @@
 
 // x (..., C), w (OC, C), b (OC) or NULL -> (..., OC)
 Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b);
-// img (B,C,H,W) -> (B, T, C*p*p), T = (H/p)*(W/p), token rows laid out (c, i, j)
-Tensor *patchify(Tape *tp, Tensor *img, int p);
-// conv with stride = kernel = p: img (B,C,H,W), w (D,C,p,p), b (D) -> (B, T, D)
-Tensor *patch_embed(Tape *tp, Tensor *img, Tensor *w, Tensor *b);
+// img (B,C,H,W) -> (B, len, C*p*p): patches [t0, t0 + len) of the (H/p)*(W/p) grid in row-major
+// order, rows laid out (c, i, j), or (i, j, c) when channels_last; rows past the grid are zero
+Tensor *patchify(Tape *tp, Tensor *img, int p, int t0, int len, bool channels_last);
+// conv with stride = kernel = p on patches [t0, t0 + len): img (B,C,H,W), w (D,C,p,p), b (D)
+// -> (B, len, D)
+Tensor *patch_embed(Tape *tp, Tensor *img, Tensor *w, Tensor *b, int t0, int len);
 // tokens (B, T, p*p*C) laid out (i, j, c) -> (B, C, H, W)
 Tensor *unpatchify(Tape *tp, Tensor *tokens, int C, int H, int W, int p);
 // a + b; b may be smaller, repeating over the leading dims of a (a bias or pos_embed)

@@ -22,8 +22,9 @@ static const uint8_t elem_mask[14] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1};
 
 static Tensor *f_linear(Tape *tp, Tensor **in, void *c) { (void)c; return linear(tp, in[0], in[1], in[2]); }
 static Tensor *f_linear_nb(Tape *tp, Tensor **in, void *c) { (void)c; return linear(tp, in[0], in[1], NULL); }
-static Tensor *f_patchify(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 2); }
-static Tensor *f_patch_embed(Tape *tp, Tensor **in, void *c) { (void)c; return patch_embed(tp, in[0], in[1], in[2]); }
+static Tensor *f_patchify(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 2, 0, 6, false); }
+static Tensor *f_patchify_shard(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 2, 4, 3, true); }
+static Tensor *f_patch_embed(Tape *tp, Tensor **in, void *c) { (void)c; return patch_embed(tp, in[0], in[1], in[2], 0, 6); }
 static Tensor *f_unpatchify(Tape *tp, Tensor **in, void *c) { (void)c; return unpatchify(tp, in[0], 3, 4, 6, 2); }
 static Tensor *f_add(Tape *tp, Tensor **in, void *c) { (void)c; return add(tp, in[0], in[1]); }
 static Tensor *f_gelu(Tape *tp, Tensor **in, void *c) { (void)c; return gelu(tp, in[0]); }
@@ -54,6 +55,7 @@ static const OpCase cases[] = {
     {"linear", f_linear, NULL, 3, {3, 2, 1}, {{2, 3, 5}, {7, 5}, {7}}, 1e-8, 1e-3},
     {"linear (no bias, 1 row)", f_linear_nb, NULL, 2, {2, 2}, {{1, 3}, {4, 3}}, 1e-8, 1e-3},
     {"patchify", f_patchify, NULL, 1, {4}, {{2, 3, 4, 6}}, 1e-8, 1e-3},
+    {"patchify (last shard, padded)", f_patchify_shard, NULL, 1, {4}, {{2, 3, 4, 6}}, 1e-8, 1e-3},
     {"patch_embed", f_patch_embed, NULL, 3, {4, 4, 1}, {{2, 3, 4, 6}, {5, 3, 2, 2}, {5}}, 1e-8, 1e-3},
     {"unpatchify", f_unpatchify, NULL, 1, {3}, {{2, 6, 12}}, 1e-8, 1e-3},
     {"add", f_add, NULL, 2, {3, 3}, {{2, 3, 5}, {2, 3, 5}}, 1e-8, 1e-3},
