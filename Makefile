@@ -1,10 +1,11 @@
-# Makefile: builds the library, the tests and the programs in float32 (build/f32) and float64
-# (build/f64), detects optional parts by compiling probes, and says what it found.
-#   make            build (float32) and print what was found
+# Makefile: builds the library, the tests and the program in float32 (build/f32) and float64
+# (build/f64), detects optional parts by compiling probes, and says what it found. CPU-only
+# builds (USE_CUDA=0) go to build-cpu/ so the two never mix objects.
+#   make            build (float32) into train/train and print what was found
 #   make test       build and run the unit tests in float32 and float64
 #   make asan       the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make deps       install the Debian packages that are missing
-# Overrides: USE_CUDA=0/1, USE_MPI=0/1, NVCC=path, CC=compiler.
+# Overrides: USE_CUDA=0/1, NVCC=path, CC=compiler.
 
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
@@ -26,7 +27,7 @@ CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
 HAVE_NVCC  := $(if $(NVCC),1,0)
 HAVE_NCCL  := $(if $(NVCC),$(call probe,'$(H)include <nccl.h>',-I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -lnccl),0)
 USE_CUDA   ?= $(HAVE_NVCC)
-USE_MPI    ?= $(HAVE_MPI)
+BUILD      := build$(if $(filter 1,$(USE_CUDA)),,-cpu)
 mark = $(if $(filter 1,$(1)),✓,✗)
 
 # ---- sources -----------------------------------------------------------------------------------
@@ -34,17 +35,24 @@ LIB_SRC  := $(filter-out train/main.c,$(wildcard core/*.c autograd/*.c layers/*.
 TEST_SRC := $(wildcard tests/test_*.c)
 CU_SRC   := $(wildcard kernels/*.cu)
 NVFLAGS  := -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+ifeq ($(HAVE_MPI),1)
+CFLAGS   += $(shell mpicc --showme:compile)
+LDLIBS   += $(shell mpicc --showme:link)
+endif
 ifeq ($(USE_CUDA),1)
 CFLAGS   += -DUSE_CUDA -I$(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
 endif
 
-.PHONY: all test asan deps clean found
-all: found build/f32/test_all
+.PHONY: all test asan asan-run deps clean found
+all: found train/train $(BUILD)/f32/test_all
+
+train/train: $(BUILD)/f32/bin/train
+	cp $< $@
 
 found:
-	@echo "found: $(call mark,$(HAVE_NVCC)) nvcc  $(call mark,$(HAVE_NCCL)) NCCL  $(call mark,$(HAVE_MPI)) MPI  $(call mark,$(HAVE_BLAS)) OpenBLAS  $(call mark,$(HAVE_CHECK)) Check   (building: CUDA=$(USE_CUDA) MPI=$(USE_MPI))"
-	@test "$(HAVE_BLAS)$(HAVE_CHECK)" = 11 || { echo "OpenBLAS and Check are required: run 'make deps' (as root) to install them"; exit 1; }
+	@echo "found: $(call mark,$(HAVE_NVCC)) nvcc  $(call mark,$(HAVE_NCCL)) NCCL  $(call mark,$(HAVE_MPI)) MPI  $(call mark,$(HAVE_BLAS)) OpenBLAS  $(call mark,$(HAVE_CHECK)) Check   (building: CUDA=$(USE_CUDA))"
+	@test "$(HAVE_BLAS)$(HAVE_CHECK)$(HAVE_MPI)" = 111 || { echo "Open MPI, OpenBLAS and Check are required: run 'make deps' (as root) to install them"; exit 1; }
 
 # ---- one build variant: $(1) = folder, $(2) = extra compile/link flags -------------------------
 define variant
@@ -53,28 +61,34 @@ $(1)/%.o: %.c
 	$$(CC) $$(CFLAGS) $(2) -c $$< -o $$@
 $(1)/%.cu.o: %.cu
 	@mkdir -p $$(dir $$@)
-	$$(NVCC) $$(NVFLAGS) $(filter -DREAL_F64,$(2)) -c $$< -o $$@
+	$$(NVCC) $$(NVFLAGS) $(filter -DREAL_F64,$(2)) -MMD -MP -c $$< -o $$@
 $(1)/libdit.a: $(patsubst %.c,$(1)/%.o,$(LIB_SRC)) $(if $(filter 1,$(USE_CUDA)),$(patsubst %.cu,$(1)/%.cu.o,$(CU_SRC)))
 	@rm -f $$@
 	ar rcs $$@ $$^
 $(1)/test_all: $(patsubst %.c,$(1)/%.o,$(TEST_SRC)) $(1)/libdit.a
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(CHECK_LIBS) $$(LDLIBS)
--include $(patsubst %.c,$(1)/%.d,$(LIB_SRC) $(TEST_SRC))
+$(1)/bin/train: $(1)/train/main.o $(1)/libdit.a
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(LDLIBS)
+-include $(patsubst %.c,$(1)/%.d,$(LIB_SRC) $(TEST_SRC) train/main.c) $(patsubst %.cu,$(1)/%.cu.d,$(CU_SRC))
 endef
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-$(eval $(call variant,build/f32,))
-$(eval $(call variant,build/f64,-DREAL_F64))
-$(eval $(call variant,build/asan-f32,$(SAN)))
-$(eval $(call variant,build/asan-f64,-DREAL_F64 $(SAN)))
+$(eval $(call variant,$(BUILD)/f32,))
+$(eval $(call variant,$(BUILD)/f64,-DREAL_F64))
+$(eval $(call variant,$(BUILD)/asan-f32,$(SAN)))
+$(eval $(call variant,$(BUILD)/asan-f64,-DREAL_F64 $(SAN)))
 
-test: found build/f32/test_all build/f64/test_all
-	@echo "== unit tests, float32 =="; build/f32/test_all
-	@echo "== unit tests, float64 =="; build/f64/test_all
+test: found $(BUILD)/f32/test_all $(BUILD)/f64/test_all
+	@echo "== unit tests, float32 =="; $(BUILD)/f32/test_all
+	@echo "== unit tests, float64 =="; $(BUILD)/f64/test_all
 
-asan: found build/asan-f32/test_all build/asan-f64/test_all
-	@echo "== unit tests, float32, ASan+UBSan =="; ASAN_OPTIONS=detect_leaks=1 build/asan-f32/test_all
-	@echo "== unit tests, float64, ASan+UBSan =="; ASAN_OPTIONS=detect_leaks=1 build/asan-f64/test_all
+# sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
+asan:
+	@$(MAKE) --no-print-directory USE_CUDA=0 asan-run
+asan-run: found $(BUILD)/asan-f32/test_all $(BUILD)/asan-f64/test_all
+	@echo "== unit tests, float32, ASan+UBSan =="; ASAN_OPTIONS=detect_leaks=1 $(BUILD)/asan-f32/test_all
+	@echo "== unit tests, float64, ASan+UBSan =="; ASAN_OPTIONS=detect_leaks=1 $(BUILD)/asan-f64/test_all
 
 deps:
 	@if [ "$(HAVE_BLAS)$(HAVE_CHECK)$(HAVE_MPI)" = 111 ] && [ -f /usr/include/stb/stb_image.h ] && command -v pkg-config >/dev/null; then \
@@ -86,4 +100,4 @@ deps:
 	fi
 
 clean:
-	rm -rf build
+	rm -rf build build-cpu train/train

@@ -4,11 +4,14 @@
 // so that error messages themselves can be asserted.
 #pragma once
 #include <stddef.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef void (*FatalHandler)(const char *msg); // must not return
 void set_fatal_handler(FatalHandler h);        // NULL restores the default
-_Noreturn void fatal(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void fatal(const char *file, int line, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
 
 #define FATAL(...) fatal(__FILE__, __LINE__, __VA_ARGS__)
 #define CHECK(cond, ...)                                                                           \
@@ -46,3 +49,6 @@ _Noreturn void fatal(const char *file, int line, const char *fmt, ...)
 
 void *xmalloc(size_t bytes); // malloc that never returns NULL
 void *xcalloc(size_t n, size_t size);
+#ifdef __cplusplus
+}
+#endif

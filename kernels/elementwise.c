@@ -24,6 +24,7 @@ void gelu_forward(real *out, const real *inp, size_t n) {
 }
 
 void gelu_backward(real *dinp, const real *dout, const real *inp, size_t n) {
+    if (!dinp) return;
     for (size_t i = 0; i < n; i++) {
         real x = inp[i];
         real th = tanh((real)GELU_K * (x + (real)GELU_C * x * x * x));
@@ -37,6 +38,7 @@ void silu_forward(real *out, const real *inp, size_t n) {
 }
 
 void silu_backward(real *dinp, const real *dout, const real *inp, size_t n) {
+    if (!dinp) return;
     for (size_t i = 0; i < n; i++) {
         real s = 1 / (1 + exp(-inp[i]));
         dinp[i] += dout[i] * s * (1 + inp[i] * (1 - s));

@@ -13,4 +13,236 @@ Suite *cuda_suite(void) {
     suite_add_tcase(s, tc);
     return s;
 }
+#else
+#include "../kernels/cuda.h"
+#include "../kernels/kernels.h"
+#include "testutil.h"
+#include <math.h>
+#include <stdlib.h>
+
+// Normalized error max|gpu - cpu| / max|cpu| over a buffer. Both sides do the same math in the
+// same precision; they differ by rounding (FMA contraction, device tanh/exp, summation order), so
+// the bound is a small multiple of the unit roundoff: 2^-24 = 6e-8 in float32, 1.1e-16 in float64.
+#ifdef REAL_F64
+#define TOL 1e-12
+#else
+#define TOL 1e-5
+#endif
+
+#define SKIP_WITHOUT_GPU()                                                                         \
+    do {                                                                                           \
+        if (cuda_device_count() == 0) {                                                            \
+            printf("cuda: skipped (no GPU on this machine)\n");                                    \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+// ---- helpers -------------------------------------------------------------------------------------
+
+// N(0, std) + shift, from (seed 7, stream)
+static real *host_randn(size_t n, uint64_t stream, double std, double shift) {
+    real *x = xmalloc(n * sizeof(real));
+    rng_fill_normal(x, n, 7, stream, 0, std);
+    for (size_t i = 0; i < n; i++) x[i] += (real)shift;
+    return x;
+}
+
+static real *to_device(const real *h, size_t n) {
+    real *d = cuda_alloc(n * sizeof(real));
+    cuda_to_device(d, h, n * sizeof(real));
+    return d;
+}
+
+// infinite when gpu holds a NaN or an infinity
+static double normalized_error(const real *gpu, const real *cpu, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(gpu[i])) return INFINITY;
+        num = fmax(num, fabs((double)gpu[i] - cpu[i]));
+        den = fmax(den, fabs((double)cpu[i]));
+    }
+    return den > 0 ? num / den : num;
+}
+
+// Copies the device buffer back, prints one line with its error against cpu, and asserts on it.
+static void expect_close(const char *what, const real *dev, const real *cpu, size_t n) {
+    cuda_sync();
+    real *h = xmalloc(n * sizeof(real));
+    cuda_to_host(h, dev, n * sizeof(real));
+    double err = normalized_error(h, cpu, n);
+    free(h);
+    printf("cuda %-24s n=%-8zu normalized error %.2e (tolerance %.0e, %s)\n", what, n, err, TOL,
+           REAL_NAME);
+    fflush(stdout);
+    ck_assert_msg(err <= TOL, "%s: normalized error %.3e above %.0e (n = %zu)", what, err, TOL, n);
+}
+
+// ---- elementwise ---------------------------------------------------------------------------------
+
+START_TEST(cuda_add) {
+    SKIP_WITHOUT_GPU();
+    // b the same size as a, b repeating with a ragged tail, b a scalar; da NULL in the last case
+    const size_t sizes[][2] = {{1, 1}, {1000003, 1000003}, {1000003, 769}, {1000, 1}};
+    for (int t = 0; t < 4; t++) {
+        size_t n = sizes[t][0], nb = sizes[t][1];
+        bool want_da = t != 3;
+        real *a = host_randn(n, 1, 1, 0), *b = host_randn(nb, 2, 1, 0);
+        real *out = xmalloc(n * sizeof(real)), *dout = host_randn(n, 3, 1, 0);
+        real *da = host_randn(n, 4, 1, 0), *db = host_randn(nb, 5, 1, 0);
+        real *a_d = to_device(a, n), *b_d = to_device(b, nb), *out_d = cuda_alloc(n * sizeof(real));
+        real *dout_d = to_device(dout, n), *da_d = to_device(da, n), *db_d = to_device(db, nb);
+
+        add_forward(out, a, b, n, nb);
+        add_forward_cuda(out_d, a_d, b_d, n, nb, 0);
+        expect_close("add_forward out", out_d, out, n);
+
+        add_backward(want_da ? da : NULL, db, dout, n, nb);
+        add_backward_cuda(want_da ? da_d : NULL, db_d, dout_d, n, nb, 0);
+        expect_close("add_backward da", da_d, da, n);
+        expect_close("add_backward db", db_d, db, nb);
+
+        real *bufs[] = {a, b, out, dout, da, db};
+        real *dbufs[] = {a_d, b_d, out_d, dout_d, da_d, db_d};
+        for (int i = 0; i < 6; i++) {
+            free(bufs[i]);
+            cuda_free(dbufs[i]);
+        }
+    }
+}
+END_TEST
+
+typedef void (*UnaryForward)(real *, const real *, size_t);
+typedef void (*UnaryBackward)(real *, const real *, const real *, size_t);
+typedef void (*UnaryForwardCuda)(real *, const real *, size_t, cudaStream_t);
+typedef void (*UnaryBackwardCuda)(real *, const real *, const real *, size_t, cudaStream_t);
+
+// forward, then backward into a gradient that starts from the same non-zero values on both sides
+static void check_unary(const char *name, UnaryForward fwd, UnaryBackward bwd,
+                        UnaryForwardCuda fwd_cuda, UnaryBackwardCuda bwd_cuda) {
+    const size_t sizes[] = {1, 1000003};
+    char what[64];
+    for (int t = 0; t < 2; t++) {
+        size_t n = sizes[t];
+        real *inp = host_randn(n, 10, 3, 0), *out = xmalloc(n * sizeof(real));
+        real *dout = host_randn(n, 11, 1, 0), *dinp = host_randn(n, 12, 1, 0);
+        real *inp_d = to_device(inp, n), *out_d = cuda_alloc(n * sizeof(real));
+        real *dout_d = to_device(dout, n), *dinp_d = to_device(dinp, n);
+
+        fwd(out, inp, n);
+        fwd_cuda(out_d, inp_d, n, 0);
+        snprintf(what, sizeof what, "%s_forward out", name);
+        expect_close(what, out_d, out, n);
+
+        bwd(dinp, dout, inp, n);
+        bwd_cuda(dinp_d, dout_d, inp_d, n, 0);
+        snprintf(what, sizeof what, "%s_backward dinp", name);
+        expect_close(what, dinp_d, dinp, n);
+
+        free(inp), free(out), free(dout), free(dinp);
+        cuda_free(inp_d), cuda_free(out_d), cuda_free(dout_d), cuda_free(dinp_d);
+    }
+}
+
+START_TEST(cuda_gelu) {
+    SKIP_WITHOUT_GPU();
+    check_unary("gelu", gelu_forward, gelu_backward, gelu_forward_cuda, gelu_backward_cuda);
+}
+END_TEST
+
+START_TEST(cuda_silu) {
+    SKIP_WITHOUT_GPU();
+    check_unary("silu", silu_forward, silu_backward, silu_forward_cuda, silu_backward_cuda);
+}
+END_TEST
+
+// ---- layernorm -----------------------------------------------------------------------------------
+
+START_TEST(cuda_layernorm) {
+    SKIP_WITHOUT_GPU();
+    // C not a multiple of 32, and C below one warp; rows with a non-zero mean
+    const int shapes[][2] = {{37, 769}, {5, 31}};
+    const real eps = (real)1e-6;
+    for (int t = 0; t < 2; t++) {
+        int N = shapes[t][0], C = shapes[t][1];
+        size_t n = (size_t)N * C;
+        real *inp = host_randn(n, 20, 2, 0.5), *out = xmalloc(n * sizeof(real));
+        real *mean = xmalloc(N * sizeof(real)), *rstd = xmalloc(N * sizeof(real));
+        real *dout = host_randn(n, 21, 1, 0), *dinp = host_randn(n, 22, 1, 0);
+        real *inp_d = to_device(inp, n), *out_d = cuda_alloc(n * sizeof(real));
+        real *mean_d = cuda_alloc(N * sizeof(real)), *rstd_d = cuda_alloc(N * sizeof(real));
+        real *dout_d = to_device(dout, n), *dinp_d = to_device(dinp, n);
+
+        layernorm_forward(out, mean, rstd, inp, N, C, eps);
+        layernorm_forward_cuda(out_d, mean_d, rstd_d, inp_d, N, C, eps, 0);
+        expect_close("layernorm_forward out", out_d, out, n);
+        expect_close("layernorm_forward mean", mean_d, mean, N);
+        expect_close("layernorm_forward rstd", rstd_d, rstd, N);
+
+        // backward from the CPU statistics on both sides, so that it is tested on its own
+        cuda_to_device(mean_d, mean, N * sizeof(real));
+        cuda_to_device(rstd_d, rstd, N * sizeof(real));
+        layernorm_backward(dinp, dout, inp, mean, rstd, N, C);
+        layernorm_backward_cuda(dinp_d, dout_d, inp_d, mean_d, rstd_d, N, C, 0);
+        expect_close("layernorm_backward dinp", dinp_d, dinp, n);
+
+        free(inp), free(out), free(mean), free(rstd), free(dout), free(dinp);
+        cuda_free(inp_d), cuda_free(out_d), cuda_free(mean_d), cuda_free(rstd_d);
+        cuda_free(dout_d), cuda_free(dinp_d);
+    }
+}
+END_TEST
+
+// ---- AdamW ---------------------------------------------------------------------------------------
+
+START_TEST(cuda_adamw) {
+    SKIP_WITHOUT_GPU();
+    // lr is large so that the update is not lost in the normalization by max|params|; step 3 and
+    // grad_scale != 1 so that the bias correction and the scaling both matter
+    const size_t sizes[] = {1, 1000003};
+    for (int t = 0; t < 2; t++) {
+        size_t n = sizes[t];
+        real *p = host_randn(n, 30, 1, 0), *g = host_randn(n, 31, 1, 0);
+        real *m = host_randn(n, 32, 0.1, 0), *v = host_randn(n, 33, 0.1, 0);
+        for (size_t i = 0; i < n; i++) v[i] *= v[i]; // second moments are non-negative
+        real *p_d = to_device(p, n), *g_d = to_device(g, n);
+        real *m_d = to_device(m, n), *v_d = to_device(v, n);
+
+        adamw_update(p, g, m, v, n, 0.1f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3);
+        adamw_update_cuda(p_d, g_d, m_d, v_d, n, 0.1f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3, 0);
+        expect_close("adamw_update params", p_d, p, n);
+        expect_close("adamw_update m", m_d, m, n);
+        expect_close("adamw_update v", v_d, v, n);
+
+        free(p), free(g), free(m), free(v);
+        cuda_free(p_d), cuda_free(g_d), cuda_free(m_d), cuda_free(v_d);
+    }
+}
+END_TEST
+
+// ---- launcher shape checks (no device needed: they fail before any CUDA call) -------------------
+
+START_TEST(cuda_launchers_check_sizes) {
+    real x = 0;
+    EXPECT_FATAL(add_forward_cuda(&x, &x, &x, 10, 0, 0), "b is empty");
+    EXPECT_FATAL(add_backward_cuda(&x, &x, &x, 10, 0, 0), "b is empty");
+    EXPECT_FATAL(layernorm_forward_cuda(&x, &x, &x, &x, 4, 0, (real)1e-6, 0), "bad shape");
+    EXPECT_FATAL(layernorm_backward_cuda(&x, &x, &x, &x, &x, -1, 8, 0), "bad shape");
+    EXPECT_FATAL(adamw_update_cuda(&x, &x, &x, &x, 1, 1, 1, 1, 1, 1, 1, 0, 0),
+                 "step counts from 1");
+}
+END_TEST
+
+Suite *cuda_suite(void) {
+    Suite *s = suite_create("cuda");
+    TCase *tc = tcase_create("cuda");
+    tcase_set_timeout(tc, 60); // first CUDA call in each forked test creates a context
+    tcase_add_test(tc, cuda_add);
+    tcase_add_test(tc, cuda_gelu);
+    tcase_add_test(tc, cuda_silu);
+    tcase_add_test(tc, cuda_layernorm);
+    tcase_add_test(tc, cuda_adamw);
+    tcase_add_test(tc, cuda_launchers_check_sizes);
+    suite_add_tcase(s, tc);
+    return s;
+}
 #endif

@@ -1,0 +1,41 @@
+// adamw.cu: the AdamW update of adamw.c on the device, over one flat buffer (grid-stride loop).
+// The bias corrections are computed once on the host, as the CPU kernel computes them.
+#include "cuda.h"
+#include <cuda_runtime.h>
+#include <math.h>
+
+#define BLOCK 256
+#define MAX_BLOCKS 8192
+
+// ---- kernels -------------------------------------------------------------------------------------
+
+// params, grads, m, v are (n); c1 = 1 - beta1^step, c2 = 1 - beta2^step
+static __global__ void adamw_kernel(real *params, const real *grads, real *m, real *v, size_t n,
+                                    real lr, real beta1, real beta2, real eps, real weight_decay,
+                                    real grad_scale, real c1, real c2) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        real g = grads[i] * grad_scale;
+        real mi = beta1 * m[i] + (1 - beta1) * g;
+        real vi = beta2 * v[i] + (1 - beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        real mhat = mi / c1, vhat = vi / c2;
+        params[i] -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * params[i]);
+    }
+}
+
+// ---- launchers -----------------------------------------------------------------------------------
+
+void adamw_update_cuda(real *params, const real *grads, real *m, real *v, size_t n, real lr,
+                       real beta1, real beta2, real eps, real weight_decay, real grad_scale,
+                       int step, cudaStream_t stream) {
+    CHECK(step >= 1, "adamw_update_cuda: step counts from 1, got %d", step);
+    if (n == 0) return;
+    real c1 = (real)(1 - pow((double)beta1, (double)step));
+    real c2 = (real)(1 - pow((double)beta2, (double)step));
+    size_t blocks = (n + BLOCK - 1) / BLOCK;
+    adamw_kernel<<<(unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS), BLOCK, 0, stream>>>(
+        params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2);
+    CUDA_CHECK(cudaGetLastError());
+}

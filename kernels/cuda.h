@@ -1,0 +1,50 @@
+// cuda.h: the CUDA counterparts of the CPU kernels in kernels.h, plus the few device helpers the
+// tests and the training loop need. Each launcher has the CPU kernel's name with a _cuda suffix and
+// the same arguments (outputs, inputs, sizes; all pointers on the device), then a stream.
+// Backward launchers ADD into the gradients they are given (+=); a NULL gradient is skipped.
+// Launchers check sizes with CHECK and the launch with CUDA_CHECK(cudaGetLastError()); they do
+// not synchronize. Only for builds with USE_CUDA (the include path must reach the CUDA headers).
+#pragma once
+#include "../core/check.h"
+#include "../core/real.h"
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- device helpers ------------------------------------------------------------------------------
+int cuda_device_count(void);    // 0 when there is no device or no driver; never raises an error
+void *cuda_alloc(size_t bytes); // cudaMalloc that never returns NULL
+void cuda_free(void *ptr);      // NULL is fine
+void cuda_to_device(void *dst, const void *src, size_t bytes); // synchronous copies
+void cuda_to_host(void *dst, const void *src, size_t bytes);
+void cuda_sync(void); // waits for the whole device, then checks for errors
+
+// ---- elementwise: add with b repeating (b[i % nb]), GELU (tanh approximation), SiLU -------------
+void add_forward_cuda(real *out, const real *a, const real *b, size_t n, size_t nb,
+                      cudaStream_t stream);
+void add_backward_cuda(real *da, real *db, const real *dout, size_t n, size_t nb,
+                       cudaStream_t stream);
+void gelu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream);
+void gelu_backward_cuda(real *dinp, const real *dout, const real *inp, size_t n,
+                        cudaStream_t stream);
+void silu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream);
+void silu_backward_cuda(real *dinp, const real *dout, const real *inp, size_t n,
+                        cudaStream_t stream);
+
+// ---- layernorm without affine: out (N,C); mean, rstd (N) saved for backward -------------------
+void layernorm_forward_cuda(real *out, real *mean, real *rstd, const real *inp, int N, int C,
+                            real eps, cudaStream_t stream);
+void layernorm_backward_cuda(real *dinp, const real *dout, const real *inp, const real *mean,
+                             const real *rstd, int N, int C, cudaStream_t stream);
+
+// ---- AdamW on a flat buffer; grad_scale multiplies every gradient (clipping) ---------------------
+void adamw_update_cuda(real *params, const real *grads, real *m, real *v, size_t n, real lr,
+                       real beta1, real beta2, real eps, real weight_decay, real grad_scale,
+                       int step, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif

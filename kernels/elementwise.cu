@@ -1,0 +1,137 @@
+// elementwise.cu: add with repetition, GELU (tanh approximation), SiLU on the device; the same
+// math as elementwise.c. Elementwise kernels are grid-stride loops over n; backward adds (+=).
+#include "cuda.h"
+#include <cuda_runtime.h>
+
+#define GELU_K 0.7978845608028654 // sqrt(2/pi)
+#define GELU_C 0.044715
+#define BLOCK 256
+#define MAX_BLOCKS 8192 // grid-stride loops cover the rest
+#define DB_ROWS 8       // add_backward_db: threadIdx.y rows per block of 32 columns
+
+// ---- kernels -------------------------------------------------------------------------------------
+
+// out, a are (n); b is (nb), repeating
+static __global__ void add_forward_kernel(real *out, const real *a, const real *b, size_t n,
+                                          size_t nb) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = a[i] + b[i % nb];
+}
+
+// dst (n) += src (n)
+static __global__ void accumulate_kernel(real *dst, const real *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] += src[i];
+}
+
+// db (nb) += sum over repetitions r of dout[r * nb + j]. A block (32, DB_ROWS) owns 32 adjacent
+// columns (coalesced rows); threadIdx.y strides over the repetitions and the block adds its
+// partial sums in a fixed order: deterministic, no atomics.
+static __global__ void add_backward_db_kernel(real *db, const real *dout, size_t n, size_t nb) {
+    __shared__ real part[DB_ROWS][32];
+    size_t j = (size_t)blockIdx.x * 32 + threadIdx.x;
+    real s = 0;
+    if (j < nb)
+        for (size_t i = j + threadIdx.y * nb; i < n; i += DB_ROWS * nb) s += dout[i];
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < nb) {
+        for (int y = 1; y < DB_ROWS; y++) s += part[y][threadIdx.x];
+        db[j] += s;
+    }
+}
+
+// out, inp are (n)
+static __global__ void gelu_forward_kernel(real *out, const real *inp, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        real x = inp[i];
+        out[i] = (real)0.5 * x * (1 + tanh((real)GELU_K * (x + (real)GELU_C * x * x * x)));
+    }
+}
+
+// dinp, dout, inp are (n)
+static __global__ void gelu_backward_kernel(real *dinp, const real *dout, const real *inp,
+                                            size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        real x = inp[i];
+        real th = tanh((real)GELU_K * (x + (real)GELU_C * x * x * x));
+        real dth = (1 - th * th) * (real)GELU_K * (1 + 3 * (real)GELU_C * x * x);
+        dinp[i] += dout[i] * ((real)0.5 * (1 + th) + (real)0.5 * x * dth);
+    }
+}
+
+static __global__ void silu_forward_kernel(real *out, const real *inp, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = inp[i] / (1 + exp(-inp[i]));
+}
+
+static __global__ void silu_backward_kernel(real *dinp, const real *dout, const real *inp,
+                                            size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        real s = 1 / (1 + exp(-inp[i]));
+        dinp[i] += dout[i] * s * (1 + inp[i] * (1 - s));
+    }
+}
+
+// ---- launchers -----------------------------------------------------------------------------------
+
+static unsigned grid_for(size_t n) {
+    size_t blocks = (n + BLOCK - 1) / BLOCK;
+    return (unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS);
+}
+
+void add_forward_cuda(real *out, const real *a, const real *b, size_t n, size_t nb,
+                      cudaStream_t stream) {
+    CHECK(nb > 0 || n == 0, "add_forward_cuda: b is empty (nb = 0) but n = %zu", n);
+    if (n == 0) return;
+    add_forward_kernel<<<grid_for(n), BLOCK, 0, stream>>>(out, a, b, n, nb);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void add_backward_cuda(real *da, real *db, const real *dout, size_t n, size_t nb,
+                       cudaStream_t stream) {
+    CHECK(nb > 0 || n == 0, "add_backward_cuda: b is empty (nb = 0) but n = %zu", n);
+    if (n == 0) return;
+    if (da) {
+        accumulate_kernel<<<grid_for(n), BLOCK, 0, stream>>>(da, dout, n);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    if (db) {
+        size_t blocks = (nb + 31) / 32;
+        CHECK(blocks <= 0x7fffffff, "add_backward_cuda: nb = %zu is too large for one grid", nb);
+        add_backward_db_kernel<<<(unsigned)blocks, dim3(32, DB_ROWS), 0, stream>>>(db, dout, n, nb);
+        CUDA_CHECK(cudaGetLastError());
+    }
+}
+
+void gelu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    gelu_forward_kernel<<<grid_for(n), BLOCK, 0, stream>>>(out, inp, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void gelu_backward_cuda(real *dinp, const real *dout, const real *inp, size_t n,
+                        cudaStream_t stream) {
+    if (n == 0 || !dinp) return;
+    gelu_backward_kernel<<<grid_for(n), BLOCK, 0, stream>>>(dinp, dout, inp, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void silu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    silu_forward_kernel<<<grid_for(n), BLOCK, 0, stream>>>(out, inp, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void silu_backward_cuda(real *dinp, const real *dout, const real *inp, size_t n,
+                        cudaStream_t stream) {
+    if (n == 0 || !dinp) return;
+    silu_backward_kernel<<<grid_for(n), BLOCK, 0, stream>>>(dinp, dout, inp, n);
+    CUDA_CHECK(cudaGetLastError());
+}

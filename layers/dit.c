@@ -1,0 +1,240 @@
+// dit.c: see dit.h. Module by module, as in the reference: patch embedding + pos_embed, timestep
+// and label embedders, N adaLN-Zero blocks, the final layer.
+#include "dit.h"
+#include "../core/check.h"
+#include "../core/rng.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LN_EPS 1e-6
+
+int dit_tokens(const DiTConfig *c) {
+    int g = c->input_size / c->patch_size;
+    return g * g;
+}
+int dit_out_channels(const DiTConfig *c) { return c->learn_sigma ? 2 * c->in_channels : c->in_channels; }
+int dit_mlp_hidden(const DiTConfig *c) { return (int)(c->hidden_size * c->mlp_ratio); }
+
+const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
+    if (c->patch_size <= 0 || c->input_size <= 0 || c->input_size % c->patch_size)
+        snprintf(buf, len, "input_size %d must be a positive multiple of patch_size %d",
+                 c->input_size, c->patch_size);
+    else if (c->in_channels <= 0 || c->hidden_size <= 0 || c->num_heads <= 0 || c->num_classes <= 0)
+        snprintf(buf, len, "in_channels, hidden_size, num_heads and num_classes must be positive");
+    else if (c->hidden_size % c->num_heads)
+        snprintf(buf, len, "num_heads %d must divide hidden_size %d", c->num_heads, c->hidden_size);
+    else if (c->hidden_size % 4)
+        snprintf(buf, len, "hidden_size %d must be a multiple of 4 for the 2-D sin-cos position "
+                           "embedding", c->hidden_size);
+    else if (c->depth <= 0 || c->depth > DIT_MAX_DEPTH)
+        snprintf(buf, len, "depth %d must be in 1..%d", c->depth, DIT_MAX_DEPTH);
+    else if (!(c->mlp_ratio > 0) || dit_mlp_hidden(c) < 1)
+        snprintf(buf, len, "mlp_ratio %g must give a positive MLP width", c->mlp_ratio);
+    else if (c->class_dropout_prob < 0 || c->class_dropout_prob >= 1)
+        snprintf(buf, len, "class_dropout_prob %g must be in [0, 1)", c->class_dropout_prob);
+    else
+        return NULL;
+    return buf;
+}
+
+size_t dit_step_bytes(const DiTConfig *c, int B, int n, int Tk) {
+    size_t D = (size_t)c->hidden_size, M = (size_t)dit_mlp_hidden(c), H = (size_t)c->num_heads;
+    size_t row = (size_t)c->patch_size * c->patch_size * (c->in_channels + dit_out_channels(c));
+    size_t per_block = (size_t)B * (n * (16 * D + 2 * M) + 4 * Tk * D + H * n * Tk) + Tk * n;
+    size_t rest = (size_t)B * (n * (4 * D + 4 * row) + 24 * D + DIT_FREQ_DIM) +
+                  (size_t)B * c->input_size * c->input_size * (c->in_channels + 2 * dit_out_channels(c));
+    // x2: every activation may get a gradient of its size; + slack for alignment and headers
+    return 2 * ((size_t)c->depth * per_block + rest) * sizeof(real) + ((size_t)16 << 20);
+}
+
+// ---- presets ----------------------------------------------------------------------------------
+static const struct { const char *name; int hidden, depth, heads; } sizes[] = {
+    {"S", 384, 12, 6}, {"B", 768, 12, 12}, {"L", 1024, 24, 16}, {"XL", 1152, 28, 16},
+    {"mini", 64, 4, 4}, {"tiny", 32, 2, 2},
+};
+
+bool dit_preset(const char *name, DiTConfig *c) {
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (int p = 2; p <= 8; p *= 2) {
+            char full[32];
+            snprintf(full, sizeof full, "DiT-%s/%d", sizes[i].name, p);
+            if (strcmp(full, name)) continue;
+            c->hidden_size = sizes[i].hidden, c->depth = sizes[i].depth;
+            c->num_heads = sizes[i].heads, c->patch_size = p, c->mlp_ratio = 4;
+            return true;
+        }
+    return false;
+}
+
+const char *dit_preset_names(void) {
+    return "DiT-{S,B,L,XL,mini,tiny}/{2,4,8} (S: 384 wide, 12 deep, 6 heads; B: 768/12/12; "
+           "L: 1024/24/16; XL: 1152/28/16; mini: 64/4/4; tiny: 32/2/2)";
+}
+
+// ---- parameters -------------------------------------------------------------------------------
+static Tensor *param(DiT *m, const char *name, int ndim, int d0, int d1, int d2, int d3) {
+    return ps_add(&m->ps, name, ndim, (int[]){d0, d1, d2, d3});
+}
+
+void dit_create(DiT *m, const DiTConfig *cfg) {
+    char err[256], name[96];
+    const char *why = dit_config_error(cfg, err, sizeof err);
+    CHECK(!why, "invalid DiT config: %s", why);
+    *m = (DiT){.cfg = *cfg};
+    int D = cfg->hidden_size, C = cfg->in_channels, p = cfg->patch_size, M = dit_mlp_hidden(cfg);
+    int rows = cfg->num_classes + (cfg->class_dropout_prob > 0);
+    m->x_w = param(m, "x_embedder.proj.weight", 4, D, C, p, p);
+    m->x_b = param(m, "x_embedder.proj.bias", 1, D, 0, 0, 0);
+    m->t0_w = param(m, "t_embedder.mlp.0.weight", 2, D, DIT_FREQ_DIM, 0, 0);
+    m->t0_b = param(m, "t_embedder.mlp.0.bias", 1, D, 0, 0, 0);
+    m->t2_w = param(m, "t_embedder.mlp.2.weight", 2, D, D, 0, 0);
+    m->t2_b = param(m, "t_embedder.mlp.2.bias", 1, D, 0, 0, 0);
+    m->y_table = param(m, "y_embedder.embedding_table.weight", 2, rows, D, 0, 0);
+    for (int i = 0; i < cfg->depth; i++) {
+        DiTBlock *b = &m->blocks[i];
+#define BLOCK_PARAM(field, suffix, ndim, d0, d1)                                                   \
+    snprintf(name, sizeof name, "blocks.%d.%s", i, suffix);                                        \
+    b->field = param(m, name, ndim, d0, d1, 0, 0)
+        BLOCK_PARAM(qkv_w, "attn.qkv.weight", 2, 3 * D, D);
+        BLOCK_PARAM(qkv_b, "attn.qkv.bias", 1, 3 * D, 0);
+        BLOCK_PARAM(proj_w, "attn.proj.weight", 2, D, D);
+        BLOCK_PARAM(proj_b, "attn.proj.bias", 1, D, 0);
+        BLOCK_PARAM(fc1_w, "mlp.fc1.weight", 2, M, D);
+        BLOCK_PARAM(fc1_b, "mlp.fc1.bias", 1, M, 0);
+        BLOCK_PARAM(fc2_w, "mlp.fc2.weight", 2, D, M);
+        BLOCK_PARAM(fc2_b, "mlp.fc2.bias", 1, D, 0);
+        BLOCK_PARAM(ada_w, "adaLN_modulation.1.weight", 2, 6 * D, D);
+        BLOCK_PARAM(ada_b, "adaLN_modulation.1.bias", 1, 6 * D, 0);
+#undef BLOCK_PARAM
+    }
+    int out = p * p * dit_out_channels(cfg);
+    m->f_w = param(m, "final_layer.linear.weight", 2, out, D, 0, 0);
+    m->f_b = param(m, "final_layer.linear.bias", 1, out, 0, 0, 0);
+    m->f_ada_w = param(m, "final_layer.adaLN_modulation.1.weight", 2, 2 * D, D, 0, 0);
+    m->f_ada_b = param(m, "final_layer.adaLN_modulation.1.bias", 1, 2 * D, 0, 0, 0);
+    ps_alloc(&m->ps);
+    int T = dit_tokens(cfg);
+    m->pos_embed = (Tensor){.ndim = 3, .shape = {1, T, D}, .size = (size_t)T * D,
+                            .data = xcalloc((size_t)T * D, sizeof(real)), .name = "pos_embed"};
+}
+
+void dit_free(DiT *m) {
+    free(m->pos_embed.data);
+    ps_free(&m->ps);
+}
+
+// pos_embed[t = i*g + j] = [sincos(j) over D/2, sincos(i) over D/2], where sincos(x) over d is
+// [sin(x w_k), cos(x w_k)] for k < d/2 and w_k = 10000^(-k / (d/2)) (the reference's
+// get_2d_sincos_pos_embed: the first half encodes the column, the second the row).
+static void sincos_pos_embed(real *pe, int g, int D) {
+    int quarter = D / 4;
+    for (int i = 0; i < g; i++)
+        for (int j = 0; j < g; j++) {
+            real *e = pe + (size_t)(i * g + j) * D;
+            for (int k = 0; k < quarter; k++) {
+                double w = 1.0 / pow(10000.0, (double)k / quarter);
+                e[k] = (real)sin(j * w), e[quarter + k] = (real)cos(j * w);
+                e[2 * quarter + k] = (real)sin(i * w), e[3 * quarter + k] = (real)cos(i * w);
+            }
+        }
+}
+
+// weights the reference initializes xavier-uniform: the patch embedding and the block linears
+static bool is_xavier(const DiT *m, const Tensor *w) {
+    if (w == m->x_w) return true;
+    for (int i = 0; i < m->cfg.depth; i++) {
+        const DiTBlock *b = &m->blocks[i];
+        if (w == b->qkv_w || w == b->proj_w || w == b->fc1_w || w == b->fc2_w) return true;
+    }
+    return false;
+}
+
+void dit_init(DiT *m, uint64_t seed) {
+    const DiTConfig *c = &m->cfg;
+    sincos_pos_embed(m->pos_embed.data, c->input_size / c->patch_size, c->hidden_size);
+    for (int i = 0; i < m->ps.n; i++) { // parameter i draws from stream i
+        Tensor *w = m->ps.t[i];
+        int fan_out = w->shape[0], fan_in = (int)(w->size / (size_t)fan_out);
+        double a = sqrt(6.0 / (fan_in + fan_out));
+        if (is_xavier(m, w)) rng_fill_uniform(w->data, w->size, seed, (uint64_t)i, 0, -a, a);
+        else if (w == m->t0_w || w == m->t2_w || w == m->y_table)
+            rng_fill_normal(w->data, w->size, seed, (uint64_t)i, 0, 0.02);
+        else memset(w->data, 0, w->size * sizeof(real)); // biases, adaLN-Zero, final layer
+    }
+}
+
+// ---- forward ----------------------------------------------------------------------------------
+static Tensor *local_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
+    (void)ctx;
+    return attention(tp, q, k, v, heads, NULL);
+}
+
+// x (B,n,D), c_act = silu(c) (B,D)
+static Tensor *block_forward(const DiTBlock *b, Tape *tp, Tensor *x, Tensor *c_act, int heads,
+                             const DiTShard *sh) {
+    int D = x->shape[2];
+    Tensor *mod = linear(tp, c_act, b->ada_w, b->ada_b), *m[6];
+    for (int i = 0; i < 6; i++) m[i] = slice_last(tp, mod, i * D, D);
+    // m: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
+    Tensor *h = modulate(tp, layernorm(tp, x, LN_EPS), m[0], m[1]);
+    Tensor *qkv = linear(tp, h, b->qkv_w, b->qkv_b);
+    Tensor *q = slice_last(tp, qkv, 0, D), *k = slice_last(tp, qkv, D, D);
+    Tensor *v = slice_last(tp, qkv, 2 * D, D);
+    Tensor *a = (sh->attend ? sh->attend : local_attend)(tp, q, k, v, heads, sh->attend_ctx);
+    x = gated_add(tp, x, m[2], linear(tp, a, b->proj_w, b->proj_b));
+    h = modulate(tp, layernorm(tp, x, LN_EPS), m[3], m[4]);
+    h = linear(tp, gelu(tp, linear(tp, h, b->fc1_w, b->fc1_b)), b->fc2_w, b->fc2_b);
+    return gated_add(tp, x, m[5], h);
+}
+
+static DiTShard whole(const DiT *m, const DiTShard *sh) {
+    return sh ? *sh : (DiTShard){.t0 = 0, .n = dit_tokens(&m->cfg)};
+}
+
+Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
+                    const DiTShard *shard) {
+    const DiTConfig *c = &m->cfg;
+    DiTShard sh = whole(m, shard);
+    int B = img->shape[0], D = c->hidden_size, T = dit_tokens(c);
+    tensor_check_shape(img, "the input image batch", 4,
+                       (int[]){B, c->in_channels, c->input_size, c->input_size});
+    tensor_check_shape(t, "the timestep batch", 1, (int[]){B});
+    // x = patch_embed(img) + pos_embed, on this shard's tokens (padding rows get no position)
+    Tensor *x = patch_embed(tp, img, m->x_w, m->x_b, sh.t0, sh.n);
+    Tensor *pos = tensor_new(tp->arena, 3, 1, sh.n, D);
+    for (int r = 0; r < sh.n && sh.t0 + r < T; r++)
+        memcpy(pos->data + (size_t)r * D, m->pos_embed.data + (size_t)(sh.t0 + r) * D,
+               D * sizeof(real));
+    x = add(tp, x, pos);
+    // c = t_embedder(t) + y_embedder(y)
+    Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);
+    temb = linear(tp, silu(tp, temb), m->t2_w, m->t2_b);
+    Tensor *c_act = silu(tp, add(tp, temb, embedding(tp, m->y_table, y, B)));
+    for (int i = 0; i < c->depth; i++) x = block_forward(&m->blocks[i], tp, x, c_act, c->num_heads, &sh);
+    // final layer
+    Tensor *mod = linear(tp, c_act, m->f_ada_w, m->f_ada_b);
+    x = modulate(tp, layernorm(tp, x, LN_EPS), slice_last(tp, mod, 0, D), slice_last(tp, mod, D, D));
+    return linear(tp, x, m->f_w, m->f_b);
+}
+
+Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *shard) {
+    const DiTConfig *c = &m->cfg;
+    DiTShard sh = whole(m, shard);
+    int B = out->shape[0], p = c->patch_size, Co = dit_out_channels(c), T = dit_tokens(c);
+    int Ct = target->ndim == 4 ? target->shape[1] : 0;
+    CHECK(Ct >= 1 && Ct <= Co, "the target batch must have 1 to %d channels", Co);
+    tensor_check_shape(target, "the target batch", 4, (int[]){B, Ct, c->input_size, c->input_size});
+    if (Ct < Co) { // rows are laid out (i, j, c): keep the first Ct of every pixel's channels
+        Tensor *px = tensor_reshape(tp->arena, out, 2, (int[]){B * sh.n * p * p, Co});
+        out = tensor_reshape(tp->arena, slice_last(tp, px, 0, Ct), 3, (int[]){B, sh.n, p * p * Ct});
+    }
+    Tensor *tgt = patchify(tp, target, p, sh.t0, sh.n, true);
+    size_t row = (size_t)p * p * Ct;
+    uint8_t *mask = arena_alloc(tp->arena, out->size); // real tokens only
+    for (int b = 0; b < B; b++)
+        for (int r = 0; r < sh.n && sh.t0 + r < T; r++)
+            memset(mask + ((size_t)b * sh.n + r) * row, 1, row);
+    return mse_loss(tp, out, tgt, mask, (double)B * T * row);
+}

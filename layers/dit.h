@@ -1,0 +1,83 @@
+// dit.h: the DiT model (Peebles & Xie, "Scalable Diffusion Models with Transformers"), with the
+// parameter names and layouts of the public reference so checkpoints are interchangeable.
+// Parameters live in one ParamStore; pos_embed is a fixed, stored, non-trainable table.
+//
+// The forward pass works on a shard of the token sequence (all of it on one rank): a DiTShard
+// says which tokens this rank holds and how attention reaches the other ranks' keys, so nothing
+// here knows about MPI.
+#pragma once
+#include "../autograd/params.h"
+#include "layers.h"
+
+typedef struct DiTConfig {
+    int input_size, patch_size, in_channels, hidden_size, depth, num_heads;
+    double mlp_ratio;
+    int num_classes;
+    bool learn_sigma;
+    double class_dropout_prob; // > 0 adds the null-class row used for classifier-free guidance
+} DiTConfig;
+
+typedef struct DiTBlock {
+    Tensor *qkv_w, *qkv_b;   // (3D, D), (3D): attn.qkv
+    Tensor *proj_w, *proj_b; // (D, D), (D): attn.proj
+    Tensor *fc1_w, *fc1_b;   // (M, D), (M): mlp.fc1, M = D * mlp_ratio
+    Tensor *fc2_w, *fc2_b;   // (D, M), (D): mlp.fc2
+    Tensor *ada_w, *ada_b;   // (6D, D), (6D): adaLN_modulation.1
+} DiTBlock;
+
+#define DIT_MAX_DEPTH 64
+#define DIT_FREQ_DIM 256 // timestep frequency embedding size
+
+typedef struct DiT {
+    DiTConfig cfg;
+    ParamStore ps;
+    Tensor pos_embed;          // (1, T, D), fixed 2-D sin-cos, stored in checkpoints
+    Tensor *x_w, *x_b;         // (D, C, p, p), (D): x_embedder.proj
+    Tensor *t0_w, *t0_b;       // (D, 256), (D): t_embedder.mlp.0
+    Tensor *t2_w, *t2_b;       // (D, D), (D): t_embedder.mlp.2
+    Tensor *y_table;           // (classes [+1], D): y_embedder.embedding_table
+    DiTBlock blocks[DIT_MAX_DEPTH];
+    Tensor *f_w, *f_b;         // (p*p*C_out, D), (p*p*C_out): final_layer.linear
+    Tensor *f_ada_w, *f_ada_b; // (2D, D), (2D): final_layer.adaLN_modulation.1
+} DiT;
+
+// Attention of every block: local queries (B,n,D) against keys and values; returns (B,n,D).
+typedef Tensor *(*AttendFn)(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx);
+
+typedef struct DiTShard {
+    int t0, n;       // this rank's tokens [t0, t0 + n) of the (padded) sequence
+    AttendFn attend; // NULL: plain attention of the n local tokens to themselves
+    void *attend_ctx;
+} DiTShard;
+
+// Derived sizes.
+int dit_tokens(const DiTConfig *c);       // T = (input_size / patch_size)^2
+int dit_out_channels(const DiTConfig *c); // C_out = 2C with learn_sigma, else C
+int dit_mlp_hidden(const DiTConfig *c);
+// NULL if valid; else a sentence naming the bad field and what would fix it.
+const char *dit_config_error(const DiTConfig *c, char *buf, size_t len);
+// Presets: "DiT-S/2", "DiT-XL/8", ... and "DiT-tiny/2", "DiT-mini/2" for tests and demos.
+// Returns false for an unknown name. Sets the architecture fields only.
+bool dit_preset(const char *name, DiTConfig *c);
+const char *dit_preset_names(void); // for --help
+
+// Bytes of activations, gradients and saved buffers of one forward + backward of B images on a
+// shard of n tokens attending to Tk keys (an upper estimate, for sizing the arena).
+size_t dit_step_bytes(const DiTConfig *c, int B, int n, int Tk);
+
+// Registers every parameter (reference names) and allocates the store; weights are zero.
+void dit_create(DiT *m, const DiTConfig *cfg);
+// The reference initialization (xavier-uniform linears, N(0, 0.02) embeddings, adaLN-Zero),
+// every value a pure function of seed; pos_embed from the sin-cos formula.
+void dit_init(DiT *m, uint64_t seed);
+void dit_free(DiT *m);
+
+// img (B,C,H,W), t (B), y (B) -> tokens (B, n, p*p*C_out) for the shard's tokens, rows laid out
+// (i, j, c). Tokens past T are padding: their outputs are meaningless and must be masked.
+Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
+                    const DiTShard *shard);
+// mean((out - target)^2) over the real tokens of all shards: out (B, n, p*p*C_out) from
+// dit_forward, target (B, Ct, H, W) with Ct <= C_out compared with the first Ct output channels
+// (training a learn_sigma model compares only the noise channels). Divides by the global element
+// count B * T * p*p*Ct, so per-rank losses and gradients add up to the single-rank ones.
+Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *shard);

@@ -1,0 +1,14 @@
+// collectives.h: collectives along the sequence dimension as autograd ops, so the backward of a
+// parallel layer is derived rather than hand-written: the adjoint of an all-gather is a
+// reduce-scatter (sum) and vice versa.
+#pragma once
+#include "../autograd/tape.h"
+#include "comm.h"
+
+// x (B, n, D) on each of P ranks -> (B, P*n, D): rank r's rows land at [r*n, (r+1)*n).
+// Backward: reduce-scatter (sum) of the gradient, each rank keeping its own rows; with
+// keep_local_grad (an injected bug) each rank keeps only its own gradient rows, unsummed.
+Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x, bool keep_local_grad);
+// x (B, P*n, D) -> (B, n, D): the sum over ranks of rows [rank*n, (rank+1)*n).
+// Backward: all-gather.
+Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x);

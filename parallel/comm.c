@@ -1,0 +1,109 @@
+// comm.c: see comm.h.
+#include "comm.h"
+#include "../core/check.h"
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef REAL_F64
+#define MPI_REAL_T MPI_DOUBLE
+#else
+#define MPI_REAL_T MPI_FLOAT
+#endif
+
+static int world_rank, world_size;
+
+static void abort_all(const char *msg) {
+    if (world_size > 1) fprintf(stderr, "error (rank %d of %d): %s\n", world_rank, world_size, msg);
+    else fprintf(stderr, "error: %s\n", msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+void comm_init(Comm *c, int *argc, char ***argv) {
+    int ready = 0;
+    MPI_Initialized(&ready);
+    if (!ready) MPI_CHECK(MPI_Init(argc, argv));
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    set_fatal_handler(abort_all);
+    *c = (Comm){.rank = world_rank, .size = world_size};
+}
+
+void comm_finalize(void) {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+}
+
+static int count(size_t n) {
+    CHECK(n <= 0x7fffffff, "a collective of %zu elements is larger than MPI's int count", n);
+    return (int)n;
+}
+
+void comm_all_gather(Comm *c, real *out, const real *in, size_t n) {
+    c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
+    MPI_CHECK(MPI_Allgather(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, MPI_COMM_WORLD));
+}
+
+void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n) {
+    c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
+    MPI_CHECK(MPI_Reduce_scatter_block(in, out, count(n), MPI_REAL_T, MPI_SUM, MPI_COMM_WORLD));
+}
+
+void comm_all_reduce(Comm *c, real *buf, size_t n) {
+    c->bytes_sent += 2 * (size_t)(c->size - 1) * n * sizeof(real) / (size_t)c->size;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count(n), MPI_REAL_T, MPI_SUM, MPI_COMM_WORLD));
+}
+
+void comm_all_reduce_double(Comm *c, double *buf, size_t n) {
+    c->bytes_sent += 2 * (size_t)(c->size - 1) * n * sizeof(double) / (size_t)c->size;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+}
+
+void comm_all_to_all(Comm *c, real *out, const real *in, size_t n) {
+    c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
+    MPI_CHECK(MPI_Alltoall(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, MPI_COMM_WORLD));
+}
+
+void comm_broadcast(Comm *c, void *buf, size_t bytes, int root) {
+    if (c->rank == root) c->bytes_sent += (size_t)(c->size - 1) * bytes;
+    MPI_CHECK(MPI_Bcast(buf, count(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
+}
+
+void comm_barrier(Comm *c) {
+    (void)c;
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+void comm_check_same(Comm *c, const char *what, const char *text) {
+    int len = (int)strlen(text) + 1, max = 0;
+    MPI_CHECK(MPI_Allreduce(&len, &max, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    char *mine = xcalloc((size_t)max, 1), *root = xcalloc((size_t)max, 1);
+    memcpy(mine, text, (size_t)len);
+    memcpy(root, text, (size_t)len);
+    MPI_CHECK(MPI_Bcast(root, max, MPI_CHAR, 0, MPI_COMM_WORLD));
+    int differs = strcmp(mine, root) != 0 ? c->rank : c->size, first = 0;
+    MPI_CHECK(MPI_Allreduce(&differs, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    free(mine);
+    if (first < c->size) {
+        // every rank reports the same sentence, then all abort together
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+        FATAL("ranks disagree on the %s: rank %d differs from rank 0 (rank 0 has \"%.200s\"); start "
+              "every rank with the same arguments", what, first, root);
+    }
+    free(root);
+}
+
+void print0(const Comm *c, const char *fmt, ...) {
+    if (c->rank) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}

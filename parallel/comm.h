@@ -1,0 +1,31 @@
+// comm.h: the communicator of the sequence-parallel group (MPI on host tensors). Every
+// collective counts the bytes this rank sends, as a ring implementation would: (P-1)/P of the
+// gathered or reduced data, so communication volume can be checked against a formula.
+// Errors on any rank abort the whole job with the message (comm_init installs that handler).
+#pragma once
+#include "../core/real.h"
+#include <stddef.h>
+
+typedef struct Comm {
+    int rank, size;
+    size_t bytes_sent; // since comm_init or the last reset
+} Comm;
+
+void comm_init(Comm *c, int *argc, char ***argv);
+void comm_finalize(void);
+// out (size * n) = the n values of every rank, in rank order
+void comm_all_gather(Comm *c, real *out, const real *in, size_t n);
+// out (n) = sum over ranks of their in[rank * n .. (rank + 1) * n)
+void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n);
+// buf (n) = sum over ranks, in place
+void comm_all_reduce(Comm *c, real *buf, size_t n);
+void comm_all_reduce_double(Comm *c, double *buf, size_t n);
+// out[r * n ..] = what rank r sent to this rank from its in[this_rank * n ..]
+void comm_all_to_all(Comm *c, real *out, const real *in, size_t n);
+void comm_broadcast(Comm *c, void *buf, size_t bytes, int root);
+void comm_barrier(Comm *c);
+// Every rank passes its own text; aborts on every rank, naming `what` and the first rank that
+// differs from rank 0, when they do not all agree.
+void comm_check_same(Comm *c, const char *what, const char *text);
+// printf on rank 0 only
+void print0(const Comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

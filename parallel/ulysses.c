@@ -1,0 +1,74 @@
+// ulysses.c: see ulysses.h.
+#include "ulysses.h"
+#include "../core/check.h"
+#include "collectives.h"
+#include <string.h>
+
+static const struct { const char *name; unsigned flag; } bugs[] = {
+    {"local-kv", BUG_LOCAL_KV},
+    {"no-dkv-reduce-scatter", BUG_NO_DKV_REDUCE_SCATTER},
+    {"no-grad-allreduce", BUG_NO_GRAD_ALLREDUCE},
+    {"no-pad-mask", BUG_NO_PAD_MASK},
+    {"wrong-restore", BUG_WRONG_RESTORE},
+};
+
+unsigned bug_from_name(const char *name) {
+    for (size_t i = 0; i < sizeof bugs / sizeof bugs[0]; i++)
+        if (!strcmp(bugs[i].name, name)) return bugs[i].flag;
+    return 0;
+}
+
+const char *bug_names(void) {
+    return "local-kv, no-dkv-reduce-scatter, no-grad-allreduce, no-pad-mask, wrong-restore";
+}
+
+// q, k, v are (B, n, D): this rank's tokens
+Tensor *ulysses_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
+    Ulysses *u = ctx;
+    const SeqShard *s = u->shard;
+    const uint8_t *mask = (u->bugs & BUG_NO_PAD_MASK) ? NULL : s->key_mask;
+    if (u->bugs & BUG_LOCAL_KV) // local queries against local keys: long-range dependencies lost
+        return attention(tp, q, k, v, heads, mask ? mask + s->t0 : NULL);
+    bool keep_local = u->bugs & BUG_NO_DKV_REDUCE_SCATTER;
+    Tensor *k_all = seq_all_gather(tp, u->comm, k, keep_local);
+    Tensor *v_all = seq_all_gather(tp, u->comm, v, keep_local);
+    CHECK(!u->policy->kv_must_be_global || k_all->shape[1] == s->T_pad,
+          "Ulysses attention sees %d keys but the sequence has %d: K/V must be gathered",
+          k_all->shape[1], s->T_pad);
+    if (u->bugs & BUG_WRONG_RESTORE) {
+        // all queries attend, and the output is "restored" as rows [0, n) instead of this
+        // rank's rows [t0, t0 + n)
+        Tensor *q_all = seq_all_gather(tp, u->comm, q, false);
+        Tensor *o_all = attention(tp, q_all, k_all, v_all, heads, mask);
+        Tensor *flat = tensor_reshape(tp->arena, o_all, 2,
+                                      (int[]){o_all->shape[0], o_all->shape[1] * o_all->shape[2]});
+        Tensor *rows = slice_last(tp, flat, 0, s->n * q->shape[2]);
+        return tensor_reshape(tp->arena, rows, 3, q->shape);
+    }
+    return attention(tp, q, k_all, v_all, heads, mask);
+}
+
+DiTShard ulysses_dit_shard(Ulysses *u) {
+    return (DiTShard){.t0 = u->shard->t0, .n = u->shard->n, .attend = ulysses_attend,
+                      .attend_ctx = u};
+}
+
+Tensor *ulysses_gather_image(Tape *tp, Ulysses *u, Tensor *tokens, const DiTConfig *c) {
+    bool grad = tp->grad_enabled;
+    tp->grad_enabled = false;
+    int B = tokens->shape[0], row = tokens->shape[2], T = u->shard->T, Tp = u->shard->T_pad;
+    Tensor *all = seq_all_gather(tp, u->comm, tokens, false);
+    Tensor *real_tokens = tensor_new(tp->arena, 3, B, T, row);
+    for (int b = 0; b < B; b++)
+        memcpy(real_tokens->data + (size_t)b * T * row, all->data + (size_t)b * Tp * row,
+               (size_t)T * row * sizeof(real));
+    Tensor *img = unpatchify(tp, real_tokens, dit_out_channels(c), c->input_size, c->input_size,
+                             c->patch_size);
+    tp->grad_enabled = grad;
+    return img;
+}
+
+void seq_sync_grads(Ulysses *u, ParamStore *ps) {
+    if (u->bugs & BUG_NO_GRAD_ALLREDUCE) return;
+    comm_all_reduce(u->comm, ps->grads, ps->total);
+}

@@ -1,0 +1,41 @@
+// ulysses.h: sequence-parallel attention, all-gather K/V form. Each rank holds the queries, keys
+// and values of its own tokens; K and V are all-gathered along the sequence so local queries
+// attend to all T_pad keys (padded keys masked), and the output stays the local shard
+// (B, n, D). Backward is derived: the all-gather's adjoint reduce-scatters dK and dV to their
+// owners. Parameter gradients are partial per rank: seq_sync_grads sums them.
+//
+// The classic bugs can be injected on purpose (--inject-bug), each a real code path, so that a
+// comparison against one rank can be seen catching them.
+#pragma once
+#include "../autograd/params.h"
+#include "../layers/dit.h"
+#include "comm.h"
+#include "policy.h"
+
+enum {
+    BUG_LOCAL_KV = 1 << 0,              // attend only to local keys (no gather)
+    BUG_NO_DKV_REDUCE_SCATTER = 1 << 1, // keep only the local part of dK/dV
+    BUG_NO_GRAD_ALLREDUCE = 1 << 2,     // parameter gradients stay per-rank partial sums
+    BUG_NO_PAD_MASK = 1 << 3,           // padded keys take part in attention
+    BUG_WRONG_RESTORE = 1 << 4,         // output taken from the wrong rows (not sliced back)
+};
+// Parses a bug name ("local-kv", ...) into its flag; 0 if unknown.
+unsigned bug_from_name(const char *name);
+const char *bug_names(void); // for --help and error messages
+
+typedef struct Ulysses {
+    Comm *comm;
+    const SeqShard *shard;
+    const SeqPolicy *policy;
+    unsigned bugs;
+} Ulysses;
+
+// An AttendFn (see dit.h); ctx is a Ulysses.
+Tensor *ulysses_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx);
+// The DiTShard that runs a DiT forward on this rank's tokens with Ulysses attention.
+DiTShard ulysses_dit_shard(Ulysses *u);
+// The full output images (B, C_out, S, S) from every rank's tokens (B, n, p*p*C_out): tokens are
+// all-gathered, padding dropped, and unpatchified. Not differentiated.
+Tensor *ulysses_gather_image(Tape *tp, Ulysses *u, Tensor *tokens, const DiTConfig *c);
+// One all-reduce (sum) of the flat gradient buffer over the group (skipped by the injected bug).
+void seq_sync_grads(Ulysses *u, ParamStore *ps);

@@ -1,0 +1,528 @@
+// test_data.c: the toy shapes dataset (determinism, label balance, each class recognised from its
+// pixels by geometric properties alone), the canvas (PNG round trip, paste, text, atomic write
+// errors), the image folder loader (classes, crop, formats, clear errors) and plots.
+#include "../train/image.h"
+#include "../train/plot.h"
+#include "../train/shapes.h"
+#include "testutil.h"
+#include <ftw.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <stb/stb_image.h>
+#include <stb/stb_image_write.h>
+
+// ---- helpers -----------------------------------------------------------------------------------
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void make_tmpdir(char *buf, size_t n) {
+    snprintf(buf, n, "/tmp/test_data_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(buf));
+}
+
+static void rm_rf(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static char *path_in(char *buf, size_t n, const char *dir, const char *name) {
+    snprintf(buf, n, "%s/%s", dir, name);
+    return buf;
+}
+
+static void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+// ---- shapes --------------------------------------------------------------------------------
+
+enum { CIRCLE, SQUARE, TRIANGLE, CROSS, RING, DIAMOND, HBAR, VBAR, XSHAPE, DOTS };
+
+// Which pixels belong to the shape, judged from the image alone: the background colour is the
+// corner pixel, and a pixel is lit when it is more than half as far from it as the farthest one.
+typedef struct {
+    int size, x0, y0, x1, y1; // bounding box of the lit pixels, inclusive
+    bool *on;                 // [size * size]
+    int n_on;
+    double contrast; // largest distance from the background colour (RGB, in [-1, 1] units)
+} Mask;
+
+static Mask mask_of(const real *img, int size) {
+    size_t plane = (size_t)size * size;
+    Mask m = {size, size, size, -1, -1, xcalloc(plane, sizeof(bool)), 0, 0};
+    double *dist = xmalloc(plane * sizeof(double));
+    for (size_t p = 0; p < plane; p++) {
+        double d2 = 0;
+        for (int k = 0; k < 3; k++) d2 += pow(img[k * plane + p] - img[k * plane], 2);
+        dist[p] = sqrt(d2);
+        if (dist[p] > m.contrast) m.contrast = dist[p];
+    }
+    for (int y = 0; y < size; y++)
+        for (int x = 0; x < size; x++) {
+            if (dist[(size_t)y * size + x] <= 0.5 * m.contrast) continue;
+            m.on[(size_t)y * size + x] = true;
+            m.n_on++;
+            if (x < m.x0) m.x0 = x;
+            if (x > m.x1) m.x1 = x;
+            if (y < m.y0) m.y0 = y;
+            if (y > m.y1) m.y1 = y;
+        }
+    free(dist);
+    return m;
+}
+
+// lit at (fx, fy) in box units: -1 is the first lit row/column, +1 the last
+static bool at(const Mask *m, double fx, double fy) {
+    double cx = 0.5 * (m->x0 + m->x1), cy = 0.5 * (m->y0 + m->y1);
+    int x = (int)lround(cx + fx * 0.5 * (m->x1 - m->x0));
+    int y = (int)lround(cy + fy * 0.5 * (m->y1 - m->y0));
+    return m->on[(size_t)y * m->size + x];
+}
+
+// any lit pixel in the 2x2 block at a corner of the box (sx, sy = -1 or +1)
+static bool corner(const Mask *m, int sx, int sy) {
+    int x = sx < 0 ? m->x0 : m->x1 - 1, y = sy < 0 ? m->y0 : m->y1 - 1;
+    for (int j = y; j < y + 2; j++)
+        for (int i = x; i < x + 2; i++)
+            if (m->on[(size_t)j * m->size + i]) return true;
+    return false;
+}
+
+// Names the shape from geometric properties only (aspect ratio, which of centre / corners /
+// edge midpoints / diagonal points are lit, how much of its box it fills). Any two classes
+// swapped would be caught. Reliable from about 30x30 up (asserted at 32, 33 and 64).
+static int classify(const Mask *m) {
+    double w = m->x1 - m->x0 + 1, h = m->y1 - m->y0 + 1;
+    bool centre = at(m, 0, 0);
+    if (w > 1.6 * h) return centre ? HBAR : DOTS; // dots: a gap in the middle
+    if (h > 1.6 * w) return VBAR;
+    bool tl = corner(m, -1, -1), tr = corner(m, 1, -1), bl = corner(m, -1, 1),
+         br = corner(m, 1, 1);
+    if (tl && tr && bl && br) return at(m, -1, 0) ? SQUARE : XSHAPE; // x: edge midpoints empty
+    if (bl && br && !tl && !tr) return TRIANGLE;                     // apex up, flat base
+    if (tl || tr || bl || br) return -1;
+    if (!centre) return RING;
+    if (!at(m, 0.4, 0.4) || !at(m, -0.4, -0.4)) return CROSS; // off the arms
+    return m->n_on > 0.65 * w * h ? CIRCLE : DIAMOND; // fills pi/4 of its box, a diamond 1/2
+}
+
+START_TEST(shapes_are_deterministic_and_order_independent) {
+    enum { S = 20, N = 12 };
+    real a[N][3 * S * S], b[3 * S * S], other[3 * 31 * 31];
+    int64_t la[N], lb, lo;
+    for (int i = 0; i < N; i++) shapes_sample(a[i], &la[i], S, 42, (uint64_t)i);
+    for (int i = N - 1; i >= 0; i--) {
+        shapes_sample(other, &lo, 31, 7, (uint64_t)(1000 + i)); // unrelated calls in between
+        shapes_sample(b, &lb, S, 42, (uint64_t)i);
+        ck_assert_int_eq(lb, la[i]);
+        ck_assert_int_eq(lb, shapes_label(42, (uint64_t)i));
+        ck_assert_msg(!memcmp(a[i], b, sizeof b), "sample %d differs when drawn again", i);
+    }
+    int differ = 0;
+    for (int i = 1; i < N; i++) differ += memcmp(a[0], a[i], sizeof b) != 0;
+    ck_assert_int_eq(differ, N - 1);
+    shapes_sample(b, &lb, S, 43, 0); // another seed, another image
+    ck_assert(memcmp(a[0], b, sizeof b) != 0);
+}
+END_TEST
+
+START_TEST(shapes_labels_are_uniform) {
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+        int count[SHAPES_CLASSES] = {0};
+        for (uint64_t i = 0; i < 1000; i++) {
+            int64_t l = shapes_label(seed, i);
+            ck_assert(l >= 0 && l < SHAPES_CLASSES);
+            count[l]++;
+        }
+        double chi2 = 0;
+        for (int c = 0; c < SHAPES_CLASSES; c++) chi2 += pow(count[c] - 100.0, 2) / 100.0;
+        // 9 degrees of freedom: P(chi2 > 27.9) = 0.001
+        ck_assert_msg(chi2 < 27.9, "seed %d: labels far from uniform, chi2 = %.1f", (int)seed, chi2);
+    }
+}
+END_TEST
+
+START_TEST(shapes_fit_and_stay_in_range) {
+    const int sizes[] = {8, 9, 16, 30, 31, 32, 64, 100, 255, 256};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        int n = sizes[s];
+        size_t plane = (size_t)n * n;
+        real *img = xmalloc(3 * plane * sizeof(real));
+        for (uint64_t i = 0; i < 20; i++) {
+            int64_t l;
+            shapes_sample(img, &l, n, 5, i);
+            for (size_t p = 0; p < 3 * plane; p++)
+                ck_assert_msg(img[p] >= -1 && img[p] <= 1, "size %d sample %d: value %g", n, (int)i,
+                              (double)img[p]);
+            // fully visible: the 1-pixel frame is pure background
+            for (int k = 0; k < 3; k++)
+                for (int t = 0; t < n; t++) {
+                    real bg = img[k * plane];
+                    ck_assert(img[k * plane + t] == bg && img[k * plane + (size_t)(n - 1) * n + t] == bg);
+                    ck_assert(img[k * plane + (size_t)t * n] == bg && img[k * plane + (size_t)t * n + n - 1] == bg);
+                }
+            // big enough and clearly visible
+            Mask m = mask_of(img, n);
+            int extent = fmax(m.x1 - m.x0 + 1, m.y1 - m.y0 + 1);
+            ck_assert_msg(m.contrast > 1.0, "size %d sample %d: contrast %.2f", n, (int)i, m.contrast);
+            ck_assert_msg(extent >= 0.4 * n, "size %d sample %d (%s): %d pixels across", n, (int)i,
+                          shapes_class_name((int)l), extent);
+            ck_assert_msg(m.n_on >= 0.03 * plane, "size %d sample %d (%s): %d lit pixels", n,
+                          (int)i, shapes_class_name((int)l), m.n_on);
+            free(m.on);
+        }
+        free(img);
+    }
+}
+END_TEST
+
+START_TEST(shapes_match_their_class_geometrically) {
+    const int sizes[] = {32, 33, 64};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        int n = sizes[s];
+        real *img = xmalloc(3 * (size_t)n * n * sizeof(real));
+        int seen[SHAPES_CLASSES] = {0};
+        for (uint64_t i = 0; i < 300; i++) {
+            int64_t l;
+            shapes_sample(img, &l, n, 11, i);
+            Mask m = mask_of(img, n);
+            int got = classify(&m);
+            free(m.on);
+            ck_assert_msg(got == l, "size %d sample %d: labelled %s but looks like %s", n, (int)i,
+                          shapes_class_name((int)l), got < 0 ? "nothing" : shapes_class_name(got));
+            seen[l]++;
+        }
+        for (int c = 0; c < SHAPES_CLASSES; c++) ck_assert_int_gt(seen[c], 0);
+        free(img);
+    }
+}
+END_TEST
+
+START_TEST(shapes_reject_bad_arguments) {
+    real img[3 * 8 * 8];
+    int64_t l;
+    for (int c = 0; c < SHAPES_CLASSES; c++)
+        for (int d = 0; d < c; d++) ck_assert_str_ne(shapes_class_name(c), shapes_class_name(d));
+    EXPECT_FATAL(shapes_sample(img, &l, 7, 0, 0), "size 7 is not in [8");
+    EXPECT_FATAL(shapes_class_name(SHAPES_CLASSES), "class 10 is not in [0, 10)");
+}
+END_TEST
+
+// ---- canvas --------------------------------------------------------------------------------
+
+START_TEST(canvas_png_round_trip) {
+    char dir[64], path[128], tmp[160], err[512];
+    make_tmpdir(dir, sizeof dir);
+    const uint8_t grey[3] = {50, 60, 70};
+    Canvas c = canvas_create(37, 23, grey);
+    for (int j = 0; j < c.h; j++)
+        for (int i = 0; i < c.w; i++) {
+            uint32_t r = rng_u32(3, 0, (uint64_t)(j * c.w + i));
+            uint8_t rgb[3] = {(uint8_t)r, (uint8_t)(r >> 8), (uint8_t)(r >> 16)};
+            canvas_fill_rect(&c, i, j, 1, 1, rgb);
+        }
+    path_in(path, sizeof path, dir, "round.png");
+    ck_assert_int_eq(canvas_write_png(&c, path, err, sizeof err), 0);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    ck_assert(!exists(tmp));
+    int w, h, comp;
+    uint8_t *back = stbi_load(path, &w, &h, &comp, 3);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_int_eq(w, 37);
+    ck_assert_int_eq(h, 23);
+    ck_assert(!memcmp(back, c.px, (size_t)w * h * 3));
+    stbi_image_free(back);
+
+    // a folder that does not exist: -1, the path in the message, nothing left behind
+    path_in(path, sizeof path, dir, "missing/x.png");
+    err[0] = 0;
+    ck_assert_int_eq(canvas_write_png(&c, path, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "missing/x.png"), "error \"%s\" does not name the file", err);
+    ck_assert(!exists(path));
+    canvas_free(&c);
+    rm_rf(dir);
+}
+END_TEST
+
+START_TEST(canvas_paste_clamps_and_upscales) {
+    const uint8_t bg[3] = {9, 9, 9};
+    Canvas c = canvas_create(10, 10, bg);
+    // (3, 2, 2): pixel (0,0) = (-1, 1, 0); (0,1) = (5, -5, 0.5); (1,0) = (NaN -> 0); (1,1) = 1
+    real img[12] = {-1, 5, NAN, 1, 1, -5, NAN, 1, 0, 0.5, NAN, 1};
+    canvas_paste(&c, 1, 2, img, 2, 2, 3);
+    const uint8_t want[4][3] = {{0, 255, 128}, {255, 0, 191}, {128, 128, 128}, {255, 255, 255}};
+    for (int y = 0; y < 10; y++)
+        for (int x = 0; x < 10; x++) {
+            const uint8_t *p = c.px + (y * 10 + x) * 3, *q = bg;
+            if (x >= 1 && x < 7 && y >= 2 && y < 8) q = want[((y - 2) / 3) * 2 + (x - 1) / 3];
+            ck_assert_msg(!memcmp(p, q, 3), "pixel (%d, %d) = (%d, %d, %d), want (%d, %d, %d)", x,
+                          y, p[0], p[1], p[2], q[0], q[1], q[2]);
+        }
+    canvas_free(&c);
+}
+END_TEST
+
+static int count_rgb(const uint8_t *px, int w, int h, const uint8_t rgb[3], int *bbox) {
+    int n = 0;
+    bbox[0] = w, bbox[1] = h, bbox[2] = -1, bbox[3] = -1;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            if (!memcmp(px + ((size_t)y * w + x) * 3, rgb, 3)) {
+                n++;
+                if (x < bbox[0]) bbox[0] = x;
+                if (y < bbox[1]) bbox[1] = y;
+                if (x > bbox[2]) bbox[2] = x;
+                if (y > bbox[3]) bbox[3] = y;
+            }
+    return n;
+}
+
+START_TEST(canvas_text_scales_and_stays_in_its_box) {
+    const uint8_t bg[3] = {0, 0, 0}, ink[3] = {250, 200, 10};
+    const char *text = "Loss 0.25\nstep";
+    int counts[2];
+    for (int s = 2; s <= 3; s++) {
+        Canvas c = canvas_create(200, 100, bg);
+        canvas_text(&c, 5, 7, text, s, ink);
+        int bb[4];
+        counts[s - 2] = count_rgb(c.px, c.w, c.h, ink, bb);
+        ck_assert_int_gt(counts[s - 2], 40);
+        ck_assert_int_ge(bb[0], 5);
+        ck_assert_int_ge(bb[1], 7);
+        ck_assert_int_lt(bb[2], 5 + canvas_text_width(text, s));
+        ck_assert_int_lt(bb[3], 7 + canvas_text_height(text, s));
+        canvas_free(&c);
+    }
+    ck_assert_int_eq(counts[0] * 9, counts[1] * 4); // each font pixel becomes s x s pixels
+}
+END_TEST
+
+START_TEST(canvas_line_covers_its_path) {
+    const uint8_t bg[3] = {255, 255, 255}, ink[3] = {0, 0, 200};
+    Canvas c = canvas_create(30, 12, bg);
+    canvas_line(&c, 2, 5, 25, 5, 2, ink);
+    for (int x = 3; x < 25; x++) {
+        ck_assert(!memcmp(c.px + (4 * 30 + x) * 3, ink, 3));
+        ck_assert(!memcmp(c.px + (5 * 30 + x) * 3, ink, 3));
+        ck_assert(!memcmp(c.px + (2 * 30 + x) * 3, bg, 3));
+        ck_assert(!memcmp(c.px + (7 * 30 + x) * 3, bg, 3));
+    }
+    canvas_free(&c);
+}
+END_TEST
+
+// ---- image folder --------------------------------------------------------------------------
+
+static void write_png_solid_bands(const char *path, int w, int h, bool vertical_bands,
+                                  const uint8_t outer[3], const uint8_t inner[3], int band) {
+    uint8_t *px = xmalloc((size_t)w * h * 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            int t = vertical_bands ? x : y, n = vertical_bands ? w : h;
+            memcpy(px + ((size_t)y * w + x) * 3, (t < band || t >= n - band) ? outer : inner, 3);
+        }
+    ck_assert(stbi_write_png(path, w, h, 3, px, w * 3));
+    free(px);
+}
+
+static void assert_solid(const real *img, int size, const uint8_t rgb[3], double tol, const char *what) {
+    size_t plane = (size_t)size * size;
+    for (int k = 0; k < 3; k++)
+        for (size_t p = 0; p < plane; p++) {
+            double want = rgb[k] / 127.5 - 1;
+            ck_assert_msg(fabs(img[k * plane + p] - want) <= tol, "%s: channel %d pixel %d is %g, want %g",
+                          what, k, (int)p, (double)img[k * plane + p], want);
+        }
+}
+
+START_TEST(image_folder_reads_classes) {
+    char dir[64], p[256], err[512];
+    make_tmpdir(dir, sizeof dir);
+    const uint8_t red[3] = {255, 0, 0}, green[3] = {0, 255, 0}, white[3] = {255, 255, 255},
+                  grey[3] = {100, 100, 100}, rose[3] = {200, 50, 50};
+    mkdir(path_in(p, sizeof p, dir, "b_dogs"), 0700); // created first, sorted second
+    mkdir(path_in(p, sizeof p, dir, "a_cats"), 0700);
+    mkdir(path_in(p, sizeof p, dir, ".hidden"), 0700);
+    // landscape: red side bands around a green centre square; portrait: white top/bottom bands
+    write_png_solid_bands(path_in(p, sizeof p, dir, "a_cats/1.png"), 12, 6, true, red, green, 3);
+    write_png_solid_bands(path_in(p, sizeof p, dir, "a_cats/2.PNG"), 5, 9, false, white, grey, 2);
+    write_file(path_in(p, sizeof p, dir, "a_cats/notes.txt"), "not an image", 12);
+    write_file(path_in(p, sizeof p, dir, ".hidden/z.png"), "ignored", 7);
+    uint8_t solid[8 * 8 * 3], checker[3 * 3 * 3];
+    for (int i = 0; i < 64; i++) memcpy(solid + i * 3, rose, 3);
+    for (int i = 0; i < 9; i++) memcpy(checker + i * 3, (i % 2) ? white : red, 3);
+    ck_assert(stbi_write_jpg(path_in(p, sizeof p, dir, "b_dogs/x.JPEG"), 8, 8, 3, solid, 100));
+    ck_assert(stbi_write_png(path_in(p, sizeof p, dir, "b_dogs/y.png"), 3, 3, 3, checker, 9));
+
+    ImageFolder f;
+    int rc = image_folder_open(&f, dir, 3, err, sizeof err);
+    ck_assert_msg(rc == 0, "open failed: %s", err);
+    ck_assert_int_eq(f.n, 4);
+    ck_assert_int_eq(f.n_classes, 2);
+    ck_assert_str_eq(f.class_names[0], "a_cats");
+    ck_assert_str_eq(f.class_names[1], "b_dogs");
+    const char *names[4] = {"a_cats/1.png", "a_cats/2.PNG", "b_dogs/x.JPEG", "b_dogs/y.png"};
+    const int64_t labels[4] = {0, 0, 1, 1};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(strstr(f.paths[i], names[i]), "image %d is %s, want %s", i, f.paths[i], names[i]);
+        ck_assert_int_eq(f.labels[i], labels[i]);
+    }
+    real img[27], again[27];
+    for (int pass = 0; pass < 2; pass++) { // the second pass reads the cache
+        ck_assert_int_eq(image_folder_load(&f, 0, img, err, sizeof err), 0);
+        assert_solid(img, 3, green, 1.01 / 127.5, "centre crop of 1.png");
+        ck_assert_int_eq(image_folder_load(&f, 1, img, err, sizeof err), 0);
+        assert_solid(img, 3, grey, 1.01 / 127.5, "centre crop of 2.PNG");
+        ck_assert_int_eq(image_folder_load(&f, 2, img, err, sizeof err), 0);
+        assert_solid(img, 3, rose, 6 / 127.5, "x.JPEG");
+        ck_assert_int_eq(image_folder_load(&f, 3, img, err, sizeof err), 0);
+        for (int i = 0; i < 9; i++) // already 3x3: exact, CHW
+            for (int k = 0; k < 3; k++)
+                ck_assert(img[k * 9 + i] == (real)(((i % 2) ? white : red)[k] / 127.5 - 1));
+        if (pass == 0) memcpy(again, img, sizeof img);
+    }
+    ck_assert(!memcmp(again, img, sizeof img));
+    image_folder_close(&f);
+    rm_rf(dir);
+}
+END_TEST
+
+START_TEST(image_folder_reads_flat_folder) {
+    char dir[64], p[256], err[512];
+    make_tmpdir(dir, sizeof dir);
+    const uint8_t a[3] = {10, 20, 30}, b[3] = {40, 50, 60};
+    write_png_solid_bands(path_in(p, sizeof p, dir, "b.png"), 4, 4, true, a, a, 0);
+    write_png_solid_bands(path_in(p, sizeof p, dir, "a.png"), 4, 4, true, b, b, 0);
+    uint8_t solid[16 * 3];
+    for (int i = 0; i < 16; i++) memcpy(solid + 3 * i, a, 3);
+    ck_assert(stbi_write_jpg(path_in(p, sizeof p, dir, "c.jpg"), 4, 4, 3, solid, 100));
+    ImageFolder f;
+    int rc = image_folder_open(&f, dir, 4, err, sizeof err);
+    ck_assert_msg(rc == 0, "open failed: %s", err);
+    ck_assert_int_eq(f.n, 3);
+    ck_assert_int_eq(f.n_classes, 1);
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(f.labels[i], 0);
+    ck_assert(strstr(f.paths[2], "c.jpg"));
+    real img[48];
+    ck_assert_int_eq(image_folder_load(&f, 0, img, err, sizeof err), 0);
+    assert_solid(img, 4, b, 1e-6, "a.png");
+    image_folder_close(&f);
+    rm_rf(dir);
+}
+END_TEST
+
+START_TEST(image_folder_errors_say_what_to_do) {
+    char dir[64], p[256], err[512];
+    make_tmpdir(dir, sizeof dir);
+    ImageFolder f;
+
+    ck_assert_int_eq(image_folder_open(&f, path_in(p, sizeof p, dir, "nope"), 8, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "nope") && strstr(err, "does not exist"), "got \"%s\"", err);
+
+    ck_assert_int_eq(image_folder_open(&f, dir, 8, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, dir) && strstr(err, "no .png"), "got \"%s\"", err);
+
+    const uint8_t c[3] = {1, 2, 3};
+    write_png_solid_bands(path_in(p, sizeof p, dir, "good.png"), 4, 4, true, c, c, 0);
+    write_file(path_in(p, sizeof p, dir, "bad.png"), "this is not a png", 17);
+    ck_assert_int_eq(image_folder_open(&f, dir, 8, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "bad.png") && strstr(err, "cannot read image"), "got \"%s\"", err);
+    remove(p);
+
+    // a PNG cut short: its header reads, its pixels do not; the error names the file either way
+    write_png_solid_bands(path_in(p, sizeof p, dir, "short.png"), 64, 64, true, c, c, 0);
+    FILE *fp = fopen(p, "rb");
+    uint8_t head[60];
+    ck_assert_uint_eq(fread(head, 1, sizeof head, fp), sizeof head);
+    fclose(fp);
+    write_file(p, head, sizeof head);
+    err[0] = 0;
+    if (image_folder_open(&f, dir, 8, err, sizeof err) == 0) {
+        real img[3 * 8 * 8];
+        int bad = -1;
+        for (int i = 0; i < f.n; i++)
+            if (strstr(f.paths[i], "short.png")) bad = i;
+        ck_assert_int_ge(bad, 0);
+        ck_assert_int_eq(image_folder_load(&f, bad, img, err, sizeof err), -1);
+        image_folder_close(&f);
+    }
+    ck_assert_msg(strstr(err, "short.png"), "got \"%s\"", err);
+    remove(p);
+
+    // images both at the top and in a class folder
+    mkdir(path_in(p, sizeof p, dir, "cls"), 0700);
+    write_png_solid_bands(path_in(p, sizeof p, dir, "cls/a.png"), 4, 4, true, c, c, 0);
+    ck_assert_int_eq(image_folder_open(&f, dir, 8, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "good.png") && strstr(err, "move"), "got \"%s\"", err);
+    rm_rf(dir);
+}
+END_TEST
+
+// ---- plots ---------------------------------------------------------------------------------
+
+START_TEST(plot_draws_curves_inside_its_panel) {
+    char dir[64], path[128], err[512];
+    make_tmpdir(dir, sizeof dir);
+    const uint8_t fill[3] = {1, 2, 3}, ca[3] = {200, 30, 150}, cb[3] = {20, 160, 60};
+    enum { N = 200 };
+    double x[N], ya[N], yb[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = 10 * i;
+        ya[i] = 2 * exp(-i / 40.0) + 0.05;
+        yb[i] = (i % 17 == 0) ? 0 : (i == 50 ? NAN : 1e-3 * (1 + i)); // gaps on a log axis
+    }
+    PlotSeries s[2] = {{"run A", x, ya, N, {200, 30, 150}}, {"rel diff", x, yb, N, {20, 160, 60}}};
+    for (int log_y = 0; log_y <= 1; log_y++) {
+        Canvas c = canvas_create(900, 500, fill);
+        plot_panel(&c, 100, 50, 640, 400, "loss", "step", s, 2, log_y);
+        path_in(path, sizeof path, dir, "plot.png");
+        ck_assert_int_eq(canvas_write_png(&c, path, err, sizeof err), 0);
+        canvas_free(&c);
+        int w, h, comp, bb[4];
+        uint8_t *px = stbi_load(path, &w, &h, &comp, 3);
+        ck_assert_ptr_nonnull(px);
+        ck_assert_int_gt(count_rgb(px, w, h, ca, bb), 300);
+        ck_assert_int_gt(count_rgb(px, w, h, cb, bb), 300);
+        // nothing drawn outside the panel
+        for (int y = 0; y < h; y++)
+            for (int xx = 0; xx < w; xx++) {
+                bool inside = xx >= 100 && xx < 740 && y >= 50 && y < 450;
+                if (!inside) ck_assert(!memcmp(px + ((size_t)y * w + xx) * 3, fill, 3));
+            }
+        stbi_image_free(px);
+    }
+    rm_rf(dir);
+}
+END_TEST
+
+Suite *data_suite(void) {
+    Suite *s = suite_create("data");
+    TCase *tc = tcase_create("data");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, shapes_are_deterministic_and_order_independent);
+    tcase_add_test(tc, shapes_labels_are_uniform);
+    tcase_add_test(tc, shapes_fit_and_stay_in_range);
+    tcase_add_test(tc, shapes_match_their_class_geometrically);
+    tcase_add_test(tc, shapes_reject_bad_arguments);
+    tcase_add_test(tc, canvas_png_round_trip);
+    tcase_add_test(tc, canvas_paste_clamps_and_upscales);
+    tcase_add_test(tc, canvas_text_scales_and_stays_in_its_box);
+    tcase_add_test(tc, canvas_line_covers_its_path);
+    tcase_add_test(tc, image_folder_reads_classes);
+    tcase_add_test(tc, image_folder_reads_flat_folder);
+    tcase_add_test(tc, image_folder_errors_say_what_to_do);
+    tcase_add_test(tc, plot_draws_curves_inside_its_panel);
+    suite_add_tcase(s, tc);
+    return s;
+}

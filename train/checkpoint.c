@@ -1,0 +1,217 @@
+// checkpoint.c: see checkpoint.h.
+#include "checkpoint.h"
+#include "../core/check.h"
+#include "../core/safetensors.h"
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ---- config <-> text --------------------------------------------------------------------------
+static const struct {
+    const char *key;
+    char type; // i: int, d: double, b: bool
+    size_t off;
+} fields[DIT_CONFIG_FIELDS] = {
+    {"input_size", 'i', offsetof(DiTConfig, input_size)},
+    {"patch_size", 'i', offsetof(DiTConfig, patch_size)},
+    {"in_channels", 'i', offsetof(DiTConfig, in_channels)},
+    {"hidden_size", 'i', offsetof(DiTConfig, hidden_size)},
+    {"depth", 'i', offsetof(DiTConfig, depth)},
+    {"num_heads", 'i', offsetof(DiTConfig, num_heads)},
+    {"mlp_ratio", 'd', offsetof(DiTConfig, mlp_ratio)},
+    {"num_classes", 'i', offsetof(DiTConfig, num_classes)},
+    {"learn_sigma", 'b', offsetof(DiTConfig, learn_sigma)},
+    {"class_dropout_prob", 'd', offsetof(DiTConfig, class_dropout_prob)},
+};
+
+const char *dit_config_key(int i) { return fields[i].key; }
+
+void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len) {
+    const char *p = (const char *)c + fields[i].off;
+    if (fields[i].type == 'i') snprintf(buf, len, "%d", *(const int *)p);
+    else if (fields[i].type == 'd') snprintf(buf, len, "%.17g", *(const double *)p);
+    else snprintf(buf, len, "%s", *(const bool *)p ? "true" : "false");
+}
+
+int dit_config_set(DiTConfig *c, int i, const char *text) {
+    char *p = (char *)c + fields[i].off, *end;
+    errno = 0;
+    if (fields[i].type == 'b') {
+        if (!strcmp(text, "true") || !strcmp(text, "True") || !strcmp(text, "1")) *(bool *)p = true;
+        else if (!strcmp(text, "false") || !strcmp(text, "False") || !strcmp(text, "0")) *(bool *)p = false;
+        else return -1;
+        return 0;
+    }
+    if (fields[i].type == 'i') {
+        long v = strtol(text, &end, 10);
+        if (end == text || *end || errno || v < -2147483647L || v > 2147483647L) return -1;
+        *(int *)p = (int)v;
+        return 0;
+    }
+    double v = strtod(text, &end);
+    if (end == text || *end || errno) return -1;
+    *(double *)p = v;
+    return 0;
+}
+
+// ---- model file -------------------------------------------------------------------------------
+static void put_meta(StWriter *w, const DiTConfig *c) {
+    char buf[64];
+    for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
+        dit_config_value(c, i, buf, sizeof buf);
+        st_writer_meta(w, fields[i].key, buf);
+    }
+}
+
+int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
+                    const char *optimizer_file, char *err, size_t len) {
+    StWriter *w = st_writer_new();
+    put_meta(w, &m->cfg);
+    if (step >= 0 && optimizer_file) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%d", step);
+        st_writer_meta(w, "step", buf);
+        st_writer_meta(w, "optimizer_state", optimizer_file);
+    }
+    st_writer_add_real(w, "pos_embed", 3, m->pos_embed.shape, m->pos_embed.data);
+    for (int i = 0; i < m->ps.n; i++)
+        st_writer_add_real(w, m->ps.t[i]->name, m->ps.t[i]->ndim, m->ps.t[i]->shape,
+                           flat ? flat + m->ps.offset[i] : m->ps.t[i]->data);
+    int rc = st_writer_write(w, path, err, len);
+    st_writer_free(w);
+    return rc;
+}
+
+static bool shape_matches(const StTensor *s, const Tensor *t) {
+    if (s->ndim != t->ndim) return false;
+    for (int i = 0; i < t->ndim; i++)
+        if (s->shape[i] != t->shape[i]) return false;
+    return true;
+}
+
+// Appends "; " + text to err (for listing every problem of a checkpoint at once).
+static void append(char *err, size_t len, int *problems, const char *fmt, const char *a,
+                   const char *b) {
+    size_t n = strlen(err);
+    if (++*problems > 4 || n + 8 >= len) return; // the first few are enough to act on
+    n += (size_t)snprintf(err + n, len - n, "%s", *problems > 1 ? "; " : ": ");
+    if (n < len) snprintf(err + n, len - n, fmt, a, b);
+}
+
+static const char *shape_text(const StTensor *s, char *buf, size_t len) {
+    Tensor t = {.ndim = s->ndim > MAX_DIMS ? MAX_DIMS : s->ndim};
+    for (int i = 0; i < t.ndim; i++) t.shape[i] = (int)s->shape[i];
+    return tensor_shape_str(&t, buf, len);
+}
+
+int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
+    SafeTensors st;
+    *m = (DiT){0};
+    if (st_read(path, &st, err, len)) return -1;
+    DiTConfig cfg = {0};
+    for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
+        const char *v = st_meta(&st, fields[i].key);
+        if (!v || dit_config_set(&cfg, i, v)) {
+            snprintf(err, len, "%s: the metadata %s config key '%s'%s%s; write checkpoints with "
+                     "'train' or add the DiT config to __metadata__", path,
+                     v ? "has an invalid value for" : "lacks the", fields[i].key, v ? ": " : "",
+                     v ? v : "");
+            st_free(&st);
+            return -1;
+        }
+    }
+    char why[256];
+    if (dit_config_error(&cfg, why, sizeof why)) {
+        snprintf(err, len, "%s: its config is not a valid DiT: %s", path, why);
+        st_free(&st);
+        return -1;
+    }
+    dit_create(m, &cfg);
+    int problems = 0;
+    snprintf(err, len, "%s does not match the DiT its metadata describes", path);
+    char a[64], b[64];
+    Tensor *pos = &m->pos_embed;
+    for (int i = -1; i < m->ps.n; i++) { // -1: pos_embed
+        Tensor *t = i < 0 ? pos : m->ps.t[i];
+        const StTensor *s = st_find(&st, t->name);
+        char cvt[256];
+        if (!s) append(err, len, &problems, "missing tensor '%s'%s", t->name, "");
+        else if (!shape_matches(s, t)) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "has shape %s but %s was expected", shape_text(s, a, sizeof a),
+                     tensor_shape_str(t, b, sizeof b));
+            append(err, len, &problems, "'%s' %s", t->name, msg);
+        } else if (st_to_real(s, t->data, t->size, cvt, sizeof cvt))
+            append(err, len, &problems, "%s%s", cvt, "");
+    }
+    for (int i = 0; i < st.n; i++)
+        if (strcmp(st.tensors[i].name, "pos_embed") && !ps_find(&m->ps, st.tensors[i].name))
+            append(err, len, &problems, "unexpected tensor '%s'%s", st.tensors[i].name, "");
+    st_free(&st);
+    if (!problems) return err[0] = 0, 0;
+    if (problems > 4) {
+        size_t n = strlen(err);
+        snprintf(err + n, len - n, "; and %d more problems", problems - 4);
+    }
+    dit_free(m);
+    *m = (DiT){0};
+    return -1;
+}
+
+int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size_t len) {
+    DiT other;
+    if (ckpt_load_model(&other, path, err, len)) return -1;
+    int rc = 0;
+    if (other.ps.total != m->ps.total) {
+        snprintf(err, len, "%s holds a different model (%zu parameters, not %zu)", path,
+                 other.ps.total, m->ps.total);
+        rc = -1;
+    } else memcpy(flat, other.ps.params, m->ps.total * sizeof(real));
+    dit_free(&other);
+    return rc;
+}
+
+// ---- optimizer file ---------------------------------------------------------------------------
+int ckpt_save_optimizer(const ParamStore *ps, const AdamW *opt, const char *run, const char *path,
+                        char *err, size_t len) {
+    StWriter *w = st_writer_new();
+    st_writer_meta(w, "run", run);
+    char buf[64];
+    int n = (int)ps->total;
+    snprintf(buf, sizeof buf, "%d", opt->step);
+    st_writer_meta(w, "step", buf);
+    snprintf(buf, sizeof buf, "%zu", ps->total);
+    st_writer_meta(w, "elements", buf);
+    st_writer_add_real(w, "adam.m", 1, &n, ps->m);
+    st_writer_add_real(w, "adam.v", 1, &n, ps->v);
+    int rc = st_writer_write(w, path, err, len);
+    st_writer_free(w);
+    return rc;
+}
+
+int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char *path, char *err,
+                        size_t len) {
+    SafeTensors st;
+    if (st_read(path, &st, err, len)) return -1;
+    const StTensor *m = st_find(&st, "adam.m"), *v = st_find(&st, "adam.v");
+    const char *step = st_meta(&st, "step"), *saved_run = st_meta(&st, "run");
+    int rc = -1;
+    if (!m || !v || !step || !saved_run)
+        snprintf(err, len, "%s is not an optimizer state file (it needs adam.m, adam.v, a step and "
+                 "the run settings)", path);
+    else if (strcmp(saved_run, run))
+        snprintf(err, len, "%s was written by a run with %s but this one has %s; resume with the "
+                 "same settings or start a new run", path, saved_run, run);
+    else if (m->ndim != 1 || v->ndim != 1 || (size_t)m->shape[0] != ps->total ||
+             (size_t)v->shape[0] != ps->total)
+        snprintf(err, len, "%s holds Adam moments for %lld parameters but the model has %zu; it "
+                 "belongs to another model", path, (long long)m->shape[0], ps->total);
+    else if (!st_to_real(m, ps->m, ps->total, err, len) && !st_to_real(v, ps->v, ps->total, err, len)) {
+        opt->step = atoi(step);
+        rc = 0;
+    }
+    st_free(&st);
+    return rc;
+}

@@ -1,0 +1,33 @@
+// checkpoint.h: DiT checkpoints in safetensors with the reference's state_dict names and layouts
+// and the config in __metadata__, so a checkpoint loads into the PyTorch reference with
+// load_state_dict(strict=True). Training state (Adam moments, step) goes to a second file named
+// in the model's metadata, so the model file holds exactly the state_dict.
+#pragma once
+#include "../autograd/optim.h"
+#include "../layers/dit.h"
+
+// The config as text, field by field (also used for config.json): keys are the metadata names.
+#define DIT_CONFIG_FIELDS 10
+const char *dit_config_key(int i);
+void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len);
+int dit_config_set(DiTConfig *c, int i, const char *text); // -1 if text is not a valid value
+
+// Writes pos_embed and every parameter, taking the parameter values from `flat` (laid out like
+// m->ps.params, e.g. EMA weights) or from the model when flat is NULL. step >= 0 with an optimizer
+// file name records the training state in the metadata.
+int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
+                    const char *optimizer_file, char *err, size_t len);
+// Creates *m from the file's config and loads every tensor; every name and shape is checked.
+// On failure *m is left empty (nothing to free).
+int ckpt_load_model(DiT *m, const char *path, char *err, size_t len);
+
+// Loads parameter values only (e.g. EMA weights) into flat, laid out like m->ps.params, from a
+// checkpoint of the same model.
+int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size_t len);
+
+// Adam moments and step, for resuming bit-identically; `run` (e.g. "seed=0 batch=32") is stored
+// and, on loading, must match the resuming run's.
+int ckpt_save_optimizer(const ParamStore *ps, const AdamW *opt, const char *run, const char *path,
+                        char *err, size_t len);
+int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char *path, char *err,
+                        size_t len);

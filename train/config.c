@@ -1,0 +1,183 @@
+// config.c: see config.h.
+#include "config.h"
+#include "../parallel/ulysses.h"
+#include "checkpoint.h"
+#include "flags.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void defaults(TrainConfig *tc) {
+    *tc = (TrainConfig){
+        .model = {.input_size = 16, .in_channels = 3, .num_classes = 10, .class_dropout_prob = 0.1},
+        .steps = 1000, .batch = 32, .lr = 1e-3, .clip_norm = 1.0, .seed = 0,
+        .log_every = 0, .sample_steps = 25, .samples_per_class = 8, .cfg_scale = 3.0,
+        .policy = seq_policy_default(),
+    };
+    strcpy(tc->preset, "DiT-mini/2");
+    dit_preset(tc->preset, &tc->model);
+    strcpy(tc->out, "runs/latest");
+    strcpy(tc->data, "shapes");
+}
+
+static void help(void) {
+    TrainConfig d;
+    defaults(&d);
+    printf(
+        "usage: mpirun -np N train/train [flags]      train a DiT with sequence parallelism over N ranks\n"
+        "       train/train probe --help               one forward+backward on a given batch\n"
+        "       train/train compare RUN_A RUN_B         compare two runs' loss curves\n"
+        "       train/train verify --ranks N [flags]    train with N ranks and with 1, then compare\n"
+        "\nmodel:\n"
+        "  --model NAME          preset, default %s; %s\n"
+        "  --hidden D --depth L --heads H --patch P --mlp-ratio R   override the preset\n"
+        "  --input-size S        image size in pixels (default %d; a multiple of the patch)\n"
+        "  --learn-sigma         output 2C channels as the reference does (only the noise half is trained)\n"
+        "  --class-dropout P     label dropout for classifier-free guidance (default %g; 0 = none)\n"
+        "\ntraining:\n"
+        "  --steps N             optimizer steps (default %d)\n"
+        "  --batch B             images per step, the same on every rank (default %d)\n"
+        "  --lr LR               AdamW learning rate (default %g; DiT uses 1e-4 at scale)\n"
+        "  --weight-decay W      decoupled weight decay (default 0)\n"
+        "  --clip-norm C         clip the global gradient norm (default %g; 0 = off)\n"
+        "  --ema DECAY           keep an EMA of the weights, e.g. 0.999, used for sampling (default off)\n"
+        "  --seed S              every random value is a function of the seed (default %llu)\n"
+        "  --data shapes|DIR     procedural shapes (10 classes) or a folder of PNG/JPEG images,\n"
+        "                        one subfolder per class (default shapes)\n"
+        "  --threads T           BLAS threads per rank (default: cores / ranks)\n"
+        "\noutput:\n"
+        "  --out DIR             run folder: config.json loss.csv model.safetensors samples.png loss.png\n"
+        "                        (default %s)\n"
+        "  --log-every N         progress line every N steps (default: 20 lines per run)\n"
+        "  --sample-every N      write samples.png every N steps (default: at the end)\n"
+        "  --save-every N        write the checkpoint every N steps (default: at the end)\n"
+        "  --resume DIR          continue the run in DIR from its checkpoint (same seed and batch)\n"
+        "  --sample-steps N      DDIM steps for samples (default %d)\n"
+        "  --cfg-scale S         classifier-free guidance scale (default %g; 1 = off)\n"
+        "\nsequence parallelism:\n"
+        "  --no-auto-pad         refuse a token count that the rank count does not divide\n"
+        "  --pad-multiple N      pad tokens to a multiple of N * ranks (default 1)\n"
+        "  --inject-bug NAME     reproduce a classic bug on purpose: %s\n",
+        d.preset, dit_preset_names(), d.model.input_size, d.model.class_dropout_prob, d.steps,
+        d.batch, d.lr, d.clip_norm, (unsigned long long)d.seed, d.out, d.sample_steps, d.cfg_scale,
+        bug_names());
+}
+
+static void copy_path(char *dst, const char *flag, const char *src) {
+    if (strlen(src) >= PATH_LEN) usage_error("%s: the path is longer than %d characters", flag, PATH_LEN - 1);
+    strcpy(dst, src);
+}
+
+bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
+    defaults(tc);
+    // the preset first, so that explicit sizes override it wherever they appear
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) {
+            if (!dit_preset(argv[i + 1], &tc->model))
+                usage_error("--model: unknown preset '%s'; known: %s", argv[i + 1], dit_preset_names());
+            snprintf(tc->preset, sizeof tc->preset, "%s", argv[i + 1]);
+        }
+    bool out_given = false;
+    for (int i = 0; i < argc; i++) {
+        const char *f = argv[i];
+#define VAL flag_value(argc, argv, &i)
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            if (rank == 0) help();
+            return false;
+        } else if (!strcmp(f, "--model")) VAL;
+        else if (!strcmp(f, "--hidden")) tc->model.hidden_size = flag_int(f, VAL, 4, 1 << 16);
+        else if (!strcmp(f, "--depth")) tc->model.depth = flag_int(f, VAL, 1, DIT_MAX_DEPTH);
+        else if (!strcmp(f, "--heads")) tc->model.num_heads = flag_int(f, VAL, 1, 1 << 12);
+        else if (!strcmp(f, "--patch")) tc->model.patch_size = flag_int(f, VAL, 1, 256);
+        else if (!strcmp(f, "--mlp-ratio")) tc->model.mlp_ratio = flag_double(f, VAL, 0.01, 64);
+        else if (!strcmp(f, "--input-size")) tc->model.input_size = flag_int(f, VAL, 1, 4096);
+        else if (!strcmp(f, "--learn-sigma")) tc->model.learn_sigma = true;
+        else if (!strcmp(f, "--class-dropout")) tc->model.class_dropout_prob = flag_double(f, VAL, 0, 0.99);
+        else if (!strcmp(f, "--steps")) tc->steps = flag_int(f, VAL, 1, 1 << 30);
+        else if (!strcmp(f, "--batch")) tc->batch = flag_int(f, VAL, 1, 1 << 16);
+        else if (!strcmp(f, "--lr")) tc->lr = flag_double(f, VAL, 1e-12, 10);
+        else if (!strcmp(f, "--weight-decay")) tc->weight_decay = flag_double(f, VAL, 0, 10);
+        else if (!strcmp(f, "--clip-norm")) tc->clip_norm = flag_double(f, VAL, 0, 1e12);
+        else if (!strcmp(f, "--ema")) tc->ema = flag_double(f, VAL, 0, 0.999999);
+        else if (!strcmp(f, "--seed")) tc->seed = flag_u64(f, VAL);
+        else if (!strcmp(f, "--data")) copy_path(tc->data, f, VAL);
+        else if (!strcmp(f, "--threads")) tc->threads = flag_int(f, VAL, 1, 1024);
+        else if (!strcmp(f, "--out")) copy_path(tc->out, f, VAL), out_given = true;
+        else if (!strcmp(f, "--log-every")) tc->log_every = flag_int(f, VAL, 1, 1 << 30);
+        else if (!strcmp(f, "--sample-every")) tc->sample_every = flag_int(f, VAL, 1, 1 << 30);
+        else if (!strcmp(f, "--save-every")) tc->save_every = flag_int(f, VAL, 1, 1 << 30);
+        else if (!strcmp(f, "--resume")) copy_path(tc->resume, f, VAL);
+        else if (!strcmp(f, "--sample-steps")) tc->sample_steps = flag_int(f, VAL, 1, 1000);
+        else if (!strcmp(f, "--samples-per-class")) tc->samples_per_class = flag_int(f, VAL, 1, 64);
+        else if (!strcmp(f, "--cfg-scale")) tc->cfg_scale = flag_double(f, VAL, 0, 100);
+        else if (!strcmp(f, "--no-auto-pad")) tc->policy.auto_pad = false;
+        else if (!strcmp(f, "--pad-multiple")) tc->policy.pad_multiple = flag_int(f, VAL, 1, 1 << 20);
+        else if (!strcmp(f, "--inject-bug")) {
+            const char *name = VAL;
+            if (!bug_from_name(name)) usage_error("--inject-bug: unknown bug '%s' (known: %s)", name, bug_names());
+            tc->bugs |= bug_from_name(name);
+        } else usage_error("unknown argument '%s'", f);
+#undef VAL
+    }
+    char why[256];
+    if (dit_config_error(&tc->model, why, sizeof why)) usage_error("invalid model: %s", why);
+    if (tc->resume[0] && !out_given) strcpy(tc->out, tc->resume);
+    if (tc->cfg_scale != 1 && tc->model.class_dropout_prob == 0)
+        tc->cfg_scale = 1; // no null class to guide with
+    if (tc->log_every == 0) tc->log_every = tc->steps >= 20 ? tc->steps / 20 : 1;
+    return true;
+}
+
+void train_config_text(const TrainConfig *tc, char *buf, size_t len) {
+    size_t n = 0;
+    char v[64];
+    for (int i = 0; i < DIT_CONFIG_FIELDS && n < len; i++) {
+        dit_config_value(&tc->model, i, v, sizeof v);
+        n += (size_t)snprintf(buf + n, len - n, "%s=%s ", dit_config_key(i), v);
+    }
+    if (n < len)
+        snprintf(buf + n, len - n,
+                 "steps=%d batch=%d lr=%.17g wd=%.17g clip=%.17g ema=%.17g seed=%llu data=%s "
+                 "resume=%s auto_pad=%d pad_multiple=%d bugs=%u",
+                 tc->steps, tc->batch, tc->lr, tc->weight_decay, tc->clip_norm, tc->ema,
+                 (unsigned long long)tc->seed, tc->data, tc->resume, tc->policy.auto_pad,
+                 tc->policy.pad_multiple, tc->bugs);
+}
+
+// s with '"' and '\\' escaped and control characters dropped, for a JSON string
+static const char *json_safe(const char *s, char *buf, size_t len) {
+    size_t n = 0;
+    for (; *s && n + 2 < len; s++) {
+        if ((unsigned char)*s < 0x20) continue;
+        if (*s == '"' || *s == '\\') buf[n++] = '\\';
+        buf[n++] = *s;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+int train_config_write_json(const TrainConfig *tc, int ranks, const char *path, char *err,
+                            size_t len) {
+    char tmp[PATH_LEN + 8], v[64], safe[2 * PATH_LEN];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return snprintf(err, len, "cannot write %s; check that the folder is writable", path), -1;
+    fprintf(f, "{\n  \"model\": {\"preset\": \"%s\"", tc->preset);
+    for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
+        dit_config_value(&tc->model, i, v, sizeof v);
+        fprintf(f, ", \"%s\": %s", dit_config_key(i), v);
+    }
+    fprintf(f, "},\n  \"steps\": %d, \"batch\": %d, \"lr\": %.17g, \"weight_decay\": %.17g,\n"
+               "  \"clip_norm\": %.17g, \"ema\": %.17g, \"seed\": %llu, \"data\": \"%s\",\n"
+               "  \"objective\": \"DDPM eps-prediction, 1000 steps, linear betas 1e-4..0.02\",\n"
+               "  \"sampler\": \"DDIM eta=0, %d steps, cfg_scale %.17g\",\n"
+               "  \"ranks\": %d, \"auto_pad\": %s, \"pad_multiple\": %d, \"injected_bugs\": %u\n}\n",
+            tc->steps, tc->batch, tc->lr, tc->weight_decay, tc->clip_norm, tc->ema,
+            (unsigned long long)tc->seed, json_safe(tc->data, safe, sizeof safe), tc->sample_steps, tc->cfg_scale, ranks,
+            tc->policy.auto_pad ? "true" : "false", tc->policy.pad_multiple, tc->bugs);
+    if (fclose(f) || rename(tmp, path)) {
+        remove(tmp);
+        return snprintf(err, len, "cannot write %s (disk full?)", path), -1;
+    }
+    return 0;
+}

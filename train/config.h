@@ -1,0 +1,32 @@
+// config.h: the training run's configuration: flags, their validation and --help, the text every
+// rank compares at start, and config.json.
+#pragma once
+#include "../layers/dit.h"
+#include "../parallel/policy.h"
+#include <stdint.h>
+
+#define PATH_LEN 512
+
+typedef struct TrainConfig {
+    DiTConfig model;
+    char preset[32];
+    int steps, batch;
+    double lr, weight_decay, clip_norm, ema; // ema 0 = off
+    uint64_t seed;
+    char out[PATH_LEN], data[PATH_LEN], resume[PATH_LEN]; // data: "shapes" or an image folder
+    int sample_every, save_every, log_every;              // 0 = only at the end
+    int sample_steps, samples_per_class;
+    double cfg_scale;
+    int threads; // BLAS threads per rank; 0 = cores / ranks
+    SeqPolicy policy;
+    unsigned bugs; // injected sequence-parallel bugs (ulysses.h)
+} TrainConfig;
+
+// Parses argv (program name and subcommand removed) into *tc; usage errors exit with code 2.
+// Returns false when --help was printed.
+bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank);
+// One line with every setting that must agree across ranks.
+void train_config_text(const TrainConfig *tc, char *buf, size_t len);
+// config.json in the run folder (atomic); -1 with a message on failure.
+int train_config_write_json(const TrainConfig *tc, int ranks, const char *path, char *err,
+                            size_t len);

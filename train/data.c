@@ -1,0 +1,79 @@
+// data.c: see data.h.
+#include "data.h"
+#include "../core/check.h"
+#include "../core/rng.h"
+#include "shapes.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int data_open(Data *d, const TrainConfig *tc, char *err, size_t len) {
+    *d = (Data){.size = tc->model.input_size};
+    if (!strcmp(tc->data, "shapes")) {
+        d->shapes = true;
+        d->classes = SHAPES_CLASSES;
+        if (tc->model.in_channels != 3 || tc->model.input_size < SHAPES_MIN_SIZE)
+            return snprintf(err, len, "the shapes data are RGB images of at least %dx%d; use "
+                            "--input-size >= %d", SHAPES_MIN_SIZE, SHAPES_MIN_SIZE,
+                            SHAPES_MIN_SIZE), -1;
+    } else {
+        if (tc->model.in_channels != 3)
+            return snprintf(err, len, "image folders are read as RGB; the model needs in_channels 3"), -1;
+        if (image_folder_open(&d->folder, tc->data, d->size, err, len)) return -1;
+        d->classes = d->folder.n_classes;
+    }
+    if (d->classes > tc->model.num_classes) {
+        snprintf(err, len, "the data have %d classes but the model has %d; raise num_classes",
+                 d->classes, tc->model.num_classes);
+        data_close(d);
+        return -1;
+    }
+    return 0;
+}
+
+void data_close(Data *d) {
+    if (!d->shapes) image_folder_close(&d->folder);
+    *d = (Data){0};
+}
+
+const char *data_class_name(const Data *d, int c) {
+    return d->shapes ? shapes_class_name(c) : d->folder.class_names[c];
+}
+
+Batch batch_alloc(int B, int C, int S) {
+    size_t n = (size_t)B * C * S * S;
+    Batch b = {.B = B};
+    b.x0 = xmalloc(n * sizeof(real));
+    b.xt = xmalloc(n * sizeof(real));
+    b.eps = xmalloc(n * sizeof(real));
+    b.t = xmalloc((size_t)B * sizeof(real));
+    b.y = xmalloc((size_t)B * sizeof(int64_t));
+    return b;
+}
+
+void batch_free(Batch *b) {
+    free(b->x0), free(b->xt), free(b->eps), free(b->t), free(b->y);
+    *b = (Batch){0};
+}
+
+void batch_make(Batch *b, Data *d, const TrainConfig *tc, const Diffusion *diff, int step) {
+    size_t chw = (size_t)tc->model.in_channels * d->size * d->size;
+    char err[512];
+    for (int i = 0; i < b->B; i++) {
+        uint64_t k = (uint64_t)step * b->B + i;
+        real *x0 = b->x0 + i * chw;
+        if (d->shapes) shapes_sample(x0, &b->y[i], d->size, tc->seed, k);
+        else {
+            int item = (int)(rng_u32(tc->seed, STREAM_PICK, k) % (uint32_t)d->folder.n);
+            CHECK(!image_folder_load(&d->folder, item, x0, err, sizeof err), "%s", err);
+            b->y[i] = d->folder.labels[item];
+        }
+        int t = (int)(rng_u32(tc->seed, STREAM_T, k) % DIFFUSION_T);
+        b->t[i] = (real)t;
+        rng_fill_normal(b->eps + i * chw, chw, tc->seed, STREAM_NOISE, k * chw, 1.0);
+        diffusion_q_sample(diff, b->xt + i * chw, x0, b->eps + i * chw, t, chw);
+        if (tc->model.class_dropout_prob > 0 &&
+            rng_uniform(tc->seed, STREAM_DROP, k) < tc->model.class_dropout_prob)
+            b->y[i] = tc->model.num_classes;
+    }
+}

@@ -1,0 +1,95 @@
+// losslog.c: see losslog.h.
+#include "losslog.h"
+#include "../core/check.h"
+#include "image.h"
+#include "plot.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void losslog_add(LossLog *l, double step, double loss) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 256;
+        l->step = realloc(l->step, (size_t)l->cap * sizeof(double));
+        l->loss = realloc(l->loss, (size_t)l->cap * sizeof(double));
+        ALLOC_CHECK(l->step);
+        ALLOC_CHECK(l->loss);
+    }
+    l->step[l->n] = step;
+    l->loss[l->n++] = loss;
+}
+
+void losslog_free(LossLog *l) {
+    free(l->step);
+    free(l->loss);
+    *l = (LossLog){0};
+}
+
+int losslog_read(LossLog *l, const char *path, char *err, size_t len) {
+    *l = (LossLog){0};
+    FILE *f = fopen(path, "r");
+    if (!f) return snprintf(err, len, "cannot open %s: is this a run folder written by train?", path), -1;
+    char line[1024];
+    int lineno = 0, rc = 0;
+    if (!fgets(line, sizeof line, f) || strncmp(line, "step,loss", 9)) {
+        snprintf(err, len, "%s does not start with the header 'step,loss'", path);
+        rc = -1;
+    }
+    while (!rc && fgets(line, sizeof line, f)) {
+        lineno++;
+        double s, v;
+        if (line[0] == '\n') continue;
+        if (sscanf(line, "%lf,%lf", &s, &v) != 2) {
+            snprintf(err, len, "%s: row %d is not 'step,loss,...': %.60s", path, lineno, line);
+            rc = -1;
+        } else losslog_add(l, s, v);
+    }
+    fclose(f);
+    if (!rc && l->n == 0) snprintf(err, len, "%s has no rows", path), rc = -1;
+    if (rc) losslog_free(l);
+    return rc;
+}
+
+static const uint8_t palette[][3] = {{31, 119, 180}, {214, 39, 40}, {44, 160, 44}, {148, 103, 189}};
+
+int losslog_plot(const char *path, const char *title, const LossLog *runs, const char *const *names,
+                 int n_runs, bool diff, double tol, char *err, size_t len) {
+    const uint8_t white[3] = {255, 255, 255}, grey[3] = {120, 120, 120};
+    bool two = diff && n_runs == 2;
+    int W = 900, H = two ? 760 : 420;
+    Canvas cv = canvas_create(W, H, white);
+    PlotSeries s[4];
+    for (int i = 0; i < n_runs && i < 4; i++)
+        s[i] = (PlotSeries){names[i], runs[i].step, runs[i].loss, runs[i].n,
+                            {palette[i][0], palette[i][1], palette[i][2]}};
+    plot_panel(&cv, 0, 0, W, 420, title, "step", s, n_runs < 4 ? n_runs : 4, true);
+    double *rel = NULL, *xs = NULL, tol_x[2], tol_y[2];
+    if (two) { // relative difference at the steps both runs logged
+        const LossLog *a = &runs[0], *b = &runs[1];
+        rel = xcalloc((size_t)a->n, sizeof(double));
+        xs = xcalloc((size_t)a->n, sizeof(double));
+        int m = 0;
+        for (int i = 0, j = 0; i < a->n && j < b->n;) {
+            if (a->step[i] < b->step[j]) i++;
+            else if (a->step[i] > b->step[j]) j++;
+            else {
+                xs[m] = a->step[i];
+                rel[m++] = fabs(a->loss[i] - b->loss[j]) / fmax(fabs(b->loss[j]), 1e-300);
+                i++, j++;
+            }
+        }
+        PlotSeries d[2] = {{"|A - B| / |B|", xs, rel, m, {214, 39, 40}}};
+        int nd = 1;
+        if (tol > 0 && m > 0) {
+            tol_x[0] = xs[0], tol_x[1] = xs[m - 1], tol_y[0] = tol_y[1] = tol;
+            d[nd++] = (PlotSeries){"tolerance", tol_x, tol_y, 2, {grey[0], grey[1], grey[2]}};
+        }
+        plot_panel(&cv, 0, 420, W, 340, "relative loss difference per step", "step", d, nd, true);
+    }
+    int rc = canvas_write_png(&cv, path, err, len);
+    canvas_free(&cv);
+    free(rel);
+    free(xs);
+    return rc;
+}

@@ -1,0 +1,19 @@
+// losslog.h: loss curves: loss.csv (header first, columns start with step,loss) and their plots
+// (loss.png for a run; for a comparison, both curves and their relative difference).
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct LossLog {
+    int n, cap;
+    double *step, *loss;
+} LossLog;
+
+void losslog_add(LossLog *l, double step, double loss);
+void losslog_free(LossLog *l);
+// Reads the step and loss columns of a loss.csv; -1 with a message on failure.
+int losslog_read(LossLog *l, const char *path, char *err, size_t len);
+// One panel with each run's curve (log scale); with two runs and `diff`, a second panel with
+// |a - b| / |b| per common step (log scale) and the tolerance as a line (tol > 0).
+int losslog_plot(const char *path, const char *title, const LossLog *runs, const char *const *names,
+                 int n_runs, bool diff, double tol, char *err, size_t len);

@@ -1,0 +1,15 @@
+// main.c: the `train` program: training (default), probe, compare and verify subcommands.
+#include "../parallel/comm.h"
+#include "probe.h"
+#include "train.h"
+#include <string.h>
+
+int main(int argc, char **argv) {
+    Comm c;
+    comm_init(&c, &argc, &argv);
+    int rc;
+    if (argc > 1 && !strcmp(argv[1], "probe")) rc = probe_main(argc - 2, argv + 2, &c);
+    else rc = train_main(argc - 1, argv + 1, &c);
+    comm_finalize();
+    return rc;
+}

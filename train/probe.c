@@ -1,0 +1,136 @@
+// probe.c: see probe.h. Batch file: x (B,C,H,W), t (B), y (B) integer, target (B,C_out,H,W).
+// Result file: out (B,C_out,H,W), loss (1), grad.<name> for every trainable parameter.
+#include "probe.h"
+#include "../core/check.h"
+#include "../core/safetensors.h"
+#include "../parallel/ulysses.h"
+#include "checkpoint.h"
+#include "flags.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(void) {
+    printf("usage: mpirun -np N ./train probe --ckpt M.safetensors --batch B.safetensors --out R.safetensors\n"
+           "  One forward + backward of loss = mean((model(x, t, y) - target)^2), eval mode.\n"
+           "  --ckpt PATH          DiT checkpoint (safetensors with the config in __metadata__)\n"
+           "  --batch PATH         x F32 [B,C,H,W], t F32 [B], y I64 [B], target F32 [B,C_out,H,W]\n"
+           "  --out PATH           writes out, loss and grad.<name> for every trainable parameter\n"
+           "  --no-auto-pad        refuse a token count not divisible by the rank count\n"
+           "  --pad-multiple N     pad the sequence to a multiple of N * ranks (default 1)\n"
+           "  --inject-bug NAME    reproduce a sequence-parallel bug on purpose: %s\n",
+           bug_names());
+}
+
+// A batch tensor as reals, checked against the expected shape.
+static real *batch_real(const SafeTensors *st, const char *path, const char *name, int ndim,
+                        const int *shape) {
+    const StTensor *t = st_find(st, name);
+    CHECK(t, "%s has no tensor '%s'; a probe batch needs x, t, y and target", path, name);
+    Tensor want = {.ndim = ndim};
+    size_t n = 1;
+    bool ok = t->ndim == ndim;
+    for (int i = 0; i < ndim; i++) {
+        want.shape[i] = shape[i], n *= (size_t)shape[i];
+        ok = ok && t->shape[i] == shape[i];
+    }
+    char ws[64], err[512];
+    CHECK(ok, "%s: '%s' must have shape %s for this checkpoint", path, name,
+          tensor_shape_str(&want, ws, sizeof ws));
+    real *out = xmalloc(n * sizeof(real));
+    CHECK(!st_to_real(t, out, n, err, sizeof err), "%s", err);
+    return out;
+}
+
+int probe_main(int argc, char **argv, Comm *c) {
+    const char *ckpt = NULL, *batch = NULL, *out = NULL;
+    SeqPolicy policy = seq_policy_default();
+    unsigned bugs = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            if (c->rank == 0) help();
+            return 0;
+        } else if (!strcmp(argv[i], "--ckpt")) ckpt = flag_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--batch")) batch = flag_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--no-auto-pad")) policy.auto_pad = false;
+        else if (!strcmp(argv[i], "--pad-multiple"))
+            policy.pad_multiple = flag_int("--pad-multiple", flag_value(argc, argv, &i), 1, 1 << 20);
+        else if (!strcmp(argv[i], "--inject-bug")) {
+            const char *name = flag_value(argc, argv, &i);
+            if (!bug_from_name(name)) usage_error("--inject-bug: unknown bug '%s' (known: %s)", name, bug_names());
+            bugs |= bug_from_name(name);
+        } else usage_error("probe: unknown argument '%s'", argv[i]);
+    }
+    if (!ckpt || !batch || !out) usage_error("probe needs --ckpt, --batch and --out");
+
+    char err[1024];
+    DiT m;
+    CHECK(!ckpt_load_model(&m, ckpt, err, sizeof err), "%s", err);
+    const DiTConfig *cfg = &m.cfg;
+    SafeTensors st;
+    CHECK(!st_read(batch, &st, err, sizeof err), "%s", err);
+    const StTensor *xt = st_find(&st, "x");
+    CHECK(xt && xt->ndim == 4 && xt->shape[0] > 0, "%s: 'x' must be a [B, C, H, W] batch", batch);
+    int B = (int)xt->shape[0], S = cfg->input_size, Co = dit_out_channels(cfg);
+    real *x = batch_real(&st, batch, "x", 4, (int[]){B, cfg->in_channels, S, S});
+    real *t = batch_real(&st, batch, "t", 1, (int[]){B});
+    real *target = batch_real(&st, batch, "target", 4, (int[]){B, Co, S, S});
+    const StTensor *yt = st_find(&st, "y");
+    CHECK(yt && yt->ndim == 1 && yt->shape[0] == B && (yt->dtype == ST_I64 || yt->dtype == ST_I32),
+          "%s: 'y' must be an integer [%d] tensor (I64 or I32)", batch, B);
+    int64_t *y = xmalloc((size_t)B * sizeof(int64_t));
+    for (int b = 0; b < B; b++) {
+        y[b] = yt->dtype == ST_I64 ? ((const int64_t *)yt->data)[b] : ((const int32_t *)yt->data)[b];
+        CHECK(y[b] >= 0 && y[b] < m.y_table->shape[0], "%s: label y[%d] = %lld is outside the %d "
+              "classes of this checkpoint", batch, b, (long long)y[b], m.y_table->shape[0]);
+    }
+    st_free(&st);
+
+    // forward and backward of this rank's shard
+    int T = dit_tokens(cfg);
+    SeqShard shard = seq_shard(&policy, T, c->size, c->rank);
+    Ulysses u = {.comm = c, .shard = &shard, .policy = &policy, .bugs = bugs};
+    DiTShard dsh = ulysses_dit_shard(&u);
+    // the wrong-restore bug attends with every query, not only the local ones
+    int queries = (bugs & BUG_WRONG_RESTORE) ? shard.T_pad : shard.n;
+    Arena arena = arena_create(dit_step_bytes(cfg, B, queries, shard.T_pad));
+    Tape tp = tape_create(&arena);
+    Tensor *xi = tensor_new(&arena, 4, B, cfg->in_channels, S, S), *ti = tensor_new(&arena, 1, B);
+    Tensor *tg = tensor_new(&arena, 4, B, Co, S, S);
+    memcpy(xi->data, x, xi->size * sizeof(real));
+    memcpy(ti->data, t, ti->size * sizeof(real));
+    memcpy(tg->data, target, tg->size * sizeof(real));
+    ps_zero_grad(&m.ps);
+    Tensor *tokens = dit_forward(&m, &tp, xi, ti, y, &dsh);
+    Tensor *loss = dit_loss(&m, &tp, tokens, tg, &dsh);
+    backward(&tp, loss);
+    ps_check_reached(&m.ps);
+    seq_sync_grads(&u, &m.ps);
+    double total_loss = loss->data[0];
+    comm_all_reduce_double(c, &total_loss, 1);
+
+    Tensor *img = ulysses_gather_image(&tp, &u, tokens, cfg); // the full output images
+
+    if (c->rank == 0) {
+        StWriter *w = st_writer_new();
+        real lossv = (real)total_loss;
+        st_writer_add_real(w, "out", 4, img->shape, img->data);
+        st_writer_add_real(w, "loss", 1, (int[]){1}, &lossv);
+        char name[160];
+        for (int i = 0; i < m.ps.n; i++) {
+            snprintf(name, sizeof name, "grad.%s", m.ps.t[i]->name);
+            st_writer_add_real(w, name, m.ps.t[i]->ndim, m.ps.t[i]->shape, m.ps.t[i]->grad);
+        }
+        CHECK(!st_writer_write(w, out, err, sizeof err), "%s", err);
+        st_writer_free(w);
+        printf("probe: %d rank%s, %d tokens (padded to %d), loss %.9g, wrote %s\n", c->size,
+               c->size > 1 ? "s" : "", T, shard.T_pad, total_loss, out);
+    }
+    tape_free(&tp);
+    arena_destroy(&arena);
+    seq_shard_free(&shard);
+    free(x), free(t), free(target), free(y);
+    dit_free(&m);
+    return 0;
+}

@@ -1,0 +1,87 @@
+// sample.c: see sample.h.
+#include "sample.h"
+#include "../core/check.h"
+#include "../core/rng.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define SAMPLE_CHUNK 16 // images per forward pass (twice that with guidance)
+
+void sample_images(DiT *m, Ulysses *u, const Diffusion *diff, const int64_t *labels, int n,
+                   int steps, double cfg_scale, uint64_t seed, real *out) {
+    const DiTConfig *c = &m->cfg;
+    int C = c->in_channels, S = c->input_size;
+    size_t chw = (size_t)C * S * S;
+    bool guided = cfg_scale != 1 && c->class_dropout_prob > 0;
+    rng_fill_normal(out, (size_t)n * chw, seed, STREAM_SAMPLE, 0, 1.0);
+    int rows = SAMPLE_CHUNK * (guided ? 2 : 1);
+    Arena arena = arena_create(dit_step_bytes(c, rows, u->shard->n, u->shard->T_pad));
+    DiTShard sh = ulysses_dit_shard(u);
+    for (int start = 0; start < n; start += SAMPLE_CHUNK) {
+        int k = n - start < SAMPLE_CHUNK ? n - start : SAMPLE_CHUNK, B = guided ? 2 * k : k;
+        real *x = out + (size_t)start * chw;
+        for (int s = 0; s < steps; s++) {
+            int t = diffusion_timestep(s, steps), t_prev = s + 1 < steps ? diffusion_timestep(s + 1, steps) : -1;
+            arena_reset(&arena);
+            Tape tp = tape_create(&arena);
+            tp.grad_enabled = false;
+            Tensor *xin = tensor_new(&arena, 4, B, C, S, S), *tin = tensor_new(&arena, 1, B);
+            int64_t *y = arena_alloc(&arena, (size_t)B * sizeof(int64_t));
+            for (int i = 0; i < B; i++) {
+                memcpy(xin->data + i * chw, x + (i % k) * chw, chw * sizeof(real));
+                tin->data[i] = (real)t;
+                y[i] = i < k ? labels[start + i] : c->num_classes; // second half: the null class
+            }
+            Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
+            Tensor *img = ulysses_gather_image(&tp, u, tokens, c); // (B, C_out, S, S)
+            size_t out_chw = (size_t)dit_out_channels(c) * S * S;
+            real *eps = arena_alloc(&arena, (size_t)k * chw * sizeof(real));
+            for (int i = 0; i < k; i++)
+                for (size_t j = 0; j < chw; j++) {
+                    real ec = img->data[i * out_chw + j];
+                    eps[i * chw + j] = guided ? img->data[(k + i) * out_chw + j] +
+                                                    (real)cfg_scale * (ec - img->data[(k + i) * out_chw + j])
+                                              : ec;
+                }
+            diffusion_ddim_step(diff, x, eps, t, t_prev, (size_t)k * chw);
+            tape_free(&tp);
+        }
+    }
+    arena_destroy(&arena);
+}
+
+int sample_grid(DiT *m, Ulysses *u, const Diffusion *diff, const Data *data, int per_class,
+                int steps, double cfg_scale, uint64_t seed, const char *path, char *err,
+                size_t len) {
+    const DiTConfig *c = &m->cfg;
+    int n = data->classes * per_class, S = c->input_size, up = 96 / S;
+    up = up < 1 ? 1 : up > 4 ? 4 : up; // small images are drawn 2-4x larger
+    int64_t *labels = xmalloc((size_t)n * sizeof(int64_t));
+    real *imgs = xmalloc((size_t)n * 3 * S * S * sizeof(real));
+    for (int i = 0; i < n; i++) labels[i] = i / per_class;
+    sample_images(m, u, diff, labels, n, steps, cfg_scale, seed, imgs);
+    int rc = 0;
+    if (u->comm->rank == 0) {
+        int label_w = 0, cell = S * up + 4, text = 2;
+        for (int k = 0; k < data->classes; k++) {
+            int w = canvas_text_width(data_class_name(data, k), text);
+            label_w = w > label_w ? w : label_w;
+        }
+        label_w += 12;
+        const uint8_t bg[3] = {24, 24, 28}, fg[3] = {230, 230, 230};
+        Canvas cv = canvas_create(label_w + per_class * cell + 4, data->classes * cell + 4, bg);
+        for (int k = 0; k < data->classes; k++) {
+            int y = 4 + k * cell;
+            canvas_text(&cv, 6, y + (S * up - canvas_text_height("A", text)) / 2,
+                        data_class_name(data, k), text, fg);
+            for (int j = 0; j < per_class; j++)
+                canvas_paste(&cv, label_w + j * cell, y, imgs + (size_t)(k * per_class + j) * 3 * S * S,
+                             S, S, up);
+        }
+        rc = canvas_write_png(&cv, path, err, len);
+        canvas_free(&cv);
+    }
+    free(labels);
+    free(imgs);
+    return rc;
+}

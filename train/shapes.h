@@ -1,0 +1,30 @@
+// shapes.h: a procedural, class-conditional toy dataset that needs no download. Ten classes of
+// shapes, each drawn anti-aliased in a random bright colour on a random dark background, at a
+// random position and size; the shape always lies inside the image with a 1-pixel background
+// frame, and is scaled with the image so it stays recognisable from 8x8 up.
+//
+// Every image and label is a pure function of (seed, index), through core/rng.h:
+//   stream SHAPES_STREAM_LABEL: label = floor(10 * rng_uniform(seed, stream, index))
+//   stream SHAPES_STREAM_GEOM:  u_k = rng_uniform(seed, stream, 8 * index + k), k = 0..7 gives
+//                               radius, centre x, centre y, hue, saturation, value, background
+//                               level, background hue
+// so sample i is the same whatever the batch, rank count or call order.
+#pragma once
+#include "../core/real.h"
+#include <stdint.h>
+
+#define SHAPES_CLASSES 10
+#define SHAPES_MIN_SIZE 8
+#define SHAPES_MAX_SIZE 4096
+#define SHAPES_STREAM_LABEL 0x53480001u // "SH" 1
+#define SHAPES_STREAM_GEOM 0x53480002u  // "SH" 2
+
+// circle, square, triangle, cross, ring, diamond, hbar, vbar, x, two dots (fatal if c is out of range)
+const char *shapes_class_name(int c);
+
+// The label of sample `index`, without drawing it (the same one shapes_sample returns).
+int64_t shapes_label(uint64_t seed, uint64_t index);
+
+// img is (3, size, size) CHW with values in [-1, 1]; *label in [0, SHAPES_CLASSES).
+// size must be in [SHAPES_MIN_SIZE, SHAPES_MAX_SIZE]; any value, odd ones included.
+void shapes_sample(real *img, int64_t *label, int size, uint64_t seed, uint64_t index);

@@ -1,0 +1,248 @@
+// train.c: see train.h. One step: every rank builds the same batch, runs the DiT on its token
+// shard (Ulysses attention across ranks), backpropagates, all-reduces the flat gradient buffer,
+// and applies the same AdamW update, so parameters stay identical on every rank.
+#include "train.h"
+#include "../core/check.h"
+#include "checkpoint.h"
+#include "config.h"
+#include "data.h"
+#include "losslog.h"
+#include "sample.h"
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct Run {
+    TrainConfig tc;
+    Comm *comm;
+    DiT m;
+    AdamW opt;
+    real *ema; // (ps.total) or NULL
+    Data data;
+    Diffusion diff;
+    SeqShard shard;
+    Ulysses u;
+    LossLog log;
+    char run_text[128]; // what a resumed run must share: seed and batch
+} Run;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void path_in(char *buf, size_t len, const char *dir, const char *file) {
+    int n = snprintf(buf, len, "%s/%s", dir, file);
+    CHECK(n > 0 && (size_t)n < len, "the path %s/%s is too long", dir, file);
+}
+
+static void make_dirs(const char *dir) {
+    char buf[PATH_LEN];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0755) && errno != EEXIST) break;
+            *p = '/';
+        }
+    CHECK(!mkdir(buf, 0755) || errno == EEXIST, "cannot create the run folder %s: %s", dir,
+          strerror(errno));
+}
+
+static const char *duration(double s, char *buf, size_t len) {
+    if (s < 60) snprintf(buf, len, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, len, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s / 60 % 60);
+    return buf;
+}
+
+// ---- start: fresh or resumed -------------------------------------------------------------------
+static void start_run(Run *r) {
+    TrainConfig *tc = &r->tc;
+    char err[1024], path[PATH_LEN + 32];
+    snprintf(r->run_text, sizeof r->run_text, "seed=%llu batch=%d", (unsigned long long)tc->seed,
+             tc->batch);
+    r->opt = adamw_default(tc->lr);
+    r->opt.weight_decay = tc->weight_decay;
+    r->opt.clip_norm = tc->clip_norm;
+    if (!tc->resume[0]) {
+        dit_create(&r->m, &tc->model);
+        dit_init(&r->m, tc->seed);
+    } else {
+        path_in(path, sizeof path, tc->resume, "model.safetensors");
+        CHECK(!ckpt_load_model(&r->m, path, err, sizeof err), "cannot resume: %s", err);
+        char a[64], b[64];
+        for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
+            dit_config_value(&r->m.cfg, i, a, sizeof a);
+            dit_config_value(&tc->model, i, b, sizeof b);
+            CHECK(!strcmp(a, b), "cannot resume: the checkpoint in %s has %s = %s but the flags "
+                  "give %s; resume with the original run's model flags", tc->resume,
+                  dit_config_key(i), a, b);
+        }
+        path_in(path, sizeof path, tc->resume, "optimizer.safetensors");
+        CHECK(!ckpt_load_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err),
+              "cannot resume: %s", err);
+        path_in(path, sizeof path, tc->resume, "loss.csv");
+        CHECK(!losslog_read(&r->log, path, err, sizeof err), "cannot resume: %s", err);
+        while (r->log.n && r->log.step[r->log.n - 1] > r->opt.step) r->log.n--;
+    }
+    if (tc->ema > 0) {
+        r->ema = xmalloc(r->m.ps.total * sizeof(real));
+        memcpy(r->ema, r->m.ps.params, r->m.ps.total * sizeof(real));
+        if (tc->resume[0]) {
+            path_in(path, sizeof path, tc->resume, "ema.safetensors");
+            CHECK(!ckpt_load_params(&r->m, r->ema, path, err, sizeof err), "cannot resume the "
+                  "EMA weights: %s (was the run started with --ema?)", err);
+        }
+    }
+}
+
+// ---- outputs ---------------------------------------------------------------------------------
+static void save(Run *r, int step) {
+    char err[1024], path[PATH_LEN + 32];
+    if (r->comm->rank != 0) return;
+    path_in(path, sizeof path, r->tc.out, "optimizer.safetensors");
+    CHECK(!ckpt_save_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err), "%s", err);
+    path_in(path, sizeof path, r->tc.out, "model.safetensors");
+    CHECK(!ckpt_save_model(&r->m, NULL, path, step, "optimizer.safetensors", err, sizeof err), "%s", err);
+    if (r->ema) {
+        path_in(path, sizeof path, r->tc.out, "ema.safetensors");
+        CHECK(!ckpt_save_model(&r->m, r->ema, path, step, NULL, err, sizeof err), "%s", err);
+    }
+}
+
+static void write_samples(Run *r) {
+    char err[1024], path[PATH_LEN + 32];
+    real *saved = NULL;
+    if (r->ema) { // sample with the EMA weights
+        saved = xmalloc(r->m.ps.total * sizeof(real));
+        memcpy(saved, r->m.ps.params, r->m.ps.total * sizeof(real));
+        memcpy(r->m.ps.params, r->ema, r->m.ps.total * sizeof(real));
+    }
+    path_in(path, sizeof path, r->tc.out, "samples.png");
+    CHECK(!sample_grid(&r->m, &r->u, &r->diff, &r->data, r->tc.samples_per_class,
+                       r->tc.sample_steps, r->tc.cfg_scale, r->tc.seed, path, err, sizeof err),
+          "%s", err);
+    if (saved) {
+        memcpy(r->m.ps.params, saved, r->m.ps.total * sizeof(real));
+        free(saved);
+    }
+}
+
+static void write_loss_files(Run *r) {
+    char err[1024], path[PATH_LEN + 32];
+    if (r->comm->rank != 0) return;
+    path_in(path, sizeof path, r->tc.out, "loss.csv");
+    char tmp[PATH_LEN + 40];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    CHECK(f, "cannot write %s: %s", tmp, strerror(errno));
+    fprintf(f, "step,loss\n");
+    for (int i = 0; i < r->log.n; i++) fprintf(f, "%.0f,%.9g\n", r->log.step[i], r->log.loss[i]);
+    CHECK(!fclose(f) && !rename(tmp, path), "cannot write %s: %s", path, strerror(errno));
+    path_in(path, sizeof path, r->tc.out, "loss.png");
+    const char *names[] = {"training loss"};
+    char title[160];
+    snprintf(title, sizeof title, "%s on %s, %d rank%s", r->tc.preset, r->tc.data, r->comm->size,
+             r->comm->size > 1 ? "s" : "");
+    CHECK(!losslog_plot(path, title, &r->log, names, 1, false, 0, err, sizeof err), "%s", err);
+}
+
+// ---- the loop ----------------------------------------------------------------------------------
+// One optimizer step; returns the global loss.
+static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_norm) {
+    const DiTConfig *c = &r->m.cfg;
+    int B = r->tc.batch, C = c->in_channels, S = c->input_size;
+    batch_make(b, &r->data, &r->tc, &r->diff, step - 1);
+    arena_reset(arena);
+    Tape tp = tape_create(arena);
+    Tensor *xt = tensor_new(arena, 4, B, C, S, S), *t = tensor_new(arena, 1, B);
+    Tensor *eps = tensor_new(arena, 4, B, C, S, S);
+    memcpy(xt->data, b->xt, xt->size * sizeof(real));
+    memcpy(t->data, b->t, t->size * sizeof(real));
+    memcpy(eps->data, b->eps, eps->size * sizeof(real));
+    DiTShard sh = ulysses_dit_shard(&r->u);
+    ps_zero_grad(&r->m.ps);
+    Tensor *loss = dit_loss(&r->m, &tp, dit_forward(&r->m, &tp, xt, t, b->y, &sh), eps, &sh);
+    backward(&tp, loss);
+    ps_check_reached(&r->m.ps);
+    seq_sync_grads(&r->u, &r->m.ps);
+    double total = loss->data[0];
+    comm_all_reduce_double(r->comm, &total, 1);
+    *grad_norm = adamw_step(&r->opt, &r->m.ps);
+    if (r->ema)
+        for (size_t i = 0; i < r->m.ps.total; i++)
+            r->ema[i] = (real)(r->tc.ema * r->ema[i] + (1 - r->tc.ema) * r->m.ps.params[i]);
+    tape_free(&tp);
+    return total;
+}
+
+int train_main(int argc, char **argv, Comm *c) {
+    Run r = {.comm = c};
+    TrainConfig *tc = &r.tc;
+    if (!train_config_parse(tc, argc, argv, c->rank)) return 0;
+    char text[4096], err[1024], path[PATH_LEN + 32];
+    train_config_text(tc, text, sizeof text);
+    comm_check_same(c, "training configuration (flags)", text);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    openblas_set_num_threads(tc->threads ? tc->threads : (int)(cores / c->size > 0 ? cores / c->size : 1));
+    CHECK(!data_open(&r.data, tc, err, sizeof err), "%s", err);
+    start_run(&r);
+    diffusion_init(&r.diff);
+    const DiTConfig *mc = &r.m.cfg;
+    int T = dit_tokens(mc);
+    r.shard = seq_shard(&tc->policy, T, c->size, c->rank);
+    r.u = (Ulysses){.comm = c, .shard = &r.shard, .policy = &tc->policy, .bugs = tc->bugs};
+    if (c->rank == 0) {
+        make_dirs(tc->out);
+        path_in(path, sizeof path, tc->out, "config.json");
+        CHECK(!train_config_write_json(tc, c->size, path, err, sizeof err), "%s", err);
+    }
+    comm_barrier(c);
+    int queries = (tc->bugs & BUG_WRONG_RESTORE) ? r.shard.T_pad : r.shard.n;
+    Arena arena = arena_create(dit_step_bytes(mc, tc->batch, queries, r.shard.T_pad));
+    Batch batch = batch_alloc(tc->batch, mc->in_channels, mc->input_size);
+    int first = r.opt.step + 1;
+    print0(c, "%s: %zu parameters, %d tokens per image over %d rank%s (%d each, padded to %d), "
+           "batch %d, %s, steps %d..%d -> %s\n", tc->preset, r.m.ps.total, T, c->size,
+           c->size > 1 ? "s" : "", r.shard.n, r.shard.T_pad, tc->batch, tc->data, first, tc->steps,
+           tc->out);
+    if (first > tc->steps) print0(c, "nothing to do: the run is already at step %d\n", r.opt.step);
+    double t0 = now();
+    for (int step = first; step <= tc->steps; step++) {
+        double gnorm, loss = train_step(&r, &arena, &batch, step, &gnorm);
+        CHECK(loss == loss, "the loss became NaN at step %d; lower --lr or raise --clip-norm", step);
+        losslog_add(&r.log, step, loss);
+        if (step % tc->log_every == 0 || step == tc->steps || step == first) {
+            double el = now() - t0, done = step - first + 1, tok = done * tc->batch * T / el;
+            char eta[32];
+            print0(c, "step %*d/%d | loss %.5f | grad norm %.3f | %.0f tok/s | ETA %s\n",
+                   (int)snprintf(NULL, 0, "%d", tc->steps), step, tc->steps, loss, gnorm, tok,
+                   duration(el / done * (tc->steps - step), eta, sizeof eta));
+        }
+        if (tc->save_every && step % tc->save_every == 0 && step < tc->steps) save(&r, step), write_loss_files(&r);
+        if (tc->sample_every && step % tc->sample_every == 0 && step < tc->steps) write_samples(&r);
+    }
+    double elapsed = now() - t0;
+    save(&r, r.opt.step);
+    write_loss_files(&r);
+    write_samples(&r);
+    print0(c, "done: %d steps in %.1fs (%.2f steps/s), final loss %.5f, peak activation memory "
+           "%.1f MiB per rank; wrote %s/{config.json,loss.csv,model.safetensors,samples.png,loss.png}\n",
+           tc->steps - first + 1, elapsed, (tc->steps - first + 1) / (elapsed > 0 ? elapsed : 1),
+           r.log.n ? r.log.loss[r.log.n - 1] : 0.0, arena.peak / 1048576.0, tc->out);
+    batch_free(&batch);
+    arena_destroy(&arena);
+    seq_shard_free(&r.shard);
+    data_close(&r.data);
+    losslog_free(&r.log);
+    free(r.ema);
+    dit_free(&r.m);
+    return 0;
+}

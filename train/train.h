@@ -1,0 +1,7 @@
+// train.h: the `train` program's training run: config and flags, toy or folder data, the DDPM
+// objective, AdamW (+ optional EMA), sequence-parallel steps over MPI ranks, progress lines,
+// loss.csv, checkpoints, sample grids and the loss plot.
+#pragma once
+#include "../parallel/comm.h"
+
+int train_main(int argc, char **argv, Comm *c);
