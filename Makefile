@@ -48,7 +48,7 @@ endif
 all: found train/train $(BUILD)/f32/test_all
 
 train/train: $(BUILD)/f32/bin/train
-	cp $< $@
+	cp $< $@.tmp && mv -f $@.tmp $@
 
 found:
 	@echo "found: $(call mark,$(HAVE_NVCC)) nvcc  $(call mark,$(HAVE_NCCL)) NCCL  $(call mark,$(HAVE_MPI)) MPI  $(call mark,$(HAVE_BLAS)) OpenBLAS  $(call mark,$(HAVE_CHECK)) Check   (building: CUDA=$(USE_CUDA))"
@@ -67,10 +67,12 @@ $(1)/libdit.a: $(patsubst %.c,$(1)/%.o,$(LIB_SRC)) $(if $(filter 1,$(USE_CUDA)),
 	ar rcs $$@ $$^
 $(1)/test_all: $(patsubst %.c,$(1)/%.o,$(TEST_SRC)) $(1)/libdit.a
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(CHECK_LIBS) $$(LDLIBS)
+$(1)/test_parallel: $(1)/tests/mpi/test_parallel.o $(1)/libdit.a
+	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(CHECK_LIBS) $$(LDLIBS)
 $(1)/bin/train: $(1)/train/main.o $(1)/libdit.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(LDLIBS)
--include $(patsubst %.c,$(1)/%.d,$(LIB_SRC) $(TEST_SRC) train/main.c) $(patsubst %.cu,$(1)/%.cu.d,$(CU_SRC))
+-include $(patsubst %.c,$(1)/%.d,$(LIB_SRC) $(TEST_SRC) train/main.c tests/mpi/test_parallel.c) $(patsubst %.cu,$(1)/%.cu.d,$(CU_SRC))
 endef
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

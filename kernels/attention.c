@@ -24,7 +24,7 @@ void attention_forward(real *out, real *probs, const real *q, const real *k, con
                     p[j] = (!key_mask || key_mask[j]) ? exp(p[j] - mx) : 0;
                     sum += p[j];
                 }
-                for (int j = 0; j < Tk; j++) p[j] = (real)(p[j] / sum);
+                for (int j = 0; j < Tk; j++) p[j] = sum > 0 ? (real)(p[j] / sum) : 0; // all masked: 0
             }
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, dh, Tk, 1, P, Tk, V, D, 0, O, D);
         }

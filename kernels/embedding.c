@@ -21,9 +21,9 @@ void timestep_embedding_forward(real *out, const real *t, int B, int dim, real m
     for (int b = 0; b < B; b++) {
         real *o = out + (size_t)b * dim;
         for (int i = 0; i < half; i++) {
-            real f = exp(-log(max_period) * i / half);
-            o[i] = cos(t[b] * f);
-            o[half + i] = sin(t[b] * f);
+            double f = exp(-log(max_period) * i / half), a = (double)t[b] * f; // t is up to 999:
+            o[i] = (real)cos(a); // the phase needs double even in the float32 build
+            o[half + i] = (real)sin(a);
         }
         if (dim % 2) o[dim - 1] = 0;
     }
@@ -35,8 +35,8 @@ void timestep_embedding_backward(real *dt, const real *dout, const real *t, int 
     for (int b = 0; b < B; b++) {
         const real *g = dout + (size_t)b * dim;
         for (int i = 0; i < half; i++) {
-            real f = exp(-log(max_period) * i / half);
-            dt[b] += f * (-g[i] * sin(t[b] * f) + g[half + i] * cos(t[b] * f));
+            double f = exp(-log(max_period) * i / half), a = (double)t[b] * f;
+            dt[b] += (real)(f * (-g[i] * sin(a) + g[half + i] * cos(a)));
         }
     }
 }

@@ -1,5 +1,6 @@
 // main.c: the `train` program: training (default), probe, compare and verify subcommands.
 #include "../parallel/comm.h"
+#include "compare.h"
 #include "probe.h"
 #include "train.h"
 #include <string.h>
@@ -9,6 +10,7 @@ int main(int argc, char **argv) {
     comm_init(&c, &argc, &argv);
     int rc;
     if (argc > 1 && !strcmp(argv[1], "probe")) rc = probe_main(argc - 2, argv + 2, &c);
+    else if (argc > 1 && !strcmp(argv[1], "compare")) rc = compare_main(argc - 2, argv + 2, c.rank);
     else rc = train_main(argc - 1, argv + 1, &c);
     comm_finalize();
     return rc;

@@ -1,0 +1,233 @@
+// test_parallel.c: sequence parallelism against one rank, run under mpirun with N ranks (Check
+// with fork off; every rank runs every test, collectives inside). The single-rank answer is
+// computed in the same process by the plain model: all tokens, plain attention, no collectives.
+#include "../../core/check.h"
+#include "../../core/rng.h"
+#include "../../parallel/collectives.h"
+#include "../../parallel/ulysses.h"
+#include <check.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef REAL_F64
+#define OUT_TOL 1e-10
+#define GRAD_TOL 1e-10
+#else
+#define OUT_TOL 1e-5
+#define GRAD_TOL 1e-4
+#endif
+
+static Comm comm;
+
+// 6x6 images, patch 2: 9 tokens, which 2 and 4 ranks do not divide (4 ranks: the last holds only
+// padding); width 12, 3 heads, 5 channels. And 30x30, patch 2: 225 tokens, as in a real image.
+static const DiTConfig configs[2] = {
+    {.input_size = 6, .patch_size = 2, .in_channels = 5, .hidden_size = 12, .depth = 2,
+     .num_heads = 3, .mlp_ratio = 2.5, .num_classes = 7, .learn_sigma = true, .class_dropout_prob = 0.1},
+    {.input_size = 30, .patch_size = 2, .in_channels = 3, .hidden_size = 16, .depth = 2,
+     .num_heads = 2, .mlp_ratio = 4, .num_classes = 10},
+};
+static DiTConfig cfg;
+enum { B = 3 };
+
+typedef struct Result {
+    real *out;   // (B, C_out, S, S)
+    real *grads; // (ps.total)
+    double loss;
+} Result;
+
+// Every parameter random (not the adaLN-Zero init, which would hide most paths).
+static void random_model(DiT *m) {
+    dit_create(m, &cfg);
+    for (int i = 0; i < m->ps.n; i++)
+        rng_fill_normal(m->ps.t[i]->data, m->ps.t[i]->size, 5, 1000 + i, 0, 0.3);
+    rng_fill_normal(m->pos_embed.data, m->pos_embed.size, 5, 999, 0, 0.3);
+}
+
+static void random_batch(Arena *a, Tensor **x, Tensor **t, Tensor **target, int64_t *y) {
+    int S = cfg.input_size;
+    *x = tensor_new(a, 4, B, cfg.in_channels, S, S);
+    *t = tensor_new(a, 1, B);
+    *target = tensor_new(a, 4, B, dit_out_channels(&cfg), S, S);
+    rng_fill_normal((*x)->data, (*x)->size, 6, 1, 0, 1);
+    rng_fill_uniform((*t)->data, B, 6, 2, 0, 0, 999);
+    rng_fill_normal((*target)->data, (*target)->size, 6, 3, 0, 1);
+    for (int b = 0; b < B; b++) y[b] = b * 3 % (cfg.num_classes + 1);
+}
+
+static Result run(DiT *m, const DiTShard *sh, Ulysses *u, Arena *a) {
+    Tape tp = tape_create(a);
+    Tensor *x, *t, *target;
+    int64_t y[B];
+    random_batch(a, &x, &t, &target, y);
+    ps_zero_grad(&m->ps);
+    Tensor *tokens = dit_forward(m, &tp, x, t, y, sh);
+    Tensor *loss = dit_loss(m, &tp, tokens, target, sh);
+    backward(&tp, loss);
+    Result r = {.loss = loss->data[0]};
+    Tensor *img;
+    if (u) {
+        seq_sync_grads(u, &m->ps);
+        comm_all_reduce_double(u->comm, &r.loss, 1);
+        img = ulysses_gather_image(&tp, u, tokens, &cfg);
+    } else {
+        tp.grad_enabled = false;
+        img = unpatchify(&tp, tokens, dit_out_channels(&cfg), cfg.input_size, cfg.input_size, cfg.patch_size);
+    }
+    r.out = xmalloc(img->size * sizeof(real));
+    memcpy(r.out, img->data, img->size * sizeof(real));
+    r.grads = xmalloc(m->ps.total * sizeof(real));
+    memcpy(r.grads, m->ps.grads, m->ps.total * sizeof(real));
+    tape_free(&tp);
+    return r;
+}
+
+static double rel(const real *a, const real *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)b[i] * b[i];
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+// Relative errors of the sequence-parallel result against the single-rank one: output, and the
+// worst parameter gradient.
+static void parallel_vs_single(unsigned bugs, double *e_out, double *e_grad) {
+    DiT m;
+    random_model(&m);
+    Arena a = arena_create(64 << 20);
+    Result ref = run(&m, NULL, NULL, &a);
+    arena_reset(&a);
+    SeqPolicy pol = seq_policy_default();
+    SeqShard sh = seq_shard(&pol, dit_tokens(&cfg), comm.size, comm.rank);
+    Ulysses u = {.comm = &comm, .shard = &sh, .policy = &pol, .bugs = bugs};
+    DiTShard dsh = ulysses_dit_shard(&u);
+    Result par = run(&m, &dsh, &u, &a);
+    size_t n_out = (size_t)B * dit_out_channels(&cfg) * cfg.input_size * cfg.input_size;
+    *e_out = rel(par.out, ref.out, n_out);
+    *e_grad = 0;
+    for (int i = 0; i < m.ps.n; i++) {
+        double e = rel(par.grads + m.ps.offset[i], ref.grads + m.ps.offset[i], m.ps.t[i]->size);
+        *e_grad = e > *e_grad ? e : *e_grad;
+    }
+    double e_loss = fabs(par.loss - ref.loss) / fabs(ref.loss);
+    *e_out = e_loss > *e_out ? e_loss : *e_out;
+    free(ref.out), free(ref.grads), free(par.out), free(par.grads);
+    seq_shard_free(&sh);
+    arena_destroy(&a);
+    dit_free(&m);
+}
+
+START_TEST(matches_single_rank) {
+    double e_out, e_grad;
+    cfg = configs[_i];
+    parallel_vs_single(0, &e_out, &e_grad);
+    cfg = configs[0];
+    if (comm.rank == 0)
+        printf("ranks %d, %3d tokens: output rel err %.2e (tol %.0e), worst gradient %.2e (tol %.0e)\n",
+               comm.size, dit_tokens(&configs[_i]), e_out, OUT_TOL, e_grad, GRAD_TOL);
+    ck_assert_double_le(e_out, OUT_TOL);
+    ck_assert_double_le(e_grad, GRAD_TOL);
+}
+END_TEST
+
+// Every injected bug must be caught by the same comparison (where it can show: padding bugs
+// need a padded sequence, and every bug needs more than one rank).
+static const char *bug_list[] = {"local-kv", "no-dkv-reduce-scatter", "no-grad-allreduce",
+                                 "no-pad-mask", "wrong-restore"};
+
+START_TEST(injected_bug_is_caught) {
+    unsigned bug = bug_from_name(bug_list[_i]);
+    bool padded = dit_tokens(&cfg) % comm.size != 0;
+    if (comm.size == 1 || (bug == BUG_NO_PAD_MASK && !padded)) {
+        if (comm.rank == 0) printf("bug %-22s cannot show with %d ranks and 9 tokens: skipped\n", bug_list[_i], comm.size);
+        return;
+    }
+    double e_out, e_grad;
+    parallel_vs_single(bug, &e_out, &e_grad);
+    if (comm.rank == 0)
+        printf("bug %-22s ranks %d: output rel err %.2e, worst gradient %.2e -> %s\n", bug_list[_i],
+               comm.size, e_out, e_grad, e_out > OUT_TOL || e_grad > GRAD_TOL ? "caught" : "MISSED");
+    ck_assert(e_out > OUT_TOL || e_grad > GRAD_TOL);
+}
+END_TEST
+
+// Padded keys get weight exactly 0 and padded tokens exactly zero gradient; the bytes sent equal
+// 4 * B * T_pad * D * sizeof(real) * (P - 1) / P for the gathers of K and V and their backward.
+START_TEST(padding_and_bytes) {
+    int T = 9, D = 12, H = 3;
+    SeqPolicy pol = seq_policy_default();
+    SeqShard sh = seq_shard(&pol, T, comm.size, comm.rank);
+    Ulysses u = {.comm = &comm, .shard = &sh, .policy = &pol};
+    Arena a = arena_create(16 << 20);
+    Tape tp = tape_create(&a);
+    Tensor *q = tensor_new(&a, 3, B, sh.n, D), *k = tensor_new(&a, 3, B, sh.n, D), *v = tensor_new(&a, 3, B, sh.n, D);
+    rng_fill_normal(q->data, q->size, 7, comm.rank * 3 + 0, 0, 1);
+    rng_fill_normal(k->data, k->size, 7, comm.rank * 3 + 1, 0, 1);
+    rng_fill_normal(v->data, v->size, 7, comm.rank * 3 + 2, 0, 1);
+    q->requires_grad = k->requires_grad = v->requires_grad = true;
+    comm.bytes_sent = 0;
+    Tensor *o = ulysses_attend(&tp, q, k, v, H, &u);
+    real *dout = arena_alloc(&a, o->size * sizeof(real));
+    rng_fill_normal(dout, o->size, 7, 100 + comm.rank, 0, 1);
+    backward_from(&tp, o, dout);
+    size_t want = (size_t)4 * B * sh.T_pad * D * sizeof(real) * (comm.size - 1) / comm.size;
+    if (comm.rank == 0)
+        printf("ranks %d: %zu bytes sent per rank for K/V gather + reduce-scatter, formula %zu\n",
+               comm.size, comm.bytes_sent, want);
+    ck_assert_uint_eq(comm.bytes_sent, want);
+    const Tensor *probs = tp.nodes[tp.n - 1].saved; // (B, H, n, T_pad)
+    for (size_t i = 0; i < probs->size; i++)
+        if ((int)(i % sh.T_pad) >= T) ck_assert(probs->data[i] == 0);
+    for (int b = 0; b < B; b++)
+        for (int r = 0; r < sh.n; r++)
+            for (int d = 0; d < D; d++) {
+                size_t o_ = ((size_t)b * sh.n + r) * D + d;
+                if (sh.t0 + r >= T) ck_assert(k->grad[o_] == 0 && v->grad[o_] == 0);
+            }
+    tape_free(&tp);
+    arena_destroy(&a);
+    seq_shard_free(&sh);
+}
+END_TEST
+
+// all_gather and reduce_scatter are adjoint: <gather(x), y> summed = <x, reduce_scatter(y)> summed
+START_TEST(collectives_are_adjoint) {
+    Arena a = arena_create(1 << 20);
+    Tape tp = tape_create(&a);
+    int n = 3, D = 5;
+    Tensor *x = tensor_new(&a, 3, 2, n, D), *y = tensor_new(&a, 3, 2, comm.size * n, D);
+    rng_fill_normal(x->data, x->size, 8, comm.rank, 0, 1);
+    rng_fill_normal(y->data, y->size, 8, 100 + comm.rank, 0, 1);
+    Tensor *gx = seq_all_gather(&tp, &comm, x, false), *ry = seq_reduce_scatter(&tp, &comm, y);
+    double lhs = 0, rhs = 0;
+    for (size_t i = 0; i < gx->size; i++) lhs += gx->data[i] * y->data[i];
+    for (size_t i = 0; i < x->size; i++) rhs += x->data[i] * ry->data[i];
+    comm_all_reduce_double(&comm, &lhs, 1);
+    comm_all_reduce_double(&comm, &rhs, 1);
+    ck_assert_double_eq_tol(lhs, rhs, 1e-4 * fabs(rhs));
+    tape_free(&tp);
+    arena_destroy(&a);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+    comm_init(&comm, &argc, &argv);
+    cfg = configs[0];
+    Suite *s = suite_create("parallel");
+    TCase *tc = tcase_create("parallel");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, matches_single_rank, 0, 2);
+    tcase_add_loop_test(tc, injected_bug_is_caught, 0, 5);
+    tcase_add_test(tc, padding_and_bytes);
+    tcase_add_test(tc, collectives_are_adjoint);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); // MPI and fork do not mix
+    srunner_run_all(sr, comm.rank == 0 ? CK_NORMAL : CK_SILENT);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    comm_finalize();
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,181 @@
+"""An independent PyTorch implementation of DiT (Peebles & Xie), written from the paper's
+description with the reference's module and parameter names, plus a minimal safetensors reader
+and writer (the safetensors package is not packaged for Debian). Used by parity.py."""
+import json
+import math
+import struct
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+# ---- safetensors -------------------------------------------------------------------------------
+DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64}
+
+
+def st_read(path):
+    """Returns (dict name -> numpy array, metadata dict)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = raw[8 + n:]
+    out = {}
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        out[name] = np.frombuffer(data[b:end], dtype=DTYPES[e["dtype"]]).reshape(e["shape"]).copy()
+    return out, meta
+
+
+def st_write(path, tensors, meta=None):
+    names = sorted(tensors)
+    header, offset, blobs = {}, 0, []
+    for name in names:
+        a = np.ascontiguousarray(tensors[name])
+        dtype = {np.dtype(v): k for k, v in DTYPES.items()}[a.dtype]
+        blob = a.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    if meta:
+        header["__metadata__"] = {k: str(v) for k, v in meta.items()}
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+# ---- the model ---------------------------------------------------------------------------------
+def modulate(x, shift, scale):
+    return x * (1 + scale[:, None, :]) + shift[:, None, :]
+
+
+class PatchEmbed(nn.Module):
+    def __init__(self, p, c, d):
+        super().__init__()
+        self.proj = nn.Conv2d(c, d, kernel_size=p, stride=p)
+
+    def forward(self, x):  # (N, C, H, W) -> (N, T, D), tokens in row-major patch order
+        return self.proj(x).flatten(2).transpose(1, 2)
+
+
+class TimestepEmbedder(nn.Module):
+    def __init__(self, d, freq=256):
+        super().__init__()
+        self.freq = freq
+        self.mlp = nn.Sequential(nn.Linear(freq, d), nn.SiLU(), nn.Linear(d, d))
+
+    def forward(self, t):
+        half = self.freq // 2
+        f = torch.exp(-math.log(10000) * torch.arange(half, dtype=t.dtype) / half)
+        a = t[:, None] * f[None]
+        return self.mlp(torch.cat([torch.cos(a), torch.sin(a)], dim=-1))
+
+
+class LabelEmbedder(nn.Module):
+    def __init__(self, classes, d, dropout):
+        super().__init__()
+        self.embedding_table = nn.Embedding(classes + (dropout > 0), d)
+
+    def forward(self, y):  # eval mode: no label dropout
+        return self.embedding_table(y)
+
+
+class Attention(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        n, t, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(x).reshape(n, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+        w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // h), dim=-1)
+        return self.proj((w @ v).transpose(1, 2).reshape(n, t, d))
+
+
+class Mlp(nn.Module):
+    def __init__(self, d, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(d, hidden)
+        self.act = nn.GELU(approximate="tanh")
+        self.fc2 = nn.Linear(hidden, d)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class DiTBlock(nn.Module):
+    def __init__(self, d, heads, mlp_ratio):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.attn = Attention(d, heads)
+        self.norm2 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.mlp = Mlp(d, int(d * mlp_ratio))
+        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
+
+    def forward(self, x, c):
+        sa, ca, ga, sm, cm, gm = self.adaLN_modulation(c).chunk(6, dim=1)
+        x = x + ga[:, None] * self.attn(modulate(self.norm1(x), sa, ca))
+        return x + gm[:, None] * self.mlp(modulate(self.norm2(x), sm, cm))
+
+
+class FinalLayer(nn.Module):
+    def __init__(self, d, p, c_out):
+        super().__init__()
+        self.norm_final = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.linear = nn.Linear(d, p * p * c_out)
+        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 2 * d))
+
+    def forward(self, x, c):
+        shift, scale = self.adaLN_modulation(c).chunk(2, dim=1)
+        return self.linear(modulate(self.norm_final(x), shift, scale))
+
+
+class DiT(nn.Module):
+    def __init__(self, input_size, patch_size, in_channels, hidden_size, depth, num_heads,
+                 mlp_ratio, num_classes, learn_sigma, class_dropout_prob):
+        super().__init__()
+        self.c, self.p, self.s = in_channels, patch_size, input_size
+        self.c_out = 2 * in_channels if learn_sigma else in_channels
+        t = (input_size // patch_size) ** 2
+        self.x_embedder = PatchEmbed(patch_size, in_channels, hidden_size)
+        self.t_embedder = TimestepEmbedder(hidden_size)
+        self.y_embedder = LabelEmbedder(num_classes, hidden_size, class_dropout_prob)
+        self.pos_embed = nn.Parameter(torch.zeros(1, t, hidden_size), requires_grad=False)
+        self.blocks = nn.ModuleList(DiTBlock(hidden_size, num_heads, mlp_ratio) for _ in range(depth))
+        self.final_layer = FinalLayer(hidden_size, patch_size, self.c_out)
+
+    def unpatchify(self, x):  # (N, T, p*p*C) laid out (p, q, c) -> (N, C, H, W)
+        n, p, g = x.shape[0], self.p, self.s // self.p
+        x = x.reshape(n, g, g, p, p, self.c_out)
+        return torch.einsum("nhwpqc->nchpwq", x).reshape(n, self.c_out, g * p, g * p)
+
+    def forward(self, x, t, y):
+        x = self.x_embedder(x) + self.pos_embed
+        c = self.t_embedder(t) + self.y_embedder(y)
+        for b in self.blocks:
+            x = b(x, c)
+        return self.unpatchify(self.final_layer(x, c))
+
+
+def config_from_meta(meta):
+    i = lambda k: int(meta[k])
+    return dict(input_size=i("input_size"), patch_size=i("patch_size"), in_channels=i("in_channels"),
+                hidden_size=i("hidden_size"), depth=i("depth"), num_heads=i("num_heads"),
+                mlp_ratio=float(meta["mlp_ratio"]), num_classes=i("num_classes"),
+                learn_sigma=meta["learn_sigma"] in ("true", "True", "1"),
+                class_dropout_prob=float(meta.get("class_dropout_prob", "0")))
+
+
+def sincos_pos_embed(d, g):
+    """The reference's fixed 2-D embedding, from its formula: first half encodes the column."""
+    def one(dim, pos):
+        w = 1.0 / 10000 ** (np.arange(dim // 2, dtype=np.float64) / (dim / 2.0))
+        a = np.einsum("m,d->md", pos.reshape(-1), w)
+        return np.concatenate([np.sin(a), np.cos(a)], axis=1)
+    cols, rows = np.meshgrid(np.arange(g, dtype=np.float64), np.arange(g, dtype=np.float64))
+    return np.concatenate([one(d // 2, cols), one(d // 2, rows)], axis=1)

@@ -1,0 +1,128 @@
+"""Parity of `train probe` with an independent PyTorch DiT (dit_torch.py), computed in float64.
+
+For each config a random checkpoint (every tensor non-zero, pos_embed included) and a random batch
+are written; the probe runs in the float32 and float64 builds; its output, loss and every
+parameter gradient are compared with the reference by relative error ||a - b|| / ||b||.
+Also checks that a checkpoint written by `train` loads into the reference with strict=True and
+carries the reference's sin-cos pos_embed.
+
+usage: parity.py TRAIN_F32 TRAIN_F64 WORKDIR
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dit_torch import DiT, config_from_meta, sincos_pos_embed, st_read, st_write  # noqa: E402
+
+TOL = {"float32": (1e-5, 1e-4), "float64": (1e-10, 1e-10)}  # (output, gradients)
+
+CONFIGS = {
+    # odd sizes: 9 tokens, width 12 (not a power of two), 3 heads, mlp 2.5x, 5 channels
+    "odd": dict(input_size=6, patch_size=2, in_channels=5, hidden_size=12, depth=2, num_heads=3,
+                mlp_ratio=2.5, num_classes=7, learn_sigma=False, class_dropout_prob=0.0),
+    # learn_sigma with the null class row, patch 4
+    "learn_sigma": dict(input_size=16, patch_size=4, in_channels=4, hidden_size=32, depth=3,
+                        num_heads=4, mlp_ratio=4.0, num_classes=10, learn_sigma=True,
+                        class_dropout_prob=0.1),
+    # patch 1, one head, depth 1
+    "patch1": dict(input_size=5, patch_size=1, in_channels=3, hidden_size=8, depth=1, num_heads=1,
+                   mlp_ratio=4.0, num_classes=3, learn_sigma=False, class_dropout_prob=0.0),
+}
+
+
+def rel(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
+
+
+def random_case(cfg, seed, work, name):
+    rng = np.random.default_rng(seed)
+    model = DiT(**cfg).double()
+    sd = {k: rng.normal(0, 0.3, v.shape) for k, v in model.state_dict().items()}
+    meta = {k: ("true" if v is True else "false" if v is False else v) for k, v in cfg.items()}
+    ckpt = os.path.join(work, f"{name}.ckpt.safetensors")
+    st_write(ckpt, {k: v.astype(np.float32) for k, v in sd.items()}, meta)
+    b, s, c = 3, cfg["input_size"], cfg["in_channels"]
+    c_out = 2 * c if cfg["learn_sigma"] else c
+    rows = cfg["num_classes"] + (cfg["class_dropout_prob"] > 0)
+    batch = {"x": rng.normal(0, 1, (b, c, s, s)).astype(np.float32),
+             "t": rng.uniform(0, 999, b).astype(np.float32),
+             "y": rng.integers(0, rows, b).astype(np.int64),
+             "target": rng.normal(0, 1, (b, c_out, s, s)).astype(np.float32)}
+    path = os.path.join(work, f"{name}.batch.safetensors")
+    st_write(path, batch)
+    return ckpt, path
+
+
+def reference(ckpt, batch, planted_bug=False):
+    sd, meta = st_read(ckpt)
+    model = DiT(**config_from_meta(meta)).double()
+    if planted_bug:  # the classic slip: exact GELU where DiT uses the tanh approximation
+        for b in model.blocks:
+            b.mlp.act = torch.nn.GELU()
+    model.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in sd.items()}, strict=True)
+    bt, _ = st_read(batch)
+    out = model(torch.from_numpy(bt["x"].astype(np.float64)), torch.from_numpy(bt["t"].astype(np.float64)),
+                torch.from_numpy(bt["y"]))
+    loss = ((out - torch.from_numpy(bt["target"].astype(np.float64))) ** 2).mean()
+    loss.backward()
+    grads = {k: p.grad.numpy() for k, p in model.named_parameters() if p.requires_grad}
+    return out.detach().numpy(), float(loss), grads
+
+
+def main():
+    train32, train64, work = sys.argv[1:4]
+    torch.set_num_threads(2)
+    os.makedirs(work, exist_ok=True)
+    failures = 0
+    print(f"{'config':<12} {'build':<8} {'output':>9} {'loss':>9} {'worst gradient':>16}  (relative errors)")
+    for i, (name, cfg) in enumerate(CONFIGS.items()):
+        ckpt, batch = random_case(cfg, 1000 + i, work, name)
+        ref_out, ref_loss, ref_grads = reference(ckpt, batch)
+        for build, exe in (("float32", train32), ("float64", train64)):
+            res = os.path.join(work, f"{name}.{build}.result.safetensors")
+            subprocess.run([exe, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res], check=True,
+                           stdout=subprocess.DEVNULL)
+            got, _ = st_read(res)
+            e_out, e_loss = rel(got["out"], ref_out), rel(got["loss"][0], ref_loss)
+            missing = sorted(set(ref_grads) - {k[5:] for k in got if k.startswith("grad.")})
+            e_grads = {k: rel(got["grad." + k], g) for k, g in ref_grads.items() if k not in missing}
+            worst = max(e_grads, key=e_grads.get)
+            tol_out, tol_grad = TOL[build]
+            ok = not missing and e_out <= tol_out and e_loss <= tol_out and e_grads[worst] <= tol_grad
+            failures += not ok
+            print(f"{name:<12} {build:<8} {e_out:9.2e} {e_loss:9.2e} {e_grads[worst]:9.2e} {worst:<40}"
+                  f" {'ok' if ok else 'FAIL'}" + (f" missing gradients: {missing}" if missing else ""))
+    # the comparison must catch a planted bug: a reference with exact GELU differs from the probe
+    ckpt, batch = random_case(CONFIGS["odd"], 1000, work, "odd")
+    bug_out, _, bug_grads = reference(ckpt, batch, planted_bug=True)
+    got, _ = st_read(os.path.join(work, "odd.float64.result.safetensors"))
+    e_bug = max(rel(got["out"], bug_out), max(rel(got["grad." + k], g) for k, g in bug_grads.items()))
+    caught = e_bug > TOL["float64"][1]
+    failures += not caught
+    print(f"planted bug (exact GELU in the reference): worst relative error {e_bug:.2e} "
+          f"{'caught' if caught else 'NOT CAUGHT'}")
+    # a checkpoint written by train loads strictly and has the reference's pos_embed
+    run = os.path.join(work, "run")
+    subprocess.run([train32, "--model", "DiT-tiny/2", "--input-size", "8", "--steps", "1", "--batch", "2",
+                    "--out", run, "--samples-per-class", "1", "--sample-steps", "1"], check=True,
+                   stdout=subprocess.DEVNULL)
+    sd, meta = st_read(os.path.join(run, "model.safetensors"))
+    model = DiT(**config_from_meta(meta))
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()}, strict=True)
+    g = int(meta["input_size"]) // int(meta["patch_size"])
+    e_pos = rel(sd["pos_embed"][0], sincos_pos_embed(int(meta["hidden_size"]), g))
+    ok = e_pos < 1e-6
+    failures += not ok
+    print(f"train checkpoint loads with strict=True; pos_embed vs the reference formula: {e_pos:.2e} "
+          f"{'ok' if ok else 'FAIL'}")
+    print(f"parity: {2 * len(CONFIGS) + 2 - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+// compare.c: see compare.h.
+#include "compare.h"
+#include "../core/safetensors.h"
+#include "flags.h"
+#include "losslog.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef REAL_F64
+#define OUT_TOL 1e-10
+#define GRAD_TOL 1e-10
+#else
+#define OUT_TOL 1e-5
+#define GRAD_TOL 1e-4
+#endif
+
+static void help(void) {
+    printf("usage: train/train compare RUN_A RUN_B [--tol T] [--plot PATH]\n"
+           "       train/train compare A.safetensors B.safetensors [--tol T] [--grad-tol G]\n"
+           "  Runs: per-step relative loss difference |a - b| / |b| over the steps both logged;\n"
+           "        prints the largest and the first step over --tol (default %g), and plots both\n"
+           "        curves and the difference (default RUN_A/compare.png).\n"
+           "  Probe results: ||a - b|| / ||b|| for every tensor; 'out' and 'loss' against --tol\n"
+           "        (default %g), 'grad.*' against --grad-tol (default %g).\n"
+           "  Exit status: 0 within tolerance, 1 over it, 2 for bad arguments or files.\n",
+           COMPARE_LOSS_TOL, OUT_TOL, GRAD_TOL);
+}
+
+int compare_runs(const char *a, const char *b, double tol, const char *plot, const char *label_a,
+                 const char *label_b) {
+    char pa[1024], pb[1024], err[1024];
+    LossLog runs[2];
+    snprintf(pa, sizeof pa, "%s/loss.csv", a);
+    snprintf(pb, sizeof pb, "%s/loss.csv", b);
+    if (losslog_read(&runs[0], pa, err, sizeof err)) return fprintf(stderr, "error: %s\n", err), 2;
+    if (losslog_read(&runs[1], pb, err, sizeof err)) {
+        losslog_free(&runs[0]);
+        return fprintf(stderr, "error: %s\n", err), 2;
+    }
+    double worst = 0, worst_step = -1, first_over = -1;
+    int common = 0;
+    for (int i = 0, j = 0; i < runs[0].n && j < runs[1].n;) {
+        if (runs[0].step[i] < runs[1].step[j]) i++;
+        else if (runs[0].step[i] > runs[1].step[j]) j++;
+        else {
+            double d = fabs(runs[0].loss[i] - runs[1].loss[j]) / fmax(fabs(runs[1].loss[j]), 1e-300);
+            if (!(d <= worst)) worst = d, worst_step = runs[0].step[i]; // NaN counts as worst
+            if (first_over < 0 && !(d <= tol)) first_over = runs[0].step[i];
+            common++, i++, j++;
+        }
+    }
+    int rc = 0;
+    if (!common) {
+        fprintf(stderr, "error: %s and %s share no logged step\n", a, b);
+        rc = 2;
+    } else {
+        printf("compared %d steps: largest relative loss difference %.3e at step %.0f (tolerance %.1e)\n",
+               common, worst, worst_step, tol);
+        if (first_over >= 0) printf("first step over tolerance: %.0f -> the runs DIVERGE\n", first_over), rc = 1;
+        else printf("every step within tolerance -> the runs AGREE\n");
+        const char *names[2] = {label_a ? label_a : a, label_b ? label_b : b};
+        if (losslog_plot(plot, "loss curves", runs, names, 2, true, tol, err, sizeof err))
+            fprintf(stderr, "error: %s\n", err), rc = 2;
+        else printf("plot: %s\n", plot);
+    }
+    losslog_free(&runs[0]);
+    losslog_free(&runs[1]);
+    return rc;
+}
+
+static int compare_results(const char *a, const char *b, double tol, double grad_tol) {
+    SafeTensors sa, sb;
+    char err[1024];
+    if (st_read(a, &sa, err, sizeof err)) return fprintf(stderr, "error: %s\n", err), 2;
+    if (st_read(b, &sb, err, sizeof err)) return st_free(&sa), fprintf(stderr, "error: %s\n", err), 2;
+    int over = 0, missing = 0;
+    double worst_grad = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < sb.n; i++) {
+        const StTensor *tb = &sb.tensors[i], *ta = st_find(&sa, tb->name);
+        size_t n = tb->nbytes / st_dtype_size(tb->dtype);
+        if (!ta || ta->nbytes / st_dtype_size(ta->dtype) != n) {
+            printf("%-44s missing or of another size in %s\n", tb->name, a);
+            missing++;
+            continue;
+        }
+        double *x = malloc(n * sizeof(double) + 1), *y = malloc(n * sizeof(double) + 1), num = 0, den = 0;
+        real *buf = malloc(n * sizeof(real) + 1);
+        if (!x || !y || !buf || st_to_real(ta, buf, n, err, sizeof err)) missing++;
+        else {
+            for (size_t k = 0; k < n; k++) x[k] = buf[k];
+            st_to_real(tb, buf, n, err, sizeof err);
+            for (size_t k = 0; k < n; k++) y[k] = buf[k], num += (x[k] - y[k]) * (x[k] - y[k]), den += y[k] * y[k];
+            double e = den > 0 ? sqrt(num / den) : sqrt(num);
+            bool grad = !strncmp(tb->name, "grad.", 5);
+            if (!(e <= (grad ? grad_tol : tol))) over++, printf("%-44s relative error %.3e OVER %.1e\n", tb->name, e, grad ? grad_tol : tol);
+            else if (!grad) printf("%-44s relative error %.3e\n", tb->name, e);
+            if (grad && !(e <= worst_grad)) worst_grad = e, worst_name = tb->name;
+        }
+        free(x), free(y), free(buf);
+    }
+    printf("%-44s relative error %.3e (worst of %d gradients)\n", worst_name, worst_grad, sb.n);
+    printf("%s\n", over || missing ? "the results DIFFER" : "the results AGREE");
+    st_free(&sa);
+    st_free(&sb);
+    return over || missing ? 1 : 0;
+}
+
+int compare_main(int argc, char **argv, int rank) {
+    const char *files[2] = {0}, *plot = NULL;
+    double tol = -1, grad_tol = GRAD_TOL;
+    int nf = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return rank == 0 ? help(), 0 : 0;
+        else if (!strcmp(argv[i], "--tol")) tol = flag_double("--tol", flag_value(argc, argv, &i), 0, 1e9);
+        else if (!strcmp(argv[i], "--grad-tol")) grad_tol = flag_double("--grad-tol", flag_value(argc, argv, &i), 0, 1e9);
+        else if (!strcmp(argv[i], "--plot")) plot = flag_value(argc, argv, &i);
+        else if (argv[i][0] == '-') usage_error("compare: unknown flag '%s'", argv[i]);
+        else if (nf < 2) files[nf++] = argv[i];
+        else usage_error("compare takes two runs or two probe results, not '%s' as well", argv[i]);
+    }
+    if (nf != 2) usage_error("compare needs two runs (folders) or two probe results (.safetensors)");
+    if (rank) return 0;
+    size_t la = strlen(files[0]);
+    if (la > 12 && !strcmp(files[0] + la - 12, ".safetensors"))
+        return compare_results(files[0], files[1], tol < 0 ? OUT_TOL : tol, grad_tol);
+    char def[1024];
+    snprintf(def, sizeof def, "%s/compare.png", files[0]);
+    return compare_runs(files[0], files[1], tol < 0 ? COMPARE_LOSS_TOL : tol, plot ? plot : def, NULL, NULL);
+}
