@@ -13,6 +13,7 @@ CFLAGS  += -std=c17 -Wall -Wextra -D_GNU_SOURCE -MMD -MP
 LDLIBS  := -lopenblas -lstb -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 DEB_PACKAGES := build-essential pkg-config libopenblas-dev check libopenmpi-dev openmpi-bin libstb-dev
+PARITY_PACKAGES := python3-torch python3-numpy
 
 # ---- probes: compile a tiny program (source in $(1), flags in $(2)); 1 if it builds ------------
 H := \#
@@ -81,9 +82,20 @@ $(eval $(call variant,$(BUILD)/f64,-DREAL_F64))
 $(eval $(call variant,$(BUILD)/asan-f32,$(SAN)))
 $(eval $(call variant,$(BUILD)/asan-f64,-DREAL_F64 $(SAN)))
 
-test: found $(BUILD)/f32/test_all $(BUILD)/f64/test_all
+MPIRUN := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root)
+PYTHON := /usr/bin/python3
+HAVE_TORCH = $(shell $(PYTHON) -c 'import torch, numpy' >/dev/null 2>&1 && echo 1 || echo 0)
+
+test: found train/train $(BUILD)/f64/bin/train $(foreach v,f32 f64,$(BUILD)/$(v)/test_all $(BUILD)/$(v)/test_parallel)
 	@echo "== unit tests, float32 =="; $(BUILD)/f32/test_all
 	@echo "== unit tests, float64 =="; $(BUILD)/f64/test_all
+	@for v in f32 f64; do for np in 1 2 3 4; do \
+	  echo "== sequence parallel vs one rank, $$v, $$np ranks =="; \
+	  $(MPIRUN) -np $$np $(BUILD)/$$v/test_parallel || exit 1; done; done
+	@echo "== the train program under mpirun =="; tests/cli_tests.sh train/train
+	@echo "== parity with an independent PyTorch DiT =="; \
+	if [ "$(HAVE_TORCH)" = 1 ]; then $(PYTHON) tests/parity/parity.py train/train $(BUILD)/f64/bin/train $(BUILD)/parity; \
+	else echo "parity: skipped (python3-torch or python3-numpy is not installed; make deps installs them)"; fi
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
 asan:
@@ -99,6 +111,12 @@ deps:
 	  echo "deps: installing $(DEB_PACKAGES)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEB_PACKAGES); \
+	fi
+	@if [ "$(HAVE_TORCH)" != 1 ]; then \
+	  echo "deps: installing $(PARITY_PACKAGES) for the PyTorch parity test (optional)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(PARITY_PACKAGES) \
+	    || echo "deps: $(PARITY_PACKAGES) could not be installed; the parity test will be skipped"; \
 	fi
 
 clean:

@@ -21,7 +21,7 @@ void attention_forward(real *out, real *probs, const real *q, const real *k, con
                     if (!key_mask || key_mask[j]) mx = p[j] > mx ? p[j] : mx;
                 double sum = 0;
                 for (int j = 0; j < Tk; j++) {
-                    p[j] = (!key_mask || key_mask[j]) ? exp(p[j] - mx) : 0;
+                    p[j] = (!key_mask || key_mask[j]) ? rexp(p[j] - mx) : 0;
                     sum += p[j];
                 }
                 for (int j = 0; j < Tk; j++) p[j] = sum > 0 ? (real)(p[j] / sum) : 0; // all masked: 0

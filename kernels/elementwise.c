@@ -19,7 +19,7 @@ void add_backward(real *da, real *db, const real *dout, size_t n, size_t nb) {
 void gelu_forward(real *out, const real *inp, size_t n) {
     for (size_t i = 0; i < n; i++) {
         real x = inp[i];
-        out[i] = (real)0.5 * x * (1 + tanh((real)GELU_K * (x + (real)GELU_C * x * x * x)));
+        out[i] = (real)0.5 * x * (1 + rtanh((real)GELU_K * (x + (real)GELU_C * x * x * x)));
     }
 }
 
@@ -27,20 +27,20 @@ void gelu_backward(real *dinp, const real *dout, const real *inp, size_t n) {
     if (!dinp) return;
     for (size_t i = 0; i < n; i++) {
         real x = inp[i];
-        real th = tanh((real)GELU_K * (x + (real)GELU_C * x * x * x));
+        real th = rtanh((real)GELU_K * (x + (real)GELU_C * x * x * x));
         real dth = (1 - th * th) * (real)GELU_K * (1 + 3 * (real)GELU_C * x * x);
         dinp[i] += dout[i] * ((real)0.5 * (1 + th) + (real)0.5 * x * dth);
     }
 }
 
 void silu_forward(real *out, const real *inp, size_t n) {
-    for (size_t i = 0; i < n; i++) out[i] = inp[i] / (1 + exp(-inp[i]));
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] / (1 + rexp(-inp[i]));
 }
 
 void silu_backward(real *dinp, const real *dout, const real *inp, size_t n) {
     if (!dinp) return;
     for (size_t i = 0; i < n; i++) {
-        real s = 1 / (1 + exp(-inp[i]));
+        real s = 1 / (1 + rexp(-inp[i]));
         dinp[i] += dout[i] * s * (1 + inp[i] * (1 - s));
     }
 }

@@ -80,23 +80,33 @@ void comm_barrier(Comm *c) {
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
+// The space-separated word of a that holds the first character where a and b differ.
+static void first_difference(const char *a, const char *b, char *out, size_t len) {
+    size_t i = 0;
+    while (a[i] && a[i] == b[i]) i++;
+    while (i > 0 && a[i - 1] != ' ') i--;
+    snprintf(out, len, "%.*s", (int)strcspn(a + i, " "), a + i);
+}
+
 void comm_check_same(Comm *c, const char *what, const char *text) {
     int len = (int)strlen(text) + 1, max = 0;
     MPI_CHECK(MPI_Allreduce(&len, &max, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    char *mine = xcalloc((size_t)max, 1), *root = xcalloc((size_t)max, 1);
-    memcpy(mine, text, (size_t)len);
+    char *root = xcalloc((size_t)max, 1), *other = xcalloc((size_t)max, 1);
     memcpy(root, text, (size_t)len);
     MPI_CHECK(MPI_Bcast(root, max, MPI_CHAR, 0, MPI_COMM_WORLD));
-    int differs = strcmp(mine, root) != 0 ? c->rank : c->size, first = 0;
+    int differs = strcmp(text, root) != 0 ? c->rank : c->size, first = 0;
     MPI_CHECK(MPI_Allreduce(&differs, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    free(mine);
-    if (first < c->size) {
-        // every rank reports the same sentence, then all abort together
-        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-        FATAL("ranks disagree on the %s: rank %d differs from rank 0 (rank 0 has \"%.200s\"); start "
-              "every rank with the same arguments", what, first, root);
+    if (first < c->size) { // every rank learns what the first differing rank has, and says it
+        memcpy(other, text, (size_t)len);
+        MPI_CHECK(MPI_Bcast(other, max, MPI_CHAR, first, MPI_COMM_WORLD));
+        char theirs[256], ours[256];
+        first_difference(other, root, theirs, sizeof theirs);
+        first_difference(root, other, ours, sizeof ours);
+        FATAL("ranks disagree on the %s: rank %d has %s where rank 0 has %s; start every rank "
+              "with the same arguments", what, first, theirs, ours);
     }
     free(root);
+    free(other);
 }
 
 void print0(const Comm *c, const char *fmt, ...) {

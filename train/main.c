@@ -3,14 +3,17 @@
 #include "compare.h"
 #include "probe.h"
 #include "train.h"
+#include "verify.h"
 #include <string.h>
 
 int main(int argc, char **argv) {
+    // compare and verify run outside MPI (verify starts mpirun itself)
+    if (argc > 1 && !strcmp(argv[1], "compare")) return compare_main(argc - 2, argv + 2, 0);
+    if (argc > 1 && !strcmp(argv[1], "verify")) return verify_main(argc - 2, argv + 2);
     Comm c;
     comm_init(&c, &argc, &argv);
     int rc;
     if (argc > 1 && !strcmp(argv[1], "probe")) rc = probe_main(argc - 2, argv + 2, &c);
-    else if (argc > 1 && !strcmp(argv[1], "compare")) rc = compare_main(argc - 2, argv + 2, c.rank);
     else rc = train_main(argc - 1, argv + 1, &c);
     comm_finalize();
     return rc;

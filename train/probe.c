@@ -89,6 +89,8 @@ int probe_main(int argc, char **argv, Comm *c) {
 
     // forward and backward of this rank's shard
     int T = dit_tokens(cfg);
+    const char *why = seq_validate(&policy, T, c->size, err, sizeof err);
+    if (why) usage_error("%s", why);
     SeqShard shard = seq_shard(&policy, T, c->size, c->rank);
     Ulysses u = {.comm = c, .shard = &shard, .policy = &policy, .bugs = bugs};
     DiTShard dsh = ulysses_dit_shard(&u);

@@ -6,6 +6,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "data.h"
+#include "flags.h"
 #include "losslog.h"
 #include "sample.h"
 #include <cblas.h>
@@ -149,7 +150,7 @@ static void write_loss_files(Run *r) {
     path_in(path, sizeof path, r->tc.out, "loss.png");
     const char *names[] = {"training loss"};
     char title[160];
-    snprintf(title, sizeof title, "%s on %s, %d rank%s", r->tc.preset, r->tc.data, r->comm->size,
+    snprintf(title, sizeof title, "%s on %.80s, %d rank%s", r->tc.preset, r->tc.data, r->comm->size,
              r->comm->size > 1 ? "s" : "");
     CHECK(!losslog_plot(path, title, &r->log, names, 1, false, 0, err, sizeof err), "%s", err);
 }
@@ -192,7 +193,9 @@ int train_main(int argc, char **argv, Comm *c) {
     comm_check_same(c, "training configuration (flags)", text);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     openblas_set_num_threads(tc->threads ? tc->threads : (int)(cores / c->size > 0 ? cores / c->size : 1));
-    CHECK(!data_open(&r.data, tc, err, sizeof err), "%s", err);
+    if (data_open(&r.data, tc, err, sizeof err)) usage_error("--data: %s", err);
+    const char *why = seq_validate(&tc->policy, dit_tokens(&tc->model), c->size, err, sizeof err);
+    if (why) usage_error("%s", why);
     start_run(&r);
     diffusion_init(&r.diff);
     const DiTConfig *mc = &r.m.cfg;
