@@ -9,6 +9,7 @@ Suite *safetensors_suite(void);
 Suite *autograd_suite(void);
 Suite *ops_suite(void);
 Suite *cuda_suite(void);
+Suite *train_suite(void);
 
 int main(void) {
     printf("real type: %s\n", REAL_NAME);
@@ -17,6 +18,7 @@ int main(void) {
     srunner_add_suite(sr, autograd_suite());
     srunner_add_suite(sr, ops_suite());
     srunner_add_suite(sr, cuda_suite());
+    srunner_add_suite(sr, train_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

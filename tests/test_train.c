@@ -1,0 +1,174 @@
+// test_train.c: checkpoints (round trip, and every kind of mismatch named), the diffusion
+// formulas, and model config validation.
+#include "../core/safetensors.h"
+#include "../train/checkpoint.h"
+#include "../train/diffusion.h"
+#include "testutil.h"
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static const DiTConfig small = {.input_size = 8, .patch_size = 2, .in_channels = 3, .hidden_size = 8,
+                                .depth = 2, .num_heads = 2, .mlp_ratio = 2, .num_classes = 4,
+                                .learn_sigma = true, .class_dropout_prob = 0.1};
+
+static void tmp_path(char *buf, size_t len, const char *name) {
+    static char dir[64];
+    if (!dir[0]) {
+        strcpy(dir, "/tmp/dit-test-XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+    }
+    snprintf(buf, len, "%s/%s", dir, name);
+}
+
+START_TEST(checkpoint_round_trip) {
+    DiT m, back;
+    char path[256], err[1024];
+    dit_create(&m, &small);
+    dit_init(&m, 3);
+    for (size_t i = 0; i < m.ps.total; i++) m.ps.params[i] += (real)(i % 7) * (real)0.01; // non-zero everywhere
+    tmp_path(path, sizeof path, "rt.safetensors");
+    ck_assert_msg(!ckpt_save_model(&m, NULL, path, 12, "optimizer.safetensors", err, sizeof err), "%s", err);
+    ck_assert_msg(!ckpt_load_model(&back, path, err, sizeof err), "%s", err);
+    ck_assert_uint_eq(back.ps.total, m.ps.total);
+    ck_assert(!memcmp(back.ps.params, m.ps.params, m.ps.total * sizeof(real)));
+    ck_assert(!memcmp(back.pos_embed.data, m.pos_embed.data, m.pos_embed.size * sizeof(real)));
+    ck_assert(back.cfg.learn_sigma && back.cfg.mlp_ratio == 2 && back.cfg.class_dropout_prob == 0.1);
+    SafeTensors st;
+    ck_assert(!st_read(path, &st, err, sizeof err));
+    ck_assert_str_eq(st_meta(&st, "step"), "12");
+    ck_assert_str_eq(st_meta(&st, "hidden_size"), "8");
+    ck_assert_ptr_nonnull(st_find(&st, "blocks.1.adaLN_modulation.1.weight"));
+    ck_assert_ptr_nonnull(st_find(&st, "y_embedder.embedding_table.weight"));
+    ck_assert_int_eq(st_find(&st, "y_embedder.embedding_table.weight")->shape[0], 5); // + null class
+    ck_assert_int_eq(st_find(&st, "final_layer.linear.weight")->shape[0], 2 * 2 * 6); // p*p*2C
+    st_free(&st);
+    dit_free(&back);
+    dit_free(&m);
+}
+END_TEST
+
+// Rewrites a checkpoint with one tensor renamed / dropped / added / reshaped, or metadata changed.
+static void write_variant(const char *src, const char *dst, const char *drop, const char *add,
+                          const char *meta_key, const char *meta_value) {
+    SafeTensors st;
+    char err[512];
+    ck_assert(!st_read(src, &st, err, sizeof err));
+    StWriter *w = st_writer_new();
+    for (int i = 0; i < st.n_meta; i++)
+        st_writer_meta(w, st.meta_keys[i], !strcmp(st.meta_keys[i], meta_key ? meta_key : "") ? meta_value : st.meta_values[i]);
+    for (int i = 0; i < st.n; i++) {
+        const StTensor *t = &st.tensors[i];
+        if (drop && !strcmp(t->name, drop)) continue;
+        st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
+    }
+    static const float extra[6] = {0};
+    if (add) st_writer_add(w, add, ST_F32, 2, (int64_t[]){2, 3}, extra);
+    ck_assert_msg(!st_writer_write(w, dst, err, sizeof err), "%s", err);
+    st_writer_free(w);
+    st_free(&st);
+}
+
+START_TEST(checkpoint_mismatches_are_named) {
+    DiT m;
+    char path[256], bad[256], err[1024];
+    dit_create(&m, &small);
+    dit_init(&m, 3);
+    tmp_path(path, sizeof path, "ok.safetensors");
+    tmp_path(bad, sizeof bad, "bad.safetensors");
+    ck_assert(!ckpt_save_model(&m, NULL, path, -1, NULL, err, sizeof err));
+    struct { const char *drop, *add, *key, *value, *want; } cases[] = {
+        {"blocks.1.mlp.fc2.bias", NULL, NULL, NULL, "missing tensor 'blocks.1.mlp.fc2.bias'"},
+        {NULL, "blocks.9.attn.qkv.weight", NULL, NULL, "unexpected tensor 'blocks.9.attn.qkv.weight'"},
+        {NULL, NULL, "hidden_size", "12", "'x_embedder.proj.weight' has shape [8, 3, 2, 2] but [12, 3, 2, 2] was expected"},
+        {NULL, NULL, "depth", "many", "invalid value for config key 'depth'"},
+        {NULL, NULL, "num_heads", "3", "num_heads 3 must divide hidden_size 8"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_variant(path, bad, cases[i].drop, cases[i].add, cases[i].key, cases[i].value);
+        DiT x;
+        ck_assert_int_eq(ckpt_load_model(&x, bad, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, cases[i].want), "case %zu: '%s' lacks '%s'", i, err, cases[i].want);
+    }
+    ck_assert_int_eq(ckpt_load_model(&m, "/nonexistent/x.safetensors", err, sizeof err), -1);
+    dit_free(&m);
+}
+END_TEST
+
+START_TEST(optimizer_state_belongs_to_its_run) {
+    DiT m;
+    char path[256], err[1024];
+    dit_create(&m, &small);
+    AdamW opt = adamw_default(1e-3), back = adamw_default(1e-3);
+    opt.step = 7;
+    for (size_t i = 0; i < m.ps.total; i++) m.ps.m[i] = (real)i, m.ps.v[i] = (real)(2 * i);
+    tmp_path(path, sizeof path, "opt.safetensors");
+    ck_assert(!ckpt_save_optimizer(&m.ps, &opt, "seed=1 batch=4", path, err, sizeof err));
+    memset(m.ps.m, 0, m.ps.total * sizeof(real));
+    ck_assert_int_eq(ckpt_load_optimizer(&m.ps, &back, "seed=2 batch=4", path, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "seed=1 batch=4 but this one has seed=2 batch=4"), "%s", err);
+    ck_assert(!ckpt_load_optimizer(&m.ps, &back, "seed=1 batch=4", path, err, sizeof err));
+    ck_assert_int_eq(back.step, 7);
+    ck_assert(m.ps.m[5] == 5 && m.ps.v[5] == 10);
+    dit_free(&m);
+}
+END_TEST
+
+// alpha_bar from its definition; DDIM with the true noise recovers x0 in one step from any t.
+START_TEST(diffusion_formulas) {
+    Diffusion d;
+    diffusion_init(&d);
+    ck_assert_double_eq_tol(d.alpha_bar[0], 1 - 1e-4, 1e-15);
+    double ab = 1;
+    for (int t = 0; t < DIFFUSION_T; t++) ab *= 1 - (1e-4 + (0.02 - 1e-4) * t / 999.0);
+    ck_assert_double_eq_tol(d.alpha_bar[DIFFUSION_T - 1], ab, 1e-15);
+    ck_assert(d.alpha_bar[999] < 1e-4); // the last step is (almost) pure noise
+    real x0[4] = {0.5, -0.25, 0.9, -1}, eps[4] = {1.5, -0.3, 0.2, 2}, x[4];
+    for (int t = 0; t < DIFFUSION_T; t += 111) {
+        diffusion_q_sample(&d, x, x0, eps, t, 4);
+        ck_assert_double_eq_tol(x[0], sqrt(d.alpha_bar[t]) * 0.5 + sqrt(1 - d.alpha_bar[t]) * 1.5, 1e-5);
+        diffusion_ddim_step(&d, x, eps, t, -1, 4);
+        for (int i = 0; i < 4; i++) ck_assert_double_eq_tol(x[i], x0[i], 2e-3);
+    }
+    ck_assert_int_eq(diffusion_timestep(0, 25), 999);
+    ck_assert_int_eq(diffusion_timestep(24, 25), 0);
+    ck_assert_int_eq(diffusion_timestep(0, 1), 0);
+}
+END_TEST
+
+START_TEST(config_errors_and_presets) {
+    DiTConfig c = small;
+    char buf[256];
+    ck_assert_ptr_null(dit_config_error(&c, buf, sizeof buf));
+    c.input_size = 9;
+    ck_assert_ptr_nonnull(strstr(dit_config_error(&c, buf, sizeof buf), "input_size 9 must be a positive multiple of patch_size 2"));
+    c = small, c.hidden_size = 10;
+    ck_assert_ptr_nonnull(strstr(dit_config_error(&c, buf, sizeof buf), "multiple of 4"));
+    ck_assert(dit_preset("DiT-XL/2", &c));
+    ck_assert(c.hidden_size == 1152 && c.depth == 28 && c.num_heads == 16 && c.patch_size == 2);
+    ck_assert(dit_preset("DiT-S/8", &c) && c.hidden_size == 384 && c.patch_size == 8);
+    ck_assert(!dit_preset("DiT-S/3", &c));
+    // DiT-XL/2 on 32x32x4 latents with 1000 classes: the reference counts 675,129,632 parameters,
+    // pos_embed (256 x 1152, not trained) included
+    c = (DiTConfig){.input_size = 32, .in_channels = 4, .num_classes = 1000, .learn_sigma = true,
+                    .class_dropout_prob = 0.1};
+    dit_preset("DiT-XL/2", &c);
+    DiT m;
+    dit_create(&m, &c);
+    ck_assert_uint_eq(m.ps.total + m.pos_embed.size, 675129632);
+    dit_free(&m);
+}
+END_TEST
+
+Suite *train_suite(void) {
+    Suite *s = suite_create("train");
+    TCase *tc = tcase_create("train");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, checkpoint_round_trip);
+    tcase_add_test(tc, checkpoint_mismatches_are_named);
+    tcase_add_test(tc, optimizer_state_belongs_to_its_run);
+    tcase_add_test(tc, diffusion_formulas);
+    tcase_add_test(tc, config_errors_and_presets);
+    suite_add_tcase(s, tc);
+    return s;
+}
