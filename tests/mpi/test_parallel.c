@@ -4,13 +4,17 @@
 #include "../../core/check.h"
 #include "../../core/rng.h"
 #include "../../parallel/collectives.h"
+#include "../../core/safetensors.h"
 #include "../../parallel/ulysses.h"
+#include "../../train/checkpoint.h"
+#include "../../train/probe.h"
 #include <check.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef REAL_F64
 #define OUT_TOL 1e-10
@@ -212,6 +216,68 @@ START_TEST(collectives_are_adjoint) {
 }
 END_TEST
 
+// `train probe` itself, through its command-line entry, on N ranks: a random checkpoint and batch
+// of the 225-token config written here, the probe's result file against the plain single-rank
+// model computed in this process.
+START_TEST(probe_command_matches_single_rank) {
+    cfg = configs[1];
+    DiT m;
+    random_model(&m);
+    char dir[64] = "/tmp/dit-probe-XXXXXX", ckpt[128], batch[128], out[128], err[1024];
+    if (comm.rank == 0) ck_assert_ptr_nonnull(mkdtemp(dir));
+    comm_broadcast(&comm, dir, sizeof dir, 0);
+    snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir);
+    snprintf(batch, sizeof batch, "%s/batch.safetensors", dir);
+    snprintf(out, sizeof out, "%s/result.safetensors", dir);
+    Arena a = arena_create(64 << 20);
+    if (comm.rank == 0) {
+        Tensor *x, *t, *target;
+        int64_t y[B];
+        random_batch(&a, &x, &t, &target, y);
+        StWriter *w = st_writer_new();
+        st_writer_add_real(w, "x", 4, x->shape, x->data);
+        st_writer_add_real(w, "t", 1, t->shape, t->data);
+        st_writer_add_real(w, "target", 4, target->shape, target->data);
+        st_writer_add(w, "y", ST_I64, 1, (int64_t[]){B}, y);
+        ck_assert_msg(!st_writer_write(w, batch, err, sizeof err), "%s", err);
+        st_writer_free(w);
+        ck_assert_msg(!ckpt_save_model(&m, NULL, ckpt, -1, NULL, err, sizeof err), "%s", err);
+    }
+    comm_barrier(&comm);
+    char *args[] = {"--ckpt", ckpt, "--batch", batch, "--out", out};
+    ck_assert_int_eq(probe_main(6, args, &comm), 0);
+    if (comm.rank == 0) {
+        arena_reset(&a);
+        Result ref = run(&m, NULL, NULL, &a);
+        SafeTensors st;
+        ck_assert_msg(!st_read(out, &st, err, sizeof err), "%s", err);
+        size_t n_out = (size_t)B * dit_out_channels(&cfg) * cfg.input_size * cfg.input_size;
+        real *got = xmalloc((n_out > m.ps.total ? n_out : m.ps.total) * sizeof(real));
+        ck_assert(!st_to_real(st_find(&st, "out"), got, n_out, err, sizeof err));
+        double e_out = rel(got, ref.out, n_out), e_grad = 0;
+        for (int i = 0; i < m.ps.n; i++) {
+            char name[160];
+            snprintf(name, sizeof name, "grad.%s", m.ps.t[i]->name);
+            const StTensor *g = st_find(&st, name);
+            ck_assert_msg(g != NULL, "the probe wrote no %s", name);
+            ck_assert(!st_to_real(g, got, m.ps.t[i]->size, err, sizeof err));
+            double e = rel(got, ref.grads + m.ps.offset[i], m.ps.t[i]->size);
+            e_grad = e > e_grad ? e : e_grad;
+        }
+        printf("train probe on %d ranks, 225 tokens: output rel err %.2e, worst gradient %.2e\n",
+               comm.size, e_out, e_grad);
+        ck_assert_double_le(e_out, OUT_TOL);
+        ck_assert_double_le(e_grad, GRAD_TOL);
+        free(got), free(ref.out), free(ref.grads);
+        st_free(&st);
+        remove(ckpt), remove(batch), remove(out), rmdir(dir);
+    }
+    arena_destroy(&a);
+    dit_free(&m);
+    cfg = configs[0];
+}
+END_TEST
+
 int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
     cfg = configs[0];
@@ -222,6 +288,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, injected_bug_is_caught, 0, 5);
     tcase_add_test(tc, padding_and_bytes);
     tcase_add_test(tc, collectives_are_adjoint);
+    tcase_add_test(tc, probe_command_matches_single_rank);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); // MPI and fork do not mix
