@@ -45,7 +45,7 @@ CFLAGS   += -DUSE_CUDA -I$(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
 endif
 
-.PHONY: all test asan asan-run deps clean found
+.PHONY: all test bench demo asan asan-run deps clean found
 all: found train/train $(BUILD)/f32/test_all
 
 train/train: $(BUILD)/f32/bin/train
@@ -70,10 +70,12 @@ $(1)/test_all: $(patsubst %.c,$(1)/%.o,$(TEST_SRC)) $(1)/libdit.a
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(CHECK_LIBS) $$(LDLIBS)
 $(1)/test_parallel: $(1)/tests/mpi/test_parallel.o $(1)/libdit.a
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(CHECK_LIBS) $$(LDLIBS)
+$(1)/bench_kernels: $(1)/tests/bench/bench_kernels.o $(1)/libdit.a
+	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(LDLIBS)
 $(1)/bin/train: $(1)/train/main.o $(1)/libdit.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(LDLIBS)
--include $(patsubst %.c,$(1)/%.d,$(LIB_SRC) $(TEST_SRC) train/main.c tests/mpi/test_parallel.c) $(patsubst %.cu,$(1)/%.cu.d,$(CU_SRC))
+-include $(patsubst %.c,$(1)/%.d,$(LIB_SRC) $(TEST_SRC) train/main.c tests/mpi/test_parallel.c tests/bench/bench_kernels.c) $(patsubst %.cu,$(1)/%.cu.d,$(CU_SRC))
 endef
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -96,6 +98,10 @@ test: found train/train $(BUILD)/f64/bin/train $(foreach v,f32 f64,$(BUILD)/$(v)
 	@echo "== parity with an independent PyTorch DiT =="; \
 	if [ "$(HAVE_TORCH)" = 1 ]; then $(PYTHON) tests/parity/parity.py train/train $(BUILD)/f64/bin/train $(BUILD)/parity; \
 	else echo "parity: skipped (python3-torch or python3-numpy is not installed; make deps installs them)"; fi
+
+bench: found train/train $(BUILD)/f32/bench_kernels
+	@echo "== kernels =="; $(BUILD)/f32/bench_kernels
+	@echo "== training throughput, DiT-mini/2 on 16x16 shapes, batch 32 =="; tests/bench/bench_train.sh train/train
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
 asan:

@@ -10,6 +10,7 @@ Suite *autograd_suite(void);
 Suite *ops_suite(void);
 Suite *cuda_suite(void);
 Suite *train_suite(void);
+Suite *data_suite(void);
 
 int main(void) {
     printf("real type: %s\n", REAL_NAME);
@@ -19,6 +20,7 @@ int main(void) {
     srunner_add_suite(sr, ops_suite());
     srunner_add_suite(sr, cuda_suite());
     srunner_add_suite(sr, train_suite());
+    srunner_add_suite(sr, data_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

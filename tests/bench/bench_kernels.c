@@ -1,0 +1,85 @@
+// bench_kernels.c: CPU kernel throughput, with numbered variants next to the kernel the library
+// uses, measured in one run so the ratios hold on a noisy machine. With a GPU (USE_CUDA build and
+// a device), the CUDA kernels too. usage: bench_kernels [seconds per case]
+#include "../../core/rng.h"
+#include "../../kernels/kernels.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#ifdef USE_CUDA
+#include "../../kernels/cuda.h"
+#endif
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double budget = 0.3; // seconds per case
+
+// Runs fn until the budget is spent; returns seconds per call.
+#define TIME(call)                                                                                 \
+    ({                                                                                             \
+        call;                                                                                      \
+        int reps_ = 0;                                                                             \
+        double t0_ = now(), el_;                                                                   \
+        do call, reps_++;                                                                          \
+        while ((el_ = now() - t0_) < budget);                                                      \
+        el_ / reps_;                                                                               \
+    })
+
+// ---- GELU variants: 1 = libm tanh of the real type, 2 = tanh from one exp (the library's) ------
+static void gelu_v1(real *out, const real *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        out[i] = (real)0.5 * x[i] * (1 + (real)tanh(0.7978845608028654 * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
+}
+
+static void report(const char *name, double sec, double bytes, double flops, double base) {
+    printf("%-44s %9.3f ms  %7.2f GB/s  %7.2f GFLOP/s  x%.2f\n", name, sec * 1e3, bytes / sec / 1e9,
+           flops / sec / 1e9, base / sec);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) budget = atof(argv[1]);
+    size_t n = 1 << 22;
+    real *x = malloc(n * sizeof(real)), *y = malloc(n * sizeof(real)), *g = malloc(n * sizeof(real));
+    rng_fill_normal(x, n, 1, 1, 0, 1);
+    rng_fill_normal(g, n, 1, 2, 0, 1);
+    printf("%s CPU kernels (%zu elements for elementwise ops)\n", REAL_NAME, n);
+    double b1 = TIME(gelu_v1(y, x, n));
+    report("gelu forward, variant 1 (libm tanh)", b1, 2.0 * n * sizeof(real), 0, b1);
+    report("gelu forward, variant 2 (exp-based, used)", TIME(gelu_forward(y, x, n)), 2.0 * n * sizeof(real), 0, b1);
+    report("gelu backward (used)", TIME(gelu_backward(y, g, x, n)), 3.0 * n * sizeof(real), 0, b1);
+    double ln = TIME(layernorm_forward(y, g, g + n / 2, x, (int)(n / 768), 768, 1e-6));
+    report("layernorm forward (rows of 768)", ln, 2.0 * n * sizeof(real), 0, ln);
+    int N = 2048, C = 256, OC = 1024;
+    real *w = malloc((size_t)OC * C * sizeof(real)), *o = malloc((size_t)N * OC * sizeof(real));
+    rng_fill_normal(w, (size_t)OC * C, 1, 3, 0, 0.05);
+    double lf = TIME(linear_forward(o, x, w, NULL, N, C, OC));
+    report("linear forward 2048x256 -> 1024", lf, 4.0 * ((size_t)N * C + (size_t)OC * C + (size_t)N * OC), 2.0 * N * C * OC, lf);
+    int B = 8, T = 256, H = 4, dh = 32, D = H * dh;
+    real *probs = malloc((size_t)B * H * T * T * sizeof(real));
+    double af = TIME(attention_forward(o, probs, x, x + B * T * D, x + 2 * B * T * D, NULL, B, T, T, H, dh));
+    report("attention forward B8 T256 H4 dh32", af, 0, 4.0 * B * H * T * T * dh, af);
+#ifdef USE_CUDA
+    if (cuda_device_count() > 0) {
+        real *dx = cuda_alloc(n * sizeof(real)), *dy = cuda_alloc(n * sizeof(real));
+        cuda_to_device(dx, x, n * sizeof(real));
+        double cpu = TIME(gelu_forward(y, x, n));
+        double gpu = TIME((gelu_forward_cuda(dy, dx, n, 0), cuda_sync()));
+        printf("\nCUDA (device vs this CPU, same sizes)\n");
+        report("gelu forward, CPU", cpu, 2.0 * n * sizeof(real), 0, cpu);
+        report("gelu forward, CUDA", gpu, 2.0 * n * sizeof(real), 0, cpu);
+        cpu = TIME(layernorm_forward(y, g, g + n / 2, x, (int)(n / 768), 768, 1e-6));
+        real *dm = cuda_alloc(n * sizeof(real));
+        gpu = TIME((layernorm_forward_cuda(dy, dm, dm + n / 2, dx, (int)(n / 768), 768, 1e-6, 0), cuda_sync()));
+        report("layernorm forward, CPU", cpu, 2.0 * n * sizeof(real), 0, cpu);
+        report("layernorm forward, CUDA", gpu, 2.0 * n * sizeof(real), 0, cpu);
+        cuda_free(dx), cuda_free(dy), cuda_free(dm);
+    } else printf("\nCUDA: skipped (no GPU on this machine)\n");
+#endif
+    free(x), free(y), free(g), free(w), free(o), free(probs);
+    return 0;
+}
