@@ -16,6 +16,13 @@
 
 // ---- helpers -----------------------------------------------------------------------------------
 
+// For pixel loops: Check's ck_assert reports every passing check through a pipe, which costs
+// seconds over millions of pixels; this only calls into Check on failure.
+#define REQUIRE(cond, ...)                                                                         \
+    do {                                                                                           \
+        if (!(cond)) ck_abort_msg(__VA_ARGS__);                                                    \
+    } while (0)
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st, (void)flag, (void)ftw;
     return remove(path);
@@ -163,14 +170,16 @@ START_TEST(shapes_fit_and_stay_in_range) {
             int64_t l;
             shapes_sample(img, &l, n, 5, i);
             for (size_t p = 0; p < 3 * plane; p++)
-                ck_assert_msg(img[p] >= -1 && img[p] <= 1, "size %d sample %d: value %g", n, (int)i,
-                              (double)img[p]);
+                REQUIRE(img[p] >= -1 && img[p] <= 1, "size %d sample %d: value %g", n, (int)i,
+                        (double)img[p]);
             // fully visible: the 1-pixel frame is pure background
             for (int k = 0; k < 3; k++)
                 for (int t = 0; t < n; t++) {
                     real bg = img[k * plane];
-                    ck_assert(img[k * plane + t] == bg && img[k * plane + (size_t)(n - 1) * n + t] == bg);
-                    ck_assert(img[k * plane + (size_t)t * n] == bg && img[k * plane + (size_t)t * n + n - 1] == bg);
+                    REQUIRE(img[k * plane + t] == bg && img[k * plane + (size_t)(n - 1) * n + t] == bg &&
+                                img[k * plane + (size_t)t * n] == bg &&
+                                img[k * plane + (size_t)t * n + n - 1] == bg,
+                            "size %d sample %d: the shape touches the image border", n, (int)i);
                 }
             // big enough and clearly visible
             Mask m = mask_of(img, n);
@@ -266,7 +275,7 @@ START_TEST(canvas_paste_clamps_and_upscales) {
         for (int x = 0; x < 10; x++) {
             const uint8_t *p = c.px + (y * 10 + x) * 3, *q = bg;
             if (x >= 1 && x < 7 && y >= 2 && y < 8) q = want[((y - 2) / 3) * 2 + (x - 1) / 3];
-            ck_assert_msg(!memcmp(p, q, 3), "pixel (%d, %d) = (%d, %d, %d), want (%d, %d, %d)", x,
+            REQUIRE(!memcmp(p, q, 3), "pixel (%d, %d) = (%d, %d, %d), want (%d, %d, %d)", x,
                           y, p[0], p[1], p[2], q[0], q[1], q[2]);
         }
     canvas_free(&c);
@@ -313,10 +322,10 @@ START_TEST(canvas_line_covers_its_path) {
     Canvas c = canvas_create(30, 12, bg);
     canvas_line(&c, 2, 5, 25, 5, 2, ink);
     for (int x = 3; x < 25; x++) {
-        ck_assert(!memcmp(c.px + (4 * 30 + x) * 3, ink, 3));
-        ck_assert(!memcmp(c.px + (5 * 30 + x) * 3, ink, 3));
-        ck_assert(!memcmp(c.px + (2 * 30 + x) * 3, bg, 3));
-        ck_assert(!memcmp(c.px + (7 * 30 + x) * 3, bg, 3));
+        REQUIRE(!memcmp(c.px + (4 * 30 + x) * 3, ink, 3) && !memcmp(c.px + (5 * 30 + x) * 3, ink, 3),
+                "column %d: the line's two rows are not fully covered", x);
+        REQUIRE(!memcmp(c.px + (2 * 30 + x) * 3, bg, 3) && !memcmp(c.px + (7 * 30 + x) * 3, bg, 3),
+                "column %d: the line bleeds two rows away", x);
     }
     canvas_free(&c);
 }
@@ -341,7 +350,7 @@ static void assert_solid(const real *img, int size, const uint8_t rgb[3], double
     for (int k = 0; k < 3; k++)
         for (size_t p = 0; p < plane; p++) {
             double want = rgb[k] / 127.5 - 1;
-            ck_assert_msg(fabs(img[k * plane + p] - want) <= tol, "%s: channel %d pixel %d is %g, want %g",
+            REQUIRE(fabs(img[k * plane + p] - want) <= tol, "%s: channel %d pixel %d is %g, want %g",
                           what, k, (int)p, (double)img[k * plane + p], want);
         }
 }
@@ -389,7 +398,8 @@ START_TEST(image_folder_reads_classes) {
         ck_assert_int_eq(image_folder_load(&f, 3, img, err, sizeof err), 0);
         for (int i = 0; i < 9; i++) // already 3x3: exact, CHW
             for (int k = 0; k < 3; k++)
-                ck_assert(img[k * 9 + i] == (real)(((i % 2) ? white : red)[k] / 127.5 - 1));
+                REQUIRE(img[k * 9 + i] == (real)(((i % 2) ? white : red)[k] / 127.5 - 1),
+                        "y.png: channel %d pixel %d is %g", k, i, (double)img[k * 9 + i]);
         if (pass == 0) memcpy(again, img, sizeof img);
     }
     ck_assert(!memcmp(again, img, sizeof img));
@@ -498,7 +508,8 @@ START_TEST(plot_draws_curves_inside_its_panel) {
         for (int y = 0; y < h; y++)
             for (int xx = 0; xx < w; xx++) {
                 bool inside = xx >= 100 && xx < 740 && y >= 50 && y < 450;
-                if (!inside) ck_assert(!memcmp(px + ((size_t)y * w + xx) * 3, fill, 3));
+                REQUIRE(inside || !memcmp(px + ((size_t)y * w + xx) * 3, fill, 3),
+                        "log_y %d: pixel (%d, %d) outside the panel was drawn on", log_y, xx, y);
             }
         stbi_image_free(px);
     }

@@ -119,11 +119,12 @@ int canvas_text_width(const char *text, int scale) {
     return w;
 }
 
+// lines are 12 font pixels apart; capitals span rows 0..6, descenders reach row 8
 int canvas_text_height(const char *text, int scale) {
-    char *s = printable(text);
-    int h = stb_easy_font_height(s) * scale;
-    free(s);
-    return h;
+    if (!*text) return 0;
+    int lines = 1;
+    for (const char *p = text; *p; p++) lines += *p == '\n';
+    return ((lines - 1) * 12 + 9) * scale;
 }
 
 // img is (3, ih, iw)
@@ -224,8 +225,8 @@ static int list_dir(const char *dir, Names *files, Names *dirs, char *err, size_
         free(full);
     }
     closedir(d);
-    if (files) qsort(files->items, (size_t)files->n, sizeof(char *), cmp_str);
-    if (dirs) qsort(dirs->items, (size_t)dirs->n, sizeof(char *), cmp_str);
+    if (files && files->n) qsort(files->items, (size_t)files->n, sizeof(char *), cmp_str);
+    if (dirs && dirs->n) qsort(dirs->items, (size_t)dirs->n, sizeof(char *), cmp_str);
     return 0;
 }
 

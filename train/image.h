@@ -28,8 +28,9 @@ void canvas_line(Canvas *c, double x0, double y0, double x1, double y1, double w
 // Text with its top-left corner at (x, y); '\n' starts a new line. At scale 1 a capital is
 // about 7 pixels high; each pixel of the font becomes scale x scale pixels.
 void canvas_text(Canvas *c, int x, int y, const char *text, int scale, const uint8_t rgb[3]);
-int canvas_text_width(const char *text, int scale);  // pixels, widest line
-int canvas_text_height(const char *text, int scale); // pixels, all lines
+int canvas_text_width(const char *text, int scale); // pixels, widest line with its spacing
+// pixels from the top of the first line's capitals to the bottom of the last line's descenders
+int canvas_text_height(const char *text, int scale);
 // img is (3, ih, iw) CHW in [-1, 1] (clamped); its top-left goes to (x, y), each pixel drawn as
 // upscale x upscale pixels.
 void canvas_paste(Canvas *c, int x, int y, const real *img, int ih, int iw, int upscale);

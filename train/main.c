@@ -2,6 +2,7 @@
 #include "../parallel/comm.h"
 #include "compare.h"
 #include "probe.h"
+#include "sample.h"
 #include "train.h"
 #include "verify.h"
 #include <string.h>
@@ -14,6 +15,7 @@ int main(int argc, char **argv) {
     comm_init(&c, &argc, &argv);
     int rc;
     if (argc > 1 && !strcmp(argv[1], "probe")) rc = probe_main(argc - 2, argv + 2, &c);
+    else if (argc > 1 && !strcmp(argv[1], "sample")) rc = sample_main(argc - 2, argv + 2, &c);
     else rc = train_main(argc - 1, argv + 1, &c);
     comm_finalize();
     return rc;

@@ -31,7 +31,10 @@ static void format_number(char *out, size_t n, double v, double step) {
     if (fabs(v) < 1e-9 * step) v = 0;
     int decimals = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
     if (decimals <= 4 && fabs(v) < 1e7) snprintf(out, n, "%.*f", decimals, v);
-    else snprintf(out, n, "%.2g", v);
+    else { // enough significant digits to tell neighbouring ticks apart
+        int digits = v == 0 ? 1 : (int)ceil(log10(fabs(v) / step)) + 1;
+        snprintf(out, n, "%.*g", digits < 2 ? 2 : digits > 12 ? 12 : digits, v);
+    }
     // 1e+07 -> 1e7, 2.5e-05 -> 2.5e-5
     char *e = strchr(out, 'e');
     if (e) {

@@ -2,6 +2,9 @@
 #include "sample.h"
 #include "../core/check.h"
 #include "../core/rng.h"
+#include "checkpoint.h"
+#include "flags.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,4 +87,50 @@ int sample_grid(DiT *m, Ulysses *u, const Diffusion *diff, const Data *data, int
     free(labels);
     free(imgs);
     return rc;
+}
+
+static void sample_help(void) {
+    printf("usage: mpirun -np N train/train sample --ckpt M.safetensors --out S.png [flags]\n"
+           "  A grid of class-conditional samples (one row per class) from a checkpoint.\n"
+           "  --data shapes|DIR      where the class names come from (default shapes)\n"
+           "  --sample-steps N       DDIM steps (default 25)\n"
+           "  --cfg-scale S          classifier-free guidance scale (default 3; 1 = off)\n"
+           "  --samples-per-class K  columns (default 8)\n"
+           "  --seed S               noise seed (default 0)\n");
+}
+
+int sample_main(int argc, char **argv, Comm *c) {
+    const char *ckpt = NULL, *out = NULL;
+    TrainConfig tc = {.sample_steps = 25, .cfg_scale = 3, .samples_per_class = 8, .policy = seq_policy_default()};
+    strcpy(tc.data, "shapes");
+    for (int i = 0; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return c->rank == 0 ? sample_help(), 0 : 0;
+        else if (!strcmp(f, "--ckpt")) ckpt = flag_value(argc, argv, &i);
+        else if (!strcmp(f, "--out")) out = flag_value(argc, argv, &i);
+        else if (!strcmp(f, "--data")) snprintf(tc.data, sizeof tc.data, "%s", flag_value(argc, argv, &i));
+        else if (!strcmp(f, "--sample-steps")) tc.sample_steps = flag_int(f, flag_value(argc, argv, &i), 1, 1000);
+        else if (!strcmp(f, "--cfg-scale")) tc.cfg_scale = flag_double(f, flag_value(argc, argv, &i), 0, 100);
+        else if (!strcmp(f, "--samples-per-class")) tc.samples_per_class = flag_int(f, flag_value(argc, argv, &i), 1, 64);
+        else if (!strcmp(f, "--seed")) tc.seed = flag_u64(f, flag_value(argc, argv, &i));
+        else usage_error("sample: unknown argument '%s'", f);
+    }
+    if (!ckpt || !out) usage_error("sample needs --ckpt and --out");
+    char err[1024];
+    DiT m;
+    if (ckpt_load_model(&m, ckpt, err, sizeof err)) usage_error("%s", err);
+    tc.model = m.cfg;
+    Data data;
+    if (data_open(&data, &tc, err, sizeof err)) usage_error("--data: %s", err);
+    Diffusion diff;
+    diffusion_init(&diff);
+    SeqShard shard = seq_shard(&tc.policy, dit_tokens(&m.cfg), c->size, c->rank);
+    Ulysses u = {.comm = c, .shard = &shard, .policy = &tc.policy};
+    CHECK(!sample_grid(&m, &u, &diff, &data, tc.samples_per_class, tc.sample_steps, tc.cfg_scale,
+                       tc.seed, out, err, sizeof err), "%s", err);
+    print0(c, "wrote %s\n", out);
+    seq_shard_free(&shard);
+    data_close(&data);
+    dit_free(&m);
+    return 0;
 }

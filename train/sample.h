@@ -13,3 +13,5 @@ void sample_images(DiT *m, Ulysses *u, const Diffusion *diff, const int64_t *lab
 int sample_grid(DiT *m, Ulysses *u, const Diffusion *diff, const Data *data, int per_class,
                 int steps, double cfg_scale, uint64_t seed, const char *path, char *err,
                 size_t len);
+// `train sample --ckpt M.safetensors --out S.png ...`: a sample grid from a checkpoint.
+int sample_main(int argc, char **argv, Comm *c);

@@ -11,6 +11,7 @@
 #include "sample.h"
 #include <cblas.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,9 +178,11 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     double total = loss->data[0];
     comm_all_reduce_double(r->comm, &total, 1);
     *grad_norm = adamw_step(&r->opt, &r->m.ps);
-    if (r->ema)
+    if (r->ema) { // warm-up: early on the average must not be dominated by the initial weights
+        double d = fmin(r->tc.ema, (1.0 + r->opt.step) / (10.0 + r->opt.step));
         for (size_t i = 0; i < r->m.ps.total; i++)
-            r->ema[i] = (real)(r->tc.ema * r->ema[i] + (1 - r->tc.ema) * r->m.ps.params[i]);
+            r->ema[i] = (real)(d * r->ema[i] + (1 - d) * r->m.ps.params[i]);
+    }
     tape_free(&tp);
     return total;
 }

@@ -13,11 +13,12 @@
 extern char **environ;
 
 static void help(void) {
-    printf("usage: train/train verify --ranks N [--tol T] [--out DIR] [training flags]\n"
+    printf("usage: train/train verify --ranks N [--reference-steps S] [--tol T] [--out DIR] [training flags]\n"
            "  Trains with N ranks (mpirun) and with 1 rank from the same seed, into DIR/ranks-N and\n"
            "  DIR/ranks-1 (default DIR: runs/verify), then compares their loss curves: prints the\n"
            "  largest per-step relative difference and the first step over --tol (default %g),\n"
            "  and plots both curves and the difference into DIR/loss.png. Exit 0 when they agree.\n"
+           "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check).\n"
            "  Training flags are passed to both runs (see train/train --help); --inject-bug only\n"
            "  changes a run with more than one rank.\n", COMPARE_LOSS_TOL);
 }
@@ -35,7 +36,7 @@ static int run(char **argv) {
 }
 
 int verify_main(int argc, char **argv) {
-    int ranks = 0;
+    int ranks = 0, ref_steps = 0;
     double tol = COMPARE_LOSS_TOL;
     const char *out = "runs/verify";
     char **pass = calloc((size_t)argc + 16, sizeof(char *)); // flags for the training runs
@@ -45,11 +46,13 @@ int verify_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ranks")) ranks = flag_int("--ranks", flag_value(argc, argv, &i), 2, 1024);
         else if (!strcmp(argv[i], "--tol")) tol = flag_double("--tol", flag_value(argc, argv, &i), 0, 1e9);
         else if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--reference-steps"))
+            ref_steps = flag_int("--reference-steps", flag_value(argc, argv, &i), 1, 1 << 30);
         else if (!strcmp(argv[i], "--resume")) usage_error("verify starts fresh runs; --resume does not apply");
         else pass[np++] = argv[i];
     }
     if (!ranks) usage_error("verify needs --ranks N (N >= 2)");
-    char self[4096], dir_n[4096], dir_1[4096], nbuf[16], plot[4096];
+    char self[4096], dir_n[4096], dir_1[4096], nbuf[16], plot[4096], sbuf[16];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) return fprintf(stderr, "error: cannot find the train program itself\n"), 2;
     self[len] = 0;
@@ -69,10 +72,11 @@ int verify_main(int argc, char **argv) {
     fflush(stdout);
     if (run(cmd)) return fprintf(stderr, "error: the %d-rank run failed\n", ranks), free(pass), 2;
     // the single-rank run: the same flags, the same seed
-    int m = 0;
     char *one[1024 + 8] = {self};
-    m = 1;
+    int m = 1;
     for (int i = 0; i < np && m < 1000; i++) one[m++] = pass[i];
+    snprintf(sbuf, sizeof sbuf, "%d", ref_steps);
+    if (ref_steps) one[m++] = "--steps", one[m++] = sbuf; // the last --steps wins
     one[m++] = "--out", one[m++] = dir_1, one[m] = NULL;
     printf("== 1 rank -> %s\n", dir_1);
     fflush(stdout);
