@@ -2,7 +2,7 @@
 // formulas, and model config validation.
 #include "../core/safetensors.h"
 #include "../train/checkpoint.h"
-#include "../train/diffusion.h"
+#include "../train/flow.h"
 #include "testutil.h"
 #include <math.h>
 #include <stdlib.h>
@@ -115,25 +115,32 @@ START_TEST(optimizer_state_belongs_to_its_run) {
 }
 END_TEST
 
-// alpha_bar from its definition; DDIM with the true noise recovers x0 in one step from any t.
-START_TEST(diffusion_formulas) {
-    Diffusion d;
-    diffusion_init(&d);
-    ck_assert_double_eq_tol(d.alpha_bar[0], 1 - 1e-4, 1e-15);
-    double ab = 1;
-    for (int t = 0; t < DIFFUSION_T; t++) ab *= 1 - (1e-4 + (0.02 - 1e-4) * t / 999.0);
-    ck_assert_double_eq_tol(d.alpha_bar[DIFFUSION_T - 1], ab, 1e-15);
-    ck_assert(d.alpha_bar[999] < 1e-4); // the last step is (almost) pure noise
-    real x0[4] = {0.5, -0.25, 0.9, -1}, eps[4] = {1.5, -0.3, 0.2, 2}, x[4];
-    for (int t = 0; t < DIFFUSION_T; t += 111) {
-        diffusion_q_sample(&d, x, x0, eps, t, 4);
-        ck_assert_double_eq_tol(x[0], sqrt(d.alpha_bar[t]) * 0.5 + sqrt(1 - d.alpha_bar[t]) * 1.5, 1e-5);
-        diffusion_ddim_step(&d, x, eps, t, -1, 4);
-        for (int i = 0; i < 4; i++) ck_assert_double_eq_tol(x[i], x0[i], 2e-3);
+// The path and its velocity from their definitions; Euler steps along the true velocity go from
+// the noise back to the image exactly (the path is straight), in any number of steps; the
+// logit-normal times have the quantiles of the formula P(t < sigmoid(z)) = Phi(z).
+START_TEST(flow_formulas) {
+    real x0[4] = {0.5, -0.25, 0.9, -1}, eps[4] = {1.5, -0.3, 0.2, 2}, xt[4], v[4];
+    flow_interpolate(xt, v, x0, eps, 0.25, 4);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_double_eq_tol(xt[i], 0.75 * x0[i] + 0.25 * eps[i], 1e-6);
+        ck_assert_double_eq_tol(v[i], eps[i] - x0[i], 1e-6);
     }
-    ck_assert_int_eq(diffusion_timestep(0, 25), 999);
-    ck_assert_int_eq(diffusion_timestep(24, 25), 0);
-    ck_assert_int_eq(diffusion_timestep(0, 1), 0);
+    for (int steps = 1; steps <= 50; steps += 7) {
+        real x[4];
+        memcpy(x, eps, sizeof x);
+        ck_assert_double_eq(flow_time(0, steps), 1);
+        ck_assert_double_eq(flow_time(steps, steps), 0);
+        for (int k = 0; k < steps; k++) flow_euler_step(x, v, flow_time(k, steps), flow_time(k + 1, steps), 4);
+        for (int i = 0; i < 4; i++) ck_assert_double_eq_tol(x[i], x0[i], 1e-5);
+    }
+    int n = 20000, below[3] = {0};
+    const double z[3] = {-1, 0, 1}, phi[3] = {0.158655, 0.5, 0.841345};
+    for (int i = 0; i < n; i++) {
+        double t = flow_sample_t(1, 2, i);
+        ck_assert(t > 0 && t < 1);
+        for (int q = 0; q < 3; q++) below[q] += t < 1 / (1 + exp(-z[q]));
+    }
+    for (int q = 0; q < 3; q++) ck_assert_double_eq_tol((double)below[q] / n, phi[q], 0.01);
 }
 END_TEST
 
@@ -168,7 +175,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, checkpoint_round_trip);
     tcase_add_test(tc, checkpoint_mismatches_are_named);
     tcase_add_test(tc, optimizer_state_belongs_to_its_run);
-    tcase_add_test(tc, diffusion_formulas);
+    tcase_add_test(tc, flow_formulas);
     tcase_add_test(tc, config_errors_and_presets);
     suite_add_tcase(s, tc);
     return s;

@@ -53,7 +53,7 @@ static void help(void) {
         "  --sample-every N      write samples.png every N steps (default: at the end)\n"
         "  --save-every N        write the checkpoint every N steps (default: at the end)\n"
         "  --resume DIR          continue the run in DIR from its checkpoint (same seed and batch)\n"
-        "  --sample-steps N      DDIM steps for samples (default %d)\n"
+        "  --sample-steps N      Euler steps for samples (default %d)\n"
         "  --cfg-scale S         classifier-free guidance scale (default %g; 1 = off)\n"
         "\nsequence parallelism:\n"
         "  --no-auto-pad         refuse a token count that the rank count does not divide\n"
@@ -170,8 +170,8 @@ int train_config_write_json(const TrainConfig *tc, int ranks, const char *path, 
     }
     fprintf(f, "},\n  \"steps\": %d, \"batch\": %d, \"lr\": %.17g, \"weight_decay\": %.17g,\n"
                "  \"clip_norm\": %.17g, \"ema\": %.17g, \"seed\": %llu, \"data\": \"%s\",\n"
-               "  \"objective\": \"DDPM eps-prediction, 1000 steps, linear betas 1e-4..0.02\",\n"
-               "  \"sampler\": \"DDIM eta=0, %d steps, cfg_scale %.17g\",\n"
+               "  \"objective\": \"rectified flow: v = eps - x0, t ~ logit-normal(0, 1), model time 1000 t\",\n"
+               "  \"sampler\": \"Euler, %d uniform steps from t = 1 to 0, cfg_scale %.17g\",\n"
                "  \"ranks\": %d, \"auto_pad\": %s, \"pad_multiple\": %d, \"injected_bugs\": %u\n}\n",
             tc->steps, tc->batch, tc->lr, tc->weight_decay, tc->clip_norm, tc->ema,
             (unsigned long long)tc->seed, json_safe(tc->data, safe, sizeof safe), tc->sample_steps, tc->cfg_scale, ranks,

@@ -45,18 +45,18 @@ Batch batch_alloc(int B, int C, int S) {
     Batch b = {.B = B};
     b.x0 = xmalloc(n * sizeof(real));
     b.xt = xmalloc(n * sizeof(real));
-    b.eps = xmalloc(n * sizeof(real));
+    b.v = xmalloc(n * sizeof(real));
     b.t = xmalloc((size_t)B * sizeof(real));
     b.y = xmalloc((size_t)B * sizeof(int64_t));
     return b;
 }
 
 void batch_free(Batch *b) {
-    free(b->x0), free(b->xt), free(b->eps), free(b->t), free(b->y);
+    free(b->x0), free(b->xt), free(b->v), free(b->t), free(b->y);
     *b = (Batch){0};
 }
 
-void batch_make(Batch *b, Data *d, const TrainConfig *tc, const Diffusion *diff, int step) {
+void batch_make(Batch *b, Data *d, const TrainConfig *tc, int step) {
     size_t chw = (size_t)tc->model.in_channels * d->size * d->size;
     char err[512];
     for (int i = 0; i < b->B; i++) {
@@ -68,10 +68,11 @@ void batch_make(Batch *b, Data *d, const TrainConfig *tc, const Diffusion *diff,
             CHECK(!image_folder_load(&d->folder, item, x0, err, sizeof err), "%s", err);
             b->y[i] = d->folder.labels[item];
         }
-        int t = (int)(rng_u32(tc->seed, STREAM_T, k) % DIFFUSION_T);
-        b->t[i] = (real)t;
-        rng_fill_normal(b->eps + i * chw, chw, tc->seed, STREAM_NOISE, k * chw, 1.0);
-        diffusion_q_sample(diff, b->xt + i * chw, x0, b->eps + i * chw, t, chw);
+        double t = flow_sample_t(tc->seed, STREAM_T, k);
+        b->t[i] = (real)(FLOW_T_SCALE * t);
+        real *v = b->v + i * chw; // the noise first, then the velocity in its place
+        rng_fill_normal(v, chw, tc->seed, STREAM_NOISE, k * chw, 1.0);
+        flow_interpolate(b->xt + i * chw, v, x0, v, t, chw);
         if (tc->model.class_dropout_prob > 0 &&
             rng_uniform(tc->seed, STREAM_DROP, k) < tc->model.class_dropout_prob)
             b->y[i] = tc->model.num_classes;

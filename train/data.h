@@ -1,12 +1,12 @@
 // data.h: training batches. Every rank builds the same batch from the counter-based RNG, so the
 // batch of step s is a pure function of (seed, s) whatever the number of ranks:
 //   image i of step s is dataset item k = s * B + i (shapes: generated from k; a folder: item
-//   rng_u32(seed, STREAM_PICK, k) mod n), its timestep rng_u32(seed, STREAM_T, k) mod 1000,
-//   its noise rng_normal(seed, STREAM_NOISE, k * C*H*W + j), and its label is replaced by the
-//   null class when rng_uniform(seed, STREAM_DROP, k) < class_dropout_prob.
+//   rng_u32(seed, STREAM_PICK, k) mod n), its time flow_sample_t(seed, STREAM_T, k), its noise
+//   rng_normal(seed, STREAM_NOISE, k * C*H*W + j), and its label is replaced by the null class
+//   when rng_uniform(seed, STREAM_DROP, k) < class_dropout_prob.
 #pragma once
 #include "config.h"
-#include "diffusion.h"
+#include "flow.h"
 #include "image.h"
 
 enum { STREAM_PICK = 101, STREAM_T = 102, STREAM_NOISE = 103, STREAM_DROP = 104, STREAM_SAMPLE = 105 };
@@ -26,12 +26,12 @@ const char *data_class_name(const Data *d, int c);
 typedef struct Batch {
     int B;
     real *x0;   // (B, C, H, W) clean images in [-1, 1]
-    real *xt;   // (B, C, H, W) noised images fed to the model
-    real *eps;  // (B, C, H, W) the noise: the training target
-    real *t;    // (B) timesteps as reals
+    real *xt;   // (B, C, H, W) points on the path, fed to the model
+    real *v;    // (B, C, H, W) the velocity eps - x0: the training target
+    real *t;    // (B) model timesteps, 1000 t
     int64_t *y; // (B) labels, the null class where dropped
 } Batch;
 
 Batch batch_alloc(int B, int C, int S);
 void batch_free(Batch *b);
-void batch_make(Batch *b, Data *d, const TrainConfig *tc, const Diffusion *diff, int step);
+void batch_make(Batch *b, Data *d, const TrainConfig *tc, int step);

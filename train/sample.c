@@ -10,8 +10,8 @@
 
 #define SAMPLE_CHUNK 16 // images per forward pass (twice that with guidance)
 
-void sample_images(DiT *m, Ulysses *u, const Diffusion *diff, const int64_t *labels, int n,
-                   int steps, double cfg_scale, uint64_t seed, real *out) {
+void sample_images(DiT *m, Ulysses *u, const int64_t *labels, int n, int steps, double cfg_scale,
+                   uint64_t seed, real *out) {
     const DiTConfig *c = &m->cfg;
     int C = c->in_channels, S = c->input_size;
     size_t chw = (size_t)C * S * S;
@@ -24,7 +24,7 @@ void sample_images(DiT *m, Ulysses *u, const Diffusion *diff, const int64_t *lab
         int k = n - start < SAMPLE_CHUNK ? n - start : SAMPLE_CHUNK, B = guided ? 2 * k : k;
         real *x = out + (size_t)start * chw;
         for (int s = 0; s < steps; s++) {
-            int t = diffusion_timestep(s, steps), t_prev = s + 1 < steps ? diffusion_timestep(s + 1, steps) : -1;
+            double t = flow_time(s, steps), t_next = flow_time(s + 1, steps);
             arena_reset(&arena);
             Tape tp = tape_create(&arena);
             tp.grad_enabled = false;
@@ -32,37 +32,35 @@ void sample_images(DiT *m, Ulysses *u, const Diffusion *diff, const int64_t *lab
             int64_t *y = arena_alloc(&arena, (size_t)B * sizeof(int64_t));
             for (int i = 0; i < B; i++) {
                 memcpy(xin->data + i * chw, x + (i % k) * chw, chw * sizeof(real));
-                tin->data[i] = (real)t;
+                tin->data[i] = (real)(FLOW_T_SCALE * t);
                 y[i] = i < k ? labels[start + i] : c->num_classes; // second half: the null class
             }
             Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
             Tensor *img = ulysses_gather_image(&tp, u, tokens, c); // (B, C_out, S, S)
             size_t out_chw = (size_t)dit_out_channels(c) * S * S;
-            real *eps = arena_alloc(&arena, (size_t)k * chw * sizeof(real));
-            for (int i = 0; i < k; i++)
+            real *v = arena_alloc(&arena, (size_t)k * chw * sizeof(real));
+            for (int i = 0; i < k; i++) // the first C output channels are the velocity
                 for (size_t j = 0; j < chw; j++) {
-                    real ec = img->data[i * out_chw + j];
-                    eps[i * chw + j] = guided ? img->data[(k + i) * out_chw + j] +
-                                                    (real)cfg_scale * (ec - img->data[(k + i) * out_chw + j])
-                                              : ec;
+                    real cond = img->data[i * out_chw + j];
+                    real uncond = guided ? img->data[(k + i) * out_chw + j] : cond;
+                    v[i * chw + j] = uncond + (real)cfg_scale * (cond - uncond);
                 }
-            diffusion_ddim_step(diff, x, eps, t, t_prev, (size_t)k * chw);
+            flow_euler_step(x, v, t, t_next, (size_t)k * chw);
             tape_free(&tp);
         }
     }
     arena_destroy(&arena);
 }
 
-int sample_grid(DiT *m, Ulysses *u, const Diffusion *diff, const Data *data, int per_class,
-                int steps, double cfg_scale, uint64_t seed, const char *path, char *err,
-                size_t len) {
+int sample_grid(DiT *m, Ulysses *u, const Data *data, int per_class, int steps, double cfg_scale,
+                uint64_t seed, const char *path, char *err, size_t len) {
     const DiTConfig *c = &m->cfg;
     int n = data->classes * per_class, S = c->input_size, up = 96 / S;
     up = up < 1 ? 1 : up > 4 ? 4 : up; // small images are drawn 2-4x larger
     int64_t *labels = xmalloc((size_t)n * sizeof(int64_t));
     real *imgs = xmalloc((size_t)n * 3 * S * S * sizeof(real));
     for (int i = 0; i < n; i++) labels[i] = i / per_class;
-    sample_images(m, u, diff, labels, n, steps, cfg_scale, seed, imgs);
+    sample_images(m, u, labels, n, steps, cfg_scale, seed, imgs);
     int rc = 0;
     if (u->comm->rank == 0) {
         int label_w = 0, cell = S * up + 4, text = 2;
@@ -93,7 +91,7 @@ static void sample_help(void) {
     printf("usage: mpirun -np N train/train sample --ckpt M.safetensors --out S.png [flags]\n"
            "  A grid of class-conditional samples (one row per class) from a checkpoint.\n"
            "  --data shapes|DIR      where the class names come from (default shapes)\n"
-           "  --sample-steps N       DDIM steps (default 25)\n"
+           "  --sample-steps N       Euler steps (default 25)\n"
            "  --cfg-scale S          classifier-free guidance scale (default 3; 1 = off)\n"
            "  --samples-per-class K  columns (default 8)\n"
            "  --seed S               noise seed (default 0)\n");
@@ -122,11 +120,9 @@ int sample_main(int argc, char **argv, Comm *c) {
     tc.model = m.cfg;
     Data data;
     if (data_open(&data, &tc, err, sizeof err)) usage_error("--data: %s", err);
-    Diffusion diff;
-    diffusion_init(&diff);
     SeqShard shard = seq_shard(&tc.policy, dit_tokens(&m.cfg), c->size, c->rank);
     Ulysses u = {.comm = c, .shard = &shard, .policy = &tc.policy};
-    CHECK(!sample_grid(&m, &u, &diff, &data, tc.samples_per_class, tc.sample_steps, tc.cfg_scale,
+    CHECK(!sample_grid(&m, &u, &data, tc.samples_per_class, tc.sample_steps, tc.cfg_scale,
                        tc.seed, out, err, sizeof err), "%s", err);
     print0(c, "wrote %s\n", out);
     seq_shard_free(&shard);

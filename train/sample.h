@@ -1,17 +1,15 @@
-// sample.h: class-conditional samples with DDIM and classifier-free guidance, drawn into a
-// labelled grid (samples.png: one row per class).
+// sample.h: class-conditional samples (Euler steps along the learned flow, classifier-free
+// guidance on the velocity), drawn into a labelled grid (samples.png: one row per class).
 #pragma once
 #include "../parallel/ulysses.h"
 #include "data.h"
-#include "diffusion.h"
 
 // out (n, C, S, S): one image per label, from noise rng_normal(seed, STREAM_SAMPLE, i*C*S*S + j).
 // Runs on every rank (each computes its token shard); cfg_scale 1 disables guidance.
-void sample_images(DiT *m, Ulysses *u, const Diffusion *diff, const int64_t *labels, int n,
-                   int steps, double cfg_scale, uint64_t seed, real *out);
+void sample_images(DiT *m, Ulysses *u, const int64_t *labels, int n, int steps, double cfg_scale,
+                   uint64_t seed, real *out);
 // Samples per_class images of each class and writes the grid PNG on rank 0.
-int sample_grid(DiT *m, Ulysses *u, const Diffusion *diff, const Data *data, int per_class,
-                int steps, double cfg_scale, uint64_t seed, const char *path, char *err,
-                size_t len);
+int sample_grid(DiT *m, Ulysses *u, const Data *data, int per_class, int steps, double cfg_scale,
+                uint64_t seed, const char *path, char *err, size_t len);
 // `train sample --ckpt M.safetensors --out S.png ...`: a sample grid from a checkpoint.
 int sample_main(int argc, char **argv, Comm *c);

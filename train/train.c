@@ -26,7 +26,6 @@ typedef struct Run {
     AdamW opt;
     real *ema; // (ps.total) or NULL
     Data data;
-    Diffusion diff;
     SeqShard shard;
     Ulysses u;
     LossLog log;
@@ -128,7 +127,7 @@ static void write_samples(Run *r) {
         memcpy(r->m.ps.params, r->ema, r->m.ps.total * sizeof(real));
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
-    CHECK(!sample_grid(&r->m, &r->u, &r->diff, &r->data, r->tc.samples_per_class,
+    CHECK(!sample_grid(&r->m, &r->u, &r->data, r->tc.samples_per_class,
                        r->tc.sample_steps, r->tc.cfg_scale, r->tc.seed, path, err, sizeof err),
           "%s", err);
     if (saved) {
@@ -161,17 +160,17 @@ static void write_loss_files(Run *r) {
 static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_norm) {
     const DiTConfig *c = &r->m.cfg;
     int B = r->tc.batch, C = c->in_channels, S = c->input_size;
-    batch_make(b, &r->data, &r->tc, &r->diff, step - 1);
+    batch_make(b, &r->data, &r->tc, step - 1);
     arena_reset(arena);
     Tape tp = tape_create(arena);
     Tensor *xt = tensor_new(arena, 4, B, C, S, S), *t = tensor_new(arena, 1, B);
-    Tensor *eps = tensor_new(arena, 4, B, C, S, S);
+    Tensor *v = tensor_new(arena, 4, B, C, S, S);
     memcpy(xt->data, b->xt, xt->size * sizeof(real));
     memcpy(t->data, b->t, t->size * sizeof(real));
-    memcpy(eps->data, b->eps, eps->size * sizeof(real));
+    memcpy(v->data, b->v, v->size * sizeof(real));
     DiTShard sh = ulysses_dit_shard(&r->u);
     ps_zero_grad(&r->m.ps);
-    Tensor *loss = dit_loss(&r->m, &tp, dit_forward(&r->m, &tp, xt, t, b->y, &sh), eps, &sh);
+    Tensor *loss = dit_loss(&r->m, &tp, dit_forward(&r->m, &tp, xt, t, b->y, &sh), v, &sh);
     backward(&tp, loss);
     ps_check_reached(&r->m.ps);
     seq_sync_grads(&r->u, &r->m.ps);
@@ -200,7 +199,6 @@ int train_main(int argc, char **argv, Comm *c) {
     const char *why = seq_validate(&tc->policy, dit_tokens(&tc->model), c->size, err, sizeof err);
     if (why) usage_error("%s", why);
     start_run(&r);
-    diffusion_init(&r.diff);
     const DiTConfig *mc = &r.m.cfg;
     int T = dit_tokens(mc);
     r.shard = seq_shard(&tc->policy, T, c->size, c->rank);
