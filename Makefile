@@ -99,6 +99,12 @@ test: found train/train $(BUILD)/f64/bin/train $(foreach v,f32 f64,$(BUILD)/$(v)
 	if [ "$(HAVE_TORCH)" = 1 ]; then $(PYTHON) tests/parity/parity.py train/train $(BUILD)/f64/bin/train $(BUILD)/parity; \
 	else echo "parity: skipped (python3-torch or python3-numpy is not installed; make deps installs them)"; fi
 
+# the main job: train with 2 ranks and check against 1 rank (its first 500 steps), with pictures
+demo: deps
+	@$(MAKE) --no-print-directory train/train
+	train/train verify --ranks 2 --reference-steps 500 --out runs/demo
+	@echo "demo: samples in runs/demo/ranks-2/samples.png, both loss curves in runs/demo/loss.png"
+
 bench: found train/train $(BUILD)/f32/bench_kernels
 	@echo "== kernels =="; $(BUILD)/f32/bench_kernels
 	@echo "== training throughput, DiT-mini/2 on 16x16 shapes, batch 32 =="; tests/bench/bench_train.sh train/train

@@ -69,8 +69,8 @@ bool dit_preset(const char *name, DiTConfig *c) {
 }
 
 const char *dit_preset_names(void) {
-    return "DiT-{S,B,L,XL,mini,tiny}/{2,4,8} (S: 384 wide, 12 deep, 6 heads; B: 768/12/12; "
-           "L: 1024/24/16; XL: 1152/28/16; mini: 64/4/4; tiny: 32/2/2)";
+    return "DiT-{S,B,L,XL,mini,tiny}/{2,4,8}; width/depth/heads S 384/12/6, B 768/12/12,\n"
+           "                        L 1024/24/16, XL 1152/28/16, mini 64/4/4, tiny 32/2/2";
 }
 
 // ---- parameters -------------------------------------------------------------------------------

@@ -5,7 +5,8 @@
 #pragma once
 
 // Default tolerance of the per-step relative loss difference between two runs.
-#define COMPARE_LOSS_TOL 1e-3
+// A correct run differs from one rank by float rounding only: ~5e-7 over 1000 steps of the demo.
+#define COMPARE_LOSS_TOL 1e-5
 
 int compare_main(int argc, char **argv, int rank);
 // The run comparison used by compare_main and verify: 0 within tolerance, 1 otherwise.

@@ -9,12 +9,12 @@
 
 static void defaults(TrainConfig *tc) {
     *tc = (TrainConfig){
-        .model = {.input_size = 16, .in_channels = 3, .num_classes = 10, .class_dropout_prob = 0.1},
-        .steps = 1000, .batch = 32, .lr = 1e-3, .clip_norm = 1.0, .seed = 0,
+        .model = {.input_size = 20, .in_channels = 3, .num_classes = 10, .class_dropout_prob = 0.1},
+        .steps = 5000, .batch = 32, .lr = 1e-3, .clip_norm = 1.0, .ema = 0.999, .seed = 0,
         .log_every = 0, .sample_steps = 25, .samples_per_class = 8, .cfg_scale = 3.0,
         .policy = seq_policy_default(),
     };
-    strcpy(tc->preset, "DiT-mini/2");
+    strcpy(tc->preset, "DiT-mini/4");
     dit_preset(tc->preset, &tc->model);
     strcpy(tc->out, "runs/latest");
     strcpy(tc->data, "shapes");
@@ -28,11 +28,13 @@ static void help(void) {
         "       train/train probe --help               one forward+backward on a given batch\n"
         "       train/train compare RUN_A RUN_B         compare two runs' loss curves\n"
         "       train/train verify --ranks N [flags]    train with N ranks and with 1, then compare\n"
+        "       train/train sample --help              a sample grid from a checkpoint\n"
         "\nmodel:\n"
-        "  --model NAME          preset, default %s; %s\n"
+        "  --model NAME          preset (default %s):\n"
+        "                        %s\n"
         "  --hidden D --depth L --heads H --patch P --mlp-ratio R   override the preset\n"
         "  --input-size S        image size in pixels (default %d; a multiple of the patch)\n"
-        "  --learn-sigma         output 2C channels as the reference does (only the noise half is trained)\n"
+        "  --learn-sigma         output 2C channels as the reference does (only the velocity half is trained)\n"
         "  --class-dropout P     label dropout for classifier-free guidance (default %g; 0 = none)\n"
         "\ntraining:\n"
         "  --steps N             optimizer steps (default %d)\n"
@@ -40,8 +42,8 @@ static void help(void) {
         "  --lr LR               AdamW learning rate (default %g; DiT uses 1e-4 at scale)\n"
         "  --weight-decay W      decoupled weight decay (default 0)\n"
         "  --clip-norm C         clip the global gradient norm (default %g; 0 = off)\n"
-        "  --ema DECAY           keep an EMA of the weights (decay min(DECAY, (1+step)/(10+step))),\n"
-        "                        e.g. 0.999; samples then use it (default off)\n"
+        "  --ema DECAY           EMA of the weights, decay min(DECAY, (1+step)/(10+step)), used for\n"
+        "                        samples (default %g; 0 = off)\n"
         "  --seed S              every random value is a function of the seed (default %llu)\n"
         "  --data shapes|DIR     procedural shapes (10 classes) or a folder of PNG/JPEG images,\n"
         "                        one subfolder per class (default shapes)\n"
@@ -60,7 +62,7 @@ static void help(void) {
         "  --pad-multiple N      pad tokens to a multiple of N * ranks (default 1)\n"
         "  --inject-bug NAME     reproduce a classic bug on purpose: %s\n",
         d.preset, dit_preset_names(), d.model.input_size, d.model.class_dropout_prob, d.steps,
-        d.batch, d.lr, d.clip_norm, (unsigned long long)d.seed, d.out, d.sample_steps, d.cfg_scale,
+        d.batch, d.lr, d.clip_norm, d.ema, (unsigned long long)d.seed, d.out, d.sample_steps, d.cfg_scale,
         bug_names());
 }
 
