@@ -1,5 +1,6 @@
 // compare.c: see compare.h.
 #include "compare.h"
+#include "../core/check.h"
 #include "../core/safetensors.h"
 #include "flags.h"
 #include "losslog.h"
@@ -70,42 +71,49 @@ int compare_runs(const char *a, const char *b, double tol, const char *plot, con
     return rc;
 }
 
+// ||a - b|| / ||b|| of two tensors of n values, in double; -1 if either cannot be read as reals
+static double tensor_rel_err(const StTensor *ta, const StTensor *tb, size_t n) {
+    real *x = xmalloc(n * sizeof(real) + 1), *y = xmalloc(n * sizeof(real) + 1);
+    char err[256];
+    double num = 0, den = 0, e = -1;
+    if (!st_to_real(ta, x, n, err, sizeof err) && !st_to_real(tb, y, n, err, sizeof err)) {
+        for (size_t k = 0; k < n; k++) num += ((double)x[k] - y[k]) * ((double)x[k] - y[k]), den += (double)y[k] * y[k];
+        e = den > 0 ? sqrt(num / den) : sqrt(num);
+    }
+    free(x);
+    free(y);
+    return e;
+}
+
 static int compare_results(const char *a, const char *b, double tol, double grad_tol) {
     SafeTensors sa, sb;
     char err[1024];
     if (st_read(a, &sa, err, sizeof err)) return fprintf(stderr, "error: %s\n", err), 2;
     if (st_read(b, &sb, err, sizeof err)) return st_free(&sa), fprintf(stderr, "error: %s\n", err), 2;
-    int over = 0, missing = 0;
+    int bad = 0, grads = 0;
     double worst_grad = 0;
     const char *worst_name = "";
     for (int i = 0; i < sb.n; i++) {
         const StTensor *tb = &sb.tensors[i], *ta = st_find(&sa, tb->name);
         size_t n = tb->nbytes / st_dtype_size(tb->dtype);
-        if (!ta || ta->nbytes / st_dtype_size(ta->dtype) != n) {
-            printf("%-44s missing or of another size in %s\n", tb->name, a);
-            missing++;
+        bool grad = !strncmp(tb->name, "grad.", 5);
+        double e = ta && ta->nbytes / st_dtype_size(ta->dtype) == n ? tensor_rel_err(ta, tb, n) : -1;
+        if (e < 0) {
+            printf("%-44s missing, of another size or not numeric in %s\n", tb->name, a);
+            bad++;
             continue;
         }
-        double *x = malloc(n * sizeof(double) + 1), *y = malloc(n * sizeof(double) + 1), num = 0, den = 0;
-        real *buf = malloc(n * sizeof(real) + 1);
-        if (!x || !y || !buf || st_to_real(ta, buf, n, err, sizeof err)) missing++;
-        else {
-            for (size_t k = 0; k < n; k++) x[k] = buf[k];
-            st_to_real(tb, buf, n, err, sizeof err);
-            for (size_t k = 0; k < n; k++) y[k] = buf[k], num += (x[k] - y[k]) * (x[k] - y[k]), den += y[k] * y[k];
-            double e = den > 0 ? sqrt(num / den) : sqrt(num);
-            bool grad = !strncmp(tb->name, "grad.", 5);
-            if (!(e <= (grad ? grad_tol : tol))) over++, printf("%-44s relative error %.3e OVER %.1e\n", tb->name, e, grad ? grad_tol : tol);
-            else if (!grad) printf("%-44s relative error %.3e\n", tb->name, e);
-            if (grad && !(e <= worst_grad)) worst_grad = e, worst_name = tb->name;
-        }
-        free(x), free(y), free(buf);
+        bool over = !(e <= (grad ? grad_tol : tol));
+        bad += over;
+        grads += grad;
+        if (over || !grad) printf("%-44s relative error %.3e%s\n", tb->name, e, over ? " OVER TOLERANCE" : "");
+        if (grad && !(e <= worst_grad)) worst_grad = e, worst_name = tb->name;
     }
-    printf("%-44s relative error %.3e (worst of %d gradients)\n", worst_name, worst_grad, sb.n);
-    printf("%s\n", over || missing ? "the results DIFFER" : "the results AGREE");
+    if (grads) printf("%-44s relative error %.3e (the worst of %d gradients)\n", worst_name, worst_grad, grads);
+    printf("%s (tolerance %.1e, gradients %.1e)\n", bad ? "the results DIFFER" : "the results AGREE", tol, grad_tol);
     st_free(&sa);
     st_free(&sb);
-    return over || missing ? 1 : 0;
+    return bad ? 1 : 0;
 }
 
 int compare_main(int argc, char **argv, int rank) {

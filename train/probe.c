@@ -63,6 +63,10 @@ int probe_main(int argc, char **argv, Comm *c) {
         } else usage_error("probe: unknown argument '%s'", argv[i]);
     }
     if (!ckpt || !batch || !out) usage_error("probe needs --ckpt, --batch and --out");
+    char text[4096];
+    snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d bugs=%u", ckpt,
+             batch, out, policy.auto_pad, policy.pad_multiple, bugs);
+    comm_check_same(c, "probe arguments", text);
 
     char err[1024];
     DiT m;
