@@ -9,14 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef REAL_F64
-#define OUT_TOL 1e-10
-#define GRAD_TOL 1e-10
-#else
-#define OUT_TOL 1e-5
-#define GRAD_TOL 1e-4
-#endif
-
 static void help(void) {
     printf("usage: train/train compare RUN_A RUN_B [--tol T] [--plot PATH]\n"
            "       train/train compare A.safetensors B.safetensors [--tol T] [--grad-tol G]\n"
@@ -26,7 +18,7 @@ static void help(void) {
            "  Probe results: ||a - b|| / ||b|| for every tensor; 'out' and 'loss' against --tol\n"
            "        (default %g), 'grad.*' against --grad-tol (default %g).\n"
            "  Exit status: 0 within tolerance, 1 over it, 2 for bad arguments or files.\n",
-           COMPARE_LOSS_TOL, OUT_TOL, GRAD_TOL);
+           COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
 
 int compare_runs(const char *a, const char *b, double tol, const char *plot, const char *label_a,
@@ -118,7 +110,7 @@ static int compare_results(const char *a, const char *b, double tol, double grad
 
 int compare_main(int argc, char **argv, int rank) {
     const char *files[2] = {0}, *plot = NULL;
-    double tol = -1, grad_tol = GRAD_TOL;
+    double tol = -1, grad_tol = PROBE_GRAD_TOL;
     int nf = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return rank == 0 ? help(), 0 : 0;
@@ -133,7 +125,7 @@ int compare_main(int argc, char **argv, int rank) {
     if (rank) return 0;
     size_t la = strlen(files[0]);
     if (la > 12 && !strcmp(files[0] + la - 12, ".safetensors"))
-        return compare_results(files[0], files[1], tol < 0 ? OUT_TOL : tol, grad_tol);
+        return compare_results(files[0], files[1], tol < 0 ? PROBE_OUT_TOL : tol, grad_tol);
     char def[1024];
     snprintf(def, sizeof def, "%s/compare.png", files[0]);
     return compare_runs(files[0], files[1], tol < 0 ? COMPARE_LOSS_TOL : tol, plot ? plot : def, NULL, NULL);

@@ -8,6 +8,16 @@
 // A correct run differs from one rank by float rounding only: ~5e-7 over 1000 steps of the demo.
 #define COMPARE_LOSS_TOL 1e-5
 
+// Default tolerances of probe results (||a - b|| / ||b||): output and loss, and gradients; the
+// float64 build is held to rounding of its own precision.
+#ifdef REAL_F64
+#define PROBE_OUT_TOL 1e-10
+#define PROBE_GRAD_TOL 1e-10
+#else
+#define PROBE_OUT_TOL 1e-5
+#define PROBE_GRAD_TOL 1e-4
+#endif
+
 int compare_main(int argc, char **argv, int rank);
 // The run comparison used by compare_main and verify: 0 within tolerance, 1 otherwise.
 int compare_runs(const char *a, const char *b, double tol, const char *plot, const char *label_a,

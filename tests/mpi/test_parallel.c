@@ -7,6 +7,7 @@
 #include "../../core/safetensors.h"
 #include "../../parallel/ulysses.h"
 #include "../../train/checkpoint.h"
+#include "../../train/compare.h"
 #include "../../train/probe.h"
 #include <check.h>
 #include <math.h>
@@ -16,13 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef REAL_F64
-#define OUT_TOL 1e-10
-#define GRAD_TOL 1e-10
-#else
-#define OUT_TOL 1e-5
-#define GRAD_TOL 1e-4
-#endif
+#define OUT_TOL PROBE_OUT_TOL // the tolerances `train compare` applies to probe results
+#define GRAD_TOL PROBE_GRAD_TOL
 
 static Comm comm;
 
