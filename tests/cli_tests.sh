@@ -54,7 +54,7 @@ expect_usage() { # expected-text, flags...
 expect_usage "expects a whole number" --steps abc
 expect_usage "must be between 1 and" --batch 0
 expect_usage "num_heads 5 must divide hidden_size 64" --heads 5
-expect_usage "input_size 15 must be a positive multiple of patch_size 2" --input-size 15
+expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
 expect_usage "unknown bug" --inject-bug nonsense
 expect_usage "does not exist" --data "$WORK/no-such-folder"
