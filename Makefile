@@ -96,7 +96,8 @@ test: found train/train $(BUILD)/f64/bin/train $(foreach v,f32 f64,$(BUILD)/$(v)
 	  $(MPIRUN) -np $$np $(BUILD)/$$v/test_parallel || exit 1; done; done
 	@echo "== the train program under mpirun =="; tests/cli_tests.sh train/train
 	@echo "== parity with an independent PyTorch DiT =="; \
-	if [ "$(HAVE_TORCH)" = 1 ]; then $(PYTHON) tests/parity/parity.py train/train $(BUILD)/f64/bin/train $(BUILD)/parity; \
+	if [ "$(HAVE_TORCH)" = 1 ]; then $(PYTHON) tests/parity/parity.py train/train $(BUILD)/f64/bin/train $(BUILD)/parity && \
+	  $(PYTHON) tests/parity/load_with_safetensors.py $(BUILD)/parity/run/model.safetensors $(BUILD)/parity/*.safetensors; \
 	else echo "parity: skipped (python3-torch or python3-numpy is not installed; make deps installs them)"; fi
 
 # the main job: train with 2 ranks and check against 1 rank (its first 500 steps), with pictures
