@@ -99,7 +99,7 @@ static int compare_results(const char *a, const char *b, double tol, double grad
         bad += over;
         grads += grad;
         if (over || !grad) printf("%-44s relative error %.3e%s\n", tb->name, e, over ? " OVER TOLERANCE" : "");
-        if (grad && !(e <= worst_grad)) worst_grad = e, worst_name = tb->name;
+        if (grad && (!worst_name[0] || !(e <= worst_grad))) worst_grad = e, worst_name = tb->name;
     }
     if (grads) printf("%-44s relative error %.3e (the worst of %d gradients)\n", worst_name, worst_grad, grads);
     printf("%s (tolerance %.1e, gradients %.1e)\n", bad ? "the results DIFFER" : "the results AGREE", tol, grad_tol);

@@ -84,8 +84,11 @@ int probe_main(int argc, char **argv, Comm *c) {
     CHECK(yt && yt->ndim == 1 && yt->shape[0] == B && (yt->dtype == ST_I64 || yt->dtype == ST_I32),
           "%s: 'y' must be an integer [%d] tensor (I64 or I32)", batch, B);
     int64_t *y = xmalloc((size_t)B * sizeof(int64_t));
-    for (int b = 0; b < B; b++) {
-        y[b] = yt->dtype == ST_I64 ? ((const int64_t *)yt->data)[b] : ((const int32_t *)yt->data)[b];
+    for (int b = 0; b < B; b++) { // memcpy: other writers may leave the data unaligned
+        int64_t v64;
+        int32_t v32;
+        if (yt->dtype == ST_I64) memcpy(&v64, (const char *)yt->data + 8 * b, 8), y[b] = v64;
+        else memcpy(&v32, (const char *)yt->data + 4 * b, 4), y[b] = v32;
         CHECK(y[b] >= 0 && y[b] < m.y_table->shape[0], "%s: label y[%d] = %lld is outside the %d "
               "classes of this checkpoint", batch, b, (long long)y[b], m.y_table->shape[0]);
     }
