@@ -108,7 +108,7 @@ demo: deps
 
 bench: found train/train $(BUILD)/f32/bench_kernels
 	@echo "== kernels =="; $(BUILD)/f32/bench_kernels
-	@echo "== training throughput, DiT-mini/2 on 16x16 shapes, batch 32 =="; tests/bench/bench_train.sh train/train
+	@echo "== training throughput, default model (DiT-mini/4, 20x20 shapes, 25 tokens), batch 32 =="; tests/bench/bench_train.sh train/train
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
 asan:
