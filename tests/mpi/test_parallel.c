@@ -212,6 +212,29 @@ START_TEST(collectives_are_adjoint) {
 }
 END_TEST
 
+// all_to_all delivers block r of every rank to rank r, in rank order; broadcast copies the root's
+// bytes; each counts what this rank sends: (P-1) blocks, and (P-1) copies on the root.
+START_TEST(all_to_all_and_broadcast) {
+    int n = 3, P = comm.size;
+    real *in = xmalloc((size_t)P * n * sizeof(real)), *out = xmalloc((size_t)P * n * sizeof(real));
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < n; i++) in[r * n + i] = (real)(100 * comm.rank + 10 * r + i); // to rank r
+    comm.bytes_sent = 0;
+    comm_all_to_all(&comm, out, in, (size_t)n);
+    for (int src = 0; src < P; src++)
+        for (int i = 0; i < n; i++) ck_assert(out[src * n + i] == (real)(100 * src + 10 * comm.rank + i));
+    ck_assert_uint_eq(comm.bytes_sent, (size_t)(P - 1) * n * sizeof(real));
+    char word[8] = "";
+    if (comm.rank == 0) strcpy(word, "root");
+    comm.bytes_sent = 0;
+    comm_broadcast(&comm, word, sizeof word, 0);
+    ck_assert_str_eq(word, "root");
+    ck_assert_uint_eq(comm.bytes_sent, comm.rank == 0 ? (size_t)(P - 1) * sizeof word : 0);
+    free(in);
+    free(out);
+}
+END_TEST
+
 // `train probe` itself, through its command-line entry, on N ranks: a random checkpoint and batch
 // of the 225-token config written here, the probe's result file against the plain single-rank
 // model computed in this process.
@@ -284,6 +307,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, injected_bug_is_caught, 0, 5);
     tcase_add_test(tc, padding_and_bytes);
     tcase_add_test(tc, collectives_are_adjoint);
+    tcase_add_test(tc, all_to_all_and_broadcast);
     tcase_add_test(tc, probe_command_matches_single_rank);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
