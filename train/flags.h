@@ -1,6 +1,7 @@
 // flags.h: command-line parsing helpers. Every flag value is validated; a bad one is a usage
-// error: one sentence on rank 0 naming the flag and what it accepts, then exit code 2 on every
-// rank (all ranks parse the same arguments, so they all stop together).
+// error: one sentence naming the flag and what it accepts, and exit code 2 (under mpirun the
+// whole job is aborted with code 2, so a rank that alone hits the error cannot leave the others
+// waiting).
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>

@@ -70,10 +70,10 @@ int probe_main(int argc, char **argv, Comm *c) {
 
     char err[1024];
     DiT m;
-    CHECK(!ckpt_load_model(&m, ckpt, err, sizeof err), "%s", err);
+    if (ckpt_load_model(&m, ckpt, err, sizeof err)) usage_error("--ckpt: %s", err);
     const DiTConfig *cfg = &m.cfg;
     SafeTensors st;
-    CHECK(!st_read(batch, &st, err, sizeof err), "%s", err);
+    if (st_read(batch, &st, err, sizeof err)) usage_error("--batch: %s", err);
     const StTensor *xt = st_find(&st, "x");
     CHECK(xt && xt->ndim == 4 && xt->shape[0] > 0, "%s: 'x' must be a [B, C, H, W] batch", batch);
     int B = (int)xt->shape[0], S = cfg->input_size, Co = dit_out_channels(cfg);

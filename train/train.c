@@ -77,20 +77,21 @@ static void start_run(Run *r) {
         dit_init(&r->m, tc->seed);
     } else {
         path_in(path, sizeof path, tc->resume, "model.safetensors");
-        CHECK(!ckpt_load_model(&r->m, path, err, sizeof err), "cannot resume: %s", err);
+        if (ckpt_load_model(&r->m, path, err, sizeof err)) usage_error("--resume: %s", err);
         char a[64], b[64];
         for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
             dit_config_value(&r->m.cfg, i, a, sizeof a);
             dit_config_value(&tc->model, i, b, sizeof b);
-            CHECK(!strcmp(a, b), "cannot resume: the checkpoint in %s has %s = %s but the flags "
-                  "give %s; resume with the original run's model flags", tc->resume,
-                  dit_config_key(i), a, b);
+            if (strcmp(a, b))
+                usage_error("--resume: the checkpoint in %s has %s = %s but the flags give %s; "
+                            "resume with the original run's model flags (see its config.json)",
+                            tc->resume, dit_config_key(i), a, b);
         }
         path_in(path, sizeof path, tc->resume, "optimizer.safetensors");
-        CHECK(!ckpt_load_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err),
-              "cannot resume: %s", err);
+        if (ckpt_load_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err))
+            usage_error("--resume: %s", err);
         path_in(path, sizeof path, tc->resume, "loss.csv");
-        CHECK(!losslog_read(&r->log, path, err, sizeof err), "cannot resume: %s", err);
+        if (losslog_read(&r->log, path, err, sizeof err)) usage_error("--resume: %s", err);
         while (r->log.n && r->log.step[r->log.n - 1] > r->opt.step) r->log.n--;
     }
     if (tc->ema > 0) {
@@ -98,8 +99,8 @@ static void start_run(Run *r) {
         memcpy(r->ema, r->m.ps.params, r->m.ps.total * sizeof(real));
         if (tc->resume[0]) {
             path_in(path, sizeof path, tc->resume, "ema.safetensors");
-            CHECK(!ckpt_load_params(&r->m, r->ema, path, err, sizeof err), "cannot resume the "
-                  "EMA weights: %s (was the run started with --ema?)", err);
+            if (ckpt_load_params(&r->m, r->ema, path, err, sizeof err))
+                usage_error("--resume: the EMA weights: %s (was the run started with --ema?)", err);
         }
     }
 }
