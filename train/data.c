@@ -42,17 +42,18 @@ const char *data_class_name(const Data *d, int c) {
 
 Batch batch_alloc(int B, int C, int S) {
     size_t n = (size_t)B * C * S * S;
-    Batch b = {.B = B};
-    b.x0 = xmalloc(n * sizeof(real));
-    b.xt = xmalloc(n * sizeof(real));
-    b.v = xmalloc(n * sizeof(real));
-    b.t = xmalloc((size_t)B * sizeof(real));
-    b.y = xmalloc((size_t)B * sizeof(int64_t));
+    Batch b = {.B = B, .arena = arena_create(3 * (n * sizeof(real) + 2 * ARENA_ALIGN) + 4096 +
+                                             (size_t)B * (sizeof(real) + sizeof(int64_t)))};
+    b.x0 = tensor_new(&b.arena, 4, B, C, S, S);
+    b.xt = tensor_new(&b.arena, 4, B, C, S, S);
+    b.v = tensor_new(&b.arena, 4, B, C, S, S);
+    b.t = tensor_new(&b.arena, 1, B);
+    b.y = arena_alloc(&b.arena, (size_t)B * sizeof(int64_t));
     return b;
 }
 
 void batch_free(Batch *b) {
-    free(b->x0), free(b->xt), free(b->v), free(b->t), free(b->y);
+    arena_destroy(&b->arena);
     *b = (Batch){0};
 }
 
@@ -61,7 +62,7 @@ void batch_make(Batch *b, Data *d, const TrainConfig *tc, int step) {
     char err[512];
     for (int i = 0; i < b->B; i++) {
         uint64_t k = (uint64_t)step * b->B + i;
-        real *x0 = b->x0 + i * chw;
+        real *x0 = b->x0->data + i * chw;
         if (d->shapes) shapes_sample(x0, &b->y[i], d->size, tc->seed, k);
         else {
             int item = (int)(rng_u32(tc->seed, STREAM_PICK, k) % (uint32_t)d->folder.n);
@@ -69,10 +70,10 @@ void batch_make(Batch *b, Data *d, const TrainConfig *tc, int step) {
             b->y[i] = d->folder.labels[item];
         }
         double t = flow_sample_t(tc->seed, STREAM_T, k);
-        b->t[i] = (real)(FLOW_T_SCALE * t);
-        real *v = b->v + i * chw; // the noise first, then the velocity in its place
+        b->t->data[i] = (real)(FLOW_T_SCALE * t);
+        real *v = b->v->data + i * chw; // the noise first, then the velocity in its place
         rng_fill_normal(v, chw, tc->seed, STREAM_NOISE, k * chw, 1.0);
-        flow_interpolate(b->xt + i * chw, v, x0, v, t, chw);
+        flow_interpolate(b->xt->data + i * chw, v, x0, v, t, chw);
         if (tc->model.class_dropout_prob > 0 &&
             rng_uniform(tc->seed, STREAM_DROP, k) < tc->model.class_dropout_prob)
             b->y[i] = tc->model.num_classes;

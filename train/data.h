@@ -8,6 +8,7 @@
 #include "config.h"
 #include "flow.h"
 #include "image.h"
+#include "../core/tensor.h"
 
 enum { STREAM_PICK = 101, STREAM_T = 102, STREAM_NOISE = 103, STREAM_DROP = 104, STREAM_SAMPLE = 105 };
 
@@ -25,11 +26,12 @@ const char *data_class_name(const Data *d, int c);
 
 typedef struct Batch {
     int B;
-    real *x0;   // (B, C, H, W) clean images in [-1, 1]
-    real *xt;   // (B, C, H, W) points on the path, fed to the model
-    real *v;    // (B, C, H, W) the velocity eps - x0: the training target
-    real *t;    // (B) model timesteps, 1000 t
-    int64_t *y; // (B) labels, the null class where dropped
+    Arena arena;    // holds the tensors below for the whole run
+    Tensor *x0;     // (B, C, H, W) clean images in [-1, 1]
+    Tensor *xt;     // (B, C, H, W) points on the path, fed to the model
+    Tensor *v;      // (B, C, H, W) the velocity eps - x0: the training target
+    Tensor *t;      // (B) model timesteps, 1000 t
+    int64_t *y;     // (B) labels, the null class where dropped
 } Batch;
 
 Batch batch_alloc(int B, int C, int S);

@@ -159,19 +159,12 @@ static void write_loss_files(Run *r) {
 // ---- the loop ----------------------------------------------------------------------------------
 // One optimizer step; returns the global loss.
 static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_norm) {
-    const DiTConfig *c = &r->m.cfg;
-    int B = r->tc.batch, C = c->in_channels, S = c->input_size;
     batch_make(b, &r->data, &r->tc, step - 1);
     arena_reset(arena);
     Tape tp = tape_create(arena);
-    Tensor *xt = tensor_new(arena, 4, B, C, S, S), *t = tensor_new(arena, 1, B);
-    Tensor *v = tensor_new(arena, 4, B, C, S, S);
-    memcpy(xt->data, b->xt, xt->size * sizeof(real));
-    memcpy(t->data, b->t, t->size * sizeof(real));
-    memcpy(v->data, b->v, v->size * sizeof(real));
     DiTShard sh = ulysses_dit_shard(&r->u);
     ps_zero_grad(&r->m.ps);
-    Tensor *loss = dit_loss(&r->m, &tp, dit_forward(&r->m, &tp, xt, t, b->y, &sh), v, &sh);
+    Tensor *loss = dit_loss(&r->m, &tp, dit_forward(&r->m, &tp, b->xt, b->t, b->y, &sh), b->v, &sh);
     backward(&tp, loss);
     ps_check_reached(&r->m.ps);
     seq_sync_grads(&r->u, &r->m.ps);
