@@ -92,3 +92,77 @@ Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x) {
     if (nd) nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = D, nd->ptr = c;
     return out;
 }
+
+// ---- all-to-all between the sequence and the head layout -------------------------------------
+// Both directions ADD into their output (zero for a forward), so each serves as the other's
+// backward. Blocks exchanged are (B, n, Dp): rows of one rank, columns of one head group.
+
+// local (B, n, P*Dp) -> seq (B, P*n, Dp)
+static void to_sequence(Comm *c, Arena *a, real *seq, const real *local, int B, int n, int Dp) {
+    int P = c->size;
+    size_t blk = (size_t)B * n * Dp, mark = arena_mark(a);
+    real *send = arena_alloc(a, 2 * P * blk * sizeof(real)), *recv = send + P * blk;
+    for (int p = 0; p < P; p++)
+        for (size_t bi = 0; bi < (size_t)B * n; bi++)
+            memcpy(send + p * blk + bi * Dp, local + bi * P * Dp + (size_t)p * Dp, Dp * sizeof(real));
+    comm_all_to_all(c, recv, send, blk);
+    for (int s = 0; s < P; s++)
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < n; i++) {
+                real *dst = seq + ((size_t)b * P * n + (size_t)s * n + i) * Dp;
+                const real *src = recv + s * blk + ((size_t)b * n + i) * Dp;
+                for (int j = 0; j < Dp; j++) dst[j] += src[j];
+            }
+    arena_release(a, mark);
+}
+
+// seq (B, P*n, Dp) -> local (B, n, P*Dp)
+static void to_heads(Comm *c, Arena *a, real *local, const real *seq, int B, int n, int Dp) {
+    int P = c->size;
+    size_t blk = (size_t)B * n * Dp, mark = arena_mark(a);
+    real *send = arena_alloc(a, 2 * P * blk * sizeof(real)), *recv = send + P * blk;
+    for (int s = 0; s < P; s++)
+        for (int b = 0; b < B; b++)
+            memcpy(send + s * blk + (size_t)b * n * Dp, seq + ((size_t)b * P * n + (size_t)s * n) * Dp,
+                   (size_t)n * Dp * sizeof(real));
+    comm_all_to_all(c, recv, send, blk);
+    for (int p = 0; p < P; p++)
+        for (size_t bi = 0; bi < (size_t)B * n; bi++) {
+            real *dst = local + bi * P * Dp + (size_t)p * Dp;
+            const real *src = recv + p * blk + bi * Dp;
+            for (int j = 0; j < Dp; j++) dst[j] += src[j];
+        }
+    arena_release(a, mark);
+}
+
+// iarg: B, n (rows per rank), Dp (columns per head group), direction
+static void all_to_all_bwd(Node *nd) {
+    Comm *c = (Comm *)nd->ptr;
+    real *dx = node_grad(nd, 0);
+    int B = nd->iarg[0], n = nd->iarg[1], Dp = nd->iarg[2];
+    if (!dx) return;
+    if (nd->iarg[3] == TO_SEQUENCE) to_heads(c, nd->arena, dx, nd->out->grad, B, n, Dp);
+    else to_sequence(c, nd->arena, dx, nd->out->grad, B, n, Dp);
+}
+
+Tensor *seq_all_to_all(Tape *tp, Comm *c, Tensor *x, A2ADir dir) {
+    char s[64];
+    int P = c->size;
+    CHECK(x->ndim == 3 && (dir == TO_HEADS ? x->shape[1] % P == 0 : x->shape[2] % P == 0),
+          "seq_all_to_all: x %s must be [B, n, D] with D divisible by %d ranks (to the sequence) "
+          "or [B, P*n, Dp] (to the heads)", tensor_shape_str(x, s, sizeof s), P);
+    int B = x->shape[0], n, Dp;
+    Tensor *out;
+    if (dir == TO_SEQUENCE) {
+        n = x->shape[1], Dp = x->shape[2] / P;
+        out = tensor_new(tp->arena, 3, B, P * n, Dp);
+        to_sequence(c, tp->arena, out->data, x->data, B, n, Dp);
+    } else {
+        n = x->shape[1] / P, Dp = x->shape[2];
+        out = tensor_new(tp->arena, 3, B, n, P * Dp);
+        to_heads(c, tp->arena, out->data, x->data, B, n, Dp);
+    }
+    Node *nd = tape_record(tp, "seq_all_to_all", all_to_all_bwd, out, 1, x);
+    if (nd) nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = Dp, nd->iarg[3] = dir, nd->ptr = c;
+    return out;
+}

@@ -1,6 +1,6 @@
 // collectives.h: collectives along the sequence dimension as autograd ops, so the backward of a
 // parallel layer is derived rather than hand-written: the adjoint of an all-gather is a
-// reduce-scatter (sum) and vice versa.
+// reduce-scatter (sum) and vice versa; the adjoint of an all-to-all is the inverse all-to-all.
 #pragma once
 #include "../autograd/tape.h"
 #include "comm.h"
@@ -12,3 +12,9 @@ Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x, bool keep_local_grad);
 // x (B, P*n, D) -> (B, n, D): the sum over ranks of rows [rank*n, (rank+1)*n).
 // Backward: all-gather.
 Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x);
+
+typedef enum { TO_SEQUENCE, TO_HEADS } A2ADir;
+// TO_SEQUENCE: x (B, n, D) -> (B, P*n, D/P): rank r gets column group r (its heads) of every
+// rank's rows, rows of rank s at [s*n, (s+1)*n). TO_HEADS: (B, P*n, D/P) -> (B, n, D), the
+// inverse. Backward: the other direction.
+Tensor *seq_all_to_all(Tape *tp, Comm *c, Tensor *x, A2ADir dir);

@@ -2,6 +2,7 @@
 #include "ulysses.h"
 #include "../core/check.h"
 #include "collectives.h"
+#include <stdio.h>
 #include <string.h>
 
 static const struct { const char *name; unsigned flag; } bugs[] = {
@@ -22,11 +23,42 @@ const char *bug_names(void) {
     return "local-kv, no-dkv-reduce-scatter, no-grad-allreduce, no-pad-mask, wrong-restore";
 }
 
+bool seq_attention_from_name(const char *name, SeqAttention *out) {
+    if (!strcmp(name, "gather")) return *out = SP_GATHER, true;
+    if (!strcmp(name, "all-to-all")) return *out = SP_ALL_TO_ALL, true;
+    return false;
+}
+
+const char *seq_attention_name(SeqAttention a) { return a == SP_GATHER ? "gather" : "all-to-all"; }
+
+const char *ulysses_validate(SeqAttention variant, int heads, int P, unsigned bugs, char *buf,
+                             size_t len) {
+    if (variant != SP_ALL_TO_ALL) return NULL;
+    if (heads % P)
+        snprintf(buf, len, "all-to-all attention splits the %d heads over %d ranks, which does "
+                 "not divide them; use a rank count that divides the heads, or --sp-attention "
+                 "gather", heads, P);
+    else if (bugs & (BUG_LOCAL_KV | BUG_NO_DKV_REDUCE_SCATTER | BUG_WRONG_RESTORE))
+        snprintf(buf, len, "the local-kv, no-dkv-reduce-scatter and wrong-restore bugs live in "
+                 "the gather variant; inject them with --sp-attention gather");
+    else
+        return NULL;
+    return buf;
+}
+
 // q, k, v are (B, n, D): this rank's tokens
 Tensor *ulysses_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
     Ulysses *u = ctx;
     const SeqShard *s = u->shard;
     const uint8_t *mask = (u->bugs & BUG_NO_PAD_MASK) ? NULL : s->key_mask;
+    if (u->variant == SP_ALL_TO_ALL) { // all tokens of this rank's heads, then back
+        int P = u->comm->size;
+        CHECK(heads % P == 0, "all-to-all attention: %d heads over %d ranks", heads, P);
+        Tensor *o = attention(tp, seq_all_to_all(tp, u->comm, q, TO_SEQUENCE),
+                              seq_all_to_all(tp, u->comm, k, TO_SEQUENCE),
+                              seq_all_to_all(tp, u->comm, v, TO_SEQUENCE), heads / P, mask);
+        return seq_all_to_all(tp, u->comm, o, TO_HEADS);
+    }
     if (u->bugs & BUG_LOCAL_KV) // local queries against local keys: long-range dependencies lost
         return attention(tp, q, k, v, heads, mask ? mask + s->t0 : NULL);
     bool keep_local = u->bugs & BUG_NO_DKV_REDUCE_SCATTER;

@@ -1,8 +1,13 @@
-// ulysses.h: sequence-parallel attention, all-gather K/V form. Each rank holds the queries, keys
-// and values of its own tokens; K and V are all-gathered along the sequence so local queries
-// attend to all T_pad keys (padded keys masked), and the output stays the local shard
-// (B, n, D). Backward is derived: the all-gather's adjoint reduce-scatters dK and dV to their
-// owners. Parameter gradients are partial per rank: seq_sync_grads sums them.
+// ulysses.h: sequence-parallel attention. Each rank holds the queries, keys and values of its
+// own tokens, and the output is the local shard (B, n, D) again. Two variants:
+//  - gather (default): K and V are all-gathered along the sequence, so local queries attend to
+//    all T_pad keys (padded keys masked). Backward: the all-gather's adjoint reduce-scatters dK
+//    and dV to their owners. Sends 4 B T_pad D (P-1)/P values per layer and rank.
+//  - all-to-all (DeepSpeed-Ulysses): Q, K and V go through an all-to-all from the token shard to
+//    a head shard (all T_pad tokens, H/P heads), attention runs per head group, and the output
+//    comes back with the inverse all-to-all. Needs P to divide the heads. Sends
+//    8 B T_pad D (P-1)/P^2 values per layer and rank: less than the gather for P > 2.
+// Parameter gradients are partial per rank: seq_sync_grads sums them.
 //
 // The classic bugs can be injected on purpose (--inject-bug), each a real code path, so that a
 // comparison against one rank can be seen catching them.
@@ -23,12 +28,22 @@ enum {
 unsigned bug_from_name(const char *name);
 const char *bug_names(void); // for --help and error messages
 
+typedef enum { SP_GATHER, SP_ALL_TO_ALL } SeqAttention;
+// "gather" or "all-to-all"; returns false for another name.
+bool seq_attention_from_name(const char *name, SeqAttention *out);
+const char *seq_attention_name(SeqAttention a);
+
 typedef struct Ulysses {
     Comm *comm;
     const SeqShard *shard;
     const SeqPolicy *policy;
+    SeqAttention variant;
     unsigned bugs;
 } Ulysses;
+
+// NULL if the variant can run `heads` heads over P ranks with these bugs; else the sentence.
+const char *ulysses_validate(SeqAttention variant, int heads, int P, unsigned bugs, char *buf,
+                             size_t len);
 
 // An AttendFn (see dit.h); ctx is a Ulysses.
 Tensor *ulysses_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx);

@@ -25,6 +25,11 @@ for bug in local-kv no-dkv-reduce-scatter no-grad-allreduce no-pad-mask wrong-re
   else bad "bug $bug NOT caught"; echo "$res"; fi
 done
 
+# the all-to-all variant (4 heads over 4 ranks) reproduces one rank too
+out=$("$TRAIN" verify --ranks 4 $SMALL --heads 4 --sp-attention all-to-all --out "$WORK/a2a" 2>&1)
+if [ $? = 0 ]; then ok "all-to-all attention, 4 ranks vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
+else bad "all-to-all attention, 4 ranks vs 1 rank disagree"; echo "$out" | tail -5; fi
+
 # 2. resume: 10 steps + 10 resumed steps == 20 uninterrupted steps, bit for bit (1 and 2 ranks)
 RES="--model DiT-tiny/2 --input-size 8 --batch 4 --sample-steps 1 --samples-per-class 1 --ema 0.9"
 for np in 1 2; do
@@ -62,6 +67,7 @@ mkdir -p "$WORK/broken/cats" && echo "not an image" > "$WORK/broken/cats/a.png"
 expect_usage "a.png" --data "$WORK/broken"
 TRAIN_REAL=$TRAIN; TRAIN="$MPIRUN -np 4 $TRAIN_REAL"
 expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by it; pad to 84 or enable auto-pad" $SMALL --no-auto-pad
+expect_usage "splits the 2 heads over 4 ranks, which does not divide them" $SMALL --sp-attention all-to-all
 TRAIN=$TRAIN_REAL
 echo "cli tests: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -1,6 +1,5 @@
 // config.c: see config.h.
 #include "config.h"
-#include "../parallel/ulysses.h"
 #include "checkpoint.h"
 #include "flags.h"
 #include <stdio.h>
@@ -60,6 +59,7 @@ static void help(void) {
         "\nsequence parallelism:\n"
         "  --no-auto-pad         refuse a token count that the rank count does not divide\n"
         "  --pad-multiple N      pad tokens to a multiple of N * ranks (default 1)\n"
+        "  --sp-attention NAME   gather (all-gather K/V, default) or all-to-all (heads over ranks)\n"
         "  --inject-bug NAME     reproduce a classic bug on purpose: %s\n",
         d.preset, dit_preset_names(), d.model.input_size, d.model.class_dropout_prob, d.steps,
         d.batch, d.lr, d.clip_norm, d.ema, (unsigned long long)d.seed, d.out, d.sample_steps, d.cfg_scale,
@@ -115,6 +115,11 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
         else if (!strcmp(f, "--cfg-scale")) tc->cfg_scale = flag_double(f, VAL, 0, 100);
         else if (!strcmp(f, "--no-auto-pad")) tc->policy.auto_pad = false;
         else if (!strcmp(f, "--pad-multiple")) tc->policy.pad_multiple = flag_int(f, VAL, 1, 1 << 20);
+        else if (!strcmp(f, "--sp-attention")) {
+            const char *name = VAL;
+            if (!seq_attention_from_name(name, &tc->sp_attention))
+                usage_error("--sp-attention: '%s' is neither gather nor all-to-all", name);
+        }
         else if (!strcmp(f, "--inject-bug")) {
             const char *name = VAL;
             if (!bug_from_name(name)) usage_error("--inject-bug: unknown bug '%s' (known: %s)", name, bug_names());
@@ -141,10 +146,10 @@ void train_config_text(const TrainConfig *tc, char *buf, size_t len) {
     if (n < len)
         snprintf(buf + n, len - n,
                  "steps=%d batch=%d lr=%.17g wd=%.17g clip=%.17g ema=%.17g seed=%llu data=%s "
-                 "resume=%s auto_pad=%d pad_multiple=%d bugs=%u",
+                 "resume=%s auto_pad=%d pad_multiple=%d sp_attention=%s bugs=%u",
                  tc->steps, tc->batch, tc->lr, tc->weight_decay, tc->clip_norm, tc->ema,
                  (unsigned long long)tc->seed, tc->data, tc->resume, tc->policy.auto_pad,
-                 tc->policy.pad_multiple, tc->bugs);
+                 tc->policy.pad_multiple, seq_attention_name(tc->sp_attention), tc->bugs);
 }
 
 // s with '"' and '\\' escaped and control characters dropped, for a JSON string
@@ -174,10 +179,12 @@ int train_config_write_json(const TrainConfig *tc, int ranks, const char *path, 
                "  \"clip_norm\": %.17g, \"ema\": %.17g, \"seed\": %llu, \"data\": \"%s\",\n"
                "  \"objective\": \"rectified flow: v = eps - x0, t ~ logit-normal(0, 1), model time 1000 t\",\n"
                "  \"sampler\": \"Euler, %d uniform steps from t = 1 to 0, cfg_scale %.17g\",\n"
-               "  \"ranks\": %d, \"auto_pad\": %s, \"pad_multiple\": %d, \"injected_bugs\": %u\n}\n",
+               "  \"ranks\": %d, \"auto_pad\": %s, \"pad_multiple\": %d, \"sp_attention\": \"%s\",\n"
+               "  \"injected_bugs\": %u\n}\n",
             tc->steps, tc->batch, tc->lr, tc->weight_decay, tc->clip_norm, tc->ema,
             (unsigned long long)tc->seed, json_safe(tc->data, safe, sizeof safe), tc->sample_steps, tc->cfg_scale, ranks,
-            tc->policy.auto_pad ? "true" : "false", tc->policy.pad_multiple, tc->bugs);
+            tc->policy.auto_pad ? "true" : "false", tc->policy.pad_multiple,
+            seq_attention_name(tc->sp_attention), tc->bugs);
     if (fclose(f) || rename(tmp, path)) {
         remove(tmp);
         return snprintf(err, len, "cannot write %s (disk full?)", path), -1;

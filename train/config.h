@@ -2,7 +2,7 @@
 // rank compares at start, and config.json.
 #pragma once
 #include "../layers/dit.h"
-#include "../parallel/policy.h"
+#include "../parallel/ulysses.h"
 #include <stdint.h>
 
 #define PATH_LEN 512
@@ -19,7 +19,8 @@ typedef struct TrainConfig {
     double cfg_scale;
     int threads; // BLAS threads per rank; 0 = cores / ranks
     SeqPolicy policy;
-    unsigned bugs; // injected sequence-parallel bugs (ulysses.h)
+    SeqAttention sp_attention; // gather or all-to-all (ulysses.h)
+    unsigned bugs;             // injected sequence-parallel bugs (ulysses.h)
 } TrainConfig;
 
 // Parses argv (program name and subcommand removed) into *tc; usage errors exit with code 2.

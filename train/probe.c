@@ -18,6 +18,7 @@ static void help(void) {
            "  --out PATH           writes out, loss and grad.<name> for every trainable parameter\n"
            "  --no-auto-pad        refuse a token count not divisible by the rank count\n"
            "  --pad-multiple N     pad the sequence to a multiple of N * ranks (default 1)\n"
+           "  --sp-attention NAME  gather (all-gather K/V, default) or all-to-all (heads over ranks)\n"
            "  --inject-bug NAME    reproduce a sequence-parallel bug on purpose: %s\n",
            bug_names());
 }
@@ -46,6 +47,7 @@ int probe_main(int argc, char **argv, Comm *c) {
     const char *ckpt = NULL, *batch = NULL, *out = NULL;
     SeqPolicy policy = seq_policy_default();
     unsigned bugs = 0;
+    SeqAttention variant = SP_GATHER;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             if (c->rank == 0) help();
@@ -56,7 +58,11 @@ int probe_main(int argc, char **argv, Comm *c) {
         else if (!strcmp(argv[i], "--no-auto-pad")) policy.auto_pad = false;
         else if (!strcmp(argv[i], "--pad-multiple"))
             policy.pad_multiple = flag_int("--pad-multiple", flag_value(argc, argv, &i), 1, 1 << 20);
-        else if (!strcmp(argv[i], "--inject-bug")) {
+        else if (!strcmp(argv[i], "--sp-attention")) {
+            const char *name = flag_value(argc, argv, &i);
+            if (!seq_attention_from_name(name, &variant))
+                usage_error("--sp-attention: '%s' is neither gather nor all-to-all", name);
+        } else if (!strcmp(argv[i], "--inject-bug")) {
             const char *name = flag_value(argc, argv, &i);
             if (!bug_from_name(name)) usage_error("--inject-bug: unknown bug '%s' (known: %s)", name, bug_names());
             bugs |= bug_from_name(name);
@@ -64,8 +70,8 @@ int probe_main(int argc, char **argv, Comm *c) {
     }
     if (!ckpt || !batch || !out) usage_error("probe needs --ckpt, --batch and --out");
     char text[4096];
-    snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d bugs=%u", ckpt,
-             batch, out, policy.auto_pad, policy.pad_multiple, bugs);
+    snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d sp=%s bugs=%u",
+             ckpt, batch, out, policy.auto_pad, policy.pad_multiple, seq_attention_name(variant), bugs);
     comm_check_same(c, "probe arguments", text);
 
     char err[1024];
@@ -97,9 +103,10 @@ int probe_main(int argc, char **argv, Comm *c) {
     // forward and backward of this rank's shard
     int T = dit_tokens(cfg);
     const char *why = seq_validate(&policy, T, c->size, err, sizeof err);
+    if (!why) why = ulysses_validate(variant, cfg->num_heads, c->size, bugs, err, sizeof err);
     if (why) usage_error("%s", why);
     SeqShard shard = seq_shard(&policy, T, c->size, c->rank);
-    Ulysses u = {.comm = c, .shard = &shard, .policy = &policy, .bugs = bugs};
+    Ulysses u = {.comm = c, .shard = &shard, .policy = &policy, .variant = variant, .bugs = bugs};
     DiTShard dsh = ulysses_dit_shard(&u);
     // the wrong-restore bug attends with every query, not only the local ones
     int queries = (bugs & BUG_WRONG_RESTORE) ? shard.T_pad : shard.n;

@@ -191,12 +191,14 @@ int train_main(int argc, char **argv, Comm *c) {
     openblas_set_num_threads(tc->threads ? tc->threads : (int)(cores / c->size > 0 ? cores / c->size : 1));
     if (data_open(&r.data, tc, err, sizeof err)) usage_error("--data: %s", err);
     const char *why = seq_validate(&tc->policy, dit_tokens(&tc->model), c->size, err, sizeof err);
+    if (!why) why = ulysses_validate(tc->sp_attention, tc->model.num_heads, c->size, tc->bugs, err, sizeof err);
     if (why) usage_error("%s", why);
     start_run(&r);
     const DiTConfig *mc = &r.m.cfg;
     int T = dit_tokens(mc);
     r.shard = seq_shard(&tc->policy, T, c->size, c->rank);
-    r.u = (Ulysses){.comm = c, .shard = &r.shard, .policy = &tc->policy, .bugs = tc->bugs};
+    r.u = (Ulysses){.comm = c, .shard = &r.shard, .policy = &tc->policy,
+                    .variant = tc->sp_attention, .bugs = tc->bugs};
     if (c->rank == 0) {
         make_dirs(tc->out);
         path_in(path, sizeof path, tc->out, "config.json");

@@ -24,11 +24,14 @@ static Comm comm;
 
 // 6x6 images, patch 2: 9 tokens, which 2 and 4 ranks do not divide (4 ranks: the last holds only
 // padding); width 12, 3 heads, 5 channels. And 30x30, patch 2: 225 tokens, as in a real image.
-static const DiTConfig configs[2] = {
+// And for the all-to-all variant, 12 heads (divisible by 1 to 4 ranks) on 25 tokens.
+static const DiTConfig configs[3] = {
     {.input_size = 6, .patch_size = 2, .in_channels = 5, .hidden_size = 12, .depth = 2,
      .num_heads = 3, .mlp_ratio = 2.5, .num_classes = 7, .learn_sigma = true, .class_dropout_prob = 0.1},
     {.input_size = 30, .patch_size = 2, .in_channels = 3, .hidden_size = 16, .depth = 2,
      .num_heads = 2, .mlp_ratio = 4, .num_classes = 10},
+    {.input_size = 10, .patch_size = 2, .in_channels = 3, .hidden_size = 24, .depth = 2,
+     .num_heads = 12, .mlp_ratio = 2, .num_classes = 5, .class_dropout_prob = 0.1},
 };
 static DiTConfig cfg;
 enum { B = 3 };
@@ -93,7 +96,7 @@ static double rel(const real *a, const real *b, size_t n) {
 
 // Relative errors of the sequence-parallel result against the single-rank one: output, and the
 // worst parameter gradient.
-static void parallel_vs_single(unsigned bugs, double *e_out, double *e_grad) {
+static void parallel_vs_single(SeqAttention variant, unsigned bugs, double *e_out, double *e_grad) {
     DiT m;
     random_model(&m);
     Arena a = arena_create(64 << 20);
@@ -101,7 +104,7 @@ static void parallel_vs_single(unsigned bugs, double *e_out, double *e_grad) {
     arena_reset(&a);
     SeqPolicy pol = seq_policy_default();
     SeqShard sh = seq_shard(&pol, dit_tokens(&cfg), comm.size, comm.rank);
-    Ulysses u = {.comm = &comm, .shard = &sh, .policy = &pol, .bugs = bugs};
+    Ulysses u = {.comm = &comm, .shard = &sh, .policy = &pol, .variant = variant, .bugs = bugs};
     DiTShard dsh = ulysses_dit_shard(&u);
     Result par = run(&m, &dsh, &u, &a);
     size_t n_out = (size_t)B * dit_out_channels(&cfg) * cfg.input_size * cfg.input_size;
@@ -122,7 +125,7 @@ static void parallel_vs_single(unsigned bugs, double *e_out, double *e_grad) {
 START_TEST(matches_single_rank) {
     double e_out, e_grad;
     cfg = configs[_i];
-    parallel_vs_single(0, &e_out, &e_grad);
+    parallel_vs_single(SP_GATHER, 0, &e_out, &e_grad);
     cfg = configs[0];
     if (comm.rank == 0)
         printf("ranks %d, %3d tokens: output rel err %.2e (tol %.0e), worst gradient %.2e (tol %.0e)\n",
@@ -145,7 +148,7 @@ START_TEST(injected_bug_is_caught) {
         return;
     }
     double e_out, e_grad;
-    parallel_vs_single(bug, &e_out, &e_grad);
+    parallel_vs_single(SP_GATHER, bug, &e_out, &e_grad);
     if (comm.rank == 0)
         printf("bug %-22s ranks %d: output rel err %.2e, worst gradient %.2e -> %s\n", bug_list[_i],
                comm.size, e_out, e_grad, e_out > OUT_TOL || e_grad > GRAD_TOL ? "caught" : "MISSED");
@@ -153,10 +156,30 @@ START_TEST(injected_bug_is_caught) {
 }
 END_TEST
 
+// The all-to-all variant: the same answer, and the padding bug caught the same way.
+START_TEST(all_to_all_matches_single_rank) {
+    cfg = configs[2];
+    double e_out, e_grad, b_out = 0, b_grad = 0;
+    parallel_vs_single(SP_ALL_TO_ALL, 0, &e_out, &e_grad);
+    bool padded = dit_tokens(&cfg) % comm.size != 0;
+    if (padded) parallel_vs_single(SP_ALL_TO_ALL, BUG_NO_PAD_MASK, &b_out, &b_grad);
+    if (comm.rank == 0) {
+        printf("all-to-all, ranks %d, 25 tokens: output rel err %.2e, worst gradient %.2e\n",
+               comm.size, e_out, e_grad);
+        if (padded) printf("bug no-pad-mask (all-to-all) ranks %d: output %.2e, gradient %.2e -> %s\n",
+                           comm.size, b_out, b_grad, b_out > OUT_TOL || b_grad > GRAD_TOL ? "caught" : "MISSED");
+    }
+    ck_assert_double_le(e_out, OUT_TOL);
+    ck_assert_double_le(e_grad, GRAD_TOL);
+    if (padded) ck_assert(b_out > OUT_TOL || b_grad > GRAD_TOL);
+    cfg = configs[0];
+}
+END_TEST
+
 // Padded keys get weight exactly 0 and padded tokens exactly zero gradient; the bytes sent equal
 // 4 * B * T_pad * D * sizeof(real) * (P - 1) / P for the gathers of K and V and their backward.
 START_TEST(padding_and_bytes) {
-    int T = 9, D = 12, H = 3;
+    int T = 9, D = 12, H = 12; // 12 heads: every rank count up to 4 divides them
     SeqPolicy pol = seq_policy_default();
     SeqShard sh = seq_shard(&pol, T, comm.size, comm.rank);
     Ulysses u = {.comm = &comm, .shard = &sh, .policy = &pol};
@@ -177,6 +200,21 @@ START_TEST(padding_and_bytes) {
         printf("ranks %d: %zu bytes sent per rank for K/V gather + reduce-scatter, formula %zu\n",
                comm.size, comm.bytes_sent, want);
     ck_assert_uint_eq(comm.bytes_sent, want);
+    // the all-to-all variant sends 8 B T_pad D (P-1)/P^2: four exchanges forward, four backward
+    if (H % comm.size == 0) {
+        Ulysses a2a = u;
+        a2a.variant = SP_ALL_TO_ALL;
+        Tape tp2 = tape_create(&a);
+        comm.bytes_sent = 0;
+        Tensor *o2 = ulysses_attend(&tp2, q, k, v, H, &a2a);
+        backward_from(&tp2, o2, dout);
+        size_t want2 = (size_t)8 * B * sh.T_pad * D * sizeof(real) * (comm.size - 1) / comm.size / comm.size;
+        if (comm.rank == 0)
+            printf("ranks %d: %zu bytes sent per rank by the all-to-all variant, formula %zu\n",
+                   comm.size, comm.bytes_sent, want2);
+        ck_assert_uint_eq(comm.bytes_sent, want2);
+        tape_free(&tp2);
+    }
     const Tensor *probs = tp.nodes[tp.n - 1].saved; // (B, H, n, T_pad)
     for (size_t i = 0; i < probs->size; i++)
         if ((int)(i % sh.T_pad) >= T) ck_assert(probs->data[i] == 0);
@@ -305,6 +343,7 @@ int main(int argc, char **argv) {
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, matches_single_rank, 0, 2);
     tcase_add_loop_test(tc, injected_bug_is_caught, 0, 5);
+    tcase_add_test(tc, all_to_all_matches_single_rank);
     tcase_add_test(tc, padding_and_bytes);
     tcase_add_test(tc, collectives_are_adjoint);
     tcase_add_test(tc, all_to_all_and_broadcast);
