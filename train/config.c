@@ -9,7 +9,7 @@
 static void defaults(TrainConfig *tc) {
     *tc = (TrainConfig){
         .model = {.input_size = 20, .in_channels = 3, .num_classes = 10, .class_dropout_prob = 0.1},
-        .steps = 5000, .batch = 32, .lr = 1e-3, .clip_norm = 1.0, .ema = 0.999, .seed = 0,
+        .steps = 8000, .batch = 32, .lr = 1e-3, .clip_norm = 1.0, .ema = 0.999, .seed = 0,
         .log_every = 0, .sample_steps = 25, .samples_per_class = 8, .cfg_scale = 3.0,
         .policy = seq_policy_default(),
     };

@@ -96,7 +96,9 @@ void plot_panel(Canvas *c, int x, int y, int w, int h, const char *title, const 
     Ticks xt, yt;
     double ya, yb; // y axis range in axis units (log10 on a log axis)
     if (log_y) {
-        int lo_e = (int)floor(log10(y_lo)), hi_e = (int)ceil(log10(y_hi));
+        // whole decades strictly around the data, so a value at a power of ten (a tolerance
+        // line, say) is drawn inside the panel rather than on its frame
+        int lo_e = (int)ceil(log10(y_lo)) - 1, hi_e = (int)floor(log10(y_hi)) + 1;
         if (hi_e == lo_e) hi_e++;
         ya = lo_e, yb = hi_e;
         log_ticks(&yt, lo_e, hi_e);
