@@ -3,6 +3,7 @@
 #include "../core/check.h"
 #include "../core/safetensors.h"
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,13 +92,17 @@ static bool shape_matches(const StTensor *s, const Tensor *t) {
     return true;
 }
 
-// Appends "; " + text to err (for listing every problem of a checkpoint at once).
-static void append(char *err, size_t len, int *problems, const char *fmt, const char *a,
-                   const char *b) {
+// Appends "; " and a formatted problem to err, listing the first few problems of a checkpoint.
+static void note(char *err, size_t len, int *problems, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void note(char *err, size_t len, int *problems, const char *fmt, ...) {
     size_t n = strlen(err);
     if (++*problems > 4 || n + 8 >= len) return; // the first few are enough to act on
     n += (size_t)snprintf(err + n, len - n, "%s", *problems > 1 ? "; " : ": ");
-    if (n < len) snprintf(err + n, len - n, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n < len) vsnprintf(err + n, len - n, fmt, ap);
+    va_end(ap);
 }
 
 static const char *shape_text(const StTensor *s, char *buf, size_t len) {
@@ -137,18 +142,16 @@ int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
         Tensor *t = i < 0 ? pos : m->ps.t[i];
         const StTensor *s = st_find(&st, t->name);
         char cvt[256];
-        if (!s) append(err, len, &problems, "missing tensor '%s'%s", t->name, "");
-        else if (!shape_matches(s, t)) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "has shape %s but %s was expected", shape_text(s, a, sizeof a),
-                     tensor_shape_str(t, b, sizeof b));
-            append(err, len, &problems, "'%s' %s", t->name, msg);
-        } else if (st_to_real(s, t->data, t->size, cvt, sizeof cvt))
-            append(err, len, &problems, "%s%s", cvt, "");
+        if (!s) note(err, len, &problems, "missing tensor '%s'", t->name);
+        else if (!shape_matches(s, t))
+            note(err, len, &problems, "'%s' has shape %s but %s was expected", t->name,
+                 shape_text(s, a, sizeof a), tensor_shape_str(t, b, sizeof b));
+        else if (st_to_real(s, t->data, t->size, cvt, sizeof cvt))
+            note(err, len, &problems, "%s", cvt);
     }
     for (int i = 0; i < st.n; i++)
         if (strcmp(st.tensors[i].name, "pos_embed") && !ps_find(&m->ps, st.tensors[i].name))
-            append(err, len, &problems, "unexpected tensor '%s'%s", st.tensors[i].name, "");
+            note(err, len, &problems, "unexpected tensor '%s'", st.tensors[i].name);
     st_free(&st);
     if (!problems) return err[0] = 0, 0;
     if (problems > 4) {

@@ -32,18 +32,15 @@ int compare_runs(const char *a, const char *b, double tol, const char *plot, con
         losslog_free(&runs[0]);
         return fprintf(stderr, "error: %s\n", err), 2;
     }
+    double *steps = xcalloc((size_t)runs[0].n, sizeof(double)), *rel = xcalloc((size_t)runs[0].n, sizeof(double));
+    int common = losslog_rel_diff(&runs[0], &runs[1], steps, rel);
     double worst = 0, worst_step = -1, first_over = -1;
-    int common = 0;
-    for (int i = 0, j = 0; i < runs[0].n && j < runs[1].n;) {
-        if (runs[0].step[i] < runs[1].step[j]) i++;
-        else if (runs[0].step[i] > runs[1].step[j]) j++;
-        else {
-            double d = fabs(runs[0].loss[i] - runs[1].loss[j]) / fmax(fabs(runs[1].loss[j]), 1e-300);
-            if (!(d <= worst)) worst = d, worst_step = runs[0].step[i]; // NaN counts as worst
-            if (first_over < 0 && !(d <= tol)) first_over = runs[0].step[i];
-            common++, i++, j++;
-        }
+    for (int k = 0; k < common; k++) {
+        if (!(rel[k] <= worst)) worst = rel[k], worst_step = steps[k]; // NaN counts as worst
+        if (first_over < 0 && !(rel[k] <= tol)) first_over = steps[k];
     }
+    free(steps);
+    free(rel);
     int rc = 0;
     if (!common) {
         fprintf(stderr, "error: %s and %s share no logged step\n", a, b);

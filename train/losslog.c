@@ -51,6 +51,20 @@ int losslog_read(LossLog *l, const char *path, char *err, size_t len) {
     return rc;
 }
 
+int losslog_rel_diff(const LossLog *a, const LossLog *b, double *steps, double *rel) {
+    int m = 0;
+    for (int i = 0, j = 0; i < a->n && j < b->n;) {
+        if (a->step[i] < b->step[j]) i++;
+        else if (a->step[i] > b->step[j]) j++;
+        else {
+            steps[m] = a->step[i];
+            rel[m++] = fabs(a->loss[i] - b->loss[j]) / fmax(fabs(b->loss[j]), 1e-300);
+            i++, j++;
+        }
+    }
+    return m;
+}
+
 static const uint8_t palette[][3] = {{31, 119, 180}, {214, 39, 40}, {44, 160, 44}, {148, 103, 189}};
 
 int losslog_plot(const char *path, const char *title, const LossLog *runs, const char *const *names,
@@ -66,19 +80,9 @@ int losslog_plot(const char *path, const char *title, const LossLog *runs, const
     plot_panel(&cv, 0, 0, W, 420, title, "step", s, n_runs < 4 ? n_runs : 4, true);
     double *rel = NULL, *xs = NULL, tol_x[2], tol_y[2];
     if (two) { // relative difference at the steps both runs logged
-        const LossLog *a = &runs[0], *b = &runs[1];
-        rel = xcalloc((size_t)a->n, sizeof(double));
-        xs = xcalloc((size_t)a->n, sizeof(double));
-        int m = 0;
-        for (int i = 0, j = 0; i < a->n && j < b->n;) {
-            if (a->step[i] < b->step[j]) i++;
-            else if (a->step[i] > b->step[j]) j++;
-            else {
-                xs[m] = a->step[i];
-                rel[m++] = fabs(a->loss[i] - b->loss[j]) / fmax(fabs(b->loss[j]), 1e-300);
-                i++, j++;
-            }
-        }
+        rel = xcalloc((size_t)runs[0].n, sizeof(double));
+        xs = xcalloc((size_t)runs[0].n, sizeof(double));
+        int m = losslog_rel_diff(&runs[0], &runs[1], xs, rel);
         PlotSeries d[2] = {{"|A - B| / |B|", xs, rel, m, {214, 39, 40}}};
         int nd = 1;
         if (tol > 0 && m > 0) {

@@ -13,6 +13,9 @@ void losslog_add(LossLog *l, double step, double loss);
 void losslog_free(LossLog *l);
 // Reads the step and loss columns of a loss.csv; -1 with a message on failure.
 int losslog_read(LossLog *l, const char *path, char *err, size_t len);
+// |a - b| / |b| at every step both logged, into steps and rel (room for min(a->n, b->n) each);
+// returns how many.
+int losslog_rel_diff(const LossLog *a, const LossLog *b, double *steps, double *rel);
 // One panel with each run's curve (log scale); with two runs and `diff`, a second panel with
 // |a - b| / |b| per common step (log scale) and the tolerance as a line (tol > 0).
 int losslog_plot(const char *path, const char *title, const LossLog *runs, const char *const *names,

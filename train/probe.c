@@ -23,24 +23,16 @@ static void help(void) {
            bug_names());
 }
 
-// A batch tensor as reals, checked against the expected shape.
-static real *batch_real(const SafeTensors *st, const char *path, const char *name, int ndim,
-                        const int *shape) {
+// The batch tensor `name` converted into dst, whose shape it must have.
+static void batch_into(Tensor *dst, const SafeTensors *st, const char *path, const char *name) {
     const StTensor *t = st_find(st, name);
     CHECK(t, "%s has no tensor '%s'; a probe batch needs x, t, y and target", path, name);
-    Tensor want = {.ndim = ndim};
-    size_t n = 1;
-    bool ok = t->ndim == ndim;
-    for (int i = 0; i < ndim; i++) {
-        want.shape[i] = shape[i], n *= (size_t)shape[i];
-        ok = ok && t->shape[i] == shape[i];
-    }
+    bool ok = t->ndim == dst->ndim;
+    for (int i = 0; ok && i < dst->ndim; i++) ok = t->shape[i] == dst->shape[i];
     char ws[64], err[512];
     CHECK(ok, "%s: '%s' must have shape %s for this checkpoint", path, name,
-          tensor_shape_str(&want, ws, sizeof ws));
-    real *out = xmalloc(n * sizeof(real));
-    CHECK(!st_to_real(t, out, n, err, sizeof err), "%s", err);
-    return out;
+          tensor_shape_str(dst, ws, sizeof ws));
+    CHECK(!st_to_real(t, dst->data, dst->size, err, sizeof err), "%s", err);
 }
 
 int probe_main(int argc, char **argv, Comm *c) {
@@ -82,14 +74,25 @@ int probe_main(int argc, char **argv, Comm *c) {
     if (st_read(batch, &st, err, sizeof err)) usage_error("--batch: %s", err);
     const StTensor *xt = st_find(&st, "x");
     CHECK(xt && xt->ndim == 4 && xt->shape[0] > 0, "%s: 'x' must be a [B, C, H, W] batch", batch);
-    int B = (int)xt->shape[0], S = cfg->input_size, Co = dit_out_channels(cfg);
-    real *x = batch_real(&st, batch, "x", 4, (int[]){B, cfg->in_channels, S, S});
-    real *t = batch_real(&st, batch, "t", 1, (int[]){B});
-    real *target = batch_real(&st, batch, "target", 4, (int[]){B, Co, S, S});
+    int B = (int)xt->shape[0], S = cfg->input_size, Co = dit_out_channels(cfg), T = dit_tokens(cfg);
+    const char *why = seq_validate(&policy, T, c->size, err, sizeof err);
+    if (!why) why = ulysses_validate(variant, cfg->num_heads, c->size, bugs, err, sizeof err);
+    if (why) usage_error("%s", why);
+    SeqShard shard = seq_shard(&policy, T, c->size, c->rank);
+    Ulysses u = {.comm = c, .shard = &shard, .policy = &policy, .variant = variant, .bugs = bugs};
+    DiTShard dsh = ulysses_dit_shard(&u);
+    // the wrong-restore bug attends with every query, not only the local ones
+    int queries = (bugs & BUG_WRONG_RESTORE) ? shard.T_pad : shard.n;
+    Arena arena = arena_create(dit_step_bytes(cfg, B, queries, shard.T_pad));
+    Tensor *x = tensor_new(&arena, 4, B, cfg->in_channels, S, S), *t = tensor_new(&arena, 1, B);
+    Tensor *target = tensor_new(&arena, 4, B, Co, S, S);
+    batch_into(x, &st, batch, "x");
+    batch_into(t, &st, batch, "t");
+    batch_into(target, &st, batch, "target");
     const StTensor *yt = st_find(&st, "y");
     CHECK(yt && yt->ndim == 1 && yt->shape[0] == B && (yt->dtype == ST_I64 || yt->dtype == ST_I32),
           "%s: 'y' must be an integer [%d] tensor (I64 or I32)", batch, B);
-    int64_t *y = xmalloc((size_t)B * sizeof(int64_t));
+    int64_t *y = arena_alloc(&arena, (size_t)B * sizeof(int64_t));
     for (int b = 0; b < B; b++) { // memcpy: other writers may leave the data unaligned
         int64_t v64;
         int32_t v32;
@@ -101,25 +104,10 @@ int probe_main(int argc, char **argv, Comm *c) {
     st_free(&st);
 
     // forward and backward of this rank's shard
-    int T = dit_tokens(cfg);
-    const char *why = seq_validate(&policy, T, c->size, err, sizeof err);
-    if (!why) why = ulysses_validate(variant, cfg->num_heads, c->size, bugs, err, sizeof err);
-    if (why) usage_error("%s", why);
-    SeqShard shard = seq_shard(&policy, T, c->size, c->rank);
-    Ulysses u = {.comm = c, .shard = &shard, .policy = &policy, .variant = variant, .bugs = bugs};
-    DiTShard dsh = ulysses_dit_shard(&u);
-    // the wrong-restore bug attends with every query, not only the local ones
-    int queries = (bugs & BUG_WRONG_RESTORE) ? shard.T_pad : shard.n;
-    Arena arena = arena_create(dit_step_bytes(cfg, B, queries, shard.T_pad));
     Tape tp = tape_create(&arena);
-    Tensor *xi = tensor_new(&arena, 4, B, cfg->in_channels, S, S), *ti = tensor_new(&arena, 1, B);
-    Tensor *tg = tensor_new(&arena, 4, B, Co, S, S);
-    memcpy(xi->data, x, xi->size * sizeof(real));
-    memcpy(ti->data, t, ti->size * sizeof(real));
-    memcpy(tg->data, target, tg->size * sizeof(real));
     ps_zero_grad(&m.ps);
-    Tensor *tokens = dit_forward(&m, &tp, xi, ti, y, &dsh);
-    Tensor *loss = dit_loss(&m, &tp, tokens, tg, &dsh);
+    Tensor *tokens = dit_forward(&m, &tp, x, t, y, &dsh);
+    Tensor *loss = dit_loss(&m, &tp, tokens, target, &dsh);
     backward(&tp, loss);
     ps_check_reached(&m.ps);
     seq_sync_grads(&u, &m.ps);
@@ -146,7 +134,6 @@ int probe_main(int argc, char **argv, Comm *c) {
     tape_free(&tp);
     arena_destroy(&arena);
     seq_shard_free(&shard);
-    free(x), free(t), free(target), free(y);
     dit_free(&m);
     return 0;
 }
