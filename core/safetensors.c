@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L // fileno, fstat, fsync
 #endif
 #include "safetensors.h"
+#include "atomic.h"
 #include "check.h"
 #include <errno.h>
 #include <inttypes.h>
@@ -859,41 +860,25 @@ int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen) {
     Str h = {0};
     build_header(w, order, &h);
 
-    size_t plen = strlen(path);
-    char *tmp = xmalloc(plen + 5);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
     int rc = -1;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        report(err, errlen, path,
-               "cannot create %s: %s; check that the directory exists and is "
-               "writable",
-               tmp, strerror(errno));
+    char msg[1024];
+    AtomicFile a;
+    if (atomic_open(&a, path, msg, sizeof msg)) {
+        report(err, errlen, path, "%s", msg);
         goto done;
     }
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
-    int ok = fwrite(lenb, 1, 8, f) == 8 && fwrite(h.s, 1, h.len, f) == h.len;
+    int ok = fwrite(lenb, 1, 8, a.f) == 8 && fwrite(h.s, 1, h.len, a.f) == h.len;
     for (int i = 0; ok && i < w->n; i++)
         ok = order[i]->nbytes == 0 ||
-             fwrite(order[i]->data, 1, order[i]->nbytes, f) == order[i]->nbytes;
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int e = errno;
-    if (fclose(f) != 0 && ok) ok = 0, e = errno;
-    if (!ok) {
-        report(err, errlen, path, "writing %s failed: %s; is the disk full?", tmp, strerror(e));
-        remove(tmp);
-        goto done;
-    }
-    if (rename(tmp, path) != 0) {
-        report(err, errlen, path, "cannot rename %s onto it: %s", tmp, strerror(errno));
-        remove(tmp);
+             fwrite(order[i]->data, 1, order[i]->nbytes, a.f) == order[i]->nbytes;
+    if (atomic_commit(&a, ok, msg, sizeof msg)) {
+        report(err, errlen, path, "%s", msg);
         goto done;
     }
     rc = 0;
 done:
-    free(tmp);
     free(h.s);
     free(order);
     return rc;

@@ -19,6 +19,15 @@ unsigned bug_from_name(const char *name) {
     return 0;
 }
 
+const char *bug_list(unsigned set, char *buf, size_t len) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof bugs / sizeof bugs[0] && n < len; i++)
+        if (set & bugs[i].flag) n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", bugs[i].name);
+    if (!n) snprintf(buf, len, "none");
+    return buf;
+}
+
 const char *bug_names(void) {
     return "local-kv, no-dkv-reduce-scatter, no-grad-allreduce, no-pad-mask, wrong-restore";
 }

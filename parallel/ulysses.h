@@ -27,6 +27,8 @@ enum {
 // Parses a bug name ("local-kv", ...) into its flag; 0 if unknown.
 unsigned bug_from_name(const char *name);
 const char *bug_names(void); // for --help and error messages
+// The names of the bugs in a set, comma-separated, or "none", into buf.
+const char *bug_list(unsigned bugs, char *buf, size_t len);
 
 typedef enum { SP_GATHER, SP_ALL_TO_ALL } SeqAttention;
 // "gather" or "all-to-all"; returns false for another name.

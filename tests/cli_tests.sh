@@ -42,6 +42,14 @@ for np in 1 2; do
   else bad "resume on $np rank(s) differs from an uninterrupted run"; diff "$WORK/full$np/loss.csv" "$WORK/part$np/loss.csv" | head -4; fi
 done
 
+# a run folder whose files come from different steps (an interrupted save) is refused
+$MPIRUN -np 1 "$TRAIN" $RES --steps 5 --out "$WORK/mixed" >/dev/null 2>&1
+cp "$WORK/full1/optimizer.safetensors" "$WORK/mixed/"
+msg=$("$TRAIN" $RES --steps 30 --resume "$WORK/mixed" 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$msg" | grep -q "holds the model of step 5 but the optimizer state of step 20"; then
+  ok "resume from a folder mixing steps 5 and 20: refused with exit 2"
+else bad "resume from a mixed folder (exit $rc): $msg"; fi
+
 # 3. ranks that disagree on the config stop with a message on every rank, without hanging
 msg=$(timeout 60 $MPIRUN -np 1 "$TRAIN" $SMALL --seed 1 --out "$WORK/x" : -np 1 "$TRAIN" $SMALL --seed 2 --out "$WORK/x" 2>&1)
 rc=$?

@@ -55,8 +55,10 @@ static void write_variant(const char *src, const char *dst, const char *drop, co
     char err[512];
     ck_assert(!st_read(src, &st, err, sizeof err));
     StWriter *w = st_writer_new();
-    for (int i = 0; i < st.n_meta; i++)
-        st_writer_meta(w, st.meta_keys[i], !strcmp(st.meta_keys[i], meta_key ? meta_key : "") ? meta_value : st.meta_values[i]);
+    for (int i = 0; i < st.n_meta; i++) { // meta_value NULL drops meta_key
+        bool is_key = !strcmp(st.meta_keys[i], meta_key ? meta_key : "");
+        if (!is_key || meta_value) st_writer_meta(w, st.meta_keys[i], is_key ? meta_value : st.meta_values[i]);
+    }
     for (int i = 0; i < st.n; i++) {
         const StTensor *t = &st.tensors[i];
         if (drop && !strcmp(t->name, drop)) continue;
@@ -92,6 +94,12 @@ START_TEST(checkpoint_mismatches_are_named) {
     }
     DiT none;
     ck_assert_int_eq(ckpt_load_model(&none, "/nonexistent/x.safetensors", err, sizeof err), -1);
+    // DESIGN's metadata has no class_dropout_prob: the null-class row of the label table tells
+    write_variant(path, bad, NULL, NULL, "class_dropout_prob", NULL);
+    DiT inferred;
+    ck_assert_msg(!ckpt_load_model(&inferred, bad, err, sizeof err), "%s", err);
+    ck_assert(inferred.cfg.class_dropout_prob > 0 && inferred.y_table->shape[0] == small.num_classes + 1);
+    dit_free(&inferred);
     dit_free(&m);
 }
 END_TEST

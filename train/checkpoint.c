@@ -70,12 +70,10 @@ int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
                     const char *optimizer_file, char *err, size_t len) {
     StWriter *w = st_writer_new();
     put_meta(w, &m->cfg);
-    if (step >= 0 && optimizer_file) {
-        char buf[32];
-        snprintf(buf, sizeof buf, "%d", step);
-        st_writer_meta(w, "step", buf);
-        st_writer_meta(w, "optimizer_state", optimizer_file);
-    }
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d", step);
+    if (step >= 0) st_writer_meta(w, "step", buf);
+    if (optimizer_file) st_writer_meta(w, "optimizer_state", optimizer_file);
     st_writer_add_real(w, "pos_embed", 3, m->pos_embed.shape, m->pos_embed.data);
     for (int i = 0; i < m->ps.n; i++)
         st_writer_add_real(w, m->ps.t[i]->name, m->ps.t[i]->ndim, m->ps.t[i]->shape,
@@ -118,6 +116,13 @@ int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
     DiTConfig cfg = {0};
     for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
         const char *v = st_meta(&st, fields[i].key);
+        if (!v && !strcmp(fields[i].key, "class_dropout_prob")) {
+            // not among DESIGN's keys: the label table's extra null-class row tells whether the
+            // model was trained with label dropout (DiT's default rate then)
+            const StTensor *t = st_find(&st, "y_embedder.embedding_table.weight");
+            cfg.class_dropout_prob = t && t->ndim == 2 && t->shape[0] == cfg.num_classes + 1 ? 0.1 : 0;
+            continue;
+        }
         if (!v || dit_config_set(&cfg, i, v)) {
             snprintf(err, len, "%s: the metadata %s config key '%s'%s%s; write checkpoints with "
                      "'train' or add the DiT config to __metadata__", path,
@@ -161,6 +166,19 @@ int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
     dit_free(m);
     *m = (DiT){0};
     return -1;
+}
+
+int ckpt_step(const char *path, char *err, size_t len) {
+    SafeTensors st;
+    if (st_read(path, &st, err, len)) return -1;
+    const char *v = st_meta(&st, "step");
+    char *end;
+    long step = v ? strtol(v, &end, 10) : -1;
+    if (!v || *end || step < 0)
+        snprintf(err, len, "%s records no training step; it was not written by a training run", path),
+            step = -1;
+    st_free(&st);
+    return (int)step;
 }
 
 int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size_t len) {

@@ -13,13 +13,16 @@ void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len);
 int dit_config_set(DiTConfig *c, int i, const char *text); // -1 if text is not a valid value
 
 // Writes pos_embed and every parameter, taking the parameter values from `flat` (laid out like
-// m->ps.params, e.g. EMA weights) or from the model when flat is NULL. step >= 0 with an optimizer
-// file name records the training state in the metadata.
+// m->ps.params, e.g. EMA weights) or from the model when flat is NULL. step >= 0 records the
+// training step in the metadata, and optimizer_file (or NULL) where the Adam state is.
 int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
                     const char *optimizer_file, char *err, size_t len);
 // Creates *m from the file's config and loads every tensor; every name and shape is checked.
 // On failure *m is left empty (nothing to free).
 int ckpt_load_model(DiT *m, const char *path, char *err, size_t len);
+
+// The training step a checkpoint records in its metadata, or -1 with a message.
+int ckpt_step(const char *path, char *err, size_t len);
 
 // Loads parameter values only (e.g. EMA weights) into flat, laid out like m->ps.params, from a
 // checkpoint of the same model.

@@ -98,6 +98,9 @@ static int compare_results(const char *a, const char *b, double tol, double grad
         if (over || !grad) printf("%-44s relative error %.3e%s\n", tb->name, e, over ? " OVER TOLERANCE" : "");
         if (grad && (!worst_name[0] || !(e <= worst_grad))) worst_grad = e, worst_name = tb->name;
     }
+    for (int i = 0; i < sa.n; i++)
+        if (!st_find(&sb, sa.tensors[i].name))
+            printf("%-44s missing in %s\n", sa.tensors[i].name, b), bad++;
     if (grads) printf("%-44s relative error %.3e (the worst of %d gradients)\n", worst_name, worst_grad, grads);
     printf("%s (tolerance %.1e, gradients %.1e)\n", bad ? "the results DIFFER" : "the results AGREE", tol, grad_tol);
     st_free(&sa);
@@ -105,12 +108,12 @@ static int compare_results(const char *a, const char *b, double tol, double grad
     return bad ? 1 : 0;
 }
 
-int compare_main(int argc, char **argv, int rank) {
+int compare_main(int argc, char **argv) {
     const char *files[2] = {0}, *plot = NULL;
     double tol = -1, grad_tol = PROBE_GRAD_TOL;
     int nf = 0;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return rank == 0 ? help(), 0 : 0;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(), 0;
         else if (!strcmp(argv[i], "--tol")) tol = flag_double("--tol", flag_value(argc, argv, &i), 0, 1e9);
         else if (!strcmp(argv[i], "--grad-tol")) grad_tol = flag_double("--grad-tol", flag_value(argc, argv, &i), 0, 1e9);
         else if (!strcmp(argv[i], "--plot")) plot = flag_value(argc, argv, &i);
@@ -119,7 +122,6 @@ int compare_main(int argc, char **argv, int rank) {
         else usage_error("compare takes two runs or two probe results, not '%s' as well", argv[i]);
     }
     if (nf != 2) usage_error("compare needs two runs (folders) or two probe results (.safetensors)");
-    if (rank) return 0;
     size_t la = strlen(files[0]);
     if (la > 12 && !strcmp(files[0] + la - 12, ".safetensors"))
         return compare_results(files[0], files[1], tol < 0 ? PROBE_OUT_TOL : tol, grad_tol);

@@ -18,7 +18,7 @@
 #define PROBE_GRAD_TOL 1e-4
 #endif
 
-int compare_main(int argc, char **argv, int rank);
+int compare_main(int argc, char **argv);
 // The run comparison used by compare_main and verify: 0 within tolerance, 1 otherwise.
 int compare_runs(const char *a, const char *b, double tol, const char *plot, const char *label_a,
                  const char *label_b);

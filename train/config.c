@@ -1,5 +1,6 @@
 // config.c: see config.h.
 #include "config.h"
+#include "../core/atomic.h"
 #include "checkpoint.h"
 #include "flags.h"
 #include <stdio.h>
@@ -55,6 +56,7 @@ static void help(void) {
         "  --save-every N        write the checkpoint every N steps (default: at the end)\n"
         "  --resume DIR          continue the run in DIR from its checkpoint (same seed and batch)\n"
         "  --sample-steps N      Euler steps for samples (default %d)\n"
+        "  --samples-per-class K columns of samples.png (default %d)\n"
         "  --cfg-scale S         classifier-free guidance scale (default %g; 1 = off)\n"
         "\nsequence parallelism:\n"
         "  --no-auto-pad         refuse a token count that the rank count does not divide\n"
@@ -62,7 +64,7 @@ static void help(void) {
         "  --sp-attention NAME   gather (all-gather K/V, default) or all-to-all (heads over ranks)\n"
         "  --inject-bug NAME     reproduce a classic bug on purpose: %s\n",
         d.preset, dit_preset_names(), d.model.input_size, d.model.class_dropout_prob, d.steps,
-        d.batch, d.lr, d.clip_norm, d.ema, (unsigned long long)d.seed, d.out, d.sample_steps, d.cfg_scale,
+        d.batch, d.lr, d.clip_norm, d.ema, (unsigned long long)d.seed, d.out, d.sample_steps, d.samples_per_class, d.cfg_scale,
         bug_names());
 }
 
@@ -129,6 +131,14 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
     }
     char why[256];
     if (dit_config_error(&tc->model, why, sizeof why)) usage_error("invalid model: %s", why);
+    if (!tc->policy.auto_pad && tc->policy.pad_multiple != 1)
+        usage_error("--pad-multiple applies only with auto-pad; drop it or --no-auto-pad");
+    DiTConfig preset = tc->model; // a preset whose sizes were overridden is no longer that preset
+    dit_preset(tc->preset, &preset);
+    if (preset.hidden_size != tc->model.hidden_size || preset.depth != tc->model.depth ||
+        preset.num_heads != tc->model.num_heads || preset.patch_size != tc->model.patch_size ||
+        preset.mlp_ratio != tc->model.mlp_ratio)
+        strcpy(tc->preset, "custom");
     if (tc->resume[0] && !out_given) strcpy(tc->out, tc->resume);
     if (tc->cfg_scale != 1 && tc->model.class_dropout_prob == 0)
         tc->cfg_scale = 1; // no null class to guide with
@@ -136,58 +146,84 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
     return true;
 }
 
-void train_config_text(const TrainConfig *tc, char *buf, size_t len) {
-    size_t n = 0;
-    char v[64];
-    for (int i = 0; i < DIT_CONFIG_FIELDS && n < len; i++) {
-        dit_config_value(&tc->model, i, v, sizeof v);
-        n += (size_t)snprintf(buf + n, len - n, "%s=%s ", dit_config_key(i), v);
+// ---- the settings as key/value pairs: one list for the rank check and for config.json ----------
+typedef struct Setting {
+    const char *key;
+    char value[PATH_LEN];
+    bool text; // a JSON string, not a number or boolean
+} Setting;
+
+enum { MAX_SETTINGS = DIT_CONFIG_FIELDS + 32 };
+
+static int settings(const TrainConfig *tc, Setting *s) {
+    int n = 0;
+#define SET(k, is_text, ...) (s[n] = (Setting){.key = k, .text = is_text}, \
+                              snprintf(s[n].value, PATH_LEN, __VA_ARGS__), n++)
+    SET("preset", true, "%s", tc->preset);
+    for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
+        s[n] = (Setting){.key = dit_config_key(i)};
+        dit_config_value(&tc->model, i, s[n++].value, PATH_LEN);
     }
-    if (n < len)
-        snprintf(buf + n, len - n,
-                 "steps=%d batch=%d lr=%.17g wd=%.17g clip=%.17g ema=%.17g seed=%llu data=%s "
-                 "resume=%s auto_pad=%d pad_multiple=%d sp_attention=%s bugs=%u",
-                 tc->steps, tc->batch, tc->lr, tc->weight_decay, tc->clip_norm, tc->ema,
-                 (unsigned long long)tc->seed, tc->data, tc->resume, tc->policy.auto_pad,
-                 tc->policy.pad_multiple, seq_attention_name(tc->sp_attention), tc->bugs);
+    SET("steps", false, "%d", tc->steps);
+    SET("batch", false, "%d", tc->batch);
+    SET("lr", false, "%.17g", tc->lr);
+    SET("weight_decay", false, "%.17g", tc->weight_decay);
+    SET("clip_norm", false, "%.17g", tc->clip_norm);
+    SET("ema", false, "%.17g", tc->ema);
+    SET("seed", false, "%llu", (unsigned long long)tc->seed);
+    SET("data", true, "%s", tc->data);
+    SET("out", true, "%s", tc->out);
+    SET("resume", true, "%s", tc->resume);
+    SET("threads", false, "%d", tc->threads);
+    SET("log_every", false, "%d", tc->log_every);
+    SET("sample_every", false, "%d", tc->sample_every);
+    SET("save_every", false, "%d", tc->save_every);
+    SET("sample_steps", false, "%d", tc->sample_steps);
+    SET("samples_per_class", false, "%d", tc->samples_per_class);
+    SET("cfg_scale", false, "%.17g", tc->cfg_scale);
+    SET("auto_pad", false, "%s", tc->policy.auto_pad ? "true" : "false");
+    SET("pad_multiple", false, "%d", tc->policy.pad_multiple);
+    SET("sp_attention", true, "%s", seq_attention_name(tc->sp_attention));
+    char names[256];
+    SET("injected_bugs", true, "%s", bug_list(tc->bugs, names, sizeof names));
+#undef SET
+    return n;
+}
+
+void train_config_text(const TrainConfig *tc, char *buf, size_t len) {
+    Setting s[MAX_SETTINGS];
+    int n = settings(tc, s);
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s=%s", i ? " " : "", s[i].key, s[i].value);
 }
 
 // s with '"' and '\\' escaped and control characters dropped, for a JSON string
-static const char *json_safe(const char *s, char *buf, size_t len) {
-    size_t n = 0;
-    for (; *s && n + 2 < len; s++) {
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
         if ((unsigned char)*s < 0x20) continue;
-        if (*s == '"' || *s == '\\') buf[n++] = '\\';
-        buf[n++] = *s;
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        fputc(*s, f);
     }
-    buf[n] = 0;
-    return buf;
+    fputc('"', f);
 }
 
 int train_config_write_json(const TrainConfig *tc, int ranks, const char *path, char *err,
                             size_t len) {
-    char tmp[PATH_LEN + 8], v[64], safe[2 * PATH_LEN];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return snprintf(err, len, "cannot write %s; check that the folder is writable", path), -1;
-    fprintf(f, "{\n  \"model\": {\"preset\": \"%s\"", tc->preset);
-    for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
-        dit_config_value(&tc->model, i, v, sizeof v);
-        fprintf(f, ", \"%s\": %s", dit_config_key(i), v);
+    Setting s[MAX_SETTINGS];
+    int n = settings(tc, s);
+    AtomicFile a;
+    if (atomic_open(&a, path, err, len)) return -1;
+    fprintf(a.f, "{\n  \"ranks\": %d,\n", ranks);
+    fprintf(a.f, "  \"objective\": \"rectified flow: v = eps - x0, t ~ logit-normal(0, 1), model "
+                 "time 1000 t\",\n  \"sampler\": \"Euler from t = 1 to 0, classifier-free guidance\"");
+    for (int i = 0; i < n; i++) {
+        fprintf(a.f, ",\n  \"%s\": ", s[i].key);
+        if (s[i].text) json_string(a.f, s[i].value);
+        else fputs(s[i].value, a.f);
     }
-    fprintf(f, "},\n  \"steps\": %d, \"batch\": %d, \"lr\": %.17g, \"weight_decay\": %.17g,\n"
-               "  \"clip_norm\": %.17g, \"ema\": %.17g, \"seed\": %llu, \"data\": \"%s\",\n"
-               "  \"objective\": \"rectified flow: v = eps - x0, t ~ logit-normal(0, 1), model time 1000 t\",\n"
-               "  \"sampler\": \"Euler, %d uniform steps from t = 1 to 0, cfg_scale %.17g\",\n"
-               "  \"ranks\": %d, \"auto_pad\": %s, \"pad_multiple\": %d, \"sp_attention\": \"%s\",\n"
-               "  \"injected_bugs\": %u\n}\n",
-            tc->steps, tc->batch, tc->lr, tc->weight_decay, tc->clip_norm, tc->ema,
-            (unsigned long long)tc->seed, json_safe(tc->data, safe, sizeof safe), tc->sample_steps, tc->cfg_scale, ranks,
-            tc->policy.auto_pad ? "true" : "false", tc->policy.pad_multiple,
-            seq_attention_name(tc->sp_attention), tc->bugs);
-    if (fclose(f) || rename(tmp, path)) {
-        remove(tmp);
-        return snprintf(err, len, "cannot write %s (disk full?)", path), -1;
-    }
-    return 0;
+    fputs("\n}\n", a.f);
+    return atomic_commit(&a, !ferror(a.f), err, len);
 }

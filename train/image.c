@@ -2,6 +2,7 @@
 // stb_image, stb_image_write and stb_image_resize come compiled in -lstb; stb_easy_font is
 // header-only (all static), so it is included here and nowhere else.
 #include "image.h"
+#include "../core/atomic.h"
 #include "../core/check.h"
 #include <dirent.h>
 #include <errno.h>
@@ -143,24 +144,16 @@ void canvas_paste(Canvas *c, int x, int y, const real *img, int ih, int iw, int 
         }
 }
 
+// stb's writer callback: a short write sets the stream's error flag, checked before the commit
+static void write_to_file(void *context, void *data, int size) {
+    fwrite(data, 1, (size_t)size, ((AtomicFile *)context)->f);
+}
+
 int canvas_write_png(const Canvas *c, const char *path, char *err, size_t err_size) {
-    size_t n = strlen(path);
-    char *tmp = xmalloc(n + 5);
-    memcpy(tmp, path, n);
-    memcpy(tmp + n, ".tmp", 5);
-    int rc = 0;
-    errno = 0;
-    if (!stbi_write_png(tmp, c->w, c->h, 3, c->px, c->w * 3)) {
-        set_err(err, err_size, "could not write PNG '%s': %s; check that its folder exists and is writable",
-                tmp, errno ? strerror(errno) : "stb_image_write failed");
-        rc = -1;
-    } else if (rename(tmp, path) != 0) {
-        set_err(err, err_size, "could not rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        rc = -1;
-    }
-    if (rc) unlink(tmp);
-    free(tmp);
-    return rc;
+    AtomicFile a;
+    if (atomic_open(&a, path, err, err_size)) return -1;
+    int ok = stbi_write_png_to_func(write_to_file, &a, c->w, c->h, 3, c->px, c->w * 3);
+    return atomic_commit(&a, ok && !ferror(a.f), err, err_size);
 }
 
 // ---- image folder ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@
 
 int main(int argc, char **argv) {
     // compare and verify run outside MPI (verify starts mpirun itself)
-    if (argc > 1 && !strcmp(argv[1], "compare")) return compare_main(argc - 2, argv + 2, 0);
+    if (argc > 1 && !strcmp(argv[1], "compare")) return compare_main(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "verify")) return verify_main(argc - 2, argv + 2);
     Comm c;
     comm_init(&c, &argc, &argv);

@@ -61,6 +61,8 @@ int probe_main(int argc, char **argv, Comm *c) {
         } else usage_error("probe: unknown argument '%s'", argv[i]);
     }
     if (!ckpt || !batch || !out) usage_error("probe needs --ckpt, --batch and --out");
+    if (!policy.auto_pad && policy.pad_multiple != 1)
+        usage_error("--pad-multiple applies only with auto-pad; drop it or --no-auto-pad");
     char text[4096];
     snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d sp=%s bugs=%u",
              ckpt, batch, out, policy.auto_pad, policy.pad_multiple, seq_attention_name(variant), bugs);

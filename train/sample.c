@@ -114,6 +114,11 @@ int sample_main(int argc, char **argv, Comm *c) {
         else usage_error("sample: unknown argument '%s'", f);
     }
     if (!ckpt || !out) usage_error("sample needs --ckpt and --out");
+    char text[2 * PATH_LEN + 128];
+    snprintf(text, sizeof text, "ckpt=%s out=%s data=%s steps=%d cfg=%.17g per_class=%d seed=%llu",
+             ckpt, out, tc.data, tc.sample_steps, tc.cfg_scale, tc.samples_per_class,
+             (unsigned long long)tc.seed);
+    comm_check_same(c, "sample arguments", text);
     char err[1024];
     DiT m;
     if (ckpt_load_model(&m, ckpt, err, sizeof err)) usage_error("%s", err);

@@ -2,6 +2,7 @@
 // shard (Ulysses attention across ranks), backpropagates, all-reduces the flat gradient buffer,
 // and applies the same AdamW update, so parameters stay identical on every rank.
 #include "train.h"
+#include "../core/atomic.h"
 #include "../core/check.h"
 #include "checkpoint.h"
 #include "config.h"
@@ -90,6 +91,12 @@ static void start_run(Run *r) {
         path_in(path, sizeof path, tc->resume, "optimizer.safetensors");
         if (ckpt_load_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err))
             usage_error("--resume: %s", err);
+        path_in(path, sizeof path, tc->resume, "model.safetensors");
+        int model_step = ckpt_step(path, err, sizeof err);
+        if (model_step != r->opt.step)
+            usage_error("--resume: %s holds the model of step %d but the optimizer state of step "
+                        "%d (a save was interrupted?); resume from a folder whose files agree",
+                        tc->resume, model_step, r->opt.step);
         path_in(path, sizeof path, tc->resume, "loss.csv");
         if (losslog_read(&r->log, path, err, sizeof err)) usage_error("--resume: %s", err);
         while (r->log.n && r->log.step[r->log.n - 1] > r->opt.step) r->log.n--;
@@ -100,7 +107,10 @@ static void start_run(Run *r) {
         if (tc->resume[0]) {
             path_in(path, sizeof path, tc->resume, "ema.safetensors");
             if (ckpt_load_params(&r->m, r->ema, path, err, sizeof err))
-                usage_error("--resume: the EMA weights: %s (was the run started with --ema?)", err);
+                usage_error("--resume: the EMA weights: %s (was the run started with --ema 0?)", err);
+            if (ckpt_step(path, err, sizeof err) != r->opt.step)
+                usage_error("--resume: %s holds EMA weights of another step than the optimizer "
+                            "state (%d) (a save was interrupted?)", tc->resume, r->opt.step);
         }
     }
 }
@@ -141,13 +151,11 @@ static void write_loss_files(Run *r) {
     char err[1024], path[PATH_LEN + 32];
     if (r->comm->rank != 0) return;
     path_in(path, sizeof path, r->tc.out, "loss.csv");
-    char tmp[PATH_LEN + 40];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    CHECK(f, "cannot write %s: %s", tmp, strerror(errno));
-    fprintf(f, "step,loss\n");
-    for (int i = 0; i < r->log.n; i++) fprintf(f, "%.0f,%.9g\n", r->log.step[i], r->log.loss[i]);
-    CHECK(!fclose(f) && !rename(tmp, path), "cannot write %s: %s", path, strerror(errno));
+    AtomicFile a;
+    CHECK(!atomic_open(&a, path, err, sizeof err), "%s", err);
+    fprintf(a.f, "step,loss\n");
+    for (int i = 0; i < r->log.n; i++) fprintf(a.f, "%.0f,%.9g\n", r->log.step[i], r->log.loss[i]);
+    CHECK(!atomic_commit(&a, !ferror(a.f), err, sizeof err), "%s", err);
     path_in(path, sizeof path, r->tc.out, "loss.png");
     const char *names[] = {"training loss"};
     char title[160];

@@ -19,8 +19,8 @@ static void help(void) {
            "  largest per-step relative difference and the first step over --tol (default %g),\n"
            "  and plots both curves and the difference into DIR/loss.png. Exit 0 when they agree.\n"
            "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check).\n"
-           "  Training flags are passed to both runs (see train/train --help); --inject-bug only\n"
-           "  changes a run with more than one rank.\n", COMPARE_LOSS_TOL);
+           "  Training flags are passed to both runs (see train/train --help), except --inject-bug,\n"
+           "  which goes to the N-rank run only.\n", COMPARE_LOSS_TOL);
 }
 
 // Runs argv to completion; returns its exit status (or -1 if it could not start).
@@ -74,7 +74,10 @@ int verify_main(int argc, char **argv) {
     // the single-rank run: the same flags, the same seed
     char *one[1024 + 8] = {self};
     int m = 1;
-    for (int i = 0; i < np && m < 1000; i++) one[m++] = pass[i];
+    for (int i = 0; i < np && m < 1000; i++) { // the reference carries no injected bug
+        if (!strcmp(pass[i], "--inject-bug") && i + 1 < np) i++;
+        else one[m++] = pass[i];
+    }
     snprintf(sbuf, sizeof sbuf, "%d", ref_steps);
     if (ref_steps) one[m++] = "--steps", one[m++] = sbuf; // the last --steps wins
     one[m++] = "--out", one[m++] = dir_1, one[m] = NULL;
