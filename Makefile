@@ -9,7 +9,7 @@
 
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c17 -Wall -Wextra -D_GNU_SOURCE -MMD -MP
+override CFLAGS += -std=c17 -Wall -Wextra -D_GNU_SOURCE -MMD -MP
 LDLIBS  := -lopenblas -lstb -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 DEB_PACKAGES := build-essential pkg-config libopenblas-dev check libopenmpi-dev openmpi-bin libstb-dev
@@ -37,11 +37,11 @@ TEST_SRC := $(wildcard tests/test_*.c)
 CU_SRC   := $(wildcard kernels/*.cu)
 NVFLAGS  := -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 ifeq ($(HAVE_MPI),1)
-CFLAGS   += $(shell mpicc --showme:compile)
+override CFLAGS += $(shell mpicc --showme:compile)
 LDLIBS   += $(shell mpicc --showme:link)
 endif
 ifeq ($(USE_CUDA),1)
-CFLAGS   += -DUSE_CUDA -I$(CUDA_HOME)/include
+override CFLAGS += -DUSE_CUDA -I$(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
 endif
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { STREAM_PROJECTION = 1, STREAM_DIRECTION = 2 };
+enum { STREAM_PROJECTION = 1, STREAM_DIRECTION = 2, STREAM_PREFILL = 3 };
 
 // sum(R * f(in)), R ~ N(0,1) from (seed, STREAM_PROJECTION); no tape is kept
 static double project(GradFn f, Tensor **in, void *ctx, Arena *a, uint64_t seed) {
@@ -23,11 +23,21 @@ static double project(GradFn f, Tensor **in, void *ctx, Arena *a, uint64_t seed)
 }
 
 // Autograd gradients of sum(R * f(in)), copied into grads[k] (malloc'ed, NULL if not needed).
+// Input gradients start from random values and the increment is what counts, so a backward that
+// overwrites (=) instead of accumulating (+=) is caught.
 static void analytic(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a, uint64_t seed,
                      real **grads) {
     size_t mark = arena_mark(a);
     Tape tp = tape_create(a);
-    for (int k = 0; k < n_in; k++) in[k]->grad = NULL;
+    real *start[NODE_MAX_IN * 4] = {0};
+    for (int k = 0; k < n_in; k++) {
+        in[k]->grad = NULL;
+        if (!in[k]->requires_grad) continue;
+        start[k] = arena_alloc(a, in[k]->size * sizeof(real));
+        rng_fill_normal(start[k], in[k]->size, seed, STREAM_PREFILL, (uint64_t)k << 32, 1.0);
+        in[k]->grad = arena_alloc(a, in[k]->size * sizeof(real));
+        memcpy(in[k]->grad, start[k], in[k]->size * sizeof(real));
+    }
     Tensor *out = f(&tp, in, ctx);
     real *r = arena_alloc(a, out->size * sizeof(real));
     for (size_t i = 0; i < out->size; i++) r[i] = (real)rng_normal(seed, STREAM_PROJECTION, i);
@@ -36,7 +46,7 @@ static void analytic(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a, uint6
         grads[k] = NULL;
         if (!in[k]->requires_grad) continue;
         grads[k] = xcalloc(in[k]->size, sizeof(real));
-        if (in[k]->grad) memcpy(grads[k], in[k]->grad, in[k]->size * sizeof(real));
+        for (size_t i = 0; i < in[k]->size; i++) grads[k][i] = in[k]->grad[i] - start[k][i];
         in[k]->grad = NULL;
     }
     tape_free(&tp);

@@ -8,7 +8,9 @@ Arena arena_create(size_t cap_bytes) {
     Arena a = {0};
     a.cap = (cap_bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
     a.base = aligned_alloc(ARENA_ALIGN, a.cap ? a.cap : ARENA_ALIGN);
-    if (!a.base) FATAL("cannot reserve an arena of %zu bytes: lower --arena-mb", cap_bytes);
+    if (!a.base)
+        FATAL("cannot reserve %zu bytes (%.1f GiB) for activations: lower the batch size or the "
+              "image size, or spread the sequence over more ranks", cap_bytes, cap_bytes / 1073741824.0);
     return a;
 }
 
@@ -20,8 +22,8 @@ void arena_destroy(Arena *a) {
 void *arena_alloc(Arena *a, size_t bytes) {
     size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
     if (need > a->cap - a->used)
-        FATAL("arena overflow: need %zu bytes but only %zu of %zu are available; "
-              "raise the arena size (--arena-mb) or lower the batch size",
+        FATAL("arena overflow: need %zu bytes but only %zu of %zu are available; the arena was "
+              "sized too small for this step (a bug worth reporting); lower the batch size meanwhile",
               need, a->cap - a->used, a->cap);
     void *p = a->base + a->used;
     a->used += need;

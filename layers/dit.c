@@ -42,7 +42,7 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
 size_t dit_step_bytes(const DiTConfig *c, int B, int n, int Tk) {
     size_t D = (size_t)c->hidden_size, M = (size_t)dit_mlp_hidden(c), H = (size_t)c->num_heads;
     size_t row = (size_t)c->patch_size * c->patch_size * (c->in_channels + dit_out_channels(c));
-    size_t per_block = (size_t)B * (n * (16 * D + 2 * M) + 4 * Tk * D + H * n * Tk) + Tk * n;
+    size_t per_block = (size_t)B * (n * (16 * D + 2 * M) + 4 * Tk * D + H * n * Tk) + (size_t)Tk * n;
     size_t rest = (size_t)B * (n * (4 * D + 4 * row) + 24 * D + DIT_FREQ_DIM) +
                   (size_t)B * c->input_size * c->input_size * (c->in_channels + 2 * dit_out_channels(c));
     // x2: every activation may get a gradient of its size; + slack for alignment and headers

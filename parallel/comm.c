@@ -16,8 +16,11 @@
 static int world_rank, world_size;
 
 static void abort_all(const char *msg) {
-    if (world_size > 1) fprintf(stderr, "error (rank %d of %d): %s\n", world_rank, world_size, msg);
-    else fprintf(stderr, "error: %s\n", msg);
+    if (world_size == 1) { // nobody to stop: spare the user MPI's abort banner
+        fprintf(stderr, "error: %s\n", msg);
+        exit(1);
+    }
+    fprintf(stderr, "error (rank %d of %d): %s\n", world_rank, world_size, msg);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);

@@ -21,6 +21,10 @@ static const uint8_t key_mask[7] = {1, 1, 0, 1, 0, 1, 1};
 static const uint8_t elem_mask[14] = {1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1};
 
 static Tensor *f_linear(Tape *tp, Tensor **in, void *c) { (void)c; return linear(tp, in[0], in[1], in[2]); }
+static Tensor *f_linear_shared(Tape *tp, Tensor **in, void *c) { // x feeds two linears
+    (void)c;
+    return add(tp, linear(tp, in[0], in[1], NULL), linear(tp, in[0], in[2], NULL));
+}
 static Tensor *f_linear_nb(Tape *tp, Tensor **in, void *c) { (void)c; return linear(tp, in[0], in[1], NULL); }
 static Tensor *f_patchify(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 2, 0, 6, false); }
 static Tensor *f_patchify_shard(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 2, 4, 3, true); }
@@ -53,6 +57,7 @@ typedef struct OpCase {
 
 static const OpCase cases[] = {
     {"linear", f_linear, NULL, 3, {3, 2, 1}, {{2, 3, 5}, {7, 5}, {7}}, 1e-8, 1e-3},
+    {"linear (input shared by two)", f_linear_shared, NULL, 3, {2, 2, 2}, {{3, 5}, {4, 5}, {4, 5}}, 1e-8, 1e-3},
     {"linear (no bias, 1 row)", f_linear_nb, NULL, 2, {2, 2}, {{1, 3}, {4, 3}}, 1e-8, 1e-3},
     {"patchify", f_patchify, NULL, 1, {4}, {{2, 3, 4, 6}}, 1e-8, 1e-3},
     {"patchify (last shard, padded)", f_patchify_shard, NULL, 1, {4}, {{2, 3, 4, 6}}, 1e-8, 1e-3},

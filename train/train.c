@@ -207,14 +207,14 @@ int train_main(int argc, char **argv, Comm *c) {
     r.shard = seq_shard(&tc->policy, T, c->size, c->rank);
     r.u = (Ulysses){.comm = c, .shard = &r.shard, .policy = &tc->policy,
                     .variant = tc->sp_attention, .bugs = tc->bugs};
-    if (c->rank == 0) {
+    int queries = (tc->bugs & BUG_WRONG_RESTORE) ? r.shard.T_pad : r.shard.n;
+    Arena arena = arena_create(dit_step_bytes(mc, tc->batch, queries, r.shard.T_pad));
+    if (c->rank == 0) { // the first file is written only when everything above has worked
         make_dirs(tc->out);
         path_in(path, sizeof path, tc->out, "config.json");
         CHECK(!train_config_write_json(tc, c->size, path, err, sizeof err), "%s", err);
     }
     comm_barrier(c);
-    int queries = (tc->bugs & BUG_WRONG_RESTORE) ? r.shard.T_pad : r.shard.n;
-    Arena arena = arena_create(dit_step_bytes(mc, tc->batch, queries, r.shard.T_pad));
     Batch batch = batch_alloc(tc->batch, mc->in_channels, mc->input_size);
     int first = r.opt.step + 1;
     print0(c, "%s: %zu parameters, %d tokens per image over %d rank%s (%d each, padded to %d), "
