@@ -19,7 +19,13 @@ const char *seq_validate(const SeqPolicy *p, int T, int P, char *buf, size_t len
     if (T <= 0 || P <= 0 || p->pad_multiple <= 0)
         snprintf(buf, len, "sequence length %d, rank count %d and pad multiple %d must be positive",
                  T, P, p->pad_multiple);
-    else if (p->require_divisible && !p->auto_pad && T % P)
+    else if (!p->require_divisible)
+        snprintf(buf, len, "require_divisible cannot be turned off: Ulysses splits the sequence "
+                 "into equal shards; enable auto-pad instead");
+    else if (!p->auto_pad && p->pad_multiple != 1)
+        snprintf(buf, len, "pad_multiple %d applies only with auto-pad; drop --pad-multiple or "
+                 "--no-auto-pad", p->pad_multiple);
+    else if (!p->auto_pad && T % P)
         snprintf(buf, len, "context_parallel_size=%d but sequence length %d is not divisible by it; "
                  "pad to %d or enable auto-pad", P, T, (T + P - 1) / P * P);
     else

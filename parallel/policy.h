@@ -8,10 +8,10 @@
 #include <stdint.h>
 
 typedef struct SeqPolicy {
-    bool require_divisible; // T_pad must be a multiple of P (always true for Ulysses)
+    bool require_divisible; // T_pad must be a multiple of P: Ulysses needs it (validate refuses false)
     bool auto_pad;          // pad T up instead of refusing it
     int pad_multiple;       // pad to a multiple of P * pad_multiple
-    bool kv_must_be_global; // attention must see all T_pad keys (gathered), never local ones
+    bool kv_must_be_global; // attention sees all T_pad keys; false is the local-kv bug
 } SeqPolicy;
 
 typedef struct SeqShard {

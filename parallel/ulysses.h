@@ -18,7 +18,7 @@
 #include "policy.h"
 
 enum {
-    BUG_LOCAL_KV = 1 << 0,              // attend only to local keys (no gather)
+    BUG_LOCAL_KV = 1 << 0,              // attend only to local keys: policy kv_must_be_global off
     BUG_NO_DKV_REDUCE_SCATTER = 1 << 1, // keep only the local part of dK/dV
     BUG_NO_GRAD_ALLREDUCE = 1 << 2,     // parameter gradients stay per-rank partial sums
     BUG_NO_PAD_MASK = 1 << 3,           // padded keys take part in attention
@@ -26,6 +26,8 @@ enum {
 };
 // Parses a bug name ("local-kv", ...) into its flag; 0 if unknown.
 unsigned bug_from_name(const char *name);
+// Adds a bug to a run's set; local-kv is the policy's kv_must_be_global turned off.
+void bug_inject(unsigned bug, unsigned *bugs, SeqPolicy *policy);
 const char *bug_names(void); // for --help and error messages
 // The names of the bugs in a set, comma-separated, or "none", into buf.
 const char *bug_list(unsigned bugs, char *buf, size_t len);

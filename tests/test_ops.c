@@ -129,7 +129,8 @@ static Tensor **block_inputs(Arena *a) {
 START_TEST(block_direction_check) {
     Arena inputs = arena_create(1 << 20), scratch = arena_create(1 << 22);
     Tensor **in = block_inputs(&inputs);
-    double err = gradcheck_direction(f_block, in, 12, NULL, &scratch, TOL(1e-6, 1e-3), 11);
+    double step = TOL(1e-6, 1e-3); // finite-difference step along the direction
+    double err = gradcheck_direction(f_block, in, 12, NULL, &scratch, step, 11);
     printf("direction check of a DiT block: rel err %.2e (%s)\n", err, REAL_NAME);
     ck_assert_double_le(err, TOL(1e-7, 1e-2));
     arena_destroy(&inputs);

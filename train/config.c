@@ -58,14 +58,29 @@ static void help(void) {
         "  --sample-steps N      Euler steps for samples (default %d)\n"
         "  --samples-per-class K columns of samples.png (default %d)\n"
         "  --cfg-scale S         classifier-free guidance scale (default %g; 1 = off)\n"
-        "\nsequence parallelism:\n"
-        "  --no-auto-pad         refuse a token count that the rank count does not divide\n"
-        "  --pad-multiple N      pad tokens to a multiple of N * ranks (default 1)\n"
-        "  --sp-attention NAME   gather (all-gather K/V, default) or all-to-all (heads over ranks)\n"
-        "  --inject-bug NAME     reproduce a classic bug on purpose: %s\n",
+        "\nsequence parallelism:\n" SEQ_FLAGS_HELP,
         d.preset, dit_preset_names(), d.model.input_size, d.model.class_dropout_prob, d.steps,
-        d.batch, d.lr, d.clip_norm, d.ema, (unsigned long long)d.seed, d.out, d.sample_steps, d.samples_per_class, d.cfg_scale,
-        bug_names());
+        d.batch, d.lr, d.clip_norm, d.ema, (unsigned long long)d.seed, d.out, d.sample_steps,
+        d.samples_per_class, d.cfg_scale);
+}
+
+bool seq_flag(int argc, char **argv, int *i, SeqPolicy *policy, SeqAttention *variant,
+              unsigned *bugs) {
+    const char *f = argv[*i];
+    if (!strcmp(f, "--no-auto-pad")) policy->auto_pad = false;
+    else if (!strcmp(f, "--pad-multiple"))
+        policy->pad_multiple = flag_int(f, flag_value(argc, argv, i), 1, 1 << 20);
+    else if (!strcmp(f, "--sp-attention")) {
+        const char *name = flag_value(argc, argv, i);
+        if (!seq_attention_from_name(name, variant))
+            usage_error("--sp-attention: '%s' is neither gather nor all-to-all", name);
+    } else if (!strcmp(f, "--inject-bug")) {
+        const char *name = flag_value(argc, argv, i);
+        unsigned bug = bug_from_name(name);
+        if (!bug) usage_error("--inject-bug: unknown bug '%s' (known: %s)", name, bug_names());
+        bug_inject(bug, bugs, policy);
+    } else return false;
+    return true;
 }
 
 static void copy_path(char *dst, const char *flag, const char *src) {
@@ -115,24 +130,12 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
         else if (!strcmp(f, "--sample-steps")) tc->sample_steps = flag_int(f, VAL, 1, 1000);
         else if (!strcmp(f, "--samples-per-class")) tc->samples_per_class = flag_int(f, VAL, 1, 64);
         else if (!strcmp(f, "--cfg-scale")) tc->cfg_scale = flag_double(f, VAL, 0, 100);
-        else if (!strcmp(f, "--no-auto-pad")) tc->policy.auto_pad = false;
-        else if (!strcmp(f, "--pad-multiple")) tc->policy.pad_multiple = flag_int(f, VAL, 1, 1 << 20);
-        else if (!strcmp(f, "--sp-attention")) {
-            const char *name = VAL;
-            if (!seq_attention_from_name(name, &tc->sp_attention))
-                usage_error("--sp-attention: '%s' is neither gather nor all-to-all", name);
-        }
-        else if (!strcmp(f, "--inject-bug")) {
-            const char *name = VAL;
-            if (!bug_from_name(name)) usage_error("--inject-bug: unknown bug '%s' (known: %s)", name, bug_names());
-            tc->bugs |= bug_from_name(name);
-        } else usage_error("unknown argument '%s'", f);
+        else if (!seq_flag(argc, argv, &i, &tc->policy, &tc->sp_attention, &tc->bugs))
+            usage_error("unknown argument '%s'", f);
 #undef VAL
     }
     char why[256];
     if (dit_config_error(&tc->model, why, sizeof why)) usage_error("invalid model: %s", why);
-    if (!tc->policy.auto_pad && tc->policy.pad_multiple != 1)
-        usage_error("--pad-multiple applies only with auto-pad; drop it or --no-auto-pad");
     DiTConfig preset = tc->model; // a preset whose sizes were overridden is no longer that preset
     dit_preset(tc->preset, &preset);
     if (preset.hidden_size != tc->model.hidden_size || preset.depth != tc->model.depth ||

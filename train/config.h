@@ -23,6 +23,17 @@ typedef struct TrainConfig {
     unsigned bugs;             // injected sequence-parallel bugs (ulysses.h)
 } TrainConfig;
 
+// The sequence-parallel flags that training and probe share (--no-auto-pad, --pad-multiple,
+// --sp-attention, --inject-bug): true when argv[*i] is one, its value consumed.
+bool seq_flag(int argc, char **argv, int *i, SeqPolicy *policy, SeqAttention *variant,
+              unsigned *bugs);
+#define SEQ_FLAGS_HELP                                                                             \
+    "  --no-auto-pad         refuse a token count that the rank count does not divide\n"          \
+    "  --pad-multiple N      pad tokens to a multiple of N * ranks (default 1)\n"                 \
+    "  --sp-attention NAME   gather (all-gather K/V, default) or all-to-all (heads over ranks)\n" \
+    "  --inject-bug NAME     reproduce a classic bug on purpose: local-kv, no-dkv-reduce-scatter,\n" \
+    "                        no-grad-allreduce, no-pad-mask, wrong-restore\n"
+
 // Parses argv (program name and subcommand removed) into *tc; usage errors exit with code 2.
 // Returns false when --help was printed.
 bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank);

@@ -5,22 +5,19 @@
 #include "../core/safetensors.h"
 #include "../parallel/ulysses.h"
 #include "checkpoint.h"
+#include "config.h"
 #include "flags.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void help(void) {
-    printf("usage: mpirun -np N ./train probe --ckpt M.safetensors --batch B.safetensors --out R.safetensors\n"
+    printf("usage: mpirun -np N train/train probe --ckpt M.safetensors --batch B.safetensors --out R.safetensors\n"
            "  One forward + backward of loss = mean((model(x, t, y) - target)^2), eval mode.\n"
-           "  --ckpt PATH          DiT checkpoint (safetensors with the config in __metadata__)\n"
-           "  --batch PATH         x F32 [B,C,H,W], t F32 [B], y I64 [B], target F32 [B,C_out,H,W]\n"
-           "  --out PATH           writes out, loss and grad.<name> for every trainable parameter\n"
-           "  --no-auto-pad        refuse a token count not divisible by the rank count\n"
-           "  --pad-multiple N     pad the sequence to a multiple of N * ranks (default 1)\n"
-           "  --sp-attention NAME  gather (all-gather K/V, default) or all-to-all (heads over ranks)\n"
-           "  --inject-bug NAME    reproduce a sequence-parallel bug on purpose: %s\n",
-           bug_names());
+           "  --ckpt PATH           DiT checkpoint (safetensors with the config in __metadata__)\n"
+           "  --batch PATH          x F32 [B,C,H,W], t F32 [B], y I64 [B], target F32 [B,C_out,H,W]\n"
+           "  --out PATH            writes out, loss and grad.<name> for every trainable parameter\n"
+           SEQ_FLAGS_HELP);
 }
 
 // The batch tensor `name` converted into dst, whose shape it must have.
@@ -47,22 +44,10 @@ int probe_main(int argc, char **argv, Comm *c) {
         } else if (!strcmp(argv[i], "--ckpt")) ckpt = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--batch")) batch = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
-        else if (!strcmp(argv[i], "--no-auto-pad")) policy.auto_pad = false;
-        else if (!strcmp(argv[i], "--pad-multiple"))
-            policy.pad_multiple = flag_int("--pad-multiple", flag_value(argc, argv, &i), 1, 1 << 20);
-        else if (!strcmp(argv[i], "--sp-attention")) {
-            const char *name = flag_value(argc, argv, &i);
-            if (!seq_attention_from_name(name, &variant))
-                usage_error("--sp-attention: '%s' is neither gather nor all-to-all", name);
-        } else if (!strcmp(argv[i], "--inject-bug")) {
-            const char *name = flag_value(argc, argv, &i);
-            if (!bug_from_name(name)) usage_error("--inject-bug: unknown bug '%s' (known: %s)", name, bug_names());
-            bugs |= bug_from_name(name);
-        } else usage_error("probe: unknown argument '%s'", argv[i]);
+        else if (!seq_flag(argc, argv, &i, &policy, &variant, &bugs))
+            usage_error("probe: unknown argument '%s'", argv[i]);
     }
     if (!ckpt || !batch || !out) usage_error("probe needs --ckpt, --batch and --out");
-    if (!policy.auto_pad && policy.pad_multiple != 1)
-        usage_error("--pad-multiple applies only with auto-pad; drop it or --no-auto-pad");
     char text[4096];
     snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d sp=%s bugs=%u",
              ckpt, batch, out, policy.auto_pad, policy.pad_multiple, seq_attention_name(variant), bugs);
