@@ -12,8 +12,6 @@ void tape_free(Tape *tp) {
     *tp = (Tape){0};
 }
 
-void tape_reset(Tape *tp) { tp->n = 0; }
-
 Node *tape_record(Tape *tp, const char *op, BackwardFn fn, Tensor *out, int n_in, ...) {
     CHECK(n_in <= NODE_MAX_IN, "op %s has %d inputs; at most %d are supported", op, n_in,
           NODE_MAX_IN);

@@ -31,7 +31,6 @@ typedef struct Tape {
 
 Tape tape_create(Arena *a);
 void tape_free(Tape *tp);
-void tape_reset(Tape *tp); // forget all nodes (the arena is reset by its owner)
 
 // For ops: record `out` = op(inputs). Returns NULL (and records nothing) when gradients are off
 // or no input requires one; otherwise out->requires_grad is set and the node is returned so the

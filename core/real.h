@@ -6,14 +6,12 @@
 #ifdef REAL_F64
 typedef double real;
 #define REAL_NAME "float64"
-#define REAL_EPS 2.220446049250313e-16
 #define GEMM cblas_dgemm
 #define rexp exp
 #define rtanh tanh
 #else
 typedef float real;
 #define REAL_NAME "float32"
-#define REAL_EPS 1.1920929e-07f
 #define GEMM cblas_sgemm
 // single-precision math in the float32 build: the double versions cost 3x, and glibc's tanhf
 // (through expm1f) 2x more than tanh from expf, which is accurate to ~1e-7 absolute

@@ -68,9 +68,7 @@ int probe_main(int argc, char **argv, Comm *c) {
     SeqShard shard = seq_shard(&policy, T, c->size, c->rank);
     Ulysses u = {.comm = c, .shard = &shard, .policy = &policy, .variant = variant, .bugs = bugs};
     DiTShard dsh = ulysses_dit_shard(&u);
-    // the wrong-restore bug attends with every query, not only the local ones
-    int queries = (bugs & BUG_WRONG_RESTORE) ? shard.T_pad : shard.n;
-    Arena arena = arena_create(dit_step_bytes(cfg, B, queries, shard.T_pad));
+    Arena arena = arena_create(ulysses_step_bytes(&u, cfg, B));
     Tensor *x = tensor_new(&arena, 4, B, cfg->in_channels, S, S), *t = tensor_new(&arena, 1, B);
     Tensor *target = tensor_new(&arena, 4, B, Co, S, S);
     batch_into(x, &st, batch, "x");

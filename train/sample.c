@@ -18,7 +18,7 @@ void sample_images(DiT *m, Ulysses *u, const int64_t *labels, int n, int steps, 
     bool guided = cfg_scale != 1 && c->class_dropout_prob > 0;
     rng_fill_normal(out, (size_t)n * chw, seed, STREAM_SAMPLE, 0, 1.0);
     int rows = SAMPLE_CHUNK * (guided ? 2 : 1);
-    Arena arena = arena_create(dit_step_bytes(c, rows, u->shard->n, u->shard->T_pad));
+    Arena arena = arena_create(ulysses_step_bytes(u, c, rows));
     DiTShard sh = ulysses_dit_shard(u);
     for (int start = 0; start < n; start += SAMPLE_CHUNK) {
         int k = n - start < SAMPLE_CHUNK ? n - start : SAMPLE_CHUNK, B = guided ? 2 * k : k;

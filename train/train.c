@@ -207,8 +207,7 @@ int train_main(int argc, char **argv, Comm *c) {
     r.shard = seq_shard(&tc->policy, T, c->size, c->rank);
     r.u = (Ulysses){.comm = c, .shard = &r.shard, .policy = &tc->policy,
                     .variant = tc->sp_attention, .bugs = tc->bugs};
-    int queries = (tc->bugs & BUG_WRONG_RESTORE) ? r.shard.T_pad : r.shard.n;
-    Arena arena = arena_create(dit_step_bytes(mc, tc->batch, queries, r.shard.T_pad));
+    Arena arena = arena_create(ulysses_step_bytes(&r.u, mc, tc->batch));
     if (c->rank == 0) { // the first file is written only when everything above has worked
         make_dirs(tc->out);
         path_in(path, sizeof path, tc->out, "config.json");
