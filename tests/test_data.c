@@ -5,7 +5,6 @@
 #include "../train/plot.h"
 #include "../train/shapes.h"
 #include "testutil.h"
-#include <ftw.h>
 #include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -22,18 +21,6 @@
     do {                                                                                           \
         if (!(cond)) ck_abort_msg(__VA_ARGS__);                                                    \
     } while (0)
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void make_tmpdir(char *buf, size_t n) {
-    snprintf(buf, n, "/tmp/test_data_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(buf));
-}
-
-static void rm_rf(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 static char *path_in(char *buf, size_t n, const char *dir, const char *name) {
     snprintf(buf, n, "%s/%s", dir, name);
@@ -232,7 +219,7 @@ END_TEST
 
 START_TEST(canvas_png_round_trip) {
     char dir[64], path[128], tmp[160], err[512];
-    make_tmpdir(dir, sizeof dir);
+    test_tmpdir(dir, sizeof dir);
     const uint8_t grey[3] = {50, 60, 70};
     Canvas c = canvas_create(37, 23, grey);
     for (int j = 0; j < c.h; j++)
@@ -260,7 +247,7 @@ START_TEST(canvas_png_round_trip) {
     ck_assert_msg(strstr(err, "missing/x.png"), "error \"%s\" does not name the file", err);
     ck_assert(!exists(path));
     canvas_free(&c);
-    rm_rf(dir);
+    test_rm_rf(dir);
 }
 END_TEST
 
@@ -357,7 +344,7 @@ static void assert_solid(const real *img, int size, const uint8_t rgb[3], double
 
 START_TEST(image_folder_reads_classes) {
     char dir[64], p[256], err[512];
-    make_tmpdir(dir, sizeof dir);
+    test_tmpdir(dir, sizeof dir);
     const uint8_t red[3] = {255, 0, 0}, green[3] = {0, 255, 0}, white[3] = {255, 255, 255},
                   grey[3] = {100, 100, 100}, rose[3] = {200, 50, 50};
     mkdir(path_in(p, sizeof p, dir, "b_dogs"), 0700); // created first, sorted second
@@ -404,13 +391,13 @@ START_TEST(image_folder_reads_classes) {
     }
     ck_assert(!memcmp(again, img, sizeof img));
     image_folder_close(&f);
-    rm_rf(dir);
+    test_rm_rf(dir);
 }
 END_TEST
 
 START_TEST(image_folder_reads_flat_folder) {
     char dir[64], p[256], err[512];
-    make_tmpdir(dir, sizeof dir);
+    test_tmpdir(dir, sizeof dir);
     const uint8_t a[3] = {10, 20, 30}, b[3] = {40, 50, 60};
     write_png_solid_bands(path_in(p, sizeof p, dir, "b.png"), 4, 4, true, a, a, 0);
     write_png_solid_bands(path_in(p, sizeof p, dir, "a.png"), 4, 4, true, b, b, 0);
@@ -428,13 +415,13 @@ START_TEST(image_folder_reads_flat_folder) {
     ck_assert_int_eq(image_folder_load(&f, 0, img, err, sizeof err), 0);
     assert_solid(img, 4, b, 1e-6, "a.png");
     image_folder_close(&f);
-    rm_rf(dir);
+    test_rm_rf(dir);
 }
 END_TEST
 
 START_TEST(image_folder_errors_say_what_to_do) {
     char dir[64], p[256], err[512];
-    make_tmpdir(dir, sizeof dir);
+    test_tmpdir(dir, sizeof dir);
     ImageFolder f;
 
     ck_assert_int_eq(image_folder_open(&f, path_in(p, sizeof p, dir, "nope"), 8, err, sizeof err), -1);
@@ -475,7 +462,7 @@ START_TEST(image_folder_errors_say_what_to_do) {
     write_png_solid_bands(path_in(p, sizeof p, dir, "cls/a.png"), 4, 4, true, c, c, 0);
     ck_assert_int_eq(image_folder_open(&f, dir, 8, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "good.png") && strstr(err, "move"), "got \"%s\"", err);
-    rm_rf(dir);
+    test_rm_rf(dir);
 }
 END_TEST
 
@@ -483,7 +470,7 @@ END_TEST
 
 START_TEST(plot_draws_curves_inside_its_panel) {
     char dir[64], path[128], err[512];
-    make_tmpdir(dir, sizeof dir);
+    test_tmpdir(dir, sizeof dir);
     const uint8_t fill[3] = {1, 2, 3}, ca[3] = {200, 30, 150}, cb[3] = {20, 160, 60};
     enum { N = 200 };
     double x[N], ya[N], yb[N];
@@ -513,7 +500,7 @@ START_TEST(plot_draws_curves_inside_its_panel) {
             }
         stbi_image_free(px);
     }
-    rm_rf(dir);
+    test_rm_rf(dir);
 }
 END_TEST
 

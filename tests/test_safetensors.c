@@ -2,12 +2,11 @@
 // built byte by byte here (independent of the writer), and every rejected input with the key
 // phrase of its message.
 #ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L // mkdtemp, opendir
+#define _POSIX_C_SOURCE 200809L // mkdtemp
 #endif
 #include "../core/safetensors.h"
 #include "testutil.h"
 #include <check.h>
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,25 +15,8 @@
 
 static char tmpdir[64];
 
-static void setup(void) {
-    strcpy(tmpdir, "/tmp/st_test_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void) {
-    DIR *d = opendir(tmpdir);
-    if (d) {
-        struct dirent *e;
-        char path[512];
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-                snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-                remove(path);
-            }
-        closedir(d);
-    }
-    rmdir(tmpdir);
-}
+static void setup(void) { test_tmpdir(tmpdir, sizeof tmpdir); }
+static void teardown(void) { test_rm_rf(tmpdir); }
 
 static const char *tpath(char *buf, size_t size, const char *name) {
     snprintf(buf, size, "%s/%s", tmpdir, name);

@@ -12,14 +12,11 @@ static const DiTConfig small = {.input_size = 8, .patch_size = 2, .in_channels =
                                 .depth = 2, .num_heads = 2, .mlp_ratio = 2, .num_classes = 4,
                                 .learn_sigma = true, .class_dropout_prob = 0.1};
 
-static void tmp_path(char *buf, size_t len, const char *name) {
-    static char dir[64];
-    if (!dir[0]) {
-        strcpy(dir, "/tmp/dit-test-XXXXXX");
-        ck_assert_ptr_nonnull(mkdtemp(dir));
-    }
-    snprintf(buf, len, "%s/%s", dir, name);
-}
+static char dir[64]; // a fresh folder per test
+static void setup(void) { test_tmpdir(dir, sizeof dir); }
+static void teardown(void) { test_rm_rf(dir); }
+
+static void tmp_path(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
 
 START_TEST(checkpoint_round_trip) {
     DiT m, back;
@@ -180,6 +177,7 @@ Suite *train_suite(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
     tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, checkpoint_round_trip);
     tcase_add_test(tc, checkpoint_mismatches_are_named);
     tcase_add_test(tc, optimizer_state_belongs_to_its_run);

@@ -1,13 +1,16 @@
 // testutil.h: helpers shared by the Check suites: asserting that a call raises a fatal error
-// with a given message, and making random tensors.
+// with a given message, random tensors, and temporary folders.
 #pragma once
 #include "../core/check.h"
 #include "../core/rng.h"
 #include "../core/tensor.h"
 #include <check.h>
+#include <ftw.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static jmp_buf fatal_jmp_;
 static char fatal_msg_[1024];
@@ -40,3 +43,16 @@ static inline Tensor *randn(Arena *a, uint64_t stream, double std, bool grad, in
     t->requires_grad = grad;
     return t;
 }
+
+// A fresh folder under /tmp; test_rm_rf removes it with everything in it.
+static inline void test_tmpdir(char *buf, size_t n) {
+    snprintf(buf, n, "/tmp/dit-test-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(buf));
+}
+
+static inline int rm_entry_(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static inline void test_rm_rf(const char *path) { nftw(path, rm_entry_, 16, FTW_DEPTH | FTW_PHYS); }
