@@ -1,8 +1,10 @@
 // verify.c: see verify.h.
 #include "verify.h"
+#include "../core/check.h"
 #include "compare.h"
 #include "flags.h"
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,12 +37,29 @@ static int run(char **argv) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Runs lead... (mpirun and its options, then this program) with the training flags, without
+// --inject-bug when with_bugs is false, then --steps steps (if given) and --out dir.
+static int train_run(char **lead, int n_lead, char **flags, int n_flags, bool with_bugs,
+                     char *steps, char *dir) {
+    char **cmd = xcalloc((size_t)(n_lead + n_flags + 5), sizeof *cmd);
+    int n = 0;
+    for (int i = 0; i < n_lead; i++) cmd[n++] = lead[i];
+    for (int i = 0; i < n_flags; i++) {
+        if (!with_bugs && !strcmp(flags[i], "--inject-bug") && i + 1 < n_flags) i++;
+        else cmd[n++] = flags[i];
+    }
+    if (steps) cmd[n++] = "--steps", cmd[n++] = steps; // the last --steps wins
+    cmd[n++] = "--out", cmd[n++] = dir;
+    int rc = run(cmd);
+    free(cmd);
+    return rc;
+}
+
 int verify_main(int argc, char **argv) {
-    int ranks = 0, ref_steps = 0;
+    int ranks = 0, ref_steps = 0, np = 0;
     double tol = COMPARE_LOSS_TOL;
     const char *out = "runs/verify";
-    char **pass = calloc((size_t)argc + 16, sizeof(char *)); // flags for the training runs
-    int np = 0;
+    char **pass = xcalloc((size_t)argc + 1, sizeof *pass); // flags for the training runs
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(), free(pass), 0;
         else if (!strcmp(argv[i], "--ranks")) ranks = flag_int("--ranks", flag_value(argc, argv, &i), 2, 1024);
@@ -52,43 +71,38 @@ int verify_main(int argc, char **argv) {
         else pass[np++] = argv[i];
     }
     if (!ranks) usage_error("verify needs --ranks N (N >= 2)");
-    char self[4096], dir_n[4096], dir_1[4096], nbuf[16], plot[4096], sbuf[16];
+    char self[4096], dir_n[4096], dir_1[4096], nbuf[16], plot[4096], sbuf[16], label[64];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) return fprintf(stderr, "error: cannot find the train program itself\n"), 2;
+    if (len <= 0) return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
     self[len] = 0;
     snprintf(dir_n, sizeof dir_n, "%s/ranks-%d", out, ranks);
     snprintf(dir_1, sizeof dir_1, "%s/ranks-1", out);
     snprintf(plot, sizeof plot, "%s/loss.png", out);
     snprintf(nbuf, sizeof nbuf, "%d", ranks);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    char *cmd[32 + 1024] = {"mpirun", "-np", nbuf};
+    snprintf(sbuf, sizeof sbuf, "%d", ref_steps);
+    snprintf(label, sizeof label, "%d ranks", ranks);
+    char *mpirun[6] = {"mpirun", "-np", nbuf};
     int n = 3;
-    if (geteuid() == 0) cmd[n++] = "--allow-run-as-root";
-    if (ranks > cores) cmd[n++] = "--oversubscribe";
-    cmd[n++] = self;
-    for (int i = 0; i < np && n < 1000; i++) cmd[n++] = pass[i];
-    cmd[n++] = "--out", cmd[n++] = dir_n, cmd[n] = NULL;
+    if (geteuid() == 0) mpirun[n++] = "--allow-run-as-root";
+    if (ranks > sysconf(_SC_NPROCESSORS_ONLN)) mpirun[n++] = "--oversubscribe";
+    mpirun[n++] = self;
+    int rc = 2;
     printf("== %d ranks -> %s\n", ranks, dir_n);
     fflush(stdout);
-    if (run(cmd)) return fprintf(stderr, "error: the %d-rank run failed\n", ranks), free(pass), 2;
-    // the single-rank run: the same flags, the same seed
-    char *one[1024 + 8] = {self};
-    int m = 1;
-    for (int i = 0; i < np && m < 1000; i++) { // the reference carries no injected bug
-        if (!strcmp(pass[i], "--inject-bug") && i + 1 < np) i++;
-        else one[m++] = pass[i];
+    if (train_run(mpirun, n, pass, np, true, NULL, dir_n))
+        fprintf(stderr, "error: the %d-rank run failed\n", ranks);
+    else {
+        // the single-rank reference: the same flags and seed, no injected bug
+        printf("== 1 rank -> %s\n", dir_1);
+        fflush(stdout);
+        char *lead[1] = {self};
+        if (train_run(lead, 1, pass, np, false, ref_steps ? sbuf : NULL, dir_1))
+            fprintf(stderr, "error: the 1-rank run failed\n");
+        else {
+            printf("== comparing %d ranks against 1 rank\n", ranks);
+            rc = compare_runs(dir_n, dir_1, tol, plot, label, "1 rank");
+        }
     }
-    snprintf(sbuf, sizeof sbuf, "%d", ref_steps);
-    if (ref_steps) one[m++] = "--steps", one[m++] = sbuf; // the last --steps wins
-    one[m++] = "--out", one[m++] = dir_1, one[m] = NULL;
-    printf("== 1 rank -> %s\n", dir_1);
-    fflush(stdout);
-    if (run(one)) return fprintf(stderr, "error: the 1-rank run failed\n"), free(pass), 2;
-    char la[64], lb[64];
-    snprintf(la, sizeof la, "%d ranks", ranks);
-    snprintf(lb, sizeof lb, "1 rank");
-    printf("== comparing %d ranks against 1 rank\n", ranks);
-    int rc = compare_runs(dir_n, dir_1, tol, plot, la, lb);
     free(pass);
     return rc;
 }
