@@ -24,10 +24,14 @@ HAVE_BLAS  := $(call probe,'$(BLAS_SRC)' '$(BLAS_USE)',-lopenblas)
 HAVE_CHECK := $(call probe,'$(H)include <check.h>',$(CHECK_LIBS))
 HAVE_MPI   := $(shell command -v mpicc >/dev/null && printf '$(H)include <mpi.h>\nint main(void){return 0;}\n' | mpicc -x c - -o /dev/null >/dev/null 2>&1 && echo 1 || echo 0)
 NVCC       ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-CUDA_HOME  := $(patsubst %/bin/nvcc,%,$(NVCC))
+# nvcc may be a wrapper script elsewhere on PATH: ask it where its toolkit is rather than guess
+CUDA_HOME  ?= $(if $(NVCC),$(realpath $(shell $(NVCC) -dryrun -x cu /dev/null 2>&1 | sed -n 's/^$(H)\$$ TOP=//p')))
+CUDA_LIB   := $(patsubst %/libcudart.so,%,$(firstword $(wildcard $(CUDA_HOME)/lib64/libcudart.so $(CUDA_HOME)/lib/libcudart.so)))
+CUDA_FLAGS := -I$(CUDA_HOME)/include -L$(CUDA_LIB) -lcudart -lcublas
 HAVE_NVCC  := $(if $(NVCC),1,0)
-HAVE_NCCL  := $(if $(NVCC),$(call probe,'$(H)include <nccl.h>',-I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -lnccl),0)
-USE_CUDA   ?= $(HAVE_NVCC)
+HAVE_CUDA  := $(if $(and $(NVCC),$(CUDA_LIB)),$(call probe,'$(H)include <cuda_runtime.h>' '$(H)include <cublas_v2.h>' 'void f(void){cublasHandle_t h; cublasCreate(&h); cudaFree(0);}',$(CUDA_FLAGS)),0)
+HAVE_NCCL  := $(if $(HAVE_CUDA:0=),$(call probe,'$(H)include <nccl.h>',$(CUDA_FLAGS) -lnccl),0)
+USE_CUDA   ?= $(HAVE_CUDA)
 BUILD      := build$(if $(filter 1,$(USE_CUDA)),,-cpu)
 mark = $(if $(filter 1,$(1)),✓,✗)
 
@@ -42,7 +46,7 @@ LDLIBS   += $(shell mpicc --showme:link)
 endif
 ifeq ($(USE_CUDA),1)
 override CFLAGS += -DUSE_CUDA -I$(CUDA_HOME)/include
-LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
+LDLIBS   += -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart -lcublas -lstdc++
 endif
 
 .PHONY: all test bench demo asan asan-run deps clean found
@@ -52,7 +56,7 @@ train/train: $(BUILD)/f32/bin/train
 	cp $< $@.tmp && mv -f $@.tmp $@
 
 found:
-	@echo "found: $(call mark,$(HAVE_NVCC)) nvcc  $(call mark,$(HAVE_NCCL)) NCCL  $(call mark,$(HAVE_MPI)) MPI  $(call mark,$(HAVE_BLAS)) OpenBLAS  $(call mark,$(HAVE_CHECK)) Check   (building: CUDA=$(USE_CUDA))"
+	@echo "found: $(call mark,$(HAVE_NVCC)) nvcc  $(call mark,$(HAVE_CUDA)) CUDA runtime+cuBLAS  $(call mark,$(HAVE_NCCL)) NCCL  $(call mark,$(HAVE_MPI)) MPI  $(call mark,$(HAVE_BLAS)) OpenBLAS  $(call mark,$(HAVE_CHECK)) Check   (building: CUDA=$(USE_CUDA))"
 	@test "$(HAVE_BLAS)$(HAVE_CHECK)$(HAVE_MPI)" = 111 || { echo "Open MPI, OpenBLAS and Check are required: run 'make deps' (as root) to install them"; exit 1; }
 
 # ---- one build variant: $(1) = folder, $(2) = extra compile/link flags -------------------------
