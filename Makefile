@@ -3,7 +3,7 @@
 # builds (USE_CUDA=0) go to build-cpu/ so the two never mix objects.
 #   make            build (float32) into train/train and print what was found
 #   make test       build and run the unit tests in float32 and float64
-#   make asan       the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make asan       the unit, MPI and CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make deps       install the Debian packages that are missing
 # Overrides: USE_CUDA=0/1, NVCC=path, CC=compiler.
 
@@ -117,9 +117,21 @@ bench: found train/train $(BUILD)/f32/bench_kernels
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
 asan:
 	@$(MAKE) --no-print-directory USE_CUDA=0 asan-run
-asan-run: found $(BUILD)/asan-f32/test_all $(BUILD)/asan-f64/test_all
-	@echo "== unit tests, float32, ASan+UBSan =="; ASAN_OPTIONS=detect_leaks=1 $(BUILD)/asan-f32/test_all
-	@echo "== unit tests, float64, ASan+UBSan =="; ASAN_OPTIONS=detect_leaks=1 $(BUILD)/asan-f64/test_all
+# sanitizer settings; reports go to stderr and fail the run, or with $(1) set, to files under $(1)
+# (the CLI tests swallow program output, so there any file under SAN_LOGS fails the target)
+san_env = ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0$(if $(1),:log_path=$(1)/asan) \
+  UBSAN_OPTIONS=print_stacktrace=1$(if $(1),:log_path=$(1)/ubsan) \
+  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan-openmpi.supp:print_suppressions=0
+SAN_LOGS := $(CURDIR)/$(BUILD)/asan-logs
+asan-run: found $(foreach v,f32 f64,$(BUILD)/asan-$(v)/test_all $(BUILD)/asan-$(v)/test_parallel) $(BUILD)/asan-f32/bin/train
+	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
+	@for v in f32 f64; do echo "== unit tests, $$v, ASan+UBSan =="; $(call san_env) $(BUILD)/asan-$$v/test_all || exit 1; done
+	@for v in f32 f64; do for np in 1 2 3 4; do \
+	  echo "== sequence parallel vs one rank, $$v, $$np ranks, ASan+UBSan =="; \
+	  $(call san_env) $(MPIRUN) -np $$np $(BUILD)/asan-$$v/test_parallel || exit 1; done; done
+	@echo "== the train program under mpirun, ASan+UBSan =="; $(call san_env,$(SAN_LOGS)) tests/cli_tests.sh $(BUILD)/asan-f32/bin/train; \
+	status=$$?; if [ -n "$$(ls $(SAN_LOGS))" ]; then cat $$(ls -d $(SAN_LOGS)/* | head -n 2); echo "asan: sanitizer reports above (all in $(SAN_LOGS))"; exit 1; fi; \
+	echo "asan: no sanitizer reports (Open MPI's own allocations suppressed by tests/lsan-openmpi.supp)"; exit $$status
 
 deps:
 	@if [ "$(HAVE_BLAS)$(HAVE_CHECK)$(HAVE_MPI)" = 111 ] && [ -f /usr/include/stb/stb_image.h ] && command -v pkg-config >/dev/null; then \
