@@ -2,7 +2,7 @@
 # (build/f64), detects optional parts by compiling probes, and says what it found. CPU-only
 # builds (USE_CUDA=0) go to build-cpu/ so the two never mix objects.
 #   make            build (float32) into train/train and print what was found
-#   make test       build and run the unit tests in float32 and float64
+#   make test       build and run the unit, MPI, CLI and parity tests in float32 and float64
 #   make asan       the unit, MPI and CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make deps       install the Debian packages that are missing
 # Overrides: USE_CUDA=0/1, NVCC=path, CC=compiler.
