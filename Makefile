@@ -4,7 +4,7 @@
 #   make            build (float32) into train/train and print what was found
 #   make test       build and run the unit, MPI, CLI and parity tests in float32 and float64
 #   make asan       the unit, MPI and CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make deps       install the Debian packages that are missing
+#   make deps       install the Debian packages that are missing (deps-build: only those to build and train)
 # Overrides: USE_CUDA=0/1, NVCC=path, CC=compiler.
 
 CC      ?= gcc
@@ -49,7 +49,7 @@ override CFLAGS += -DUSE_CUDA -I$(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart -lcublas -lstdc++
 endif
 
-.PHONY: all test bench demo asan asan-run deps clean found
+.PHONY: all test test-run bench demo asan asan-run deps deps-build clean found
 all: found train/train $(BUILD)/f32/test_all
 
 train/train: $(BUILD)/f32/bin/train
@@ -92,7 +92,10 @@ MPIRUN := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-
 PYTHON := /usr/bin/python3
 HAVE_TORCH = $(shell $(PYTHON) -c 'import torch, numpy' >/dev/null 2>&1 && echo 1 || echo 0)
 
-test: found train/train $(BUILD)/f64/bin/train $(foreach v,f32 f64,$(BUILD)/$(v)/test_all $(BUILD)/$(v)/test_parallel)
+# test and demo install what is missing first, then build with the probes run again
+test: deps-build
+	@$(MAKE) --no-print-directory test-run
+test-run: found train/train $(BUILD)/f64/bin/train $(foreach v,f32 f64,$(BUILD)/$(v)/test_all $(BUILD)/$(v)/test_parallel)
 	@echo "== unit tests, float32 =="; $(BUILD)/f32/test_all
 	@echo "== unit tests, float64 =="; $(BUILD)/f64/test_all
 	@for v in f32 f64; do for np in 1 2 3 4; do \
@@ -105,8 +108,8 @@ test: found train/train $(BUILD)/f64/bin/train $(foreach v,f32 f64,$(BUILD)/$(v)
 	else echo "parity: skipped (python3-torch or python3-numpy is not installed; make deps installs them)"; fi
 
 # the main job: train with 2 ranks and check against 1 rank (its first 500 steps), with pictures
-demo: deps
-	@$(MAKE) --no-print-directory train/train
+demo: deps-build
+	@$(MAKE) --no-print-directory found train/train
 	train/train verify --ranks 2 --reference-steps 500 --out runs/demo
 	@echo "demo: samples in runs/demo/ranks-2/samples.png, both loss curves in runs/demo/loss.png"
 
@@ -133,7 +136,8 @@ asan-run: found $(foreach v,f32 f64,$(BUILD)/asan-$(v)/test_all $(BUILD)/asan-$(
 	status=$$?; if [ -n "$$(ls $(SAN_LOGS))" ]; then cat $$(ls -d $(SAN_LOGS)/* | head -n 2); echo "asan: sanitizer reports above (all in $(SAN_LOGS))"; exit 1; fi; \
 	echo "asan: no sanitizer reports (Open MPI's own allocations suppressed by tests/lsan-openmpi.supp)"; exit $$status
 
-deps:
+# deps-build: what building and training need (make demo); deps adds the parity test's packages
+deps-build:
 	@if [ "$(HAVE_BLAS)$(HAVE_CHECK)$(HAVE_MPI)" = 111 ] && [ -f /usr/include/stb/stb_image.h ] && command -v pkg-config >/dev/null; then \
 	  echo "deps: everything needed is already installed"; \
 	else \
@@ -141,6 +145,7 @@ deps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEB_PACKAGES); \
 	fi
+deps: deps-build
 	@if [ "$(HAVE_TORCH)" != 1 ]; then \
 	  echo "deps: installing $(PARITY_PACKAGES) for the PyTorch parity test (optional)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
