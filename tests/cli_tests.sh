@@ -77,5 +77,11 @@ TRAIN_REAL=$TRAIN; TRAIN="$MPIRUN -np 4 $TRAIN_REAL"
 expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by it; pad to 84 or enable auto-pad" $SMALL --no-auto-pad
 expect_usage "splits the 2 heads over 4 ranks, which does not divide them" $SMALL --sp-attention all-to-all
 TRAIN=$TRAIN_REAL
+# compare and verify run without MPI: their usage errors are plain exit 2 too (no MPI banner)
+for args in "compare $WORK/full1" "verify --ranks 1"; do
+  msg=$($TRAIN $args 2>&1); rc=$?
+  if [ $rc = 2 ] && ! echo "$msg" | grep -q MPI; then ok "bad input ($args): exit 2, $(echo "$msg" | head -1)"
+  else bad "bad input ($args): exit $rc: $msg"; fi
+done
 echo "cli tests: $pass passed, $fail failed"
 [ $fail = 0 ]
