@@ -1,6 +1,11 @@
 // atomic.h: files that appear whole or not at all. Writes go to "<path>.tmp", which is flushed,
 // synced and renamed onto path only when everything was written; on any failure the temporary is
 // removed and an older file at path is left untouched.
+//
+// Files that belong together (a checkpoint, its optimizer state and its loss log) are written as
+// a group: every member is written and synced first, then all are renamed in one burst at the end
+// of the group, so a run folder does not mix steps even when the process is killed while writing.
+// SIGINT, SIGTERM and SIGHUP that arrive while a file or group is open take effect at its end.
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,5 +19,10 @@ typedef struct AtomicFile {
 // 0, or -1 with "cannot create <tmp>: <reason>; check that the folder exists and is writable".
 int atomic_open(AtomicFile *a, const char *path, char *err, size_t len);
 // Finishes the file: writes_ok says whether the caller's own writes succeeded. 0 when the file is
-// in place; -1 with the reason otherwise (the temporary is removed either way).
+// in place (inside a group: written and queued for the group's end); -1 with the reason otherwise
+// (the temporary is removed either way).
 int atomic_commit(AtomicFile *a, bool writes_ok, char *err, size_t len);
+
+// Groups nest; the end of the outermost one renames every queued file: 0, or -1 with the reason.
+void atomic_group_begin(void);
+int atomic_group_end(char *err, size_t len);

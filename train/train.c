@@ -116,9 +116,30 @@ static void start_run(Run *r) {
 }
 
 // ---- outputs ---------------------------------------------------------------------------------
+static void write_loss_files(Run *r) {
+    char err[1024], path[PATH_LEN + 32];
+    if (r->comm->rank != 0) return;
+    path_in(path, sizeof path, r->tc.out, "loss.csv");
+    AtomicFile a;
+    CHECK(!atomic_open(&a, path, err, sizeof err), "%s", err);
+    fprintf(a.f, "step,loss\n");
+    for (int i = 0; i < r->log.n; i++) fprintf(a.f, "%.0f,%.9g\n", r->log.step[i], r->log.loss[i]);
+    CHECK(!atomic_commit(&a, !ferror(a.f), err, sizeof err), "%s", err);
+    path_in(path, sizeof path, r->tc.out, "loss.png");
+    const char *names[] = {"training loss"};
+    char title[160];
+    snprintf(title, sizeof title, "%s on %.80s, %d rank%s", r->tc.preset, r->tc.data, r->comm->size,
+             r->comm->size > 1 ? "s" : "");
+    CHECK(!losslog_plot(path, title, &r->log, names, 1, false, 0, err, sizeof err), "%s", err);
+}
+
+// the checkpoint and the loss log as one group (core/atomic.h): all are written before any is
+// renamed into place, so a run folder holds files of one step and can be resumed, even when the
+// job is killed while saving
 static void save(Run *r, int step) {
     char err[1024], path[PATH_LEN + 32];
     if (r->comm->rank != 0) return;
+    atomic_group_begin();
     path_in(path, sizeof path, r->tc.out, "optimizer.safetensors");
     CHECK(!ckpt_save_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err), "%s", err);
     path_in(path, sizeof path, r->tc.out, "model.safetensors");
@@ -127,6 +148,8 @@ static void save(Run *r, int step) {
         path_in(path, sizeof path, r->tc.out, "ema.safetensors");
         CHECK(!ckpt_save_model(&r->m, r->ema, path, step, NULL, err, sizeof err), "%s", err);
     }
+    write_loss_files(r);
+    CHECK(!atomic_group_end(err, sizeof err), "%s", err);
 }
 
 static void write_samples(Run *r) {
@@ -145,23 +168,6 @@ static void write_samples(Run *r) {
         memcpy(r->m.ps.params, saved, r->m.ps.total * sizeof(real));
         free(saved);
     }
-}
-
-static void write_loss_files(Run *r) {
-    char err[1024], path[PATH_LEN + 32];
-    if (r->comm->rank != 0) return;
-    path_in(path, sizeof path, r->tc.out, "loss.csv");
-    AtomicFile a;
-    CHECK(!atomic_open(&a, path, err, sizeof err), "%s", err);
-    fprintf(a.f, "step,loss\n");
-    for (int i = 0; i < r->log.n; i++) fprintf(a.f, "%.0f,%.9g\n", r->log.step[i], r->log.loss[i]);
-    CHECK(!atomic_commit(&a, !ferror(a.f), err, sizeof err), "%s", err);
-    path_in(path, sizeof path, r->tc.out, "loss.png");
-    const char *names[] = {"training loss"};
-    char title[160];
-    snprintf(title, sizeof title, "%s on %.80s, %d rank%s", r->tc.preset, r->tc.data, r->comm->size,
-             r->comm->size > 1 ? "s" : "");
-    CHECK(!losslog_plot(path, title, &r->log, names, 1, false, 0, err, sizeof err), "%s", err);
 }
 
 // ---- the loop ----------------------------------------------------------------------------------
@@ -233,12 +239,11 @@ int train_main(int argc, char **argv, Comm *c) {
                    (int)snprintf(NULL, 0, "%d", tc->steps), step, tc->steps, loss, gnorm, tok,
                    duration(el / done * (tc->steps - step), eta, sizeof eta));
         }
-        if (tc->save_every && step % tc->save_every == 0 && step < tc->steps) save(&r, step), write_loss_files(&r);
+        if (tc->save_every && step % tc->save_every == 0 && step < tc->steps) save(&r, step);
         if (tc->sample_every && step % tc->sample_every == 0 && step < tc->steps) write_samples(&r);
     }
     double elapsed = now() - t0;
     save(&r, r.opt.step);
-    write_loss_files(&r);
     write_samples(&r);
     print0(c, "done: %d steps in %.1fs (%.2f steps/s), final loss %.5f, peak activation memory "
            "%.1f MiB per rank; wrote %s/{config.json,loss.csv,model.safetensors,samples.png,loss.png}\n",
