@@ -78,7 +78,8 @@ expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by
 expect_usage "splits the 2 heads over 4 ranks, which does not divide them" $SMALL --sp-attention all-to-all
 TRAIN=$TRAIN_REAL
 # compare and verify run without MPI: their usage errors are plain exit 2 too (no MPI banner)
-for args in "compare $WORK/full1" "verify --ranks 1"; do
+mkdir -p "$WORK/unsorted" && printf 'step,loss\n1,2.0\n3,1.0\n2,1.5\n' > "$WORK/unsorted/loss.csv"
+for args in "compare $WORK/full1" "compare $WORK/unsorted $WORK/full1" "verify --ranks 1"; do
   msg=$($TRAIN $args 2>&1); rc=$?
   if [ $rc = 2 ] && ! echo "$msg" | grep -q MPI; then ok "bad input ($args): exit 2, $(echo "$msg" | head -1)"
   else bad "bad input ($args): exit $rc: $msg"; fi

@@ -1,10 +1,12 @@
 // test_train.c: checkpoints (round trip, and every kind of mismatch named), the diffusion
-// formulas, and model config validation.
+// formulas, model config validation, and `compare` on hand-written runs and probe results.
 #include "../core/safetensors.h"
 #include "../train/checkpoint.h"
+#include "../train/compare.h"
 #include "../train/flow.h"
 #include "testutil.h"
 #include <math.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -173,6 +175,107 @@ START_TEST(config_errors_and_presets) {
 }
 END_TEST
 
+// ---- compare ---------------------------------------------------------------------------------
+// A run folder dir/name whose loss.csv has the header and then `rows`.
+static void write_run(const char *name, const char *rows) {
+    char path[256];
+    tmp_path(path, sizeof path, name);
+    ck_assert(!mkdir(path, 0700));
+    strcat(path, "/loss.csv");
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "step,loss\n%s", rows);
+    fclose(f);
+}
+
+// `train compare dir/a dir/b` with stdout and stderr captured into out; returns its exit code.
+static int compare_captured(char *out, size_t len, const char *a, const char *b) {
+    char pa[256], pb[256], plot[256], log[256];
+    tmp_path(pa, sizeof pa, a);
+    tmp_path(pb, sizeof pb, b);
+    tmp_path(plot, sizeof plot, "compare.png");
+    tmp_path(log, sizeof log, "compare.log");
+    char *argv[] = {pa, pb, "--plot", plot};
+    fflush(stdout), fflush(stderr);
+    int saved[2] = {dup(1), dup(2)}, fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert(saved[0] >= 0 && saved[1] >= 0 && fd >= 0);
+    dup2(fd, 1), dup2(fd, 2), close(fd);
+    int rc = compare_main(4, argv);
+    fflush(stdout), fflush(stderr);
+    dup2(saved[0], 1), dup2(saved[1], 2), close(saved[0]), close(saved[1]);
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    out[fread(out, 1, len - 1, f)] = 0;
+    fclose(f);
+    return rc;
+}
+
+#define EXPECT_COMPARE(a, b, want_rc, want_text)                                                   \
+    do {                                                                                           \
+        char out_[4096];                                                                           \
+        int rc_ = compare_captured(out_, sizeof out_, a, b);                                       \
+        ck_assert_msg(rc_ == (want_rc) && strstr(out_, want_text),                                 \
+                      "compare %s %s: exit %d (want %d), output lacks \"%s\":\n%s", a, b, rc_,      \
+                      want_rc, want_text, out_);                                                   \
+    } while (0)
+
+START_TEST(compare_runs_report) {
+    write_run("ref", "1,2.0\n2,1.5\n3,1.0\n");
+    write_run("same", "1,2.0\n2,1.5\n3,1.0\n");
+    write_run("off", "1,2.0\n2,1.6\n3,1.05\n");   // |1.6 - 1.5| / 1.5 = 6.667e-2, 5e-2
+    write_run("nan", "1,nan\n2,1.5\n3,1.0\n");     // the NaN stays the worst over later steps
+    write_run("inf", "1,2.0\n2,inf\n3,1.01\n");
+    write_run("long", "1,2.0\n2,1.5\n3,1.0\n4,0.9\n5,0.8\n");
+    write_run("late", "3,1.0\n4,0.9\n");
+    EXPECT_COMPARE("same", "ref", 0, "largest relative loss difference 0.000e+00 at step 1 ");
+    EXPECT_COMPARE("off", "ref", 1, "largest relative loss difference 6.667e-02 at step 2 ");
+    EXPECT_COMPARE("off", "ref", 1, "first step over tolerance: 2 ");
+    EXPECT_COMPARE("nan", "ref", 1, "largest relative loss difference nan at step 1 ");
+    EXPECT_COMPARE("nan", "ref", 1, "first step over tolerance: 1 ");
+    EXPECT_COMPARE("inf", "ref", 1, "largest relative loss difference inf at step 2 ");
+    // runs of different lengths agree over their common steps, and say so
+    EXPECT_COMPARE("long", "ref", 0, "/long logged 5 steps and");
+    EXPECT_COMPARE("long", "ref", 0, "/ref 3: comparing the 3 steps both logged");
+    EXPECT_COMPARE("late", "long", 0, "/long 5: comparing the 2 steps both logged");
+    EXPECT_COMPARE("late", "long", 0, "0.000e+00 at step 3 ");
+    char out[4096];
+    ck_assert_int_eq(compare_captured(out, sizeof out, "same", "ref"), 0);
+    ck_assert_msg(!strstr(out, "logged"), "runs of the same steps need no note:\n%s", out);
+}
+END_TEST
+
+START_TEST(compare_loss_csv_steps_must_increase) {
+    write_run("ref", "1,2.0\n2,1.5\n3,1.0\n");
+    write_run("unsorted", "1,2.0\n3,1.0\n2,1.5\n");
+    write_run("dup", "1,2.0\n\n1,2.0\n2,1.5\n"); // the blank line counts as a line
+    EXPECT_COMPARE("unsorted", "ref", 2, "/unsorted/loss.csv: line 4 has step 2 after step 3");
+    EXPECT_COMPARE("ref", "dup", 2, "/dup/loss.csv: line 4 has step 1 after step 1");
+}
+END_TEST
+
+// A probe result holding one tensor "out" of the given shape (24 values).
+static void write_result(const char *name, int64_t rows, int64_t cols) {
+    float v[24];
+    char path[256], err[256];
+    for (int i = 0; i < 24; i++) v[i] = (float)i;
+    tmp_path(path, sizeof path, name);
+    StWriter *w = st_writer_new();
+    st_writer_add(w, "out", ST_F32, 2, (int64_t[]){rows, cols}, v);
+    ck_assert_msg(!st_writer_write(w, path, err, sizeof err), "%s", err);
+    st_writer_free(w);
+}
+
+START_TEST(compare_results_shapes_must_match) {
+    write_result("a.safetensors", 4, 6);
+    write_result("b.safetensors", 4, 6);
+    write_result("t.safetensors", 6, 4); // the same values, transposed shape
+    EXPECT_COMPARE("a.safetensors", "b.safetensors", 0, "the results AGREE");
+    EXPECT_COMPARE("a.safetensors", "t.safetensors", 1, "the results DIFFER");
+    EXPECT_COMPARE("a.safetensors", "t.safetensors", 1, "has shape [4, 6] in ");
+    EXPECT_COMPARE("a.safetensors", "t.safetensors", 1, "/a.safetensors but [6, 4] in ");
+}
+END_TEST
+
 Suite *train_suite(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -183,6 +286,9 @@ Suite *train_suite(void) {
     tcase_add_test(tc, optimizer_state_belongs_to_its_run);
     tcase_add_test(tc, flow_formulas);
     tcase_add_test(tc, config_errors_and_presets);
+    tcase_add_test(tc, compare_runs_report);
+    tcase_add_test(tc, compare_loss_csv_steps_must_increase);
+    tcase_add_test(tc, compare_results_shapes_must_match);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -33,45 +33,51 @@ int compare_runs(const char *a, const char *b, double tol, const char *plot, con
         return fprintf(stderr, "error: %s\n", err), 2;
     }
     double *steps = xcalloc((size_t)runs[0].n, sizeof(double)), *rel = xcalloc((size_t)runs[0].n, sizeof(double));
-    int common = losslog_rel_diff(&runs[0], &runs[1], steps, rel);
-    double worst = 0, worst_step = -1, first_over = -1;
+    int common = losslog_rel_diff(&runs[0], &runs[1], steps, rel), worst = 0, first_over = -1;
     for (int k = 0; k < common; k++) {
-        if (!(rel[k] <= worst)) worst = rel[k], worst_step = steps[k]; // NaN counts as worst
-        if (first_over < 0 && !(rel[k] <= tol)) first_over = steps[k];
+        if (!isnan(rel[worst]) && !(rel[k] <= rel[worst])) worst = k; // a NaN (or inf) is the worst
+        if (first_over < 0 && !(rel[k] <= tol)) first_over = k;
     }
-    free(steps);
-    free(rel);
+    const char *names[2] = {label_a ? label_a : a, label_b ? label_b : b};
     int rc = 0;
     if (!common) {
         fprintf(stderr, "error: %s and %s share no logged step\n", a, b);
         rc = 2;
     } else {
+        if (common < runs[0].n || common < runs[1].n)
+            printf("%s logged %d steps and %s %d: comparing the %d steps both logged\n", names[0],
+                   runs[0].n, names[1], runs[1].n, common);
         printf("compared %d steps: largest relative loss difference %.3e at step %.0f (tolerance %.1e)\n",
-               common, worst, worst_step, tol);
-        if (first_over >= 0) printf("first step over tolerance: %.0f -> the runs DIVERGE\n", first_over), rc = 1;
+               common, rel[worst], steps[worst], tol);
+        if (first_over >= 0) printf("first step over tolerance: %.0f -> the runs DIVERGE\n", steps[first_over]), rc = 1;
         else printf("every step within tolerance -> the runs AGREE\n");
-        const char *names[2] = {label_a ? label_a : a, label_b ? label_b : b};
         if (losslog_plot(plot, "loss curves", runs, names, 2, true, tol, err, sizeof err))
             fprintf(stderr, "error: %s\n", err), rc = 2;
         else printf("plot: %s\n", plot);
     }
+    free(steps);
+    free(rel);
     losslog_free(&runs[0]);
     losslog_free(&runs[1]);
     return rc;
 }
 
-// ||a - b|| / ||b|| of two tensors of n values, in double; -1 if either cannot be read as reals
-static double tensor_rel_err(const StTensor *ta, const StTensor *tb, size_t n) {
+// ||a - b|| / ||b|| of two tensors of n values, in double; -1 with a message if either cannot be
+// read as reals
+static double tensor_rel_err(const StTensor *ta, const StTensor *tb, size_t n, char *err, size_t len) {
     real *x = xmalloc(n * sizeof(real) + 1), *y = xmalloc(n * sizeof(real) + 1);
-    char err[256];
     double num = 0, den = 0, e = -1;
-    if (!st_to_real(ta, x, n, err, sizeof err) && !st_to_real(tb, y, n, err, sizeof err)) {
+    if (!st_to_real(ta, x, n, err, len) && !st_to_real(tb, y, n, err, len)) {
         for (size_t k = 0; k < n; k++) num += ((double)x[k] - y[k]) * ((double)x[k] - y[k]), den += (double)y[k] * y[k];
         e = den > 0 ? sqrt(num / den) : sqrt(num);
     }
     free(x);
     free(y);
     return e;
+}
+
+static bool same_shape(const StTensor *ta, const StTensor *tb) {
+    return ta->ndim == tb->ndim && !memcmp(ta->shape, tb->shape, (size_t)ta->ndim * sizeof ta->shape[0]);
 }
 
 static int compare_results(const char *a, const char *b, double tol, double grad_tol) {
@@ -82,13 +88,19 @@ static int compare_results(const char *a, const char *b, double tol, double grad
     int bad = 0, grads = 0;
     double worst_grad = 0;
     const char *worst_name = "";
-    for (int i = 0; i < sb.n; i++) {
+    for (int i = 0; i < sb.n; i++) { // a tensor missing, reshaped or not numeric counts as over
         const StTensor *tb = &sb.tensors[i], *ta = st_find(&sa, tb->name);
-        size_t n = tb->nbytes / st_dtype_size(tb->dtype);
         bool grad = !strncmp(tb->name, "grad.", 5);
-        double e = ta && ta->nbytes / st_dtype_size(ta->dtype) == n ? tensor_rel_err(ta, tb, n) : -1;
+        char shape_a[256], shape_b[256];
+        double e = -1;
+        if (!ta) snprintf(err, sizeof err, "missing in %s", a);
+        else if (!same_shape(ta, tb))
+            snprintf(err, sizeof err, "has shape %s in %s but %s in %s",
+                     st_shape_str(shape_a, sizeof shape_a, ta->shape, ta->ndim), a,
+                     st_shape_str(shape_b, sizeof shape_b, tb->shape, tb->ndim), b);
+        else e = tensor_rel_err(ta, tb, tb->nbytes / st_dtype_size(tb->dtype), err, sizeof err);
         if (e < 0) {
-            printf("%-44s missing, of another size or not numeric in %s\n", tb->name, a);
+            printf("%-44s %s\n", tb->name, err);
             bad++;
             continue;
         }

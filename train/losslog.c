@@ -31,17 +31,23 @@ int losslog_read(LossLog *l, const char *path, char *err, size_t len) {
     FILE *f = fopen(path, "r");
     if (!f) return snprintf(err, len, "cannot open %s: is this a run folder written by train?", path), -1;
     char line[1024];
-    int lineno = 0, rc = 0;
+    int lineno = 1, rc = 0;
     if (!fgets(line, sizeof line, f) || strncmp(line, "step,loss", 9)) {
         snprintf(err, len, "%s does not start with the header 'step,loss'", path);
         rc = -1;
     }
     while (!rc && fgets(line, sizeof line, f)) {
         lineno++;
+        line[strcspn(line, "\r\n")] = 0;
         double s, v;
-        if (line[0] == '\n') continue;
+        if (!line[0]) continue;
         if (sscanf(line, "%lf,%lf", &s, &v) != 2) {
-            snprintf(err, len, "%s: row %d is not 'step,loss,...': %.60s", path, lineno, line);
+            snprintf(err, len, "%s: line %d is not 'step,loss,...': %.60s", path, lineno, line);
+            rc = -1;
+        } else if (l->n && !(s > l->step[l->n - 1])) { // comparisons merge runs by step
+            snprintf(err, len, "%s: line %d has step %.0f after step %.0f, but steps must increase "
+                     "strictly from row to row; remove the repeated or out-of-order rows",
+                     path, lineno, s, l->step[l->n - 1]);
             rc = -1;
         } else losslog_add(l, s, v);
     }

@@ -11,9 +11,10 @@ typedef struct LossLog {
 
 void losslog_add(LossLog *l, double step, double loss);
 void losslog_free(LossLog *l);
-// Reads the step and loss columns of a loss.csv; -1 with a message on failure.
+// Reads the step and loss columns of a loss.csv, whose steps must increase strictly from row to
+// row; -1 with a message naming the file and line on failure.
 int losslog_read(LossLog *l, const char *path, char *err, size_t len);
-// |a - b| / |b| at every step both logged, into steps and rel (room for min(a->n, b->n) each);
+// |a - b| / |b| at every step both logged (each sorted by step, as losslog_read guarantees), into steps and rel (room for min(a->n, b->n) each);
 // returns how many.
 int losslog_rel_diff(const LossLog *a, const LossLog *b, double *steps, double *rel);
 // One panel with each run's curve (log scale); with two runs and `diff`, a second panel with
