@@ -35,6 +35,7 @@ START_TEST(checkpoint_round_trip) {
     ck_assert(!st_read(path, &st, err, sizeof err));
     ck_assert_str_eq(st_meta(&st, "step"), "12");
     ck_assert_str_eq(st_meta(&st, "hidden_size"), "8");
+    ck_assert_str_eq(st_meta(&st, "class_dropout_prob"), "0.1"); // as written, not 0.10000000000000001
     ck_assert_ptr_nonnull(st_find(&st, "blocks.1.adaLN_modulation.1.weight"));
     ck_assert_ptr_nonnull(st_find(&st, "y_embedder.embedding_table.weight"));
     ck_assert_int_eq(st_find(&st, "y_embedder.embedding_table.weight")->shape[0], 5); // + null class
@@ -105,6 +106,22 @@ START_TEST(checkpoint_mismatches_are_named) {
     ck_assert(inferred.cfg.class_dropout_prob > 0 && inferred.y_table->shape[0] == small.num_classes + 1);
     dit_free(&inferred);
     dit_free(&m);
+}
+END_TEST
+
+// Floats are written as the shortest text that reads back as the same double (what Python's
+// repr() prints).
+START_TEST(config_values_as_written) {
+    DiTConfig c = small;
+    char buf[64];
+    const struct { double v; const char *text; } cases[] = {
+        {0.1, "0.1"}, {4, "4"}, {1e-5, "1e-05"}, {0.1 + 0.2, "0.30000000000000004"}, {1.0 / 3, "0.3333333333333333"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c.class_dropout_prob = cases[i].v;
+        dit_config_value(&c, 9, buf, sizeof buf);
+        ck_assert_str_eq(dit_config_key(9), "class_dropout_prob");
+        ck_assert_str_eq(buf, cases[i].text);
+    }
 }
 END_TEST
 
@@ -215,6 +232,7 @@ Suite *train_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, checkpoint_round_trip);
     tcase_add_test(tc, checkpoint_mismatches_are_named);
+    tcase_add_test(tc, config_values_as_written);
     tcase_add_test(tc, non_finite_values_are_refused);
     tcase_add_test(tc, optimizer_state_belongs_to_its_run);
     tcase_add_test(tc, flow_formulas);

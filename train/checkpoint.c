@@ -33,8 +33,12 @@ const char *dit_config_key(int i) { return fields[i].key; }
 void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len) {
     const char *p = (const char *)c + fields[i].off;
     if (fields[i].type == 'i') snprintf(buf, len, "%d", *(const int *)p);
-    else if (fields[i].type == 'd') snprintf(buf, len, "%.17g", *(const double *)p);
-    else snprintf(buf, len, "%s", *(const bool *)p ? "true" : "false");
+    else if (fields[i].type == 'd') { // the shortest text that reads back as the same double
+        for (int digits = 1; digits <= 17; digits++) {
+            snprintf(buf, len, "%.*g", digits, *(const double *)p);
+            if (strtod(buf, NULL) == *(const double *)p) break;
+        }
+    } else snprintf(buf, len, "%s", *(const bool *)p ? "true" : "false");
 }
 
 int dit_config_set(DiTConfig *c, int i, const char *text) {

@@ -6,7 +6,8 @@
 #include "../autograd/optim.h"
 #include "../layers/dit.h"
 
-// The config as text, field by field (also used for config.json): keys are the metadata names.
+// The config as text, field by field (also used for config.json): keys are the metadata names;
+// a double as the shortest text that reads back exactly ("0.1", not "0.10000000000000001").
 #define DIT_CONFIG_FIELDS 10
 const char *dit_config_key(int i);
 void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len);
