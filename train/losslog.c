@@ -38,8 +38,9 @@ int losslog_read(LossLog *l, const char *path, char *err, size_t len) {
     }
     while (!rc && fgets(line, sizeof line, f)) {
         lineno++;
+        line[strcspn(line, "\r\n")] = 0; // quoted without its line ending
         double s, v;
-        if (line[0] == '\n') continue;
+        if (!line[0]) continue;
         if (sscanf(line, "%lf,%lf", &s, &v) != 2) {
             snprintf(err, len, "%s: row %d is not 'step,loss,...': %.60s", path, lineno, line);
             rc = -1;
