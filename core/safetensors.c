@@ -79,6 +79,8 @@ const char *st_shape_str(char *buf, size_t size, const int64_t *shape, int ndim)
 // ---------------------------------------------------------------------------------------------
 // Reader: JSON header parser
 
+#define ST_MAX_HEADER 100000000 // bytes; the reference implementation's limit (MAX_HEADER_SIZE)
+
 typedef struct {
     StTensor t;
     uint64_t begin, end; // data_offsets
@@ -558,6 +560,22 @@ static int parse_owned(const char *file, unsigned char *buf, size_t len, SafeTen
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
+    // a file of another kind (text, random bytes) is not taken for a truncated one: its header
+    // length is absurd, or past the end of the file with no JSON object where the header starts
+    int absurd = hlen > ST_MAX_HEADER;
+    if (absurd || (hlen > len - 8 && len > 8 && !memchr("{ \t\r\n", buf[8], 5))) {
+        free(buf);
+        char why[160];
+        if (absurd)
+            snprintf(why, sizeof why,
+                     "its first 8 bytes give a header length of %" PRIu64 " bytes, over the "
+                     "format's limit of %d",
+                     hlen, ST_MAX_HEADER);
+        else snprintf(why, sizeof why, "the header after the 8-byte length field is no JSON object");
+        return report(err, errlen, file,
+                      "not a safetensors file: %s; check that the path names the file you meant",
+                      why);
+    }
     if (hlen > len - 8) {
         free(buf);
         return report(err, errlen, file,

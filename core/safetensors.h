@@ -2,8 +2,10 @@
 // and probe results. A file is: an 8-byte little-endian header length N, N bytes of JSON header
 // ({"name": {"dtype", "shape", "data_offsets"}, ..., optional "__metadata__": {str: str}}), then
 // the data buffer, which the tensors must cover exactly. Only F32, F64, I32, I64 are supported.
-// Readers validate everything and report one sentence naming the file and the problem; the
-// writer is atomic (writes "<path>.tmp", then renames). Assumes a little-endian host.
+// Readers validate everything and report one sentence naming the file and the problem (a header
+// length over the format's 100 MB limit, or a header that is no JSON object, is "not a
+// safetensors file"; a header or data cut short is a truncated file); the writer is atomic
+// (writes "<path>.tmp", then renames). Assumes a little-endian host.
 #pragma once
 #include "real.h"
 #include <stddef.h>

@@ -17,21 +17,33 @@ int dit_tokens(const DiTConfig *c) {
 int dit_out_channels(const DiTConfig *c) { return c->learn_sigma ? 2 * c->in_channels : c->in_channels; }
 int dit_mlp_hidden(const DiTConfig *c) { return (int)(c->hidden_size * c->mlp_ratio); }
 
+// "NAME VALUE must be in 1..MAX" if value is out of that range
+static bool out_of_range(const char *name, int value, int max, char *buf, size_t len) {
+    if (value >= 1 && value <= max) return false;
+    snprintf(buf, len, "%s %d must be in 1..%d", name, value, max);
+    return true;
+}
+
 const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
-    if (c->patch_size <= 0 || c->input_size <= 0 || c->input_size % c->patch_size)
+    if (out_of_range("input_size", c->input_size, DIT_MAX_INPUT_SIZE, buf, len) ||
+        out_of_range("patch_size", c->patch_size, DIT_MAX_PATCH, buf, len) ||
+        out_of_range("in_channels", c->in_channels, DIT_MAX_CHANNELS, buf, len) ||
+        out_of_range("hidden_size", c->hidden_size, DIT_MAX_HIDDEN, buf, len) ||
+        out_of_range("depth", c->depth, DIT_MAX_DEPTH, buf, len) ||
+        out_of_range("num_heads", c->num_heads, DIT_MAX_HEADS, buf, len) ||
+        out_of_range("num_classes", c->num_classes, DIT_MAX_CLASSES, buf, len))
+        return buf;
+    if (c->input_size % c->patch_size)
         snprintf(buf, len, "input_size %d must be a positive multiple of patch_size %d",
                  c->input_size, c->patch_size);
-    else if (c->in_channels <= 0 || c->hidden_size <= 0 || c->num_heads <= 0 || c->num_classes <= 0)
-        snprintf(buf, len, "in_channels, hidden_size, num_heads and num_classes must be positive");
     else if (c->hidden_size % c->num_heads)
         snprintf(buf, len, "num_heads %d must divide hidden_size %d", c->num_heads, c->hidden_size);
     else if (c->hidden_size % 4)
         snprintf(buf, len, "hidden_size %d must be a multiple of 4 for the 2-D sin-cos position "
                            "embedding", c->hidden_size);
-    else if (c->depth <= 0 || c->depth > DIT_MAX_DEPTH)
-        snprintf(buf, len, "depth %d must be in 1..%d", c->depth, DIT_MAX_DEPTH);
-    else if (!(c->mlp_ratio > 0) || dit_mlp_hidden(c) < 1)
-        snprintf(buf, len, "mlp_ratio %g must give a positive MLP width", c->mlp_ratio);
+    else if (!(c->mlp_ratio > 0 && c->mlp_ratio <= DIT_MAX_MLP_RATIO) || dit_mlp_hidden(c) < 1)
+        snprintf(buf, len, "mlp_ratio %g must be in (0, %d] and give a positive MLP width",
+                 c->mlp_ratio, DIT_MAX_MLP_RATIO);
     else if (c->class_dropout_prob < 0 || c->class_dropout_prob >= 1)
         snprintf(buf, len, "class_dropout_prob %g must be in [0, 1)", c->class_dropout_prob);
     else
@@ -78,7 +90,7 @@ static Tensor *param(DiT *m, const char *name, int ndim, int d0, int d1, int d2,
     return ps_add(&m->ps, name, ndim, (int[]){d0, d1, d2, d3});
 }
 
-void dit_create(DiT *m, const DiTConfig *cfg) {
+void dit_layout(DiT *m, const DiTConfig *cfg) {
     char err[256], name[96];
     const char *why = dit_config_error(cfg, err, sizeof err);
     CHECK(!why, "invalid DiT config: %s", why);
@@ -114,10 +126,18 @@ void dit_create(DiT *m, const DiTConfig *cfg) {
     m->f_b = param(m, "final_layer.linear.bias", 1, out, 0, 0, 0);
     m->f_ada_w = param(m, "final_layer.adaLN_modulation.1.weight", 2, 2 * D, D, 0, 0);
     m->f_ada_b = param(m, "final_layer.adaLN_modulation.1.bias", 1, 2 * D, 0, 0, 0);
-    ps_alloc(&m->ps);
     int T = dit_tokens(cfg);
-    m->pos_embed = (Tensor){.ndim = 3, .shape = {1, T, D}, .size = (size_t)T * D,
-                            .data = xcalloc((size_t)T * D, sizeof(real)), .name = "pos_embed"};
+    m->pos_embed = (Tensor){.ndim = 3, .shape = {1, T, D}, .size = (size_t)T * D, .name = "pos_embed"};
+}
+
+void dit_alloc(DiT *m) {
+    ps_alloc(&m->ps);
+    m->pos_embed.data = xcalloc(m->pos_embed.size, sizeof(real));
+}
+
+void dit_create(DiT *m, const DiTConfig *cfg) {
+    dit_layout(m, cfg);
+    dit_alloc(m);
 }
 
 void dit_free(DiT *m) {

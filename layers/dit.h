@@ -25,7 +25,16 @@ typedef struct DiTBlock {
     Tensor *ada_w, *ada_b;   // (6D, D), (6D): adaLN_modulation.1
 } DiTBlock;
 
+// Config limits, shared by the training flags and checkpoints' metadata; they keep every
+// derived size (tokens, widths, output rows) within an int.
 #define DIT_MAX_DEPTH 64
+#define DIT_MAX_INPUT_SIZE 4096
+#define DIT_MAX_PATCH 256
+#define DIT_MAX_HIDDEN 65536
+#define DIT_MAX_HEADS 4096
+#define DIT_MAX_MLP_RATIO 64
+#define DIT_MAX_CHANNELS 4096
+#define DIT_MAX_CLASSES (1 << 20)
 #define DIT_FREQ_DIM 256 // timestep frequency embedding size
 
 typedef struct DiT {
@@ -67,6 +76,11 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, int Tk);
 
 // Registers every parameter (reference names) and allocates the store; weights are zero.
 void dit_create(DiT *m, const DiTConfig *cfg);
+// dit_create in two steps, so a checkpoint's shapes are checked before its model's memory is
+// taken: dit_layout registers every parameter and pos_embed's shape with no data (dit_free
+// frees such a model), dit_alloc allocates them.
+void dit_layout(DiT *m, const DiTConfig *cfg);
+void dit_alloc(DiT *m);
 // The reference initialization (xavier-uniform linears, N(0, 0.02) embeddings, adaLN-Zero),
 // every value a pure function of seed; pos_embed from the sin-cos formula.
 void dit_init(DiT *m, uint64_t seed);

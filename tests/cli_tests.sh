@@ -73,6 +73,19 @@ expect_usage "unknown bug" --inject-bug nonsense
 expect_usage "does not exist" --data "$WORK/no-such-folder"
 mkdir -p "$WORK/broken/cats" && echo "not an image" > "$WORK/broken/cats/a.png"
 expect_usage "a.png" --data "$WORK/broken"
+# resuming from what is not a complete run folder, or with other model flags
+expect_usage "no-such-run does not exist; give the --out folder of an earlier training run" $RES --resume "$WORK/no-such-run"
+expect_usage "is not a run folder (it has no model.safetensors)" $RES --resume "$WORK"
+expect_usage "has class_dropout_prob = 0.1 but the flags give 0.2;" $RES --steps 30 --resume "$WORK/part1" --class-dropout 0.2
+cp -r "$WORK/part1" "$WORK/noema" && rm "$WORK/noema/ema.safetensors"
+expect_usage "noema has no ema.safetensors: was the run started with --ema 0?" $RES --steps 30 --resume "$WORK/noema"
+cp "$WORK/part1/loss.csv" "$WORK/noema/ema.safetensors" # present but corrupt: no talk of --ema 0
+expect_usage "the EMA weights: $WORK/noema/ema.safetensors: not a safetensors file" $RES --steps 30 --resume "$WORK/noema"
+echo "$msg" | grep -q -- "--ema 0" && bad "a corrupt ema.safetensors is blamed on --ema 0: $msg"
+printf 'step,loss\r\n1,xx\r\n' > "$WORK/noema/loss.csv" # the row quoted without its line ending
+rm "$WORK/noema/ema.safetensors"
+expect_usage "loss.csv: row 1 is not 'step,loss,...': 1,xx$" $RES --steps 30 --ema 0 --resume "$WORK/noema"
+expect_usage "not a safetensors file" sample --ckpt "$WORK/part1/loss.csv"
 TRAIN_REAL=$TRAIN; TRAIN="$MPIRUN -np 4 $TRAIN_REAL"
 expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by it; pad to 84 or enable auto-pad" $SMALL --no-auto-pad
 expect_usage "splits the 2 heads over 4 ranks, which does not divide them" $SMALL --sp-attention all-to-all

@@ -65,19 +65,26 @@ static void assert_empty(const SafeTensors *st) {
 }
 
 // Parse header+data from memory; expect failure with `phrase` in the message.
-static void expect_error_at(const char *header, const void *data, size_t dlen, const char *phrase,
-                            int line) {
-    size_t len;
-    unsigned char *b = make_file(header, data, dlen, &len);
+// Parse a whole file's bytes from memory; expect failure with `phrase` in the message.
+static void expect_error_bytes_at(const void *bytes, size_t len, const char *phrase, int line) {
     SafeTensors st;
     char err[600] = "";
-    int rc = st_parse(b, len, &st, err, sizeof err);
-    free(b);
-    ck_assert_msg(rc == -1, "line %d: parse succeeded, expected '%s'", line, phrase);
+    ck_assert_msg(st_parse(bytes, len, &st, err, sizeof err) == -1,
+                  "line %d: parse succeeded, expected '%s'", line, phrase);
     ck_assert_msg(strstr(err, phrase) != NULL, "line %d: expected '%s' in: %s", line, phrase, err);
     ck_assert_msg(strncmp(err, "<buffer>: ", 10) == 0, "line %d: message lacks source: %s", line,
                   err);
     assert_empty(&st);
+}
+#define expect_error_bytes(b, n, phrase) expect_error_bytes_at(b, n, phrase, __LINE__)
+
+// The same for header+data.
+static void expect_error_at(const char *header, const void *data, size_t dlen, const char *phrase,
+                            int line) {
+    size_t len;
+    unsigned char *b = make_file(header, data, dlen, &len);
+    expect_error_bytes_at(b, len, phrase, line);
+    free(b);
 }
 #define expect_error(h, d, n, phrase) expect_error_at(h, d, n, phrase, __LINE__)
 
@@ -305,7 +312,7 @@ START_TEST(test_err_truncated) {
                   err);
     assert_empty(&st);
 
-    unsigned char big[100] = {0x00, 0x10}; // header length 4096 in a 100-byte file
+    unsigned char big[100] = {0x00, 0x10, [8] = '{'}; // header length 4096 in a 100-byte file
     tpath(path, sizeof path, "M.safetensors");
     save(path, big, sizeof big);
     ck_assert_int_eq(st_read(path, &st, err, sizeof err), -1);
@@ -322,6 +329,37 @@ START_TEST(test_err_truncated) {
                  "tensor 'w' has data_offsets [0, 16] but the data buffer has only 10 bytes; "
                  "the file is truncated");
     expect_error("", NULL, 0, "expected '{'");
+}
+END_TEST
+
+// Files of another kind are not mistaken for truncated ones: their first 8 bytes, read as the
+// header length, are absurd, or no JSON object follows them.
+START_TEST(test_err_not_safetensors) {
+    char path[256], err[600] = "", want[600];
+    SafeTensors st;
+    tpath(path, sizeof path, "text.safetensors");
+    const char *text = "hello world, this is not a safetensors file\n";
+    save(path, text, strlen(text));
+    ck_assert_int_eq(st_read(path, &st, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s: not a safetensors file: its first 8 bytes give a header "
+             "length of 8031924123371070824 bytes, over the format's limit of 100000000", path);
+    ck_assert_msg(!strncmp(err, want, strlen(want)), "%s", err); // "hello wo" little-endian
+    assert_empty(&st);
+
+    // a valid header after a length field one past the limit; at the limit it is a truncated file
+    unsigned char b[24] = {0x01, 0xE1, 0xF5, 0x05, [8] = '{', '}'}; // 100000001 = 0x05F5E101
+    expect_error_bytes(b, sizeof b, "not a safetensors file: its first 8 bytes give a header "
+                       "length of 100000001 bytes");
+    b[0] = 0x00;
+    expect_error_bytes(b, sizeof b, "header says 100000000 bytes but the file has only 16 after "
+                       "the length field; the file is truncated");
+    // a plausible length past the end of the file, but no JSON object where the header starts
+    unsigned char p[12] = {200, [8] = 'P', 'K', 3, 4};
+    expect_error_bytes(p, sizeof p, "not a safetensors file: the header after the 8-byte length "
+                       "field is no JSON object");
+    p[8] = ' '; // JSON may start with whitespace: then the file is truncated
+    expect_error_bytes(p, sizeof p, "header says 200 bytes but the file has only 4 after the "
+                       "length field; the file is truncated");
 }
 END_TEST
 
@@ -497,6 +535,7 @@ Suite *safetensors_suite(void) {
     tcase_add_test(tc, test_parse_copies_bytes);
     tcase_add_test(tc, test_no_metadata_and_empty);
     tcase_add_test(tc, test_err_truncated);
+    tcase_add_test(tc, test_err_not_safetensors);
     tcase_add_test(tc, test_err_bad_json);
     tcase_add_test(tc, test_err_unknown_dtype);
     tcase_add_test(tc, test_err_size_mismatch);

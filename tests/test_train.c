@@ -37,6 +37,7 @@ START_TEST(checkpoint_round_trip) {
     ck_assert(!st_read(path, &st, err, sizeof err));
     ck_assert_str_eq(st_meta(&st, "step"), "12");
     ck_assert_str_eq(st_meta(&st, "hidden_size"), "8");
+    ck_assert_str_eq(st_meta(&st, "class_dropout_prob"), "0.1"); // as written, not 0.10000000000000001
     ck_assert_ptr_nonnull(st_find(&st, "blocks.1.adaLN_modulation.1.weight"));
     ck_assert_ptr_nonnull(st_find(&st, "y_embedder.embedding_table.weight"));
     ck_assert_int_eq(st_find(&st, "y_embedder.embedding_table.weight")->shape[0], 5); // + null class
@@ -84,6 +85,13 @@ START_TEST(checkpoint_mismatches_are_named) {
         {NULL, NULL, "hidden_size", "12", "'x_embedder.proj.weight' has shape [8, 3, 2, 2] but [12, 3, 2, 2] was expected"},
         {NULL, NULL, "depth", "many", "invalid value for config key 'depth'"},
         {NULL, NULL, "num_heads", "3", "num_heads 3 must divide hidden_size 8"},
+        // the training flags' limits (--input-size, --mlp-ratio accept at most 4096, 64)
+        {NULL, NULL, "input_size", "100000", "config in its metadata is invalid: input_size 100000 must be in 1..4096"},
+        {NULL, NULL, "mlp_ratio", "65", "mlp_ratio 65 must be in (0, 64]"},
+        {NULL, NULL, "in_channels", "0", "in_channels 0 must be in 1..4096"},
+        // a valid config the tensors do not fit, refused before allocating its ~1.6 TB
+        {NULL, NULL, "hidden_size", "65536", "'pos_embed' has shape [1, 16, 8] but [1, 16, 65536] was expected"},
+        {NULL, NULL, "input_size", "4096", "'pos_embed' has shape [1, 16, 8] but [1, 4194304, 8] was expected"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_variant(path, bad, cases[i].drop, cases[i].add, cases[i].key, cases[i].value);
@@ -99,6 +107,50 @@ START_TEST(checkpoint_mismatches_are_named) {
     ck_assert_msg(!ckpt_load_model(&inferred, bad, err, sizeof err), "%s", err);
     ck_assert(inferred.cfg.class_dropout_prob > 0 && inferred.y_table->shape[0] == small.num_classes + 1);
     dit_free(&inferred);
+    dit_free(&m);
+}
+END_TEST
+
+// Floats are written as the shortest text that reads back as the same double (what Python's
+// repr() prints).
+START_TEST(config_values_as_written) {
+    DiTConfig c = small;
+    char buf[64];
+    const struct { double v; const char *text; } cases[] = {
+        {0.1, "0.1"}, {4, "4"}, {1e-5, "1e-05"}, {0.1 + 0.2, "0.30000000000000004"}, {1.0 / 3, "0.3333333333333333"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c.class_dropout_prob = cases[i].v;
+        dit_config_value(&c, 9, buf, sizeof buf);
+        ck_assert_str_eq(dit_config_key(9), "class_dropout_prob");
+        ck_assert_str_eq(buf, cases[i].text);
+    }
+}
+END_TEST
+
+// Weights, EMA weights and Adam moments with NaN or infinite values are refused, naming the
+// tensor and how many of its values are not finite.
+START_TEST(non_finite_values_are_refused) {
+    DiT m, x;
+    char path[256], err[1024];
+    dit_create(&m, &small);
+    dit_init(&m, 3);
+    Tensor *w = ps_find(&m.ps, "final_layer.linear.weight"), *b = ps_find(&m.ps, "blocks.1.mlp.fc1.bias");
+    w->data[0] = NAN, w->data[5] = INFINITY, w->data[7] = -INFINITY, b->data[2] = NAN;
+    tmp_path(path, sizeof path, "nan.safetensors");
+    ck_assert(!ckpt_save_model(&m, NULL, path, 3, NULL, err, sizeof err));
+    ck_assert_int_eq(ckpt_load_model(&x, path, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "tensor 'blocks.1.mlp.fc1.bias' has NaN or infinite values: 1 of 16"), "%s", err);
+    ck_assert_msg(strstr(err, "tensor 'final_layer.linear.weight' has NaN or infinite values: 3 of 192"), "%s", err);
+    ck_assert_int_eq(ckpt_load_params(&m, m.ps.m, path, err, sizeof err), -1); // EMA weights
+    ck_assert_msg(strstr(err, "'final_layer.linear.weight' has NaN or infinite values: 3 of 192"), "%s", err);
+
+    AdamW opt = adamw_default(1e-3);
+    m.ps.v[m.ps.total - 1] = INFINITY;
+    ck_assert(!ckpt_save_optimizer(&m.ps, &opt, "seed=1 batch=4", path, err, sizeof err));
+    ck_assert_int_eq(ckpt_load_optimizer(&m.ps, &opt, "seed=1 batch=4", path, err, sizeof err), -1);
+    char want[64];
+    snprintf(want, sizeof want, "tensor 'adam.v' has NaN or infinite values: 1 of %zu", m.ps.total);
+    ck_assert_msg(strstr(err, want), "%s", err);
     dit_free(&m);
 }
 END_TEST
@@ -283,6 +335,8 @@ Suite *train_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, checkpoint_round_trip);
     tcase_add_test(tc, checkpoint_mismatches_are_named);
+    tcase_add_test(tc, config_values_as_written);
+    tcase_add_test(tc, non_finite_values_are_refused);
     tcase_add_test(tc, optimizer_state_belongs_to_its_run);
     tcase_add_test(tc, flow_formulas);
     tcase_add_test(tc, config_errors_and_presets);

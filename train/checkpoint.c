@@ -3,6 +3,7 @@
 #include "../core/check.h"
 #include "../core/safetensors.h"
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -32,8 +33,12 @@ const char *dit_config_key(int i) { return fields[i].key; }
 void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len) {
     const char *p = (const char *)c + fields[i].off;
     if (fields[i].type == 'i') snprintf(buf, len, "%d", *(const int *)p);
-    else if (fields[i].type == 'd') snprintf(buf, len, "%.17g", *(const double *)p);
-    else snprintf(buf, len, "%s", *(const bool *)p ? "true" : "false");
+    else if (fields[i].type == 'd') { // the shortest text that reads back as the same double
+        for (int digits = 1; digits <= 17; digits++) {
+            snprintf(buf, len, "%.*g", digits, *(const double *)p);
+            if (strtod(buf, NULL) == *(const double *)p) break;
+        }
+    } else snprintf(buf, len, "%s", *(const bool *)p ? "true" : "false");
 }
 
 int dit_config_set(DiTConfig *c, int i, const char *text) {
@@ -109,6 +114,17 @@ static const char *shape_text(const StTensor *s, char *buf, size_t len) {
     return tensor_shape_str(&t, buf, len);
 }
 
+// Converts a float tensor into n reals; -1 with a message naming the tensor if its dtype is not a
+// float type or any value is NaN or infinite (the state of a diverged run, or a corrupt file).
+static int load_finite(const StTensor *s, real *dst, size_t n, char *err, size_t len) {
+    if (st_to_real(s, dst, n, err, len)) return -1;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !isfinite(dst[i]);
+    if (bad)
+        snprintf(err, len, "tensor '%s' has NaN or infinite values: %zu of %zu", s->name, bad, n);
+    return bad ? -1 : 0;
+}
+
 int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
     SafeTensors st;
     *m = (DiT){0};
@@ -134,29 +150,41 @@ int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
     }
     char why[256];
     if (dit_config_error(&cfg, why, sizeof why)) {
-        snprintf(err, len, "%s: its config is not a valid DiT: %s", path, why);
+        snprintf(err, len, "%s: the DiT config in its metadata is invalid: %s; the file is corrupt "
+                 "or was not written for this program", path, why);
         st_free(&st);
         return -1;
     }
-    dit_create(m, &cfg);
+    // names, shapes and dtypes first: a file whose tensors do not fit its config (its metadata
+    // claiming a huge model, say) is refused before the model's memory is taken
+    dit_layout(m, &cfg);
     int problems = 0;
     snprintf(err, len, "%s does not match the DiT its metadata describes", path);
     char a[64], b[64];
-    Tensor *pos = &m->pos_embed;
     for (int i = -1; i < m->ps.n; i++) { // -1: pos_embed
-        Tensor *t = i < 0 ? pos : m->ps.t[i];
+        const Tensor *t = i < 0 ? &m->pos_embed : m->ps.t[i];
         const StTensor *s = st_find(&st, t->name);
-        char cvt[256];
         if (!s) note(err, len, &problems, "missing tensor '%s'", t->name);
         else if (!shape_matches(s, t))
             note(err, len, &problems, "'%s' has shape %s but %s was expected", t->name,
                  shape_text(s, a, sizeof a), tensor_shape_str(t, b, sizeof b));
-        else if (st_to_real(s, t->data, t->size, cvt, sizeof cvt))
-            note(err, len, &problems, "%s", cvt);
+        else if (s->dtype != ST_F32 && s->dtype != ST_F64)
+            note(err, len, &problems, "'%s' has dtype %s, not F32 or F64", t->name,
+                 st_dtype_name(s->dtype));
     }
     for (int i = 0; i < st.n; i++)
         if (strcmp(st.tensors[i].name, "pos_embed") && !ps_find(&m->ps, st.tensors[i].name))
             note(err, len, &problems, "unexpected tensor '%s'", st.tensors[i].name);
+    if (!problems) { // then the values
+        dit_alloc(m);
+        snprintf(err, len, "%s cannot be used (its run had diverged when it was saved, or the file "
+                 "is corrupt; use another checkpoint)", path);
+        for (int i = -1; i < m->ps.n; i++) {
+            Tensor *t = i < 0 ? &m->pos_embed : m->ps.t[i];
+            if (load_finite(st_find(&st, t->name), t->data, t->size, why, sizeof why))
+                note(err, len, &problems, "%s", why);
+        }
+    }
     st_free(&st);
     if (!problems) return err[0] = 0, 0;
     if (problems > 4) {
@@ -218,6 +246,7 @@ int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char 
     if (st_read(path, &st, err, len)) return -1;
     const StTensor *m = st_find(&st, "adam.m"), *v = st_find(&st, "adam.v");
     const char *step = st_meta(&st, "step"), *saved_run = st_meta(&st, "run");
+    char why[256];
     int rc = -1;
     if (!m || !v || !step || !saved_run)
         snprintf(err, len, "%s is not an optimizer state file (it needs adam.m, adam.v, a step and "
@@ -229,7 +258,11 @@ int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char 
              (size_t)v->shape[0] != ps->total)
         snprintf(err, len, "%s holds Adam moments for %lld parameters but the model has %zu; it "
                  "belongs to another model", path, (long long)m->shape[0], ps->total);
-    else if (!st_to_real(m, ps->m, ps->total, err, len) && !st_to_real(v, ps->v, ps->total, err, len)) {
+    else if (load_finite(m, ps->m, ps->total, why, sizeof why) ||
+             load_finite(v, ps->v, ps->total, why, sizeof why))
+        snprintf(err, len, "%s cannot be used: %s; resume from another checkpoint or start a "
+                 "new run", path, why);
+    else {
         opt->step = atoi(step);
         rc = 0;
     }

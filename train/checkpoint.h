@@ -6,7 +6,8 @@
 #include "../autograd/optim.h"
 #include "../layers/dit.h"
 
-// The config as text, field by field (also used for config.json): keys are the metadata names.
+// The config as text, field by field (also used for config.json): keys are the metadata names;
+// a double as the shortest text that reads back exactly ("0.1", not "0.10000000000000001").
 #define DIT_CONFIG_FIELDS 10
 const char *dit_config_key(int i);
 void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len);
@@ -17,8 +18,10 @@ int dit_config_set(DiTConfig *c, int i, const char *text); // -1 if text is not 
 // training step in the metadata, and optimizer_file (or NULL) where the Adam state is.
 int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
                     const char *optimizer_file, char *err, size_t len);
-// Creates *m from the file's config and loads every tensor; every name and shape is checked.
-// On failure *m is left empty (nothing to free).
+// Creates *m from the file's config and loads every tensor. The config must be valid (the
+// training flags' limits) and every name, shape and dtype must match it before any of the
+// model's memory is allocated; a NaN or infinite value is refused too. On failure *m is left
+// empty (nothing to free).
 int ckpt_load_model(DiT *m, const char *path, char *err, size_t len);
 
 // The training step a checkpoint records in its metadata, or -1 with a message.
@@ -32,5 +35,6 @@ int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size
 // and, on loading, must match the resuming run's.
 int ckpt_save_optimizer(const ParamStore *ps, const AdamW *opt, const char *run, const char *path,
                         char *err, size_t len);
+// Refuses moments with a NaN or infinite value.
 int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char *path, char *err,
                         size_t len);

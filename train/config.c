@@ -105,12 +105,12 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
             if (rank == 0) help();
             return false;
         } else if (!strcmp(f, "--model")) VAL;
-        else if (!strcmp(f, "--hidden")) tc->model.hidden_size = flag_int(f, VAL, 4, 1 << 16);
+        else if (!strcmp(f, "--hidden")) tc->model.hidden_size = flag_int(f, VAL, 4, DIT_MAX_HIDDEN);
         else if (!strcmp(f, "--depth")) tc->model.depth = flag_int(f, VAL, 1, DIT_MAX_DEPTH);
-        else if (!strcmp(f, "--heads")) tc->model.num_heads = flag_int(f, VAL, 1, 1 << 12);
-        else if (!strcmp(f, "--patch")) tc->model.patch_size = flag_int(f, VAL, 1, 256);
-        else if (!strcmp(f, "--mlp-ratio")) tc->model.mlp_ratio = flag_double(f, VAL, 0.01, 64);
-        else if (!strcmp(f, "--input-size")) tc->model.input_size = flag_int(f, VAL, 1, 4096);
+        else if (!strcmp(f, "--heads")) tc->model.num_heads = flag_int(f, VAL, 1, DIT_MAX_HEADS);
+        else if (!strcmp(f, "--patch")) tc->model.patch_size = flag_int(f, VAL, 1, DIT_MAX_PATCH);
+        else if (!strcmp(f, "--mlp-ratio")) tc->model.mlp_ratio = flag_double(f, VAL, 0.01, DIT_MAX_MLP_RATIO);
+        else if (!strcmp(f, "--input-size")) tc->model.input_size = flag_int(f, VAL, 1, DIT_MAX_INPUT_SIZE);
         else if (!strcmp(f, "--learn-sigma")) tc->model.learn_sigma = true;
         else if (!strcmp(f, "--class-dropout")) tc->model.class_dropout_prob = flag_double(f, VAL, 0, 0.99);
         else if (!strcmp(f, "--steps")) tc->steps = flag_int(f, VAL, 1, 1 << 30);

@@ -38,7 +38,7 @@ int losslog_read(LossLog *l, const char *path, char *err, size_t len) {
     }
     while (!rc && fgets(line, sizeof line, f)) {
         lineno++;
-        line[strcspn(line, "\r\n")] = 0;
+        line[strcspn(line, "\r\n")] = 0; // quoted without its line ending
         double s, v;
         if (!line[0]) continue;
         if (sscanf(line, "%lf,%lf", &s, &v) != 2) {

@@ -78,6 +78,14 @@ static void start_run(Run *r) {
         dit_init(&r->m, tc->seed);
     } else {
         path_in(path, sizeof path, tc->resume, "model.safetensors");
+        struct stat sb;
+        const char *why = stat(tc->resume, &sb) ? (errno == ENOENT ? "does not exist" : "cannot be read")
+                          : !S_ISDIR(sb.st_mode) ? "is not a folder"
+                          : access(path, F_OK) ? "is not a run folder (it has no model.safetensors)"
+                          : NULL;
+        if (why)
+            usage_error("--resume: %s %s; give the --out folder of an earlier training run, or leave "
+                        "out --resume to start a new one", tc->resume, why);
         if (ckpt_load_model(&r->m, path, err, sizeof err)) usage_error("--resume: %s", err);
         char a[64], b[64];
         for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
@@ -106,8 +114,11 @@ static void start_run(Run *r) {
         memcpy(r->ema, r->m.ps.params, r->m.ps.total * sizeof(real));
         if (tc->resume[0]) {
             path_in(path, sizeof path, tc->resume, "ema.safetensors");
+            if (access(path, F_OK))
+                usage_error("--resume: %s has no ema.safetensors: was the run started with --ema 0? "
+                            "Then resume it with --ema 0", tc->resume);
             if (ckpt_load_params(&r->m, r->ema, path, err, sizeof err))
-                usage_error("--resume: the EMA weights: %s (was the run started with --ema 0?)", err);
+                usage_error("--resume: the EMA weights: %s", err);
             if (ckpt_step(path, err, sizeof err) != r->opt.step)
                 usage_error("--resume: %s holds EMA weights of another step than the optimizer "
                             "state (%d) (a save was interrupted?)", tc->resume, r->opt.step);
