@@ -68,8 +68,7 @@ static char *dup_str(const char *s) {
     return d;
 }
 
-// "[2, 3]"
-static const char *fmt_shape(char *buf, size_t size, const int64_t *shape, int ndim) {
+const char *st_shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
     size_t k = (size_t)snprintf(buf, size, "[");
     for (int i = 0; i < ndim && k < size; i++)
         k += (size_t)snprintf(buf + k, size - k, "%s%" PRId64, i ? ", " : "", shape[i]);
@@ -481,7 +480,7 @@ static int validate(Parser *p, const unsigned char *data, uint64_t data_len) {
         Entry *e = &p->entries[i];
         const char *name = e->t.name;
         char shp[256];
-        fmt_shape(shp, sizeof shp, e->t.shape, e->t.ndim);
+        st_shape_str(shp, sizeof shp, e->t.shape, e->t.ndim);
         if (e->begin > e->end)
             return invalid(p,
                            "tensor '%s' has data_offsets [%" PRIu64 ", %" PRIu64 "] whose begin "

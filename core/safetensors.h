@@ -44,6 +44,7 @@ const StTensor *st_find(const SafeTensors *st, const char *name); // NULL if abs
 const char *st_meta(const SafeTensors *st, const char *key);      // NULL if absent
 size_t st_dtype_size(StDtype d);                                  // 0 for an invalid value
 const char *st_dtype_name(StDtype d); // "F32", ...; "?" for an invalid value
+const char *st_shape_str(char *buf, size_t size, const int64_t *shape, int ndim); // "[2, 3]"
 // Convert an F32 or F64 tensor into n `real` values; -1 with a message if the dtype is not a
 // float type or n is not the tensor's element count.
 int st_to_real(const StTensor *t, real *dst, size_t n, char *err, size_t errlen);

@@ -84,5 +84,54 @@ for args in "compare $WORK/full1" "verify --ranks 1"; do
   if [ $rc = 2 ] && ! echo "$msg" | grep -q MPI; then ok "bad input ($args): exit 2, $(echo "$msg" | head -1)"
   else bad "bad input ($args): exit $rc: $msg"; fi
 done
+
+# 5. probe: a batch that does not fit the checkpoint is a usage error naming the tensor, what was
+# expected and what the file has
+# st FILE SPEC...: a safetensors file; SPEC is NAME:DTYPE:DIMS (DIMS joined by commas) for a tensor
+# of zeros, or NAME:I64:DIMS:V for one whose elements are all V
+le64() { local i; for i in 0 1 2 3 4 5 6 7; do printf "\\x$(printf %02x $(( ($1 >> 8 * i) & 255 )))"; done; }
+st() {
+  local f=$1 hdr="" off=0 spec name dt dims v n i; shift
+  for spec; do
+    IFS=: read -r name dt dims v <<< "$spec"
+    n=$(( ${dims//,/*} * ${dt:1} / 8 ))
+    hdr+="${hdr:+,}\"$name\":{\"dtype\":\"$dt\",\"shape\":[$dims],\"data_offsets\":[$off,$((off + n))]}"
+    off=$((off + n))
+  done
+  { le64 $((${#hdr} + 2)); printf '{%s}' "$hdr"
+    for spec; do
+      IFS=: read -r name dt dims v <<< "$spec"
+      if [ -z "$v" ]; then head -c $(( ${dims//,/*} * ${dt:1} / 8 )) /dev/zero
+      else for ((i = 0; i < ${dims//,/*}; i++)); do le64 "$v"; done; fi
+    done; } > "$f"
+}
+CK=$WORK/full1/model.safetensors # DiT-tiny/2, 8x8 RGB images, label dropout: a null class
+nc=$(grep -o '"num_classes": [0-9]*' "$WORK/full1/config.json" | grep -o '[0-9]*$')
+X=x:F32:2,3,8,8 T=t:F32:2 Y=y:I64:2 G=target:F32:2,3,8,8
+expect_batch() { # expected-text, tensor specs...
+  local want=$1; shift
+  st "$WORK/batch.safetensors" "$@"
+  expect_usage "$want" probe --ckpt "$CK" --batch "$WORK/batch.safetensors"
+}
+expect_batch "'x' must be F32 or F64 \[B, 3, 8, 8\] with B >= 1 for this checkpoint, but the file has F32 \[2, 3, 16, 16\]" x:F32:2,3,16,16 $T $Y $G
+expect_batch "'x' must be .* but the file has F32 \[2, 1, 8, 8\]" x:F32:2,1,8,8 $T $Y $G
+expect_batch "'x' must be .* but the file has F32 \[2, 3, 64\]" x:F32:2,3,64 $T $Y $G
+expect_batch "'x' must be .* with B >= 1 .* but the file has F32 \[0, 3, 8, 8\]" x:F32:0,3,8,8 t:F32:0 y:I64:0 target:F32:0,3,8,8
+expect_batch "has no tensor 't'; a probe batch for this checkpoint needs 't' as F32 or F64 \[2\]" $X $Y $G
+expect_batch "has no tensor 'target'; .* needs 'target' as F32 or F64 \[2, 3, 8, 8\]" $X $T $Y
+expect_batch "'y' must be I64 or I32 \[2\] for this checkpoint, but the file has F32 \[2\]" $X $T y:F32:2 $G
+expect_batch "'y' must be I64 or I32 \[2\] for this checkpoint, but the file has I64 \[3\]" $X $T y:I64:3 $G
+expect_batch "'target' must be F32 or F64 \[2, 3, 8, 8\] for this checkpoint, but the file has F32 \[2, 6, 8, 8\]" $X $T $Y target:F32:2,6,8,8
+expect_batch "label y\[0\] = -1 is not a class of this checkpoint; its labels are 0 to $((nc - 1)), or $nc for the null class" $X $T y:I64:2:-1 $G
+expect_batch "label y\[0\] = $((nc + 1)) is not a class" $X $T y:I64:2:$((nc + 1)) $G
+# accepted: I32 labels, F64 times, the null class
+for y in y:I32:2 y:I64:2:$nc; do for t in $T t:F64:2; do
+  st "$WORK/batch.safetensors" $X $t $y $G
+  msg=$($TRAIN probe --ckpt "$CK" --batch "$WORK/batch.safetensors" --out "$WORK/probe.safetensors" 2>&1)
+  if [ $? = 0 ] && [ -s "$WORK/probe.safetensors" ]; then ok "probe batch with $y $t: accepted"
+  else bad "probe batch with $y $t refused: $msg"; fi
+  rm -f "$WORK/probe.safetensors"
+done; done
+
 echo "cli tests: $pass passed, $fail failed"
 [ $fail = 0 ]
