@@ -85,8 +85,8 @@ for args in "compare $WORK/full1" "verify --ranks 1"; do
   else bad "bad input ($args): exit $rc: $msg"; fi
 done
 
-# 5. probe: a batch that does not fit the checkpoint is a usage error naming the tensor, what was
-# expected and what the file has
+# 5. probe and sample: a bad batch or output path is a usage error found before any work, and an
+# output path that is an input is refused (the input is left as it was)
 # st FILE SPEC...: a safetensors file; SPEC is NAME:DTYPE:DIMS (DIMS joined by commas) for a tensor
 # of zeros, or NAME:I64:DIMS:V for one whose elements are all V
 le64() { local i; for i in 0 1 2 3 4 5 6 7; do printf "\\x$(printf %02x $(( ($1 >> 8 * i) & 255 )))"; done; }
@@ -133,5 +133,37 @@ for y in y:I32:2 y:I64:2:$nc; do for t in $T t:F64:2; do
   rm -f "$WORK/probe.safetensors"
 done; done
 
+# output paths: checked before the checkpoint is read (a missing one is not what is reported)
+st "$WORK/batch.safetensors" $X $T $Y $G
+mkdir -p "$WORK/folder"
+expect_out() { # expected-text, out, flags...
+  local want=$1 out=$2; shift 2
+  msg=$($TRAIN "$@" --out "$out" 2>&1); rc=$?
+  if [ $rc = 2 ] && echo "$msg" | grep -q -- "$want"; then ok "bad output ($1 --out '$out'): exit 2, '$want'"
+  else bad "bad output ($* --out '$out'): exit $rc: $msg"; fi
+}
+for cmd in "probe --batch $WORK/batch.safetensors" sample; do
+  expect_out "--out is empty" "" $cmd --ckpt "$WORK/no-such.safetensors"
+  expect_out "is a folder" "$WORK/folder" $cmd --ckpt "$WORK/no-such.safetensors"
+  expect_out "the folder $WORK/no-such-folder does not exist" "$WORK/no-such-folder/a.png" $cmd --ckpt "$WORK/no-such.safetensors"
+done
+expect_out "$WORK/batch.safetensors is not a folder" "$WORK/batch.safetensors/a.png" sample --ckpt "$WORK/no-such.safetensors"
+expect_out "exists and is not a regular file" /dev/null sample --ckpt "$WORK/no-such.safetensors"
+expect_out "the file written is in the .png format, so pass a path ending in .png" "$WORK/s.jpg" sample --ckpt "$WORK/no-such.safetensors"
+cp "$CK" "$WORK/ck.safetensors"; cp "$WORK/batch.safetensors" "$WORK/batch-copy.safetensors"
+ln -s ck.safetensors "$WORK/ck-link.png"
+expect_out "is the same file as --ckpt" "$WORK/../$(basename "$WORK")/ck.safetensors" probe --ckpt "$WORK/ck.safetensors" --batch "$WORK/batch.safetensors"
+expect_out "is the same file as --batch" "$WORK/batch.safetensors" probe --ckpt "$WORK/ck.safetensors" --batch "$WORK/./batch.safetensors"
+expect_out "is the same file as --ckpt" "$WORK/ck-link.png" sample --ckpt "$WORK/ck.safetensors"
+if cmp -s "$CK" "$WORK/ck.safetensors" && cmp -s "$WORK/batch.safetensors" "$WORK/batch-copy.safetensors"; then
+  ok "the inputs named as --out are unchanged"; else bad "an input named as --out was overwritten"; fi
+# a folder that cannot be written is found when writing (root may write anywhere else)
+expect_out "cannot create /proc/probe.safetensors.tmp" /proc/probe.safetensors probe --ckpt "$CK" --batch "$WORK/batch.safetensors"
+expect_out "cannot create /proc/samples.png.tmp" /proc/samples.png sample --ckpt "$CK" --sample-steps 1 --samples-per-class 1
+TRAIN="$MPIRUN -np 2 $TRAIN_REAL"
+expect_out "is a folder" "$WORK/folder" probe --ckpt "$CK" --batch "$WORK/batch.safetensors"
+TRAIN=$TRAIN_REAL
+msg=$($TRAIN sample --ckpt "$CK" --sample-steps 1 --samples-per-class 1 --out "$WORK/s.PNG" 2>&1)
+if [ $? = 0 ] && [ -s "$WORK/s.PNG" ]; then ok "sample --out s.PNG: written"; else bad "sample --out s.PNG: $msg"; fi
 echo "cli tests: $pass passed, $fail failed"
 [ $fail = 0 ]

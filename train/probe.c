@@ -7,6 +7,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "flags.h"
+#include "outfile.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,11 @@ int probe_main(int argc, char **argv, Comm *c) {
     snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d sp=%s bugs=%u",
              ckpt, batch, out, policy.auto_pad, policy.pad_multiple, seq_attention_name(variant), bugs);
     comm_check_same(c, "probe arguments", text);
+    if (c->rank == 0) { // the rank that writes the result
+        out_file_check("--out", out, NULL);
+        out_file_not_input("--out", out, "--ckpt", ckpt);
+        out_file_not_input("--out", out, "--batch", batch);
+    }
 
     char err[1024];
     DiT m;
@@ -136,7 +142,7 @@ int probe_main(int argc, char **argv, Comm *c) {
             snprintf(name, sizeof name, "grad.%s", m.ps.t[i]->name);
             st_writer_add_real(w, name, m.ps.t[i]->ndim, m.ps.t[i]->shape, m.ps.t[i]->grad);
         }
-        CHECK(!st_writer_write(w, out, err, sizeof err), "%s", err);
+        if (st_writer_write(w, out, err, sizeof err)) usage_error("--out: %s", err);
         st_writer_free(w);
         printf("probe: %d rank%s, %d tokens (padded to %d), loss %.9g, wrote %s\n", c->size,
                c->size > 1 ? "s" : "", T, shard.T_pad, total_loss, out);
