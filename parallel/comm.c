@@ -15,16 +15,19 @@
 
 static int world_rank, world_size;
 
-static void abort_all(const char *msg) {
+// Says msg on this rank and ends every rank with exit code `code`.
+static _Noreturn void stop_all(const char *msg, int code) {
     if (world_size == 1) { // nobody to stop: spare the user MPI's abort banner
         fprintf(stderr, "error: %s\n", msg);
-        exit(1);
+        exit(code);
     }
     fprintf(stderr, "error (rank %d of %d): %s\n", world_rank, world_size, msg);
     fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
 }
+
+static void abort_all(const char *msg) { stop_all(msg, 1); }
 
 void comm_init(Comm *c, int *argc, char ***argv) {
     int ready = 0;
@@ -103,11 +106,12 @@ void comm_check_same(Comm *c, const char *what, const char *text) {
     if (first < c->size) { // every rank learns what the first differing rank has, and says it
         memcpy(other, text, (size_t)len);
         MPI_CHECK(MPI_Bcast(other, max, MPI_CHAR, first, MPI_COMM_WORLD));
-        char theirs[256], ours[256];
+        char theirs[256], ours[256], msg[1024];
         first_difference(other, root, theirs, sizeof theirs);
         first_difference(root, other, ours, sizeof ours);
-        FATAL("ranks disagree on the %s: rank %d has %s where rank 0 has %s; start every rank "
-              "with the same arguments", what, first, theirs, ours);
+        snprintf(msg, sizeof msg, "ranks disagree on the %s: rank %d has %s where rank 0 has %s; "
+                 "start every rank with the same arguments", what, first, theirs, ours);
+        stop_all(msg, 2); // bad arguments: a usage error's exit code
     }
     free(root);
     free(other);

@@ -24,8 +24,8 @@ void comm_all_reduce_double(Comm *c, double *buf, size_t n);
 void comm_all_to_all(Comm *c, real *out, const real *in, size_t n);
 void comm_broadcast(Comm *c, void *buf, size_t bytes, int root);
 void comm_barrier(Comm *c);
-// Every rank passes its own text; aborts on every rank, naming `what` and the first rank that
-// differs from rank 0, when they do not all agree.
+// Every rank passes its own text; when they do not all agree, every rank says so, naming `what`
+// and the first rank that differs from rank 0, and the job ends with exit code 2 (bad arguments).
 void comm_check_same(Comm *c, const char *what, const char *text);
 // printf on rank 0 only
 void print0(const Comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

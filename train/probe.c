@@ -7,6 +7,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "flags.h"
+#include "outfile.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,15 +21,33 @@ static void help(void) {
            SEQ_FLAGS_HELP);
 }
 
-// The batch tensor `name` converted into dst, whose shape it must have.
-static void batch_into(Tensor *dst, const SafeTensors *st, const char *path, const char *name) {
+// The batch tensor `name`, which this checkpoint needs to be a float tensor (F32 or F64) or, if
+// `integer`, an I64 or I32 tensor, of this shape (a -1 is the batch size B, any B >= 1). Anything
+// else is a usage error naming the tensor, what was expected and what the file holds.
+static const StTensor *batch_tensor(const SafeTensors *st, const char *path, const char *name,
+                                    bool integer, int ndim, const int64_t *shape) {
     const StTensor *t = st_find(st, name);
-    CHECK(t, "%s has no tensor '%s'; a probe batch needs x, t, y and target", path, name);
-    bool ok = t->ndim == dst->ndim;
-    for (int i = 0; ok && i < dst->ndim; i++) ok = t->shape[i] == dst->shape[i];
-    char ws[64], err[512];
-    CHECK(ok, "%s: '%s' must have shape %s for this checkpoint", path, name,
-          tensor_shape_str(dst, ws, sizeof ws));
+    bool ok = t && t->ndim == ndim && (integer ? t->dtype == ST_I64 || t->dtype == ST_I32
+                                               : t->dtype == ST_F32 || t->dtype == ST_F64);
+    for (int i = 0; ok && i < ndim; i++)
+        ok = shape[i] < 0 ? t->shape[i] >= 1 : t->shape[i] == shape[i];
+    if (ok) return t;
+    char want[128], got[64];
+    int n = snprintf(want, sizeof want, "%s [", integer ? "I64 or I32" : "F32 or F64");
+    for (int i = 0; i < ndim; i++)
+        n += snprintf(want + n, sizeof want - (size_t)n, shape[i] < 0 ? "%sB" : "%s%lld",
+                      i ? ", " : "", (long long)shape[i]);
+    snprintf(want + n, sizeof want - (size_t)n, "]%s", shape[0] < 0 ? " with B >= 1" : "");
+    if (!t)
+        usage_error("--batch %s has no tensor '%s'; a probe batch for this checkpoint needs '%s' "
+                    "as %s", path, name, name, want);
+    usage_error("--batch %s: '%s' must be %s for this checkpoint, but the file has %s %s", path,
+                name, want, st_dtype_name(t->dtype), st_shape_str(got, sizeof got, t->shape, t->ndim));
+}
+
+// Converts a batch tensor that batch_tensor accepted into dst, which has its shape.
+static void batch_into(Tensor *dst, const StTensor *t) {
+    char err[512];
     CHECK(!st_to_real(t, dst->data, dst->size, err, sizeof err), "%s", err);
 }
 
@@ -52,6 +71,11 @@ int probe_main(int argc, char **argv, Comm *c) {
     snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d sp=%s bugs=%u",
              ckpt, batch, out, policy.auto_pad, policy.pad_multiple, seq_attention_name(variant), bugs);
     comm_check_same(c, "probe arguments", text);
+    if (c->rank == 0) { // the rank that writes the result
+        out_file_check("--out", out, NULL);
+        out_file_not_input("--out", out, "--ckpt", ckpt);
+        out_file_not_input("--out", out, "--batch", batch);
+    }
 
     char err[1024];
     DiT m;
@@ -59,9 +83,14 @@ int probe_main(int argc, char **argv, Comm *c) {
     const DiTConfig *cfg = &m.cfg;
     SafeTensors st;
     if (st_read(batch, &st, err, sizeof err)) usage_error("--batch: %s", err);
-    const StTensor *xt = st_find(&st, "x");
-    CHECK(xt && xt->ndim == 4 && xt->shape[0] > 0, "%s: 'x' must be a [B, C, H, W] batch", batch);
-    int B = (int)xt->shape[0], S = cfg->input_size, Co = dit_out_channels(cfg), T = dit_tokens(cfg);
+    int S = cfg->input_size, Co = dit_out_channels(cfg), T = dit_tokens(cfg);
+    const StTensor *xs = batch_tensor(&st, batch, "x", false, 4,
+                                      (int64_t[]){-1, cfg->in_channels, S, S});
+    int64_t B64 = xs->shape[0];
+    const StTensor *ts = batch_tensor(&st, batch, "t", false, 1, &B64);
+    const StTensor *ys = batch_tensor(&st, batch, "y", true, 1, &B64);
+    const StTensor *gs = batch_tensor(&st, batch, "target", false, 4, (int64_t[]){B64, Co, S, S});
+    int B = (int)B64;
     const char *why = seq_validate(&policy, T, c->size, err, sizeof err);
     if (!why) why = ulysses_validate(variant, cfg->num_heads, c->size, bugs, err, sizeof err);
     if (why) usage_error("%s", why);
@@ -71,20 +100,22 @@ int probe_main(int argc, char **argv, Comm *c) {
     Arena arena = arena_create(ulysses_step_bytes(&u, cfg, B));
     Tensor *x = tensor_new(&arena, 4, B, cfg->in_channels, S, S), *t = tensor_new(&arena, 1, B);
     Tensor *target = tensor_new(&arena, 4, B, Co, S, S);
-    batch_into(x, &st, batch, "x");
-    batch_into(t, &st, batch, "t");
-    batch_into(target, &st, batch, "target");
-    const StTensor *yt = st_find(&st, "y");
-    CHECK(yt && yt->ndim == 1 && yt->shape[0] == B && (yt->dtype == ST_I64 || yt->dtype == ST_I32),
-          "%s: 'y' must be an integer [%d] tensor (I64 or I32)", batch, B);
+    batch_into(x, xs);
+    batch_into(t, ts);
+    batch_into(target, gs);
     int64_t *y = arena_alloc(&arena, (size_t)B * sizeof(int64_t));
+    int classes = cfg->num_classes, rows = m.y_table->shape[0]; // rows: +1 for a null class
     for (int b = 0; b < B; b++) { // memcpy: other writers may leave the data unaligned
         int64_t v64;
         int32_t v32;
-        if (yt->dtype == ST_I64) memcpy(&v64, (const char *)yt->data + 8 * b, 8), y[b] = v64;
-        else memcpy(&v32, (const char *)yt->data + 4 * b, 4), y[b] = v32;
-        CHECK(y[b] >= 0 && y[b] < m.y_table->shape[0], "%s: label y[%d] = %lld is outside the %d "
-              "classes of this checkpoint", batch, b, (long long)y[b], m.y_table->shape[0]);
+        if (ys->dtype == ST_I64) memcpy(&v64, (const char *)ys->data + 8 * b, 8), y[b] = v64;
+        else memcpy(&v32, (const char *)ys->data + 4 * b, 4), y[b] = v32;
+        if (y[b] < 0 || y[b] >= rows) {
+            char null[64] = "";
+            if (rows > classes) snprintf(null, sizeof null, ", or %d for the null class", classes);
+            usage_error("--batch %s: label y[%d] = %lld is not a class of this checkpoint; its "
+                        "labels are 0 to %d%s", batch, b, (long long)y[b], classes - 1, null);
+        }
     }
     st_free(&st);
 
@@ -111,7 +142,7 @@ int probe_main(int argc, char **argv, Comm *c) {
             snprintf(name, sizeof name, "grad.%s", m.ps.t[i]->name);
             st_writer_add_real(w, name, m.ps.t[i]->ndim, m.ps.t[i]->shape, m.ps.t[i]->grad);
         }
-        CHECK(!st_writer_write(w, out, err, sizeof err), "%s", err);
+        if (st_writer_write(w, out, err, sizeof err)) usage_error("--out: %s", err);
         st_writer_free(w);
         printf("probe: %d rank%s, %d tokens (padded to %d), loss %.9g, wrote %s\n", c->size,
                c->size > 1 ? "s" : "", T, shard.T_pad, total_loss, out);

@@ -4,6 +4,7 @@
 #include "../core/rng.h"
 #include "checkpoint.h"
 #include "flags.h"
+#include "outfile.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,10 @@ int sample_main(int argc, char **argv, Comm *c) {
              ckpt, out, tc.data, tc.sample_steps, tc.cfg_scale, tc.samples_per_class,
              (unsigned long long)tc.seed);
     comm_check_same(c, "sample arguments", text);
+    if (c->rank == 0) { // the rank that writes the grid
+        out_file_check("--out", out, ".png");
+        out_file_not_input("--out", out, "--ckpt", ckpt);
+    }
     char err[1024];
     DiT m;
     if (ckpt_load_model(&m, ckpt, err, sizeof err)) usage_error("%s", err);
@@ -127,8 +132,9 @@ int sample_main(int argc, char **argv, Comm *c) {
     if (data_open(&data, &tc, err, sizeof err)) usage_error("--data: %s", err);
     SeqShard shard = seq_shard(&tc.policy, dit_tokens(&m.cfg), c->size, c->rank);
     Ulysses u = {.comm = c, .shard = &shard, .policy = &tc.policy};
-    CHECK(!sample_grid(&m, &u, &data, tc.samples_per_class, tc.sample_steps, tc.cfg_scale,
-                       tc.seed, out, err, sizeof err), "%s", err);
+    if (sample_grid(&m, &u, &data, tc.samples_per_class, tc.sample_steps, tc.cfg_scale, tc.seed,
+                    out, err, sizeof err))
+        usage_error("--out: %s", err);
     print0(c, "wrote %s\n", out);
     seq_shard_free(&shard);
     data_close(&data);

@@ -1,0 +1,10 @@
+// outfile.h: checks on a file a command will write, made before any work so that a bad path
+// costs nothing and cannot overwrite an input. Each failure is a usage error naming the flag.
+#pragma once
+
+// `path` must be writable as a file: not empty, not an existing folder or other non-regular
+// file, in a folder that exists, and ending in `ext` (any case) unless ext is NULL.
+void out_file_check(const char *flag, const char *path, const char *ext);
+// `path` must not be the input `in_path` (given with `in_flag`): compared by device and inode, so
+// any spelling of the same file, or a link to it, is refused too.
+void out_file_not_input(const char *flag, const char *path, const char *in_flag, const char *in_path);
