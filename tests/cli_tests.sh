@@ -85,8 +85,10 @@ expect_usage "the EMA weights: $WORK/noema/ema.safetensors: not a safetensors fi
 echo "$msg" | grep -q -- "--ema 0" && bad "a corrupt ema.safetensors is blamed on --ema 0: $msg"
 printf 'step,loss\r\n1,xx\r\n' > "$WORK/noema/loss.csv" # the row quoted without its line ending
 rm "$WORK/noema/ema.safetensors"
-expect_usage "loss.csv: row 1 is not 'step,loss,...': 1,xx$" $RES --steps 30 --ema 0 --resume "$WORK/noema"
-expect_usage "not a safetensors file" sample --ckpt "$WORK/part1/loss.csv"
+expect_usage "loss.csv: line 2 is not 'step,loss,...': 1,xx$" $RES --steps 30 --ema 0 --resume "$WORK/noema"
+msg=$($TRAIN sample --ckpt "$WORK/part1/loss.csv" --out "$WORK/never.png" 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$msg" | grep -q "not a safetensors file" && [ ! -e "$WORK/never.png" ]; then ok "sample --ckpt of a text file: exit 2, not a safetensors file"
+else bad "sample --ckpt of a text file: exit $rc: $msg"; fi
 TRAIN_REAL=$TRAIN; TRAIN="$MPIRUN -np 4 $TRAIN_REAL"
 expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by it; pad to 84 or enable auto-pad" $SMALL --no-auto-pad
 expect_usage "splits the 2 heads over 4 ranks, which does not divide them" $SMALL --sp-attention all-to-all
