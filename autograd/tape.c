@@ -28,7 +28,7 @@ Node *tape_record(Tape *tp, const char *op, BackwardFn fn, Tensor *out, int n_in
     if (!out->requires_grad) return NULL;
     if (tp->n == tp->cap) {
         tp->cap = tp->cap ? 2 * tp->cap : 256;
-        tp->nodes = realloc(tp->nodes, (size_t)tp->cap * sizeof(Node));
+        tp->nodes = xrealloc(tp->nodes, (size_t)tp->cap, sizeof(Node));
         ALLOC_CHECK(tp->nodes);
     }
     Node *n = &tp->nodes[tp->n++];

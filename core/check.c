@@ -1,5 +1,6 @@
 // check.c: fatal error reporting with a replaceable handler.
 #include "check.h"
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,14 @@ void *xmalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     if (!p) FATAL("out of host memory allocating %zu bytes", bytes);
     return p;
+}
+
+void *xrealloc(void *p, size_t n, size_t size) {
+    if (n != 0 && size > SIZE_MAX / n) FATAL("allocation of %zu x %zu bytes overflows", n, size);
+    size_t bytes = n * size;
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) FATAL("out of host memory reallocating %zu x %zu bytes", n, size);
+    return q;
 }
 
 void *xcalloc(size_t n, size_t size) {

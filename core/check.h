@@ -49,6 +49,7 @@ void fatal(const char *file, int line, const char *fmt, ...)
 
 void *xmalloc(size_t bytes); // malloc that never returns NULL
 void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n, size_t size); // to n elements of size bytes; never NULL
 #ifdef __cplusplus
 }
 #endif

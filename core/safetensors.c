@@ -53,14 +53,6 @@ __attribute__((format(printf, 4, 5))) static int report(char *err, size_t errlen
     return -1;
 }
 
-static void *grow(void *p, size_t n, size_t size) {
-    if (n != 0 && size > SIZE_MAX / n) FATAL("allocation of %zu x %zu bytes overflows", n, size);
-    size_t bytes = n * size;
-    void *q = realloc(p, bytes ? bytes : 1);
-    if (!q) FATAL("out of host memory reallocating %zu x %zu bytes", n, size);
-    return q;
-}
-
 static char *dup_str(const char *s) {
     size_t n = strlen(s) + 1;
     char *d = xmalloc(n);
@@ -351,8 +343,8 @@ static int parse_metadata(Parser *p) {
         if (parse_string(p, "a metadata value", &value)) return free(key), -1;
         if (p->n_meta == p->cap_meta) {
             p->cap_meta = p->cap_meta ? 2 * p->cap_meta : 8;
-            p->keys = grow(p->keys, (size_t)p->cap_meta, sizeof *p->keys);
-            p->values = grow(p->values, (size_t)p->cap_meta, sizeof *p->values);
+            p->keys = xrealloc(p->keys, (size_t)p->cap_meta, sizeof *p->keys);
+            p->values = xrealloc(p->values, (size_t)p->cap_meta, sizeof *p->values);
         }
         p->keys[p->n_meta] = key;
         p->values[p->n_meta++] = value;
@@ -365,7 +357,7 @@ static int parse_metadata(Parser *p) {
 static int parse_tensor(Parser *p, char *name) {
     if (p->n == p->cap) {
         p->cap = p->cap ? 2 * p->cap : 16;
-        p->entries = grow(p->entries, (size_t)p->cap, sizeof *p->entries);
+        p->entries = xrealloc(p->entries, (size_t)p->cap, sizeof *p->entries);
     }
     Entry *e = &p->entries[p->n++];
     memset(e, 0, sizeof *e);
@@ -715,7 +707,7 @@ typedef struct {
 static void str_put(Str *b, const char *s, size_t n) {
     if (b->len + n + 1 > b->cap) {
         b->cap = b->len + n + 1 > 2 * b->cap ? b->len + n + 256 : 2 * b->cap;
-        b->s = grow(b->s, b->cap, 1);
+        b->s = xrealloc(b->s, b->cap, 1);
     }
     memcpy(b->s + b->len, s, n);
     b->len += n;
@@ -764,7 +756,7 @@ static WEntry *add_entry(StWriter *w, const char *name, StDtype dtype, int ndim)
           ST_MAX_DIMS);
     if (w->n == w->cap) {
         w->cap = w->cap ? 2 * w->cap : 16;
-        w->e = grow(w->e, (size_t)w->cap, sizeof *w->e);
+        w->e = xrealloc(w->e, (size_t)w->cap, sizeof *w->e);
     }
     WEntry *e = &w->e[w->n++];
     memset(e, 0, sizeof *e);
@@ -815,8 +807,8 @@ void st_writer_meta(StWriter *w, const char *key, const char *value) {
         }
     if (w->n_meta == w->cap_meta) {
         w->cap_meta = w->cap_meta ? 2 * w->cap_meta : 8;
-        w->keys = grow(w->keys, (size_t)w->cap_meta, sizeof *w->keys);
-        w->values = grow(w->values, (size_t)w->cap_meta, sizeof *w->values);
+        w->keys = xrealloc(w->keys, (size_t)w->cap_meta, sizeof *w->keys);
+        w->values = xrealloc(w->values, (size_t)w->cap_meta, sizeof *w->values);
     }
     w->keys[w->n_meta] = dup_str(key);
     w->values[w->n_meta++] = dup_str(value);

@@ -108,12 +108,6 @@ static void note(char *err, size_t len, int *problems, const char *fmt, ...) {
     va_end(ap);
 }
 
-static const char *shape_text(const StTensor *s, char *buf, size_t len) {
-    Tensor t = {.ndim = s->ndim > MAX_DIMS ? MAX_DIMS : s->ndim};
-    for (int i = 0; i < t.ndim; i++) t.shape[i] = (int)s->shape[i];
-    return tensor_shape_str(&t, buf, len);
-}
-
 // Converts a float tensor into n reals; -1 with a message naming the tensor if its dtype is not a
 // float type or any value is NaN or infinite (the state of a diverged run, or a corrupt file).
 static int load_finite(const StTensor *s, real *dst, size_t n, char *err, size_t len) {
@@ -167,7 +161,7 @@ int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
         if (!s) note(err, len, &problems, "missing tensor '%s'", t->name);
         else if (!shape_matches(s, t))
             note(err, len, &problems, "'%s' has shape %s but %s was expected", t->name,
-                 shape_text(s, a, sizeof a), tensor_shape_str(t, b, sizeof b));
+                 st_shape_str(a, sizeof a, s->shape, s->ndim), tensor_shape_str(t, b, sizeof b));
         else if (s->dtype != ST_F32 && s->dtype != ST_F64)
             note(err, len, &problems, "'%s' has dtype %s, not F32 or F64", t->name,
                  st_dtype_name(s->dtype));

@@ -166,7 +166,7 @@ typedef struct {
 static void names_push(Names *l, const char *s) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 16;
-        l->items = realloc(l->items, (size_t)l->cap * sizeof *l->items);
+        l->items = xrealloc(l->items, (size_t)l->cap, sizeof *l->items);
         ALLOC_CHECK(l->items);
     }
     l->items[l->n++] = strdup(s);
@@ -226,8 +226,8 @@ static int list_dir(const char *dir, Names *files, Names *dirs, char *err, size_
 static void add_image(ImageFolder *f, int *cap, char *path, int64_t label) {
     if (f->n == *cap) {
         *cap = *cap ? 2 * *cap : 64;
-        f->paths = realloc(f->paths, (size_t)*cap * sizeof *f->paths);
-        f->labels = realloc(f->labels, (size_t)*cap * sizeof *f->labels);
+        f->paths = xrealloc(f->paths, (size_t)*cap, sizeof *f->paths);
+        f->labels = xrealloc(f->labels, (size_t)*cap, sizeof *f->labels);
         ALLOC_CHECK(f->paths);
         ALLOC_CHECK(f->labels);
     }

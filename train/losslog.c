@@ -11,8 +11,8 @@
 void losslog_add(LossLog *l, double step, double loss) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 256;
-        l->step = realloc(l->step, (size_t)l->cap * sizeof(double));
-        l->loss = realloc(l->loss, (size_t)l->cap * sizeof(double));
+        l->step = xrealloc(l->step, (size_t)l->cap, sizeof(double));
+        l->loss = xrealloc(l->loss, (size_t)l->cap, sizeof(double));
         ALLOC_CHECK(l->step);
         ALLOC_CHECK(l->loss);
     }
