@@ -93,6 +93,25 @@ TRAIN_REAL=$TRAIN; TRAIN="$MPIRUN -np 4 $TRAIN_REAL"
 expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by it; pad to 84 or enable auto-pad" $SMALL --no-auto-pad
 expect_usage "splits the 2 heads over 4 ranks, which does not divide them" $SMALL --sp-attention all-to-all
 TRAIN=$TRAIN_REAL
+# a run folder that already holds a run is not overwritten: the new run is refused, the old intact
+cp "$WORK/full1/model.safetensors" "$WORK/model-before"
+msg=$($TRAIN $RES --steps 3 --out "$WORK/full1" 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$msg" | grep -q "already holds a run (model.safetensors); continue it with --resume" &&
+   cmp -s "$WORK/full1/model.safetensors" "$WORK/model-before"; then ok "--out holding a run: exit 2, the run left intact"
+else bad "--out holding a run (exit $rc): $msg"; fi
+msg=$($TRAIN $RES --steps 3 --out "$WORK/model-before" 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$msg" | grep -q "is a file, not a folder" && cmp -s "$WORK/full1/model.safetensors" "$WORK/model-before"; then
+  ok "--out naming a file: exit 2, the file left intact"
+else bad "--out naming a file (exit $rc): $msg"; fi
+# verify replaces its own earlier runs, and checks the training flags before starting any
+out=$("$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" 2>&1 && "$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" 2>&1)
+if [ $? = 0 ] && echo "$out" | grep -q "replacing the earlier results"; then ok "verify run twice into one folder: replaces its earlier runs"
+else bad "verify run twice into one folder"; echo "$out" | tail -3; fi
+for args in "--reference-steps 9" "--inject-bug"; do
+  msg=$("$TRAIN" verify --ranks 2 $RES --steps 5 --out "$WORK/verify3" $args 2>&1); rc=$?
+  if [ $rc = 2 ] && [ ! -e "$WORK/verify3" ]; then ok "verify $args: exit 2 before any run, $(echo "$msg" | head -1)"
+  else bad "verify $args (exit $rc): $msg"; fi
+done
 # compare and verify run without MPI: their usage errors are plain exit 2 too (no MPI banner)
 mkdir -p "$WORK/unsorted" && printf 'step,loss\n1,2.0\n3,1.0\n2,1.5\n' > "$WORK/unsorted/loss.csv"
 for args in "compare $WORK/full1" "compare $WORK/unsorted $WORK/full1" "verify --ranks 1"; do

@@ -8,6 +8,11 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+static bool same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 void out_file_check(const char *flag, const char *path, const char *ext) {
     size_t n = strlen(path), e = ext ? strlen(ext) : 0;
     if (!n) usage_error("%s is empty; pass the path of the file to write", flag);
@@ -33,9 +38,38 @@ void out_file_check(const char *flag, const char *path, const char *ext) {
 }
 
 void out_file_not_input(const char *flag, const char *path, const char *in_flag, const char *in_path) {
-    struct stat out, in;
-    if (stat(path, &out) == 0 && stat(in_path, &in) == 0 && out.st_dev == in.st_dev &&
-        out.st_ino == in.st_ino)
+    if (same_file(path, in_path))
         usage_error("%s %s is the same file as %s %s, which writing the result would destroy; "
                     "pass another path", flag, path, in_flag, in_path);
+}
+
+void out_folder_check(const char *flag, const char *dir, const char *resume) {
+    struct stat sb;
+    if (!dir[0]) usage_error("%s is empty; pass the folder the run should be written to", flag);
+    if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        usage_error("%s %s is a file, not a folder; pass the folder the run should be written to",
+                    flag, dir);
+    if (resume[0] && same_file(dir, resume)) return;
+    const char *marks[] = {"model.safetensors", "loss.csv"};
+    for (int i = 0; i < 2; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, marks[i]);
+        if (stat(path, &sb) == 0)
+            usage_error("%s %s already holds a run (%s); continue it with --resume %s, or pass "
+                        "another --out (or remove the folder) to start a new one",
+                        flag, dir, marks[i], dir);
+    }
+}
+
+int run_folder_clear(const char *dir) {
+    static const char *const files[] = {"config.json", "loss.csv", "loss.png", "model.safetensors",
+                                        "optimizer.safetensors", "ema.safetensors", "samples.png"};
+    int removed = 0;
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        for (int tmp = 0; tmp < 2; tmp++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s%s", dir, files[i], tmp ? ".tmp" : "");
+            removed += remove(path) == 0;
+        }
+    return removed;
 }

@@ -9,6 +9,7 @@
 #include "data.h"
 #include "flags.h"
 #include "losslog.h"
+#include "outfile.h"
 #include "sample.h"
 #include <cblas.h>
 #include <errno.h>
@@ -53,8 +54,9 @@ static void make_dirs(const char *dir) {
             if (mkdir(buf, 0755) && errno != EEXIST) break;
             *p = '/';
         }
-    CHECK(!mkdir(buf, 0755) || errno == EEXIST, "cannot create the run folder %s: %s", dir,
-          strerror(errno));
+    if (mkdir(buf, 0755) && errno != EEXIST)
+        usage_error("--out: cannot create the run folder %s: %s; pass a folder you can write to",
+                    dir, strerror(errno));
 }
 
 static const char *duration(double s, char *buf, size_t len) {
@@ -212,6 +214,7 @@ int train_main(int argc, char **argv, Comm *c) {
     char text[4096], err[1024], path[PATH_LEN + 32];
     train_config_text(tc, text, sizeof text);
     comm_check_same(c, "training configuration (flags)", text);
+    if (c->rank == 0) out_folder_check("--out", tc->out, tc->resume); // rank 0 writes the run
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     openblas_set_num_threads(tc->threads ? tc->threads : (int)(cores / c->size > 0 ? cores / c->size : 1));
     if (data_open(&r.data, tc, err, sizeof err)) usage_error("--data: %s", err);

@@ -2,7 +2,9 @@
 #include "verify.h"
 #include "../core/check.h"
 #include "compare.h"
+#include "config.h"
 #include "flags.h"
+#include "outfile.h"
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -71,6 +73,11 @@ int verify_main(int argc, char **argv) {
         else pass[np++] = argv[i];
     }
     if (!ranks) usage_error("verify needs --ranks N (N >= 2)");
+    TrainConfig tc; // the training flags are checked here, before any run starts
+    if (!train_config_parse(&tc, np, pass, 0)) return free(pass), 0;
+    if (ref_steps > tc.steps)
+        usage_error("--reference-steps %d is more than the %d steps of the run it checks; pass at "
+                    "most --steps", ref_steps, tc.steps);
     char self[4096], dir_n[4096], dir_1[4096], nbuf[16], plot[4096], sbuf[16], label[64];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
@@ -86,6 +93,8 @@ int verify_main(int argc, char **argv) {
     if (geteuid() == 0) mpirun[n++] = "--allow-run-as-root";
     if (ranks > sysconf(_SC_NPROCESSORS_ONLN)) mpirun[n++] = "--oversubscribe";
     mpirun[n++] = self;
+    if (run_folder_clear(dir_n) + run_folder_clear(dir_1))
+        printf("== replacing the earlier results in %s/ranks-*\n", out);
     int rc = 2;
     printf("== %d ranks -> %s\n", ranks, dir_n);
     fflush(stdout);

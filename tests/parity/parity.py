@@ -9,6 +9,7 @@ carries the reference's sin-cos pos_embed.
 usage: parity.py TRAIN_F32 TRAIN_F64 WORKDIR
 """
 import os
+import shutil
 import subprocess
 import sys
 
@@ -108,6 +109,7 @@ def main():
           f"{'caught' if caught else 'NOT CAUGHT'}")
     # a checkpoint written by train loads strictly and has the reference's pos_embed
     run = os.path.join(work, "run")
+    shutil.rmtree(run, ignore_errors=True)  # train refuses to start over an earlier run
     subprocess.run([train32, "--model", "DiT-tiny/2", "--input-size", "8", "--steps", "1", "--batch", "2",
                     "--out", run, "--samples-per-class", "1", "--sample-steps", "1"], check=True,
                    stdout=subprocess.DEVNULL)
