@@ -27,7 +27,7 @@ const char *seq_validate(const SeqPolicy *p, int T, int P, char *buf, size_t len
                  "--no-auto-pad", p->pad_multiple);
     else if (!p->auto_pad && T % P)
         snprintf(buf, len, "context_parallel_size=%d but sequence length %d is not divisible by it; "
-                 "pad to %d or enable auto-pad", P, T, (T + P - 1) / P * P);
+                 "pad to %d or enable auto-pad (drop --no-auto-pad)", P, T, (T + P - 1) / P * P);
     else
         return NULL;
     return buf;

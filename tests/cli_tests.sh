@@ -89,8 +89,12 @@ expect_usage "loss.csv: line 2 is not 'step,loss,...': 1,xx$" $RES --steps 30 --
 msg=$($TRAIN sample --ckpt "$WORK/part1/loss.csv" --out "$WORK/never.png" 2>&1); rc=$?
 if [ $rc = 2 ] && echo "$msg" | grep -q "not a safetensors file" && [ ! -e "$WORK/never.png" ]; then ok "sample --ckpt of a text file: exit 2, not a safetensors file"
 else bad "sample --ckpt of a text file: exit $rc: $msg"; fi
+for c in 0 1 2 3 4 5 6 7 8 9 10; do mkdir -p "$WORK/many/class$c" && cp "$WORK/full1/samples.png" "$WORK/many/class$c/"; done
+expect_usage "the data have 11 classes but the model has 10; pass --num-classes 11" $RES --data "$WORK/many"
+if $TRAIN $RES --steps 2 --data "$WORK/many" --num-classes 11 --out "$WORK/many-run" >/dev/null 2>&1; then ok "11 class folders with --num-classes 11: trained"
+else bad "11 class folders with --num-classes 11 failed"; fi
 TRAIN_REAL=$TRAIN; TRAIN="$MPIRUN -np 4 $TRAIN_REAL"
-expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by it; pad to 84 or enable auto-pad" $SMALL --no-auto-pad
+expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by it; pad to 84 or enable auto-pad (drop --no-auto-pad)" $SMALL --no-auto-pad
 expect_usage "splits the 2 heads over 4 ranks, which does not divide them" $SMALL --sp-attention all-to-all
 TRAIN=$TRAIN_REAL
 # a run folder that already holds a run is not overwritten: the new run is refused, the old intact

@@ -35,6 +35,7 @@ static void help(void) {
         "  --hidden D --depth L --heads H --patch P --mlp-ratio R   override the preset\n"
         "  --input-size S        image size in pixels (default %d; a multiple of the patch)\n"
         "  --learn-sigma         output 2C channels as the reference does (only the velocity half is trained)\n"
+        "  --num-classes N       class labels (default %d; at least the classes of the data)\n"
         "  --class-dropout P     label dropout for classifier-free guidance (default %g; 0 = none)\n"
         "\ntraining:\n"
         "  --steps N             optimizer steps (default %d)\n"
@@ -59,7 +60,7 @@ static void help(void) {
         "  --samples-per-class K columns of samples.png (default %d)\n"
         "  --cfg-scale S         classifier-free guidance scale (default %g; 1 = off)\n"
         "\nsequence parallelism:\n" SEQ_FLAGS_HELP,
-        d.preset, dit_preset_names(), d.model.input_size, d.model.class_dropout_prob, d.steps,
+        d.preset, dit_preset_names(), d.model.input_size, d.model.num_classes, d.model.class_dropout_prob, d.steps,
         d.batch, d.lr, d.clip_norm, d.ema, (unsigned long long)d.seed, d.out, d.sample_steps,
         d.samples_per_class, d.cfg_scale);
 }
@@ -112,6 +113,7 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
         else if (!strcmp(f, "--mlp-ratio")) tc->model.mlp_ratio = flag_double(f, VAL, 0.01, DIT_MAX_MLP_RATIO);
         else if (!strcmp(f, "--input-size")) tc->model.input_size = flag_int(f, VAL, 1, DIT_MAX_INPUT_SIZE);
         else if (!strcmp(f, "--learn-sigma")) tc->model.learn_sigma = true;
+        else if (!strcmp(f, "--num-classes")) tc->model.num_classes = flag_int(f, VAL, 1, DIT_MAX_CLASSES);
         else if (!strcmp(f, "--class-dropout")) tc->model.class_dropout_prob = flag_double(f, VAL, 0, 0.99);
         else if (!strcmp(f, "--steps")) tc->steps = flag_int(f, VAL, 1, 1 << 30);
         else if (!strcmp(f, "--batch")) tc->batch = flag_int(f, VAL, 1, 1 << 16);

@@ -23,8 +23,8 @@ int data_open(Data *d, const TrainConfig *tc, char *err, size_t len) {
         d->classes = d->folder.n_classes;
     }
     if (d->classes > tc->model.num_classes) {
-        snprintf(err, len, "the data have %d classes but the model has %d; raise num_classes",
-                 d->classes, tc->model.num_classes);
+        snprintf(err, len, "the data have %d classes but the model has %d; pass --num-classes %d",
+                 d->classes, tc->model.num_classes, d->classes);
         data_close(d);
         return -1;
     }
