@@ -70,6 +70,13 @@ expect_usage "must be between 1 and" --batch 0
 expect_usage "num_heads 5 must divide hidden_size 64" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
+expect_usage "expects a non-negative whole number, got ' -1'" --seed " -1"
+expect_usage "expects a whole number, got ' 3'" --steps " 3"
+expect_usage "--resume is empty" --resume ""
+expect_usage "--cfg-scale 5 needs the null class" --cfg-scale 5 --class-dropout 0
+msg=$($TRAIN --steps 0 --help 2>&1); rc=$?
+if [ $rc = 0 ] && echo "$msg" | grep -q "^usage:"; then ok "--help after a bad flag: the help, exit 0"
+else bad "--help after a bad flag (exit $rc): $msg"; fi
 expect_usage "unknown bug" --inject-bug nonsense
 expect_usage "does not exist" --data "$WORK/no-such-folder"
 mkdir -p "$WORK/broken/cats" && echo "not an image" > "$WORK/broken/cats/a.png"

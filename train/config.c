@@ -98,14 +98,16 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
                 usage_error("--model: unknown preset '%s'; known: %s", argv[i + 1], dit_preset_names());
             snprintf(tc->preset, sizeof tc->preset, "%s", argv[i + 1]);
         }
-    bool out_given = false;
+    for (int i = 0; i < argc; i++) // help wins over any other flag, valid or not
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            if (rank == 0) help();
+            return false;
+        }
+    bool out_given = false, cfg_given = false;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
 #define VAL flag_value(argc, argv, &i)
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
-            if (rank == 0) help();
-            return false;
-        } else if (!strcmp(f, "--model")) VAL;
+        if (!strcmp(f, "--model")) VAL;
         else if (!strcmp(f, "--hidden")) tc->model.hidden_size = flag_int(f, VAL, 4, DIT_MAX_HIDDEN);
         else if (!strcmp(f, "--depth")) tc->model.depth = flag_int(f, VAL, 1, DIT_MAX_DEPTH);
         else if (!strcmp(f, "--heads")) tc->model.num_heads = flag_int(f, VAL, 1, DIT_MAX_HEADS);
@@ -128,10 +130,13 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
         else if (!strcmp(f, "--log-every")) tc->log_every = flag_int(f, VAL, 1, 1 << 30);
         else if (!strcmp(f, "--sample-every")) tc->sample_every = flag_int(f, VAL, 1, 1 << 30);
         else if (!strcmp(f, "--save-every")) tc->save_every = flag_int(f, VAL, 1, 1 << 30);
-        else if (!strcmp(f, "--resume")) copy_path(tc->resume, f, VAL);
+        else if (!strcmp(f, "--resume")) {
+            copy_path(tc->resume, f, VAL);
+            if (!tc->resume[0]) usage_error("--resume is empty; pass the folder of the run to continue");
+        }
         else if (!strcmp(f, "--sample-steps")) tc->sample_steps = flag_int(f, VAL, 1, 1000);
         else if (!strcmp(f, "--samples-per-class")) tc->samples_per_class = flag_int(f, VAL, 1, 64);
-        else if (!strcmp(f, "--cfg-scale")) tc->cfg_scale = flag_double(f, VAL, 0, 100);
+        else if (!strcmp(f, "--cfg-scale")) tc->cfg_scale = flag_double(f, VAL, 0, 100), cfg_given = true;
         else if (!seq_flag(argc, argv, &i, &tc->policy, &tc->sp_attention, &tc->bugs))
             usage_error("unknown argument '%s'", f);
 #undef VAL
@@ -145,8 +150,12 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
         preset.mlp_ratio != tc->model.mlp_ratio)
         strcpy(tc->preset, "custom");
     if (tc->resume[0] && !out_given) strcpy(tc->out, tc->resume);
-    if (tc->cfg_scale != 1 && tc->model.class_dropout_prob == 0)
-        tc->cfg_scale = 1; // no null class to guide with
+    if (tc->cfg_scale != 1 && tc->model.class_dropout_prob == 0) { // no null class to guide with
+        if (cfg_given)
+            usage_error("--cfg-scale %g needs the null class that label dropout trains; pass "
+                        "--class-dropout above 0, or --cfg-scale 1", tc->cfg_scale);
+        tc->cfg_scale = 1;
+    }
     if (tc->log_every == 0) tc->log_every = tc->steps >= 20 ? tc->steps / 20 : 1;
     return true;
 }

@@ -1,6 +1,7 @@
 // flags.c: see flags.h.
 #include "flags.h"
 #include "../parallel/comm.h"
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <mpi.h>
@@ -27,11 +28,17 @@ void usage_error(const char *fmt, ...) {
     exit(2);
 }
 
+// strtol and friends skip leading spaces (and strtoull accepts "-1"): a value must start with a
+// sign or digit
+static bool starts_number(const char *text) {
+    return text[0] && !isspace((unsigned char)text[0]);
+}
+
 int flag_int(const char *flag, const char *text, long min, long max) {
     char *end;
     errno = 0;
     long v = strtol(text, &end, 10);
-    if (end == text || *end || errno)
+    if (end == text || *end || errno || !starts_number(text))
         usage_error("%s expects a whole number, got '%s'", flag, text);
     if (v < min || v > max) usage_error("%s must be between %ld and %ld, got %ld", flag, min, max, v);
     return (int)v;
@@ -41,7 +48,7 @@ double flag_double(const char *flag, const char *text, double min, double max) {
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (end == text || *end || errno || !isfinite(v))
+    if (end == text || *end || errno || !isfinite(v) || !starts_number(text))
         usage_error("%s expects a number, got '%s'", flag, text);
     if (v < min || v > max) usage_error("%s must be between %g and %g, got %g", flag, min, max, v);
     return v;
@@ -51,7 +58,7 @@ uint64_t flag_u64(const char *flag, const char *text) {
     char *end;
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
-    if (end == text || *end || errno || text[0] == '-')
+    if (end == text || *end || errno || !starts_number(text) || text[0] == '-')
         usage_error("%s expects a non-negative whole number, got '%s'", flag, text);
     return (uint64_t)v;
 }
