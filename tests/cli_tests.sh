@@ -70,6 +70,7 @@ expect_usage "must be between 1 and" --batch 0
 expect_usage "num_heads 5 must divide hidden_size 64" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
+expect_usage "but the machine has" --model DiT-XL/2 --input-size 4096 --batch 65536 # refused before allocating
 expect_usage "expects a non-negative whole number, got ' -1'" --seed " -1"
 expect_usage "expects a whole number, got ' 3'" --steps " 3"
 expect_usage "--resume is empty" --resume ""

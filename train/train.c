@@ -207,6 +207,25 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     return total;
 }
 
+// What a rank will hold, refused before anything is allocated when it exceeds the machine's
+// memory: parameters, gradients and Adam moments (4 copies), the EMA copy, pos_embed, a step's
+// activations, and the batch.
+static void check_memory(const TrainConfig *tc, size_t step_bytes) {
+    DiT shape;
+    dit_layout(&shape, &tc->model);
+    double copies = 4 + (tc->ema > 0), batch = 3.0 * tc->batch * tc->model.in_channels *
+                                                  tc->model.input_size * tc->model.input_size;
+    double need = ((double)shape.ps.total * copies + (double)shape.pos_embed.size + batch) * sizeof(real) +
+                  (double)step_bytes;
+    dit_free(&shape);
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > have)
+        usage_error("this run needs about %.1f GiB per rank (parameters with their gradients and "
+                    "Adam state, %.1f GiB of activations) but the machine has %.1f GiB; lower "
+                    "--batch, --input-size or the model size, or spread the sequence over more "
+                    "ranks", need / 1073741824.0, step_bytes / 1073741824.0, have / 1073741824.0);
+}
+
 int train_main(int argc, char **argv, Comm *c) {
     Run r = {.comm = c};
     TrainConfig *tc = &r.tc;
@@ -221,13 +240,16 @@ int train_main(int argc, char **argv, Comm *c) {
     const char *why = seq_validate(&tc->policy, dit_tokens(&tc->model), c->size, err, sizeof err);
     if (!why) why = ulysses_validate(tc->sp_attention, tc->model.num_heads, c->size, tc->bugs, err, sizeof err);
     if (why) usage_error("%s", why);
-    start_run(&r);
-    const DiTConfig *mc = &r.m.cfg;
+    // the model's config is the flags' (a resumed checkpoint must match them)
+    const DiTConfig *mc = &tc->model;
     int T = dit_tokens(mc);
     r.shard = seq_shard(&tc->policy, T, c->size, c->rank);
     r.u = (Ulysses){.comm = c, .shard = &r.shard, .policy = &tc->policy,
                     .variant = tc->sp_attention, .bugs = tc->bugs};
-    Arena arena = arena_create(ulysses_step_bytes(&r.u, mc, tc->batch));
+    size_t step_bytes = ulysses_step_bytes(&r.u, mc, tc->batch);
+    check_memory(tc, step_bytes);
+    start_run(&r);
+    Arena arena = arena_create(step_bytes);
     if (c->rank == 0) { // the first file is written only when everything above has worked
         make_dirs(tc->out);
         path_in(path, sizeof path, tc->out, "config.json");
