@@ -4,6 +4,7 @@
 #include "../core/safetensors.h"
 #include "flags.h"
 #include "losslog.h"
+#include "outfile.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,5 +140,6 @@ int compare_main(int argc, char **argv) {
         return compare_results(files[0], files[1], tol < 0 ? PROBE_OUT_TOL : tol, grad_tol);
     char def[1024];
     snprintf(def, sizeof def, "%s/compare.png", files[0]);
+    if (plot) out_file_check("--plot", plot, ".png");
     return compare_runs(files[0], files[1], tol < 0 ? COMPARE_LOSS_TOL : tol, plot ? plot : def, NULL, NULL);
 }
