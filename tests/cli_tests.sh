@@ -126,7 +126,7 @@ for args in "--reference-steps 9" "--inject-bug"; do
 done
 # compare and verify run without MPI: their usage errors are plain exit 2 too (no MPI banner)
 mkdir -p "$WORK/unsorted" && printf 'step,loss\n1,2.0\n3,1.0\n2,1.5\n' > "$WORK/unsorted/loss.csv"
-for args in "compare $WORK/full1" "compare $WORK/unsorted $WORK/full1" "verify --ranks 1"; do
+for args in "compare $WORK/full1" "compare $WORK/unsorted $WORK/full1" "verify --ranks 1" "compare $WORK/full1 $WORK/part1 --plot $WORK/p.jpg"; do
   msg=$($TRAIN $args 2>&1); rc=$?
   if [ $rc = 2 ] && ! echo "$msg" | grep -q MPI; then ok "bad input ($args): exit 2, $(echo "$msg" | head -1)"
   else bad "bad input ($args): exit $rc: $msg"; fi
