@@ -29,7 +29,6 @@ Node *tape_record(Tape *tp, const char *op, BackwardFn fn, Tensor *out, int n_in
     if (tp->n == tp->cap) {
         tp->cap = tp->cap ? 2 * tp->cap : 256;
         tp->nodes = xrealloc(tp->nodes, (size_t)tp->cap, sizeof(Node));
-        ALLOC_CHECK(tp->nodes);
     }
     Node *n = &tp->nodes[tp->n++];
     *n = (Node){.op = op, .backward = fn, .arena = tp->arena, .out = out};

@@ -15,10 +15,10 @@
 
 static int world_rank, world_size;
 
-// Says msg on this rank and ends every rank with exit code `code`.
-static _Noreturn void stop_all(const char *msg, int code) {
-    if (world_size == 1) { // nobody to stop: spare the user MPI's abort banner
+void comm_stop_all(const char *msg, int code) {
+    if (world_size <= 1) { // nobody to stop, or no MPI at all: spare the user MPI's abort banner
         fprintf(stderr, "error: %s\n", msg);
+        comm_finalize();
         exit(code);
     }
     fprintf(stderr, "error (rank %d of %d): %s\n", world_rank, world_size, msg);
@@ -27,7 +27,7 @@ static _Noreturn void stop_all(const char *msg, int code) {
     exit(code);
 }
 
-static void abort_all(const char *msg) { stop_all(msg, 1); }
+static void abort_all(const char *msg) { comm_stop_all(msg, 1); }
 
 void comm_init(Comm *c, int *argc, char ***argv) {
     int ready = 0;
@@ -111,7 +111,7 @@ void comm_check_same(Comm *c, const char *what, const char *text) {
         first_difference(root, other, ours, sizeof ours);
         snprintf(msg, sizeof msg, "ranks disagree on the %s: rank %d has %s where rank 0 has %s; "
                  "start every rank with the same arguments", what, first, theirs, ours);
-        stop_all(msg, 2); // bad arguments: a usage error's exit code
+        comm_stop_all(msg, 2); // bad arguments: a usage error's exit code
     }
     free(root);
     free(other);

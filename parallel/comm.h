@@ -13,6 +13,10 @@ typedef struct Comm {
 
 void comm_init(Comm *c, int *argc, char ***argv);
 void comm_finalize(void);
+// Says msg on this rank ("error (rank r of n): msg") and ends every rank with exit code `code`:
+// a rank that stopped alone would leave the others waiting in a collective. Without MPI, or with
+// one rank, it prints "error: msg" and exits.
+_Noreturn void comm_stop_all(const char *msg, int code);
 // out (size * n) = the n values of every rank, in rank order
 void comm_all_gather(Comm *c, real *out, const real *in, size_t n);
 // out (n) = sum over ranks of their in[rank * n .. (rank + 1) * n)

@@ -4,28 +4,19 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 void usage_error(const char *fmt, ...) {
-    int rank = 0, size = 1, ready = 0;
-    MPI_Initialized(&ready);
-    if (ready) MPI_Comm_rank(MPI_COMM_WORLD, &rank), MPI_Comm_size(MPI_COMM_WORLD, &size);
     char msg[2048];
-    int n = size > 1 ? snprintf(msg, sizeof msg, "error (rank %d of %d): ", rank, size)
-                     : snprintf(msg, sizeof msg, "error: ");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s\n(see --help)\n", msg); // one write, so ranks do not interleave
-    // the other ranks may not have hit the same error (a file one node lacks): abort them all,
-    // since a rank that finalized alone would leave the others waiting in a collective
-    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 2);
-    comm_finalize();
-    exit(2);
+    if (n >= 0 && (size_t)n < sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, "\n(see --help)");
+    // the other ranks may not have hit the same error (a file one node lacks): stop them all
+    comm_stop_all(msg, 2);
 }
 
 // strtol and friends skip leading spaces (and strtoull accepts "-1"): a value must start with a

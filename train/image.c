@@ -167,7 +167,6 @@ static void names_push(Names *l, const char *s) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 16;
         l->items = xrealloc(l->items, (size_t)l->cap, sizeof *l->items);
-        ALLOC_CHECK(l->items);
     }
     l->items[l->n++] = strdup(s);
     ALLOC_CHECK(l->items[l->n - 1]);
@@ -228,8 +227,6 @@ static void add_image(ImageFolder *f, int *cap, char *path, int64_t label) {
         *cap = *cap ? 2 * *cap : 64;
         f->paths = xrealloc(f->paths, (size_t)*cap, sizeof *f->paths);
         f->labels = xrealloc(f->labels, (size_t)*cap, sizeof *f->labels);
-        ALLOC_CHECK(f->paths);
-        ALLOC_CHECK(f->labels);
     }
     f->paths[f->n] = path;
     f->labels[f->n++] = label;

@@ -13,8 +13,6 @@ void losslog_add(LossLog *l, double step, double loss) {
         l->cap = l->cap ? 2 * l->cap : 256;
         l->step = xrealloc(l->step, (size_t)l->cap, sizeof(double));
         l->loss = xrealloc(l->loss, (size_t)l->cap, sizeof(double));
-        ALLOC_CHECK(l->step);
-        ALLOC_CHECK(l->loss);
     }
     l->step[l->n] = step;
     l->loss[l->n++] = loss;
