@@ -4,6 +4,7 @@
 #include "../core/check.h"
 #include "../core/rng.h"
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,13 +53,15 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
 }
 
 size_t dit_step_bytes(const DiTConfig *c, int B, int n, int Tk) {
-    size_t D = (size_t)c->hidden_size, M = (size_t)dit_mlp_hidden(c), H = (size_t)c->num_heads;
-    size_t row = (size_t)c->patch_size * c->patch_size * (c->in_channels + dit_out_channels(c));
-    size_t per_block = (size_t)B * (n * (16 * D + 2 * M) + 4 * Tk * D + H * n * Tk) + (size_t)Tk * n;
-    size_t rest = (size_t)B * (n * (4 * D + 4 * row) + 24 * D + DIT_FREQ_DIM) +
-                  (size_t)B * c->input_size * c->input_size * (c->in_channels + 2 * dit_out_channels(c));
+    // in double: sizes of configs that cannot fit anywhere must not wrap around
+    double D = c->hidden_size, M = dit_mlp_hidden(c), H = c->num_heads, b = B;
+    double row = (double)c->patch_size * c->patch_size * (c->in_channels + dit_out_channels(c));
+    double per_block = b * (n * (16 * D + 2 * M) + 4.0 * Tk * D + H * n * Tk) + (double)Tk * n;
+    double rest = b * (n * (4 * D + 4 * row) + 24 * D + DIT_FREQ_DIM) +
+                  b * c->input_size * c->input_size * (c->in_channels + 2 * dit_out_channels(c));
     // x2: every activation may get a gradient of its size; + slack for alignment and headers
-    return 2 * ((size_t)c->depth * per_block + rest) * sizeof(real) + ((size_t)16 << 20);
+    double bytes = 2 * (c->depth * per_block + rest) * sizeof(real) + (16 << 20);
+    return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;
 }
 
 // ---- presets ----------------------------------------------------------------------------------

@@ -117,6 +117,17 @@ void comm_check_same(Comm *c, const char *what, const char *text) {
     free(other);
 }
 
+int comm_node_size(const Comm *c) {
+    int n = 1;
+    MPI_Comm node;
+    if (c->size > 1 &&
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &n);
+        MPI_Comm_free(&node);
+    }
+    return n;
+}
+
 void print0(const Comm *c, const char *fmt, ...) {
     if (c->rank) return;
     va_list ap;

@@ -28,6 +28,8 @@ void comm_all_reduce_double(Comm *c, double *buf, size_t n);
 void comm_all_to_all(Comm *c, real *out, const real *in, size_t n);
 void comm_broadcast(Comm *c, void *buf, size_t bytes, int root);
 void comm_barrier(Comm *c);
+// How many ranks of the job share this rank's machine (collective).
+int comm_node_size(const Comm *c);
 // Every rank passes its own text; when they do not all agree, every rank says so, naming `what`
 // and the first rank that differs from rank 0, and the job ends with exit code 2 (bad arguments).
 void comm_check_same(Comm *c, const char *what, const char *text);

@@ -70,7 +70,7 @@ expect_usage "must be between 1 and" --batch 0
 expect_usage "num_heads 5 must divide hidden_size 64" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
-expect_usage "but the machine has" --model DiT-XL/2 --input-size 4096 --batch 65536 # refused before allocating
+expect_usage "on this machine, which has" --model DiT-XL/2 --input-size 4096 --batch 65536 # refused before allocating
 expect_usage "expects a non-negative whole number, got ' -1'" --seed " -1"
 expect_usage "expects a whole number, got ' 3'" --steps " 3"
 expect_usage "--resume is empty" --resume ""
@@ -119,6 +119,13 @@ else bad "--out naming a file (exit $rc): $msg"; fi
 out=$("$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" 2>&1 && "$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" 2>&1)
 if [ $? = 0 ] && echo "$out" | grep -q "replacing the earlier results"; then ok "verify run twice into one folder: replaces its earlier runs"
 else bad "verify run twice into one folder"; echo "$out" | tail -3; fi
+# a verify that cannot start keeps the earlier results: it checks what the runs check first
+for args in "--data $WORK/no-such-folder" "--sp-attention all-to-all --heads 2 --ranks 4"; do
+  msg=$("$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" $args 2>&1); rc=$?
+  if [ $rc = 2 ] && [ -f "$WORK/verify2/ranks-2/model.safetensors" ] && [ -f "$WORK/verify2/loss.png" ]; then
+    ok "verify $args: exit 2, earlier results kept"
+  else bad "verify $args (exit $rc): $msg"; ls "$WORK/verify2" "$WORK/verify2/ranks-2"; fi
+done
 for args in "--reference-steps 9" "--inject-bug"; do
   msg=$("$TRAIN" verify --ranks 2 $RES --steps 5 --out "$WORK/verify3" $args 2>&1); rc=$?
   if [ $rc = 2 ] && [ ! -e "$WORK/verify3" ]; then ok "verify $args: exit 2 before any run, $(echo "$msg" | head -1)"

@@ -207,23 +207,29 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     return total;
 }
 
-// What a rank will hold, refused before anything is allocated when it exceeds the machine's
-// memory: parameters, gradients and Adam moments (4 copies), the EMA copy, pos_embed, a step's
-// activations, and the batch.
-static void check_memory(const TrainConfig *tc, size_t step_bytes) {
+void train_check(const TrainConfig *tc, int ranks, int node_ranks) {
+    char err[1024];
+    const DiTConfig *mc = &tc->model;
+    const char *why = seq_validate(&tc->policy, dit_tokens(mc), ranks, err, sizeof err);
+    if (!why) why = ulysses_validate(tc->sp_attention, mc->num_heads, ranks, tc->bugs, err, sizeof err);
+    if (why) usage_error("%s", why);
+    // a rank holds parameters, gradients and Adam moments (4 copies), the EMA copy, pos_embed, a
+    // step's activations and the batch (every shard has the same length)
+    SeqShard shard = seq_shard(&tc->policy, dit_tokens(mc), ranks, 0);
+    Ulysses u = {.shard = &shard, .policy = &tc->policy, .variant = tc->sp_attention, .bugs = tc->bugs};
+    double step = (double)ulysses_step_bytes(&u, mc, tc->batch);
+    seq_shard_free(&shard);
     DiT shape;
-    dit_layout(&shape, &tc->model);
-    double copies = 4 + (tc->ema > 0), batch = 3.0 * tc->batch * tc->model.in_channels *
-                                                  tc->model.input_size * tc->model.input_size;
-    double need = ((double)shape.ps.total * copies + (double)shape.pos_embed.size + batch) * sizeof(real) +
-                  (double)step_bytes;
+    dit_layout(&shape, mc);
+    double copies = 4 + (tc->ema > 0), batch = 3.0 * tc->batch * mc->in_channels * mc->input_size * mc->input_size;
+    double need = ((double)shape.ps.total * copies + (double)shape.pos_embed.size + batch) * sizeof(real) + step;
     dit_free(&shape);
-    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (have > 0 && need > have)
-        usage_error("this run needs about %.1f GiB per rank (parameters with their gradients and "
-                    "Adam state, %.1f GiB of activations) but the machine has %.1f GiB; lower "
-                    "--batch, --input-size or the model size, or spread the sequence over more "
-                    "ranks", need / 1073741824.0, step_bytes / 1073741824.0, have / 1073741824.0);
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE), GiB = 1073741824.0;
+    if (have > 0 && need * node_ranks > have)
+        usage_error("this run needs about %.1f GiB per rank (%.1f GiB of activations), %.1f GiB for "
+                    "the %d rank%s on this machine, which has %.1f GiB; lower --batch, --input-size "
+                    "or the model size, or spread the sequence over more machines", need / GiB,
+                    step / GiB, need * node_ranks / GiB, node_ranks, node_ranks > 1 ? "s" : "", have / GiB);
 }
 
 int train_main(int argc, char **argv, Comm *c) {
@@ -237,19 +243,15 @@ int train_main(int argc, char **argv, Comm *c) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     openblas_set_num_threads(tc->threads ? tc->threads : (int)(cores / c->size > 0 ? cores / c->size : 1));
     if (data_open(&r.data, tc, err, sizeof err)) usage_error("--data: %s", err);
-    const char *why = seq_validate(&tc->policy, dit_tokens(&tc->model), c->size, err, sizeof err);
-    if (!why) why = ulysses_validate(tc->sp_attention, tc->model.num_heads, c->size, tc->bugs, err, sizeof err);
-    if (why) usage_error("%s", why);
+    train_check(tc, c->size, comm_node_size(c));
     // the model's config is the flags' (a resumed checkpoint must match them)
     const DiTConfig *mc = &tc->model;
     int T = dit_tokens(mc);
     r.shard = seq_shard(&tc->policy, T, c->size, c->rank);
     r.u = (Ulysses){.comm = c, .shard = &r.shard, .policy = &tc->policy,
                     .variant = tc->sp_attention, .bugs = tc->bugs};
-    size_t step_bytes = ulysses_step_bytes(&r.u, mc, tc->batch);
-    check_memory(tc, step_bytes);
     start_run(&r);
-    Arena arena = arena_create(step_bytes);
+    Arena arena = arena_create(ulysses_step_bytes(&r.u, mc, tc->batch));
     if (c->rank == 0) { // the first file is written only when everything above has worked
         make_dirs(tc->out);
         path_in(path, sizeof path, tc->out, "config.json");

@@ -3,8 +3,10 @@
 #include "../core/check.h"
 #include "compare.h"
 #include "config.h"
+#include "data.h"
 #include "flags.h"
 #include "outfile.h"
+#include "train.h"
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -78,6 +80,12 @@ int verify_main(int argc, char **argv) {
     if (ref_steps > tc.steps)
         usage_error("--reference-steps %d is more than the %d steps of the run it checks; pass at "
                     "most --steps", ref_steps, tc.steps);
+    Data data; // and what the runs check before they start, so earlier results are kept on an error
+    char err[1024];
+    if (data_open(&data, &tc, err, sizeof err)) usage_error("--data: %s", err);
+    data_close(&data);
+    train_check(&tc, ranks, ranks);
+    train_check(&tc, 1, 1);
     char self[4096], dir_n[4096], dir_1[4096], nbuf[16], plot[4096], sbuf[16], label[64];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
@@ -93,7 +101,7 @@ int verify_main(int argc, char **argv) {
     if (geteuid() == 0) mpirun[n++] = "--allow-run-as-root";
     if (ranks > sysconf(_SC_NPROCESSORS_ONLN)) mpirun[n++] = "--oversubscribe";
     mpirun[n++] = self;
-    if (run_folder_clear(dir_n) + run_folder_clear(dir_1))
+    if (run_folder_clear(dir_n) + run_folder_clear(dir_1) + (remove(plot) == 0))
         printf("== replacing the earlier results in %s/ranks-*\n", out);
     int rc = 2;
     printf("== %d ranks -> %s\n", ranks, dir_n);
