@@ -9,7 +9,8 @@
 
 // Interrupts are deferred by a handler, not by blocking them: OpenBLAS and MPI run threads of
 // their own, and a signal blocked in this thread alone would go to one of those and kill the
-// process at once. The handler is installed only where the signal had its default action.
+// process at once. The handler is installed only where the signal has its default action (a
+// program or test harness that handles it itself keeps its handler).
 static volatile sig_atomic_t held, pending; // open files and groups; a signal that arrived meanwhile
 static int grouped;                          // depth of atomic_group_begin
 static struct { char *tmp, *path; } queue[16]; // written and synced, to be renamed
@@ -25,9 +26,7 @@ static void defer(int sig) {
 }
 
 static void hold(void) {
-    static bool installed;
-    if (!installed) {
-        installed = true;
+    if (held == 0) { // (re)installed where the signal has its default action now
         const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
         for (int i = 0; i < 3; i++) {
             struct sigaction old, sa = {.sa_handler = defer, .sa_flags = SA_RESTART};

@@ -1,7 +1,11 @@
 // test_core.c: arena accounting and overflow, Philox known answers and order independence,
-// tensor views and shape errors.
+// tensor views and shape errors, the float32 exp, atomic file groups and deferred interrupts.
 #include "testutil.h"
+#include "../core/atomic.h"
 #include <math.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 START_TEST(arena_peak_is_exact) {
     Arena a = arena_create(4096);
@@ -139,6 +143,53 @@ START_TEST(rexp_matches_libm) {
 END_TEST
 #endif
 
+static bool exists(const char *dir, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+static void write_file(const char *dir, const char *name, const char *text) {
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    AtomicFile a;
+    ck_assert_msg(!atomic_open(&a, path, err, sizeof err), "%s", err);
+    fputs(text, a.f);
+    ck_assert_msg(!atomic_commit(&a, true, err, sizeof err), "%s", err);
+}
+
+// a group's files appear together at its end, and an interrupt during the group takes effect only
+// after they are all in place
+START_TEST(atomic_group_publishes_together) {
+    char dir[256], err[256];
+    test_tmpdir(dir, sizeof dir);
+    atomic_group_begin();
+    write_file(dir, "a", "one");
+    write_file(dir, "b", "two");
+    ck_assert(!exists(dir, "a") && !exists(dir, "b") && exists(dir, "a.tmp") && exists(dir, "b.tmp"));
+    ck_assert(!atomic_group_end(err, sizeof err));
+    ck_assert(exists(dir, "a") && exists(dir, "b") && !exists(dir, "a.tmp") && !exists(dir, "b.tmp"));
+    write_file(dir, "c", "alone"); // outside a group a file is in place at its commit
+    ck_assert(exists(dir, "c"));
+    pid_t pid = fork();
+    if (pid == 0) { // SIGTERM while a group is open: the child must finish the group, then die
+        signal(SIGTERM, SIG_DFL); // the test harness handles SIGTERM itself; a program does not
+        atomic_group_begin();
+        write_file(dir, "d", "three");
+        raise(SIGTERM);
+        write_file(dir, "e", "four");
+        if (atomic_group_end(err, sizeof err)) _exit(3);
+        _exit(0); // not reached when the deferred SIGTERM is delivered
+    }
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "the child was not ended by "
+                  "the deferred SIGTERM (status %d)", status);
+    ck_assert(exists(dir, "d") && exists(dir, "e") && !exists(dir, "d.tmp") && !exists(dir, "e.tmp"));
+    test_rm_rf(dir);
+}
+END_TEST
+
 Suite *core_suite(void) {
     Suite *s = suite_create("core");
     TCase *tc = tcase_create("core");
@@ -149,6 +200,7 @@ Suite *core_suite(void) {
     tcase_add_test(tc, rng_is_order_independent);
     tcase_add_test(tc, rng_moments);
     tcase_add_test(tc, tensor_views_share_storage);
+    tcase_add_test(tc, atomic_group_publishes_together);
 #ifndef REAL_F64
     tcase_add_test(tc, rexp_matches_libm);
 #endif
