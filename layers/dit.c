@@ -42,9 +42,11 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
     else if (c->hidden_size % 4)
         snprintf(buf, len, "hidden_size %d must be a multiple of 4 for the 2-D sin-cos position "
                            "embedding", c->hidden_size);
-    else if (!(c->mlp_ratio > 0 && c->mlp_ratio <= DIT_MAX_MLP_RATIO) || dit_mlp_hidden(c) < 1)
-        snprintf(buf, len, "mlp_ratio %g must be in (0, %d] and give a positive MLP width",
-                 c->mlp_ratio, DIT_MAX_MLP_RATIO);
+    else if (!(c->mlp_ratio > 0 && c->mlp_ratio <= DIT_MAX_MLP_RATIO))
+        snprintf(buf, len, "mlp_ratio %g must be in (0, %d]", c->mlp_ratio, DIT_MAX_MLP_RATIO);
+    else if (dit_mlp_hidden(c) < 1)
+        snprintf(buf, len, "mlp_ratio %g gives an MLP width of %d x %g < 1; raise it or the width",
+                 c->mlp_ratio, c->hidden_size, c->mlp_ratio);
     else if (c->class_dropout_prob < 0 || c->class_dropout_prob >= 1)
         snprintf(buf, len, "class_dropout_prob %g must be in [0, 1)", c->class_dropout_prob);
     else

@@ -75,7 +75,13 @@ expect_usage "expects a non-negative whole number, got ' -1'" --seed " -1"
 expect_usage "expects a whole number, got ' 3'" --steps " 3"
 expect_usage "--resume is empty" --resume ""
 expect_usage "--cfg-scale 5 needs the null class" --cfg-scale 5 --class-dropout 0
-msg=$($TRAIN --steps 0 --help 2>&1); rc=$?
+expect_usage "gives an MLP width of 64 x 0.01 < 1" --mlp-ratio 0.01
+$TRAIN $RES --steps 1 --class-dropout 0 --out "$WORK/nodrop" >/dev/null 2>&1
+msg=$($TRAIN sample --ckpt "$WORK/nodrop/model.safetensors" --cfg-scale 4 --out "$WORK/nodrop.png" 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$msg" | grep -q "trained without label dropout" && [ ! -e "$WORK/nodrop.png" ]; then
+  ok "sample --cfg-scale 4 of a model without a null class: exit 2"
+else bad "sample --cfg-scale without a null class (exit $rc): $msg"; fi
+msg=$($TRAIN --model DiT-Q/2 --steps 0 --help 2>&1); rc=$?
 if [ $rc = 0 ] && echo "$msg" | grep -q "^usage:"; then ok "--help after a bad flag: the help, exit 0"
 else bad "--help after a bad flag (exit $rc): $msg"; fi
 expect_usage "unknown bug" --inject-bug nonsense

@@ -30,15 +30,18 @@ static const struct {
 
 const char *dit_config_key(int i) { return fields[i].key; }
 
+void double_text(char *buf, size_t len, double v) {
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, len, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+}
+
 void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len) {
     const char *p = (const char *)c + fields[i].off;
     if (fields[i].type == 'i') snprintf(buf, len, "%d", *(const int *)p);
-    else if (fields[i].type == 'd') { // the shortest text that reads back as the same double
-        for (int digits = 1; digits <= 17; digits++) {
-            snprintf(buf, len, "%.*g", digits, *(const double *)p);
-            if (strtod(buf, NULL) == *(const double *)p) break;
-        }
-    } else snprintf(buf, len, "%s", *(const bool *)p ? "true" : "false");
+    else if (fields[i].type == 'd') double_text(buf, len, *(const double *)p);
+    else snprintf(buf, len, "%s", *(const bool *)p ? "true" : "false");
 }
 
 int dit_config_set(DiTConfig *c, int i, const char *text) {

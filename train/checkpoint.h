@@ -12,6 +12,8 @@
 const char *dit_config_key(int i);
 void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len);
 int dit_config_set(DiTConfig *c, int i, const char *text); // -1 if text is not a valid value
+// The shortest text that reads back as exactly v.
+void double_text(char *buf, size_t len, double v);
 
 // Writes pos_embed and every parameter, taking the parameter values from `flat` (laid out like
 // m->ps.params, e.g. EMA weights) or from the model when flat is NULL. step >= 0 records the

@@ -91,17 +91,17 @@ static void copy_path(char *dst, const char *flag, const char *src) {
 
 bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
     defaults(tc);
+    for (int i = 0; i < argc; i++) // help wins over any other flag, valid or not
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            if (rank == 0) help();
+            return false;
+        }
     // the preset first, so that explicit sizes override it wherever they appear
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--model") && i + 1 < argc) {
             if (!dit_preset(argv[i + 1], &tc->model))
                 usage_error("--model: unknown preset '%s'; known: %s", argv[i + 1], dit_preset_names());
             snprintf(tc->preset, sizeof tc->preset, "%s", argv[i + 1]);
-        }
-    for (int i = 0; i < argc; i++) // help wins over any other flag, valid or not
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            if (rank == 0) help();
-            return false;
         }
     bool out_given = false, cfg_given = false;
     for (int i = 0; i < argc; i++) {
@@ -173,6 +173,7 @@ static int settings(const TrainConfig *tc, Setting *s) {
     int n = 0;
 #define SET(k, is_text, ...) (s[n] = (Setting){.key = k, .text = is_text}, \
                               snprintf(s[n].value, PATH_LEN, __VA_ARGS__), n++)
+#define SET_DOUBLE(k, v) (s[n] = (Setting){.key = k}, double_text(s[n].value, PATH_LEN, v), n++)
     SET("preset", true, "%s", tc->preset);
     for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
         s[n] = (Setting){.key = dit_config_key(i)};
@@ -180,10 +181,10 @@ static int settings(const TrainConfig *tc, Setting *s) {
     }
     SET("steps", false, "%d", tc->steps);
     SET("batch", false, "%d", tc->batch);
-    SET("lr", false, "%.17g", tc->lr);
-    SET("weight_decay", false, "%.17g", tc->weight_decay);
-    SET("clip_norm", false, "%.17g", tc->clip_norm);
-    SET("ema", false, "%.17g", tc->ema);
+    SET_DOUBLE("lr", tc->lr);
+    SET_DOUBLE("weight_decay", tc->weight_decay);
+    SET_DOUBLE("clip_norm", tc->clip_norm);
+    SET_DOUBLE("ema", tc->ema);
     SET("seed", false, "%llu", (unsigned long long)tc->seed);
     SET("data", true, "%s", tc->data);
     SET("out", true, "%s", tc->out);
@@ -194,13 +195,14 @@ static int settings(const TrainConfig *tc, Setting *s) {
     SET("save_every", false, "%d", tc->save_every);
     SET("sample_steps", false, "%d", tc->sample_steps);
     SET("samples_per_class", false, "%d", tc->samples_per_class);
-    SET("cfg_scale", false, "%.17g", tc->cfg_scale);
+    SET_DOUBLE("cfg_scale", tc->cfg_scale);
     SET("auto_pad", false, "%s", tc->policy.auto_pad ? "true" : "false");
     SET("pad_multiple", false, "%d", tc->policy.pad_multiple);
     SET("sp_attention", true, "%s", seq_attention_name(tc->sp_attention));
     char names[256];
     SET("injected_bugs", true, "%s", bug_list(tc->bugs, names, sizeof names));
 #undef SET
+#undef SET_DOUBLE
     return n;
 }
 

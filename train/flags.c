@@ -19,8 +19,8 @@ void usage_error(const char *fmt, ...) {
     comm_stop_all(msg, 2);
 }
 
-// strtol and friends skip leading spaces (and strtoull accepts "-1"): a value must start with a
-// sign or digit
+// strtol and friends skip leading spaces (and strtoull accepts "-1"): a value may not start
+// with white space
 static bool starts_number(const char *text) {
     return text[0] && !isspace((unsigned char)text[0]);
 }

@@ -100,6 +100,7 @@ static void sample_help(void) {
 
 int sample_main(int argc, char **argv, Comm *c) {
     const char *ckpt = NULL, *out = NULL;
+    bool cfg_given = false;
     TrainConfig tc = {.sample_steps = 25, .cfg_scale = 3, .samples_per_class = 8, .policy = seq_policy_default()};
     strcpy(tc.data, "shapes");
     for (int i = 0; i < argc; i++) {
@@ -109,7 +110,8 @@ int sample_main(int argc, char **argv, Comm *c) {
         else if (!strcmp(f, "--out")) out = flag_value(argc, argv, &i);
         else if (!strcmp(f, "--data")) snprintf(tc.data, sizeof tc.data, "%s", flag_value(argc, argv, &i));
         else if (!strcmp(f, "--sample-steps")) tc.sample_steps = flag_int(f, flag_value(argc, argv, &i), 1, 1000);
-        else if (!strcmp(f, "--cfg-scale")) tc.cfg_scale = flag_double(f, flag_value(argc, argv, &i), 0, 100);
+        else if (!strcmp(f, "--cfg-scale"))
+            tc.cfg_scale = flag_double(f, flag_value(argc, argv, &i), 0, 100), cfg_given = true;
         else if (!strcmp(f, "--samples-per-class")) tc.samples_per_class = flag_int(f, flag_value(argc, argv, &i), 1, 64);
         else if (!strcmp(f, "--seed")) tc.seed = flag_u64(f, flag_value(argc, argv, &i));
         else usage_error("sample: unknown argument '%s'", f);
@@ -128,6 +130,9 @@ int sample_main(int argc, char **argv, Comm *c) {
     DiT m;
     if (ckpt_load_model(&m, ckpt, err, sizeof err)) usage_error("%s", err);
     tc.model = m.cfg;
+    if (cfg_given && tc.cfg_scale != 1 && m.cfg.class_dropout_prob == 0)
+        usage_error("--cfg-scale %g needs a null class, and %s was trained without label dropout; "
+                    "pass --cfg-scale 1", tc.cfg_scale, ckpt);
     Data data;
     if (data_open(&data, &tc, err, sizeof err)) usage_error("--data: %s", err);
     SeqShard shard = seq_shard(&tc.policy, dit_tokens(&m.cfg), c->size, c->rank);
