@@ -37,8 +37,9 @@ for np in 1 2; do
   $MPIRUN -np $np "$TRAIN" $RES --steps 10 --out "$WORK/part$np" >/dev/null 2>&1
   $MPIRUN -np $np "$TRAIN" $RES --steps 20 --resume "$WORK/part$np" >/dev/null 2>&1
   if cmp -s "$WORK/full$np/loss.csv" "$WORK/part$np/loss.csv" &&
-     cmp -s "$WORK/full$np/model.safetensors" "$WORK/part$np/model.safetensors"; then
-    ok "resume on $np rank(s): loss.csv and model.safetensors bit-identical to an uninterrupted run"
+     cmp -s "$WORK/full$np/model.safetensors" "$WORK/part$np/model.safetensors" &&
+     cmp -s "$WORK/full$np/ema.safetensors" "$WORK/part$np/ema.safetensors"; then
+    ok "resume on $np rank(s): loss.csv, model and EMA bit-identical to an uninterrupted run"
   else bad "resume on $np rank(s) differs from an uninterrupted run"; diff "$WORK/full$np/loss.csv" "$WORK/part$np/loss.csv" | head -4; fi
 done
 

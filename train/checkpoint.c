@@ -122,7 +122,10 @@ static int load_finite(const StTensor *s, real *dst, size_t n, char *err, size_t
     return bad ? -1 : 0;
 }
 
-int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
+// Reads the file's config into *m's layout and checks every name, shape and dtype; then, with
+// into NULL, allocates *m and loads every tensor, or else loads only the parameters into `flat`
+// (laid out like into->ps.params), which *m's layout must fit, and frees *m.
+static int load(DiT *m, const char *path, const DiT *into, real *flat, char *err, size_t len) {
     SafeTensors st;
     *m = (DiT){0};
     if (st_read(path, &st, err, len)) return -1;
@@ -172,24 +175,30 @@ int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
     for (int i = 0; i < st.n; i++)
         if (strcmp(st.tensors[i].name, "pos_embed") && !ps_find(&m->ps, st.tensors[i].name))
             note(err, len, &problems, "unexpected tensor '%s'", st.tensors[i].name);
+    if (!problems && into && m->ps.total != into->ps.total)
+        snprintf(err, len, "%s holds a different model (%zu parameters, not %zu)", path,
+                 m->ps.total, into->ps.total), problems = 1;
     if (!problems) { // then the values
-        dit_alloc(m);
+        if (!into) dit_alloc(m);
         snprintf(err, len, "%s cannot be used (its run had diverged when it was saved, or the file "
                  "is corrupt; use another checkpoint)", path);
-        for (int i = -1; i < m->ps.n; i++) {
+        for (int i = into ? 0 : -1; i < m->ps.n; i++) {
             Tensor *t = i < 0 ? &m->pos_embed : m->ps.t[i];
-            if (load_finite(st_find(&st, t->name), t->data, t->size, why, sizeof why))
+            real *dst = into ? flat + m->ps.offset[i] : t->data;
+            if (load_finite(st_find(&st, t->name), dst, t->size, why, sizeof why))
                 note(err, len, &problems, "%s", why);
         }
     }
     st_free(&st);
+    if (into || problems) {
+        dit_free(m);
+        *m = (DiT){0};
+    }
     if (!problems) return err[0] = 0, 0;
     if (problems > 4) {
         size_t n = strlen(err);
         snprintf(err + n, len - n, "; and %d more problems", problems - 4);
     }
-    dit_free(m);
-    *m = (DiT){0};
     return -1;
 }
 
@@ -206,17 +215,13 @@ int ckpt_step(const char *path, char *err, size_t len) {
     return (int)step;
 }
 
+int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
+    return load(m, path, NULL, NULL, err, len);
+}
+
 int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size_t len) {
-    DiT other;
-    if (ckpt_load_model(&other, path, err, len)) return -1;
-    int rc = 0;
-    if (other.ps.total != m->ps.total) {
-        snprintf(err, len, "%s holds a different model (%zu parameters, not %zu)", path,
-                 other.ps.total, m->ps.total);
-        rc = -1;
-    } else memcpy(flat, other.ps.params, m->ps.total * sizeof(real));
-    dit_free(&other);
-    return rc;
+    DiT layout; // shapes only: no second copy of the model
+    return load(&layout, path, m, flat, err, len);
 }
 
 // ---- optimizer file ---------------------------------------------------------------------------

@@ -30,7 +30,8 @@ int ckpt_load_model(DiT *m, const char *path, char *err, size_t len);
 int ckpt_step(const char *path, char *err, size_t len);
 
 // Loads parameter values only (e.g. EMA weights) into flat, laid out like m->ps.params, from a
-// checkpoint of the same model.
+// checkpoint of the same model, with the same checks and no second copy of the model. On
+// failure flat may hold part of the file.
 int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size_t len);
 
 // Adam moments and step, for resuming bit-identically; `run` (e.g. "seed=0 batch=32") is stored
