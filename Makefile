@@ -12,9 +12,15 @@ CFLAGS  ?= -O3 -g
 # -fno-trapping-math and -fno-math-errno (no code here reads floating-point exception flags or a
 # math function's errno) let the elementwise, softmax and AdamW loops vectorize; values are unchanged
 override CFLAGS += -std=c17 -Wall -Wextra -D_GNU_SOURCE -MMD -MP -fno-trapping-math -fno-math-errno
-LDLIBS  := -lopenblas -lstb -lm
+# OpenMP threads the loops that are not GEMMs; OpenBLAS is its OpenMP build, so a GEMM called
+# inside a parallel loop runs on its caller's thread and both share one thread pool
+ARCH      := $(shell $(CC) -print-multiarch)
+BLAS_DIR  := /usr/lib/$(ARCH)/openblas-openmp
+BLAS_FLAGS := -I/usr/include/$(ARCH)/openblas-openmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas
+override CFLAGS += -fopenmp -I/usr/include/$(ARCH)/openblas-openmp
+LDLIBS  := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lstb -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
-DEB_PACKAGES := build-essential pkg-config libopenblas-dev check libopenmpi-dev openmpi-bin libstb-dev
+DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev check libopenmpi-dev openmpi-bin libstb-dev
 PARITY_PACKAGES := python3-torch python3-numpy
 
 # ---- probes: compile a tiny program (source in $(1), flags in $(2)); 1 if it builds ------------
@@ -22,7 +28,7 @@ H := \#
 probe = $(shell printf '%s\n' $(1) 'int main(void){return 0;}' | $(CC) -x c - -o /dev/null $(2) >/dev/null 2>&1 && echo 1 || echo 0)
 BLAS_SRC   := $(H)include <cblas.h>
 BLAS_USE   := void f(float *a){cblas_sgemm(CblasRowMajor,CblasNoTrans,CblasNoTrans,1,1,1,1,a,1,a,1,0,a,1);}
-HAVE_BLAS  := $(call probe,'$(BLAS_SRC)' '$(BLAS_USE)',-lopenblas)
+HAVE_BLAS  := $(call probe,'$(BLAS_SRC)' '$(BLAS_USE)',$(BLAS_FLAGS))
 HAVE_CHECK := $(call probe,'$(H)include <check.h>',$(CHECK_LIBS))
 HAVE_MPI   := $(shell command -v mpicc >/dev/null && printf '$(H)include <mpi.h>\nint main(void){return 0;}\n' | mpicc -x c - -o /dev/null >/dev/null 2>&1 && echo 1 || echo 0)
 NVCC       ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -60,6 +66,8 @@ train/train: $(BUILD)/f32/bin/train
 found:
 	@echo "found: $(call mark,$(HAVE_NVCC)) nvcc  $(call mark,$(HAVE_CUDA)) CUDA runtime+cuBLAS  $(call mark,$(HAVE_NCCL)) NCCL  $(call mark,$(HAVE_MPI)) MPI  $(call mark,$(HAVE_BLAS)) OpenBLAS  $(call mark,$(HAVE_CHECK)) Check   (building: CUDA=$(USE_CUDA))"
 	@test "$(HAVE_BLAS)$(HAVE_CHECK)$(HAVE_MPI)" = 111 || { echo "Open MPI, OpenBLAS and Check are required: run 'make deps' (as root) to install them"; exit 1; }
+	@mkdir -p $(BUILD) && printf '$(H)include "core/blas.h"\n$(H)include <stdio.h>\nint main(void) { puts(blas_setup()); }\n' | \
+	  $(CC) -x c - core/blas.c -I. $(BLAS_FLAGS) -o $(BUILD)/gemm-probe && echo "GEMM: $$($(BUILD)/gemm-probe)"
 
 # ---- one build variant: $(1) = folder, $(2) = extra compile/link flags -------------------------
 define variant
@@ -72,7 +80,13 @@ $(1)/%.cu.o: %.cu
 $(1)/libdit.a: $(patsubst %.c,$(1)/%.o,$(LIB_SRC)) $(if $(filter 1,$(USE_CUDA)),$(patsubst %.cu,$(1)/%.cu.o,$(CU_SRC)))
 	@rm -f $$@
 	ar rcs $$@ $$^
-$(1)/test_all: $(patsubst %.c,$(1)/%.o,$(TEST_SRC)) $(1)/libdit.a
+# the fused attention again with a planted bug, which tests/test_attention.c must catch
+$(1)/tests/attention_planted.o: kernels/attention.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $(2) -DATTENTION_PLANTED_BUG -Dattention_forward=planted_attention_forward \
+	  -Dattention_backward=planted_attention_backward \
+	  -Dattention_scratch_count=planted_attention_scratch_count -c $$< -o $$@
+$(1)/test_all: $(patsubst %.c,$(1)/%.o,$(TEST_SRC)) $(1)/tests/attention_planted.o $(1)/libdit.a
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(CHECK_LIBS) $$(LDLIBS)
 $(1)/test_parallel: $(1)/tests/mpi/test_parallel.o $(1)/libdit.a
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(CHECK_LIBS) $$(LDLIBS)

@@ -7,6 +7,25 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+// ---- threads: loops over rows run on OpenMP threads (one thread without OpenMP) ---------------
+static inline int kernel_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+static inline int omp_thread(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
 
 // ---- linear: out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC) --------------------------------
 void linear_forward(real *out, const real *inp, const real *weight, const real *bias, int N, int C,
@@ -57,13 +76,21 @@ void timestep_embedding_backward(real *dt, const real *dout, const real *t, int 
                                  real max_period);
 
 // ---- attention: q (B,Tq,H*dh), k, v (B,Tk,H*dh), out (B,Tq,H*dh) ---------------------------------
-// key_mask (Tk): 1 = attend, 0 = masked (weight exactly 0); NULL = all keys valid.
-// probs (B,H,Tq,Tk) is written by forward and read by backward; scratch (Tq*Tk) is workspace.
-void attention_forward(real *out, real *probs, const real *q, const real *k, const real *v,
-                       const uint8_t *key_mask, int B, int Tq, int Tk, int H, int dh);
+// Fused (see attention.c): queries in tiles of bq rows, keys in blocks of bk rows; lse (B,H,Tq)
+// is the per-row log-sum-exp, written by forward (-inf where every key is masked) and read by
+// backward, which also reads out. key_mask (Tk): 1 = attend, 0 = masked (weight exactly 0);
+// NULL = all keys valid. scratch holds attention_scratch_count(bq, bk, dh, threads) reals for
+// up to `threads` OpenMP threads (kernel_threads()).
+#define ATTN_BQ 64  // query tile rows the layer uses
+#define ATTN_BK 128 // key block rows the layer uses
+size_t attention_scratch_count(int bq, int bk, int dh, int threads);
+void attention_forward(real *out, real *lse, real *scratch, const real *q, const real *k,
+                       const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                       int dh, int bq, int bk);
 void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real *dout,
-                        const real *probs, const real *q, const real *k, const real *v, int B,
-                        int Tq, int Tk, int H, int dh);
+                        const real *out, const real *lse, const real *q, const real *k,
+                        const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                        int dh, int bq, int bk);
 
 // ---- slice of the last dim: out (N,len) = inp (N,C)[:, off:off+len] -------------------------------
 void slice_forward(real *out, const real *inp, int N, int C, int off, int len);

@@ -1,22 +1,33 @@
 // attention.c: multi-head scaled dot-product attention of queries (B,Tq,D) over keys and values
 // (B,Tk,D). Tq may differ from Tk: in sequence parallelism, local queries attend to all keys.
 // Masked keys get weight exactly 0 and therefore exactly zero gradient; a query whose keys are all
-// masked gets a zero output.
+// masked gets a zero output. Fused (kernels/attention.c): the tape keeps the output and one
+// log-sum-exp per query row and head, so memory grows linearly with the sequence.
 #include "common.h"
 #include "../kernels/kernels.h"
+
+// scratch for the kernels' tiles, taken from the arena for the duration of one call
+static real *scratch(Arena *a, int bq, int bk, int dh) {
+    return arena_alloc(a, attention_scratch_count(bq, bk, dh, kernel_threads()) * sizeof(real));
+}
 
 static void attention_bwd(Node *n) {
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     int B = n->iarg[0], Tq = n->iarg[1], Tk = n->iarg[2], H = n->iarg[3], dh = n->iarg[4];
+    int bq = n->iarg[5], bk = n->iarg[6];
     real *dq = node_grad(n, 0), *dk = node_grad(n, 1), *dv = node_grad(n, 2);
-    size_t mark = arena_mark(n->arena); // scratch allocated after the gradients, freed after use
-    real *scratch = arena_alloc(n->arena, (size_t)Tq * Tk * sizeof(real));
-    attention_backward(dq, dk, dv, scratch, n->out->grad, n->saved->data, q->data, k->data,
-                       v->data, B, Tq, Tk, H, dh);
+    size_t mark = arena_mark(n->arena); // after the gradients, freed after use
+    attention_backward(dq, dk, dv, scratch(n->arena, bq, bk, dh), n->out->grad, n->out->data,
+                       n->saved->data, q->data, k->data, v->data, n->ptr, B, Tq, Tk, H, dh, bq, bk);
     arena_release(n->arena, mark);
 }
 
 Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const uint8_t *key_mask) {
+    return attention_tiled(tp, q, k, v, heads, key_mask, ATTN_BQ, ATTN_BK);
+}
+
+Tensor *attention_tiled(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
+                        const uint8_t *key_mask, int bq, int bk) {
     char qs[64], ks[64], vs[64];
     CHECK(q->ndim == 3 && k->ndim == 3 && tensor_same_shape(k, v) && q->shape[0] == k->shape[0] &&
               q->shape[2] == k->shape[2],
@@ -25,13 +36,18 @@ Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const ui
           tensor_shape_str(v, vs, sizeof vs));
     int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], D = q->shape[2];
     CHECK(heads > 0 && D % heads == 0, "attention: %d heads do not divide the width %d", heads, D);
-    Tensor *out = tensor_like(tp->arena, q), *probs = tensor_new(tp->arena, 4, B, heads, Tq, Tk);
-    attention_forward(out->data, probs->data, q->data, k->data, v->data, key_mask, B, Tq, Tk,
-                      heads, D / heads);
+    CHECK(bq > 0 && bk > 0, "attention: tiles of %d x %d rows", bq, bk);
+    Tensor *out = tensor_like(tp->arena, q), *lse = tensor_new(tp->arena, 3, B, heads, Tq);
+    size_t mark = arena_mark(tp->arena);
+    attention_forward(out->data, lse->data, scratch(tp->arena, bq, bk, D / heads), q->data,
+                      k->data, v->data, key_mask, B, Tq, Tk, heads, D / heads, bq, bk);
+    arena_release(tp->arena, mark);
     Node *n = tape_record(tp, "attention", attention_bwd, out, 3, q, k, v);
     if (n) {
         n->iarg[0] = B, n->iarg[1] = Tq, n->iarg[2] = Tk, n->iarg[3] = heads, n->iarg[4] = D / heads;
-        n->saved = probs;
+        n->iarg[5] = bq, n->iarg[6] = bk;
+        n->saved = lse;
+        n->ptr = key_mask;
     }
     return out;
 }

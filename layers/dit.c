@@ -3,6 +3,7 @@
 #include "dit.h"
 #include "../core/check.h"
 #include "../core/rng.h"
+#include "../kernels/kernels.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,11 +59,14 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, int Tk) {
     // in double: sizes of configs that cannot fit anywhere must not wrap around
     double D = c->hidden_size, M = dit_mlp_hidden(c), H = c->num_heads, b = B;
     double row = (double)c->patch_size * c->patch_size * (c->in_channels + dit_out_channels(c));
-    double per_block = b * (n * (16 * D + 2 * M) + 4.0 * Tk * D + H * n * Tk) + (double)Tk * n;
+    // attention keeps one log-sum-exp per query row and head; its tile scratch is transient
+    double per_block = b * (n * (16 * D + 2 * M) + 4.0 * Tk * D + H * n);
+    double scratch = (double)attention_scratch_count(ATTN_BQ, ATTN_BK, c->hidden_size / c->num_heads,
+                                                     kernel_threads());
     double rest = b * (n * (4 * D + 4 * row) + 24 * D + DIT_FREQ_DIM) +
                   b * c->input_size * c->input_size * (c->in_channels + 2 * dit_out_channels(c));
     // x2: every activation may get a gradient of its size; + slack for alignment and headers
-    double bytes = 2 * (c->depth * per_block + rest) * sizeof(real) + (16 << 20);
+    double bytes = (2 * (c->depth * per_block + rest) + scratch) * sizeof(real) + (16 << 20);
     return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;
 }
 

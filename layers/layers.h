@@ -30,6 +30,10 @@ Tensor *embedding(Tape *tp, Tensor *table, const int64_t *idx, int B);
 Tensor *timestep_embedding(Tape *tp, Tensor *t, int dim);
 // q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D)
 Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const uint8_t *key_mask);
+// The same with explicit tiles: queries in tiles of bq rows, keys in blocks of bk rows (attention
+// uses ATTN_BQ x ATTN_BK; the tests sweep sizes that do and do not divide the sequence).
+Tensor *attention_tiled(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
+                        const uint8_t *key_mask, int bq, int bk);
 // x (..., C) -> (..., len): columns [off, off + len)
 Tensor *slice_last(Tape *tp, Tensor *x, int off, int len);
 // scalar sum(mask * (pred - target)^2) / denom; mask (pred->size) or NULL = all ones

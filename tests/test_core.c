@@ -1,7 +1,9 @@
-// test_core.c: arena accounting and overflow, Philox known answers and order independence,
+// test_core.c: the GEMM kernels chosen by CPU features, arena accounting and overflow, Philox known answers and order independence,
 // tensor views and shape errors, the float32 exp, atomic file groups and deferred interrupts.
 #include "testutil.h"
 #include "../core/atomic.h"
+#include "../core/blas.h"
+#include <cblas.h>
 #include <math.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -189,9 +191,37 @@ START_TEST(atomic_group_publishes_together) {
 }
 END_TEST
 
+// OpenBLAS's kernels are chosen by instruction set where its own detection falls short
+START_TEST(blas_kernels_by_cpu_features) {
+    ck_assert_str_eq(blas_choice("Prescott", BLAS_ISA_AVX512, false), "SkylakeX");
+    ck_assert_str_eq(blas_choice("Prescott", BLAS_ISA_AVX512_BF16, false), "Cooperlake");
+    ck_assert_str_eq(blas_choice("Sandybridge", BLAS_ISA_AVX2, false), "Haswell");
+    ck_assert_ptr_null(blas_choice("Prescott", BLAS_ISA_AVX512, true));        // the user's choice
+    ck_assert_ptr_null(blas_choice("Cooperlake", BLAS_ISA_AVX512_BF16, false)); // already right
+    ck_assert_ptr_null(blas_choice("Zen", BLAS_ISA_AVX2, false));
+    ck_assert_ptr_null(blas_choice("SapphireRapids", BLAS_ISA_AVX512, false)); // newer than the table
+    ck_assert_ptr_null(blas_choice("Prescott", BLAS_ISA_NEW, false));           // not x86-64
+    // the switch itself: to the oldest kernels and back, with the same products
+    char before[64];
+    snprintf(before, sizeof before, "%s", openblas_get_corename());
+    bool env_set = getenv("OPENBLAS_CORETYPE");
+    enum { n = 96 };
+    static real a[n * n], c[2][n * n];
+    rng_fill_normal(a, n * n, 1, 1, 0, 1);
+    for (int k = 0; k < 2; k++) {
+        ck_assert(blas_use_core(k ? before : "Prescott"));
+        ck_assert_str_eq(openblas_get_corename(), k ? before : "Prescott");
+        GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, a, n, 0, c[k], n);
+    }
+    for (int i = 0; i < n * n; i++) ck_assert(fabs(c[0][i] - c[1][i]) <= 1e-4 * (1 + fabs(c[1][i])));
+    if (!env_set) unsetenv("OPENBLAS_CORETYPE");
+}
+END_TEST
+
 Suite *core_suite(void) {
     Suite *s = suite_create("core");
     TCase *tc = tcase_create("core");
+    tcase_add_test(tc, blas_kernels_by_cpu_features);
     tcase_add_test(tc, arena_peak_is_exact);
     tcase_add_test(tc, arena_is_aligned_and_zeroed);
     tcase_add_test(tc, arena_overflow_names_sizes);

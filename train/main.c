@@ -1,11 +1,14 @@
 // main.c: the `train` program: training (default), probe, compare and verify subcommands.
+#include "../core/blas.h"
 #include "../parallel/comm.h"
 #include "compare.h"
 #include "probe.h"
 #include "sample.h"
 #include "train.h"
 #include "verify.h"
+#include <cblas.h>
 #include <string.h>
+#include <unistd.h>
 
 int main(int argc, char **argv) {
     // compare and verify run outside MPI (verify starts mpirun itself)
@@ -13,6 +16,9 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "verify")) return verify_main(argc - 2, argv + 2);
     Comm c;
     comm_init(&c, &argc, &argv);
+    blas_setup(); // OpenBLAS's kernels for this CPU, before any GEMM
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), per_rank = cores / comm_node_size(&c);
+    openblas_set_num_threads(per_rank > 0 ? (int)per_rank : 1); // OpenMP's too (train: --threads)
     int rc;
     if (argc > 1 && !strcmp(argv[1], "probe")) rc = probe_main(argc - 2, argv + 2, &c);
     else if (argc > 1 && !strcmp(argv[1], "sample")) rc = sample_main(argc - 2, argv + 2, &c);

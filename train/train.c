@@ -3,6 +3,8 @@
 // and applies the same AdamW update, so parameters stay identical on every rank.
 #include "train.h"
 #include "../core/atomic.h"
+#include "../core/blas.h"
+#include "../kernels/kernels.h"
 #include "../core/check.h"
 #include "checkpoint.h"
 #include "config.h"
@@ -240,8 +242,7 @@ int train_main(int argc, char **argv, Comm *c) {
     train_config_text(tc, text, sizeof text);
     comm_check_same(c, "training configuration (flags)", text);
     if (c->rank == 0) out_folder_check("--out", tc->out, tc->resume); // rank 0 writes the run
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    openblas_set_num_threads(tc->threads ? tc->threads : (int)(cores / c->size > 0 ? cores / c->size : 1));
+    if (tc->threads) openblas_set_num_threads(tc->threads);
     if (data_open(&r.data, tc, err, sizeof err)) usage_error("--data: %s", err);
     train_check(tc, c->size, comm_node_size(c));
     // the model's config is the flags' (a resumed checkpoint must match them)
@@ -264,6 +265,8 @@ int train_main(int argc, char **argv, Comm *c) {
            "batch %d, %s, steps %d..%d -> %s\n", tc->preset, r.m.ps.total, T, c->size,
            c->size > 1 ? "s" : "", r.shard.n, r.shard.T_pad, tc->batch, tc->data, first, tc->steps,
            tc->out);
+    print0(c, "GEMM: %s; %d thread%s per rank\n", blas_setup(), kernel_threads(),
+           kernel_threads() > 1 ? "s" : "");
     if (first > tc->steps) print0(c, "nothing to do: the run is already at step %d\n", r.opt.step);
     double t0 = now();
     for (int step = first; step <= tc->steps; step++) {

@@ -218,9 +218,6 @@ START_TEST(padding_and_bytes) {
         ck_assert_uint_eq(comm.bytes_sent, want2);
         tape_free(&tp2);
     }
-    const Tensor *probs = tp.nodes[tp.n - 1].saved; // (B, H, n, T_pad)
-    for (size_t i = 0; i < probs->size; i++)
-        if ((int)(i % sh.T_pad) >= T) ck_assert(probs->data[i] == 0);
     for (int b = 0; b < B; b++)
         for (int r = 0; r < sh.n; r++)
             for (int d = 0; d < D; d++) {
