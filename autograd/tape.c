@@ -43,15 +43,62 @@ real *node_grad(Node *n, int k) {
     return tensor_grad(n->arena, t);
 }
 
+// Gradients of intermediate results die once their producer's backward has run. Backward keeps
+// the gradient buffers it allocates as a stack, in arena order, and pops dead ones off the top of
+// the arena, so it holds about one block's gradients at a time instead of all of them. Leaves'
+// gradients (and anything below them) stay; a view's gradient is part of its base's.
+typedef struct Live {
+    size_t start; // arena offset of the buffer
+    Tensor *t;    // whose gradient it is (a base, never a view)
+    bool dead;
+} Live;
+
+static Tensor *root_of(Tensor *t) {
+    while (t->base) t = t->base;
+    return t;
+}
+
+static void push(Live *stack, int *top, Arena *a, Tensor *t) {
+    Live e = {.start = (size_t)((uint8_t *)t->grad - a->base), .t = t};
+    int i = (*top)++;
+    for (; i > 0 && stack[i - 1].start > e.start; i--) stack[i] = stack[i - 1]; // keep arena order
+    stack[i] = e;
+}
+
 void backward_from(Tape *tp, Tensor *out, const real *dout) {
     CHECK(out->requires_grad,
           "backward: the output does not depend on anything that requires a gradient; "
           "mark the parameters or inputs with requires_grad and keep gradients enabled");
-    memcpy(tensor_grad(tp->arena, out), dout, out->size * sizeof(real));
+    Arena *a = tp->arena;
+    Live *stack = xmalloc(((size_t)tp->n * NODE_MAX_IN + 1) * sizeof(Live));
+    int top = 0;
+    bool fresh = !root_of(out)->grad;
+    memcpy(tensor_grad(a, out), dout, out->size * sizeof(real));
+    if (fresh) push(stack, &top, a, root_of(out));
     for (int i = tp->n - 1; i >= 0; i--) {
         Node *n = &tp->nodes[i];
-        if (n->out->grad) n->backward(n);
+        if (!n->out->grad) continue;
+        bool had[NODE_MAX_IN];
+        for (int k = 0; k < NODE_MAX_IN; k++) had[k] = !n->in[k] || root_of(n->in[k])->grad;
+        n->backward(n);
+        for (int k = 0; k < NODE_MAX_IN; k++) {
+            Tensor *r = had[k] ? NULL : root_of(n->in[k]);
+            bool seen = false; // two inputs may share a base
+            for (int j = 0; j < k; j++) seen |= !had[j] && root_of(n->in[j]) == r;
+            if (r && r->grad && !seen) push(stack, &top, a, r);
+        }
+        if (n->out->base) continue; // a view's gradient lives as long as its base's
+        for (int j = top - 1; j >= 0; j--)
+            if (stack[j].t == n->out) {
+                stack[j].dead = true;
+                break;
+            }
+        while (top > 0 && stack[top - 1].dead) {
+            arena_release(a, stack[--top].start);
+            stack[top].t->grad = NULL;
+        }
     }
+    free(stack);
 }
 
 void backward(Tape *tp, Tensor *loss) {

@@ -40,3 +40,14 @@ void arena_release(Arena *a, size_t mark) {
     CHECK(mark <= a->used, "arena_release: mark %zu is past the %zu bytes in use", mark, a->used);
     a->used = mark;
 }
+
+void *arena_keep(Arena *a, size_t mark, const void *src, size_t bytes) {
+    arena_release(a, mark);
+    size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    CHECK(need <= a->cap - a->used, "arena_keep: %zu bytes do not fit", need); // they did before
+    void *p = a->base + a->used;
+    memmove(p, src, bytes); // src may lie in what was just freed, at or above p
+    a->used += need;
+    if (a->used > a->peak) a->peak = a->used;
+    return p;
+}

@@ -29,6 +29,16 @@ Tensor *tensor_new(Arena *a, int ndim, ...) {
     return tensor_new_shape(a, ndim, shape);
 }
 
+Tensor *tensor_keep(Arena *a, Tensor *t, size_t mark) {
+    CHECK(!t->base && !t->grad, "tensor_keep: only a plain tensor without a gradient can move");
+    Tensor saved = *t;
+    real *data = arena_keep(a, mark, t->data, t->size * sizeof(real));
+    Tensor *k = arena_alloc(a, sizeof(Tensor));
+    *k = saved;
+    k->data = data;
+    return k;
+}
+
 Tensor *tensor_like(Arena *a, const Tensor *t) { return tensor_new_shape(a, t->ndim, t->shape); }
 
 real *tensor_grad(Arena *a, Tensor *t) {

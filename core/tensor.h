@@ -27,6 +27,9 @@ typedef struct Tensor {
 // A new zero-filled tensor of the given shape in arena `a` (ndim ints follow).
 Tensor *tensor_new(Arena *a, int ndim, ...);
 Tensor *tensor_new_shape(Arena *a, int ndim, const int *shape);
+// Frees everything allocated in `a` since `mark` but t, which moves down to `mark` (t must not be
+// a view, and nothing allocated since mark may be used afterwards); returns it.
+Tensor *tensor_keep(Arena *a, Tensor *t, size_t mark);
 Tensor *tensor_like(Arena *a, const Tensor *t);
 // Allocate t's gradient (zeroed) if it has none; a view gets the matching part of its base's.
 real *tensor_grad(Arena *a, Tensor *t);

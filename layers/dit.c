@@ -55,18 +55,24 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
     return buf;
 }
 
-size_t dit_step_bytes(const DiTConfig *c, int B, int n, int Tk) {
+size_t dit_step_bytes(const DiTConfig *c, int B, int n, int Tk, bool backward) {
     // in double: sizes of configs that cannot fit anywhere must not wrap around
     double D = c->hidden_size, M = dit_mlp_hidden(c), H = c->num_heads, b = B;
     double row = (double)c->patch_size * c->patch_size * (c->in_channels + dit_out_channels(c));
-    // attention keeps one log-sum-exp per query row and head; its tile scratch is transient
+    // a block's activations: 16 D + 2 M per token, gathered K and V with the collective's blocks,
+    // one log-sum-exp per query row and head (attention's tile scratch is separate, transient)
     double per_block = b * (n * (16 * D + 2 * M) + 4.0 * Tk * D + H * n);
-    double scratch = (double)attention_scratch_count(ATTN_BQ, ATTN_BK, c->hidden_size / c->num_heads,
-                                                     kernel_threads());
     double rest = b * (n * (4 * D + 4 * row) + 24 * D + DIT_FREQ_DIM) +
                   b * c->input_size * c->input_size * (c->in_channels + 2 * dit_out_channels(c));
-    // x2: every activation may get a gradient of its size; + slack for alignment and headers
-    double bytes = (2 * (c->depth * per_block + rest) + scratch) * sizeof(real) + (16 << 20);
+    double scratch = (double)attention_scratch_count(ATTN_BQ, ATTN_BK, c->hidden_size / c->num_heads,
+                                                     kernel_threads());
+    double reals;
+    if (backward) // every block's activations; backward frees gradients as it goes (tape.c), so it
+        // holds about one block's (x2 for the collectives' transients) and the residual stream's
+        reals = c->depth * per_block + rest + 2 * per_block + rest + c->depth * b * n * D;
+    else // without gradients dit_forward keeps one block's intermediates at a time
+        reals = 2 * per_block + rest;
+    double bytes = (reals + scratch) * sizeof(real) + (16 << 20); // + alignment and headers
     return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;
 }
 
@@ -241,7 +247,11 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);
     temb = linear(tp, silu(tp, temb), m->t2_w, m->t2_b);
     Tensor *c_act = silu(tp, add(tp, temb, embedding(tp, m->y_table, y, B)));
-    for (int i = 0; i < c->depth; i++) x = block_forward(&m->blocks[i], tp, x, c_act, c->num_heads, &sh);
+    for (int i = 0; i < c->depth; i++) {
+        size_t mark = arena_mark(tp->arena);
+        x = block_forward(&m->blocks[i], tp, x, c_act, c->num_heads, &sh);
+        if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates
+    }
     // final layer
     Tensor *mod = linear(tp, c_act, m->f_ada_w, m->f_ada_b);
     x = modulate(tp, layernorm(tp, x, LN_EPS), slice_last(tp, mod, 0, D), slice_last(tp, mod, D, D));

@@ -70,9 +70,10 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len);
 bool dit_preset(const char *name, DiTConfig *c);
 const char *dit_preset_names(void); // for --help
 
-// Bytes of activations, gradients and saved buffers of one forward + backward of B images on a
-// shard of n tokens attending to Tk keys (an upper estimate, for sizing the arena).
-size_t dit_step_bytes(const DiTConfig *c, int B, int n, int Tk);
+// Arena bytes of one forward + backward (backward true) or of one forward without gradients
+// (sampling) of B images on a shard of n tokens attending to Tk keys: an upper estimate, for
+// sizing the arena and the memory check. Linear in the sequence (attention is fused).
+size_t dit_step_bytes(const DiTConfig *c, int B, int n, int Tk, bool backward);
 
 // Registers every parameter (reference names) and allocates the store; weights are zero.
 void dit_create(DiT *m, const DiTConfig *cfg);

@@ -60,9 +60,9 @@ const char *ulysses_validate(SeqAttention variant, int heads, int P, unsigned bu
     return buf;
 }
 
-size_t ulysses_step_bytes(const Ulysses *u, const DiTConfig *c, int B) {
+size_t ulysses_step_bytes(const Ulysses *u, const DiTConfig *c, int B, bool backward) {
     int queries = (u->bugs & BUG_WRONG_RESTORE) ? u->shard->T_pad : u->shard->n;
-    return dit_step_bytes(c, B, queries, u->shard->T_pad);
+    return dit_step_bytes(c, B, queries, u->shard->T_pad, backward);
 }
 
 // q, k, v are (B, n, D): this rank's tokens

@@ -49,9 +49,10 @@ typedef struct Ulysses {
 const char *ulysses_validate(SeqAttention variant, int heads, int P, unsigned bugs, char *buf,
                              size_t len);
 
-// Arena bytes for one forward + backward of B images on this rank (dit_step_bytes with the
-// queries this rank's attention really uses: all of them under the wrong-restore bug).
-size_t ulysses_step_bytes(const Ulysses *u, const DiTConfig *c, int B);
+// Arena bytes for one forward + backward (or forward only) of B images on this rank
+// (dit_step_bytes with the queries this rank's attention really uses: all of them under the
+// wrong-restore bug).
+size_t ulysses_step_bytes(const Ulysses *u, const DiTConfig *c, int B, bool backward);
 // An AttendFn (see dit.h); ctx is a Ulysses.
 Tensor *ulysses_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx);
 // The DiTShard that runs a DiT forward on this rank's tokens with Ulysses attention.

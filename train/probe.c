@@ -97,7 +97,7 @@ int probe_main(int argc, char **argv, Comm *c) {
     SeqShard shard = seq_shard(&policy, T, c->size, c->rank);
     Ulysses u = {.comm = c, .shard = &shard, .policy = &policy, .variant = variant, .bugs = bugs};
     DiTShard dsh = ulysses_dit_shard(&u);
-    Arena arena = arena_create(ulysses_step_bytes(&u, cfg, B));
+    Arena arena = arena_create(ulysses_step_bytes(&u, cfg, B, true));
     Tensor *x = tensor_new(&arena, 4, B, cfg->in_channels, S, S), *t = tensor_new(&arena, 1, B);
     Tensor *target = tensor_new(&arena, 4, B, Co, S, S);
     batch_into(x, xs);

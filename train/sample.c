@@ -8,29 +8,46 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define SAMPLE_CHUNK 16 // images per forward pass (twice that with guidance)
+#define SAMPLE_CHUNK 16 // images per forward pass at most (twice that many rows with guidance)
 
-void sample_images(DiT *m, Ulysses *u, const int64_t *labels, int n, int steps, double cfg_scale,
-                   uint64_t seed, real *out) {
+static bool is_guided(const DiTConfig *c, double cfg_scale) {
+    return cfg_scale != 1 && c->class_dropout_prob > 0;
+}
+
+size_t sample_min_bytes(const Ulysses *u, const DiTConfig *c, double cfg_scale) {
+    return ulysses_step_bytes(u, c, is_guided(c, cfg_scale) ? 2 : 1, false);
+}
+
+// the most images per forward pass (up to SAMPLE_CHUNK) whose activations fit in `bytes`
+static int chunk_images(const Ulysses *u, const DiTConfig *c, bool guided, size_t bytes) {
+    int k = SAMPLE_CHUNK;
+    while (k > 1 && ulysses_step_bytes(u, c, guided ? 2 * k : k, false) > bytes) k--;
+    return k;
+}
+
+void sample_images(DiT *m, Ulysses *u, Arena *arena, const int64_t *labels, int n, int steps,
+                   double cfg_scale, uint64_t seed, real *out) {
     const DiTConfig *c = &m->cfg;
     int C = c->in_channels, S = c->input_size;
     size_t chw = (size_t)C * S * S;
-    bool guided = cfg_scale != 1 && c->class_dropout_prob > 0;
+    bool guided = is_guided(c, cfg_scale);
+    CHECK(arena->cap >= sample_min_bytes(u, c, cfg_scale),
+          "sampling needs an arena of %zu bytes, not %zu", sample_min_bytes(u, c, cfg_scale), arena->cap);
+    int chunk = chunk_images(u, c, guided, arena->cap);
     rng_fill_normal(out, (size_t)n * chw, seed, STREAM_SAMPLE, 0, 1.0);
-    int rows = SAMPLE_CHUNK * (guided ? 2 : 1);
-    Arena arena = arena_create(ulysses_step_bytes(u, c, rows));
     DiTShard sh = ulysses_dit_shard(u);
-    for (int start = 0; start < n; start += SAMPLE_CHUNK) {
-        int k = n - start < SAMPLE_CHUNK ? n - start : SAMPLE_CHUNK, B = guided ? 2 * k : k;
+    for (int start = 0; start < n; start += chunk) {
+        int k = n - start < chunk ? n - start : chunk, B = guided ? 2 * k : k;
         real *x = out + (size_t)start * chw;
         for (int s = 0; s < steps; s++) {
             double t = flow_time(s, steps), t_next = flow_time(s + 1, steps);
-            arena_reset(&arena);
-            Tape tp = tape_create(&arena);
+            arena_reset(arena);
+            Tape tp = tape_create(arena);
             tp.grad_enabled = false;
-            Tensor *xin = tensor_new(&arena, 4, B, C, S, S), *tin = tensor_new(&arena, 1, B);
-            int64_t *y = arena_alloc(&arena, (size_t)B * sizeof(int64_t));
+            Tensor *xin = tensor_new(arena, 4, B, C, S, S), *tin = tensor_new(arena, 1, B);
+            int64_t *y = arena_alloc(arena, (size_t)B * sizeof(int64_t));
             for (int i = 0; i < B; i++) {
                 memcpy(xin->data + i * chw, x + (i % k) * chw, chw * sizeof(real));
                 tin->data[i] = (real)(FLOW_T_SCALE * t);
@@ -39,7 +56,7 @@ void sample_images(DiT *m, Ulysses *u, const int64_t *labels, int n, int steps, 
             Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
             Tensor *img = ulysses_gather_image(&tp, u, tokens, c); // (B, C_out, S, S)
             size_t out_chw = (size_t)dit_out_channels(c) * S * S;
-            real *v = arena_alloc(&arena, (size_t)k * chw * sizeof(real));
+            real *v = arena_alloc(arena, (size_t)k * chw * sizeof(real));
             for (int i = 0; i < k; i++) // the first C output channels are the velocity
                 for (size_t j = 0; j < chw; j++) {
                     real cond = img->data[i * out_chw + j];
@@ -50,18 +67,18 @@ void sample_images(DiT *m, Ulysses *u, const int64_t *labels, int n, int steps, 
             tape_free(&tp);
         }
     }
-    arena_destroy(&arena);
+    arena_reset(arena);
 }
 
-int sample_grid(DiT *m, Ulysses *u, const Data *data, int per_class, int steps, double cfg_scale,
-                uint64_t seed, const char *path, char *err, size_t len) {
+int sample_grid(DiT *m, Ulysses *u, Arena *arena, const Data *data, int per_class, int steps,
+                double cfg_scale, uint64_t seed, const char *path, char *err, size_t len) {
     const DiTConfig *c = &m->cfg;
     int n = data->classes * per_class, S = c->input_size, up = 96 / S;
     up = up < 1 ? 1 : up > 4 ? 4 : up; // small images are drawn 2-4x larger
     int64_t *labels = xmalloc((size_t)n * sizeof(int64_t));
     real *imgs = xmalloc((size_t)n * 3 * S * S * sizeof(real));
     for (int i = 0; i < n; i++) labels[i] = i / per_class;
-    sample_images(m, u, labels, n, steps, cfg_scale, seed, imgs);
+    sample_images(m, u, arena, labels, n, steps, cfg_scale, seed, imgs);
     int rc = 0;
     if (u->comm->rank == 0) {
         int label_w = 0, cell = S * up + 4, text = 2;
@@ -137,9 +154,14 @@ int sample_main(int argc, char **argv, Comm *c) {
     if (data_open(&data, &tc, err, sizeof err)) usage_error("--data: %s", err);
     SeqShard shard = seq_shard(&tc.policy, dit_tokens(&m.cfg), c->size, c->rank);
     Ulysses u = {.comm = c, .shard = &shard, .policy = &tc.policy};
-    if (sample_grid(&m, &u, &data, tc.samples_per_class, tc.sample_steps, tc.cfg_scale, tc.seed,
-                    out, err, sizeof err))
+    // a full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory allows
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 4 / comm_node_size(c);
+    size_t full = ulysses_step_bytes(&u, &m.cfg, 2 * SAMPLE_CHUNK, false), least = sample_min_bytes(&u, &m.cfg, tc.cfg_scale);
+    Arena arena = arena_create(full < have ? full : least > have ? least : (size_t)have);
+    if (sample_grid(&m, &u, &arena, &data, tc.samples_per_class, tc.sample_steps, tc.cfg_scale,
+                    tc.seed, out, err, sizeof err))
         usage_error("--out: %s", err);
+    arena_destroy(&arena);
     print0(c, "wrote %s\n", out);
     seq_shard_free(&shard);
     data_close(&data);

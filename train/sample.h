@@ -5,11 +5,14 @@
 #include "data.h"
 
 // out (n, C, S, S): one image per label, from noise rng_normal(seed, STREAM_SAMPLE, i*C*S*S + j).
-// Runs on every rank (each computes its token shard); cfg_scale 1 disables guidance.
-void sample_images(DiT *m, Ulysses *u, const int64_t *labels, int n, int steps, double cfg_scale,
-                   uint64_t seed, real *out);
+// Runs on every rank (each computes its token shard); cfg_scale 1 disables guidance. Works in
+// `arena` (reset before and after), as many images per forward pass as fit in it.
+void sample_images(DiT *m, Ulysses *u, Arena *arena, const int64_t *labels, int n, int steps,
+                   double cfg_scale, uint64_t seed, real *out);
+// The least arena that sampling needs: one image per pass (two rows with guidance).
+size_t sample_min_bytes(const Ulysses *u, const DiTConfig *c, double cfg_scale);
 // Samples per_class images of each class and writes the grid PNG on rank 0.
-int sample_grid(DiT *m, Ulysses *u, const Data *data, int per_class, int steps, double cfg_scale,
-                uint64_t seed, const char *path, char *err, size_t len);
+int sample_grid(DiT *m, Ulysses *u, Arena *arena, const Data *data, int per_class, int steps,
+                double cfg_scale, uint64_t seed, const char *path, char *err, size_t len);
 // `train sample --ckpt M.safetensors --out S.png ...`: a sample grid from a checkpoint.
 int sample_main(int argc, char **argv, Comm *c);

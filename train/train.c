@@ -167,7 +167,7 @@ static void save(Run *r, int step) {
     CHECK(!atomic_group_end(err, sizeof err), "%s", err);
 }
 
-static void write_samples(Run *r) {
+static void write_samples(Run *r, Arena *arena) {
     char err[1024], path[PATH_LEN + 32];
     real *saved = NULL;
     if (r->ema) { // sample with the EMA weights
@@ -176,7 +176,7 @@ static void write_samples(Run *r) {
         memcpy(r->m.ps.params, r->ema, r->m.ps.total * sizeof(real));
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
-    CHECK(!sample_grid(&r->m, &r->u, &r->data, r->tc.samples_per_class,
+    CHECK(!sample_grid(&r->m, &r->u, arena, &r->data, r->tc.samples_per_class,
                        r->tc.sample_steps, r->tc.cfg_scale, r->tc.seed, path, err, sizeof err),
           "%s", err);
     if (saved) {
@@ -209,22 +209,32 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     return total;
 }
 
+// One arena serves the training steps and the sampling (which fits its passes into it).
+static size_t arena_bytes(const Ulysses *u, const TrainConfig *tc) {
+    size_t step = ulysses_step_bytes(u, &tc->model, tc->batch, true);
+    size_t sample = sample_min_bytes(u, &tc->model, tc->cfg_scale);
+    return step > sample ? step : sample;
+}
+
 void train_check(const TrainConfig *tc, int ranks, int node_ranks) {
     char err[1024];
     const DiTConfig *mc = &tc->model;
     const char *why = seq_validate(&tc->policy, dit_tokens(mc), ranks, err, sizeof err);
     if (!why) why = ulysses_validate(tc->sp_attention, mc->num_heads, ranks, tc->bugs, err, sizeof err);
     if (why) usage_error("%s", why);
-    // a rank holds parameters, gradients and Adam moments (4 copies), the EMA copy, pos_embed, a
-    // step's activations and the batch (every shard has the same length)
+    // a rank holds parameters, gradients and Adam moments (4 copies), the EMA copy and the copy
+    // sampling swaps out, pos_embed, the arena for the steps and the sampling, the batch and the
+    // sampled images (every shard has the same length)
     SeqShard shard = seq_shard(&tc->policy, dit_tokens(mc), ranks, 0);
     Ulysses u = {.shard = &shard, .policy = &tc->policy, .variant = tc->sp_attention, .bugs = tc->bugs};
-    double step = (double)ulysses_step_bytes(&u, mc, tc->batch);
+    double step = (double)arena_bytes(&u, tc);
     seq_shard_free(&shard);
     DiT shape;
     dit_layout(&shape, mc);
-    double copies = 4 + (tc->ema > 0), batch = 3.0 * tc->batch * mc->in_channels * mc->input_size * mc->input_size;
-    double need = ((double)shape.ps.total * copies + (double)shape.pos_embed.size + batch) * sizeof(real) + step;
+    double image = (double)mc->in_channels * mc->input_size * mc->input_size;
+    double copies = 4 + 2 * (tc->ema > 0), batch = 3.0 * tc->batch * image;
+    double samples = (double)mc->num_classes * tc->samples_per_class * image;
+    double need = ((double)shape.ps.total * copies + (double)shape.pos_embed.size + batch + samples) * sizeof(real) + step;
     dit_free(&shape);
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE), GiB = 1073741824.0;
     if (have > 0 && need * node_ranks > have)
@@ -252,7 +262,7 @@ int train_main(int argc, char **argv, Comm *c) {
     r.u = (Ulysses){.comm = c, .shard = &r.shard, .policy = &tc->policy,
                     .variant = tc->sp_attention, .bugs = tc->bugs};
     start_run(&r);
-    Arena arena = arena_create(ulysses_step_bytes(&r.u, mc, tc->batch));
+    Arena arena = arena_create(arena_bytes(&r.u, tc));
     if (c->rank == 0) { // the first file is written only when everything above has worked
         make_dirs(tc->out);
         path_in(path, sizeof path, tc->out, "config.json");
@@ -281,15 +291,19 @@ int train_main(int argc, char **argv, Comm *c) {
                    duration(el / done * (tc->steps - step), eta, sizeof eta));
         }
         if (tc->save_every && step % tc->save_every == 0 && step < tc->steps) save(&r, step);
-        if (tc->sample_every && step % tc->sample_every == 0 && step < tc->steps) write_samples(&r);
+        if (tc->sample_every && step % tc->sample_every == 0 && step < tc->steps) write_samples(&r, &arena);
     }
     double elapsed = now() - t0;
     save(&r, r.opt.step);
-    write_samples(&r);
+    size_t train_peak = arena.peak;
+    arena_reset(&arena), arena_reset_peak(&arena);
+    write_samples(&r, &arena);
     print0(c, "done: %d steps in %.1fs (%.2f steps/s), final loss %.5f, peak activation memory "
-           "%.1f MiB per rank; wrote %s/{config.json,loss.csv,model.safetensors,samples.png,loss.png}\n",
+           "%.1f MiB per rank (sampling %.1f MiB); wrote "
+           "%s/{config.json,loss.csv,model.safetensors,samples.png,loss.png}\n",
            tc->steps - first + 1, elapsed, (tc->steps - first + 1) / (elapsed > 0 ? elapsed : 1),
-           r.log.n ? r.log.loss[r.log.n - 1] : 0.0, arena.peak / 1048576.0, tc->out);
+           r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena.peak / 1048576.0,
+           tc->out);
     batch_free(&batch);
     arena_destroy(&arena);
     seq_shard_free(&r.shard);
