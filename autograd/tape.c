@@ -65,6 +65,15 @@ static void push(Live *stack, int *top, Arena *a, Tensor *t) {
     stack[i] = e;
 }
 
+bool node_grad_take(Node *n, int k) {
+    Tensor *t = n->in[k], *o = n->out;
+    if (!t || !t->requires_grad || t->grad || t->base || o->base || !o->grad || t->size != o->size)
+        return false;
+    t->got_grad = true;
+    t->grad = o->grad;
+    return true;
+}
+
 void backward_from(Tape *tp, Tensor *out, const real *dout) {
     CHECK(out->requires_grad,
           "backward: the output does not depend on anything that requires a gradient; "
@@ -81,18 +90,22 @@ void backward_from(Tape *tp, Tensor *out, const real *dout) {
         bool had[NODE_MAX_IN];
         for (int k = 0; k < NODE_MAX_IN; k++) had[k] = !n->in[k] || root_of(n->in[k])->grad;
         n->backward(n);
+        Tensor *heir = NULL; // the input that took over the output's buffer (node_grad_take)
         for (int k = 0; k < NODE_MAX_IN; k++) {
             Tensor *r = had[k] ? NULL : root_of(n->in[k]);
             bool seen = false; // two inputs may share a base
             for (int j = 0; j < k; j++) seen |= !had[j] && root_of(n->in[j]) == r;
-            if (r && r->grad && !seen) push(stack, &top, a, r);
+            if (r && r->grad == n->out->grad && !n->out->base) heir = r;
+            else if (r && r->grad && !seen) push(stack, &top, a, r);
         }
         if (n->out->base) continue; // a view's gradient lives as long as its base's
         for (int j = top - 1; j >= 0; j--)
             if (stack[j].t == n->out) {
-                stack[j].dead = true;
+                if (heir) stack[j].t = heir;
+                else stack[j].dead = true;
                 break;
             }
+        if (heir) n->out->grad = NULL;
         while (top > 0 && stack[top - 1].dead) {
             arena_release(a, stack[--top].start);
             stack[top].t->grad = NULL;

@@ -39,6 +39,11 @@ Node *tape_record(Tape *tp, const char *op, BackwardFn fn, Tensor *out, int n_in
 // For backward functions: the gradient buffer of input k, or NULL if it needs none.
 real *node_grad(Node *n, int k);
 
+// For backward functions of ops whose input k gets exactly the output's gradient (a residual
+// add): when that input has no gradient yet and both are plain tensors of one size, it takes over
+// the output's gradient buffer, which dies with the op, and true is returned (nothing to add).
+bool node_grad_take(Node *n, int k);
+
 // loss must be a scalar; its gradient is seeded with 1.
 void backward(Tape *tp, Tensor *loss);
 // Any output, with its gradient seeded by a copy of dout [out->size].

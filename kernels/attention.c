@@ -44,13 +44,15 @@ void attention_forward(real *out, real *lse, real *scratch, const real *q, const
             scores(S, Q, K, key_mask ? key_mask + j0 : NULL, nq, nk, D, dh, scale);
             for (int r = 0; r < nq; r++) {
                 real *p = S + (size_t)r * nk, mx = m[r];
+#pragma omp simd reduction(max : mx)
                 for (int j = 0; j < nk; j++) mx = p[j] > mx ? p[j] : mx;
                 if (mx == -INFINITY) { // every key so far masked: this block adds nothing
                     for (int j = 0; j < nk; j++) p[j] = 0;
                     continue;
                 }
                 real sum = 0, alpha = rexp(m[r] - mx); // rescales what earlier blocks summed
-                for (int j = 0; j < nk; j++) sum += p[j] = rexp(p[j] - mx);
+#pragma omp simd reduction(+ : sum)
+                for (int j = 0; j < nk; j++) sum += p[j] = rexp(p[j] - mx); // masked: exactly 0
 #ifndef ATTENTION_PLANTED_BUG
                 l[r] = l[r] * alpha + sum;
 #else // tests/test_attention.c builds this file again with the running sum left unrescaled
@@ -95,22 +97,22 @@ void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real 
                 int nk = Tk - j0 < bk ? Tk - j0 : bk;
                 size_t ko = ((size_t)b * Tk + j0) * D + h * dh;
                 scores(P, q + qo, k + ko, key_mask ? key_mask + j0 : NULL, nq, nk, D, dh, scale);
-                for (int r = 0; r < nq; r++) // masked keys and fully masked rows: exactly 0
-                    for (int j = 0; j < nk; j++) {
-                        real *p = P + (size_t)r * nk + j;
-                        *p = *p == -INFINITY || L[r] == -INFINITY ? 0 : rexp(*p - L[r]);
-                    }
+                for (int r = 0; r < nq; r++) { // masked keys (-inf) and fully masked rows: exactly 0
+                    real *p = P + (size_t)r * nk, l = L[r] == -INFINITY ? INFINITY : L[r];
+#pragma omp simd
+                    for (int j = 0; j < nk; j++) p[j] = rexp(p[j] - l);
+                }
                 if (dv)
                     GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, nk, dh, nq, 1, P, nk, dout + qo,
                          D, 1, dv + ko, D);
                 if (!dq && !dk) continue;
                 GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, dh, 1, dout + qo, D, v + ko,
                      D, 0, dP, nk);
-                for (int r = 0; r < nq; r++)
-                    for (int j = 0; j < nk; j++) {
-                        size_t x = (size_t)r * nk + j;
-                        dP[x] = P[x] * (dP[x] - delta[r]);
-                    }
+                for (int r = 0; r < nq; r++) {
+                    real *p = P + (size_t)r * nk, *dp = dP + (size_t)r * nk, dr = delta[r];
+#pragma omp simd
+                    for (int j = 0; j < nk; j++) dp[j] = p[j] * (dp[j] - dr);
+                }
                 if (dq)
                     GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, dh, nk, scale, dP, nk,
                          k + ko, D, 1, dq + qo, D);

@@ -28,8 +28,9 @@ Tensor *modulate(Tape *tp, Tensor *x, Tensor *shift, Tensor *scale) {
 
 static void gated_add_bwd(Node *n) {
     Tensor *x = n->in[0], *gate = n->in[1], *y = n->in[2];
-    gated_add_backward(node_grad(n, 0), node_grad(n, 1), node_grad(n, 2), n->out->grad,
-                       gate->data, y->data, x->shape[0], x->shape[1], x->shape[2]);
+    real *dx = node_grad_take(n, 0) ? NULL : node_grad(n, 0); // dx = dout: the same buffer
+    gated_add_backward(dx, node_grad(n, 1), node_grad(n, 2), n->out->grad, gate->data, y->data,
+                       x->shape[0], x->shape[1], x->shape[2]);
 }
 
 Tensor *gated_add(Tape *tp, Tensor *x, Tensor *gate, Tensor *y) {

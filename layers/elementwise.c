@@ -3,7 +3,8 @@
 #include "../kernels/kernels.h"
 
 static void add_bwd(Node *n) {
-    add_backward(node_grad(n, 0), node_grad(n, 1), n->out->grad, n->out->size, n->in[1]->size);
+    real *da = node_grad_take(n, 0) ? NULL : node_grad(n, 0); // da = dout: the same buffer
+    add_backward(da, node_grad(n, 1), n->out->grad, n->out->size, n->in[1]->size);
 }
 
 // b repeats over a: its shape must equal a trailing part of a's shape (leading 1s allowed)
