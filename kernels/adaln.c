@@ -1,51 +1,58 @@
 // adaln.c: adaptive LayerNorm pieces of a DiT block; per-sample vectors broadcast over tokens.
+// Forward runs rows on the threads; backward runs blocks of 16 columns, each thread summing its
+// columns' shift, scale or gate gradients over the rows in order.
 #include "kernels.h"
+
+#define COLS 16
 
 // out, x are (B,T,D); shift, scale are (B,D): out = x * (1 + scale) + shift
 void modulate_forward(real *out, const real *x, const real *shift, const real *scale, int B, int T,
                       int D) {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            size_t o = ((size_t)b * T + t) * D;
-            for (int d = 0; d < D; d++)
-                out[o + d] = x[o + d] * (1 + scale[b * D + d]) + shift[b * D + d];
-        }
+#pragma omp parallel for if ((size_t)B * T * D > PAR_MIN)
+    for (long r = 0; r < (long)B * T; r++) {
+        const real *sh = shift + r / T * D, *sc = scale + r / T * D;
+        for (int d = 0; d < D; d++) out[r * D + d] = x[r * D + d] * (1 + sc[d]) + sh[d];
+    }
 }
 
 void modulate_backward(real *dx, real *dshift, real *dscale, const real *dout, const real *x,
                        const real *scale, int B, int T, int D) {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            size_t o = ((size_t)b * T + t) * D;
-            for (int d = 0; d < D; d++) {
-                real g = dout[o + d];
-                if (dx) dx[o + d] += g * (1 + scale[b * D + d]);
-                if (dshift) dshift[b * D + d] += g;
-                if (dscale) dscale[b * D + d] += g * x[o + d];
+#pragma omp parallel for if ((size_t)B * T * D > PAR_MIN)
+    for (int d0 = 0; d0 < D; d0 += COLS)
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                size_t o = ((size_t)b * T + t) * D;
+                for (int d = d0; d < D && d < d0 + COLS; d++) {
+                    real g = dout[o + d];
+                    if (dx) dx[o + d] += g * (1 + scale[b * D + d]);
+                    if (dshift) dshift[b * D + d] += g;
+                    if (dscale) dscale[b * D + d] += g * x[o + d];
+                }
             }
-        }
 }
 
 // out, x, y are (B,T,D); gate is (B,D): out = x + gate * y
 void gated_add_forward(real *out, const real *x, const real *gate, const real *y, int B, int T,
                        int D) {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            size_t o = ((size_t)b * T + t) * D;
-            for (int d = 0; d < D; d++) out[o + d] = x[o + d] + gate[b * D + d] * y[o + d];
-        }
+#pragma omp parallel for if ((size_t)B * T * D > PAR_MIN)
+    for (long r = 0; r < (long)B * T; r++) {
+        const real *g = gate + r / T * D;
+        for (int d = 0; d < D; d++) out[r * D + d] = x[r * D + d] + g[d] * y[r * D + d];
+    }
 }
 
 void gated_add_backward(real *dx, real *dgate, real *dy, const real *dout, const real *gate,
                         const real *y, int B, int T, int D) {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            size_t o = ((size_t)b * T + t) * D;
-            for (int d = 0; d < D; d++) {
-                real g = dout[o + d];
-                if (dx) dx[o + d] += g;
-                if (dgate) dgate[b * D + d] += g * y[o + d];
-                if (dy) dy[o + d] += g * gate[b * D + d];
+#pragma omp parallel for if ((size_t)B * T * D > PAR_MIN)
+    for (int d0 = 0; d0 < D; d0 += COLS)
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                size_t o = ((size_t)b * T + t) * D;
+                for (int d = d0; d < D && d < d0 + COLS; d++) {
+                    real g = dout[o + d];
+                    if (dx) dx[o + d] += g;
+                    if (dgate) dgate[b * D + d] += g * y[o + d];
+                    if (dy) dy[o + d] += g * gate[b * D + d];
+                }
             }
-        }
 }

@@ -6,6 +6,7 @@
 void adamw_update(real *params, const real *grads, real *m, real *v, size_t n, real lr, real beta1,
                   real beta2, real eps, real weight_decay, real grad_scale, int step) {
     real c1 = 1 - pow(beta1, step), c2 = 1 - pow(beta2, step);
+#pragma omp parallel for simd if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         real g = grads[i] * grad_scale;
         m[i] = beta1 * m[i] + (1 - beta1) * g;
@@ -15,8 +16,13 @@ void adamw_update(real *params, const real *grads, real *m, real *v, size_t n, r
     }
 }
 
+// in 64 fixed chunks summed in order, so the result does not depend on the thread count
 double sum_squares(const real *x, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    enum { CHUNKS = 64 };
+    double part[CHUNKS] = {0}, s = 0;
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int c = 0; c < CHUNKS; c++)
+        for (size_t i = n * c / CHUNKS; i < n * (c + 1) / CHUNKS; i++) part[c] += (double)x[i] * x[i];
+    for (int c = 0; c < CHUNKS; c++) s += part[c];
     return s;
 }

@@ -3,20 +3,25 @@
 #include <math.h>
 
 void add_forward(real *out, const real *a, const real *b, size_t n, size_t nb) {
+#pragma omp parallel for if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i % nb];
 }
 
 void add_backward(real *da, real *db, const real *dout, size_t n, size_t nb) {
     if (da)
+#pragma omp parallel for if (n > PAR_MIN)
         for (size_t i = 0; i < n; i++) da[i] += dout[i];
-    if (db)
-        for (size_t i = 0; i < n; i++) db[i % nb] += dout[i];
+    if (db) // each element of b sums its repeats in order
+#pragma omp parallel for if (n > PAR_MIN)
+        for (size_t j = 0; j < nb; j++)
+            for (size_t i = j; i < n; i += nb) db[j] += dout[i];
 }
 
 #define GELU_K 0.7978845608028654 // sqrt(2/pi)
 #define GELU_C 0.044715
 
 void gelu_forward(real *out, const real *inp, size_t n) {
+#pragma omp parallel for simd if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         real x = inp[i];
         out[i] = (real)0.5 * x * (1 + rtanh((real)GELU_K * (x + (real)GELU_C * x * x * x)));
@@ -25,6 +30,7 @@ void gelu_forward(real *out, const real *inp, size_t n) {
 
 void gelu_backward(real *dinp, const real *dout, const real *inp, size_t n) {
     if (!dinp) return;
+#pragma omp parallel for simd if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         real x = inp[i];
         real th = rtanh((real)GELU_K * (x + (real)GELU_C * x * x * x));
@@ -34,11 +40,13 @@ void gelu_backward(real *dinp, const real *dout, const real *inp, size_t n) {
 }
 
 void silu_forward(real *out, const real *inp, size_t n) {
+#pragma omp parallel for simd if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = inp[i] / (1 + rexp(-inp[i]));
 }
 
 void silu_backward(real *dinp, const real *dout, const real *inp, size_t n) {
     if (!dinp) return;
+#pragma omp parallel for simd if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         real s = 1 / (1 + rexp(-inp[i]));
         dinp[i] += dout[i] * s * (1 + inp[i] * (1 - s));

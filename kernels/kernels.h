@@ -11,7 +11,9 @@
 #include <omp.h>
 #endif
 
-// ---- threads: loops over rows run on OpenMP threads (one thread without OpenMP) ---------------
+// ---- threads: loops of more than PAR_MIN elements run on the OpenMP threads, each element (or
+// row, or column) on one thread, so results do not depend on the thread count -----------------
+#define PAR_MIN 32768
 static inline int kernel_threads(void) {
 #ifdef _OPENMP
     return omp_get_max_threads();

@@ -5,6 +5,7 @@
 
 // out, inp are (N,C); mean, rstd are (N)
 void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, int N, int C, real eps) {
+#pragma omp parallel for if ((size_t)N * C > PAR_MIN)
     for (int n = 0; n < N; n++) {
         const real *x = inp + (size_t)n * C;
         double m = 0, var = 0;
@@ -22,6 +23,7 @@ void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, int N
 // dinp += rstd * (dout - mean(dout) - xhat * mean(dout * xhat))
 void layernorm_backward(real *dinp, const real *dout, const real *inp, const real *mean,
                         const real *rstd, int N, int C) {
+#pragma omp parallel for if ((size_t)N * C > PAR_MIN)
     for (int n = 0; n < N; n++) {
         const real *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
         double gm = 0, gxm = 0;

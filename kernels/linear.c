@@ -1,4 +1,4 @@
-// linear.c: fully connected layer on CBLAS (OpenBLAS). Weight layout is PyTorch's (OC, C).
+// linear.c: fully connected layer on CBLAS (OpenBLAS; threaded inside, bias loops on OpenMP). Weight layout is PyTorch's (OC, C).
 #include "kernels.h"
 #include <cblas.h>
 
@@ -7,6 +7,7 @@ void linear_forward(real *out, const real *inp, const real *weight, const real *
                     int OC) {
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1, inp, C, weight, C, 0, out, OC);
     if (!bias) return;
+#pragma omp parallel for if ((size_t)N * OC > PAR_MIN)
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
 }
@@ -19,7 +20,9 @@ void linear_backward(real *dinp, real *dweight, real *dbias, const real *dout, c
     if (dweight) // dweight (OC,C) += dout^T (OC,N) @ inp (N,C)
         GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1, dout, OC, inp, C, 1, dweight,
              C);
-    if (dbias)
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < OC; o++) dbias[o] += dout[(size_t)n * OC + o];
+    if (dbias) // blocks of 16 columns on the threads, each summing its rows in order
+#pragma omp parallel for if ((size_t)N * OC > PAR_MIN)
+        for (int o0 = 0; o0 < OC; o0 += 16)
+            for (int n = 0; n < N; n++)
+                for (int o = o0; o < OC && o < o0 + 16; o++) dbias[o] += dout[(size_t)n * OC + o];
 }

@@ -4,11 +4,13 @@
 
 // out is (N,len), inp is (N,C)
 void slice_forward(real *out, const real *inp, int N, int C, int off, int len) {
+#pragma omp parallel for if ((size_t)N * len > PAR_MIN)
     for (int n = 0; n < N; n++)
         memcpy(out + (size_t)n * len, inp + (size_t)n * C + off, len * sizeof(real));
 }
 
 void slice_backward(real *dinp, const real *dout, int N, int C, int off, int len) {
+#pragma omp parallel for if ((size_t)N * len > PAR_MIN)
     for (int n = 0; n < N; n++)
         for (int j = 0; j < len; j++) dinp[(size_t)n * C + off + j] += dout[(size_t)n * len + j];
 }

@@ -278,17 +278,19 @@ int train_main(int argc, char **argv, Comm *c) {
     print0(c, "GEMM: %s; %d thread%s per rank\n", blas_setup(), kernel_threads(),
            kernel_threads() > 1 ? "s" : "");
     if (first > tc->steps) print0(c, "nothing to do: the run is already at step %d\n", r.opt.step);
-    double t0 = now();
+    double t0 = now(), t_last = t0; // the rate is measured since the last progress line
+    int step_last = first - 1;
     for (int step = first; step <= tc->steps; step++) {
         double gnorm, loss = train_step(&r, &arena, &batch, step, &gnorm);
         CHECK(loss == loss, "the loss became NaN at step %d; lower --lr or raise --clip-norm", step);
         losslog_add(&r.log, step, loss);
         if (step % tc->log_every == 0 || step == tc->steps || step == first) {
-            double el = now() - t0, done = step - first + 1, tok = done * tc->batch * T / el;
+            double t = now(), per_step = (t - t_last) / (step - step_last), tok = tc->batch * T / per_step;
+            t_last = t, step_last = step;
             char eta[32];
             print0(c, "step %*d/%d | loss %.5f | grad norm %.3f | %.0f tok/s | ETA %s\n",
                    (int)snprintf(NULL, 0, "%d", tc->steps), step, tc->steps, loss, gnorm, tok,
-                   duration(el / done * (tc->steps - step), eta, sizeof eta));
+                   duration(per_step * (tc->steps - step), eta, sizeof eta));
         }
         if (tc->save_every && step % tc->save_every == 0 && step < tc->steps) save(&r, step);
         if (tc->sample_every && step % tc->sample_every == 0 && step < tc->steps) write_samples(&r, &arena);
