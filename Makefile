@@ -92,10 +92,12 @@ $(1)/test_parallel: $(1)/tests/mpi/test_parallel.o $(1)/libdit.a
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(CHECK_LIBS) $$(LDLIBS)
 $(1)/bench_kernels: $(1)/tests/bench/bench_kernels.o $(1)/libdit.a
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(LDLIBS)
+$(1)/bench_gemm: $(1)/tests/bench/bench_gemm.o $(1)/libdit.a
+	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(LDLIBS)
 $(1)/bin/train: $(1)/train/main.o $(1)/libdit.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(LDLIBS)
--include $(patsubst %.c,$(1)/%.d,$(LIB_SRC) $(TEST_SRC) train/main.c tests/mpi/test_parallel.c tests/bench/bench_kernels.c) $(patsubst %.cu,$(1)/%.cu.d,$(CU_SRC))
+-include $(patsubst %.c,$(1)/%.d,$(LIB_SRC) $(TEST_SRC) train/main.c tests/mpi/test_parallel.c tests/bench/bench_kernels.c tests/bench/bench_gemm.c) $(patsubst %.cu,$(1)/%.cu.d,$(CU_SRC))
 endef
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -129,8 +131,9 @@ demo: deps-build
 	train/train verify --ranks 2 --reference-steps 500 --out runs/demo
 	@echo "demo: samples in runs/demo/ranks-2/samples.png, both loss curves in runs/demo/loss.png"
 
-bench: found train/train $(BUILD)/f32/bench_kernels
+bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm
 	@echo "== kernels =="; $(BUILD)/f32/bench_kernels
+	@echo "== a training step against PyTorch, and memory at long sequences =="; tests/bench/bench_step.sh train/train $(BUILD)/f32/bench_gemm $(PYTHON)
 	@echo "== training throughput, default model (DiT-mini/4, 20x20 shapes, 25 tokens), batch 32 =="; tests/bench/bench_train.sh train/train
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)

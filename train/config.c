@@ -58,7 +58,7 @@ static void help(void) {
         "  --save-every N        write the checkpoint every N steps (default: at the end)\n"
         "  --resume DIR          continue the run in DIR from its checkpoint (same seed and batch)\n"
         "  --sample-steps N      Euler steps for samples (default %d)\n"
-        "  --samples-per-class K columns of samples.png (default %d)\n"
+        "  --samples-per-class K columns of samples.png (default %d; 0 = no samples)\n"
         "  --cfg-scale S         classifier-free guidance scale (default %g; 1 = off)\n"
         "\nsequence parallelism:\n" SEQ_FLAGS_HELP,
         d.preset, dit_preset_names(), d.model.input_size, d.model.num_classes, d.model.class_dropout_prob, d.steps,
@@ -136,7 +136,7 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
             if (!tc->resume[0]) usage_error("--resume is empty; pass the folder of the run to continue");
         }
         else if (!strcmp(f, "--sample-steps")) tc->sample_steps = flag_int(f, VAL, 1, 1000);
-        else if (!strcmp(f, "--samples-per-class")) tc->samples_per_class = flag_int(f, VAL, 1, 64);
+        else if (!strcmp(f, "--samples-per-class")) tc->samples_per_class = flag_int(f, VAL, 0, 64);
         else if (!strcmp(f, "--cfg-scale")) tc->cfg_scale = flag_double(f, VAL, 0, 100), cfg_given = true;
         else if (!seq_flag(argc, argv, &i, &tc->policy, &tc->sp_attention, &tc->bugs))
             usage_error("unknown argument '%s'", f);

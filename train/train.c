@@ -15,6 +15,7 @@
 #include "sample.h"
 #include <cblas.h>
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +170,7 @@ static void save(Run *r, int step) {
 
 static void write_samples(Run *r, Arena *arena) {
     char err[1024], path[PATH_LEN + 32];
+    if (!r->tc.samples_per_class) return;
     real *saved = NULL;
     if (r->ema) { // sample with the EMA weights
         saved = xmalloc(r->m.ps.total * sizeof(real));
@@ -252,7 +254,14 @@ int train_main(int argc, char **argv, Comm *c) {
     train_config_text(tc, text, sizeof text);
     comm_check_same(c, "training configuration (flags)", text);
     if (c->rank == 0) out_folder_check("--out", tc->out, tc->resume); // rank 0 writes the run
-    if (tc->threads) openblas_set_num_threads(tc->threads);
+    if (tc->threads) {
+        cpu_set_t mask;
+        if (!sched_getaffinity(0, sizeof mask, &mask) && CPU_COUNT(&mask) < tc->threads)
+            print0(c, "note: --threads %d but each rank may run on only %d core%s (mpirun binds ranks "
+                   "to cores; add --bind-to none to mpirun)\n", tc->threads, CPU_COUNT(&mask),
+                   CPU_COUNT(&mask) > 1 ? "s" : "");
+        openblas_set_num_threads(tc->threads);
+    }
     if (data_open(&r.data, tc, err, sizeof err)) usage_error("--data: %s", err);
     train_check(tc, c->size, comm_node_size(c));
     // the model's config is the flags' (a resumed checkpoint must match them)
@@ -302,10 +311,10 @@ int train_main(int argc, char **argv, Comm *c) {
     write_samples(&r, &arena);
     print0(c, "done: %d steps in %.1fs (%.2f steps/s), final loss %.5f, peak activation memory "
            "%.1f MiB per rank (sampling %.1f MiB); wrote "
-           "%s/{config.json,loss.csv,model.safetensors,samples.png,loss.png}\n",
+           "%s/{config.json,loss.csv,model.safetensors,%sloss.png}\n",
            tc->steps - first + 1, elapsed, (tc->steps - first + 1) / (elapsed > 0 ? elapsed : 1),
            r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena.peak / 1048576.0,
-           tc->out);
+           tc->out, tc->samples_per_class ? "samples.png," : "");
     batch_free(&batch);
     arena_destroy(&arena);
     seq_shard_free(&r.shard);

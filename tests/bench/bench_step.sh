@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# bench_step.sh: one training step of the project against the independent PyTorch DiT
+# (tests/parity/dit_torch.py) on the same configs, measured back to back in one run so the ratios
+# hold on a noisy machine; GFLOP/s and the fraction of this machine's sgemm throughput (2 threads,
+# measured here too); 1 vs 2 ranks on config L; and the peak activation memory per rank (the
+# arena's peak counter) of DiT-mini/2 at 4096 and 16384 tokens.
+# usage: bench_step.sh TRAIN BENCH_GEMM [PYTHON]
+set -eu
+TRAIN=$(realpath "$1"); GEMM=$(realpath "$2"); PY=${3:-/usr/bin/python3}
+HERE=$(dirname "$(realpath "$0")")
+WORK=$(mktemp -d /tmp/dit-bench.XXXXXX); trap 'rm -rf "$WORK"' EXIT
+MPIRUN="mpirun --oversubscribe $( [ "$(id -u)" = 0 ] && echo --allow-run-as-root )"
+STEPS=${BENCH_STEPS:-8}
+
+# config: name hidden depth heads input patch batch
+CONFIGS=("S 384 6 6 32 2 8" "L 384 4 6 64 2 2")
+
+# model FLOPs of one step (forward + backward = 3 x forward) of the linear layers and attention
+flops() { # hidden depth input patch batch
+  awk -v D=$1 -v L=$2 -v S=$3 -v P=$4 -v B=$5 'BEGIN {
+    T = (S / P) ^ 2; M = 4 * D
+    printf "%.6g", 3 * L * (B * T * 2 * (4 * D * D + 2 * D * M) + B * 4 * T * T * D) }'
+}
+
+# median seconds per step from the progress lines, leaving out the first two (page faults)
+step_time() { # ranks threads tokens_per_step flags...
+  local np=$1 th=$2 tok=$3; shift 3
+  rm -rf "$WORK/run"
+  $MPIRUN -np "$np" --bind-to "$([ "$th" = 1 ] && echo core || echo none)" "$TRAIN" "$@" \
+    --steps "$STEPS" --threads "$th" --log-every 1 \
+    --samples-per-class 0 --out "$WORK/run" > "$WORK/log"
+  grep '^step' "$WORK/log" | tail -n +3 | sed -E 's/.*\| ([0-9]+) tok\/s.*/\1/' | sort -n |
+    awk -v tok="$tok" '{ a[NR] = $1 } END { printf "%.4f", tok / a[int((NR + 1) / 2)] }'
+}
+
+sgemm=$("$GEMM" 2 | sed -E 's/.*: ([0-9.]+) GFLOP.*/\1/')
+gemm_line=$("$GEMM" 2 | sed -E 's/^[^(]*\((.*)\)$/\1/')
+core=$(echo "$gemm_line" | sed -nE 's/^OpenBLAS [0-9.]+ ([A-Za-z0-9]+) kernels.*/\1/p')
+echo "GEMM: $gemm_line; sgemm 1024^3 with 2 threads: $sgemm GFLOP/s"
+have_torch=0
+"$PY" -c 'import torch' 2>/dev/null && have_torch=1
+[ $have_torch = 1 ] && echo "PyTorch: $("$PY" -c 'import torch; print(torch.__version__)'), OPENBLAS_CORETYPE=$core (the kernels this project runs); torch.set_num_threads 1 and 2, best kept (its OpenBLAS threads stay at the core count)"
+echo
+printf "| %-6s | %-22s | %8s | %8s | %8s | %12s | %10s |\n" config "ranks x threads" "s/step" "tok/s" "GFLOP/s" "of sgemm x2" "vs PyTorch"
+printf "| %-6s | %-22s | %8s | %8s | %8s | %12s | %10s |\n" --- --- --- --- --- --- ---
+declare -A T1
+for cfg in "${CONFIGS[@]}"; do
+  set -- $cfg; name=$1 D=$2 L=$3 H=$4 S=$5 P=$6 B=$7
+  tok=$(( B * (S / P) * (S / P) )); fl=$(flops $D $L $S $P $B)
+  flags="--hidden $D --depth $L --heads $H --patch $P --input-size $S --batch $B"
+  torch=""
+  if [ $have_torch = 1 ]; then
+    for th in 1 2; do
+      t=$(OPENBLAS_CORETYPE=$core "$PY" "$HERE/torch_step.py" $D $L $H $S $P $B $th 4 | sed -E 's/.*: ([0-9.]+) s.*/\1/')
+      torch=$(awk -v a="$t" -v b="${torch:-1e9}" 'BEGIN { print (a < b) ? a : b }')
+    done
+    printf "| %-6s | %-22s | %8.3f | %8.0f | %8.1f | %11.0f%% | %10s |\n" "$name" "PyTorch (best)" "$torch" \
+      "$(awk -v t=$torch -v k=$tok 'BEGIN { print k / t }')" "$(awk -v t=$torch -v f=$fl 'BEGIN { print f / t / 1e9 }')" \
+      "$(awk -v t=$torch -v f=$fl -v g=$sgemm 'BEGIN { print 100 * f / t / 1e9 / g }')" "x1.00"
+  fi
+  for run in "1 2" "2 1" "1 1"; do
+    set -- $run; np=$1 th=$2
+    [ "$name" = S ] && [ $np$th = 11 ] && continue
+    t=$(step_time $np $th $tok $flags)
+    [ $np$th = 11 ] && T1[$name]=$t
+    [ $np$th = 21 ] && T2=$t
+    vs=$([ -n "$torch" ] && awk -v a=$t -v b=$torch 'BEGIN { printf "x%.2f", a / b }' || echo "-")
+    printf "| %-6s | %-22s | %8.3f | %8.0f | %8.1f | %11.0f%% | %10s |\n" "$name" "$np x $th" "$t" \
+      "$(awk -v t=$t -v k=$tok 'BEGIN { print k / t }')" "$(awk -v t=$t -v f=$fl 'BEGIN { print f / t / 1e9 }')" \
+      "$(awk -v t=$t -v f=$fl -v g=$sgemm 'BEGIN { print 100 * f / t / 1e9 / g }')" "$vs"
+  done
+done
+echo "(vs PyTorch: step time over PyTorch's; config L, 2 ranks x 1 thread over 1 rank x 1 thread: x$(awk -v a=${T1[L]} -v b=$T2 'BEGIN { printf "%.2f", a / b }') faster)"
+
+echo
+echo "peak activation memory per rank, DiT-mini/2, batch 1 (1 step; sampling: 10 images, 1 Euler step, no guidance)"
+printf "| %-7s | %-5s | %14s | %14s |\n" tokens ranks "training MiB" "sampling MiB"
+printf "| %-7s | %-5s | %14s | %14s |\n" --- --- --- ---
+for S in 128 256; do
+  for np in 1 2 4; do
+    rm -rf "$WORK/mem"
+    spc=$([ $np = 1 ] && echo 1 || echo 0)
+    $MPIRUN -np $np "$TRAIN" --model DiT-mini/2 --input-size $S --batch 1 --steps 1 \
+      --samples-per-class $spc --sample-steps 1 --cfg-scale 1 --out "$WORK/mem" > "$WORK/log"
+    line=$(grep '^done:' "$WORK/log")
+    printf "| %-7s | %-5s | %14s | %14s |\n" $(( (S / 2) * (S / 2) )) $np \
+      "$(echo "$line" | sed -E 's/.*memory ([0-9.]+) MiB.*/\1/')" \
+      "$([ $spc = 1 ] && echo "$line" | sed -E 's/.*\(sampling ([0-9.]+) MiB\).*/\1/' || echo -)"
+  done
+done
