@@ -51,6 +51,15 @@ if [ $rc = 2 ] && echo "$msg" | grep -q "holds the model of step 5 but the optim
   ok "resume from a folder mixing steps 5 and 20: refused with exit 2"
 else bad "resume from a mixed folder (exit $rc): $msg"; fi
 
+# sampling that fails after training says so in a sentence and keeps the checkpoint it saved
+$MPIRUN -np 1 "$TRAIN" $RES --steps 5 --out "$WORK/nosample" >/dev/null 2>&1
+rm "$WORK/nosample/samples.png" && mkdir "$WORK/nosample/samples.png"
+msg=$("$TRAIN" $RES --steps 6 --resume "$WORK/nosample" 2>&1); rc=$?
+if [ $rc = 1 ] && echo "$msg" | grep -q "samples.png failed: .*Is a directory; the checkpoint of step 6 is saved in" &&
+   ! echo "$msg" | grep -q '\.c:[0-9]' && grep -q '^6,' "$WORK/nosample/loss.csv"; then
+  ok "samples.png that cannot be written: exit 1, the checkpoint of step 6 kept, a sentence"
+else bad "samples.png that cannot be written (exit $rc): $msg"; fi
+
 # 3. ranks that disagree on the config stop with a message on every rank, without hanging
 msg=$(timeout 60 $MPIRUN -np 1 "$TRAIN" $SMALL --seed 1 --out "$WORK/x" : -np 1 "$TRAIN" $SMALL --seed 2 --out "$WORK/x" 2>&1)
 rc=$?

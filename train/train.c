@@ -178,12 +178,18 @@ static void write_samples(Run *r, Arena *arena) {
         memcpy(r->m.ps.params, r->ema, r->m.ps.total * sizeof(real));
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
-    CHECK(!sample_grid(&r->m, &r->u, arena, &r->data, r->tc.samples_per_class,
-                       r->tc.sample_steps, r->tc.cfg_scale, r->tc.seed, path, err, sizeof err),
-          "%s", err);
+    int rc = sample_grid(&r->m, &r->u, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
+                         r->tc.cfg_scale, r->tc.seed, path, err, sizeof err);
     if (saved) {
         memcpy(r->m.ps.params, saved, r->m.ps.total * sizeof(real));
         free(saved);
+    }
+    if (rc) {
+        char msg[4 * PATH_LEN + 1536];
+        snprintf(msg, sizeof msg, "writing %s failed: %s; the checkpoint of step %d is saved in %s, "
+                 "and train/train sample --ckpt %s/%s --out S.png draws the samples later", path,
+                 err, r->opt.step, r->tc.out, r->tc.out, r->ema ? "ema.safetensors" : "model.safetensors");
+        comm_stop_all(msg, 1);
     }
 }
 
