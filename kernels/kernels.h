@@ -83,8 +83,8 @@ void timestep_embedding_backward(real *dt, const real *dout, const real *t, int 
 // backward, which also reads out. key_mask (Tk): 1 = attend, 0 = masked (weight exactly 0);
 // NULL = all keys valid. scratch holds attention_scratch_count(bq, bk, dh, threads) reals for
 // up to `threads` OpenMP threads (kernel_threads()).
-#define ATTN_BQ 64  // query tile rows the layer uses
-#define ATTN_BK 128 // key block rows the layer uses
+#define ATTN_BQ 128 // query tile rows the layer uses (make bench compares others)
+#define ATTN_BK 256 // key block rows the layer uses
 size_t attention_scratch_count(int bq, int bk, int dh, int threads);
 void attention_forward(real *out, real *lse, real *scratch, const real *q, const real *k,
                        const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,

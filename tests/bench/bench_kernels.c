@@ -68,10 +68,25 @@ int main(int argc, char **argv) {
     rng_fill_normal(w, (size_t)OC * C, 1, 3, 0, 0.05);
     double lf = TIME(linear_forward(o, x, w, NULL, N, C, OC));
     report("linear forward 2048x256 -> 1024", lf, 4.0 * ((size_t)N * C + (size_t)OC * C + (size_t)N * OC), 2.0 * N * C * OC, lf);
-    int B = 8, T = 256, H = 4, dh = 32, D = H * dh;
-    real *probs = malloc((size_t)B * H * T * T * sizeof(real));
-    double af = TIME(attention_forward(o, probs, x, x + B * T * D, x + 2 * B * T * D, NULL, B, T, T, H, dh));
-    report("attention forward B8 T256 H4 dh32", af, 0, 4.0 * B * H * T * T * dh, af);
+    // fused attention, forward and backward, at the tiles the layer uses and two others
+    int B = 1, T = 1024, H = 6, dh = 64, D = H * dh;
+    static const int tiles[][2] = {{ATTN_BQ, ATTN_BK}, {32, 64}, {64, 128}};
+    real *lse = malloc((size_t)B * H * T * sizeof(real)), *d = calloc((size_t)3 * B * T * D, sizeof(real));
+    real *sc = malloc(attention_scratch_count(ATTN_BQ, ATTN_BK, dh, kernel_threads()) * sizeof(real));
+    double base = 0, fl = 4.0 * B * H * T * T * dh; // forward; backward recomputes S: 2.5x that
+    for (int v = 0; v < 3; v++) {
+        int bq = tiles[v][0], bk = tiles[v][1];
+        const real *q = x, *k = x + (size_t)B * T * D, *vv = x + (size_t)2 * B * T * D;
+        double af = TIME(attention_forward(o, lse, sc, q, k, vv, NULL, B, T, T, H, dh, bq, bk));
+        double ab = TIME(attention_backward(d, d + (size_t)B * T * D, d + (size_t)2 * B * T * D, sc, g,
+                                            o, lse, q, k, vv, NULL, B, T, T, H, dh, bq, bk));
+        if (!v) base = af + ab;
+        char name[96];
+        snprintf(name, sizeof name, "attention fwd+bwd T1024 H6 dh64, variant %d (%dx%d%s)", v + 1, bq,
+                 bk, v ? "" : ", used");
+        report(name, af + ab, 0, 3.5 * fl, base);
+    }
+    free(lse), free(d), free(sc);
 #ifdef USE_CUDA
     if (cuda_device_count() > 0) {
         real *dx = cuda_alloc(n * sizeof(real)), *dy = cuda_alloc(n * sizeof(real));
@@ -89,6 +104,6 @@ int main(int argc, char **argv) {
         cuda_free(dx), cuda_free(dy), cuda_free(dm);
     } else printf("\nCUDA: skipped (no GPU on this machine)\n");
 #endif
-    free(x), free(y), free(g), free(w), free(o), free(probs);
+    free(x), free(y), free(g), free(w), free(o);
     return 0;
 }
