@@ -37,6 +37,7 @@ Tensor *attention_tiled(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
     int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], D = q->shape[2];
     CHECK(heads > 0 && D % heads == 0, "attention: %d heads do not divide the width %d", heads, D);
     CHECK(bq > 0 && bk > 0, "attention: tiles of %d x %d rows", bq, bk);
+    bq = bq < Tq ? bq : Tq, bk = bk < Tk ? bk : Tk; // no larger than the sequence
     Tensor *out = tensor_like(tp->arena, q), *lse = tensor_new(tp->arena, 3, B, heads, Tq);
     size_t mark = arena_mark(tp->arena);
     attention_forward(out->data, lse->data, scratch(tp->arena, bq, bk, D / heads), q->data,
