@@ -6,9 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { STREAM_PROJECTION = 1, STREAM_DIRECTION = 2, STREAM_PREFILL = 3 };
 
-// sum(R * f(in)), R ~ N(0,1) from (seed, STREAM_PROJECTION); no tape is kept
+// sum(R * f(in)), R ~ N(0,1) from (seed, STREAM_GRAD_PROJECTION); no tape is kept
 static double project(GradFn f, Tensor **in, void *ctx, Arena *a, uint64_t seed) {
     size_t mark = arena_mark(a);
     Tape tp = tape_create(a);
@@ -16,7 +15,7 @@ static double project(GradFn f, Tensor **in, void *ctx, Arena *a, uint64_t seed)
     Tensor *out = f(&tp, in, ctx);
     double s = 0;
     for (size_t i = 0; i < out->size; i++)
-        s += rng_normal(seed, STREAM_PROJECTION, i) * out->data[i];
+        s += rng_normal(seed, STREAM_GRAD_PROJECTION, i) * out->data[i];
     tape_free(&tp);
     arena_release(a, mark);
     return s;
@@ -34,13 +33,13 @@ static void analytic(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a, uint6
         in[k]->grad = NULL;
         if (!in[k]->requires_grad) continue;
         start[k] = arena_alloc(a, in[k]->size * sizeof(real));
-        rng_fill_normal(start[k], in[k]->size, seed, STREAM_PREFILL, (uint64_t)k << 32, 1.0);
+        rng_fill_normal(start[k], in[k]->size, seed, STREAM_GRAD_PREFILL, (uint64_t)k << 32, 1.0);
         in[k]->grad = arena_alloc(a, in[k]->size * sizeof(real));
         memcpy(in[k]->grad, start[k], in[k]->size * sizeof(real));
     }
     Tensor *out = f(&tp, in, ctx);
     real *r = arena_alloc(a, out->size * sizeof(real));
-    for (size_t i = 0; i < out->size; i++) r[i] = (real)rng_normal(seed, STREAM_PROJECTION, i);
+    for (size_t i = 0; i < out->size; i++) r[i] = (real)rng_normal(seed, STREAM_GRAD_PROJECTION, i);
     backward_from(&tp, out, r);
     for (int k = 0; k < n_in; k++) {
         grads[k] = NULL;
@@ -55,14 +54,13 @@ static void analytic(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a, uint6
 
 GradCheck gradcheck(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a, double eps,
                     uint64_t seed) {
-    GradCheck res = {0};
     real *grads[NODE_MAX_IN * 4] = {0};
     CHECK(n_in <= NODE_MAX_IN * 4, "gradcheck: at most %d inputs", NODE_MAX_IN * 4);
     analytic(f, in, n_in, ctx, a, seed, grads);
+    GradCheck each[NODE_MAX_IN * 4] = {0}; // per input: max_rel_err holds the max difference
+    double scale[NODE_MAX_IN * 4] = {0}, largest = 0;
     for (int k = 0; k < n_in; k++) {
         if (!grads[k]) continue;
-        double max_num = 0, max_diff = 0, worst_a = 0, worst_n = 0;
-        size_t worst = 0;
         for (size_t i = 0; i < in[k]->size; i++) {
             real x0 = in[k]->data[i];
             in[k]->data[i] = x0 + (real)eps;
@@ -71,13 +69,18 @@ GradCheck gradcheck(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a, double
             double fm = project(f, in, ctx, a, seed);
             in[k]->data[i] = x0;
             double num = (fp - fm) / (2 * eps), diff = fabs(num - grads[k][i]);
-            max_num = fmax(max_num, fmax(fabs(num), fabs(grads[k][i])));
-            if (diff >= max_diff) max_diff = diff, worst = i, worst_a = grads[k][i], worst_n = num;
+            scale[k] = fmax(scale[k], fmax(fabs(num), fabs(grads[k][i])));
+            if (diff >= each[k].max_rel_err) each[k] = (GradCheck){diff, k, i, grads[k][i], num};
         }
-        double rel = max_num > 0 ? max_diff / max_num : 0;
-        if (rel >= res.max_rel_err)
-            res = (GradCheck){rel, k, worst, worst_a, worst_n};
+        largest = fmax(largest, scale[k]);
         free(grads[k]);
+    }
+    GradCheck res = {0};
+    for (int k = 0; k < n_in; k++) { // a zero gradient's rounding noise is of the largest's scale
+        double s = fmax(scale[k], 1e-3 * largest);
+        GradCheck r = each[k];
+        r.max_rel_err = s > 0 ? r.max_rel_err / s : 0;
+        if (r.max_rel_err >= res.max_rel_err) res = r;
     }
     return res;
 }
@@ -95,7 +98,7 @@ double gradcheck_direction(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a,
         saved[k] = xmalloc(in[k]->size * sizeof(real));
         memcpy(saved[k], in[k]->data, in[k]->size * sizeof(real));
         for (size_t i = 0; i < in[k]->size; i++)
-            gd += grads[k][i] * rng_normal(seed, STREAM_DIRECTION, idx++);
+            gd += grads[k][i] * rng_normal(seed, STREAM_GRAD_DIRECTION, idx++);
     }
     double fx[2];
     for (int side = 0; side < 2; side++) {
@@ -103,7 +106,7 @@ double gradcheck_direction(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a,
         for (int k = 0; k < n_in; k++)
             for (size_t i = 0; grads[k] && i < in[k]->size; i++)
                 in[k]->data[i] = saved[k][i] + (real)((side ? -eps : eps) *
-                                                      rng_normal(seed, STREAM_DIRECTION, idx++));
+                                                      rng_normal(seed, STREAM_GRAD_DIRECTION, idx++));
         fx[side] = project(f, in, ctx, a, seed);
     }
     for (int k = 0; k < n_in; k++) {

@@ -8,7 +8,10 @@
 typedef Tensor *(*GradFn)(Tape *tp, Tensor **in, void *ctx);
 
 typedef struct GradCheck {
-    double max_rel_err; // max over inputs of max_i |analytic_i - numeric_i| / max_i |numeric_i|
+    // max over inputs of max_i |analytic_i - numeric_i| / max_i max(|numeric_i|, |analytic_i|);
+    // an input whose gradient is (near) zero, where the analytic value is rounding noise of the
+    // computation's scale, is measured against a thousandth of the largest input's gradient
+    double max_rel_err;
     int worst_input;    // where it occurred
     size_t worst_index;
     double analytic, numeric; // the two values there

@@ -189,13 +189,13 @@ static bool is_xavier(const DiT *m, const Tensor *w) {
 void dit_init(DiT *m, uint64_t seed) {
     const DiTConfig *c = &m->cfg;
     sincos_pos_embed(m->pos_embed.data, c->input_size / c->patch_size, c->hidden_size);
-    for (int i = 0; i < m->ps.n; i++) { // parameter i draws from stream i
+    for (int i = 0; i < m->ps.n; i++) { // parameter i draws from STREAM_PARAM(i)
         Tensor *w = m->ps.t[i];
         int fan_out = w->shape[0], fan_in = (int)(w->size / (size_t)fan_out);
         double a = sqrt(6.0 / (fan_in + fan_out));
-        if (is_xavier(m, w)) rng_fill_uniform(w->data, w->size, seed, (uint64_t)i, 0, -a, a);
+        if (is_xavier(m, w)) rng_fill_uniform(w->data, w->size, seed, STREAM_PARAM(i), 0, -a, a);
         else if (w == m->t0_w || w == m->t2_w || w == m->y_table)
-            rng_fill_normal(w->data, w->size, seed, (uint64_t)i, 0, 0.02);
+            rng_fill_normal(w->data, w->size, seed, STREAM_PARAM(i), 0, 0.02);
         else memset(w->data, 0, w->size * sizeof(real)); // biases, adaLN-Zero, final layer
     }
 }

@@ -3,6 +3,7 @@
 #include "testutil.h"
 #include "../core/atomic.h"
 #include "../core/blas.h"
+#include "../layers/dit.h"
 #include <cblas.h>
 #include <math.h>
 #include <signal.h>
@@ -218,10 +219,30 @@ START_TEST(blas_kernels_by_cpu_features) {
 }
 END_TEST
 
+// Random streams cannot collide: the named ones lie below STREAM_NAMED_END, and the parameter
+// streams of the largest model the flags allow (the most blocks) lie above them without wrapping
+START_TEST(rng_streams_are_disjoint) {
+    DiTConfig c = {.input_size = 2, .patch_size = 1, .in_channels = 1, .hidden_size = 4,
+                   .depth = DIT_MAX_DEPTH, .num_heads = 1, .mlp_ratio = 1, .num_classes = 1,
+                   .class_dropout_prob = 0.5};
+    DiT m;
+    dit_layout(&m, &c);
+    printf("random streams: %d named, %d parameter tensors at most (depth %d)\n",
+           STREAM_NAMED_END - 1, m.ps.n, DIT_MAX_DEPTH);
+    ck_assert_uint_le(STREAM_NAMED_END, STREAM_PARAM(0));
+    ck_assert_uint_lt((uint64_t)m.ps.n, STREAM_PARAM_MAX);
+    ck_assert_uint_gt(STREAM_PARAM(m.ps.n - 1), STREAM_PARAM(0));
+    // the old scheme (parameter i on stream i, data from 101) failed here from depth 10 on
+    ck_assert_uint_gt((uint64_t)m.ps.n, 101);
+    dit_free(&m);
+}
+END_TEST
+
 Suite *core_suite(void) {
     Suite *s = suite_create("core");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, blas_kernels_by_cpu_features);
+    tcase_add_test(tc, rng_streams_are_disjoint);
     tcase_add_test(tc, arena_peak_is_exact);
     tcase_add_test(tc, arena_is_aligned_and_zeroed);
     tcase_add_test(tc, arena_overflow_names_sizes);

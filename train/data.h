@@ -8,9 +8,8 @@
 #include "config.h"
 #include "flow.h"
 #include "image.h"
+#include "../core/rng.h"
 #include "../core/tensor.h"
-
-enum { STREAM_PICK = 101, STREAM_T = 102, STREAM_NOISE = 103, STREAM_DROP = 104, STREAM_SAMPLE = 105 };
 
 typedef struct Data {
     bool shapes;        // procedural shapes, else a folder

@@ -18,7 +18,7 @@ const char *shapes_class_name(int c) {
 }
 
 int64_t shapes_label(uint64_t seed, uint64_t index) {
-    int64_t c = (int64_t)(SHAPES_CLASSES * rng_uniform(seed, SHAPES_STREAM_LABEL, index));
+    int64_t c = (int64_t)(SHAPES_CLASSES * rng_uniform(seed, STREAM_SHAPE_LABEL, index));
     return c < SHAPES_CLASSES ? c : SHAPES_CLASSES - 1;
 }
 
@@ -67,7 +67,7 @@ void shapes_sample(real *img, int64_t *label, int size, uint64_t seed, uint64_t 
           SHAPES_MIN_SIZE, SHAPES_MAX_SIZE);
     int c = (int)shapes_label(seed, index);
     double u[8];
-    for (int k = 0; k < 8; k++) u[k] = rng_uniform(seed, SHAPES_STREAM_GEOM, 8 * index + (uint64_t)k);
+    for (int k = 0; k < 8; k++) u[k] = rng_uniform(seed, STREAM_SHAPE_GEOM, 8 * index + (uint64_t)k);
 
     // radius in [0.55, 0.95] of the largest that fits inside a 1-pixel frame, but at least 3
     // pixels (or the largest) so small images still show the shape; the centre then ranges over

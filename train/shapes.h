@@ -4,8 +4,8 @@
 // frame, and is scaled with the image so it stays recognisable from 8x8 up.
 //
 // Every image and label is a pure function of (seed, index), through core/rng.h:
-//   stream SHAPES_STREAM_LABEL: label = floor(10 * rng_uniform(seed, stream, index))
-//   stream SHAPES_STREAM_GEOM:  u_k = rng_uniform(seed, stream, 8 * index + k), k = 0..7 gives
+//   stream STREAM_SHAPE_LABEL: label = floor(10 * rng_uniform(seed, stream, index))
+//   stream STREAM_SHAPE_GEOM:  u_k = rng_uniform(seed, stream, 8 * index + k), k = 0..7 gives
 //                               radius, centre x, centre y, hue, saturation, value, background
 //                               level, background hue
 // so sample i is the same whatever the batch, rank count or call order.
@@ -16,8 +16,6 @@
 #define SHAPES_CLASSES 10
 #define SHAPES_MIN_SIZE 8
 #define SHAPES_MAX_SIZE 4096
-#define SHAPES_STREAM_LABEL 0x53480001u // "SH" 1
-#define SHAPES_STREAM_GEOM 0x53480002u  // "SH" 2
 
 // circle, square, triangle, cross, ring, diamond, hbar, vbar, x, two dots (fatal if c is out of range)
 const char *shapes_class_name(int c);
