@@ -18,9 +18,9 @@ ARCH      := $(shell $(CC) -print-multiarch)
 BLAS_DIR  := /usr/lib/$(ARCH)/openblas-openmp
 BLAS_FLAGS := -I/usr/include/$(ARCH)/openblas-openmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas
 override CFLAGS += -fopenmp -I/usr/include/$(ARCH)/openblas-openmp
-LDLIBS  := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lstb -lm
+LDLIBS  := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lstb -ljansson -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
-DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev check libopenmpi-dev openmpi-bin libstb-dev
+DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev check libopenmpi-dev openmpi-bin libstb-dev libjansson-dev
 PARITY_PACKAGES := python3-torch python3-numpy
 
 # ---- probes: compile a tiny program (source in $(1), flags in $(2)); 1 if it builds ------------

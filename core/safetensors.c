@@ -1,5 +1,6 @@
-// safetensors.c: a strict reader (with a small hand-written JSON parser that accepts just what a
-// safetensors header needs) and an atomic writer. See safetensors.h for the format.
+// safetensors.c: a strict reader and an atomic writer. The header's JSON is read and written by
+// jansson; the checks of what it says (names, dtypes, shapes, offsets) are here. See
+// safetensors.h for the format.
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L // fileno, fstat, fsync
 #endif
@@ -8,6 +9,7 @@
 #include "check.h"
 #include <errno.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +71,7 @@ const char *st_shape_str(char *buf, size_t size, const int64_t *shape, int ndim)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reader: JSON header parser
+// Reader: the header's JSON, parsed by jansson, checked here
 
 #define ST_MAX_HEADER 100000000 // bytes; the reference implementation's limit (MAX_HEADER_SIZE)
 
@@ -79,8 +81,8 @@ typedef struct {
 } Entry;
 
 typedef struct {
-    const unsigned char *s; // header text
-    size_t len, pos;
+    const char *s; // header text, len bytes (not NUL-terminated)
+    size_t len;
     const char *file;
     char *err;
     size_t errlen;
@@ -88,15 +90,14 @@ typedef struct {
     int n, cap;
     char **keys, **values; // metadata
     int n_meta, cap_meta;
-    int seen_meta;
 } Parser;
 
-// A syntax error at the current position.
-__attribute__((format(printf, 2, 3))) static int syntax(Parser *p, const char *fmt, ...) {
+// A syntax error at byte `pos` of the header.
+__attribute__((format(printf, 3, 4))) static int syntax(Parser *p, size_t pos, const char *fmt,
+                                                        ...) {
     char prefix[640];
     snprintf(prefix, sizeof prefix,
-             "%s: malformed JSON header at byte %zu (file offset %zu): ", p->file, p->pos,
-             p->pos + 8);
+             "%s: malformed JSON header at byte %zu (file offset %zu): ", p->file, pos, pos + 8);
     va_list ap;
     va_start(ap, fmt);
     vreport(p->err, p->errlen, prefix, fmt, ap);
@@ -115,339 +116,210 @@ __attribute__((format(printf, 2, 3))) static int invalid(Parser *p, const char *
     return -1;
 }
 
-static int peek(const Parser *p) { return p->pos < p->len ? p->s[p->pos] : -1; }
-
-static void skip_ws(Parser *p) {
-    while (p->pos < p->len) {
-        unsigned char c = p->s[p->pos];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-        p->pos++;
+// What a JSON value is, for messages: "an array", ...
+static const char *kind(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    default: return "true, false or null";
     }
 }
 
-static int hex_digit(int c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
+// Past the closing quote of the JSON string starting at s[i], in text jansson has read.
+static size_t string_end(const char *s, size_t i, size_t len) {
+    for (i++; i < len && s[i] != '"'; i++)
+        if (s[i] == '\\') i++;
+    return i < len ? i + 1 : len;
 }
 
-// Decode the string starting at p->pos (which holds '"') into out (NULL: only measure and
-// validate). On success *n_out is the decoded length and *end the position after the closing '"'.
-static int scan_string(Parser *p, char *out, size_t *n_out, size_t *end) {
-    size_t start = p->pos, i = p->pos + 1, n = 0;
-    for (;;) {
-        if (i >= p->len) {
-            p->pos = start;
-            return syntax(p, "the string starting here is never closed");
-        }
-        unsigned char c = p->s[i];
-        if (c == '"') break;
-        if (c < 0x20) {
-            p->pos = i;
-            return syntax(p, "control character 0x%02X inside a string; it must be escaped", c);
-        }
-        if (c != '\\') {
-            if (out) out[n] = (char)c;
-            n++, i++;
-            continue;
-        }
-        if (i + 1 >= p->len) {
-            p->pos = start;
-            return syntax(p, "the string starting here is never closed");
-        }
-        unsigned char e = p->s[i + 1], d;
-        switch (e) {
-        case '"':
-            d = '"';
-            break;
-        case '\\':
-            d = '\\';
-            break;
-        case '/':
-            d = '/';
-            break;
-        case 'b':
-            d = '\b';
-            break;
-        case 'f':
-            d = '\f';
-            break;
-        case 'n':
-            d = '\n';
-            break;
-        case 'r':
-            d = '\r';
-            break;
-        case 't':
-            d = '\t';
-            break;
-        case 'u': {
-            unsigned v = 0;
-            for (int k = 0; k < 4; k++) {
-                int h = i + 2 + k < p->len ? hex_digit(p->s[i + 2 + k]) : -1;
-                if (h < 0) {
-                    p->pos = i;
-                    return syntax(p, "\\u must be followed by 4 hex digits");
-                }
-                v = v * 16 + (unsigned)h;
-            }
-            if (v == 0 || v >= 0x80) {
-                p->pos = i;
-                return syntax(p,
-                              "\\u%04X is not supported: only \\u0001-\\u007F are; write other "
-                              "characters as raw UTF-8",
-                              v);
-            }
-            d = (unsigned char)v;
-            i += 4; // plus the 2 below
-            break;
-        }
-        default:
-            p->pos = i;
-            return syntax(p, "invalid escape sequence '\\%c'", e >= 0x20 && e < 0x7F ? e : '?');
-        }
-        if (out) out[n] = (char)d;
-        n++, i += 2;
-    }
-    *n_out = n;
-    *end = i + 1;
-    return 0;
+// The JSON string starting at s[i], decoded by jansson (malloc'ed).
+static char *string_at(const char *s, size_t i, size_t len) {
+    json_t *j = json_loadb(s + i, string_end(s, i, len) - i, JSON_DECODE_ANY, NULL);
+    CHECK(json_is_string(j), "safetensors: cannot decode a header string jansson has read");
+    char *d = dup_str(json_string_value(j));
+    json_decref(j);
+    return d;
 }
 
-// Parse a string at the next non-whitespace position into a new malloc'ed C string.
-static int parse_string(Parser *p, const char *what, char **out) {
-    skip_ws(p);
-    if (peek(p) != '"') return syntax(p, "expected %s (a quoted string)", what);
-    size_t n, end;
-    if (scan_string(p, NULL, &n, &end)) return -1;
-    char *s = xmalloc(n + 1);
-    scan_string(p, s, &n, &end);
-    s[n] = '\0';
-    p->pos = end;
-    *out = s;
-    return 0;
-}
-
-// A non-negative JSON integer that fits in int64_t.
-static int parse_uint(Parser *p, const char *what, uint64_t *out) {
-    skip_ws(p);
-    int c = peek(p);
-    if (c == '-') return syntax(p, "negative number in %s", what);
-    if (c < '0' || c > '9') return syntax(p, "expected a non-negative integer in %s", what);
-    size_t start = p->pos;
-    uint64_t v = 0;
-    while ((c = peek(p)) >= '0' && c <= '9') {
-        if (v > (uint64_t)(INT64_MAX - (c - '0')) / 10) {
-            p->pos = start;
-            return syntax(p, "the integer in %s is too large", what);
-        }
-        v = v * 10 + (uint64_t)(c - '0');
-        p->pos++;
-    }
-    if (p->s[start] == '0' && p->pos - start > 1) {
-        p->pos = start;
-        return syntax(p, "leading zeros are not allowed in JSON numbers (in %s)", what);
-    }
-    if (c == '.' || c == 'e' || c == 'E')
-        return syntax(p, "floating-point number in %s; shapes and data_offsets are integers", what);
-    *out = v;
-    return 0;
-}
-
-static int parse_uint_array(Parser *p, const char *what, uint64_t *vals, int max, int *n) {
-    skip_ws(p);
-    if (peek(p) != '[') return syntax(p, "expected '[' to start %s", what);
-    p->pos++;
-    skip_ws(p);
-    *n = 0;
-    if (peek(p) == ']') {
-        p->pos++;
-        return 0;
-    }
-    for (;;) {
-        uint64_t v = 0;
-        if (parse_uint(p, what, &v)) return -1;
-        if (*n == max)
-            return invalid(p, "%s has more than %d entries, the most allowed", what, max);
-        vals[(*n)++] = v;
-        skip_ws(p);
-        int c = peek(p);
-        p->pos++;
-        if (c == ']') return 0;
-        if (c != ',') {
-            p->pos--;
-            return syntax(p, "expected ',' or ']' in %s", what);
+// Where the key ending at byte `end` sits (the header is well-formed up to there): its nesting
+// depth (1: a top-level name), its start, and the start of the top-level name around it.
+static int locate_key(const char *s, size_t end, size_t *key, size_t *outer) {
+    int depth = 0;
+    size_t top = 0; // the latest string at depth 1: where an object opens, its name
+    for (size_t i = 0; i < end; i++) {
+        if (s[i] == '"') {
+            *key = i;
+            if (depth == 1) top = i;
+            i = string_end(s, i, end) - 1;
+        } else if (s[i] == '{' || s[i] == '[') {
+            if (++depth == 2) *outer = top;
+        } else if (s[i] == '}' || s[i] == ']') {
+            depth--;
         }
     }
+    return depth;
 }
 
-static int expect_colon(Parser *p, const char *key) {
-    skip_ws(p);
-    if (peek(p) != ':') return syntax(p, "expected ':' after the key \"%s\"", key);
-    p->pos++;
-    return 0;
-}
-
-// After a member's value: 1 if another member follows (',' consumed), 0 at '}' (consumed).
-static int next_member(Parser *p, const char *key) {
-    skip_ws(p);
-    int c = peek(p);
-    if (c == ',') {
-        p->pos++;
-        return 1;
-    }
-    if (c == '}') {
-        p->pos++;
-        return 0;
-    }
-    return syntax(p, "expected ',' or '}' after the value of \"%s\"", key);
-}
-
-// '{' then: 1 with the object open and a member following, 0 for an empty object "{}".
-static int open_object(Parser *p, const char *what) {
-    skip_ws(p);
-    if (peek(p) != '{') return syntax(p, "expected '{' to start %s", what);
-    p->pos++;
-    skip_ws(p);
-    if (peek(p) == '}') {
-        p->pos++;
-        return 0;
-    }
+// jansson's duplicate key (ending at byte `end`) named by where it sits; 0 if it is deeper than
+// a safetensors header goes, to be reported as jansson says.
+static int duplicate(Parser *p, size_t end) {
+    size_t at = 0, outer = 0;
+    int depth = locate_key(p->s, end, &at, &outer);
+    if (depth != 1 && depth != 2) return 0;
+    char *key = string_at(p->s, at, p->len);
+    char *top = depth == 2 ? string_at(p->s, outer, p->len) : NULL;
+    if (!top && !strcmp(key, "__metadata__"))
+        invalid(p, "the header has two \"__metadata__\" entries");
+    else if (!top)
+        invalid(p, "tensor name '%s' appears twice in the header; names must be unique", key);
+    else if (!strcmp(top, "__metadata__"))
+        invalid(p, "metadata key '%s' appears twice; keys must be unique", key);
+    else invalid(p, "tensor '%s' has field '%s' twice", top, key);
+    free(key);
+    free(top);
     return 1;
 }
 
-static int parse_metadata(Parser *p) {
-    if (p->seen_meta) return invalid(p, "the header has two \"__metadata__\" entries");
-    p->seen_meta = 1;
-    int more = open_object(p, "__metadata__");
-    while (more > 0) {
-        char *key = NULL, *value = NULL;
-        if (parse_string(p, "a metadata key", &key)) return -1;
-        for (int i = 0; i < p->n_meta; i++)
-            if (!strcmp(p->keys[i], key)) {
-                invalid(p, "metadata key '%s' appears twice; keys must be unique", key);
-                free(key);
-                return -1;
-            }
-        if (expect_colon(p, key)) return free(key), -1;
-        skip_ws(p);
-        if (peek(p) != '"') {
-            invalid(p,
-                    "metadata key '%s' has a non-string value; __metadata__ values must be "
-                    "strings, e.g. \"3\" rather than 3",
-                    key);
-            free(key);
-            return -1;
-        }
-        if (parse_string(p, "a metadata value", &value)) return free(key), -1;
-        if (p->n_meta == p->cap_meta) {
-            p->cap_meta = p->cap_meta ? 2 * p->cap_meta : 8;
-            p->keys = xrealloc(p->keys, (size_t)p->cap_meta, sizeof *p->keys);
-            p->values = xrealloc(p->values, (size_t)p->cap_meta, sizeof *p->values);
-        }
-        p->keys[p->n_meta] = key;
-        p->values[p->n_meta++] = value;
-        more = next_member(p, p->keys[p->n_meta - 1]);
+// jansson's error, at the last byte it read (its position counts the bytes read).
+static int json_failure(Parser *p, const json_error_t *je) {
+    enum json_error_code code = json_error_code(je);
+    CHECK(code != json_error_out_of_memory, "%s: out of host memory parsing the header", p->file);
+    size_t end = je->position > 0 ? (size_t)je->position : 1;
+    if (code == json_error_duplicate_key && duplicate(p, end)) return -1;
+    return syntax(p, end - 1, "%s (line %d, column %d)", je->text, je->line, je->column);
+}
+
+// A JSON array of at most `max` non-negative integers (int64) into vals; `what` names it.
+static int take_ints(Parser *p, const char *what, json_t *a, int64_t *vals, int max, int *n) {
+    if (!json_is_array(a)) return invalid(p, "%s is %s, not an array of integers", what, kind(a));
+    size_t i;
+    json_t *x;
+    json_array_foreach(a, i, x) {
+        if (json_is_real(x))
+            return invalid(p, "floating-point number in %s; shapes and data_offsets are integers",
+                           what);
+        if (!json_is_integer(x))
+            return invalid(p, "expected a non-negative integer in %s, found %s", what, kind(x));
+        if (json_integer_value(x) < 0) return invalid(p, "negative number in %s", what);
+        if ((int)i == max)
+            return invalid(p, "%s has more than %d entries, the most allowed", what, max);
+        vals[i] = json_integer_value(x);
     }
-    return more;
+    *n = (int)json_array_size(a);
+    return 0;
+}
+
+static int take_dtype(Parser *p, Entry *e, const json_t *v) {
+    const char *d = json_string_value(v); // NULL if v is no string
+    if (!d)
+        return invalid(p, "tensor '%s' has a dtype that is %s, not a string such as \"F32\"",
+                       e->t.name, kind(v));
+    int k = 0;
+    while (k < N_DTYPES && strcmp(d, DTYPES[k].name)) k++;
+    if (k == N_DTYPES)
+        return invalid(p, "tensor '%s' has dtype %s, which is not supported (F32, F64, I32, I64)",
+                       e->t.name, d);
+    e->t.dtype = (StDtype)k;
+    return 0;
+}
+
+// One field of tensor e's object.
+static int take_field(Parser *p, Entry *e, const char *key, json_t *v) {
+    const char *name = e->t.name;
+    char what[320];
+    if (!strcmp(key, "dtype")) return take_dtype(p, e, v);
+    if (!strcmp(key, "shape")) {
+        snprintf(what, sizeof what, "the shape of tensor '%s'", name);
+        return take_ints(p, what, v, e->t.shape, ST_MAX_DIMS, &e->t.ndim);
+    }
+    if (strcmp(key, "data_offsets"))
+        return invalid(p,
+                       "tensor '%s' has the unknown field '%s'; expected only dtype, shape "
+                       "and data_offsets",
+                       name, key);
+    int64_t off[2];
+    int n = 0;
+    snprintf(what, sizeof what, "the data_offsets of tensor '%s'", name);
+    if (take_ints(p, what, v, off, 2, &n)) return -1;
+    if (n != 2)
+        return invalid(p, "tensor '%s' has %d data_offsets; it needs exactly 2 (begin, end)", name,
+                       n);
+    e->begin = (uint64_t)off[0], e->end = (uint64_t)off[1];
+    return 0;
 }
 
 // The entry's name is owned by p->entries from the start, so every error path can just return.
-static int parse_tensor(Parser *p, char *name) {
+static int take_tensor(Parser *p, const char *name, json_t *v) {
     if (p->n == p->cap) {
         p->cap = p->cap ? 2 * p->cap : 16;
         p->entries = xrealloc(p->entries, (size_t)p->cap, sizeof *p->entries);
     }
     Entry *e = &p->entries[p->n++];
     memset(e, 0, sizeof *e);
-    e->t.name = name;
-    char what[320];
-    snprintf(what, sizeof what, "tensor '%s'", name);
-    int more = open_object(p, what);
-    if (more < 0) return -1;
-    int have_dtype = 0, have_shape = 0, have_offsets = 0;
-    while (more > 0) {
-        char *key = NULL;
-        if (parse_string(p, "a field name", &key)) return -1;
-        int rc = expect_colon(p, key);
-        if (!rc && !strcmp(key, "dtype")) {
-            char *d = NULL;
-            rc = have_dtype++ ? invalid(p, "tensor '%s' has field 'dtype' twice", name)
-                              : parse_string(p, "a dtype", &d);
-            if (!rc) {
-                int k = 0;
-                while (k < N_DTYPES && strcmp(d, DTYPES[k].name)) k++;
-                if (k == N_DTYPES)
-                    rc = invalid(p,
-                                 "tensor '%s' has dtype %s, which is not supported (F32, F64, "
-                                 "I32, I64)",
-                                 name, d);
-                e->t.dtype = (StDtype)k;
-            }
-            free(d);
-        } else if (!rc && !strcmp(key, "shape")) {
-            uint64_t dims[ST_MAX_DIMS];
-            snprintf(what, sizeof what, "the shape of tensor '%s'", name);
-            rc = have_shape++ ? invalid(p, "tensor '%s' has field 'shape' twice", name)
-                              : parse_uint_array(p, what, dims, ST_MAX_DIMS, &e->t.ndim);
-            for (int i = 0; !rc && i < e->t.ndim; i++) e->t.shape[i] = (int64_t)dims[i];
-        } else if (!rc && !strcmp(key, "data_offsets")) {
-            uint64_t off[2];
-            int n = 0;
-            snprintf(what, sizeof what, "the data_offsets of tensor '%s'", name);
-            rc = have_offsets++ ? invalid(p, "tensor '%s' has field 'data_offsets' twice", name)
-                                : parse_uint_array(p, what, off, 2, &n);
-            if (!rc && n != 2)
-                rc = invalid(p, "tensor '%s' has %d data_offsets; it needs exactly 2 (begin, end)",
-                             name, n);
-            if (!rc) e->begin = off[0], e->end = off[1];
-        } else if (!rc) {
-            rc = invalid(p,
-                         "tensor '%s' has the unknown field '%s'; expected only dtype, shape "
-                         "and data_offsets",
-                         name, key);
-        }
-        if (!rc) rc = more = next_member(p, key);
-        free(key);
-        if (rc < 0) return -1;
+    e->t.name = dup_str(name);
+    if (!json_is_object(v))
+        return invalid(p, "tensor '%s' is %s, not an object with dtype, shape and data_offsets",
+                       name, kind(v));
+    const char *key;
+    json_t *f;
+    json_object_foreach(v, key, f) {
+        if (take_field(p, e, key, f)) return -1;
     }
-    const char *missing = !have_dtype     ? "dtype"
-                          : !have_shape   ? "shape"
-                          : !have_offsets ? "data_offsets"
-                                          : NULL;
+    const char *missing = !json_object_get(v, "dtype")          ? "dtype"
+                          : !json_object_get(v, "shape")        ? "shape"
+                          : !json_object_get(v, "data_offsets") ? "data_offsets"
+                                                                : NULL;
     if (missing) return invalid(p, "tensor '%s' has no '%s' field", name, missing);
     return 0;
 }
 
-static int parse_header(Parser *p) {
-    int more = open_object(p, "the header");
-    while (more > 0) {
-        char *key = NULL;
-        if (parse_string(p, "a tensor name", &key)) return -1;
-        if (expect_colon(p, key)) return free(key), -1;
-        if (!strcmp(key, "__metadata__")) {
-            free(key);
-            if (parse_metadata(p)) return -1;
-            more = next_member(p, "__metadata__");
-        } else {
-            if (parse_tensor(p, key)) return -1; // key now owned by p->entries
-            more = next_member(p, key);
+static int take_metadata(Parser *p, json_t *m) {
+    if (!json_is_object(m))
+        return invalid(p, "\"__metadata__\" is %s; it must be an object of string values",
+                       kind(m));
+    const char *key;
+    json_t *v;
+    json_object_foreach(m, key, v) {
+        if (!json_is_string(v))
+            return invalid(p,
+                           "metadata key '%s' has a non-string value; __metadata__ values must "
+                           "be strings, e.g. \"3\" rather than 3",
+                           key);
+        if (p->n_meta == p->cap_meta) {
+            p->cap_meta = p->cap_meta ? 2 * p->cap_meta : 8;
+            p->keys = xrealloc(p->keys, (size_t)p->cap_meta, sizeof *p->keys);
+            p->values = xrealloc(p->values, (size_t)p->cap_meta, sizeof *p->values);
         }
+        p->keys[p->n_meta] = dup_str(key);
+        p->values[p->n_meta++] = dup_str(json_string_value(v));
     }
-    if (more < 0) return -1;
-    skip_ws(p);
-    if (p->pos != p->len)
-        return syntax(p, "unexpected text after the header object (only whitespace may follow)");
     return 0;
+}
+
+// The header object, in header order: jansson reads the JSON (UTF-8, escapes, unique keys,
+// int64 numbers), and the take_ functions check what it says.
+static int parse_header(Parser *p) {
+    size_t i = 0;
+    while (i < p->len && memchr(" \t\r\n", p->s[i], 4)) i++;
+    if (i == p->len || p->s[i] != '{') return syntax(p, i, "expected '{' to start the header");
+    json_error_t je;
+    json_t *root = json_loadb(p->s, p->len, JSON_REJECT_DUPLICATES, &je), *v;
+    if (!root) return json_failure(p, &je);
+    const char *key;
+    int rc = 0;
+    json_object_foreach(root, key, v) {
+        rc = !strcmp(key, "__metadata__") ? take_metadata(p, v) : take_tensor(p, key, v);
+        if (rc) break;
+    }
+    json_decref(root);
+    return rc;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Reader: validation against the data buffer
-
-static int cmp_entry_name(const void *a, const void *b) {
-    return strcmp((*(const Entry *const *)a)->t.name, (*(const Entry *const *)b)->t.name);
-}
 
 static int cmp_entry_offsets(const void *a, const void *b) {
     const Entry *x = a, *y = b;
@@ -457,19 +329,6 @@ static int cmp_entry_offsets(const void *a, const void *b) {
 }
 
 static int validate(Parser *p, const unsigned char *data, uint64_t data_len) {
-    if (p->n > 1) { // duplicate names first: they would otherwise show up as overlaps
-        const Entry **by_name = xmalloc((size_t)p->n * sizeof *by_name);
-        for (int i = 0; i < p->n; i++) by_name[i] = &p->entries[i];
-        qsort(by_name, (size_t)p->n, sizeof *by_name, cmp_entry_name);
-        int rc = 0;
-        for (int i = 1; i < p->n && !rc; i++)
-            if (!strcmp(by_name[i - 1]->t.name, by_name[i]->t.name))
-                rc =
-                    invalid(p, "tensor name '%s' appears twice in the header; names must be unique",
-                            by_name[i]->t.name);
-        free(by_name);
-        if (rc) return -1;
-    }
     for (int i = 0; i < p->n; i++) {
         Entry *e = &p->entries[i];
         const char *name = e->t.name;
@@ -575,7 +434,8 @@ static int parse_owned(const char *file, unsigned char *buf, size_t len, SafeTen
                       "after the length field; the file is truncated",
                       hlen, len - 8);
     }
-    Parser p = {.s = buf + 8, .len = (size_t)hlen, .file = file, .err = err, .errlen = errlen};
+    Parser p = {.s = (const char *)buf + 8, .len = (size_t)hlen, .file = file, .err = err,
+                .errlen = errlen};
     if (parse_header(&p) || validate(&p, buf + 8 + hlen, len - 8 - hlen)) {
         free_parser(&p);
         free(buf);
@@ -699,50 +559,6 @@ struct StWriter {
     int n_meta, cap_meta;
 };
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-} Str;
-
-static void str_put(Str *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        b->cap = b->len + n + 1 > 2 * b->cap ? b->len + n + 256 : 2 * b->cap;
-        b->s = xrealloc(b->s, b->cap, 1);
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void str_puts(Str *b, const char *s) { str_put(b, s, strlen(s)); }
-
-// Numbers and fixed text only, so 64 bytes are plenty.
-__attribute__((format(printf, 2, 3))) static void str_printf(Str *b, const char *fmt, ...) {
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    CHECK(k >= 0 && (size_t)k < sizeof tmp, "str_printf: output too long");
-    str_put(b, tmp, (size_t)k);
-}
-
-static void str_json(Str *b, const char *s) {
-    str_puts(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            char esc[2] = {'\\', (char)c};
-            str_put(b, esc, 2);
-        } else if (c < 0x20) {
-            str_printf(b, "\\u%04x", c);
-        } else {
-            str_put(b, (const char *)&c, 1);
-        }
-    }
-    str_puts(b, "\"");
-}
-
 StWriter *st_writer_new(void) { return xcalloc(1, sizeof(StWriter)); }
 
 static WEntry *add_entry(StWriter *w, const char *name, StDtype dtype, int ndim) {
@@ -826,31 +642,66 @@ static int cmp_wentry_layout(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-// The header text for entries in `order`, padded with spaces to a multiple of 8 bytes.
-static void build_header(const StWriter *w, const WEntry *const *order, Str *h) {
-    str_puts(h, "{");
-    if (w->n_meta) {
-        str_puts(h, "\"__metadata__\":{");
-        for (int i = 0; i < w->n_meta; i++) {
-            if (i) str_puts(h, ",");
-            str_json(h, w->keys[i]);
-            str_puts(h, ":");
-            str_json(h, w->values[i]);
-        }
-        str_puts(h, "}");
-    }
+// A tensor's header entry; its data_offsets are [off, off + nbytes).
+static json_t *entry_json(const WEntry *e, uint64_t off) {
+    json_t *shape = json_array();
+    for (int d = 0; d < e->ndim; d++) json_array_append_new(shape, json_integer(e->shape[d]));
+    return json_pack("{s:s, s:o, s:[I, I]}", "dtype", st_dtype_name(e->dtype), "shape", shape,
+                     "data_offsets", (json_int_t)off, (json_int_t)(off + e->nbytes));
+}
+
+// The header text for entries in `order` ("__metadata__" first, if any), written by jansson and
+// padded with spaces to a multiple of 8 bytes; *len is its length. Strings are UTF-8 (checked).
+static char *build_header(const StWriter *w, const WEntry *const *order, size_t *len) {
+    json_t *root = json_object(), *meta = json_object();
+    int bad = !root || !meta;
+    for (int i = 0; i < w->n_meta; i++)
+        bad |= json_object_set_new(meta, w->keys[i], json_string(w->values[i]));
+    if (w->n_meta) bad |= json_object_set(root, "__metadata__", meta);
     uint64_t off = 0;
     for (int i = 0; i < w->n; i++) {
-        const WEntry *e = order[i];
-        if (i || w->n_meta) str_puts(h, ",");
-        str_json(h, e->name);
-        str_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name(e->dtype));
-        for (int d = 0; d < e->ndim; d++) str_printf(h, "%s%" PRId64, d ? "," : "", e->shape[d]);
-        str_printf(h, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + e->nbytes);
-        off += e->nbytes;
+        bad |= json_object_set_new(root, order[i]->name, entry_json(order[i], off));
+        off += order[i]->nbytes;
     }
-    str_puts(h, "}");
-    while (h->len % 8) str_puts(h, " ");
+    char *s = bad ? NULL : json_dumps(root, JSON_COMPACT);
+    json_decref(meta);
+    json_decref(root);
+    CHECK(s, "st_writer_write: out of host memory building the header");
+    size_t n = strlen(s);
+    s = xrealloc(s, n + 8, 1); // jansson allocates with malloc
+    while (n % 8) s[n++] = ' ';
+    s[n] = '\0';
+    *len = n;
+    return s;
+}
+
+// 1 if s is UTF-8, as JSON text must be.
+static int is_utf8(const char *s) {
+    json_t *j = json_string(s); // NULL if not
+    json_decref(j);
+    return j != NULL;
+}
+
+// Names unique, names and metadata UTF-8: 0, or -1 with a message. by_name is sorted by name.
+static int check_strings(const StWriter *w, const WEntry *const *by_name, const char *path,
+                         char *err, size_t errlen) {
+    for (int i = 1; i < w->n; i++)
+        if (!strcmp(by_name[i - 1]->name, by_name[i]->name))
+            return report(err, errlen, path,
+                          "tensor '%s' was added twice; each name may be written once",
+                          by_name[i]->name);
+    for (int i = 0; i < w->n; i++)
+        if (!is_utf8(by_name[i]->name))
+            return report(err, errlen, path,
+                          "tensor name '%s' is not valid UTF-8, which the JSON header must be",
+                          by_name[i]->name);
+    for (int i = 0; i < w->n_meta; i++)
+        if (!is_utf8(w->keys[i]) || !is_utf8(w->values[i]))
+            return report(err, errlen, path,
+                          "metadata key '%s' or its value is not valid UTF-8, which the JSON "
+                          "header must be",
+                          w->keys[i]);
+    return 0;
 }
 
 int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen) {
@@ -858,16 +709,13 @@ int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen) {
     const WEntry **order = xmalloc((size_t)w->n * sizeof *order);
     for (int i = 0; i < w->n; i++) order[i] = &w->e[i];
     qsort(order, (size_t)w->n, sizeof *order, cmp_wentry_name);
-    for (int i = 1; i < w->n; i++)
-        if (!strcmp(order[i - 1]->name, order[i]->name)) {
-            report(err, errlen, path, "tensor '%s' was added twice; each name may be written once",
-                   order[i]->name);
-            free(order);
-            return -1;
-        }
+    if (check_strings(w, order, path, err, errlen)) {
+        free(order);
+        return -1;
+    }
     qsort(order, (size_t)w->n, sizeof *order, cmp_wentry_layout);
-    Str h = {0};
-    build_header(w, order, &h);
+    size_t hlen;
+    char *h = build_header(w, order, &hlen);
 
     int rc = -1;
     char msg[1024];
@@ -877,8 +725,8 @@ int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen) {
         goto done;
     }
     unsigned char lenb[8];
-    for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
-    int ok = fwrite(lenb, 1, 8, a.f) == 8 && fwrite(h.s, 1, h.len, a.f) == h.len;
+    for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    int ok = fwrite(lenb, 1, 8, a.f) == 8 && fwrite(h, 1, hlen, a.f) == hlen;
     for (int i = 0; ok && i < w->n; i++)
         ok = order[i]->nbytes == 0 ||
              fwrite(order[i]->data, 1, order[i]->nbytes, a.f) == order[i]->nbytes;
@@ -888,7 +736,7 @@ int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen) {
     }
     rc = 0;
 done:
-    free(h.s);
+    free(h);
     free(order);
     return rc;
 }

@@ -2,7 +2,9 @@
 // and probe results. A file is: an 8-byte little-endian header length N, N bytes of JSON header
 // ({"name": {"dtype", "shape", "data_offsets"}, ..., optional "__metadata__": {str: str}}), then
 // the data buffer, which the tensors must cover exactly. Only F32, F64, I32, I64 are supported.
-// Readers validate everything and report one sentence naming the file and the problem (a header
+// The header is UTF-8 JSON, read and written by jansson: \u escapes decode to UTF-8, keys must be
+// unique, integers are int64. Readers validate everything and report one sentence naming the file
+// and the problem (a JSON syntax error with its byte, file offset, line and column; a header
 // length over the format's 100 MB limit, or a header that is no JSON object, is "not a
 // safetensors file"; a header or data cut short is a truncated file); the writer is atomic
 // (writes "<path>.tmp", then renames). Assumes a little-endian host.
@@ -68,7 +70,8 @@ void st_writer_meta(StWriter *w, const char *key, const char *value);
 // Header entries and data ordered by dtype size (8-byte dtypes first), then name, with the header
 // padded with spaces so the data starts 8-byte aligned: every tensor is aligned to its dtype;
 // "__metadata__" only if metadata was added. Writes "<path>.tmp" then renames it onto path; on
-// failure -1 with a message, and neither path nor the .tmp file is left behind. The writer can be
-// written again or freed afterwards.
+// failure (also a name added twice, or a name or metadata string that is not UTF-8) -1 with a
+// message, and neither path nor the .tmp file is left behind. The writer can be written again or
+// freed afterwards.
 int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen);
 void st_writer_free(StWriter *w); // NULL is fine

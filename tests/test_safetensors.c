@@ -363,30 +363,32 @@ START_TEST(test_err_not_safetensors) {
 }
 END_TEST
 
+// Syntax errors are jansson's words, placed at the last byte it read; the other messages are ours.
 START_TEST(test_err_bad_json) {
     const char *h = "{\"w\" {\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
     expect_error(
         h, "abcd", 4,
-        "malformed JSON header at byte 5 (file offset 13): expected ':' after the key \"w\"");
+        "malformed JSON header at byte 5 (file offset 13): ':' expected near '{' (line 1, "
+        "column 6)");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},}", "abcd", 4,
-                 "at byte 54 (file offset 62): expected a tensor name");
+                 "at byte 54 (file offset 62): string or '}' expected near '}'");
     expect_error("{\"w", NULL, 0,
-                 "at byte 1 (file offset 9): the string starting here is never closed");
+                 "at byte 2 (file offset 10): premature end of input near '\"w'");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", "abcd", 4,
                  "floating-point number in the shape of tensor 'w'");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-1,4]}}", "abcd", 4,
                  "negative number in the data_offsets of tensor 'w'");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[01],\"data_offsets\":[0,4]}}", "abcd", 4,
-                 "leading zeros");
-    expect_error("{\"caf\\u00e9\":{}}", NULL, 0, "\\u00E9 is not supported");
+                 "invalid token near '0'");
+    expect_error("{\"caf\\u00e9\":{}}", NULL, 0, "tensor 'caf\xc3\xa9' has no 'dtype' field");
     expect_error("{\"a\\x\":{}}", NULL, 0,
-                 "at byte 3 (file offset 11): invalid escape sequence '\\x'");
-    expect_error("{\"a\tb\":{}}", NULL, 0, "control character 0x09 inside a string");
+                 "at byte 4 (file offset 12): invalid escape near '\"a\\x'");
+    expect_error("{\"a\tb\":{}}", NULL, 0, "control character 0x9 near");
     expect_error("{} x", NULL, 0,
-                 "at byte 3 (file offset 11): unexpected text after the header object");
+                 "at byte 3 (file offset 11): end of file expected near 'x'");
     expect_error("[]", NULL, 0, "at byte 0 (file offset 8): expected '{' to start the header");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1] \"data_offsets\":[0,4]}}", "abcd", 4,
-                 "expected ',' or '}' after the value of \"shape\"");
+                 "'}' expected near '\"data_offsets\"'");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"extra\":1}}",
                  "abcd", 4, "tensor 'w' has the unknown field 'extra'");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}", "abcd", 4,
@@ -397,7 +399,123 @@ START_TEST(test_err_bad_json) {
                  "abcd", 4, "the shape of tensor 'w' has more than 8 entries");
     expect_error(
         "{\"w\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],\"data_offsets\":[0,4]}}",
-        "abcd", 4, "is too large");
+        "abcd", 4, "too big integer");
+}
+END_TEST
+
+// A syntax error names its place three ways: byte in the header, offset in the file, line and
+// column; here a missing comma at the start of line 3.
+START_TEST(test_err_syntax_position) {
+    const char *h = "{\"w\": {\"dtype\": \"F32\",\n"
+                    "       \"shape\": [1]\n"
+                    "       \"data_offsets\": [0, 4]}}";
+    expect_error(h, "abcd", 4,
+                 "<buffer>: malformed JSON header at byte 63 (file offset 71): '}' expected near "
+                 "'\"data_offsets\"' (line 3, column 21)");
+    expect_error("{\"w\":{}}\n\n  x", NULL, 0, "at byte 12 (file offset 20): end of file expected "
+                 "near 'x' (line 3, column 3)");
+}
+END_TEST
+
+// jansson refuses duplicate keys; the message names the key (decoded) and where it sits, also
+// when it is too long for jansson's own message to quote it.
+START_TEST(test_err_duplicate_key) {
+    char data[8] = {0};
+    expect_error("{\"a_rather_long_tensor_name_\\u00e9\":{},\n"
+                 " \"a_rather_long_tensor_name_\\u00e9\":{}}",
+                 NULL, 0,
+                 "tensor name 'a_rather_long_tensor_name_\xc3\xa9' appears twice in the header");
+    expect_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                 "\"\\u0061\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                 data, 8, "tensor name 'a' appears twice"); // the same key once decoded
+    expect_error("{\"__metadata__\":{\"k\":\"1\"},\"w\":{\"shape\":[],\"shape\":[]}}", NULL, 0,
+                 "tensor 'w' has field 'shape' twice");
+    expect_error("{\"__metadata__\":{\"x\":\"[{\\\"k\\\"\",\"k\":\"1\",\"k\":\"2\"}}", NULL, 0,
+                 "metadata key 'k' appears twice"); // brackets and quotes inside a string
+    // deeper than a safetensors header goes: jansson's own words, with the place
+    expect_error("{\"w\":{\"shape\":[{\"k\":1,\"k\":2}]}}", NULL, 0,
+                 "at byte 24 (file offset 32): duplicate object key near '\"k\"'");
+}
+END_TEST
+
+// Names and metadata are UTF-8 text: \u escapes (surrogate pairs too) decode to UTF-8; raw UTF-8
+// reads back as written; \u0000, a lone surrogate and bytes that are not UTF-8 are refused.
+START_TEST(test_unicode) {
+    const float v[2] = {1.0f, 2.0f};
+    size_t len;
+    unsigned char *bytes = make_file(
+        "{\"caf\\u00e9\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"\\ud83d\\ude00\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+        "\"__metadata__\":{\"\\u00fcber\":\"\\u2192 ok\"}}",
+        v, 8, &len);
+    SafeTensors st;
+    char err[512] = "", path[256];
+    ck_assert_msg(st_parse(bytes, len, &st, err, sizeof err) == 0, "%s", err);
+    free(bytes);
+    ck_assert_str_eq(st.tensors[0].name, "caf\xc3\xa9");
+    ck_assert_str_eq(st.tensors[1].name, "\xf0\x9f\x98\x80");
+    ck_assert_str_eq(st_meta(&st, "\xc3\xbc" "ber"), "\xe2\x86\x92 ok");
+    ck_assert_mem_eq(st_find(&st, "caf\xc3\xa9")->data, v, 4);
+    st_free(&st);
+
+    tpath(path, sizeof path, "utf8.safetensors");
+    StWriter *w = st_writer_new();
+    st_writer_add(w, "\xce\xb8.weight", ST_F32, 1, (int64_t[]){2}, v);
+    st_writer_meta(w, "note", "\xe2\x86\x92");
+    ck_assert_msg(st_writer_write(w, path, err, sizeof err) == 0, "%s", err);
+    st_writer_free(w);
+    ck_assert_msg(st_read(path, &st, err, sizeof err) == 0, "%s", err);
+    ck_assert_mem_eq(st_find(&st, "\xce\xb8.weight")->data, v, 8);
+    ck_assert_str_eq(st_meta(&st, "note"), "\xe2\x86\x92");
+    st_free(&st);
+
+    expect_error("{\"a\\u0000\":{}}", NULL, 0, "malformed JSON header at byte 9");
+    expect_error("{\"a\\ud800\":{}}", NULL, 0, "invalid Unicode '\\uD800'");
+    expect_error("{\"a\xff\":{}}", NULL, 0, "unable to decode byte 0xff");
+}
+END_TEST
+
+// The writer refuses names and metadata that are not UTF-8: its reader (and every JSON reader)
+// would refuse the file.
+START_TEST(test_err_write_not_utf8) {
+    char path[256], err[512] = "";
+    tpath(path, sizeof path, "latin1.safetensors");
+    float v = 1;
+    StWriter *w = st_writer_new();
+    st_writer_add(w, "caf\xe9", ST_F32, 0, NULL, &v);
+    ck_assert_int_eq(st_writer_write(w, path, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "tensor name 'caf\xe9' is not valid UTF-8"), "%s", err);
+    st_writer_free(w);
+    w = st_writer_new();
+    st_writer_meta(w, "run", "caf\xe9");
+    ck_assert_int_eq(st_writer_write(w, path, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "metadata key 'run' or its value is not valid UTF-8"), "%s", err);
+    st_writer_free(w);
+    ck_assert(!file_exists(path));
+}
+END_TEST
+
+// Integers are int64 all the way: offsets and dims past 2^53 (where a double would round) come
+// out exact in the messages that refuse them; past int64 they are refused as too big.
+START_TEST(test_err_int64_beyond_2_53) {
+    expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,9007199254740993]}}",
+                 "abcd", 4,
+                 "tensor 'w' has data_offsets [0, 9007199254740993] but the data buffer has only "
+                 "4 bytes; the file is truncated");
+    expect_error("{\"w\":{\"dtype\":\"F64\",\"shape\":[9007199254740993],\"data_offsets\":[0,8]}}",
+                 "abcdefgh", 8,
+                 "tensor 'w' has shape [9007199254740993] and dtype F64, i.e. 72057594037927944 "
+                 "bytes, but its data_offsets [0, 8] span 8 bytes");
+    expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],"
+                 "\"data_offsets\":[0,4]}}",
+                 "abcd", 4, "has shape [4611686018427387904, 4], whose size in bytes overflows");
+    expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],"
+                 "\"data_offsets\":[9223372036854775807,9223372036854775807]}}",
+                 NULL, 0, "data_offsets [9223372036854775807, 9223372036854775807] but the data "
+                 "buffer has only 0 bytes");
+    expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],"
+                 "\"data_offsets\":[0,9223372036854775808]}}",
+                 NULL, 0, "too big integer near '9223372036854775808'");
 }
 END_TEST
 
@@ -537,6 +655,11 @@ Suite *safetensors_suite(void) {
     tcase_add_test(tc, test_err_truncated);
     tcase_add_test(tc, test_err_not_safetensors);
     tcase_add_test(tc, test_err_bad_json);
+    tcase_add_test(tc, test_err_syntax_position);
+    tcase_add_test(tc, test_err_duplicate_key);
+    tcase_add_test(tc, test_unicode);
+    tcase_add_test(tc, test_err_write_not_utf8);
+    tcase_add_test(tc, test_err_int64_beyond_2_53);
     tcase_add_test(tc, test_err_unknown_dtype);
     tcase_add_test(tc, test_err_size_mismatch);
     tcase_add_test(tc, test_err_overlap_and_holes);
