@@ -1,7 +1,8 @@
 // test_data.c: the toy shapes dataset (determinism, label balance, each class recognised from its
 // pixels by geometric properties alone), the canvas (PNG round trip, paste, text, atomic write
 // errors), the image folder loader (classes, crop, formats, clear errors) and plots.
-#include "../train/image.h"
+#include "../train/canvas.h"
+#include "../train/imagefolder.h"
 #include "../train/plot.h"
 #include "../train/shapes.h"
 #include "testutil.h"

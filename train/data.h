@@ -7,7 +7,7 @@
 #pragma once
 #include "config.h"
 #include "flow.h"
-#include "image.h"
+#include "imagefolder.h"
 #include "../core/rng.h"
 #include "../core/tensor.h"
 

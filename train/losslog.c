@@ -1,7 +1,7 @@
 // losslog.c: see losslog.h.
 #include "losslog.h"
 #include "../core/check.h"
-#include "image.h"
+#include "canvas.h"
 #include "plot.h"
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 // background, axes with a few "nice" numeric ticks and grid lines, a title, an x-axis label and a
 // legend. On a log y axis, ticks sit at powers of ten and non-positive values are skipped.
 #pragma once
-#include "image.h"
+#include "canvas.h"
 #include <stdbool.h>
 #include <stdint.h>
 

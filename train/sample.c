@@ -2,6 +2,7 @@
 #include "sample.h"
 #include "../core/check.h"
 #include "../core/rng.h"
+#include "canvas.h"
 #include "checkpoint.h"
 #include "flags.h"
 #include "outfile.h"

@@ -1,0 +1,136 @@
+// canvas.c: see canvas.h. stb_image_write comes compiled in -lstb; stb_easy_font is header-only
+// (all static), so it is included here and nowhere else.
+#include "canvas.h"
+#include "../core/atomic.h"
+#include "../core/check.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stb/stb_image_write.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wconversion"
+#include <stb/stb_easy_font.h>
+#pragma GCC diagnostic pop
+
+Canvas canvas_create(int w, int h, const uint8_t rgb[3]) {
+    CHECK(w > 0 && h > 0 && (size_t)w * (size_t)h <= ((size_t)1 << 28),
+          "canvas_create: size %dx%d is not a positive size of at most 2^28 pixels", w, h);
+    Canvas c = {w, h, xmalloc((size_t)w * (size_t)h * 3)};
+    canvas_fill_rect(&c, 0, 0, w, h, rgb);
+    return c;
+}
+
+void canvas_free(Canvas *c) {
+    free(c->px);
+    c->px = NULL;
+    c->w = c->h = 0;
+}
+
+void canvas_fill_rect(Canvas *c, int x, int y, int w, int h, const uint8_t rgb[3]) {
+    int x0 = x < 0 ? 0 : x, y0 = y < 0 ? 0 : y;
+    int x1 = x + w > c->w ? c->w : x + w, y1 = y + h > c->h ? c->h : y + h;
+    for (int j = y0; j < y1; j++)
+        for (int i = x0; i < x1; i++) memcpy(c->px + ((size_t)j * c->w + i) * 3, rgb, 3);
+}
+
+static void blend(Canvas *c, int i, int j, const uint8_t rgb[3], double a) {
+    if (i < 0 || j < 0 || i >= c->w || j >= c->h || a <= 0) return;
+    uint8_t *p = c->px + ((size_t)j * c->w + i) * 3;
+    if (a >= 1) {
+        memcpy(p, rgb, 3);
+        return;
+    }
+    for (int k = 0; k < 3; k++) p[k] = (uint8_t)lround(p[k] + (rgb[k] - p[k]) * a);
+}
+
+// coverage of each pixel centre = clamp(width/2 + 0.5 - distance to the segment, 0, 1)
+void canvas_line(Canvas *c, double x0, double y0, double x1, double y1, double width,
+                 const uint8_t rgb[3]) {
+    if (!isfinite(x0) || !isfinite(y0) || !isfinite(x1) || !isfinite(y1)) return;
+    double half = 0.5 * width + 0.5;
+    double lo_x = fmax(fmin(x0, x1) - half, -1), hi_x = fmin(fmax(x0, x1) + half, c->w);
+    double lo_y = fmax(fmin(y0, y1) - half, -1), hi_y = fmin(fmax(y0, y1) + half, c->h);
+    double dx = x1 - x0, dy = y1 - y0, len2 = dx * dx + dy * dy;
+    for (int j = (int)floor(lo_y); j <= (int)hi_y; j++)
+        for (int i = (int)floor(lo_x); i <= (int)hi_x; i++) {
+            double px = i + 0.5 - x0, py = j + 0.5 - y0;
+            double t = len2 > 0 ? fmin(fmax((px * dx + py * dy) / len2, 0), 1) : 0;
+            double dist = hypot(px - t * dx, py - t * dy);
+            blend(c, i, j, rgb, fmin(half - dist, 1));
+        }
+}
+
+// stb_easy_font indexes a table by (char - 32): keep text to printable ASCII
+static char *printable(const char *text) {
+    size_t n = strlen(text);
+    char *s = xmalloc(n + 1);
+    for (size_t i = 0; i <= n; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        s[i] = (ch == 0 || ch == '\n' || (ch >= 32 && ch < 127)) ? (char)ch : '?';
+    }
+    return s;
+}
+
+void canvas_text(Canvas *c, int x, int y, const char *text, int scale, const uint8_t rgb[3]) {
+    CHECK(scale >= 1, "canvas_text: scale %d must be at least 1", scale);
+    char *s = printable(text);
+    int cap = (int)(strlen(s) + 1) * 1024; // 16 bytes a vertex, 4 a quad, < 16 quads a glyph
+    float *vb = xmalloc((size_t)cap);
+    int quads = stb_easy_font_print(0, 0, s, NULL, vb, cap);
+    for (int q = 0; q < quads; q++) {
+        const float *v = vb + q * 16; // 4 vertices of (x, y, z, rgba)
+        int qx0 = (int)lroundf(v[0]), qy0 = (int)lroundf(v[1]);
+        int qx1 = (int)lroundf(v[8]), qy1 = (int)lroundf(v[9]); // opposite corner
+        canvas_fill_rect(c, x + qx0 * scale, y + qy0 * scale, (qx1 - qx0) * scale,
+                         (qy1 - qy0) * scale, rgb);
+    }
+    free(vb);
+    free(s);
+}
+
+int canvas_text_width(const char *text, int scale) {
+    char *s = printable(text);
+    int w = stb_easy_font_width(s) * scale;
+    free(s);
+    return w;
+}
+
+// lines are 12 font pixels apart; capitals span rows 0..6, descenders reach row 8
+int canvas_text_height(const char *text, int scale) {
+    if (!*text) return 0;
+    int lines = 1;
+    for (const char *p = text; *p; p++) lines += *p == '\n';
+    return ((lines - 1) * 12 + 9) * scale;
+}
+
+// img is (3, ih, iw)
+void canvas_paste(Canvas *c, int x, int y, const real *img, int ih, int iw, int upscale) {
+    CHECK(upscale >= 1, "canvas_paste: upscale %d must be at least 1", upscale);
+    size_t plane = (size_t)ih * (size_t)iw;
+    for (int j = 0; j < ih; j++)
+        for (int i = 0; i < iw; i++) {
+            uint8_t rgb[3];
+            for (int k = 0; k < 3; k++) {
+                double v = img[k * plane + (size_t)j * iw + i];
+                v = isnan(v) ? 0 : fmin(fmax(v, -1), 1);
+                rgb[k] = (uint8_t)lround((v + 1) * 127.5);
+            }
+            canvas_fill_rect(c, x + i * upscale, y + j * upscale, upscale, upscale, rgb);
+        }
+}
+
+// stb's writer callback: a short write sets the stream's error flag, checked before the commit
+static void write_to_file(void *context, void *data, int size) {
+    fwrite(data, 1, (size_t)size, ((AtomicFile *)context)->f);
+}
+
+int canvas_write_png(const Canvas *c, const char *path, char *err, size_t err_size) {
+    AtomicFile a;
+    if (atomic_open(&a, path, err, err_size)) return -1;
+    int ok = stbi_write_png_to_func(write_to_file, &a, c->w, c->h, 3, c->px, c->w * 3);
+    return atomic_commit(&a, ok && !ferror(a.f), err, err_size);
+}

@@ -1,0 +1,269 @@
+// imagefolder.c: see imagefolder.h. stb_image and stb_image_resize come compiled in -lstb.
+#include "imagefolder.h"
+#include "../core/check.h"
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include <stb/stb_image.h>
+#include <stb/stb_image_resize.h>
+
+static void set_err(char *err, size_t err_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t err_size, const char *fmt, ...) {
+    if (!err || !err_size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_size, fmt, ap);
+    va_end(ap);
+}
+
+typedef struct {
+    char **items;
+    int n, cap;
+} Names;
+
+static void names_push(Names *l, const char *s) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->items = xrealloc(l->items, (size_t)l->cap, sizeof *l->items);
+    }
+    l->items[l->n++] = strdup(s);
+    ALLOC_CHECK(l->items[l->n - 1]);
+}
+
+static void names_free(Names *l) {
+    for (int i = 0; i < l->n; i++) free(l->items[i]);
+    free(l->items);
+    *l = (Names){0};
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_image_name(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot && (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+}
+
+static char *join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *s = xmalloc(a + b + 2);
+    memcpy(s, dir, a);
+    s[a] = '/';
+    memcpy(s + a + 1, name, b + 1);
+    return s;
+}
+
+// Sorted, non-hidden entries of dir: image files into files, subfolders into dirs (either may be
+// NULL). Returns -1 with err set when dir cannot be listed.
+static int list_dir(const char *dir, Names *files, Names *dirs, char *err, size_t err_size) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        set_err(err, err_size, "cannot list folder '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char *full = join(dir, e->d_name);
+        struct stat st;
+        if (stat(full, &st) == 0) {
+            if (S_ISDIR(st.st_mode) && dirs) names_push(dirs, e->d_name);
+            else if (S_ISREG(st.st_mode) && files && is_image_name(e->d_name))
+                names_push(files, e->d_name);
+        }
+        free(full);
+    }
+    closedir(d);
+    if (files && files->n) qsort(files->items, (size_t)files->n, sizeof(char *), cmp_str);
+    if (dirs && dirs->n) qsort(dirs->items, (size_t)dirs->n, sizeof(char *), cmp_str);
+    return 0;
+}
+
+static void add_image(ImageFolder *f, int *cap, char *path, int64_t label) {
+    if (f->n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        f->paths = xrealloc(f->paths, (size_t)*cap, sizeof *f->paths);
+        f->labels = xrealloc(f->labels, (size_t)*cap, sizeof *f->labels);
+    }
+    f->paths[f->n] = path;
+    f->labels[f->n++] = label;
+}
+
+static char *base_name(const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t s = n;
+    while (s > 0 && path[s - 1] != '/') s--;
+    char *b = strndup(path + s, n - s);
+    ALLOC_CHECK(b);
+    return b;
+}
+
+// 0 when path is a folder; else -1 with a message saying what to pass
+static int check_folder(const char *path, char *err, size_t err_size) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        set_err(err, err_size, "image folder '%s' %s; pass the path of a folder of .png/.jpg images",
+                path, errno == ENOENT ? "does not exist" : strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        set_err(err, err_size, "'%s' is not a folder; pass a folder of .png/.jpg images (or one "
+                "subfolder of them per class)", path);
+        return -1;
+    }
+    return 0;
+}
+
+// Each subfolder of path (subs, sorted) that holds images becomes a class: its name goes to cls,
+// its images to f. -1 with err set when a subfolder cannot be listed.
+static int add_classes(ImageFolder *f, int *cap, const char *path, const Names *subs, Names *cls,
+                       char *err, size_t err_size) {
+    for (int s = 0; s < subs->n; s++) {
+        char *dir = join(path, subs->items[s]);
+        Names files = {0};
+        int rc = list_dir(dir, &files, NULL, err, err_size);
+        if (rc == 0 && files.n > 0) {
+            names_push(cls, subs->items[s]);
+            for (int i = 0; i < files.n; i++) add_image(f, cap, join(dir, files.items[i]), cls->n - 1);
+        }
+        names_free(&files);
+        free(dir);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+// Class mode: no image may sit next to the class subfolders, and every subfolder must hold
+// images (labels are indices in sorted order); the names in cls move into f.
+static int use_classes(ImageFolder *f, const char *path, const Names *top, const Names *subs,
+                       Names *cls, char *err, size_t err_size) {
+    if (top->n > 0) {
+        set_err(err, err_size, "image folder '%s' has both class subfolders and %d image(s) "
+                "directly in it (e.g. '%s'); move those images into a class subfolder",
+                path, top->n, top->items[0]);
+        return -1;
+    }
+    for (int s = 0, k = 0; s < subs->n; s++) { // cls is subs without the subfolders lacking images
+        if (k < cls->n && !strcmp(subs->items[s], cls->items[k])) { k++; continue; }
+        set_err(err, err_size, "class folder '%s/%s' has no .png/.jpg images; add some or "
+                "remove it (labels are the subfolders' indices in sorted order)",
+                path, subs->items[s]);
+        return -1;
+    }
+    f->n_classes = cls->n;
+    f->class_names = cls->items;
+    *cls = (Names){0};
+    return 0;
+}
+
+// Flat mode: the images directly in path (top) are one class named after the folder.
+static int use_flat(ImageFolder *f, int *cap, const char *path, const Names *top, char *err,
+                    size_t err_size) {
+    if (top->n == 0) {
+        set_err(err, err_size, "image folder '%s' has no .png/.jpg/.jpeg images, neither "
+                "directly in it nor in class subfolders; add images, or one subfolder of "
+                "images per class", path);
+        return -1;
+    }
+    for (int i = 0; i < top->n; i++) add_image(f, cap, join(path, top->items[i]), 0);
+    f->n_classes = 1;
+    f->class_names = xmalloc(sizeof(char *));
+    f->class_names[0] = base_name(path);
+    return 0;
+}
+
+// every file's header must read, so that a bad file is named before training starts
+static int check_headers(const ImageFolder *f, char *err, size_t err_size) {
+    for (int i = 0; i < f->n; i++) {
+        int w, h, comp;
+        if (!stbi_info(f->paths[i], &w, &h, &comp)) {
+            set_err(err, err_size, "cannot read image '%s': %s; fix or remove the file",
+                    f->paths[i], stbi_failure_reason() ? stbi_failure_reason() : "unknown reason");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int image_folder_open(ImageFolder *f, const char *path, int size, char *err, size_t err_size) {
+    *f = (ImageFolder){.size = size};
+    CHECK(size >= 1 && size <= 4096, "image_folder_open: image size %d is not in [1, 4096]", size);
+    if (check_folder(path, err, err_size)) return -1;
+    Names top = {0}, subs = {0}, cls = {0};
+    int cap = 0;
+    int rc = list_dir(path, &top, &subs, err, err_size);
+    if (!rc) rc = add_classes(f, &cap, path, &subs, &cls, err, err_size);
+    if (!rc) // class mode when some subfolder holds images
+        rc = cls.n > 0 ? use_classes(f, path, &top, &subs, &cls, err, err_size)
+                       : use_flat(f, &cap, path, &top, err, err_size);
+    if (!rc) rc = check_headers(f, err, err_size);
+    size_t bytes = (size_t)f->n * (size_t)size * (size_t)size * 3;
+    if (!rc && bytes <= IMAGE_FOLDER_CACHE_BYTES) {
+        f->cache = xmalloc(bytes);
+        f->cached = xcalloc((size_t)f->n, sizeof(bool));
+    }
+    names_free(&top);
+    names_free(&subs);
+    names_free(&cls);
+    if (rc) image_folder_close(f);
+    return rc;
+}
+
+// dst is (size, size, 3): the centred square crop of the file, resized
+static int decode(const char *path, int size, uint8_t *dst, char *err, size_t err_size) {
+    int w, h, comp;
+    uint8_t *data = stbi_load(path, &w, &h, &comp, 3);
+    if (!data) {
+        set_err(err, err_size, "cannot read image '%s': %s; fix or remove the file", path,
+                stbi_failure_reason() ? stbi_failure_reason() : "unknown reason");
+        return -1;
+    }
+    int s = w < h ? w : h;
+    const uint8_t *src = data + ((size_t)((h - s) / 2) * w + (w - s) / 2) * 3;
+    int ok = 1;
+    if (s == size)
+        for (int j = 0; j < s; j++) memcpy(dst + (size_t)j * size * 3, src + (size_t)j * w * 3, (size_t)s * 3);
+    else
+        ok = stbir_resize_uint8_srgb(src, s, s, w * 3, dst, size, size, size * 3, 3,
+                                     STBIR_ALPHA_CHANNEL_NONE, 0);
+    stbi_image_free(data);
+    if (!ok) set_err(err, err_size, "cannot resize image '%s' (%dx%d) to %dx%d", path, w, h, size, size);
+    return ok ? 0 : -1;
+}
+
+// img is (3, size, size)
+int image_folder_load(ImageFolder *f, int i, real *img, char *err, size_t err_size) {
+    CHECK(i >= 0 && i < f->n, "image_folder_load: index %d is not in [0, %d)", i, f->n);
+    size_t npix = (size_t)f->size * (size_t)f->size;
+    uint8_t *buf = f->cache ? f->cache + (size_t)i * npix * 3 : xmalloc(npix * 3);
+    int rc = 0;
+    if (!f->cache || !f->cached[i]) {
+        rc = decode(f->paths[i], f->size, buf, err, err_size);
+        if (f->cache && rc == 0) f->cached[i] = true;
+    }
+    if (rc == 0)
+        for (size_t p = 0; p < npix; p++)
+            for (int k = 0; k < 3; k++) img[k * npix + p] = (real)(buf[p * 3 + k] / 127.5 - 1.0);
+    if (!f->cache) free(buf);
+    return rc;
+}
+
+void image_folder_close(ImageFolder *f) {
+    for (int i = 0; i < f->n; i++) free(f->paths[i]);
+    for (int c = 0; c < f->n_classes; c++) free(f->class_names[c]);
+    free(f->paths);
+    free(f->labels);
+    free(f->class_names);
+    free(f->cache);
+    free(f->cached);
+    *f = (ImageFolder){0};
+}
