@@ -7,24 +7,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-int data_open(Data *d, const TrainConfig *tc, char *err, size_t len) {
-    *d = (Data){.size = tc->model.input_size};
-    if (!strcmp(tc->data, "shapes")) {
+int data_open(Data *d, const char *source, int size, int channels, int num_classes, char *err,
+              size_t len) {
+    *d = (Data){.size = size};
+    if (!strcmp(source, "shapes")) {
         d->shapes = true;
         d->classes = SHAPES_CLASSES;
-        if (tc->model.in_channels != 3 || tc->model.input_size < SHAPES_MIN_SIZE)
+        if (channels != 3 || size < SHAPES_MIN_SIZE)
             return snprintf(err, len, "the shapes data are RGB images of at least %dx%d; use "
                             "--input-size >= %d", SHAPES_MIN_SIZE, SHAPES_MIN_SIZE,
                             SHAPES_MIN_SIZE), -1;
     } else {
-        if (tc->model.in_channels != 3)
+        if (channels != 3)
             return snprintf(err, len, "image folders are read as RGB; the model needs in_channels 3"), -1;
-        if (image_folder_open(&d->folder, tc->data, d->size, err, len)) return -1;
+        if (image_folder_open(&d->folder, source, d->size, err, len)) return -1;
         d->classes = d->folder.n_classes;
     }
-    if (d->classes > tc->model.num_classes) {
+    if (d->classes > num_classes) {
         snprintf(err, len, "the data have %d classes but the model has %d; pass --num-classes %d",
-                 d->classes, tc->model.num_classes, d->classes);
+                 d->classes, num_classes, d->classes);
         data_close(d);
         return -1;
     }
@@ -57,25 +58,23 @@ void batch_free(Batch *b) {
     *b = (Batch){0};
 }
 
-void batch_make(Batch *b, Data *d, const TrainConfig *tc, int step) {
-    size_t chw = (size_t)tc->model.in_channels * d->size * d->size;
+void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null_class, int step) {
+    size_t chw = (size_t)b->x0->shape[1] * d->size * d->size;
     char err[512];
     for (int i = 0; i < b->B; i++) {
         uint64_t k = (uint64_t)step * b->B + i;
         real *x0 = b->x0->data + i * chw;
-        if (d->shapes) shapes_sample(x0, &b->y[i], d->size, tc->seed, k);
+        if (d->shapes) shapes_sample(x0, &b->y[i], d->size, seed, k);
         else {
-            int item = (int)(rng_u32(tc->seed, STREAM_PICK, k) % (uint32_t)d->folder.n);
+            int item = (int)(rng_u32(seed, STREAM_PICK, k) % (uint32_t)d->folder.n);
             CHECK(!image_folder_load(&d->folder, item, x0, err, sizeof err), "%s", err);
             b->y[i] = d->folder.labels[item];
         }
-        double t = flow_sample_t(tc->seed, STREAM_T, k);
+        double t = flow_sample_t(seed, STREAM_T, k);
         b->t->data[i] = (real)(FLOW_T_SCALE * t);
         real *v = b->v->data + i * chw; // the noise first, then the velocity in its place
-        rng_fill_normal(v, chw, tc->seed, STREAM_NOISE, k * chw, 1.0);
+        rng_fill_normal(v, chw, seed, STREAM_NOISE, k * chw, 1.0);
         flow_interpolate(b->xt->data + i * chw, v, x0, v, t, chw);
-        if (tc->model.class_dropout_prob > 0 &&
-            rng_uniform(tc->seed, STREAM_DROP, k) < tc->model.class_dropout_prob)
-            b->y[i] = tc->model.num_classes;
+        if (label_dropout > 0 && rng_uniform(seed, STREAM_DROP, k) < label_dropout) b->y[i] = null_class;
     }
 }

@@ -3,9 +3,8 @@
 //   image i of step s is dataset item k = s * B + i (shapes: generated from k; a folder: item
 //   rng_u32(seed, STREAM_PICK, k) mod n), its time flow_sample_t(seed, STREAM_T, k), its noise
 //   rng_normal(seed, STREAM_NOISE, k * C*H*W + j), and its label is replaced by the null class
-//   when rng_uniform(seed, STREAM_DROP, k) < class_dropout_prob.
+//   when rng_uniform(seed, STREAM_DROP, k) < label_dropout (the model's class_dropout_prob).
 #pragma once
-#include "config.h"
 #include "flow.h"
 #include "imagefolder.h"
 #include "../core/rng.h"
@@ -17,9 +16,10 @@ typedef struct Data {
     int size, classes;
 } Data;
 
-// Opens the data source named by tc->data and checks it against the model (size, classes);
-// -1 with a message on failure.
-int data_open(Data *d, const TrainConfig *tc, char *err, size_t len);
+// Opens the data source ("shapes" or an image folder) as images of (channels, size, size) and
+// checks it against the model: RGB, and at most num_classes classes; -1 with a message on failure.
+int data_open(Data *d, const char *source, int size, int channels, int num_classes, char *err,
+              size_t len);
 void data_close(Data *d);
 const char *data_class_name(const Data *d, int c);
 
@@ -35,4 +35,6 @@ typedef struct Batch {
 
 Batch batch_alloc(int B, int C, int S);
 void batch_free(Batch *b);
-void batch_make(Batch *b, Data *d, const TrainConfig *tc, int step);
+// The batch of step `step` (see the top of this file): labels are dropped to null_class (the
+// model's num_classes) with probability label_dropout.
+void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null_class, int step);

@@ -4,6 +4,7 @@
 #include "../core/rng.h"
 #include "canvas.h"
 #include "checkpoint.h"
+#include "config.h"
 #include "flags.h"
 #include "outfile.h"
 #include <stdio.h>
@@ -152,7 +153,8 @@ int sample_main(int argc, char **argv, Comm *c) {
         usage_error("--cfg-scale %g needs a null class, and %s was trained without label dropout; "
                     "pass --cfg-scale 1", tc.cfg_scale, ckpt);
     Data data;
-    if (data_open(&data, &tc, err, sizeof err)) usage_error("--data: %s", err);
+    if (data_open(&data, tc.data, m.cfg.input_size, m.cfg.in_channels, m.cfg.num_classes, err, sizeof err))
+        usage_error("--data: %s", err);
     SeqShard shard = seq_shard(&tc.policy, dit_tokens(&m.cfg), c->size, c->rank);
     Ulysses u = {.comm = c, .shard = &shard, .policy = &tc.policy};
     // a full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory allows

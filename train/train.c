@@ -196,7 +196,7 @@ static void write_samples(Run *r, Arena *arena) {
 // ---- the loop ----------------------------------------------------------------------------------
 // One optimizer step; returns the global loss.
 static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_norm) {
-    batch_make(b, &r->data, &r->tc, step - 1);
+    batch_make(b, &r->data, r->tc.seed, r->tc.model.class_dropout_prob, r->tc.model.num_classes, step - 1);
     arena_reset(arena);
     Tape tp = tape_create(arena);
     DiTShard sh = ulysses_dit_shard(&r->u);
@@ -268,7 +268,9 @@ int train_main(int argc, char **argv, Comm *c) {
                    CPU_COUNT(&mask) > 1 ? "s" : "");
         openblas_set_num_threads(tc->threads);
     }
-    if (data_open(&r.data, tc, err, sizeof err)) usage_error("--data: %s", err);
+    if (data_open(&r.data, tc->data, tc->model.input_size, tc->model.in_channels,
+                  tc->model.num_classes, err, sizeof err))
+        usage_error("--data: %s", err);
     train_check(tc, c->size, comm_node_size(c));
     // the model's config is the flags' (a resumed checkpoint must match them)
     const DiTConfig *mc = &tc->model;

@@ -82,7 +82,9 @@ int verify_main(int argc, char **argv) {
                     "most --steps", ref_steps, tc.steps);
     Data data; // and what the runs check before they start, so earlier results are kept on an error
     char err[1024];
-    if (data_open(&data, &tc, err, sizeof err)) usage_error("--data: %s", err);
+    if (data_open(&data, tc.data, tc.model.input_size, tc.model.in_channels, tc.model.num_classes,
+                  err, sizeof err))
+        usage_error("--data: %s", err);
     data_close(&data);
     train_check(&tc, ranks, ranks);
     train_check(&tc, 1, 1);
