@@ -1,8 +1,10 @@
-// test_train.c: checkpoints (round trip, and every kind of mismatch named), the diffusion
-// formulas, model config validation, and `compare` on hand-written runs and probe results.
+// test_train.c: checkpoints (round trip, and every kind of mismatch named), the config's text
+// form, the diffusion formulas, model config validation, and `compare` on hand-written runs and
+// probe results.
 #include "../core/safetensors.h"
 #include "../train/checkpoint.h"
 #include "../train/compare.h"
+#include "../train/ditconfig.h"
 #include "../train/flow.h"
 #include "testutil.h"
 #include <math.h>
@@ -124,6 +126,34 @@ START_TEST(config_values_as_written) {
         ck_assert_str_eq(dit_config_key(9), "class_dropout_prob");
         ck_assert_str_eq(buf, cases[i].text);
     }
+}
+END_TEST
+
+// The one table of keys: each field's text reads back as the same value (a field the table
+// missed would stay 0 and fail the comparison), keys are distinct, and text that is not a whole
+// value of the field's type is refused.
+START_TEST(config_text_round_trip) {
+    DiTConfig back = {0};
+    char buf[64], again[64];
+    for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
+        dit_config_value(&small, i, buf, sizeof buf);
+        ck_assert_int_eq(dit_config_set(&back, i, buf), 0);
+        dit_config_value(&back, i, again, sizeof again);
+        ck_assert_str_eq(again, buf);
+        ck_assert_int_eq(dit_config_set(&back, i, "x"), -1);
+        ck_assert_int_eq(dit_config_set(&back, i, ""), -1);
+        for (int j = 0; j < i; j++) ck_assert_str_ne(dit_config_key(i), dit_config_key(j));
+    }
+    ck_assert(back.input_size == small.input_size && back.patch_size == small.patch_size &&
+              back.in_channels == small.in_channels && back.hidden_size == small.hidden_size &&
+              back.depth == small.depth && back.num_heads == small.num_heads &&
+              back.mlp_ratio == small.mlp_ratio && back.num_classes == small.num_classes &&
+              back.learn_sigma == small.learn_sigma &&
+              back.class_dropout_prob == small.class_dropout_prob);
+    ck_assert_int_eq(dit_config_set(&back, 0, "2147483648"), -1); // input_size: beyond an int
+    ck_assert_int_eq(dit_config_set(&back, 0, "12 "), -1);
+    ck_assert_int_eq(dit_config_set(&back, 8, "False"), 0); // learn_sigma as Python writes it
+    ck_assert(!back.learn_sigma);
 }
 END_TEST
 
@@ -338,6 +368,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, checkpoint_round_trip);
     tcase_add_test(tc, checkpoint_mismatches_are_named);
     tcase_add_test(tc, config_values_as_written);
+    tcase_add_test(tc, config_text_round_trip);
     tcase_add_test(tc, non_finite_values_are_refused);
     tcase_add_test(tc, optimizer_state_belongs_to_its_run);
     tcase_add_test(tc, flow_formulas);

@@ -2,7 +2,6 @@
 #include "checkpoint.h"
 #include "../core/check.h"
 #include "../core/safetensors.h"
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,67 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-// ---- config <-> text --------------------------------------------------------------------------
-static const struct {
-    const char *key;
-    char type; // i: int, d: double, b: bool
-    size_t off;
-} fields[DIT_CONFIG_FIELDS] = {
-    {"input_size", 'i', offsetof(DiTConfig, input_size)},
-    {"patch_size", 'i', offsetof(DiTConfig, patch_size)},
-    {"in_channels", 'i', offsetof(DiTConfig, in_channels)},
-    {"hidden_size", 'i', offsetof(DiTConfig, hidden_size)},
-    {"depth", 'i', offsetof(DiTConfig, depth)},
-    {"num_heads", 'i', offsetof(DiTConfig, num_heads)},
-    {"mlp_ratio", 'd', offsetof(DiTConfig, mlp_ratio)},
-    {"num_classes", 'i', offsetof(DiTConfig, num_classes)},
-    {"learn_sigma", 'b', offsetof(DiTConfig, learn_sigma)},
-    {"class_dropout_prob", 'd', offsetof(DiTConfig, class_dropout_prob)},
-};
-
-const char *dit_config_key(int i) { return fields[i].key; }
-
-void double_text(char *buf, size_t len, double v) {
-    for (int digits = 1; digits <= 17; digits++) {
-        snprintf(buf, len, "%.*g", digits, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-}
-
-void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len) {
-    const char *p = (const char *)c + fields[i].off;
-    if (fields[i].type == 'i') snprintf(buf, len, "%d", *(const int *)p);
-    else if (fields[i].type == 'd') double_text(buf, len, *(const double *)p);
-    else snprintf(buf, len, "%s", *(const bool *)p ? "true" : "false");
-}
-
-int dit_config_set(DiTConfig *c, int i, const char *text) {
-    char *p = (char *)c + fields[i].off, *end;
-    errno = 0;
-    if (fields[i].type == 'b') {
-        if (!strcmp(text, "true") || !strcmp(text, "True") || !strcmp(text, "1")) *(bool *)p = true;
-        else if (!strcmp(text, "false") || !strcmp(text, "False") || !strcmp(text, "0")) *(bool *)p = false;
-        else return -1;
-        return 0;
-    }
-    if (fields[i].type == 'i') {
-        long v = strtol(text, &end, 10);
-        if (end == text || *end || errno || v < -2147483647L || v > 2147483647L) return -1;
-        *(int *)p = (int)v;
-        return 0;
-    }
-    double v = strtod(text, &end);
-    if (end == text || *end || errno) return -1;
-    *(double *)p = v;
-    return 0;
-}
-
 // ---- model file -------------------------------------------------------------------------------
 static void put_meta(StWriter *w, const DiTConfig *c) {
     char buf[64];
     for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
         dit_config_value(c, i, buf, sizeof buf);
-        st_writer_meta(w, fields[i].key, buf);
+        st_writer_meta(w, dit_config_key(i), buf);
     }
 }
 
@@ -131,8 +75,8 @@ static int load(DiT *m, const char *path, const DiT *into, real *flat, char *err
     if (st_read(path, &st, err, len)) return -1;
     DiTConfig cfg = {0};
     for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
-        const char *v = st_meta(&st, fields[i].key);
-        if (!v && !strcmp(fields[i].key, "class_dropout_prob")) {
+        const char *v = st_meta(&st, dit_config_key(i));
+        if (!v && !strcmp(dit_config_key(i), "class_dropout_prob")) {
             // not among DESIGN's keys: the label table's extra null-class row tells whether the
             // model was trained with label dropout (DiT's default rate then)
             const StTensor *t = st_find(&st, "y_embedder.embedding_table.weight");
@@ -142,7 +86,7 @@ static int load(DiT *m, const char *path, const DiT *into, real *flat, char *err
         if (!v || dit_config_set(&cfg, i, v)) {
             snprintf(err, len, "%s: the metadata %s config key '%s'%s%s; write checkpoints with "
                      "'train' or add the DiT config to __metadata__", path,
-                     v ? "has an invalid value for" : "lacks the", fields[i].key, v ? ": " : "",
+                     v ? "has an invalid value for" : "lacks the", dit_config_key(i), v ? ": " : "",
                      v ? v : "");
             st_free(&st);
             return -1;

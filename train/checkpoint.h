@@ -1,19 +1,11 @@
 // checkpoint.h: DiT checkpoints in safetensors with the reference's state_dict names and layouts
-// and the config in __metadata__, so a checkpoint loads into the PyTorch reference with
-// load_state_dict(strict=True). Training state (Adam moments, step) goes to a second file named
-// in the model's metadata, so the model file holds exactly the state_dict.
+// and the config in __metadata__ (ditconfig.h), so a checkpoint loads into the PyTorch reference
+// with load_state_dict(strict=True). Training state (Adam moments, step) goes to a second file
+// named in the model's metadata, so the model file holds exactly the state_dict.
 #pragma once
 #include "../autograd/optim.h"
 #include "../layers/dit.h"
-
-// The config as text, field by field (also used for config.json): keys are the metadata names;
-// a double as the shortest text that reads back exactly ("0.1", not "0.10000000000000001").
-#define DIT_CONFIG_FIELDS 10
-const char *dit_config_key(int i);
-void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len);
-int dit_config_set(DiTConfig *c, int i, const char *text); // -1 if text is not a valid value
-// The shortest text that reads back as exactly v.
-void double_text(char *buf, size_t len, double v);
+#include "ditconfig.h" // the metadata's config keys and their text
 
 // Writes pos_embed and every parameter, taking the parameter values from `flat` (laid out like
 // m->ps.params, e.g. EMA weights) or from the model when flat is NULL. step >= 0 records the

@@ -1,7 +1,7 @@
 // config.c: see config.h.
 #include "config.h"
 #include "../core/atomic.h"
-#include "checkpoint.h"
+#include "ditconfig.h"
 #include "flags.h"
 #include <stdio.h>
 #include <stdlib.h>
