@@ -35,6 +35,7 @@ int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
     return rc;
 }
 
+// ---- loading: the config, then every name, shape and dtype, then the values --------------------
 static bool shape_matches(const StTensor *s, const Tensor *t) {
     if (s->ndim != t->ndim) return false;
     for (int i = 0; i < t->ndim; i++)
@@ -66,48 +67,47 @@ static int load_finite(const StTensor *s, real *dst, size_t n, char *err, size_t
     return bad ? -1 : 0;
 }
 
-// Reads the file's config into *m's layout and checks every name, shape and dtype; then, with
-// into NULL, allocates *m and loads every tensor, or else loads only the parameters into `flat`
-// (laid out like into->ps.params), which *m's layout must fit, and frees *m.
-static int load(DiT *m, const char *path, const DiT *into, real *flat, char *err, size_t len) {
-    SafeTensors st;
-    *m = (DiT){0};
-    if (st_read(path, &st, err, len)) return -1;
-    DiTConfig cfg = {0};
+// The config in the file's metadata, within the training flags' limits; -1 with a message.
+static int read_config(const SafeTensors *st, const char *path, DiTConfig *cfg, char *err,
+                       size_t len) {
+    *cfg = (DiTConfig){0};
     for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
-        const char *v = st_meta(&st, dit_config_key(i));
-        if (!v && !strcmp(dit_config_key(i), "class_dropout_prob")) {
+        const char *key = dit_config_key(i), *v = st_meta(st, key);
+        if (!v && !strcmp(key, "class_dropout_prob")) {
             // not among DESIGN's keys: the label table's extra null-class row tells whether the
-            // model was trained with label dropout (DiT's default rate then)
-            const StTensor *t = st_find(&st, "y_embedder.embedding_table.weight");
-            cfg.class_dropout_prob = t && t->ndim == 2 && t->shape[0] == cfg.num_classes + 1 ? 0.1 : 0;
+            // model was trained with label dropout (DiT's default rate then); num_classes, an
+            // earlier row of the table, is read by now
+            const StTensor *t = st_find(st, "y_embedder.embedding_table.weight");
+            bool null_row = t && t->ndim == 2 && t->shape[0] == cfg->num_classes + 1;
+            cfg->class_dropout_prob = null_row ? 0.1 : 0;
             continue;
         }
-        if (!v || dit_config_set(&cfg, i, v)) {
+        if (!v || dit_config_set(cfg, i, v)) {
             snprintf(err, len, "%s: the metadata %s config key '%s'%s%s; write checkpoints with "
                      "'train' or add the DiT config to __metadata__", path,
-                     v ? "has an invalid value for" : "lacks the", dit_config_key(i), v ? ": " : "",
-                     v ? v : "");
-            st_free(&st);
+                     v ? "has an invalid value for" : "lacks the", key, v ? ": " : "", v ? v : "");
             return -1;
         }
     }
     char why[256];
-    if (dit_config_error(&cfg, why, sizeof why)) {
+    if (dit_config_error(cfg, why, sizeof why)) {
         snprintf(err, len, "%s: the DiT config in its metadata is invalid: %s; the file is corrupt "
                  "or was not written for this program", path, why);
-        st_free(&st);
         return -1;
     }
-    // names, shapes and dtypes first: a file whose tensors do not fit its config (its metadata
-    // claiming a huge model, say) is refused before the model's memory is taken
-    dit_layout(m, &cfg);
+    return 0;
+}
+
+// The file's tensors against m's layout (pos_embed and every parameter): each missing,
+// misshapen, non-float or unexpected tensor is noted in err. Returns the number of problems.
+static int check_tensors(const SafeTensors *st, const DiT *m, const char *path, char *err,
+                         size_t len) {
     int problems = 0;
     snprintf(err, len, "%s does not match the DiT its metadata describes", path);
     char a[64], b[64];
     for (int i = -1; i < m->ps.n; i++) { // -1: pos_embed
         const Tensor *t = i < 0 ? &m->pos_embed : m->ps.t[i];
-        const StTensor *s = st_find(&st, t->name);
+        const StTensor *s = st_find(st, t->name);
         if (!s) note(err, len, &problems, "missing tensor '%s'", t->name);
         else if (!shape_matches(s, t))
             note(err, len, &problems, "'%s' has shape %s but %s was expected", t->name,
@@ -116,34 +116,84 @@ static int load(DiT *m, const char *path, const DiT *into, real *flat, char *err
             note(err, len, &problems, "'%s' has dtype %s, not F32 or F64", t->name,
                  st_dtype_name(s->dtype));
     }
-    for (int i = 0; i < st.n; i++)
-        if (strcmp(st.tensors[i].name, "pos_embed") && !ps_find(&m->ps, st.tensors[i].name))
-            note(err, len, &problems, "unexpected tensor '%s'", st.tensors[i].name);
-    if (!problems && into && m->ps.total != into->ps.total)
-        snprintf(err, len, "%s holds a different model (%zu parameters, not %zu)", path,
-                 m->ps.total, into->ps.total), problems = 1;
-    if (!problems) { // then the values
-        if (!into) dit_alloc(m);
-        snprintf(err, len, "%s cannot be used (its run had diverged when it was saved, or the file "
-                 "is corrupt; use another checkpoint)", path);
-        for (int i = into ? 0 : -1; i < m->ps.n; i++) {
-            Tensor *t = i < 0 ? &m->pos_embed : m->ps.t[i];
-            real *dst = into ? flat + m->ps.offset[i] : t->data;
-            if (load_finite(st_find(&st, t->name), dst, t->size, why, sizeof why))
-                note(err, len, &problems, "%s", why);
-        }
-    }
-    st_free(&st);
-    if (into || problems) {
-        dit_free(m);
-        *m = (DiT){0};
-    }
+    for (int i = 0; i < st->n; i++)
+        if (strcmp(st->tensors[i].name, "pos_embed") && !ps_find(&m->ps, st->tensors[i].name))
+            note(err, len, &problems, "unexpected tensor '%s'", st->tensors[i].name);
+    return problems;
+}
+
+// 0 with err empty when there were no problems; else -1, err ending in how many were not listed.
+static int verdict(char *err, size_t len, int problems) {
     if (!problems) return err[0] = 0, 0;
     if (problems > 4) {
         size_t n = strlen(err);
         snprintf(err + n, len - n, "; and %d more problems", problems - 4);
     }
     return -1;
+}
+
+// Reads path and lays out *m (shapes only, nothing allocated) from its metadata, which every
+// tensor must fit: the memory a file claims is taken only once the file is known to hold it.
+// 0 with *st open; or -1 with the problems in err and nothing to free.
+static int open_checked(SafeTensors *st, DiT *m, const char *path, char *err, size_t len) {
+    *m = (DiT){0};
+    if (st_read(path, st, err, len)) return -1;
+    DiTConfig cfg;
+    if (read_config(st, path, &cfg, err, len)) return st_free(st), -1;
+    dit_layout(m, &cfg);
+    int problems = check_tensors(st, m, path, err, len);
+    if (!problems) return 0;
+    st_free(st);
+    dit_free(m);
+    *m = (DiT){0};
+    return verdict(err, len, problems);
+}
+
+#define UNUSABLE "%s cannot be used (its run had diverged when it was saved, or the file is " \
+                 "corrupt; use another checkpoint)"
+
+// t's values from the file into dst, noting a value that is not finite
+static void load_tensor(const SafeTensors *st, const Tensor *t, real *dst, char *err, size_t len,
+                        int *problems) {
+    char why[256];
+    if (load_finite(st_find(st, t->name), dst, t->size, why, sizeof why))
+        note(err, len, problems, "%s", why);
+}
+
+int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
+    SafeTensors st;
+    if (open_checked(&st, m, path, err, len)) return -1;
+    dit_alloc(m);
+    int problems = 0;
+    snprintf(err, len, UNUSABLE, path);
+    for (int i = -1; i < m->ps.n; i++) { // -1: pos_embed
+        Tensor *t = i < 0 ? &m->pos_embed : m->ps.t[i];
+        load_tensor(&st, t, t->data, err, len, &problems);
+    }
+    st_free(&st);
+    if (problems) {
+        dit_free(m);
+        *m = (DiT){0};
+    }
+    return verdict(err, len, problems);
+}
+
+int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size_t len) {
+    SafeTensors st;
+    DiT layout; // shapes only: no second copy of the model
+    if (open_checked(&st, &layout, path, err, len)) return -1;
+    int problems = 0;
+    if (layout.ps.total != m->ps.total)
+        snprintf(err, len, "%s holds a different model (%zu parameters, not %zu)", path,
+                 layout.ps.total, m->ps.total), problems = 1;
+    else {
+        snprintf(err, len, UNUSABLE, path);
+        for (int i = 0; i < layout.ps.n; i++)
+            load_tensor(&st, layout.ps.t[i], flat + layout.ps.offset[i], err, len, &problems);
+    }
+    st_free(&st);
+    dit_free(&layout);
+    return verdict(err, len, problems);
 }
 
 int ckpt_step(const char *path, char *err, size_t len) {
@@ -157,15 +207,6 @@ int ckpt_step(const char *path, char *err, size_t len) {
             step = -1;
     st_free(&st);
     return (int)step;
-}
-
-int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
-    return load(m, path, NULL, NULL, err, len);
-}
-
-int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size_t len) {
-    DiT layout; // shapes only: no second copy of the model
-    return load(&layout, path, m, flat, err, len);
 }
 
 // ---- optimizer file ---------------------------------------------------------------------------
