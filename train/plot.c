@@ -1,6 +1,7 @@
 // plot.c: line plots in a canvas panel. Layout, top to bottom: title, plot area (grid, curves,
-// legend in its top-right corner, y tick labels to its left), x tick labels, x-axis label. Text is
-// drawn at scale 2 in panels of at least 360x240 pixels, else at scale 1.
+// legend in the corner where it hides the least of them, y tick labels to its left), x tick
+// labels, x-axis label. Text is drawn at scale 2 in panels of at least 360x240 pixels, else at
+// scale 1.
 #include "plot.h"
 #include "../core/check.h"
 #include <math.h>
@@ -11,6 +12,7 @@ static const uint8_t WHITE[3] = {255, 255, 255}, INK[3] = {30, 30, 30}, MUTED[3]
                      GRID[3] = {225, 225, 225}, GRID_MINOR[3] = {242, 242, 242},
                      FRAME[3] = {170, 170, 170};
 
+// ---- ticks -------------------------------------------------------------------------------------
 typedef struct {
     double v[64]; // tick positions, in data units (log10 of the value on a log axis)
     char label[64][24];
@@ -70,164 +72,225 @@ static void log_ticks(Ticks *t, int lo_e, int hi_e) {
     }
 }
 
-void plot_panel(Canvas *c, int x, int y, int w, int h, const char *title, const char *xlabel,
-                const PlotSeries *s, int n_series, bool log_y) {
-    CHECK(w >= 120 && h >= 80, "plot_panel: panel %dx%d is too small; give it at least 120x80 pixels",
-          w, h);
-    int ts = (w >= 360 && h >= 240) ? 2 : 1;
-    int glyph = 7 * ts, pad = 6 * ts;
-    double lw = ts == 2 ? 2.0 : 1.5;
-    canvas_fill_rect(c, x, y, w, h, WHITE);
+// ---- the panel: its geometry and the map from data to pixels -----------------------------------
+typedef struct {
+    Canvas *c;
+    int x, y, w, h;                // the whole panel
+    int ts, glyph, pad;            // text scale, a capital's height and the spacing, in pixels
+    double lw;                     // curve width in pixels
+    bool log_y;
+    bool any_finite, empty;        // some finite point; no point the y axis can show
+    double x_lo, x_hi, ya, yb;     // axis ranges; ya, yb in axis units (log10 on a log axis)
+    Ticks xt, yt;
+    int left, right, top, bottom;  // the plot area
+    double sx, sy;                 // pixels per axis unit
+} Panel;
 
-    // data range: x over every finite point, y over the points a log axis can show
-    double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+// pixel coordinates of x and y values; py_axis from y in axis units
+static double px_of(const Panel *p, double v) { return p->left + (v - p->x_lo) * p->sx; }
+static double py_axis(const Panel *p, double a) { return p->bottom - (a - p->ya) * p->sy; }
+static double py_of(const Panel *p, double v) { return py_axis(p, p->log_y ? log10(v) : v); }
+
+// data range: x over every finite point, y over the points a log axis can show
+static void data_range(Panel *p, const PlotSeries *s, int n_series, double *y_lo, double *y_hi) {
+    double x_lo = INFINITY, x_hi = -INFINITY;
+    *y_lo = INFINITY, *y_hi = -INFINITY;
     for (int k = 0; k < n_series; k++)
         for (int i = 0; i < s[k].n; i++) {
             if (!isfinite(s[k].x[i]) || !isfinite(s[k].y[i])) continue;
             x_lo = fmin(x_lo, s[k].x[i]), x_hi = fmax(x_hi, s[k].x[i]);
-            if (!usable(&s[k], i, log_y)) continue;
-            y_lo = fmin(y_lo, s[k].y[i]), y_hi = fmax(y_hi, s[k].y[i]);
+            if (!usable(&s[k], i, p->log_y)) continue;
+            *y_lo = fmin(*y_lo, s[k].y[i]), *y_hi = fmax(*y_hi, s[k].y[i]);
         }
-    bool any_finite = x_lo <= x_hi, empty = !(y_lo <= y_hi);
-    if (!any_finite) x_lo = 0, x_hi = 1;
-    if (empty) y_lo = log_y ? 1 : 0, y_hi = log_y ? 10 : 1;
+    p->any_finite = x_lo <= x_hi, p->empty = !(*y_lo <= *y_hi);
+    if (!p->any_finite) x_lo = 0, x_hi = 1;
+    if (p->empty) *y_lo = p->log_y ? 1 : 0, *y_hi = p->log_y ? 10 : 1;
     if (x_lo == x_hi) x_lo -= 1, x_hi += 1;
+    p->x_lo = x_lo, p->x_hi = x_hi;
+}
 
-    Ticks xt, yt;
-    double ya, yb; // y axis range in axis units (log10 on a log axis)
-    if (log_y) {
+// the axes' ranges and ticks
+static void make_axes(Panel *p, double y_lo, double y_hi) {
+    if (p->log_y) {
         // whole decades strictly around the data, so a value at a power of ten (a tolerance
         // line, say) is drawn inside the panel rather than on its frame
         int lo_e = (int)ceil(log10(y_lo)) - 1, hi_e = (int)floor(log10(y_hi)) + 1;
         if (hi_e == lo_e) hi_e++;
-        ya = lo_e, yb = hi_e;
-        log_ticks(&yt, lo_e, hi_e);
+        p->ya = lo_e, p->yb = hi_e;
+        log_ticks(&p->yt, lo_e, hi_e);
     } else {
         if (y_lo == y_hi) {
             double d = y_lo == 0 ? 1 : 0.1 * fabs(y_lo);
             y_lo -= d, y_hi += d;
         }
         double m = 0.05 * (y_hi - y_lo);
-        ya = y_lo - m, yb = y_hi + m;
-        linear_ticks(&yt, ya, yb, 5);
+        p->ya = y_lo - m, p->yb = y_hi + m;
+        linear_ticks(&p->yt, p->ya, p->yb, 5);
     }
-    linear_ticks(&xt, x_lo, x_hi, w >= 500 ? 6 : 4);
+    linear_ticks(&p->xt, p->x_lo, p->x_hi, p->w >= 500 ? 6 : 4);
+}
 
-    // plot area
+// The plot area inside the panel, room left for the title, tick labels and x label; false when
+// it is too small for axes.
+static bool place_area(Panel *p, const char *title, const char *xlabel) {
     int label_w = 0;
-    for (int i = 0; i < yt.n; i++) {
-        int tw = canvas_text_width(yt.label[i], ts);
+    for (int i = 0; i < p->yt.n; i++) {
+        int tw = canvas_text_width(p->yt.label[i], p->ts);
         if (tw > label_w) label_w = tw;
     }
-    int top = y + pad + (title && *title ? glyph + 2 * pad : 0);
-    int left = x + pad + label_w + pad;
-    int right = x + w - 3 * pad;
-    int bottom = y + h - pad - (xlabel && *xlabel ? glyph + pad : 0) - glyph - pad;
-    if (right - left < 20 || bottom - top < 20) { // too small for axes: title only
-        if (title) canvas_text(c, x + pad, y + pad, title, ts, INK);
-        return;
-    }
-    double sx = (right - left) / (x_hi - x_lo), sy = (bottom - top) / (yb - ya);
-#define PX(v) (left + ((v) - x_lo) * sx)
-#define PY(v) (bottom - ((log_y ? log10(v) : (v)) - ya) * sy)
-#define PYA(a) (bottom - ((a) - ya) * sy) // from axis units
+    int pad = p->pad, glyph = p->glyph;
+    p->top = p->y + pad + (title && *title ? glyph + 2 * pad : 0);
+    p->left = p->x + pad + label_w + pad;
+    p->right = p->x + p->w - 3 * pad;
+    p->bottom = p->y + p->h - pad - (xlabel && *xlabel ? glyph + pad : 0) - glyph - pad;
+    if (p->right - p->left < 20 || p->bottom - p->top < 20) return false;
+    p->sx = (p->right - p->left) / (p->x_hi - p->x_lo);
+    p->sy = (p->bottom - p->top) / (p->yb - p->ya);
+    return true;
+}
 
-    // grid and ticks
-    if (log_y && yb - ya <= 4)
-        for (int e = (int)ya; e < (int)yb; e++)
+// ---- drawing -----------------------------------------------------------------------------------
+// grid lines (minor ones at 2..9 on a log axis of at most 4 decades), tick marks and labels
+static void draw_grid(const Panel *p) {
+    Canvas *c = p->c;
+    int ts = p->ts, left = p->left, right = p->right, top = p->top, bottom = p->bottom;
+    if (p->log_y && p->yb - p->ya <= 4)
+        for (int e = (int)p->ya; e < (int)p->yb; e++)
             for (int m = 2; m <= 9; m++) {
-                double py = PYA(e + log10(m));
+                double py = py_axis(p, e + log10(m));
                 canvas_fill_rect(c, left, (int)py, right - left, 1, GRID_MINOR);
             }
-    for (int i = 0; i < yt.n; i++) {
-        int py = (int)PYA(yt.v[i]);
+    for (int i = 0; i < p->yt.n; i++) {
+        int py = (int)py_axis(p, p->yt.v[i]);
         canvas_fill_rect(c, left, py, right - left, 1, GRID);
         canvas_fill_rect(c, left - 2 * ts, py, 2 * ts, ts, INK);
-        canvas_text(c, left - pad - canvas_text_width(yt.label[i], ts), py - glyph / 2, yt.label[i],
-                    ts, MUTED);
+        canvas_text(c, left - p->pad - canvas_text_width(p->yt.label[i], ts), py - p->glyph / 2,
+                    p->yt.label[i], ts, MUTED);
     }
-    for (int i = 0; i < xt.n; i++) {
-        int px = (int)PX(xt.v[i]);
+    for (int i = 0; i < p->xt.n; i++) {
+        int px = (int)px_of(p, p->xt.v[i]);
         canvas_fill_rect(c, px, top, 1, bottom - top, GRID);
         canvas_fill_rect(c, px, bottom, ts, 2 * ts, INK);
-        int tw = canvas_text_width(xt.label[i], ts), tx = px - tw / 2;
-        if (tx + tw > x + w - 1) tx = x + w - 1 - tw; // keep wide labels inside the panel
-        canvas_text(c, tx, bottom + pad, xt.label[i], ts, MUTED);
+        int tw = canvas_text_width(p->xt.label[i], ts), tx = px - tw / 2;
+        int panel_right = p->x + p->w - 1;
+        if (tx + tw > panel_right) tx = panel_right - tw; // keep wide labels inside the panel
+        canvas_text(c, tx, bottom + p->pad, p->xt.label[i], ts, MUTED);
     }
+}
 
-    // curves: segments between consecutive usable points; a lone point is a dot
+// curves: segments between consecutive usable points; a lone point is a dot
+static void draw_curves(const Panel *p, const PlotSeries *s, int n_series) {
     for (int k = 0; k < n_series; k++)
         for (int i = 0; i < s[k].n; i++) {
-            if (!usable(&s[k], i, log_y)) continue;
-            double px = PX(s[k].x[i]), py = PY(s[k].y[i]);
-            bool prev = i > 0 && usable(&s[k], i - 1, log_y);
-            bool next = i + 1 < s[k].n && usable(&s[k], i + 1, log_y);
-            if (next) canvas_line(c, px, py, PX(s[k].x[i + 1]), PY(s[k].y[i + 1]), lw, s[k].rgb);
-            else if (!prev) canvas_line(c, px, py, px, py, 2 * lw, s[k].rgb);
+            if (!usable(&s[k], i, p->log_y)) continue;
+            double px = px_of(p, s[k].x[i]), py = py_of(p, s[k].y[i]);
+            bool prev = i > 0 && usable(&s[k], i - 1, p->log_y);
+            bool next = i + 1 < s[k].n && usable(&s[k], i + 1, p->log_y);
+            if (next)
+                canvas_line(p->c, px, py, px_of(p, s[k].x[i + 1]), py_of(p, s[k].y[i + 1]), p->lw,
+                            s[k].rgb);
+            else if (!prev) canvas_line(p->c, px, py, px, py, 2 * p->lw, s[k].rgb);
         }
-    // frame of the plot area
+}
+
+// the frame of the plot area, and a note in it when there is nothing to show
+static void draw_frame(const Panel *p) {
+    Canvas *c = p->c;
+    int ts = p->ts, left = p->left, right = p->right, top = p->top, bottom = p->bottom;
     canvas_fill_rect(c, left, top, right - left, 1, FRAME);
     canvas_fill_rect(c, right, top, 1, bottom - top + 1, FRAME);
     canvas_fill_rect(c, left - 1, top, ts, bottom - top + 1, INK);
     canvas_fill_rect(c, left - 1, bottom, right - left + 2, ts, INK);
-    if (empty) {
-        const char *msg = any_finite ? "no positive values to show on a log scale" : "no data";
-        canvas_text(c, (left + right - canvas_text_width(msg, ts)) / 2, (top + bottom - glyph) / 2,
-                    msg, ts, MUTED);
+    if (p->empty) {
+        const char *msg = p->any_finite ? "no positive values to show on a log scale" : "no data";
+        canvas_text(c, (left + right - canvas_text_width(msg, ts)) / 2,
+                    (top + bottom - p->glyph) / 2, msg, ts, MUTED);
     }
+}
 
-    // legend: in the corner of the plot area that hides the fewest curve pixels
-    int n_lab = 0, lab_w = 0, swatch = 16 * ts, row = glyph + pad;
+// Which of the four corners (x[q], y[q]) of a bw x bh box hides the fewest curve pixels: each
+// segment is sampled every 2 pixels.
+static int quietest_corner(const Panel *p, const PlotSeries *s, int n_series, const int x[4],
+                           const int y[4], int bw, int bh) {
+    long hidden[4] = {0};
+    for (int k = 0; k < n_series; k++)
+        for (int i = 0; i + 1 < s[k].n; i++) {
+            if (!usable(&s[k], i, p->log_y) || !usable(&s[k], i + 1, p->log_y)) continue;
+            double ax = px_of(p, s[k].x[i]), ay = py_of(p, s[k].y[i]);
+            double bx = px_of(p, s[k].x[i + 1]), by = py_of(p, s[k].y[i + 1]);
+            int steps = 1 + (int)(hypot(bx - ax, by - ay) / 2);
+            for (int j = 0; j < steps; j++) {
+                double px = ax + (bx - ax) * j / steps, py = ay + (by - ay) * j / steps;
+                for (int q = 0; q < 4; q++)
+                    hidden[q] += px >= x[q] && px < x[q] + bw && py >= y[q] && py < y[q] + bh;
+            }
+        }
+    int best = 0;
+    for (int q = 1; q < 4; q++)
+        if (hidden[q] < hidden[best]) best = q;
+    return best;
+}
+
+// legend: in the corner of the plot area that hides the fewest curve pixels
+static void draw_legend(const Panel *p, const PlotSeries *s, int n_series) {
+    int ts = p->ts, pad = p->pad, n_lab = 0, lab_w = 0, swatch = 16 * ts, row = p->glyph + pad;
     for (int k = 0; k < n_series; k++)
         if (s[k].label && *s[k].label) {
             n_lab++;
             int tw = canvas_text_width(s[k].label, ts);
             if (tw > lab_w) lab_w = tw;
         }
-    if (n_lab) {
-        int bw = pad + swatch + pad + lab_w + pad, bh = pad + n_lab * row;
-        int corner_x[4] = {right - pad - bw, left + pad + ts, right - pad - bw, left + pad + ts};
-        int corner_y[4] = {top + pad, top + pad, bottom - pad - bh, bottom - pad - bh};
-        long hidden[4] = {0};
-        for (int k = 0; k < n_series; k++)
-            for (int i = 0; i + 1 < s[k].n; i++) {
-                if (!usable(&s[k], i, log_y) || !usable(&s[k], i + 1, log_y)) continue;
-                double ax = PX(s[k].x[i]), ay = PY(s[k].y[i]);
-                double bx = PX(s[k].x[i + 1]), by = PY(s[k].y[i + 1]);
-                int steps = 1 + (int)(hypot(bx - ax, by - ay) / 2);
-                for (int j = 0; j < steps; j++) {
-                    double px = ax + (bx - ax) * j / steps, py = ay + (by - ay) * j / steps;
-                    for (int q = 0; q < 4; q++)
-                        hidden[q] += px >= corner_x[q] && px < corner_x[q] + bw &&
-                                     py >= corner_y[q] && py < corner_y[q] + bh;
-                }
-            }
-        int best = 0;
-        for (int q = 1; q < 4; q++)
-            if (hidden[q] < hidden[best]) best = q;
-        int bx = corner_x[best], by = corner_y[best];
-        canvas_fill_rect(c, bx - 1, by - 1, bw + 2, bh + 2, FRAME);
-        canvas_fill_rect(c, bx, by, bw, bh, WHITE);
-        int ry = by + pad;
-        for (int k = 0; k < n_series; k++) {
-            if (!s[k].label || !*s[k].label) continue;
-            double cy = ry + glyph / 2.0;
-            canvas_line(c, bx + pad, cy, bx + pad + swatch, cy, 1.5 * lw, s[k].rgb);
-            canvas_text(c, bx + pad + swatch + pad, ry, s[k].label, ts, INK);
-            ry += row;
-        }
+    if (!n_lab) return;
+    int bw = pad + swatch + pad + lab_w + pad, bh = pad + n_lab * row;
+    int x_right = p->right - pad - bw, x_left = p->left + pad + ts;
+    int y_top = p->top + pad, y_bottom = p->bottom - pad - bh;
+    int corner_x[4] = {x_right, x_left, x_right, x_left};
+    int corner_y[4] = {y_top, y_top, y_bottom, y_bottom};
+    int best = quietest_corner(p, s, n_series, corner_x, corner_y, bw, bh);
+    int bx = corner_x[best], by = corner_y[best];
+    canvas_fill_rect(p->c, bx - 1, by - 1, bw + 2, bh + 2, FRAME);
+    canvas_fill_rect(p->c, bx, by, bw, bh, WHITE);
+    int ry = by + pad;
+    for (int k = 0; k < n_series; k++) {
+        if (!s[k].label || !*s[k].label) continue;
+        double cy = ry + p->glyph / 2.0;
+        canvas_line(p->c, bx + pad, cy, bx + pad + swatch, cy, 1.5 * p->lw, s[k].rgb);
+        canvas_text(p->c, bx + pad + swatch + pad, ry, s[k].label, ts, INK);
+        ry += row;
     }
-#undef PX
-#undef PY
-#undef PYA
+}
 
-    // title and x label
+// title and x label
+static void draw_titles(const Panel *p, const char *title, const char *xlabel) {
+    int ts = p->ts, pad = p->pad;
     if (title && *title) { // drawn twice, one pixel apart: a bold face
-        int tx = (left + right - canvas_text_width(title, ts)) / 2;
-        canvas_text(c, tx, y + pad + pad / 2, title, ts, INK);
-        canvas_text(c, tx + 1, y + pad + pad / 2, title, ts, INK);
+        int tx = (p->left + p->right - canvas_text_width(title, ts)) / 2;
+        canvas_text(p->c, tx, p->y + pad + pad / 2, title, ts, INK);
+        canvas_text(p->c, tx + 1, p->y + pad + pad / 2, title, ts, INK);
     }
     if (xlabel && *xlabel)
-        canvas_text(c, (left + right - canvas_text_width(xlabel, ts)) / 2,
-                    bottom + pad + glyph + pad, xlabel, ts, INK);
+        canvas_text(p->c, (p->left + p->right - canvas_text_width(xlabel, ts)) / 2,
+                    p->bottom + pad + p->glyph + pad, xlabel, ts, INK);
+}
+
+void plot_panel(Canvas *c, int x, int y, int w, int h, const char *title, const char *xlabel,
+                const PlotSeries *s, int n_series, bool log_y) {
+    CHECK(w >= 120 && h >= 80, "plot_panel: panel %dx%d is too small; give it at least 120x80 pixels",
+          w, h);
+    int ts = (w >= 360 && h >= 240) ? 2 : 1;
+    Panel p = {.c = c, .x = x, .y = y, .w = w, .h = h, .ts = ts, .glyph = 7 * ts, .pad = 6 * ts,
+               .lw = ts == 2 ? 2.0 : 1.5, .log_y = log_y};
+    canvas_fill_rect(c, x, y, w, h, WHITE);
+    double y_lo, y_hi;
+    data_range(&p, s, n_series, &y_lo, &y_hi);
+    make_axes(&p, y_lo, y_hi);
+    if (!place_area(&p, title, xlabel)) { // too small for axes: title only
+        if (title) canvas_text(c, x + p.pad, y + p.pad, title, ts, INK);
+        return;
+    }
+    draw_grid(&p);
+    draw_curves(&p, s, n_series);
+    draw_frame(&p);
+    draw_legend(&p, s, n_series);
+    draw_titles(&p, title, xlabel);
 }
