@@ -90,6 +90,79 @@ static void copy_path(char *dst, const char *flag, const char *src) {
     strcpy(dst, src);
 }
 
+// The model flags (after --model, which the preset pass read): true when argv[*i] is one, its
+// value consumed.
+static bool model_flag(DiTConfig *m, int argc, char **argv, int *i) {
+    const char *f = argv[*i];
+#define VAL flag_value(argc, argv, i)
+    if (!strcmp(f, "--model")) VAL;
+    else if (!strcmp(f, "--hidden")) m->hidden_size = flag_int(f, VAL, 4, DIT_MAX_HIDDEN);
+    else if (!strcmp(f, "--depth")) m->depth = flag_int(f, VAL, 1, DIT_MAX_DEPTH);
+    else if (!strcmp(f, "--heads")) m->num_heads = flag_int(f, VAL, 1, DIT_MAX_HEADS);
+    else if (!strcmp(f, "--patch")) m->patch_size = flag_int(f, VAL, 1, DIT_MAX_PATCH);
+    else if (!strcmp(f, "--mlp-ratio")) m->mlp_ratio = flag_double(f, VAL, 0.01, DIT_MAX_MLP_RATIO);
+    else if (!strcmp(f, "--input-size")) m->input_size = flag_int(f, VAL, 1, DIT_MAX_INPUT_SIZE);
+    else if (!strcmp(f, "--learn-sigma")) m->learn_sigma = true;
+    else if (!strcmp(f, "--num-classes")) m->num_classes = flag_int(f, VAL, 1, DIT_MAX_CLASSES);
+    else if (!strcmp(f, "--class-dropout")) m->class_dropout_prob = flag_double(f, VAL, 0, 0.99);
+    else return false;
+#undef VAL
+    return true;
+}
+
+// The training and output flags: true when argv[*i] is one, its value consumed; *out_given and
+// *cfg_given note --out and --cfg-scale.
+static bool run_flag(TrainConfig *tc, int argc, char **argv, int *i, bool *out_given,
+                     bool *cfg_given) {
+    const char *f = argv[*i];
+#define VAL flag_value(argc, argv, i)
+    if (!strcmp(f, "--steps")) tc->steps = flag_int(f, VAL, 1, 1 << 30);
+    else if (!strcmp(f, "--batch")) tc->batch = flag_int(f, VAL, 1, 1 << 16);
+    else if (!strcmp(f, "--lr")) tc->lr = flag_double(f, VAL, 1e-12, 10);
+    else if (!strcmp(f, "--weight-decay")) tc->weight_decay = flag_double(f, VAL, 0, 10);
+    else if (!strcmp(f, "--clip-norm")) tc->clip_norm = flag_double(f, VAL, 0, 1e12);
+    else if (!strcmp(f, "--ema")) tc->ema = flag_double(f, VAL, 0, 0.999999);
+    else if (!strcmp(f, "--seed")) tc->seed = flag_u64(f, VAL);
+    else if (!strcmp(f, "--data")) copy_path(tc->data, f, VAL);
+    else if (!strcmp(f, "--threads")) tc->threads = flag_int(f, VAL, 1, 1024);
+    else if (!strcmp(f, "--out")) copy_path(tc->out, f, VAL), *out_given = true;
+    else if (!strcmp(f, "--log-every")) tc->log_every = flag_int(f, VAL, 1, 1 << 30);
+    else if (!strcmp(f, "--sample-every")) tc->sample_every = flag_int(f, VAL, 1, 1 << 30);
+    else if (!strcmp(f, "--save-every")) tc->save_every = flag_int(f, VAL, 1, 1 << 30);
+    else if (!strcmp(f, "--resume")) {
+        copy_path(tc->resume, f, VAL);
+        if (!tc->resume[0]) usage_error("--resume is empty; pass the folder of the run to continue");
+    }
+    else if (!strcmp(f, "--sample-steps")) tc->sample_steps = flag_int(f, VAL, 1, 1000);
+    else if (!strcmp(f, "--samples-per-class")) tc->samples_per_class = flag_int(f, VAL, 0, 64);
+    else if (!strcmp(f, "--cfg-scale")) tc->cfg_scale = flag_double(f, VAL, 0, 100), *cfg_given = true;
+    else return false;
+#undef VAL
+    return true;
+}
+
+// After every flag: the model must be valid, a preset whose sizes were overridden is "custom",
+// --resume without --out continues in place, guidance needs a null class, and --log-every
+// defaults to 20 lines per run.
+static void settle(TrainConfig *tc, bool out_given, bool cfg_given) {
+    char why[256];
+    if (dit_config_error(&tc->model, why, sizeof why)) usage_error("invalid model: %s", why);
+    DiTConfig preset = tc->model;
+    dit_preset(tc->preset, &preset);
+    if (preset.hidden_size != tc->model.hidden_size || preset.depth != tc->model.depth ||
+        preset.num_heads != tc->model.num_heads || preset.patch_size != tc->model.patch_size ||
+        preset.mlp_ratio != tc->model.mlp_ratio)
+        strcpy(tc->preset, "custom");
+    if (tc->resume[0] && !out_given) strcpy(tc->out, tc->resume);
+    if (tc->cfg_scale != 1 && tc->model.class_dropout_prob == 0) { // no null class to guide with
+        if (cfg_given)
+            usage_error("--cfg-scale %g needs the null class that label dropout trains; pass "
+                        "--class-dropout above 0, or --cfg-scale 1", tc->cfg_scale);
+        tc->cfg_scale = 1;
+    }
+    if (tc->log_every == 0) tc->log_every = tc->steps >= 20 ? tc->steps / 20 : 1;
+}
+
 bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
     defaults(tc);
     for (int i = 0; i < argc; i++) // help wins over any other flag, valid or not
@@ -105,59 +178,12 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
             snprintf(tc->preset, sizeof tc->preset, "%s", argv[i + 1]);
         }
     bool out_given = false, cfg_given = false;
-    for (int i = 0; i < argc; i++) {
-        const char *f = argv[i];
-#define VAL flag_value(argc, argv, &i)
-        if (!strcmp(f, "--model")) VAL;
-        else if (!strcmp(f, "--hidden")) tc->model.hidden_size = flag_int(f, VAL, 4, DIT_MAX_HIDDEN);
-        else if (!strcmp(f, "--depth")) tc->model.depth = flag_int(f, VAL, 1, DIT_MAX_DEPTH);
-        else if (!strcmp(f, "--heads")) tc->model.num_heads = flag_int(f, VAL, 1, DIT_MAX_HEADS);
-        else if (!strcmp(f, "--patch")) tc->model.patch_size = flag_int(f, VAL, 1, DIT_MAX_PATCH);
-        else if (!strcmp(f, "--mlp-ratio")) tc->model.mlp_ratio = flag_double(f, VAL, 0.01, DIT_MAX_MLP_RATIO);
-        else if (!strcmp(f, "--input-size")) tc->model.input_size = flag_int(f, VAL, 1, DIT_MAX_INPUT_SIZE);
-        else if (!strcmp(f, "--learn-sigma")) tc->model.learn_sigma = true;
-        else if (!strcmp(f, "--num-classes")) tc->model.num_classes = flag_int(f, VAL, 1, DIT_MAX_CLASSES);
-        else if (!strcmp(f, "--class-dropout")) tc->model.class_dropout_prob = flag_double(f, VAL, 0, 0.99);
-        else if (!strcmp(f, "--steps")) tc->steps = flag_int(f, VAL, 1, 1 << 30);
-        else if (!strcmp(f, "--batch")) tc->batch = flag_int(f, VAL, 1, 1 << 16);
-        else if (!strcmp(f, "--lr")) tc->lr = flag_double(f, VAL, 1e-12, 10);
-        else if (!strcmp(f, "--weight-decay")) tc->weight_decay = flag_double(f, VAL, 0, 10);
-        else if (!strcmp(f, "--clip-norm")) tc->clip_norm = flag_double(f, VAL, 0, 1e12);
-        else if (!strcmp(f, "--ema")) tc->ema = flag_double(f, VAL, 0, 0.999999);
-        else if (!strcmp(f, "--seed")) tc->seed = flag_u64(f, VAL);
-        else if (!strcmp(f, "--data")) copy_path(tc->data, f, VAL);
-        else if (!strcmp(f, "--threads")) tc->threads = flag_int(f, VAL, 1, 1024);
-        else if (!strcmp(f, "--out")) copy_path(tc->out, f, VAL), out_given = true;
-        else if (!strcmp(f, "--log-every")) tc->log_every = flag_int(f, VAL, 1, 1 << 30);
-        else if (!strcmp(f, "--sample-every")) tc->sample_every = flag_int(f, VAL, 1, 1 << 30);
-        else if (!strcmp(f, "--save-every")) tc->save_every = flag_int(f, VAL, 1, 1 << 30);
-        else if (!strcmp(f, "--resume")) {
-            copy_path(tc->resume, f, VAL);
-            if (!tc->resume[0]) usage_error("--resume is empty; pass the folder of the run to continue");
-        }
-        else if (!strcmp(f, "--sample-steps")) tc->sample_steps = flag_int(f, VAL, 1, 1000);
-        else if (!strcmp(f, "--samples-per-class")) tc->samples_per_class = flag_int(f, VAL, 0, 64);
-        else if (!strcmp(f, "--cfg-scale")) tc->cfg_scale = flag_double(f, VAL, 0, 100), cfg_given = true;
-        else if (!seq_flag(argc, argv, &i, &tc->policy, &tc->sp_attention, &tc->bugs))
-            usage_error("unknown argument '%s'", f);
-#undef VAL
-    }
-    char why[256];
-    if (dit_config_error(&tc->model, why, sizeof why)) usage_error("invalid model: %s", why);
-    DiTConfig preset = tc->model; // a preset whose sizes were overridden is no longer that preset
-    dit_preset(tc->preset, &preset);
-    if (preset.hidden_size != tc->model.hidden_size || preset.depth != tc->model.depth ||
-        preset.num_heads != tc->model.num_heads || preset.patch_size != tc->model.patch_size ||
-        preset.mlp_ratio != tc->model.mlp_ratio)
-        strcpy(tc->preset, "custom");
-    if (tc->resume[0] && !out_given) strcpy(tc->out, tc->resume);
-    if (tc->cfg_scale != 1 && tc->model.class_dropout_prob == 0) { // no null class to guide with
-        if (cfg_given)
-            usage_error("--cfg-scale %g needs the null class that label dropout trains; pass "
-                        "--class-dropout above 0, or --cfg-scale 1", tc->cfg_scale);
-        tc->cfg_scale = 1;
-    }
-    if (tc->log_every == 0) tc->log_every = tc->steps >= 20 ? tc->steps / 20 : 1;
+    for (int i = 0; i < argc; i++)
+        if (!model_flag(&tc->model, argc, argv, &i) &&
+            !run_flag(tc, argc, argv, &i, &out_given, &cfg_given) &&
+            !seq_flag(argc, argv, &i, &tc->policy, &tc->sp_attention, &tc->bugs))
+            usage_error("unknown argument '%s'", argv[i]);
+    settle(tc, out_given, cfg_given);
     return true;
 }
 

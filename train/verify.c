@@ -59,6 +59,57 @@ static int train_run(char **lead, int n_lead, char **flags, int n_flags, bool wi
     return rc;
 }
 
+// The training flags (pass) are checked here, and what the runs check before they start, so
+// earlier results are kept on an error. False when --help was printed.
+static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
+    TrainConfig tc;
+    if (!train_config_parse(&tc, np, pass, 0)) return false;
+    if (ref_steps > tc.steps)
+        usage_error("--reference-steps %d is more than the %d steps of the run it checks; pass at "
+                    "most --steps", ref_steps, tc.steps);
+    Data data;
+    char err[1024];
+    if (data_open(&data, tc.data, tc.model.input_size, tc.model.in_channels, tc.model.num_classes,
+                  err, sizeof err))
+        usage_error("--data: %s", err);
+    data_close(&data);
+    train_check(&tc, ranks, ranks);
+    train_check(&tc, 1, 1);
+    return true;
+}
+
+// Trains with `ranks` ranks into out/ranks-N and then with one rank (without --inject-bug; only
+// ref_steps steps when not 0) into out/ranks-1, and compares them; self is this program.
+static int run_both(char *self, int ranks, const char *out, char **pass, int np,
+                    int ref_steps, double tol) {
+    char dir_n[4096], dir_1[4096], nbuf[16], plot[4096], sbuf[16], label[64];
+    snprintf(dir_n, sizeof dir_n, "%s/ranks-%d", out, ranks);
+    snprintf(dir_1, sizeof dir_1, "%s/ranks-1", out);
+    snprintf(plot, sizeof plot, "%s/loss.png", out);
+    snprintf(nbuf, sizeof nbuf, "%d", ranks);
+    snprintf(sbuf, sizeof sbuf, "%d", ref_steps);
+    snprintf(label, sizeof label, "%d ranks", ranks);
+    char *mpirun[6] = {"mpirun", "-np", nbuf};
+    int n = 3;
+    if (geteuid() == 0) mpirun[n++] = "--allow-run-as-root";
+    if (ranks > sysconf(_SC_NPROCESSORS_ONLN)) mpirun[n++] = "--oversubscribe";
+    mpirun[n++] = self;
+    if (run_folder_clear(dir_n) + run_folder_clear(dir_1) + (remove(plot) == 0))
+        printf("== replacing the earlier results in %s/ranks-*\n", out);
+    printf("== %d ranks -> %s\n", ranks, dir_n);
+    fflush(stdout);
+    if (train_run(mpirun, n, pass, np, true, NULL, dir_n))
+        return fprintf(stderr, "error: the %d-rank run failed\n", ranks), 2;
+    // the single-rank reference: the same flags and seed, no injected bug
+    printf("== 1 rank -> %s\n", dir_1);
+    fflush(stdout);
+    char *lead[1] = {self};
+    if (train_run(lead, 1, pass, np, false, ref_steps ? sbuf : NULL, dir_1))
+        return fprintf(stderr, "error: the 1-rank run failed\n"), 2;
+    printf("== comparing %d ranks against 1 rank\n", ranks);
+    return compare_runs(dir_n, dir_1, tol, plot, label, "1 rank");
+}
+
 int verify_main(int argc, char **argv) {
     int ranks = 0, ref_steps = 0, np = 0;
     double tol = COMPARE_LOSS_TOL;
@@ -75,53 +126,12 @@ int verify_main(int argc, char **argv) {
         else pass[np++] = argv[i];
     }
     if (!ranks) usage_error("verify needs --ranks N (N >= 2)");
-    TrainConfig tc; // the training flags are checked here, before any run starts
-    if (!train_config_parse(&tc, np, pass, 0)) return free(pass), 0;
-    if (ref_steps > tc.steps)
-        usage_error("--reference-steps %d is more than the %d steps of the run it checks; pass at "
-                    "most --steps", ref_steps, tc.steps);
-    Data data; // and what the runs check before they start, so earlier results are kept on an error
-    char err[1024];
-    if (data_open(&data, tc.data, tc.model.input_size, tc.model.in_channels, tc.model.num_classes,
-                  err, sizeof err))
-        usage_error("--data: %s", err);
-    data_close(&data);
-    train_check(&tc, ranks, ranks);
-    train_check(&tc, 1, 1);
-    char self[4096], dir_n[4096], dir_1[4096], nbuf[16], plot[4096], sbuf[16], label[64];
+    if (!check_flags(pass, np, ranks, ref_steps)) return free(pass), 0;
+    char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
     self[len] = 0;
-    snprintf(dir_n, sizeof dir_n, "%s/ranks-%d", out, ranks);
-    snprintf(dir_1, sizeof dir_1, "%s/ranks-1", out);
-    snprintf(plot, sizeof plot, "%s/loss.png", out);
-    snprintf(nbuf, sizeof nbuf, "%d", ranks);
-    snprintf(sbuf, sizeof sbuf, "%d", ref_steps);
-    snprintf(label, sizeof label, "%d ranks", ranks);
-    char *mpirun[6] = {"mpirun", "-np", nbuf};
-    int n = 3;
-    if (geteuid() == 0) mpirun[n++] = "--allow-run-as-root";
-    if (ranks > sysconf(_SC_NPROCESSORS_ONLN)) mpirun[n++] = "--oversubscribe";
-    mpirun[n++] = self;
-    if (run_folder_clear(dir_n) + run_folder_clear(dir_1) + (remove(plot) == 0))
-        printf("== replacing the earlier results in %s/ranks-*\n", out);
-    int rc = 2;
-    printf("== %d ranks -> %s\n", ranks, dir_n);
-    fflush(stdout);
-    if (train_run(mpirun, n, pass, np, true, NULL, dir_n))
-        fprintf(stderr, "error: the %d-rank run failed\n", ranks);
-    else {
-        // the single-rank reference: the same flags and seed, no injected bug
-        printf("== 1 rank -> %s\n", dir_1);
-        fflush(stdout);
-        char *lead[1] = {self};
-        if (train_run(lead, 1, pass, np, false, ref_steps ? sbuf : NULL, dir_1))
-            fprintf(stderr, "error: the 1-rank run failed\n");
-        else {
-            printf("== comparing %d ranks against 1 rank\n", ranks);
-            rc = compare_runs(dir_n, dir_1, tol, plot, label, "1 rank");
-        }
-    }
+    int rc = run_both(self, ranks, out, pass, np, ref_steps, tol);
     free(pass);
     return rc;
 }
