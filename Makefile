@@ -157,7 +157,7 @@ asan-run: found $(foreach v,f32 f64,$(BUILD)/asan-$(v)/test_all $(BUILD)/asan-$(
 
 # deps-build: what building and training need (make demo); deps adds the parity test's packages
 deps-build:
-	@if [ "$(HAVE_BLAS)$(HAVE_CHECK)$(HAVE_MPI)" = 111 ] && [ -f /usr/include/stb/stb_image.h ] && command -v pkg-config >/dev/null; then \
+	@if [ "$(HAVE_BLAS)$(HAVE_CHECK)$(HAVE_MPI)" = 111 ] && [ -f /usr/include/stb/stb_image.h ] && [ -f /usr/include/jansson.h ] && command -v pkg-config >/dev/null; then \
 	  echo "deps: everything needed is already installed"; \
 	else \
 	  echo "deps: installing $(DEB_PACKAGES)"; \

@@ -34,18 +34,6 @@ void fatal(const char *file, int line, const char *fmt, ...)
         if (e_ != cudaSuccess)                                                                     \
             fatal(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(e_));             \
     } while (0)
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
-#define CUBLAS_CHECK(call)                                                                         \
-    do {                                                                                           \
-        int e_ = (int)(call);                                                                      \
-        if (e_ != 0) fatal(__FILE__, __LINE__, "%s failed with cuBLAS status %d", #call, e_);      \
-    } while (0)
-#define NCCL_CHECK(call)                                                                           \
-    do {                                                                                           \
-        ncclResult_t e_ = (call);                                                                  \
-        if (e_ != ncclSuccess)                                                                     \
-            fatal(__FILE__, __LINE__, "%s failed: %s", #call, ncclGetErrorString(e_));             \
-    } while (0)
 
 void *xmalloc(size_t bytes); // malloc that never returns NULL
 void *xcalloc(size_t n, size_t size);

@@ -55,19 +55,6 @@ static Tensor *view_of(Arena *a, const Tensor *t) {
     return v;
 }
 
-Tensor *tensor_rows(Arena *a, const Tensor *t, int start, int len) {
-    CHECK(t->ndim >= 1 && start >= 0 && len > 0 && start + len <= t->shape[0],
-          "rows [%d, %d) are out of range for a tensor with %d rows", start, start + len,
-          t->ndim ? t->shape[0] : 0);
-    Tensor *v = view_of(a, t);
-    size_t row = tensor_span(t, 1);
-    v->shape[0] = len;
-    v->size = row * (size_t)len;
-    v->data = t->data + row * (size_t)start;
-    v->grad = t->grad ? t->grad + row * (size_t)start : NULL;
-    return v;
-}
-
 Tensor *tensor_reshape(Arena *a, const Tensor *t, int ndim, const int *shape) {
     Tensor *v = view_of(a, t);
     v->ndim = ndim;
@@ -77,12 +64,6 @@ Tensor *tensor_reshape(Arena *a, const Tensor *t, int ndim, const int *shape) {
     CHECK(size == t->size, "cannot reshape %s (%zu elements) into %zu elements",
           tensor_shape_str(t, buf, sizeof buf), t->size, size);
     return v;
-}
-
-size_t tensor_span(const Tensor *t, int from) {
-    size_t n = 1;
-    for (int i = from; i < t->ndim; i++) n *= (size_t)t->shape[i];
-    return n;
 }
 
 bool tensor_same_shape(const Tensor *a, const Tensor *b) {

@@ -1,6 +1,6 @@
 // tensor.h: an up-to-4-D, row-major, contiguous array of `real` with an optional gradient of the
 // same shape. Tensors of one step live in an arena; parameters point into the flat parameter
-// store. A view (tensor_rows) shares storage with its parent.
+// store. A view (tensor_reshape) shares storage with its parent.
 #pragma once
 #include "arena.h"
 #include "real.h"
@@ -9,15 +9,12 @@
 
 #define MAX_DIMS 4
 
-typedef enum { DEV_CPU = 0, DEV_CUDA = 1 } Device;
-
 typedef struct Tensor {
     int ndim;
     int shape[MAX_DIMS];
     size_t size;        // number of elements = product of shape
     real *data;         // [size]
     real *grad;         // [size] or NULL until a backward pass writes it
-    Device device;      // where data and grad live
     bool requires_grad; // true for parameters, marked inputs, and anything computed from them
     bool got_grad;      // set when a backward pass accumulated into grad
     const char *name;   // parameters: the checkpoint name; otherwise NULL
@@ -33,13 +30,9 @@ Tensor *tensor_keep(Arena *a, Tensor *t, size_t mark);
 Tensor *tensor_like(Arena *a, const Tensor *t);
 // Allocate t's gradient (zeroed) if it has none; a view gets the matching part of its base's.
 real *tensor_grad(Arena *a, Tensor *t);
-// A view of rows [start, start+len) along dim 0 (data and grad shared with t).
-Tensor *tensor_rows(Arena *a, const Tensor *t, int start, int len);
 // The same storage seen with another shape of equal size.
 Tensor *tensor_reshape(Arena *a, const Tensor *t, int ndim, const int *shape);
 
-// Size of dims [from, ndim): e.g. the row length for from = ndim-1.
-size_t tensor_span(const Tensor *t, int from);
 bool tensor_same_shape(const Tensor *a, const Tensor *b);
 // "[2, 3, 5]" into buf, for error messages.
 const char *tensor_shape_str(const Tensor *t, char *buf, size_t len);

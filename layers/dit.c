@@ -55,24 +55,68 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
     return buf;
 }
 
-size_t dit_step_bytes(const DiTConfig *c, int B, int n, int Tk, bool backward) {
+// ---- memory: one named line per tensor, as a step allocates them (reals per image) ----------
+typedef struct Line {
+    const char *name;
+    double reals;
+} Line;
+
+// One block (the attention's own tensors come from its layout)
+static int block_lines(Line *l, const DiTConfig *c, double n) {
+    double D = c->hidden_size, M = dit_mlp_hidden(c);
+    int k = 0;
+    l[k++] = (Line){"adaLN modulation and its 6 slices", 12 * D};
+    l[k++] = (Line){"layernorm 1 and its mean, rstd", n * (D + 2)};
+    l[k++] = (Line){"modulate 1", n * D};
+    l[k++] = (Line){"qkv", 3 * n * D};
+    l[k++] = (Line){"q, k, v slices", 3 * n * D};
+    l[k++] = (Line){"attention projection", n * D};
+    l[k++] = (Line){"gated residual 1", n * D};
+    l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (D + 2)};
+    l[k++] = (Line){"modulate 2", n * D};
+    l[k++] = (Line){"fc1", n * M};
+    l[k++] = (Line){"gelu", n * M};
+    l[k++] = (Line){"fc2", n * D};
+    l[k++] = (Line){"gated residual 2", n * D};
+    return k;
+}
+
+// The embeddings, the conditioning, the final layer, the loss and the step's inputs
+static int rest_lines(Line *l, const DiTConfig *c, double n, double B) {
+    double D = c->hidden_size, p2 = (double)c->patch_size * c->patch_size, S2 = (double)c->input_size * c->input_size;
+    double C = c->in_channels, Co = dit_out_channels(c);
+    int k = 0;
+    l[k++] = (Line){"inputs: image, time, target", C * S2 + 1 + Co * S2};
+    l[k++] = (Line){"patches, their embedding, pos_embed, the sum", n * (p2 * C + 2 * D) + n * D / B};
+    l[k++] = (Line){"timestep and label embeddings, c", DIT_FREQ_DIM + 6 * D};
+    l[k++] = (Line){"final adaLN, layernorm, modulate", 4 * D + n * (2 * D + 2)};
+    l[k++] = (Line){"output tokens", n * p2 * Co};
+    l[k++] = (Line){"loss: target patches, mask, output slice", n * p2 * C * (2 + 1.0 / sizeof(real))};
+    return k;
+}
+
+static double sum_lines(const Line *l, int k) {
+    double s = 0;
+    for (int i = 0; i < k; i++) s += l[i].reals;
+    return s;
+}
+
+size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, bool backward) {
+    Line l[32];
     // in double: sizes of configs that cannot fit anywhere must not wrap around
-    double D = c->hidden_size, M = dit_mlp_hidden(c), H = c->num_heads, b = B;
-    double row = (double)c->patch_size * c->patch_size * (c->in_channels + dit_out_channels(c));
-    // a block's activations: 16 D + 2 M per token, gathered K and V with the collective's blocks,
-    // one log-sum-exp per query row and head (attention's tile scratch is separate, transient)
-    double per_block = b * (n * (16 * D + 2 * M) + 4.0 * Tk * D + H * n);
-    double rest = b * (n * (4 * D + 4 * row) + 24 * D + DIT_FREQ_DIM) +
-                  b * c->input_size * c->input_size * (c->in_channels + 2 * dit_out_channels(c));
-    double scratch = (double)attention_scratch_count(ATTN_BQ, ATTN_BK, c->hidden_size / c->num_heads,
+    double b = B, block = sum_lines(l, block_lines(l, c, n)) + attn.kept, rest = sum_lines(l, rest_lines(l, c, n, b));
+    int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
+    double scratch = (double)attention_scratch_count(attn.queries < ATTN_BQ ? attn.queries : ATTN_BQ,
+                                                     attn.keys < ATTN_BK ? attn.keys : ATTN_BK, dh,
                                                      kernel_threads());
     double reals;
-    if (backward) // every block's activations; backward frees gradients as it goes (tape.c), so it
-        // holds about one block's (x2 for the collectives' transients) and the residual stream's
-        reals = c->depth * per_block + rest + 2 * per_block + rest + c->depth * b * n * D;
+    if (backward) // every block's activations, the gradients of one block at a time (tape.c frees
+        // the rest as it goes), the residual stream's gradient, and the largest transient
+        reals = b * (c->depth * block + rest + block + rest + n * c->hidden_size) +
+                fmax(scratch, b * attn.transient);
     else // without gradients dit_forward keeps one block's intermediates at a time
-        reals = 2 * per_block + rest;
-    double bytes = (reals + scratch) * sizeof(real) + (16 << 20); // + alignment and headers
+        reals = b * (block + rest) + fmax(scratch, b * attn.transient);
+    double bytes = reals * sizeof(real) + tiles * 2.0 * ARENA_ALIGN;
     return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;
 }
 

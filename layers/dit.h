@@ -70,10 +70,17 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len);
 bool dit_preset(const char *name, DiTConfig *c);
 const char *dit_preset_names(void); // for --help
 
+// One block's attention as a sequence-parallel layout runs it: the reals per image its tape keeps
+// (gathered or exchanged tensors, the output, the log-sum-exp), the largest buffer per image its
+// collectives hold for a moment, and the queries and keys one attention call sees.
+typedef struct AttnMemory {
+    double kept, transient;
+    int queries, keys;
+} AttnMemory;
 // Arena bytes of one forward + backward (backward true) or of one forward without gradients
-// (sampling) of B images on a shard of n tokens attending to Tk keys: an upper estimate, for
-// sizing the arena and the memory check. Linear in the sequence (attention is fused).
-size_t dit_step_bytes(const DiTConfig *c, int B, int n, int Tk, bool backward);
+// (sampling) of B images on a shard of n tokens: a table of the tensors a step allocates (dit.c),
+// for sizing the arena and the memory check. Linear in the sequence (attention is fused).
+size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, bool backward);
 
 // Registers every parameter (reference names) and allocates the store; weights are zero.
 void dit_create(DiT *m, const DiTConfig *cfg);

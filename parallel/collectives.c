@@ -42,29 +42,18 @@ static void scatter_add(Comm *c, Arena *a, real *local, const real *seq, int B, 
 }
 
 static void all_gather_bwd(Node *nd) {
-    Comm *c = (Comm *)nd->ptr;
     real *dx = node_grad(nd, 0);
-    int B = nd->iarg[0], n = nd->iarg[1], D = nd->iarg[2];
-    if (!dx) return;
-    if (!nd->iarg[3]) {
-        scatter_add(c, nd->arena, dx, nd->out->grad, B, n, D);
-        return;
-    }
-    // injected bug: keep this rank's own rows of the gradient, dropping the other ranks' shares
-    for (int b = 0; b < B; b++)
-        for (size_t i = 0; i < (size_t)n * D; i++)
-            dx[(size_t)b * n * D + i] +=
-                nd->out->grad[((size_t)b * c->size + c->rank) * n * D + i];
+    if (dx) scatter_add((Comm *)nd->ptr, nd->arena, dx, nd->out->grad, nd->iarg[0], nd->iarg[1], nd->iarg[2]);
 }
 
-Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x, bool keep_local_grad) {
+Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x) {
     char s[64];
     CHECK(x->ndim == 3, "seq_all_gather: x must be [B, n, D], got %s", tensor_shape_str(x, s, sizeof s));
     int B = x->shape[0], n = x->shape[1], D = x->shape[2];
     Tensor *out = tensor_new(tp->arena, 3, B, c->size * n, D);
     gather(c, tp->arena, out->data, x->data, B, n, D);
     Node *nd = tape_record(tp, "seq_all_gather", all_gather_bwd, out, 1, x);
-    if (nd) nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = D, nd->iarg[3] = keep_local_grad, nd->ptr = c;
+    if (nd) nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = D, nd->ptr = c;
     return out;
 }
 
@@ -97,8 +86,8 @@ Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x) {
 // Both directions ADD into their output (zero for a forward), so each serves as the other's
 // backward. Blocks exchanged are (B, n, Dp): rows of one rank, columns of one head group.
 
-// local (B, n, P*Dp) -> seq (B, P*n, Dp)
-static void to_sequence(Comm *c, Arena *a, real *seq, const real *local, int B, int n, int Dp) {
+// local (B, n, P*Dp) -> seq (B, P*n, Dp): every rank's tokens of this rank's head group
+static void to_head_shard(Comm *c, Arena *a, real *seq, const real *local, int B, int n, int Dp) {
     int P = c->size;
     size_t blk = (size_t)B * n * Dp, mark = arena_mark(a);
     real *send = arena_alloc(a, 2 * P * blk * sizeof(real)), *recv = send + P * blk;
@@ -116,8 +105,8 @@ static void to_sequence(Comm *c, Arena *a, real *seq, const real *local, int B, 
     arena_release(a, mark);
 }
 
-// seq (B, P*n, Dp) -> local (B, n, P*Dp)
-static void to_heads(Comm *c, Arena *a, real *local, const real *seq, int B, int n, int Dp) {
+// seq (B, P*n, Dp) -> local (B, n, P*Dp): this rank's tokens of every head group
+static void to_token_shard(Comm *c, Arena *a, real *local, const real *seq, int B, int n, int Dp) {
     int P = c->size;
     size_t blk = (size_t)B * n * Dp, mark = arena_mark(a);
     real *send = arena_alloc(a, 2 * P * blk * sizeof(real)), *recv = send + P * blk;
@@ -141,26 +130,26 @@ static void all_to_all_bwd(Node *nd) {
     real *dx = node_grad(nd, 0);
     int B = nd->iarg[0], n = nd->iarg[1], Dp = nd->iarg[2];
     if (!dx) return;
-    if (nd->iarg[3] == TO_SEQUENCE) to_heads(c, nd->arena, dx, nd->out->grad, B, n, Dp);
-    else to_sequence(c, nd->arena, dx, nd->out->grad, B, n, Dp);
+    if (nd->iarg[3] == TO_HEAD_SHARD) to_token_shard(c, nd->arena, dx, nd->out->grad, B, n, Dp);
+    else to_head_shard(c, nd->arena, dx, nd->out->grad, B, n, Dp);
 }
 
 Tensor *seq_all_to_all(Tape *tp, Comm *c, Tensor *x, A2ADir dir) {
     char s[64];
     int P = c->size;
-    CHECK(x->ndim == 3 && (dir == TO_HEADS ? x->shape[1] % P == 0 : x->shape[2] % P == 0),
-          "seq_all_to_all: x %s must be [B, n, D] with D divisible by %d ranks (to the sequence) "
-          "or [B, P*n, Dp] (to the heads)", tensor_shape_str(x, s, sizeof s), P);
+    CHECK(x->ndim == 3 && (dir == TO_TOKEN_SHARD ? x->shape[1] % P == 0 : x->shape[2] % P == 0),
+          "seq_all_to_all: x %s must be [B, n, D] with D divisible by %d ranks (to the head shard) "
+          "or [B, P*n, Dp] (to the token shard)", tensor_shape_str(x, s, sizeof s), P);
     int B = x->shape[0], n, Dp;
     Tensor *out;
-    if (dir == TO_SEQUENCE) {
+    if (dir == TO_HEAD_SHARD) {
         n = x->shape[1], Dp = x->shape[2] / P;
         out = tensor_new(tp->arena, 3, B, P * n, Dp);
-        to_sequence(c, tp->arena, out->data, x->data, B, n, Dp);
+        to_head_shard(c, tp->arena, out->data, x->data, B, n, Dp);
     } else {
         n = x->shape[1] / P, Dp = x->shape[2];
         out = tensor_new(tp->arena, 3, B, n, P * Dp);
-        to_heads(c, tp->arena, out->data, x->data, B, n, Dp);
+        to_token_shard(c, tp->arena, out->data, x->data, B, n, Dp);
     }
     Node *nd = tape_record(tp, "seq_all_to_all", all_to_all_bwd, out, 1, x);
     if (nd) nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = Dp, nd->iarg[3] = dir, nd->ptr = c;

@@ -13,9 +13,14 @@
 #define MPI_REAL_T MPI_FLOAT
 #endif
 
-static int world_rank, world_size;
-
 void comm_stop_all(const char *msg, int code) {
+    int started = 0, done = 0, world_rank = 0, world_size = 1;
+    MPI_Initialized(&started);
+    MPI_Finalized(&done);
+    if (started && !done) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    }
     if (world_size <= 1) { // nobody to stop, or no MPI at all: spare the user MPI's abort banner
         fprintf(stderr, "error: %s\n", msg);
         comm_finalize();
@@ -29,15 +34,26 @@ void comm_stop_all(const char *msg, int code) {
 
 static void abort_all(const char *msg) { comm_stop_all(msg, 1); }
 
-void comm_init(Comm *c, int *argc, char ***argv) {
+void comm_init(Comm *world, int *argc, char ***argv) {
     int ready = 0;
     MPI_Initialized(&ready);
     if (!ready) MPI_CHECK(MPI_Init(argc, argv));
-    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    *world = (Comm){.group = MPI_COMM_WORLD};
+    MPI_Comm_rank(MPI_COMM_WORLD, &world->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world->size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     set_fatal_handler(abort_all);
-    *c = (Comm){.rank = world_rank, .size = world_size};
+}
+
+void comm_split(Comm *parent, int color, int key, Comm *out) {
+    *out = (Comm){0};
+    MPI_CHECK(MPI_Comm_split(parent->group, color, key, &out->group));
+    MPI_Comm_rank(out->group, &out->rank);
+    MPI_Comm_size(out->group, &out->size);
+}
+
+void comm_free(Comm *c) {
+    if (c->group != MPI_COMM_WORLD) MPI_Comm_free(&c->group);
 }
 
 void comm_finalize(void) {
@@ -54,37 +70,32 @@ static int count(size_t n) {
 
 void comm_all_gather(Comm *c, real *out, const real *in, size_t n) {
     c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
-    MPI_CHECK(MPI_Allgather(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allgather(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, c->group));
 }
 
 void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n) {
     c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
-    MPI_CHECK(MPI_Reduce_scatter_block(in, out, count(n), MPI_REAL_T, MPI_SUM, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Reduce_scatter_block(in, out, count(n), MPI_REAL_T, MPI_SUM, c->group));
 }
 
 void comm_all_reduce(Comm *c, real *buf, size_t n) {
     c->bytes_sent += 2 * (size_t)(c->size - 1) * n * sizeof(real) / (size_t)c->size;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count(n), MPI_REAL_T, MPI_SUM, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count(n), MPI_REAL_T, MPI_SUM, c->group));
 }
 
 void comm_all_reduce_double(Comm *c, double *buf, size_t n) {
     c->bytes_sent += 2 * (size_t)(c->size - 1) * n * sizeof(double) / (size_t)c->size;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count(n), MPI_DOUBLE, MPI_SUM, c->group));
 }
 
 void comm_all_to_all(Comm *c, real *out, const real *in, size_t n) {
     c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
-    MPI_CHECK(MPI_Alltoall(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, MPI_COMM_WORLD));
-}
-
-void comm_broadcast(Comm *c, void *buf, size_t bytes, int root) {
-    if (c->rank == root) c->bytes_sent += (size_t)(c->size - 1) * bytes;
-    MPI_CHECK(MPI_Bcast(buf, count(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Alltoall(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, c->group));
 }
 
 void comm_barrier(Comm *c) {
     (void)c;
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Barrier(c->group));
 }
 
 // The space-separated word of a that holds the first character where a and b differ.
@@ -97,15 +108,15 @@ static void first_difference(const char *a, const char *b, char *out, size_t len
 
 void comm_check_same(Comm *c, const char *what, const char *text) {
     int len = (int)strlen(text) + 1, max = 0;
-    MPI_CHECK(MPI_Allreduce(&len, &max, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(&len, &max, 1, MPI_INT, MPI_MAX, c->group));
     char *root = xcalloc((size_t)max, 1), *other = xcalloc((size_t)max, 1);
     memcpy(root, text, (size_t)len);
-    MPI_CHECK(MPI_Bcast(root, max, MPI_CHAR, 0, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Bcast(root, max, MPI_CHAR, 0, c->group));
     int differs = strcmp(text, root) != 0 ? c->rank : c->size, first = 0;
-    MPI_CHECK(MPI_Allreduce(&differs, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(&differs, &first, 1, MPI_INT, MPI_MIN, c->group));
     if (first < c->size) { // every rank learns what the first differing rank has, and says it
         memcpy(other, text, (size_t)len);
-        MPI_CHECK(MPI_Bcast(other, max, MPI_CHAR, first, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Bcast(other, max, MPI_CHAR, first, c->group));
         char theirs[256], ours[256], msg[1024];
         first_difference(other, root, theirs, sizeof theirs);
         first_difference(root, other, ours, sizeof ours);
@@ -121,7 +132,7 @@ int comm_node_size(const Comm *c) {
     int n = 1;
     MPI_Comm node;
     if (c->size > 1 &&
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_split_type(c->group, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
         MPI_Comm_size(node, &n);
         MPI_Comm_free(&node);
     }

@@ -1,17 +1,23 @@
-// comm.h: the communicator of the sequence-parallel group (MPI on host tensors). Every
-// collective counts the bytes this rank sends, as a ring implementation would: (P-1)/P of the
-// gathered or reduced data, so communication volume can be checked against a formula.
+// comm.h: a communicator (MPI on host tensors) that owns its group: the world, or a group split
+// from it (sequence-parallel and data-parallel groups), and every call goes over that group.
+// Every collective counts the bytes this rank sends, as a ring implementation would: (P-1)/P of
+// the gathered or reduced data, so communication volume can be checked against a formula.
 // Errors on any rank abort the whole job with the message (comm_init installs that handler).
 #pragma once
 #include "../core/real.h"
+#include <mpi.h>
 #include <stddef.h>
 
 typedef struct Comm {
-    int rank, size;
+    MPI_Comm group;    // the ranks this communicator talks to
+    int rank, size;    // this rank's place in the group, and the group's size
     size_t bytes_sent; // since comm_init or the last reset
 } Comm;
 
-void comm_init(Comm *c, int *argc, char ***argv);
+void comm_init(Comm *world, int *argc, char ***argv); // MPI's world
+// The group of the ranks of `parent` that pass the same color, ordered by key (MPI_Comm_split).
+void comm_split(Comm *parent, int color, int key, Comm *out);
+void comm_free(Comm *c); // a split group (not the world)
 void comm_finalize(void);
 // Says msg on this rank ("error (rank r of n): msg") and ends every rank with exit code `code`:
 // a rank that stopped alone would leave the others waiting in a collective. Without MPI, or with
@@ -26,7 +32,6 @@ void comm_all_reduce(Comm *c, real *buf, size_t n);
 void comm_all_reduce_double(Comm *c, double *buf, size_t n);
 // out[r * n ..] = what rank r sent to this rank from its in[this_rank * n ..]
 void comm_all_to_all(Comm *c, real *out, const real *in, size_t n);
-void comm_broadcast(Comm *c, void *buf, size_t bytes, int root);
 void comm_barrier(Comm *c);
 // How many ranks of the job share this rank's machine (collective).
 int comm_node_size(const Comm *c);

@@ -60,6 +60,16 @@ if [ $rc = 1 ] && echo "$msg" | grep -q "samples.png failed: .*Is a directory; t
   ok "samples.png that cannot be written: exit 1, the checkpoint of step 6 kept, a sentence"
 else bad "samples.png that cannot be written (exit $rc): $msg"; fi
 
+# a loss that becomes NaN stops with a sentence naming the step, exit 1; loss.csv keeps the finite
+# steps and the last checkpoint stays
+msg=$("$TRAIN" $RES --steps 60 --lr 10 --clip-norm 0 --save-every 1 --out "$WORK/nan" 2>&1); rc=$?
+nan_step=$(echo "$msg" | sed -nE 's/.*the loss became NaN at step ([0-9]+): training diverged; lower --lr.*/\1/p')
+if [ $rc = 1 ] && [ -n "$nan_step" ] && ! echo "$msg" | grep -q '\.c:[0-9]' &&
+   [ "$(tail -n 1 "$WORK/nan/loss.csv" | cut -d, -f1)" = $((nan_step - 1)) ] &&
+   echo "$msg" | grep -q "the checkpoint of step $((nan_step - 1)) in $WORK/nan is kept"; then
+  ok "NaN loss at step $nan_step: exit 1, a sentence, loss.csv and the checkpoint of step $((nan_step - 1)) kept"
+else bad "NaN loss (exit $rc): $msg"; fi
+
 # 3. ranks that disagree on the config stop with a message on every rank, without hanging
 msg=$(timeout 60 $MPIRUN -np 1 "$TRAIN" $SMALL --seed 1 --out "$WORK/x" : -np 1 "$TRAIN" $SMALL --seed 2 --out "$WORK/x" 2>&1)
 rc=$?
@@ -120,6 +130,8 @@ else bad "11 class folders with --num-classes 11 failed"; fi
 TRAIN_REAL=$TRAIN; TRAIN="$MPIRUN -np 4 $TRAIN_REAL"
 expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by it; pad to 84 or enable auto-pad (drop --no-auto-pad)" $SMALL --no-auto-pad
 expect_usage "splits the 2 heads over 4 ranks, which does not divide them" $SMALL --sp-attention all-to-all
+expect_usage "the wrong-restore bug lives in the gather layout; inject it with --sp-attention gather" $SMALL --heads 4 --sp-attention all-to-all --inject-bug wrong-restore
+expect_usage "unknown layout 'ring' (known: gather, all-to-all)" $SMALL --sp-attention ring
 TRAIN=$TRAIN_REAL
 # a run folder that already holds a run is not overwritten: the new run is refused, the old intact
 cp "$WORK/full1/model.safetensors" "$WORK/model-before"

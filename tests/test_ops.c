@@ -5,6 +5,7 @@
 #include "../autograd/gradcheck.h"
 #include "../layers/layers.h"
 #include "../kernels/kernels.h"
+#include "gradchecked.h"
 #include "testutil.h"
 #include <math.h>
 
@@ -190,12 +191,26 @@ START_TEST(masked_keys_get_zero_weight_and_gradient) {
 }
 END_TEST
 
+// Every op tests/gradchecked.h lists as checked here has a row in the table above
+START_TEST(every_listed_op_has_a_row) {
+    for (size_t i = 0; i < sizeof gradchecked_ops / sizeof *gradchecked_ops; i++) {
+        const char *op = gradchecked_ops[i];
+        bool found = false;
+        for (int c = 0; c < N_CASES && !found; c++)
+            found = !strncmp(cases[c].name, op, strlen(op)) &&
+                    (cases[c].name[strlen(op)] == 0 || cases[c].name[strlen(op)] == ' ');
+        ck_assert_msg(found, "op %s is listed as gradient-checked but tests/test_ops.c has no row", op);
+    }
+}
+END_TEST
+
 Suite *ops_suite(void) {
     Suite *s = suite_create("ops");
     TCase *tc = tcase_create("gradcheck");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, op_gradcheck, 0, N_CASES);
     tcase_add_test(tc, block_direction_check);
+    tcase_add_test(tc, every_listed_op_has_a_row);
     tcase_add_test(tc, checker_catches_wrong_backward);
     tcase_add_test(tc, masked_keys_get_zero_weight_and_gradient);
     suite_add_tcase(s, tc);

@@ -11,7 +11,7 @@ static void defaults(TrainConfig *tc) {
     *tc = (TrainConfig){
         .model = {.input_size = 20, .in_channels = 3, .num_classes = 10, .class_dropout_prob = 0.1},
         .steps = 8000, .batch = 32, .lr = 1e-3, .clip_norm = 1.0, .ema = 0.999, .seed = 0,
-        .log_every = 0, .sample_steps = 25, .samples_per_class = 8, .cfg_scale = 3.0,
+        .log_every = 0, .save_every = -1, .sample_steps = 25, .samples_per_class = 8, .cfg_scale = 3.0,
         .policy = seq_policy_default(),
     };
     strcpy(tc->preset, "DiT-mini/4");
@@ -55,7 +55,8 @@ static void help(void) {
         "                        (default %s)\n"
         "  --log-every N         progress line every N steps (default: 20 lines per run)\n"
         "  --sample-every N      write samples.png every N steps (default: at the end)\n"
-        "  --save-every N        write the checkpoint every N steps (default: at the end)\n"
+        "  --save-every N        write the checkpoint every N steps; 0 = only at the end (default:\n"
+        "                        every 10 minutes of wall time, and at the end)\n"
         "  --resume DIR          continue the run in DIR from its checkpoint (same seed and batch)\n"
         "  --sample-steps N      Euler steps for samples (default %d)\n"
         "  --samples-per-class K columns of samples.png (default %d; 0 = no samples)\n"
@@ -75,12 +76,12 @@ bool seq_flag(int argc, char **argv, int *i, SeqPolicy *policy, SeqAttention *va
     else if (!strcmp(f, "--sp-attention")) {
         const char *name = flag_value(argc, argv, i);
         if (!seq_attention_from_name(name, variant))
-            usage_error("--sp-attention: '%s' is neither gather nor all-to-all", name);
+            usage_error("--sp-attention: unknown layout '%s' (known: %s)", name, seq_attention_names());
     } else if (!strcmp(f, "--inject-bug")) {
         const char *name = flag_value(argc, argv, i);
         unsigned bug = bug_from_name(name);
         if (!bug) usage_error("--inject-bug: unknown bug '%s' (known: %s)", name, bug_names());
-        bug_inject(bug, bugs, policy);
+        *bugs |= bug;
     } else return false;
     return true;
 }
@@ -128,7 +129,7 @@ static bool run_flag(TrainConfig *tc, int argc, char **argv, int *i, bool *out_g
     else if (!strcmp(f, "--out")) copy_path(tc->out, f, VAL), *out_given = true;
     else if (!strcmp(f, "--log-every")) tc->log_every = flag_int(f, VAL, 1, 1 << 30);
     else if (!strcmp(f, "--sample-every")) tc->sample_every = flag_int(f, VAL, 1, 1 << 30);
-    else if (!strcmp(f, "--save-every")) tc->save_every = flag_int(f, VAL, 1, 1 << 30);
+    else if (!strcmp(f, "--save-every")) tc->save_every = flag_int(f, VAL, 0, 1 << 30);
     else if (!strcmp(f, "--resume")) {
         copy_path(tc->resume, f, VAL);
         if (!tc->resume[0]) usage_error("--resume is empty; pass the folder of the run to continue");

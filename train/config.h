@@ -2,7 +2,7 @@
 // rank compares at start, and config.json.
 #pragma once
 #include "../layers/dit.h"
-#include "../parallel/ulysses.h"
+#include "../parallel/sp.h"
 #include <stdint.h>
 
 #define PATH_LEN 512
@@ -14,13 +14,13 @@ typedef struct TrainConfig {
     double lr, weight_decay, clip_norm, ema; // ema 0 = off
     uint64_t seed;
     char out[PATH_LEN], data[PATH_LEN], resume[PATH_LEN]; // data: "shapes" or an image folder
-    int sample_every, save_every, log_every;              // 0 = only at the end
+    int sample_every, save_every, log_every;              // 0 = only at the end; save -1 = timed
     int sample_steps, samples_per_class;
     double cfg_scale;
     int threads; // BLAS threads per rank; 0 = cores / ranks
     SeqPolicy policy;
-    SeqAttention sp_attention; // gather or all-to-all (ulysses.h)
-    unsigned bugs;             // injected sequence-parallel bugs (ulysses.h)
+    SeqAttention sp_attention; // the attention layout (sp.h)
+    unsigned bugs;             // injected sequence-parallel bugs (sp.h)
 } TrainConfig;
 
 // The sequence-parallel flags that training and probe share (--no-auto-pad, --pad-multiple,

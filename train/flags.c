@@ -58,3 +58,11 @@ const char *flag_value(int argc, char **argv, int *i) {
     if (*i + 1 >= argc) usage_error("%s needs a value", argv[*i]);
     return argv[++*i];
 }
+
+void sp_setup(SeqParallel *sp, Comm *comm, int P, int rank, const SeqPolicy *policy,
+              SeqAttention layout, unsigned bugs, const DiTConfig *m) {
+    char err[1024];
+    const char *why = sp_init(sp, comm, P, rank, policy, layout, bugs, dit_tokens(m), m->num_heads,
+                              err, sizeof err);
+    if (why) usage_error("%s", why);
+}

@@ -3,6 +3,7 @@
 // whole job is aborted with code 2, so a rank that alone hits the error cannot leave the others
 // waiting).
 #pragma once
+#include "../parallel/sp.h"
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -12,3 +13,8 @@ double flag_double(const char *flag, const char *text, double min, double max);
 uint64_t flag_u64(const char *flag, const char *text);
 // argv[*i] is the flag; returns argv[*i + 1] and advances *i, or a usage error if missing.
 const char *flag_value(int argc, char **argv, int *i);
+
+// The sequence-parallel context of rank `rank` of P for model m (sp_init), or a usage error that
+// names the problem; comm may be NULL for a context that only sizes memory.
+void sp_setup(SeqParallel *sp, Comm *comm, int P, int rank, const SeqPolicy *policy,
+              SeqAttention layout, unsigned bugs, const DiTConfig *m);

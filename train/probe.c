@@ -3,7 +3,7 @@
 #include "probe.h"
 #include "../core/check.h"
 #include "../core/safetensors.h"
-#include "../parallel/ulysses.h"
+#include "../parallel/sp.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "flags.h"
@@ -51,105 +51,127 @@ static void batch_into(Tensor *dst, const StTensor *t) {
     CHECK(!st_to_real(t, dst->data, dst->size, err, sizeof err), "%s", err);
 }
 
-int probe_main(int argc, char **argv, Comm *c) {
-    const char *ckpt = NULL, *batch = NULL, *out = NULL;
-    SeqPolicy policy = seq_policy_default();
-    unsigned bugs = 0;
-    SeqAttention variant = SP_GATHER;
+typedef struct ProbeArgs {
+    const char *ckpt, *batch, *out;
+    SeqPolicy policy;
+    SeqAttention layout;
+    unsigned bugs;
+} ProbeArgs;
+
+// false when --help was printed; usage errors exit
+static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
+    *a = (ProbeArgs){.policy = seq_policy_default(), .layout = SP_GATHER};
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             if (c->rank == 0) help();
-            return 0;
-        } else if (!strcmp(argv[i], "--ckpt")) ckpt = flag_value(argc, argv, &i);
-        else if (!strcmp(argv[i], "--batch")) batch = flag_value(argc, argv, &i);
-        else if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
-        else if (!seq_flag(argc, argv, &i, &policy, &variant, &bugs))
+            return false;
+        } else if (!strcmp(argv[i], "--ckpt")) a->ckpt = flag_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--batch")) a->batch = flag_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--out")) a->out = flag_value(argc, argv, &i);
+        else if (!seq_flag(argc, argv, &i, &a->policy, &a->layout, &a->bugs))
             usage_error("probe: unknown argument '%s'", argv[i]);
     }
-    if (!ckpt || !batch || !out) usage_error("probe needs --ckpt, --batch and --out");
+    if (!a->ckpt || !a->batch || !a->out) usage_error("probe needs --ckpt, --batch and --out");
     char text[4096];
     snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d sp=%s bugs=%u",
-             ckpt, batch, out, policy.auto_pad, policy.pad_multiple, seq_attention_name(variant), bugs);
+             a->ckpt, a->batch, a->out, a->policy.auto_pad, a->policy.pad_multiple,
+             seq_attention_name(a->layout), a->bugs);
     comm_check_same(c, "probe arguments", text);
     if (c->rank == 0) { // the rank that writes the result
-        out_file_check("--out", out, NULL);
-        out_file_not_input("--out", out, "--ckpt", ckpt);
-        out_file_not_input("--out", out, "--batch", batch);
+        out_file_check("--out", a->out, NULL);
+        out_file_not_input("--out", a->out, "--ckpt", a->ckpt);
+        out_file_not_input("--out", a->out, "--batch", a->batch);
     }
+    return true;
+}
 
-    char err[1024];
-    DiT m;
-    if (ckpt_load_model(&m, ckpt, err, sizeof err)) usage_error("--ckpt: %s", err);
-    const DiTConfig *cfg = &m.cfg;
-    SafeTensors st;
-    if (st_read(batch, &st, err, sizeof err)) usage_error("--batch: %s", err);
-    int S = cfg->input_size, Co = dit_out_channels(cfg), T = dit_tokens(cfg);
-    const StTensor *xs = batch_tensor(&st, batch, "x", false, 4,
-                                      (int64_t[]){-1, cfg->in_channels, S, S});
+typedef struct ProbeBatch {
+    Tensor *x, *t, *target;
+    int64_t *y;
+} ProbeBatch;
+
+// The batch file's tensors, checked against the checkpoint, into the arena
+static ProbeBatch load_batch(const DiT *m, const char *path, const SafeTensors *st, Arena *arena) {
+    const DiTConfig *cfg = &m->cfg;
+    int S = cfg->input_size, Co = dit_out_channels(cfg);
+    const StTensor *xs = batch_tensor(st, path, "x", false, 4, (int64_t[]){-1, cfg->in_channels, S, S});
     int64_t B64 = xs->shape[0];
-    const StTensor *ts = batch_tensor(&st, batch, "t", false, 1, &B64);
-    const StTensor *ys = batch_tensor(&st, batch, "y", true, 1, &B64);
-    const StTensor *gs = batch_tensor(&st, batch, "target", false, 4, (int64_t[]){B64, Co, S, S});
+    const StTensor *ts = batch_tensor(st, path, "t", false, 1, &B64);
+    const StTensor *ys = batch_tensor(st, path, "y", true, 1, &B64);
+    const StTensor *gs = batch_tensor(st, path, "target", false, 4, (int64_t[]){B64, Co, S, S});
     int B = (int)B64;
-    const char *why = seq_validate(&policy, T, c->size, err, sizeof err);
-    if (!why) why = ulysses_validate(variant, cfg->num_heads, c->size, bugs, err, sizeof err);
-    if (why) usage_error("%s", why);
-    SeqShard shard = seq_shard(&policy, T, c->size, c->rank);
-    Ulysses u = {.comm = c, .shard = &shard, .policy = &policy, .variant = variant, .bugs = bugs};
-    DiTShard dsh = ulysses_dit_shard(&u);
-    Arena arena = arena_create(ulysses_step_bytes(&u, cfg, B, true));
-    Tensor *x = tensor_new(&arena, 4, B, cfg->in_channels, S, S), *t = tensor_new(&arena, 1, B);
-    Tensor *target = tensor_new(&arena, 4, B, Co, S, S);
-    batch_into(x, xs);
-    batch_into(t, ts);
-    batch_into(target, gs);
-    int64_t *y = arena_alloc(&arena, (size_t)B * sizeof(int64_t));
-    int classes = cfg->num_classes, rows = m.y_table->shape[0]; // rows: +1 for a null class
-    for (int b = 0; b < B; b++) { // memcpy: other writers may leave the data unaligned
+    ProbeBatch b = {tensor_new(arena, 4, B, cfg->in_channels, S, S), tensor_new(arena, 1, B),
+                    tensor_new(arena, 4, B, Co, S, S), arena_alloc(arena, (size_t)B * sizeof(int64_t))};
+    batch_into(b.x, xs);
+    batch_into(b.t, ts);
+    batch_into(b.target, gs);
+    int classes = cfg->num_classes, rows = m->y_table->shape[0]; // rows: +1 for a null class
+    for (int i = 0; i < B; i++) { // memcpy: other writers may leave the data unaligned
         int64_t v64;
         int32_t v32;
-        if (ys->dtype == ST_I64) memcpy(&v64, (const char *)ys->data + 8 * b, 8), y[b] = v64;
-        else memcpy(&v32, (const char *)ys->data + 4 * b, 4), y[b] = v32;
-        if (y[b] < 0 || y[b] >= rows) {
+        if (ys->dtype == ST_I64) memcpy(&v64, (const char *)ys->data + 8 * i, 8), b.y[i] = v64;
+        else memcpy(&v32, (const char *)ys->data + 4 * i, 4), b.y[i] = v32;
+        if (b.y[i] < 0 || b.y[i] >= rows) {
             char null[64] = "";
             if (rows > classes) snprintf(null, sizeof null, ", or %d for the null class", classes);
             usage_error("--batch %s: label y[%d] = %lld is not a class of this checkpoint; its "
-                        "labels are 0 to %d%s", batch, b, (long long)y[b], classes - 1, null);
+                        "labels are 0 to %d%s", path, i, (long long)b.y[i], classes - 1, null);
         }
     }
+    return b;
+}
+
+// out, loss and every parameter's gradient (on rank 0)
+static void write_result(const DiT *m, const Tensor *img, double loss, const char *out) {
+    char err[1024], name[160];
+    StWriter *w = st_writer_new();
+    real lossv = (real)loss;
+    st_writer_add_real(w, "out", 4, img->shape, img->data);
+    st_writer_add_real(w, "loss", 1, (int[]){1}, &lossv);
+    for (int i = 0; i < m->ps.n; i++) {
+        snprintf(name, sizeof name, "grad.%s", m->ps.t[i]->name);
+        st_writer_add_real(w, name, m->ps.t[i]->ndim, m->ps.t[i]->shape, m->ps.t[i]->grad);
+    }
+    if (st_writer_write(w, out, err, sizeof err)) usage_error("--out: %s", err);
+    st_writer_free(w);
+}
+
+int probe_main(int argc, char **argv, Comm *c) {
+    ProbeArgs a;
+    if (!parse_args(&a, argc, argv, c)) return 0;
+    char err[1024];
+    DiT m;
+    if (ckpt_load_model(&m, a.ckpt, err, sizeof err)) usage_error("--ckpt: %s", err);
+    SafeTensors st;
+    if (st_read(a.batch, &st, err, sizeof err)) usage_error("--batch: %s", err);
+    const StTensor *xs = st_find(&st, "x");
+    int B = xs && xs->ndim == 4 && xs->shape[0] >= 1 && xs->shape[0] < (1 << 20) ? (int)xs->shape[0] : 1;
+    SeqParallel sp;
+    sp_setup(&sp, c, c->size, c->rank, &a.policy, a.layout, a.bugs, &m.cfg);
+    Arena arena = arena_create(sp_step_bytes(&sp, &m.cfg, B, true));
+    ProbeBatch b = load_batch(&m, a.batch, &st, &arena);
     st_free(&st);
 
-    // forward and backward of this rank's shard
+    // forward and backward of this rank's shard, then the sums over ranks
+    DiTShard dsh = sp_dit_shard(&sp);
     Tape tp = tape_create(&arena);
     ps_zero_grad(&m.ps);
-    Tensor *tokens = dit_forward(&m, &tp, x, t, y, &dsh);
-    Tensor *loss = dit_loss(&m, &tp, tokens, target, &dsh);
+    Tensor *tokens = dit_forward(&m, &tp, b.x, b.t, b.y, &dsh);
+    Tensor *loss = dit_loss(&m, &tp, tokens, b.target, &dsh);
     backward(&tp, loss);
     ps_check_reached(&m.ps);
-    seq_sync_grads(&u, &m.ps);
+    sp_sync_grads(&sp, &m.ps);
     double total_loss = loss->data[0];
     comm_all_reduce_double(c, &total_loss, 1);
-
-    Tensor *img = ulysses_gather_image(&tp, &u, tokens, cfg); // the full output images
-
+    Tensor *img = sp_gather_image(&tp, &sp, tokens, &m.cfg); // the full output images
     if (c->rank == 0) {
-        StWriter *w = st_writer_new();
-        real lossv = (real)total_loss;
-        st_writer_add_real(w, "out", 4, img->shape, img->data);
-        st_writer_add_real(w, "loss", 1, (int[]){1}, &lossv);
-        char name[160];
-        for (int i = 0; i < m.ps.n; i++) {
-            snprintf(name, sizeof name, "grad.%s", m.ps.t[i]->name);
-            st_writer_add_real(w, name, m.ps.t[i]->ndim, m.ps.t[i]->shape, m.ps.t[i]->grad);
-        }
-        if (st_writer_write(w, out, err, sizeof err)) usage_error("--out: %s", err);
-        st_writer_free(w);
+        write_result(&m, img, total_loss, a.out);
         printf("probe: %d rank%s, %d tokens (padded to %d), loss %.9g, wrote %s\n", c->size,
-               c->size > 1 ? "s" : "", T, shard.T_pad, total_loss, out);
+               c->size > 1 ? "s" : "", sp.shard.T, sp.shard.T_pad, total_loss, a.out);
     }
     tape_free(&tp);
     arena_destroy(&arena);
-    seq_shard_free(&shard);
+    sp_free(&sp);
     dit_free(&m);
     return 0;
 }

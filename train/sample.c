@@ -18,28 +18,28 @@ static bool is_guided(const DiTConfig *c, double cfg_scale) {
     return cfg_scale != 1 && c->class_dropout_prob > 0;
 }
 
-size_t sample_min_bytes(const Ulysses *u, const DiTConfig *c, double cfg_scale) {
-    return ulysses_step_bytes(u, c, is_guided(c, cfg_scale) ? 2 : 1, false);
+size_t sample_min_bytes(const SeqParallel *sp, const DiTConfig *c, double cfg_scale) {
+    return sp_step_bytes(sp, c, is_guided(c, cfg_scale) ? 2 : 1, false);
 }
 
 // the most images per forward pass (up to SAMPLE_CHUNK) whose activations fit in `bytes`
-static int chunk_images(const Ulysses *u, const DiTConfig *c, bool guided, size_t bytes) {
+static int chunk_images(const SeqParallel *sp, const DiTConfig *c, bool guided, size_t bytes) {
     int k = SAMPLE_CHUNK;
-    while (k > 1 && ulysses_step_bytes(u, c, guided ? 2 * k : k, false) > bytes) k--;
+    while (k > 1 && sp_step_bytes(sp, c, guided ? 2 * k : k, false) > bytes) k--;
     return k;
 }
 
-void sample_images(DiT *m, Ulysses *u, Arena *arena, const int64_t *labels, int n, int steps,
+void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, int n, int steps,
                    double cfg_scale, uint64_t seed, real *out) {
     const DiTConfig *c = &m->cfg;
     int C = c->in_channels, S = c->input_size;
     size_t chw = (size_t)C * S * S;
     bool guided = is_guided(c, cfg_scale);
-    CHECK(arena->cap >= sample_min_bytes(u, c, cfg_scale),
-          "sampling needs an arena of %zu bytes, not %zu", sample_min_bytes(u, c, cfg_scale), arena->cap);
-    int chunk = chunk_images(u, c, guided, arena->cap);
+    CHECK(arena->cap >= sample_min_bytes(sp, c, cfg_scale),
+          "sampling needs an arena of %zu bytes, not %zu", sample_min_bytes(sp, c, cfg_scale), arena->cap);
+    int chunk = chunk_images(sp, c, guided, arena->cap);
     rng_fill_normal(out, (size_t)n * chw, seed, STREAM_SAMPLE, 0, 1.0);
-    DiTShard sh = ulysses_dit_shard(u);
+    DiTShard sh = sp_dit_shard(sp);
     for (int start = 0; start < n; start += chunk) {
         int k = n - start < chunk ? n - start : chunk, B = guided ? 2 * k : k;
         real *x = out + (size_t)start * chw;
@@ -56,7 +56,7 @@ void sample_images(DiT *m, Ulysses *u, Arena *arena, const int64_t *labels, int 
                 y[i] = i < k ? labels[start + i] : c->num_classes; // second half: the null class
             }
             Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
-            Tensor *img = ulysses_gather_image(&tp, u, tokens, c); // (B, C_out, S, S)
+            Tensor *img = sp_gather_image(&tp, sp, tokens, c); // (B, C_out, S, S)
             size_t out_chw = (size_t)dit_out_channels(c) * S * S;
             real *v = arena_alloc(arena, (size_t)k * chw * sizeof(real));
             for (int i = 0; i < k; i++) // the first C output channels are the velocity
@@ -72,7 +72,7 @@ void sample_images(DiT *m, Ulysses *u, Arena *arena, const int64_t *labels, int 
     arena_reset(arena);
 }
 
-int sample_grid(DiT *m, Ulysses *u, Arena *arena, const Data *data, int per_class, int steps,
+int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per_class, int steps,
                 double cfg_scale, uint64_t seed, const char *path, char *err, size_t len) {
     const DiTConfig *c = &m->cfg;
     int n = data->classes * per_class, S = c->input_size, up = 96 / S;
@@ -80,9 +80,9 @@ int sample_grid(DiT *m, Ulysses *u, Arena *arena, const Data *data, int per_clas
     int64_t *labels = xmalloc((size_t)n * sizeof(int64_t));
     real *imgs = xmalloc((size_t)n * 3 * S * S * sizeof(real));
     for (int i = 0; i < n; i++) labels[i] = i / per_class;
-    sample_images(m, u, arena, labels, n, steps, cfg_scale, seed, imgs);
+    sample_images(m, sp, arena, labels, n, steps, cfg_scale, seed, imgs);
     int rc = 0;
-    if (u->comm->rank == 0) {
+    if (sp->comm->rank == 0) {
         int label_w = 0, cell = S * up + 4, text = 2;
         for (int k = 0; k < data->classes; k++) {
             int w = canvas_text_width(data_class_name(data, k), text);
@@ -155,18 +155,19 @@ int sample_main(int argc, char **argv, Comm *c) {
     Data data;
     if (data_open(&data, tc.data, m.cfg.input_size, m.cfg.in_channels, m.cfg.num_classes, err, sizeof err))
         usage_error("--data: %s", err);
-    SeqShard shard = seq_shard(&tc.policy, dit_tokens(&m.cfg), c->size, c->rank);
-    Ulysses u = {.comm = c, .shard = &shard, .policy = &tc.policy};
+    SeqParallel sp;
+    sp_setup(&sp, c, c->size, c->rank, &tc.policy, SP_GATHER, 0, &m.cfg);
     // a full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory allows
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 4 / comm_node_size(c);
-    size_t full = ulysses_step_bytes(&u, &m.cfg, 2 * SAMPLE_CHUNK, false), least = sample_min_bytes(&u, &m.cfg, tc.cfg_scale);
+    size_t full = sp_step_bytes(&sp, &m.cfg, 2 * SAMPLE_CHUNK, false);
+    size_t least = sample_min_bytes(&sp, &m.cfg, tc.cfg_scale);
     Arena arena = arena_create(full < have ? full : least > have ? least : (size_t)have);
-    if (sample_grid(&m, &u, &arena, &data, tc.samples_per_class, tc.sample_steps, tc.cfg_scale,
+    if (sample_grid(&m, &sp, &arena, &data, tc.samples_per_class, tc.sample_steps, tc.cfg_scale,
                     tc.seed, out, err, sizeof err))
         usage_error("--out: %s", err);
     arena_destroy(&arena);
     print0(c, "wrote %s\n", out);
-    seq_shard_free(&shard);
+    sp_free(&sp);
     data_close(&data);
     dit_free(&m);
     return 0;

@@ -1,18 +1,18 @@
 // sample.h: class-conditional samples (Euler steps along the learned flow, classifier-free
 // guidance on the velocity), drawn into a labelled grid (samples.png: one row per class).
 #pragma once
-#include "../parallel/ulysses.h"
+#include "../parallel/sp.h"
 #include "data.h"
 
 // out (n, C, S, S): one image per label, from noise rng_normal(seed, STREAM_SAMPLE, i*C*S*S + j).
 // Runs on every rank (each computes its token shard); cfg_scale 1 disables guidance. Works in
 // `arena` (reset before and after), as many images per forward pass as fit in it.
-void sample_images(DiT *m, Ulysses *u, Arena *arena, const int64_t *labels, int n, int steps,
+void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, int n, int steps,
                    double cfg_scale, uint64_t seed, real *out);
 // The least arena that sampling needs: one image per pass (two rows with guidance).
-size_t sample_min_bytes(const Ulysses *u, const DiTConfig *c, double cfg_scale);
+size_t sample_min_bytes(const SeqParallel *sp, const DiTConfig *c, double cfg_scale);
 // Samples per_class images of each class and writes the grid PNG on rank 0.
-int sample_grid(DiT *m, Ulysses *u, Arena *arena, const Data *data, int per_class, int steps,
+int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per_class, int steps,
                 double cfg_scale, uint64_t seed, const char *path, char *err, size_t len);
 // `train sample --ckpt M.safetensors --out S.png ...`: a sample grid from a checkpoint.
 int sample_main(int argc, char **argv, Comm *c);

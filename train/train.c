@@ -1,5 +1,5 @@
 // train.c: see train.h. One step: every rank builds the same batch, runs the DiT on its token
-// shard (Ulysses attention across ranks), backpropagates, all-reduces the flat gradient buffer,
+// shard (sequence-parallel attention across ranks), backpropagates, all-reduces the flat gradient buffer,
 // and applies the same AdamW update, so parameters stay identical on every rank.
 #include "train.h"
 #include "../core/atomic.h"
@@ -31,8 +31,7 @@ typedef struct Run {
     AdamW opt;
     real *ema; // (ps.total) or NULL
     Data data;
-    SeqShard shard;
-    Ulysses u;
+    SeqParallel sp;
     LossLog log;
     char run_text[128]; // what a resumed run must share: seed and batch
 } Run;
@@ -178,7 +177,7 @@ static void write_samples(Run *r, Arena *arena) {
         memcpy(r->m.ps.params, r->ema, r->m.ps.total * sizeof(real));
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
-    int rc = sample_grid(&r->m, &r->u, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
+    int rc = sample_grid(&r->m, &r->sp, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
                          r->tc.cfg_scale, r->tc.seed, path, err, sizeof err);
     if (saved) {
         memcpy(r->m.ps.params, saved, r->m.ps.total * sizeof(real));
@@ -199,12 +198,12 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     batch_make(b, &r->data, r->tc.seed, r->tc.model.class_dropout_prob, r->tc.model.num_classes, step - 1);
     arena_reset(arena);
     Tape tp = tape_create(arena);
-    DiTShard sh = ulysses_dit_shard(&r->u);
+    DiTShard sh = sp_dit_shard(&r->sp);
     ps_zero_grad(&r->m.ps);
     Tensor *loss = dit_loss(&r->m, &tp, dit_forward(&r->m, &tp, b->xt, b->t, b->y, &sh), b->v, &sh);
     backward(&tp, loss);
     ps_check_reached(&r->m.ps);
-    seq_sync_grads(&r->u, &r->m.ps);
+    sp_sync_grads(&r->sp, &r->m.ps);
     double total = loss->data[0];
     comm_all_reduce_double(r->comm, &total, 1);
     *grad_norm = adamw_step(&r->opt, &r->m.ps);
@@ -218,25 +217,21 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
 }
 
 // One arena serves the training steps and the sampling (which fits its passes into it).
-static size_t arena_bytes(const Ulysses *u, const TrainConfig *tc) {
-    size_t step = ulysses_step_bytes(u, &tc->model, tc->batch, true);
-    size_t sample = sample_min_bytes(u, &tc->model, tc->cfg_scale);
+static size_t arena_bytes(const SeqParallel *sp, const TrainConfig *tc) {
+    size_t step = sp_step_bytes(sp, &tc->model, tc->batch, true);
+    size_t sample = sample_min_bytes(sp, &tc->model, tc->cfg_scale);
     return step > sample ? step : sample;
 }
 
 void train_check(const TrainConfig *tc, int ranks, int node_ranks) {
-    char err[1024];
     const DiTConfig *mc = &tc->model;
-    const char *why = seq_validate(&tc->policy, dit_tokens(mc), ranks, err, sizeof err);
-    if (!why) why = ulysses_validate(tc->sp_attention, mc->num_heads, ranks, tc->bugs, err, sizeof err);
-    if (why) usage_error("%s", why);
     // a rank holds parameters, gradients and Adam moments (4 copies), the EMA copy and the copy
     // sampling swaps out, pos_embed, the arena for the steps and the sampling, the batch and the
     // sampled images (every shard has the same length)
-    SeqShard shard = seq_shard(&tc->policy, dit_tokens(mc), ranks, 0);
-    Ulysses u = {.shard = &shard, .policy = &tc->policy, .variant = tc->sp_attention, .bugs = tc->bugs};
-    double step = (double)arena_bytes(&u, tc);
-    seq_shard_free(&shard);
+    SeqParallel sp;
+    sp_setup(&sp, NULL, ranks, 0, &tc->policy, tc->sp_attention, tc->bugs, mc);
+    double step = (double)arena_bytes(&sp, tc);
+    sp_free(&sp);
     DiT shape;
     dit_layout(&shape, mc);
     double image = (double)mc->in_channels * mc->input_size * mc->input_size;
@@ -252,10 +247,11 @@ void train_check(const TrainConfig *tc, int ranks, int node_ranks) {
                     step / GiB, need * node_ranks / GiB, node_ranks, node_ranks > 1 ? "s" : "", have / GiB);
 }
 
-int train_main(int argc, char **argv, Comm *c) {
-    Run r = {.comm = c};
-    TrainConfig *tc = &r.tc;
-    if (!train_config_parse(tc, argc, argv, c->rank)) return 0;
+// Checks and opens everything a run needs (memory, data, the checkpoint to resume), then writes
+// config.json: the first file, written only when all of that worked
+static void setup(Run *r) {
+    TrainConfig *tc = &r->tc;
+    Comm *c = r->comm;
     char text[4096], err[1024], path[PATH_LEN + 32];
     train_config_text(tc, text, sizeof text);
     comm_check_same(c, "training configuration (flags)", text);
@@ -268,51 +264,94 @@ int train_main(int argc, char **argv, Comm *c) {
                    CPU_COUNT(&mask) > 1 ? "s" : "");
         openblas_set_num_threads(tc->threads);
     }
-    if (data_open(&r.data, tc->data, tc->model.input_size, tc->model.in_channels,
+    if (data_open(&r->data, tc->data, tc->model.input_size, tc->model.in_channels,
                   tc->model.num_classes, err, sizeof err))
         usage_error("--data: %s", err);
     train_check(tc, c->size, comm_node_size(c));
     // the model's config is the flags' (a resumed checkpoint must match them)
-    const DiTConfig *mc = &tc->model;
-    int T = dit_tokens(mc);
-    r.shard = seq_shard(&tc->policy, T, c->size, c->rank);
-    r.u = (Ulysses){.comm = c, .shard = &r.shard, .policy = &tc->policy,
-                    .variant = tc->sp_attention, .bugs = tc->bugs};
-    start_run(&r);
-    Arena arena = arena_create(arena_bytes(&r.u, tc));
-    if (c->rank == 0) { // the first file is written only when everything above has worked
+    sp_setup(&r->sp, c, c->size, c->rank, &tc->policy, tc->sp_attention, tc->bugs, &tc->model);
+    start_run(r);
+    if (c->rank == 0) {
         make_dirs(tc->out);
         path_in(path, sizeof path, tc->out, "config.json");
         CHECK(!train_config_write_json(tc, c->size, path, err, sizeof err), "%s", err);
     }
     comm_barrier(c);
-    Batch batch = batch_alloc(tc->batch, mc->in_channels, mc->input_size);
-    int first = r.opt.step + 1;
     print0(c, "%s: %zu parameters, %d tokens per image over %d rank%s (%d each, padded to %d), "
-           "batch %d, %s, steps %d..%d -> %s\n", tc->preset, r.m.ps.total, T, c->size,
-           c->size > 1 ? "s" : "", r.shard.n, r.shard.T_pad, tc->batch, tc->data, first, tc->steps,
-           tc->out);
+           "batch %d, %s, steps %d..%d -> %s\n", tc->preset, r->m.ps.total, dit_tokens(&tc->model),
+           c->size, c->size > 1 ? "s" : "", r->sp.shard.n, r->sp.shard.T_pad, tc->batch, tc->data,
+           r->opt.step + 1, tc->steps, tc->out);
     print0(c, "GEMM: %s; %d thread%s per rank\n", blas_setup(), kernel_threads(),
            kernel_threads() > 1 ? "s" : "");
-    if (first > tc->steps) print0(c, "nothing to do: the run is already at step %d\n", r.opt.step);
-    double t0 = now(), t_last = t0; // the rate is measured since the last progress line
-    int step_last = first - 1;
-    for (int step = first; step <= tc->steps; step++) {
-        double gnorm, loss = train_step(&r, &arena, &batch, step, &gnorm);
-        CHECK(loss == loss, "the loss became NaN at step %d; lower --lr or raise --clip-norm", step);
-        losslog_add(&r.log, step, loss);
-        if (step % tc->log_every == 0 || step == tc->steps || step == first) {
-            double t = now(), per_step = (t - t_last) / (step - step_last), tok = tc->batch * T / per_step;
-            t_last = t, step_last = step;
-            char eta[32];
-            print0(c, "step %*d/%d | loss %.5f | grad norm %.3f | %.0f tok/s | ETA %s\n",
-                   (int)snprintf(NULL, 0, "%d", tc->steps), step, tc->steps, loss, gnorm, tok,
-                   duration(per_step * (tc->steps - step), eta, sizeof eta));
-        }
-        if (tc->save_every && step % tc->save_every == 0 && step < tc->steps) save(&r, step);
-        if (tc->sample_every && step % tc->sample_every == 0 && step < tc->steps) write_samples(&r, &arena);
+}
+
+// A loss that is NaN or infinite stops every rank (they all see the same global loss): loss.csv
+// keeps the finite steps, the last checkpoint stays, and the sentence says what to change
+static void stop_diverged(Run *r, int step, double loss, int saved_step) {
+    write_loss_files(r); // the finite steps (rank 0)
+    if (r->comm->rank == 0) {
+        char clip[96], kept[PATH_LEN + 96];
+        if (r->tc.clip_norm > 0)
+            snprintf(clip, sizeof clip, "a smaller --clip-norm (now %g; smaller clips harder)", r->tc.clip_norm);
+        else snprintf(clip, sizeof clip, "clipping with --clip-norm 1 (now off)");
+        if (saved_step) snprintf(kept, sizeof kept, "the checkpoint of step %d in %s is kept (--resume "
+                                 "continues from it)", saved_step, r->tc.out);
+        else snprintf(kept, sizeof kept, "no checkpoint was saved before it");
+        fprintf(stderr, "error: the loss became %s at step %d: training diverged; lower --lr (now %g) "
+                "or use %s; %s/loss.csv holds the steps before it, and %s\n",
+                loss != loss ? "NaN" : "infinite", step, r->tc.lr, clip, r->tc.out, kept);
     }
-    double elapsed = now() - t0;
+    comm_barrier(r->comm);
+    comm_finalize();
+    exit(1);
+}
+
+// Saves every --save-every steps or, by default, every SAVE_MINUTES of wall time (rank 0's clock:
+// rank 0 alone writes)
+#define SAVE_MINUTES 10
+static bool save_due(const Run *r, int step, double since_save) {
+    if (step >= r->tc.steps) return false; // the end saves anyway
+    if (r->tc.save_every > 0) return step % r->tc.save_every == 0;
+    return r->tc.save_every < 0 && since_save >= SAVE_MINUTES * 60;
+}
+
+// The steps; returns the seconds they took
+static double train_loop(Run *r, Arena *arena) {
+    const TrainConfig *tc = &r->tc;
+    Batch batch = batch_alloc(tc->batch, tc->model.in_channels, tc->model.input_size);
+    int first = r->opt.step + 1, step_last = first - 1, saved_step = r->opt.step;
+    if (first > tc->steps) print0(r->comm, "nothing to do: the run is already at step %d\n", r->opt.step);
+    double t0 = now(), t_last = t0, t_save = t0; // the rate is measured since the last line
+    for (int step = first; step <= tc->steps; step++) {
+        double gnorm, loss = train_step(r, arena, &batch, step, &gnorm);
+        if (!isfinite(loss)) stop_diverged(r, step, loss, saved_step);
+        losslog_add(&r->log, step, loss);
+        if (step % tc->log_every == 0 || step == tc->steps || step == first) {
+            double t = now(), per_step = (t - t_last) / (step - step_last);
+            char eta[32], ago[64];
+            t_last = t, step_last = step;
+            print0(r->comm, "step %*d/%d | loss %.5f | grad norm %.3f | %.0f tok/s | ETA %s | saved %s\n",
+                   (int)snprintf(NULL, 0, "%d", tc->steps), step, tc->steps, loss, gnorm,
+                   tc->batch * dit_tokens(&tc->model) / per_step,
+                   duration(per_step * (tc->steps - step), eta, sizeof eta),
+                   saved_step ? (snprintf(ago, sizeof ago, "step %d, %s ago", saved_step,
+                                          duration(t - t_save, eta, sizeof eta)), ago) : "not yet");
+        }
+        if (save_due(r, step, now() - t_save)) save(r, step), saved_step = step, t_save = now();
+        if (tc->sample_every && step % tc->sample_every == 0 && step < tc->steps) write_samples(r, arena);
+    }
+    batch_free(&batch);
+    return now() - t0;
+}
+
+int train_main(int argc, char **argv, Comm *c) {
+    Run r = {.comm = c};
+    TrainConfig *tc = &r.tc;
+    if (!train_config_parse(tc, argc, argv, c->rank)) return 0;
+    setup(&r);
+    Arena arena = arena_create(arena_bytes(&r.sp, tc));
+    int first = r.opt.step + 1;
+    double elapsed = train_loop(&r, &arena);
     save(&r, r.opt.step);
     size_t train_peak = arena.peak;
     arena_reset(&arena), arena_reset_peak(&arena);
@@ -323,9 +362,8 @@ int train_main(int argc, char **argv, Comm *c) {
            tc->steps - first + 1, elapsed, (tc->steps - first + 1) / (elapsed > 0 ? elapsed : 1),
            r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena.peak / 1048576.0,
            tc->out, tc->samples_per_class ? "samples.png," : "");
-    batch_free(&batch);
     arena_destroy(&arena);
-    seq_shard_free(&r.shard);
+    sp_free(&r.sp);
     data_close(&r.data);
     losslog_free(&r.log);
     free(r.ema);

@@ -5,10 +5,11 @@
 #include "../../core/rng.h"
 #include "../../parallel/collectives.h"
 #include "../../core/safetensors.h"
-#include "../../parallel/ulysses.h"
+#include "../../parallel/sp.h"
 #include "../../train/checkpoint.h"
 #include "../../train/compare.h"
 #include "../../train/probe.h"
+#include "../gradchecked.h"
 #include <check.h>
 #include <math.h>
 #include <mpi.h>
@@ -61,7 +62,15 @@ static void random_batch(Arena *a, Tensor **x, Tensor **t, Tensor **target, int6
     for (int b = 0; b < B; b++) y[b] = b * 3 % (cfg.num_classes + 1);
 }
 
-static Result run(DiT *m, const DiTShard *sh, Ulysses *u, Arena *a) {
+// This rank's context for cfg with the default policy; false when the layout refuses the bugs
+static bool init_sp(SeqParallel *sp, SeqAttention layout, unsigned bugs) {
+    SeqPolicy pol = seq_policy_default();
+    char err[256];
+    return !sp_init(sp, &comm, comm.size, comm.rank, &pol, layout, bugs, dit_tokens(&cfg),
+                    cfg.num_heads, err, sizeof err);
+}
+
+static Result run(DiT *m, const DiTShard *sh, SeqParallel *sp, Arena *a) {
     Tape tp = tape_create(a);
     Tensor *x, *t, *target;
     int64_t y[B];
@@ -72,10 +81,10 @@ static Result run(DiT *m, const DiTShard *sh, Ulysses *u, Arena *a) {
     backward(&tp, loss);
     Result r = {.loss = loss->data[0]};
     Tensor *img;
-    if (u) {
-        seq_sync_grads(u, &m->ps);
-        comm_all_reduce_double(u->comm, &r.loss, 1);
-        img = ulysses_gather_image(&tp, u, tokens, &cfg);
+    if (sp) {
+        sp_sync_grads(sp, &m->ps);
+        comm_all_reduce_double(sp->comm, &r.loss, 1);
+        img = sp_gather_image(&tp, sp, tokens, &cfg);
     } else {
         tp.grad_enabled = false;
         img = unpatchify(&tp, tokens, dit_out_channels(&cfg), cfg.input_size, cfg.input_size, cfg.patch_size);
@@ -102,14 +111,10 @@ static void parallel_vs_single(SeqAttention variant, unsigned bugs, double *e_ou
     Arena a = arena_create(64 << 20);
     Result ref = run(&m, NULL, NULL, &a);
     arena_reset(&a);
-    SeqPolicy pol = seq_policy_default();
-    unsigned set = 0;
-    for (unsigned b = 1; b <= bugs; b <<= 1)
-        if (bugs & b) bug_inject(b, &set, &pol);
-    SeqShard sh = seq_shard(&pol, dit_tokens(&cfg), comm.size, comm.rank);
-    Ulysses u = {.comm = &comm, .shard = &sh, .policy = &pol, .variant = variant, .bugs = set};
-    DiTShard dsh = ulysses_dit_shard(&u);
-    Result par = run(&m, &dsh, &u, &a);
+    SeqParallel sp;
+    ck_assert(init_sp(&sp, variant, bugs));
+    DiTShard dsh = sp_dit_shard(&sp);
+    Result par = run(&m, &dsh, &sp, &a);
     size_t n_out = (size_t)B * dit_out_channels(&cfg) * cfg.input_size * cfg.input_size;
     *e_out = rel(par.out, ref.out, n_out);
     *e_grad = 0;
@@ -120,7 +125,7 @@ static void parallel_vs_single(SeqAttention variant, unsigned bugs, double *e_ou
     double e_loss = fabs(par.loss - ref.loss) / fabs(ref.loss);
     *e_out = e_loss > *e_out ? e_loss : *e_out;
     free(ref.out), free(ref.grads), free(par.out), free(par.grads);
-    seq_shard_free(&sh);
+    sp_free(&sp);
     arena_destroy(&a);
     dit_free(&m);
 }
@@ -184,8 +189,10 @@ END_TEST
 START_TEST(padding_and_bytes) {
     int T = 9, D = 12, H = 12; // 12 heads: every rank count up to 4 divides them
     SeqPolicy pol = seq_policy_default();
-    SeqShard sh = seq_shard(&pol, T, comm.size, comm.rank);
-    Ulysses u = {.comm = &comm, .shard = &sh, .policy = &pol};
+    SeqParallel sp;
+    char err[256];
+    ck_assert(!sp_init(&sp, &comm, comm.size, comm.rank, &pol, SP_GATHER, 0, T, H, err, sizeof err));
+    const SeqShard sh = sp.shard;
     Arena a = arena_create(16 << 20);
     Tape tp = tape_create(&a);
     Tensor *q = tensor_new(&a, 3, B, sh.n, D), *k = tensor_new(&a, 3, B, sh.n, D), *v = tensor_new(&a, 3, B, sh.n, D);
@@ -194,7 +201,7 @@ START_TEST(padding_and_bytes) {
     rng_fill_normal(v->data, v->size, 7, comm.rank * 3 + 2, 0, 1);
     q->requires_grad = k->requires_grad = v->requires_grad = true;
     comm.bytes_sent = 0;
-    Tensor *o = ulysses_attend(&tp, q, k, v, H, &u);
+    Tensor *o = sp_gather.attend(&tp, q, k, v, H, &sp);
     real *dout = arena_alloc(&a, o->size * sizeof(real));
     rng_fill_normal(dout, o->size, 7, 100 + comm.rank, 0, 1);
     backward_from(&tp, o, dout);
@@ -205,11 +212,11 @@ START_TEST(padding_and_bytes) {
     ck_assert_uint_eq(comm.bytes_sent, want);
     // the all-to-all variant sends 8 B T_pad D (P-1)/P^2: four exchanges forward, four backward
     if (H % comm.size == 0) {
-        Ulysses a2a = u;
-        a2a.variant = SP_ALL_TO_ALL;
+        SeqParallel a2a = sp;
+        a2a.layout = SP_ALL_TO_ALL;
         Tape tp2 = tape_create(&a);
         comm.bytes_sent = 0;
-        Tensor *o2 = ulysses_attend(&tp2, q, k, v, H, &a2a);
+        Tensor *o2 = sp_all_to_all.attend(&tp2, q, k, v, H, &a2a);
         backward_from(&tp2, o2, dout);
         size_t want2 = (size_t)8 * B * sh.T_pad * D * sizeof(real) * (comm.size - 1) / comm.size / comm.size;
         if (comm.rank == 0)
@@ -226,7 +233,7 @@ START_TEST(padding_and_bytes) {
             }
     tape_free(&tp);
     arena_destroy(&a);
-    seq_shard_free(&sh);
+    sp_free(&sp);
 }
 END_TEST
 
@@ -238,7 +245,7 @@ START_TEST(collectives_are_adjoint) {
     Tensor *x = tensor_new(&a, 3, 2, n, D), *y = tensor_new(&a, 3, 2, comm.size * n, D);
     rng_fill_normal(x->data, x->size, 8, comm.rank, 0, 1);
     rng_fill_normal(y->data, y->size, 8, 100 + comm.rank, 0, 1);
-    Tensor *gx = seq_all_gather(&tp, &comm, x, false), *ry = seq_reduce_scatter(&tp, &comm, y);
+    Tensor *gx = seq_all_gather(&tp, &comm, x), *ry = seq_reduce_scatter(&tp, &comm, y);
     double lhs = 0, rhs = 0;
     for (size_t i = 0; i < gx->size; i++) lhs += gx->data[i] * y->data[i];
     for (size_t i = 0; i < x->size; i++) rhs += x->data[i] * ry->data[i];
@@ -250,9 +257,9 @@ START_TEST(collectives_are_adjoint) {
 }
 END_TEST
 
-// all_to_all delivers block r of every rank to rank r, in rank order; broadcast copies the root's
-// bytes; each counts what this rank sends: (P-1) blocks, and (P-1) copies on the root.
-START_TEST(all_to_all_and_broadcast) {
+// all_to_all delivers block r of every rank to rank r, in rank order, and counts what this rank
+// sends: (P-1) blocks
+START_TEST(all_to_all_delivers) {
     int n = 3, P = comm.size;
     real *in = xmalloc((size_t)P * n * sizeof(real)), *out = xmalloc((size_t)P * n * sizeof(real));
     for (int r = 0; r < P; r++)
@@ -262,14 +269,100 @@ START_TEST(all_to_all_and_broadcast) {
     for (int src = 0; src < P; src++)
         for (int i = 0; i < n; i++) ck_assert(out[src * n + i] == (real)(100 * src + 10 * comm.rank + i));
     ck_assert_uint_eq(comm.bytes_sent, (size_t)(P - 1) * n * sizeof(real));
-    char word[8] = "";
-    if (comm.rank == 0) strcpy(word, "root");
-    comm.bytes_sent = 0;
-    comm_broadcast(&comm, word, sizeof word, 0);
-    ck_assert_str_eq(word, "root");
-    ck_assert_uint_eq(comm.bytes_sent, comm.rank == 0 ? (size_t)(P - 1) * sizeof word : 0);
     free(in);
     free(out);
+}
+END_TEST
+
+// A group split from the world talks only within itself: even and odd ranks each sum their own
+START_TEST(split_groups_talk_within) {
+    Comm half;
+    comm_split(&comm, comm.rank % 2, comm.rank, &half);
+    int members = (comm.size + 1 - comm.rank % 2) / 2; // ranks of my parity
+    ck_assert_int_eq(half.size, members);
+    ck_assert_int_eq(half.rank, comm.rank / 2);
+    double sum = comm.rank, want = 0;
+    for (int r = comm.rank % 2; r < comm.size; r += 2) want += r;
+    comm_all_reduce_double(&half, &sum, 1);
+    ck_assert_double_eq(sum, want);
+    comm_free(&half);
+}
+END_TEST
+
+// The arena estimate holds one step at realistic sizes: the measured peak stays under it (no
+// slack: the arena is sized by it), and the estimate is within 30% of the peak, for both
+// layouts, forward + backward and forward only
+static const DiTConfig mem_configs[] = {
+    {.input_size = 32, .patch_size = 2, .in_channels = 3, .hidden_size = 64, .depth = 3,
+     .num_heads = 4, .mlp_ratio = 4, .num_classes = 10, .class_dropout_prob = 0.1},
+    {.input_size = 26, .patch_size = 2, .in_channels = 3, .hidden_size = 96, .depth = 2,
+     .num_heads = 12, .mlp_ratio = 2, .num_classes = 5, .learn_sigma = true},
+};
+
+START_TEST(memory_estimate_holds) {
+    cfg = mem_configs[_i / 4];
+    SeqAttention layout = _i % 2 ? SP_ALL_TO_ALL : SP_GATHER;
+    bool backward_pass = _i / 2 % 2 == 0;
+    if (layout == SP_ALL_TO_ALL && cfg.num_heads % comm.size) return;
+    DiT m;
+    random_model(&m);
+    SeqParallel sp;
+    ck_assert(init_sp(&sp, layout, 0));
+    enum { BM = 4 };
+    size_t est = sp_step_bytes(&sp, &cfg, BM, backward_pass);
+    Arena a = arena_create(est);
+    Tape tp = tape_create(&a);
+    tp.grad_enabled = backward_pass;
+    int S = cfg.input_size;
+    Tensor *x = tensor_new(&a, 4, BM, cfg.in_channels, S, S), *t = tensor_new(&a, 1, BM);
+    Tensor *target = tensor_new(&a, 4, BM, dit_out_channels(&cfg), S, S);
+    int64_t y[BM] = {1, 2, 3, 4};
+    DiTShard dsh = sp_dit_shard(&sp);
+    Tensor *tokens = dit_forward(&m, &tp, x, t, y, &dsh);
+    if (backward_pass) backward(&tp, dit_loss(&m, &tp, tokens, target, &dsh));
+    double ratio = (double)est / (double)a.peak;
+    if (comm.rank == 0)
+        printf("memory, %d ranks, %s, %d tokens, %s: peak %.2f MiB, estimate %.2f MiB (x%.2f)\n",
+               comm.size, seq_attention_name(layout), dit_tokens(&cfg),
+               backward_pass ? "forward + backward" : "forward only", a.peak / 1048576.0,
+               est / 1048576.0, ratio);
+    ck_assert_double_ge(ratio, 1.0);
+    ck_assert_double_le(ratio, 1.3);
+    tape_free(&tp);
+    arena_destroy(&a);
+    sp_free(&sp);
+    dit_free(&m);
+    cfg = configs[0];
+}
+END_TEST
+
+// Every op a DiT step records, in every layout and with every injected bug, has a gradient check
+START_TEST(every_recorded_op_is_gradient_checked) {
+    ck_assert(!has_gradient_check("an op nobody checks")); // the lookup can say no
+    cfg = configs[2]; // 12 heads: both layouts at 1 to 4 ranks, and padding at 2 to 4
+    DiT m;
+    random_model(&m);
+    for (int layout = 0; layout < SP_LAYOUTS; layout++)
+        for (unsigned bug = 0; bug <= BUG_WRONG_RESTORE; bug = bug ? bug << 1 : 1) {
+            SeqParallel sp;
+            if (!init_sp(&sp, (SeqAttention)layout, bug)) continue; // a bug of the other layout
+            Arena a = arena_create(64 << 20);
+            Tape tp = tape_create(&a);
+            Tensor *x, *t, *target;
+            int64_t y[B];
+            random_batch(&a, &x, &t, &target, y);
+            DiTShard dsh = sp_dit_shard(&sp);
+            dit_loss(&m, &tp, dit_forward(&m, &tp, x, t, y, &dsh), target, &dsh);
+            for (int i = 0; i < tp.n; i++)
+                ck_assert_msg(has_gradient_check(tp.nodes[i].op), "op %s (%s layout) has no gradient "
+                              "check: add a row to tests/test_ops.c and its name to "
+                              "tests/gradchecked.h", tp.nodes[i].op, seq_attention_name(layout));
+            tape_free(&tp);
+            arena_destroy(&a);
+            sp_free(&sp);
+        }
+    dit_free(&m);
+    cfg = configs[0];
 }
 END_TEST
 
@@ -282,7 +375,7 @@ START_TEST(probe_command_matches_single_rank) {
     random_model(&m);
     char dir[64] = "/tmp/dit-probe-XXXXXX", ckpt[128], batch[128], out[128], err[1024];
     if (comm.rank == 0) ck_assert_ptr_nonnull(mkdtemp(dir));
-    comm_broadcast(&comm, dir, sizeof dir, 0);
+    MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, comm.group);
     snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir);
     snprintf(batch, sizeof batch, "%s/batch.safetensors", dir);
     snprintf(out, sizeof out, "%s/result.safetensors", dir);
@@ -346,7 +439,10 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, all_to_all_matches_single_rank);
     tcase_add_test(tc, padding_and_bytes);
     tcase_add_test(tc, collectives_are_adjoint);
-    tcase_add_test(tc, all_to_all_and_broadcast);
+    tcase_add_test(tc, all_to_all_delivers);
+    tcase_add_test(tc, split_groups_talk_within);
+    tcase_add_loop_test(tc, memory_estimate_holds, 0, 8);
+    tcase_add_test(tc, every_recorded_op_is_gradient_checked);
     tcase_add_test(tc, probe_command_matches_single_rank);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -1,0 +1,63 @@
+// gather.c: the gather layout (see sp.h): K and V all-gathered along the sequence, local queries
+// against all T_pad keys, the output the local shard. The local-kv, no-dkv-reduce-scatter and
+// wrong-restore bugs are code paths of this file.
+#include "../core/check.h"
+#include "collectives.h"
+#include "sp.h"
+#include <stdio.h>
+
+static const char *validate(int heads, int P, char *buf, size_t len) {
+    (void)heads, (void)P, (void)buf, (void)len;
+    return NULL; // any heads over any ranks
+}
+
+// kept: K and V gathered, the output and its log-sum-exp (under wrong-restore: Q gathered too, and
+// the output of all queries); transient: the gather's rank-major blocks, or in backward the
+// reduce-scatter's blocks and its result
+static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
+    double n = sp->shard.n, T = sp->shard.T_pad, D = c->hidden_size, H = c->num_heads;
+    AttnMemory m = {.kept = 2 * T * D + n * D + H * n, .transient = T * D + n * D,
+                    .queries = sp->shard.n, .keys = sp->shard.T_pad};
+    if (sp->bugs & BUG_WRONG_RESTORE) m.kept += 2 * T * D + H * T, m.queries = sp->shard.T_pad;
+    return dit_step_bytes(c, B, sp->shard.n, m, backward);
+}
+
+// The no-dkv-reduce-scatter bug: the all-gather's backward keeps this rank's own rows of the
+// gradient instead of summing every rank's share onto them
+static void keep_local_rows_bwd(Node *nd) {
+    const Comm *c = nd->ptr;
+    real *dx = node_grad(nd, 0);
+    int B = nd->iarg[0], n = nd->iarg[1], D = nd->iarg[2];
+    for (int b = 0; b < B && dx; b++)
+        for (size_t i = 0; i < (size_t)n * D; i++)
+            dx[(size_t)b * n * D + i] += nd->out->grad[((size_t)b * c->size + c->rank) * n * D + i];
+}
+
+static Tensor *gather(Tape *tp, SeqParallel *sp, Tensor *x) {
+    Tensor *all = seq_all_gather(tp, sp->comm, x);
+    if ((sp->bugs & BUG_NO_DKV_REDUCE_SCATTER) && all->requires_grad)
+        tp->nodes[tp->n - 1].backward = keep_local_rows_bwd;
+    return all;
+}
+
+// q, k, v are (B, n, D): this rank's tokens
+static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
+    SeqParallel *sp = ctx;
+    const SeqShard *s = &sp->shard;
+    const uint8_t *mask = sp_key_mask(sp);
+    if (sp->bugs & BUG_LOCAL_KV) // local queries against local keys: long-range lost
+        return attention(tp, q, k, v, heads, mask ? mask + s->t0 : NULL);
+    Tensor *k_all = gather(tp, sp, k), *v_all = gather(tp, sp, v);
+    if (sp->bugs & BUG_WRONG_RESTORE) {
+        // all queries attend, and the output is "restored" as rows [0, n) instead of this
+        // rank's rows [t0, t0 + n)
+        Tensor *o_all = attention(tp, seq_all_gather(tp, sp->comm, q), k_all, v_all, heads, mask);
+        Tensor *flat = tensor_reshape(tp->arena, o_all, 2,
+                                      (int[]){o_all->shape[0], o_all->shape[1] * o_all->shape[2]});
+        Tensor *rows = slice_last(tp, flat, 0, s->n * q->shape[2]);
+        return tensor_reshape(tp->arena, rows, 3, q->shape);
+    }
+    return attention(tp, q, k_all, v_all, heads, mask);
+}
+
+const SpLayout sp_gather = {"gather", validate, step_bytes, attend};

@@ -1,0 +1,74 @@
+// sp.h: the sequence-parallel context of one rank: its group, its token shard, the attention
+// layout, and the bugs injected on purpose. Each rank holds the queries, keys and values of its
+// own tokens, and every layout returns the local shard (B, n, D) again; parameter gradients are
+// partial per rank and sp_sync_grads sums them. The layouts (one file each, one row each in
+// sp.c's table):
+//  - gather (gather.c, default): K and V are all-gathered along the sequence, so local queries
+//    attend to all T_pad keys (padded keys masked). Backward: the all-gather's adjoint
+//    reduce-scatters dK and dV to their owners. Sends 4 B T_pad D (P-1)/P values per layer and
+//    rank.
+//  - all-to-all (all_to_all.c, DeepSpeed-Ulysses): Q, K and V go from the token shard to a head
+//    shard (all T_pad tokens, H/P heads), attention runs per head group, and the output comes
+//    back the inverse way. Needs P to divide the heads. Sends 8 B T_pad D (P-1)/P^2 values per
+//    layer and rank: less than the gather for P > 2.
+// The classic bugs can be injected (--inject-bug), each a real code path, so that a comparison
+// against one rank can be seen catching them; the bug mask alone decides.
+#pragma once
+#include "../autograd/params.h"
+#include "../layers/dit.h"
+#include "comm.h"
+#include "policy.h"
+
+enum {
+    BUG_LOCAL_KV = 1 << 0,              // gather: attend only to local keys (no gather)
+    BUG_NO_DKV_REDUCE_SCATTER = 1 << 1, // gather: keep only the local part of dK/dV
+    BUG_NO_GRAD_ALLREDUCE = 1 << 2,     // any: parameter gradients stay per-rank partial sums
+    BUG_NO_PAD_MASK = 1 << 3,           // any: padded keys take part in attention
+    BUG_WRONG_RESTORE = 1 << 4,         // gather: output taken from the wrong rows
+};
+unsigned bug_from_name(const char *name); // a bug's flag from its name; 0 if unknown
+const char *bug_names(void);              // for --help and error messages
+// The names of the bugs in a set, comma-separated, or "none", into buf.
+const char *bug_list(unsigned bugs, char *buf, size_t len);
+
+typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_LAYOUTS } SeqAttention; // rows of the layout table
+// The layout of a name ("gather", "all-to-all"); false for another name.
+bool seq_attention_from_name(const char *name, SeqAttention *out);
+const char *seq_attention_name(SeqAttention a);
+const char *seq_attention_names(void); // "gather, all-to-all"
+
+typedef struct SeqParallel {
+    Comm *comm;         // the sequence-parallel group; NULL for a context that only sizes
+    SeqShard shard;     // this rank's tokens
+    SeqAttention layout;
+    unsigned bugs;      // BUG_* injected on purpose
+} SeqParallel;
+
+// Checks that T tokens and `heads` heads can run over P ranks with this policy, layout and bugs
+// (NULL, and *sp set up for rank `rank`; or the sentence naming the problem and the fix).
+const char *sp_init(SeqParallel *sp, Comm *comm, int P, int rank, const SeqPolicy *policy,
+                    SeqAttention layout, unsigned bugs, int T, int heads, char *buf, size_t len);
+void sp_free(SeqParallel *sp);
+
+// Arena bytes for one forward + backward (or forward only) of B images on this rank.
+size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
+// The DiTShard that runs a DiT forward on this rank's tokens with the layout's attention.
+DiTShard sp_dit_shard(SeqParallel *sp);
+// The full output images (B, C_out, S, S) from every rank's tokens (B, n, p*p*C_out): tokens are
+// all-gathered, padding dropped, and unpatchified. Not differentiated.
+Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c);
+// One all-reduce (sum) of the flat gradient buffer over the group.
+void sp_sync_grads(SeqParallel *sp, ParamStore *ps);
+
+// ---- for the layout files ---------------------------------------------------------------------
+typedef struct SpLayout {
+    const char *name;
+    // NULL if `heads` heads can run over P ranks; else the sentence
+    const char *(*validate)(int heads, int P, char *buf, size_t len);
+    // arena bytes of a step (dit_step_bytes with the queries and keys one layer's attention has)
+    size_t (*step_bytes)(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
+    AttendFn attend; // ctx is the SeqParallel
+} SpLayout;
+extern const SpLayout sp_gather, sp_all_to_all;
+// The key mask of all T_pad tokens (NULL under the no-pad-mask bug).
+const uint8_t *sp_key_mask(const SeqParallel *sp);

@@ -1,0 +1,23 @@
+// gradchecked.h: every op that has a gradient check, and where. Central differences in
+// tests/test_ops.c (a row of its table whose name starts with the op's name; that file fails when
+// a name here has no row), or adjoint tests under mpirun in tests/mpi/test_parallel.c (the
+// collectives). The tape-walk test in test_parallel.c fails when a DiT step of any layout or
+// injected bug records an op missing here.
+#pragma once
+#include <stdbool.h>
+#include <string.h>
+
+static const char *const gradchecked_ops[] = {
+    "linear", "patchify", "unpatchify", "add", "gelu", "silu", "layernorm", "modulate",
+    "gated_add", "embedding", "timestep_embedding", "attention", "slice_last", "mse_loss",
+};
+static const char *const adjoint_checked_ops[] = {"seq_all_gather", "seq_reduce_scatter",
+                                                  "seq_all_to_all"};
+
+static inline bool has_gradient_check(const char *op) {
+    for (size_t i = 0; i < sizeof gradchecked_ops / sizeof *gradchecked_ops; i++)
+        if (!strcmp(op, gradchecked_ops[i])) return true;
+    for (size_t i = 0; i < sizeof adjoint_checked_ops / sizeof *adjoint_checked_ops; i++)
+        if (!strcmp(op, adjoint_checked_ops[i])) return true;
+    return false;
+}
