@@ -69,65 +69,73 @@ static const char *duration(double s, char *buf, size_t len) {
 }
 
 // ---- start: fresh or resumed -------------------------------------------------------------------
+// The model, the optimizer state and the loss log of the run in --resume, checked against the
+// flags and against each other
+static void resume_run(Run *r) {
+    TrainConfig *tc = &r->tc;
+    char err[1024], path[PATH_LEN + 32], a[64], b[64];
+    path_in(path, sizeof path, tc->resume, "model.safetensors");
+    struct stat sb;
+    const char *why = stat(tc->resume, &sb) ? (errno == ENOENT ? "does not exist" : "cannot be read")
+                      : !S_ISDIR(sb.st_mode) ? "is not a folder"
+                      : access(path, F_OK) ? "is not a run folder (it has no model.safetensors)"
+                      : NULL;
+    if (why)
+        usage_error("--resume: %s %s; give the --out folder of an earlier training run, or leave "
+                    "out --resume to start a new one", tc->resume, why);
+    if (ckpt_load_model(&r->m, path, err, sizeof err)) usage_error("--resume: %s", err);
+    for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
+        dit_config_value(&r->m.cfg, i, a, sizeof a);
+        dit_config_value(&tc->model, i, b, sizeof b);
+        if (strcmp(a, b))
+            usage_error("--resume: the checkpoint in %s has %s = %s but the flags give %s; "
+                        "resume with the original run's model flags (see its config.json)",
+                        tc->resume, dit_config_key(i), a, b);
+    }
+    int model_step = ckpt_step(path, err, sizeof err);
+    path_in(path, sizeof path, tc->resume, "optimizer.safetensors");
+    if (ckpt_load_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err))
+        usage_error("--resume: %s", err);
+    if (model_step != r->opt.step)
+        usage_error("--resume: %s holds the model of step %d but the optimizer state of step "
+                    "%d (a save was interrupted?); resume from a folder whose files agree",
+                    tc->resume, model_step, r->opt.step);
+    path_in(path, sizeof path, tc->resume, "loss.csv");
+    if (losslog_read(&r->log, path, err, sizeof err)) usage_error("--resume: %s", err);
+    while (r->log.n && r->log.step[r->log.n - 1] > r->opt.step) r->log.n--;
+}
+
+// The EMA weights: the model's at a fresh start, the run's ema.safetensors when resuming
+static void start_ema(Run *r) {
+    char err[1024], path[PATH_LEN + 32];
+    const TrainConfig *tc = &r->tc;
+    r->ema = xmalloc(r->m.ps.total * sizeof(real));
+    memcpy(r->ema, r->m.ps.params, r->m.ps.total * sizeof(real));
+    if (!tc->resume[0]) return;
+    path_in(path, sizeof path, tc->resume, "ema.safetensors");
+    if (access(path, F_OK))
+        usage_error("--resume: %s has no ema.safetensors: was the run started with --ema 0? "
+                    "Then resume it with --ema 0", tc->resume);
+    if (ckpt_load_params(&r->m, r->ema, path, err, sizeof err))
+        usage_error("--resume: the EMA weights: %s", err);
+    if (ckpt_step(path, err, sizeof err) != r->opt.step)
+        usage_error("--resume: %s holds EMA weights of another step than the optimizer "
+                    "state (%d) (a save was interrupted?)", tc->resume, r->opt.step);
+}
+
 static void start_run(Run *r) {
     TrainConfig *tc = &r->tc;
-    char err[1024], path[PATH_LEN + 32];
     snprintf(r->run_text, sizeof r->run_text, "seed=%llu batch=%d", (unsigned long long)tc->seed,
              tc->batch);
     r->opt = adamw_default(tc->lr);
     r->opt.weight_decay = tc->weight_decay;
     r->opt.clip_norm = tc->clip_norm;
-    if (!tc->resume[0]) {
+    if (tc->resume[0]) resume_run(r);
+    else {
         dit_create(&r->m, &tc->model);
         dit_init(&r->m, tc->seed);
-    } else {
-        path_in(path, sizeof path, tc->resume, "model.safetensors");
-        struct stat sb;
-        const char *why = stat(tc->resume, &sb) ? (errno == ENOENT ? "does not exist" : "cannot be read")
-                          : !S_ISDIR(sb.st_mode) ? "is not a folder"
-                          : access(path, F_OK) ? "is not a run folder (it has no model.safetensors)"
-                          : NULL;
-        if (why)
-            usage_error("--resume: %s %s; give the --out folder of an earlier training run, or leave "
-                        "out --resume to start a new one", tc->resume, why);
-        if (ckpt_load_model(&r->m, path, err, sizeof err)) usage_error("--resume: %s", err);
-        char a[64], b[64];
-        for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
-            dit_config_value(&r->m.cfg, i, a, sizeof a);
-            dit_config_value(&tc->model, i, b, sizeof b);
-            if (strcmp(a, b))
-                usage_error("--resume: the checkpoint in %s has %s = %s but the flags give %s; "
-                            "resume with the original run's model flags (see its config.json)",
-                            tc->resume, dit_config_key(i), a, b);
-        }
-        path_in(path, sizeof path, tc->resume, "optimizer.safetensors");
-        if (ckpt_load_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err))
-            usage_error("--resume: %s", err);
-        path_in(path, sizeof path, tc->resume, "model.safetensors");
-        int model_step = ckpt_step(path, err, sizeof err);
-        if (model_step != r->opt.step)
-            usage_error("--resume: %s holds the model of step %d but the optimizer state of step "
-                        "%d (a save was interrupted?); resume from a folder whose files agree",
-                        tc->resume, model_step, r->opt.step);
-        path_in(path, sizeof path, tc->resume, "loss.csv");
-        if (losslog_read(&r->log, path, err, sizeof err)) usage_error("--resume: %s", err);
-        while (r->log.n && r->log.step[r->log.n - 1] > r->opt.step) r->log.n--;
     }
-    if (tc->ema > 0) {
-        r->ema = xmalloc(r->m.ps.total * sizeof(real));
-        memcpy(r->ema, r->m.ps.params, r->m.ps.total * sizeof(real));
-        if (tc->resume[0]) {
-            path_in(path, sizeof path, tc->resume, "ema.safetensors");
-            if (access(path, F_OK))
-                usage_error("--resume: %s has no ema.safetensors: was the run started with --ema 0? "
-                            "Then resume it with --ema 0", tc->resume);
-            if (ckpt_load_params(&r->m, r->ema, path, err, sizeof err))
-                usage_error("--resume: the EMA weights: %s", err);
-            if (ckpt_step(path, err, sizeof err) != r->opt.step)
-                usage_error("--resume: %s holds EMA weights of another step than the optimizer "
-                            "state (%d) (a save was interrupted?)", tc->resume, r->opt.step);
-        }
-    }
+    if (tc->ema > 0) start_ema(r);
 }
 
 // ---- outputs ---------------------------------------------------------------------------------
