@@ -4,6 +4,7 @@
 #   make            build (float32) into train/train and print what was found
 #   make test       build and run the unit, MPI, CLI and parity tests in float32 and float64
 #   make asan       the unit, MPI and CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make soak       kill 32 runs at spread-out moments and resume each (make test kills 8)
 #   make deps       install the Debian packages that are missing (deps-build: only those to build and train)
 # Overrides: USE_CUDA=0/1, NVCC=path, CC=compiler.
 
@@ -57,7 +58,7 @@ override CFLAGS += -DUSE_CUDA -I$(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart -lcublas -lstdc++
 endif
 
-.PHONY: all test test-run bench demo asan asan-run deps deps-build clean found
+.PHONY: all test test-run bench soak demo asan asan-run deps deps-build clean found
 all: found train/train $(BUILD)/f32/test_all
 
 train/train: $(BUILD)/f32/bin/train
@@ -120,6 +121,7 @@ test-run: found train/train $(BUILD)/f64/bin/train $(foreach v,f32 f64,$(BUILD)/
 	  echo "== sequence parallel vs one rank, $$v, $$np ranks =="; \
 	  $(MPIRUN) -np $$np $(BUILD)/$$v/test_parallel || exit 1; done; done
 	@echo "== the train program under mpirun =="; tests/cli_tests.sh train/train
+	@echo "== kill at any moment, then resume (8 kills) =="; tests/kill_test.sh train/train 1
 	@echo "== parity with an independent PyTorch DiT =="; \
 	if [ "$(HAVE_TORCH)" = 1 ]; then $(PYTHON) tests/parity/parity.py train/train $(BUILD)/f64/bin/train $(BUILD)/parity && \
 	  $(PYTHON) tests/parity/load_with_safetensors.py $(BUILD)/parity/run/model.safetensors $(BUILD)/parity/*.safetensors; \
@@ -130,6 +132,10 @@ demo: deps-build
 	@$(MAKE) --no-print-directory found train/train
 	train/train verify --ranks 2 --reference-steps 500 --out runs/demo
 	@echo "demo: samples in runs/demo/ranks-2/samples.png, both loss curves in runs/demo/loss.png"
+
+# the long kill test: 32 runs killed at spread-out moments and resumed (about 4 minutes)
+soak: found train/train
+	tests/kill_test.sh train/train 4
 
 bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm
 	@echo "== kernels =="; $(BUILD)/f32/bench_kernels

@@ -3,9 +3,12 @@
 // removed and an older file at path is left untouched.
 //
 // Files that belong together (a checkpoint, its optimizer state and its loss log) are written as
-// a group: every member is written and synced first, then all are renamed in one burst at the end
-// of the group, so a run folder does not mix steps even when the process is killed while writing.
-// SIGINT, SIGTERM and SIGHUP that arrive while a file or group is open take effect at its end.
+// a group, all in one folder: every member is written and synced first; then a manifest naming
+// them is written, synced and renamed into place (the commit point); then all are renamed in one
+// burst and the manifest removed. A process killed at any moment leaves a folder that
+// atomic_recover brings to one group's files: it finishes a committed group's renames, or removes
+// the temporaries of one that never committed. SIGINT, SIGTERM and SIGHUP that arrive while a file
+// or group is open take effect at its end.
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,3 +29,8 @@ int atomic_commit(AtomicFile *a, bool writes_ok, char *err, size_t len);
 // Groups nest; the end of the outermost one renames every queued file: 0, or -1 with the reason.
 void atomic_group_begin(void);
 int atomic_group_end(char *err, size_t len);
+
+#define ATOMIC_MANIFEST ".group" // in the group's folder while its members are being renamed
+// Brings a folder left by a killed process to whole groups: finishes the renames of a committed
+// group (*finished of them) and removes every other "*.tmp" (*removed). 0, or -1 with the reason.
+int atomic_recover(const char *dir, int *finished, int *removed, char *err, size_t len);

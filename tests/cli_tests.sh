@@ -110,7 +110,7 @@ mkdir -p "$WORK/broken/cats" && echo "not an image" > "$WORK/broken/cats/a.png"
 expect_usage "a.png" --data "$WORK/broken"
 # resuming from what is not a complete run folder, or with other model flags
 expect_usage "no-such-run does not exist; give the --out folder of an earlier training run" $RES --resume "$WORK/no-such-run"
-expect_usage "is not a run folder (it has no model.safetensors)" $RES --resume "$WORK"
+expect_usage "is not a run folder (it has no config.json)" $RES --resume "$WORK"
 expect_usage "has class_dropout_prob = 0.1 but the flags give 0.2;" $RES --steps 30 --resume "$WORK/part1" --class-dropout 0.2
 cp -r "$WORK/part1" "$WORK/noema" && rm "$WORK/noema/ema.safetensors"
 expect_usage "noema has no ema.safetensors: was the run started with --ema 0?" $RES --steps 30 --resume "$WORK/noema"

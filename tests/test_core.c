@@ -187,6 +187,60 @@ START_TEST(atomic_group_publishes_together) {
 }
 END_TEST
 
+static void plain_file(const char *dir, const char *name, const char *text) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static bool holds(const char *dir, const char *name, const char *text) {
+    char path[512], buf[64] = "";
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    bool ok = fgets(buf, sizeof buf, f) && !strcmp(buf, text);
+    fclose(f);
+    return ok;
+}
+
+// What a kill leaves, recovered: a committed group (its manifest in place) killed between renames
+// is finished; temporaries of a group that never committed, and stray ones, are removed
+START_TEST(atomic_recover_finishes_or_rolls_back) {
+    char dir[256], err[256];
+    int finished, removed;
+    test_tmpdir(dir, sizeof dir);
+    plain_file(dir, "a", "old"), plain_file(dir, "b", "old"); // step 1's files
+    plain_file(dir, "a.tmp", "new"), plain_file(dir, "b.tmp", "new");
+    plain_file(dir, ATOMIC_MANIFEST, "a.tmp a\nb.tmp b\n");
+    char from[512], to[512];
+    snprintf(from, sizeof from, "%s/a.tmp", dir), snprintf(to, sizeof to, "%s/a", dir);
+    ck_assert(!rename(from, to)); // killed after the first rename
+    ck_assert(!atomic_recover(dir, &finished, &removed, err, sizeof err));
+    ck_assert_int_eq(finished, 1);
+    ck_assert(holds(dir, "a", "new") && holds(dir, "b", "new") && !exists(dir, ATOMIC_MANIFEST));
+    plain_file(dir, "a.tmp", "newer"), plain_file(dir, "c.tmp", "stray"); // never committed
+    ck_assert(!atomic_recover(dir, &finished, &removed, err, sizeof err));
+    ck_assert_int_eq(finished, 0);
+    ck_assert_int_eq(removed, 2);
+    ck_assert(holds(dir, "a", "new") && !exists(dir, "a.tmp") && !exists(dir, "c.tmp"));
+    plain_file(dir, ATOMIC_MANIFEST, "../../etc/passwd x\n"); // a manifest names folder members only
+    ck_assert_int_eq(atomic_recover(dir, &finished, &removed, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "is not a save manifest"), "%s", err);
+    snprintf(from, sizeof from, "%s/%s", dir, ATOMIC_MANIFEST);
+    remove(from);
+    // a group in progress leaves its manifest only between commit and the last rename
+    atomic_group_begin();
+    write_file(dir, "d", "one");
+    ck_assert(!exists(dir, ATOMIC_MANIFEST));
+    ck_assert(!atomic_group_end(err, sizeof err));
+    ck_assert(exists(dir, "d") && !exists(dir, ATOMIC_MANIFEST));
+    test_rm_rf(dir);
+}
+END_TEST
+
 // OpenBLAS's kernels are chosen by instruction set where its own detection falls short
 START_TEST(blas_kernels_by_cpu_features) {
     ck_assert_str_eq(blas_choice("Prescott", BLAS_ISA_AVX512, false), "SkylakeX");
@@ -246,6 +300,7 @@ Suite *core_suite(void) {
     tcase_add_test(tc, rng_moments);
     tcase_add_test(tc, tensor_views_share_storage);
     tcase_add_test(tc, atomic_group_publishes_together);
+    tcase_add_test(tc, atomic_recover_finishes_or_rolls_back);
 #ifndef REAL_F64
     tcase_add_test(tc, rexp_matches_libm);
 #endif

@@ -75,14 +75,6 @@ static void resume_run(Run *r) {
     TrainConfig *tc = &r->tc;
     char err[1024], path[PATH_LEN + 32], a[64], b[64];
     path_in(path, sizeof path, tc->resume, "model.safetensors");
-    struct stat sb;
-    const char *why = stat(tc->resume, &sb) ? (errno == ENOENT ? "does not exist" : "cannot be read")
-                      : !S_ISDIR(sb.st_mode) ? "is not a folder"
-                      : access(path, F_OK) ? "is not a run folder (it has no model.safetensors)"
-                      : NULL;
-    if (why)
-        usage_error("--resume: %s %s; give the --out folder of an earlier training run, or leave "
-                    "out --resume to start a new one", tc->resume, why);
     if (ckpt_load_model(&r->m, path, err, sizeof err)) usage_error("--resume: %s", err);
     for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
         dit_config_value(&r->m.cfg, i, a, sizeof a);
@@ -111,8 +103,8 @@ static void start_ema(Run *r) {
     const TrainConfig *tc = &r->tc;
     r->ema = xmalloc(r->m.ps.total * sizeof(real));
     memcpy(r->ema, r->m.ps.params, r->m.ps.total * sizeof(real));
-    if (!tc->resume[0]) return;
     path_in(path, sizeof path, tc->resume, "ema.safetensors");
+    if (!tc->resume[0] || r->opt.step == 0) return; // a fresh start
     if (access(path, F_OK))
         usage_error("--resume: %s has no ema.safetensors: was the run started with --ema 0? "
                     "Then resume it with --ema 0", tc->resume);
@@ -123,6 +115,35 @@ static void start_ema(Run *r) {
                     "state (%d) (a save was interrupted?)", tc->resume, r->opt.step);
 }
 
+// The folder of --resume, brought to whole saves (core/atomic.h: a save killed half-way is
+// finished or rolled back) on rank 0 before any rank reads it. false when it holds no checkpoint
+// yet: a run killed before its first save starts again from step 0.
+static bool recover_run(Run *r) {
+    const TrainConfig *tc = &r->tc;
+    char err[1024], path[PATH_LEN + 32];
+    struct stat sb;
+    path_in(path, sizeof path, tc->resume, "config.json");
+    const char *why = stat(tc->resume, &sb) ? (errno == ENOENT ? "does not exist" : "cannot be read")
+                      : !S_ISDIR(sb.st_mode) ? "is not a folder"
+                      : access(path, F_OK) ? "is not a run folder (it has no config.json)"
+                      : NULL;
+    if (why)
+        usage_error("--resume: %s %s; give the --out folder of an earlier training run, or leave "
+                    "out --resume to start a new one", tc->resume, why);
+    int finished = 0, removed = 0;
+    if (r->comm->rank == 0 && atomic_recover(tc->resume, &finished, &removed, err, sizeof err))
+        usage_error("--resume: %s", err);
+    if (finished) print0(r->comm, "--resume: finished a save that was interrupted (%d files)\n", finished);
+    if (removed) print0(r->comm, "--resume: removed %d temporary file%s of an interrupted save\n",
+                        removed, removed > 1 ? "s" : "");
+    comm_barrier(r->comm);
+    path_in(path, sizeof path, tc->resume, "model.safetensors");
+    if (!access(path, F_OK)) return true;
+    print0(r->comm, "--resume: %s holds no checkpoint yet (the run stopped before its first save); "
+           "starting it from step 0\n", tc->resume);
+    return false;
+}
+
 static void start_run(Run *r) {
     TrainConfig *tc = &r->tc;
     snprintf(r->run_text, sizeof r->run_text, "seed=%llu batch=%d", (unsigned long long)tc->seed,
@@ -130,7 +151,7 @@ static void start_run(Run *r) {
     r->opt = adamw_default(tc->lr);
     r->opt.weight_decay = tc->weight_decay;
     r->opt.clip_norm = tc->clip_norm;
-    if (tc->resume[0]) resume_run(r);
+    if (tc->resume[0] && recover_run(r)) resume_run(r);
     else {
         dit_create(&r->m, &tc->model);
         dit_init(&r->m, tc->seed);
