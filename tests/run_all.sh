@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# run_all.sh: every suite of `make test`, in order. A failing suite does not stop the others; the
+# last line sums them up ("tests: N passed, N failed, N skipped"), with what failed or was skipped
+# and why just above it. Exit status 1 when any suite failed.
+# usage (from the repository root): run_all.sh BUILD "MPIRUN" PYTHON
+set -u
+BUILD=$1; MPIRUN=$2; PY=$3
+passed=0 failed=0 skipped=0 notes=""
+
+suite() { # name, command...
+  local name=$1; shift
+  echo "== $name =="
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); notes+="failed: $name"$'\n'; fi
+}
+skip() { # name, why
+  echo "== $1 =="; echo "$1: skipped ($2)"
+  skipped=$((skipped + 1)); notes+="skipped: $1 ($2)"$'\n'
+}
+
+suite "unit tests, float32" "$BUILD/f32/test_all"
+suite "unit tests, float64" "$BUILD/f64/test_all"
+for v in f32 f64; do
+  for np in 1 2 3 4; do
+    suite "sequence parallel vs one rank, $v, $np ranks" $MPIRUN -np $np "$BUILD/$v/test_parallel"
+  done
+done
+suite "the train program under mpirun" tests/cli_tests.sh train/train
+suite "kill at any moment, then resume (8 kills)" tests/kill_test.sh train/train 1
+if "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
+  suite "parity with an independent PyTorch DiT" "$PY" tests/parity/parity.py train/train \
+    "$BUILD/f64/bin/train" "$BUILD/parity"
+else
+  skip "parity with an independent PyTorch DiT" "python3-torch or python3-numpy could not be installed; 'make deps' installs them"
+fi
+if "$PY" -c 'import safetensors' >/dev/null 2>&1 && [ -f "$BUILD/parity/run/model.safetensors" ]; then
+  suite "our files read by the official safetensors package" "$PY" tests/parity/load_with_safetensors.py \
+    "$BUILD/parity/run/model.safetensors" "$BUILD"/parity/*.safetensors
+else
+  skip "our files read by the official safetensors package" "the safetensors Python package is not packaged for Debian; 'pip install safetensors' adds it where PyPI is reachable"
+fi
+echo
+printf "%s" "$notes"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+[ $failed = 0 ]
