@@ -88,6 +88,14 @@ void comm_all_reduce_double(Comm *c, double *buf, size_t n) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count(n), MPI_DOUBLE, MPI_SUM, c->group));
 }
 
+void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
+    int to = ((c->rank + shift) % c->size + c->size) % c->size;
+    int from = ((c->rank - shift) % c->size + c->size) % c->size;
+    if (to != c->rank) c->bytes_sent += n * sizeof(real);
+    MPI_CHECK(MPI_Sendrecv(in, count(n), MPI_REAL_T, to, 0, out, count(n), MPI_REAL_T, from, 0,
+                           c->group, MPI_STATUS_IGNORE));
+}
+
 void comm_all_to_all(Comm *c, real *out, const real *in, size_t n) {
     c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
     MPI_CHECK(MPI_Alltoall(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, c->group));

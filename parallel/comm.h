@@ -32,6 +32,8 @@ void comm_all_reduce(Comm *c, real *buf, size_t n);
 void comm_all_reduce_double(Comm *c, double *buf, size_t n);
 // out[r * n ..] = what rank r sent to this rank from its in[this_rank * n ..]
 void comm_all_to_all(Comm *c, real *out, const real *in, size_t n);
+// A ring step: sends n values to rank (rank + shift) mod size and receives n from (rank - shift)
+void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift);
 void comm_barrier(Comm *c);
 // How many ranks of the job share this rank's machine (collective).
 int comm_node_size(const Comm *c);

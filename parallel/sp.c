@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const SpLayout *const layouts[SP_LAYOUTS] = {[SP_GATHER] = &sp_gather,
-                                                    [SP_ALL_TO_ALL] = &sp_all_to_all};
+static const SpLayout *const layouts[SP_LAYOUTS] = {
+    [SP_GATHER] = &sp_gather, [SP_ALL_TO_ALL] = &sp_all_to_all, [SP_RING] = &sp_ring};
 
 static const struct {
     const char *name;
@@ -18,6 +18,8 @@ static const struct {
     {"no-grad-allreduce", BUG_NO_GRAD_ALLREDUCE, -1},
     {"no-pad-mask", BUG_NO_PAD_MASK, -1},
     {"wrong-restore", BUG_WRONG_RESTORE, SP_GATHER},
+    {"ring-wrong-merge", BUG_RING_WRONG_MERGE, SP_RING},
+    {"ring-dkv-not-returned", BUG_RING_DKV_NOT_RETURNED, SP_RING},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 

@@ -11,6 +11,10 @@
 //    shard (all T_pad tokens, H/P heads), attention runs per head group, and the output comes
 //    back the inverse way. Needs P to divide the heads. Sends 8 B T_pad D (P-1)/P^2 values per
 //    layer and rank: less than the gather for P > 2.
+//  - ring (ring.c, ring attention): each rank's K/V block travels the ring; every step attends the
+//    local queries to the visiting block and merges by log-sum-exp; in backward dK/dV travel with
+//    their block back to its owner. Sends 2 B T_pad D (P-1)/P values per layer and rank forward,
+//    twice that backward, and never holds more than one other rank's block.
 // The classic bugs can be injected (--inject-bug), each a real code path, so that a comparison
 // against one rank can be seen catching them; the bug mask alone decides.
 #pragma once
@@ -25,13 +29,15 @@ enum {
     BUG_NO_GRAD_ALLREDUCE = 1 << 2,     // any: parameter gradients stay per-rank partial sums
     BUG_NO_PAD_MASK = 1 << 3,           // any: padded keys take part in attention
     BUG_WRONG_RESTORE = 1 << 4,         // gather: output taken from the wrong rows
+    BUG_RING_WRONG_MERGE = 1 << 5,      // ring: partial outputs averaged, not merged by log-sum-exp
+    BUG_RING_DKV_NOT_RETURNED = 1 << 6, // ring: dK/dV kept where computed, not sent to the owner
 };
 unsigned bug_from_name(const char *name); // a bug's flag from its name; 0 if unknown
 const char *bug_names(void);              // for --help and error messages
 // The names of the bugs in a set, comma-separated, or "none", into buf.
 const char *bug_list(unsigned bugs, char *buf, size_t len);
 
-typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_LAYOUTS } SeqAttention; // rows of the layout table
+typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_RING, SP_LAYOUTS } SeqAttention; // the layout table
 // The layout of a name ("gather", "all-to-all"); false for another name.
 bool seq_attention_from_name(const char *name, SeqAttention *out);
 const char *seq_attention_name(SeqAttention a);
@@ -69,6 +75,6 @@ typedef struct SpLayout {
     size_t (*step_bytes)(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
     AttendFn attend; // ctx is the SeqParallel
 } SpLayout;
-extern const SpLayout sp_gather, sp_all_to_all;
+extern const SpLayout sp_gather, sp_all_to_all, sp_ring;
 // The key mask of all T_pad tokens (NULL under the no-pad-mask bug).
 const uint8_t *sp_key_mask(const SeqParallel *sp);

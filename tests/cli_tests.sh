@@ -30,6 +30,17 @@ out=$("$TRAIN" verify --ranks 4 $SMALL --heads 4 --sp-attention all-to-all --out
 if [ $? = 0 ]; then ok "all-to-all attention, 4 ranks vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
 else bad "all-to-all attention, 4 ranks vs 1 rank disagree"; echo "$out" | tail -5; fi
 
+# the ring layout reproduces one rank too, and each of its bugs is caught
+out=$("$TRAIN" verify --ranks 4 $SMALL --sp-attention ring --out "$WORK/ring" 2>&1)
+if [ $? = 0 ]; then ok "ring attention, 4 ranks vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
+else bad "ring attention, 4 ranks vs 1 rank disagree"; echo "$out" | tail -5; fi
+for bug in ring-wrong-merge ring-dkv-not-returned; do
+  $MPIRUN -np 4 "$TRAIN" $SMALL --sp-attention ring --inject-bug $bug --out "$WORK/bug-$bug" >/dev/null 2>&1
+  res=$("$TRAIN" compare "$WORK/bug-$bug" "$WORK/verify/ranks-1" --plot "$WORK/bug-$bug.png" 2>&1)
+  if [ $? = 1 ]; then ok "bug $bug caught: $(echo "$res" | grep -o 'first step over tolerance: [0-9]*')"
+  else bad "bug $bug NOT caught"; echo "$res"; fi
+done
+
 # 2. resume: 10 steps + 10 resumed steps == 20 uninterrupted steps, bit for bit (1 and 2 ranks)
 RES="--model DiT-tiny/2 --input-size 8 --batch 4 --sample-steps 1 --samples-per-class 1 --ema 0.9"
 for np in 1 2; do

@@ -30,9 +30,11 @@ bool seq_flag(int argc, char **argv, int *i, SeqPolicy *policy, SeqAttention *va
 #define SEQ_FLAGS_HELP                                                                             \
     "  --no-auto-pad         refuse a token count that the rank count does not divide\n"          \
     "  --pad-multiple N      pad tokens to a multiple of N * ranks (default 1)\n"                 \
-    "  --sp-attention NAME   gather (all-gather K/V, default) or all-to-all (heads over ranks)\n" \
+    "  --sp-attention NAME   gather (all-gather K/V, default), all-to-all (heads over ranks) or\n" \
+    "                        ring (K/V blocks travel the ring; one other rank's block at a time)\n" \
     "  --inject-bug NAME     reproduce a classic bug on purpose: local-kv, no-dkv-reduce-scatter,\n" \
-    "                        no-grad-allreduce, no-pad-mask, wrong-restore\n"
+    "                        no-grad-allreduce, no-pad-mask, wrong-restore (gather);\n" \
+    "                        ring-wrong-merge, ring-dkv-not-returned (ring)\n"
 
 // Parses argv (program name and subcommand removed) into *tc; usage errors exit with code 2.
 // Returns false when --help was printed.

@@ -164,6 +164,31 @@ START_TEST(injected_bug_is_caught) {
 }
 END_TEST
 
+// The ring: the same answer at 9 and 225 tokens, and each of its bugs caught
+START_TEST(ring_matches_single_rank) {
+    cfg = configs[_i];
+    double e_out, e_grad;
+    parallel_vs_single(SP_RING, 0, &e_out, &e_grad);
+    if (comm.rank == 0)
+        printf("ring, ranks %d, %3d tokens: output rel err %.2e, worst gradient %.2e\n", comm.size,
+               dit_tokens(&cfg), e_out, e_grad);
+    ck_assert_double_le(e_out, OUT_TOL);
+    ck_assert_double_le(e_grad, GRAD_TOL);
+    const unsigned bugs[] = {BUG_RING_WRONG_MERGE, BUG_RING_DKV_NOT_RETURNED, BUG_NO_PAD_MASK};
+    for (int i = 0; i < 3 && comm.size > 1; i++) {
+        if (bugs[i] == BUG_NO_PAD_MASK && dit_tokens(&cfg) % comm.size == 0) continue;
+        char name[64];
+        parallel_vs_single(SP_RING, bugs[i], &e_out, &e_grad);
+        if (comm.rank == 0)
+            printf("bug %-22s (ring) ranks %d: output %.2e, gradient %.2e -> %s\n",
+                   bug_list(bugs[i], name, sizeof name), comm.size, e_out, e_grad,
+                   e_out > OUT_TOL || e_grad > GRAD_TOL ? "caught" : "MISSED");
+        ck_assert(e_out > OUT_TOL || e_grad > GRAD_TOL);
+    }
+    cfg = configs[0];
+}
+END_TEST
+
 // The all-to-all variant: the same answer, and the padding bug caught the same way.
 START_TEST(all_to_all_matches_single_rank) {
     cfg = configs[2];
@@ -225,6 +250,18 @@ START_TEST(padding_and_bytes) {
         ck_assert_uint_eq(comm.bytes_sent, want2);
         tape_free(&tp2);
     }
+    // the ring sends 2 B T_pad D (P-1)/P forward (K and V, P-1 steps) and twice that backward
+    SeqParallel ring = sp;
+    ring.layout = SP_RING;
+    Tape tp3 = tape_create(&a);
+    comm.bytes_sent = 0;
+    backward_from(&tp3, sp_ring.attend(&tp3, q, k, v, H, &ring), dout);
+    size_t want3 = (size_t)6 * B * sh.T_pad * D * sizeof(real) * (comm.size - 1) / comm.size;
+    if (comm.rank == 0)
+        printf("ranks %d: %zu bytes sent per rank by the ring, formula %zu\n", comm.size,
+               comm.bytes_sent, want3);
+    ck_assert_uint_eq(comm.bytes_sent, want3);
+    tape_free(&tp3);
     for (int b = 0; b < B; b++)
         for (int r = 0; r < sh.n; r++)
             for (int d = 0; d < D; d++) {
@@ -300,9 +337,9 @@ static const DiTConfig mem_configs[] = {
 };
 
 START_TEST(memory_estimate_holds) {
-    cfg = mem_configs[_i / 4];
-    SeqAttention layout = _i % 2 ? SP_ALL_TO_ALL : SP_GATHER;
-    bool backward_pass = _i / 2 % 2 == 0;
+    cfg = mem_configs[_i / (2 * SP_LAYOUTS)];
+    SeqAttention layout = (SeqAttention)(_i % SP_LAYOUTS);
+    bool backward_pass = _i / SP_LAYOUTS % 2 == 0;
     if (layout == SP_ALL_TO_ALL && cfg.num_heads % comm.size) return;
     DiT m;
     random_model(&m);
@@ -343,7 +380,7 @@ START_TEST(every_recorded_op_is_gradient_checked) {
     DiT m;
     random_model(&m);
     for (int layout = 0; layout < SP_LAYOUTS; layout++)
-        for (unsigned bug = 0; bug <= BUG_WRONG_RESTORE; bug = bug ? bug << 1 : 1) {
+        for (unsigned bug = 0; bug <= BUG_RING_DKV_NOT_RETURNED; bug = bug ? bug << 1 : 1) {
             SeqParallel sp;
             if (!init_sp(&sp, (SeqAttention)layout, bug)) continue; // a bug of the other layout
             Arena a = arena_create(64 << 20);
@@ -437,11 +474,12 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, matches_single_rank, 0, 2);
     tcase_add_loop_test(tc, injected_bug_is_caught, 0, 5);
     tcase_add_test(tc, all_to_all_matches_single_rank);
+    tcase_add_loop_test(tc, ring_matches_single_rank, 0, 2);
     tcase_add_test(tc, padding_and_bytes);
     tcase_add_test(tc, collectives_are_adjoint);
     tcase_add_test(tc, all_to_all_delivers);
     tcase_add_test(tc, split_groups_talk_within);
-    tcase_add_loop_test(tc, memory_estimate_holds, 0, 8);
+    tcase_add_loop_test(tc, memory_estimate_holds, 0, 4 * SP_LAYOUTS);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);
     tcase_add_test(tc, probe_command_matches_single_rank);
     suite_add_tcase(s, tc);
