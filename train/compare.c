@@ -5,21 +5,81 @@
 #include "flags.h"
 #include "losslog.h"
 #include "outfile.h"
+#include <jansson.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void help(void) {
     printf("usage: train/train compare RUN_A RUN_B [--tol T] [--plot PATH]\n"
            "       train/train compare A.safetensors B.safetensors [--tol T] [--grad-tol G]\n"
            "  Runs: per-step relative loss difference |a - b| / |b| over the steps both logged;\n"
            "        prints the largest and the first step over --tol (default %g), and plots both\n"
-           "        curves and the difference (default RUN_A/compare.png).\n"
+           "        curves and the difference (default RUN_A/compare.png; --plot must not exist yet,\n"
+           "        unless it is a compare.png). Settings of the runs' config.json that change the\n"
+           "        loss curve and differ are named: the runs are then expected to diverge.\n"
            "  Probe results: ||a - b|| / ||b|| for every tensor; 'out' and 'loss' against --tol\n"
            "        (default %g), 'grad.*' against --grad-tol (default %g).\n"
            "  Exit status: 0 within tolerance, 1 over it, 2 for bad arguments or files.\n",
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
+}
+
+// config.json keys that do not change a loss curve (where and how long a run went, its logging,
+// sampling, EMA and threads) or that a comparison is there to check (the sequence parallelism)
+static const char *const not_compared[] = {
+    "ranks", "out", "steps", "resume", "threads", "log_every", "sample_every", "save_every",
+    "sample_steps", "samples_per_class", "cfg_scale", "ema", "sp_attention", "auto_pad",
+    "pad_multiple", "injected_bugs"};
+
+static bool compared(const char *key) {
+    for (size_t i = 0; i < sizeof not_compared / sizeof *not_compared; i++)
+        if (!strcmp(key, not_compared[i])) return false;
+    return true;
+}
+
+static void value_text(const json_t *v, char *buf, size_t len) {
+    if (json_is_string(v)) snprintf(buf, len, "%s", json_string_value(v));
+    else if (!v) snprintf(buf, len, "none");
+    else {
+        char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        snprintf(buf, len, "%s", s ? s : "?");
+        free(s);
+    }
+}
+
+// Says which settings of the runs' config.json differ (beyond not_compared): their loss curves
+// are then expected to part. Silent when either run has no readable config.json.
+static void note_settings(const char *a, const char *b) {
+    char pa[1024], pb[1024], list[1024] = "", va[64], vb[64];
+    snprintf(pa, sizeof pa, "%s/config.json", a);
+    snprintf(pb, sizeof pb, "%s/config.json", b);
+    json_t *ja = json_load_file(pa, 0, NULL), *jb = json_load_file(pb, 0, NULL);
+    if (json_is_object(ja) && json_is_object(jb)) {
+        size_t used = 0;
+        int n = 0;
+        for (int side = 0; side < 2; side++) { // keys of a, then keys only b has
+            const char *key;
+            json_t *v;
+            json_object_foreach(side ? jb : ja, key, v) {
+                json_t *other = json_object_get(side ? ja : jb, key);
+                if (!compared(key) || (side && other) || json_equal(v, other)) continue;
+                value_text(side ? other : v, va, sizeof va);
+                value_text(side ? v : other, vb, sizeof vb);
+                if (used < sizeof list)
+                    used += (size_t)snprintf(list + used, sizeof list - used, "%s%s (%s vs %s)",
+                                             n ? ", " : "", key, va, vb);
+                n++;
+            }
+        }
+        if (n)
+            printf("note: the runs differ in %s (their config.json), so their losses are expected "
+                   "to diverge; compare runs of the same settings to check the parallelism\n", list);
+    }
+    json_decref(ja);
+    json_decref(jb);
 }
 
 int compare_runs(const char *a, const char *b, double tol, const char *plot, const char *label_a,
@@ -45,6 +105,7 @@ int compare_runs(const char *a, const char *b, double tol, const char *plot, con
         fprintf(stderr, "error: %s and %s share no logged step\n", a, b);
         rc = 2;
     } else {
+        note_settings(a, b);
         if (common < runs[0].n || common < runs[1].n)
             printf("%s logged %d steps and %s %d: comparing the %d steps both logged\n", names[0],
                    runs[0].n, names[1], runs[1].n, common);
@@ -140,6 +201,14 @@ int compare_main(int argc, char **argv) {
         return compare_results(files[0], files[1], tol < 0 ? PROBE_OUT_TOL : tol, grad_tol);
     char def[1024];
     snprintf(def, sizeof def, "%s/compare.png", files[0]);
-    if (plot) out_file_check("--plot", plot, ".png");
+    if (plot) { // an existing file is replaced only when it is a plot compare wrote: a compare.png
+        out_file_check("--plot", plot, ".png");
+        struct stat sb;
+        char base[1024];
+        snprintf(base, sizeof base, "%s", plot);
+        if (stat(plot, &sb) == 0 && strcmp(basename(base), "compare.png"))
+            usage_error("--plot %s already exists, and compare replaces no file but a compare.png "
+                        "it wrote; pass a path that does not exist yet", plot);
+    }
     return compare_runs(files[0], files[1], tol < 0 ? COMPARE_LOSS_TOL : tol, plot ? plot : def, NULL, NULL);
 }

@@ -24,9 +24,11 @@ static void help(void) {
            "  DIR/ranks-1 (default DIR: runs/verify), then compares their loss curves: prints the\n"
            "  largest per-step relative difference and the first step over --tol (default %g),\n"
            "  and plots both curves and the difference into DIR/loss.png. Exit 0 when they agree.\n"
+           "  An earlier verify's results in DIR are replaced; a DIR that is a training run is refused.\n"
            "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check).\n"
-           "  Training flags are passed to both runs (see train/train --help), except --inject-bug,\n"
-           "  which goes to the N-rank run only.\n", COMPARE_LOSS_TOL);
+           "  Training flags are passed to both runs (see train/train --help; --samples-per-class 0\n"
+           "  skips their sample grids), except --inject-bug, which goes to the N-rank run only.\n",
+           COMPARE_LOSS_TOL);
 }
 
 // Runs argv to completion; returns its exit status (or -1 if it could not start).
@@ -78,6 +80,24 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     return true;
 }
 
+// verify writes out/ranks-N, out/ranks-1 and out/loss.png and replaces only its own earlier
+// results there: a folder that is itself a training run (its loss.png is the run's) is refused.
+static void check_out(const char *out) {
+    struct stat sb;
+    if (!out[0]) usage_error("--out is empty; pass the folder verify should write its runs to");
+    if (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        usage_error("--out %s is a file, not a folder; pass the folder verify should write its "
+                    "runs to", out);
+    const char *marks[] = {"model.safetensors", "loss.csv"};
+    for (int i = 0; i < 2; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", out, marks[i]);
+        if (stat(path, &sb) == 0)
+            usage_error("--out %s holds a training run (%s), which verify's runs and plot would "
+                        "overwrite; pass a new folder, or an earlier verify's", out, marks[i]);
+    }
+}
+
 // Trains with `ranks` ranks into out/ranks-N and then with one rank (without --inject-bug; only
 // ref_steps steps when not 0) into out/ranks-1, and compares them; self is this program.
 static int run_both(char *self, int ranks, const char *out, char **pass, int np,
@@ -127,6 +147,7 @@ int verify_main(int argc, char **argv) {
     }
     if (!ranks) usage_error("verify needs --ranks N (N >= 2)");
     if (!check_flags(pass, np, ranks, ref_steps)) return free(pass), 0;
+    check_out(out);
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
