@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 static void defaults(TrainConfig *tc) {
     *tc = (TrainConfig){
@@ -16,7 +18,7 @@ static void defaults(TrainConfig *tc) {
     };
     strcpy(tc->preset, "DiT-mini/4");
     dit_preset(tc->preset, &tc->model);
-    strcpy(tc->out, "runs/latest");
+    tc->out[0] = 0; // settle picks a fresh runs/<yyyymmdd>-<n> unless --out or --resume names one
     strcpy(tc->data, "shapes");
 }
 
@@ -30,7 +32,7 @@ static void help(void) {
         "       train/train verify --ranks N [flags]    train with N ranks and with 1, then compare\n"
         "       train/train sample --help              a sample grid from a checkpoint\n"
         "\nmodel:\n"
-        "  --model NAME          preset (default %s):\n"
+        "  --model NAME          preset (default %s): %s;\n"
         "                        %s\n"
         "  --hidden D --depth L --heads H --patch P --mlp-ratio R   override the preset\n"
         "  --input-size S        image size in pixels (default %d; a multiple of the patch)\n"
@@ -51,8 +53,10 @@ static void help(void) {
         "  --threads T           threads per rank, GEMM and other loops (default: cores / ranks\n"
         "                        on this machine)\n"
         "\noutput:\n"
-        "  --out DIR             run folder: config.json loss.csv model.safetensors samples.png loss.png\n"
-        "                        (default %s)\n"
+        "  --out DIR             run folder: config.json, loss.csv, model.safetensors,\n"
+        "                        optimizer.safetensors, ema.safetensors (unless --ema 0), samples.png\n"
+        "                        (unless --samples-per-class 0), loss.png (default runs/<yyyymmdd>-<n>,\n"
+        "                        the first n not yet there)\n"
         "  --log-every N         progress line every N steps (default: 20 lines per run)\n"
         "  --sample-every N      write samples.png every N steps (default: at the end)\n"
         "  --save-every N        write the checkpoint every N steps; 0 = only at the end (default:\n"
@@ -62,8 +66,8 @@ static void help(void) {
         "  --samples-per-class K columns of samples.png (default %d; 0 = no samples)\n"
         "  --cfg-scale S         classifier-free guidance scale (default %g; 1 = off)\n"
         "\nsequence parallelism:\n" SEQ_FLAGS_HELP,
-        d.preset, dit_preset_names(), d.model.input_size, d.model.num_classes, d.model.class_dropout_prob, d.steps,
-        d.batch, d.lr, d.clip_norm, d.ema, (unsigned long long)d.seed, d.out, d.sample_steps,
+        d.preset, dit_preset_names(), dit_preset_sizes(), d.model.input_size, d.model.num_classes, d.model.class_dropout_prob, d.steps,
+        d.batch, d.lr, d.clip_norm, d.ema, (unsigned long long)d.seed, d.sample_steps,
         d.samples_per_class, d.cfg_scale);
 }
 
@@ -142,11 +146,46 @@ static bool run_flag(TrainConfig *tc, int argc, char **argv, int *i, bool *out_g
     return true;
 }
 
+// The default --out: runs/<yyyymmdd>-<n> with the first n not there yet, so a second run gets a
+// folder of its own. Every rank picks it from the file system before any rank creates it (rank 0
+// makes the folder only after the ranks compared their settings, out among them), so ranks that
+// share the file system agree; ranks that do not (machines without a shared runs/) are stopped by
+// that comparison and need an explicit --out. Two jobs started at the same moment may pick the
+// same name.
+static void default_out(char *out) {
+    time_t t = time(NULL);
+    struct tm tm;
+    char day[16] = "today";
+    if (localtime_r(&t, &tm)) strftime(day, sizeof day, "%Y%m%d", &tm);
+    struct stat sb;
+    for (int n = 1;; n++) {
+        snprintf(out, PATH_LEN, "runs/%s-%d", day, n);
+        if (lstat(out, &sb) != 0) return;
+    }
+}
+
+// The first few head counts that divide the width, as "1, 2, 4, 8 or 16"
+static void head_counts(int width, char *buf, size_t len) {
+    int d[5], n = 0;
+    for (int h = 1; h <= width && h <= DIT_MAX_HEADS && n < 5; h++)
+        if (width % h == 0) d[n++] = h;
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%d", i == 0 ? "" : i == n - 1 ? " or " : ", ", d[i]);
+}
+
 // After every flag: the model must be valid, a preset whose sizes were overridden is "custom",
-// --resume without --out continues in place, guidance needs a null class, and --log-every
-// defaults to 20 lines per run.
+// --resume without --out continues in place (and no --out at all gets a fresh folder), guidance
+// needs a null class, and --log-every defaults to 20 lines per run.
 static void settle(TrainConfig *tc, bool out_given, bool cfg_given) {
     char why[256];
+    const DiTConfig *m = &tc->model;
+    if (m->num_heads >= 1 && m->hidden_size >= 1 && m->hidden_size % m->num_heads) {
+        head_counts(m->hidden_size, why, sizeof why);
+        usage_error("--heads %d does not divide the width %d (--hidden); pick heads that divide "
+                    "it, e.g. %s", m->num_heads, m->hidden_size, why);
+    }
     if (dit_config_error(&tc->model, why, sizeof why)) usage_error("invalid model: %s", why);
     DiTConfig preset = tc->model;
     dit_preset(tc->preset, &preset);
@@ -155,6 +194,7 @@ static void settle(TrainConfig *tc, bool out_given, bool cfg_given) {
         preset.mlp_ratio != tc->model.mlp_ratio)
         strcpy(tc->preset, "custom");
     if (tc->resume[0] && !out_given) strcpy(tc->out, tc->resume);
+    else if (!out_given) default_out(tc->out);
     if (tc->cfg_scale != 1 && tc->model.class_dropout_prob == 0) { // no null class to guide with
         if (cfg_given)
             usage_error("--cfg-scale %g needs the null class that label dropout trains; pass "
@@ -174,8 +214,13 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
     // the preset first, so that explicit sizes override it wherever they appear
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--model") && i + 1 < argc) {
+            char like[32];
+            if (dit_preset_like(argv[i + 1], like, sizeof like) && strcmp(like, argv[i + 1]))
+                usage_error("--model: unknown preset '%s'; preset names are case-sensitive, so "
+                            "pass --model %s", argv[i + 1], like);
             if (!dit_preset(argv[i + 1], &tc->model))
-                usage_error("--model: unknown preset '%s'; known: %s", argv[i + 1], dit_preset_names());
+                usage_error("--model: unknown preset '%s'; pass one of %s (train/train --help "
+                            "lists their sizes)", argv[i + 1], dit_preset_names());
             snprintf(tc->preset, sizeof tc->preset, "%s", argv[i + 1]);
         }
     bool out_given = false, cfg_given = false;
