@@ -7,9 +7,13 @@
 #include "config.h"
 #include "flags.h"
 #include "outfile.h"
+#include <jansson.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SAMPLE_CHUNK 16 // images per forward pass at most (twice that many rows with guidance)
@@ -29,6 +33,50 @@ static int chunk_images(const SeqParallel *sp, const DiTConfig *c, bool guided, 
     return k;
 }
 
+static double seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *duration(double s, char *buf, size_t len) {
+    if (s < 60) snprintf(buf, len, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, len, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s / 60 % 60);
+    return buf;
+}
+
+// Progress of sampling on rank 0: once the passes done and the estimate of the rest add up to
+// more than SAMPLE_QUIET_SECONDS (or the seconds in the environment variable of that name), a
+// line per Euler step (at most one a second, and the last)
+#define SAMPLE_QUIET_SECONDS 5.0
+typedef struct Progress {
+    double t0, t_line, quiet;
+    int done, total;
+    bool talk;
+} Progress;
+
+static Progress progress_start(int total) {
+    const char *e = getenv("SAMPLE_QUIET_SECONDS");
+    char *end = NULL;
+    double quiet = e ? strtod(e, &end) : SAMPLE_QUIET_SECONDS;
+    if (!e || end == e || *end || !(quiet >= 0)) quiet = SAMPLE_QUIET_SECONDS;
+    return (Progress){.t0 = seconds(), .quiet = quiet, .total = total};
+}
+
+static void progress_step(Progress *p, int step, int steps, int first, int k, int n) {
+    p->done++;
+    double t = seconds(), eta = (t - p->t0) / p->done * (p->total - p->done);
+    p->talk = p->talk || t - p->t0 + eta > p->quiet;
+    if (!p->talk || (t - p->t_line < 1 && p->done < p->total)) return;
+    char images[64] = "", a[32], b[32];
+    if (k < n) snprintf(images, sizeof images, " of images %d-%d of %d", first + 1, first + k, n);
+    printf("sampling: Euler step %d/%d%s | %s | ETA %s\n", step, steps, images,
+           duration(t - p->t0, a, sizeof a), duration(eta, b, sizeof b));
+    fflush(stdout);
+    p->t_line = t;
+}
+
 void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, int n, int steps,
                    double cfg_scale, uint64_t seed, real *out) {
     const DiTConfig *c = &m->cfg;
@@ -40,6 +88,8 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
     int chunk = chunk_images(sp, c, guided, arena->cap);
     rng_fill_normal(out, (size_t)n * chw, seed, STREAM_SAMPLE, 0, 1.0);
     DiTShard sh = sp_dit_shard(sp);
+    bool rank0 = !sp->comm || sp->comm->rank == 0;
+    Progress prog = progress_start(steps * ((n + chunk - 1) / chunk));
     for (int start = 0; start < n; start += chunk) {
         int k = n - start < chunk ? n - start : chunk, B = guided ? 2 * k : k;
         real *x = out + (size_t)start * chw;
@@ -67,6 +117,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
                 }
             flow_euler_step(x, v, t, t_next, (size_t)k * chw);
             tape_free(&tp);
+            if (rank0) progress_step(&prog, s + 1, steps, start, k, n);
         }
     }
     arena_reset(arena);
@@ -107,10 +158,50 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
     return rc;
 }
 
+// --ckpt: a checkpoint file, or a run folder, whose ema.safetensors (else model.safetensors) is
+// sampled. Sets path to the file; returns which weights those are, and the run folder (the
+// folder, or the file's folder) in run.
+static const char *checkpoint_in(const char *ckpt, char *path, char *run, size_t len) {
+    struct stat sb;
+    if (strlen(ckpt) >= PATH_LEN)
+        usage_error("--ckpt: the path is longer than %d characters", PATH_LEN - 1);
+    if (stat(ckpt, &sb) || !S_ISDIR(sb.st_mode)) {
+        snprintf(path, len, "%s", ckpt);
+        char buf[PATH_LEN + 32];
+        snprintf(buf, sizeof buf, "%s", ckpt);
+        snprintf(run, len, "%s", dirname(buf));
+        const char *base = strrchr(ckpt, '/') ? strrchr(ckpt, '/') + 1 : ckpt;
+        return !strcmp(base, "ema.safetensors")     ? "the EMA weights"
+               : !strcmp(base, "model.safetensors") ? "the raw weights (not the EMA)"
+                                                    : "the weights";
+    }
+    snprintf(run, len, "%s", ckpt);
+    snprintf(path, len, "%s/ema.safetensors", ckpt);
+    if (!access(path, F_OK)) return "the EMA weights";
+    snprintf(path, len, "%s/model.safetensors", ckpt);
+    if (!access(path, F_OK)) return "the raw weights (the run kept no EMA)";
+    usage_error("--ckpt %s is a folder with neither ema.safetensors nor model.safetensors; pass a "
+                "checkpoint file or the --out folder of a training run", ckpt);
+}
+
+// The data source in run/config.json (a training run's), into data; false when there is none
+static bool run_data(const char *run, char *data, size_t len) {
+    char path[2 * PATH_LEN];
+    snprintf(path, sizeof path, "%s/config.json", run);
+    json_t *cfg = json_load_file(path, 0, NULL);
+    const char *source = json_string_value(json_object_get(cfg, "data"));
+    bool found = source && source[0] && strlen(source) < len;
+    if (found) snprintf(data, len, "%s", source);
+    json_decref(cfg);
+    return found;
+}
+
 static void sample_help(void) {
-    printf("usage: mpirun -np N train/train sample --ckpt M.safetensors --out S.png [flags]\n"
-           "  A grid of class-conditional samples (one row per class) from a checkpoint.\n"
-           "  --data shapes|DIR      where the class names come from (default shapes)\n"
+    printf("usage: mpirun -np N train/train sample --ckpt M.safetensors|RUN --out S.png [flags]\n"
+           "  A grid of class-conditional samples (one row per class) from a checkpoint, or from a\n"
+           "  run folder: its ema.safetensors, else its model.safetensors.\n"
+           "  --data shapes|DIR      where the class names come from (default: the data in the\n"
+           "                         run's config.json, else shapes)\n"
            "  --sample-steps N       Euler steps (default 25)\n"
            "  --cfg-scale S          classifier-free guidance scale (default 3; 1 = off)\n"
            "  --samples-per-class K  columns (default 8)\n"
@@ -119,7 +210,7 @@ static void sample_help(void) {
 
 int sample_main(int argc, char **argv, Comm *c) {
     const char *ckpt = NULL, *out = NULL;
-    bool cfg_given = false;
+    bool cfg_given = false, data_given = false;
     TrainConfig tc = {.sample_steps = 25, .cfg_scale = 3, .samples_per_class = 8, .policy = seq_policy_default()};
     strcpy(tc.data, "shapes");
     for (int i = 0; i < argc; i++) {
@@ -127,7 +218,8 @@ int sample_main(int argc, char **argv, Comm *c) {
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) return c->rank == 0 ? sample_help(), 0 : 0;
         else if (!strcmp(f, "--ckpt")) ckpt = flag_value(argc, argv, &i);
         else if (!strcmp(f, "--out")) out = flag_value(argc, argv, &i);
-        else if (!strcmp(f, "--data")) snprintf(tc.data, sizeof tc.data, "%s", flag_value(argc, argv, &i));
+        else if (!strcmp(f, "--data"))
+            snprintf(tc.data, sizeof tc.data, "%s", flag_value(argc, argv, &i)), data_given = true;
         else if (!strcmp(f, "--sample-steps")) tc.sample_steps = flag_int(f, flag_value(argc, argv, &i), 1, 1000);
         else if (!strcmp(f, "--cfg-scale"))
             tc.cfg_scale = flag_double(f, flag_value(argc, argv, &i), 0, 100), cfg_given = true;
@@ -141,20 +233,26 @@ int sample_main(int argc, char **argv, Comm *c) {
              ckpt, out, tc.data, tc.sample_steps, tc.cfg_scale, tc.samples_per_class,
              (unsigned long long)tc.seed);
     comm_check_same(c, "sample arguments", text);
-    if (c->rank == 0) { // the rank that writes the grid
-        out_file_check("--out", out, ".png");
-        out_file_not_input("--out", out, "--ckpt", ckpt);
-    }
-    char err[1024];
+    if (c->rank == 0) out_file_check("--out", out, ".png"); // the rank that writes the grid
+    char path[PATH_LEN + 32], run[PATH_LEN + 32], err[1024];
+    const char *weights = checkpoint_in(ckpt, path, run, sizeof path);
+    if (c->rank == 0) out_file_not_input("--out", out, "--ckpt", path);
+    // the classes: --data, else the data of the run the checkpoint comes from
+    bool data_from_run = !data_given && run_data(run, tc.data, sizeof tc.data);
     DiT m;
-    if (ckpt_load_model(&m, ckpt, err, sizeof err)) usage_error("%s", err);
+    if (ckpt_load_model(&m, path, err, sizeof err)) usage_error("%s", err);
     tc.model = m.cfg;
     if (cfg_given && tc.cfg_scale != 1 && m.cfg.class_dropout_prob == 0)
         usage_error("--cfg-scale %g needs a null class, and %s was trained without label dropout; "
-                    "pass --cfg-scale 1", tc.cfg_scale, ckpt);
-    Data data;
-    if (data_open(&data, tc.data, m.cfg.input_size, m.cfg.in_channels, m.cfg.num_classes, err, sizeof err))
-        usage_error("--data: %s", err);
+                    "pass --cfg-scale 1", tc.cfg_scale, path);
+    Data data; // any number of classes here: the checkpoint's count is fixed, --num-classes no help
+    if (data_open(&data, tc.data, m.cfg.input_size, m.cfg.in_channels, DIT_MAX_CLASSES, err, sizeof err))
+        usage_error("--data %s%s: %s", tc.data, data_from_run ? " (the run's, from its config.json)" : "", err);
+    if (data.classes > m.cfg.num_classes)
+        usage_error("--data %s has %d classes but %s was trained on %d; pass the --data it was "
+                    "trained on", tc.data, data.classes, path, m.cfg.num_classes);
+    print0(c, "sampling %s in %s; classes of %s (%s)\n", weights, path, tc.data,
+           data_given ? "--data" : data_from_run ? "the run's config.json" : "the default");
     SeqParallel sp;
     sp_setup(&sp, c, c->size, c->rank, &tc.policy, SP_GATHER, 0, &m.cfg);
     // a full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory allows
