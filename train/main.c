@@ -1,4 +1,5 @@
-// main.c: the `train` program: training (default), probe, compare and verify subcommands.
+// main.c: the `train` program: training (default), probe, sample, compare and verify
+// subcommands; with no arguments at all, a short usage.
 #include "../core/blas.h"
 #include "../parallel/comm.h"
 #include "compare.h"
@@ -21,6 +22,16 @@ static int default_threads(const Comm *c) {
     return n > 0 ? (int)n : 1;
 }
 
+// `train/train` alone: what to run first, instead of an 8000-step run nobody asked for
+static void usage(const Comm *c) {
+    print0(c, "usage: mpirun -np N train/train [flags]   train a DiT, its sequence split over N ranks\n"
+              "       train/train --help                 every flag (probe, sample, compare and verify\n"
+              "                                          take --help too)\n"
+              "try:   make demo                          2 ranks against 1 rank, with pictures (minutes)\n"
+              "       train/train --steps 1000 --out runs/first\n"
+              "       train/train verify --ranks 2 --steps 300 --out runs/check\n");
+}
+
 int main(int argc, char **argv) {
     // compare and verify run outside MPI (verify starts mpirun itself)
     if (argc > 1 && !strcmp(argv[1], "compare")) return compare_main(argc - 2, argv + 2);
@@ -29,9 +40,10 @@ int main(int argc, char **argv) {
     comm_init(&c, &argc, &argv);
     blas_setup(); // OpenBLAS's kernels for this CPU, before any GEMM
     openblas_set_num_threads(default_threads(&c)); // OpenMP's too (train: --threads)
-    int rc;
-    if (argc > 1 && !strcmp(argv[1], "probe")) rc = probe_main(argc - 2, argv + 2, &c);
-    else if (argc > 1 && !strcmp(argv[1], "sample")) rc = sample_main(argc - 2, argv + 2, &c);
+    int rc = 0;
+    if (argc == 1) usage(&c);
+    else if (!strcmp(argv[1], "probe")) rc = probe_main(argc - 2, argv + 2, &c);
+    else if (!strcmp(argv[1], "sample")) rc = sample_main(argc - 2, argv + 2, &c);
     else rc = train_main(argc - 1, argv + 1, &c);
     comm_finalize();
     return rc;
