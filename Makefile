@@ -61,8 +61,11 @@ endif
 .PHONY: all test test-run bench soak demo asan asan-run deps deps-build clean found
 all: found train/train $(BUILD)/f32/test_all
 
-train/train: $(BUILD)/f32/bin/train
-	cp $< $@.tmp && mv -f $@.tmp $@
+# copied whenever it differs from the chosen build's binary, not only when that is newer: after
+# make USE_CUDA=0, a plain make puts the CUDA build back
+train/train: $(BUILD)/f32/bin/train FORCE
+	@cmp -s $< $@ || { echo "cp $< $@"; cp $< $@.tmp && mv -f $@.tmp $@; }
+FORCE:
 
 found:
 	@echo "found: $(call mark,$(HAVE_NVCC)) nvcc  $(call mark,$(HAVE_CUDA)) CUDA runtime+cuBLAS  $(call mark,$(HAVE_NCCL)) NCCL  $(call mark,$(HAVE_MPI)) MPI  $(call mark,$(HAVE_BLAS)) OpenBLAS  $(call mark,$(HAVE_CHECK)) Check   (building: CUDA=$(USE_CUDA))"
