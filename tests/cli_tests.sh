@@ -98,7 +98,7 @@ expect_usage() { # expected-text, flags...
 }
 expect_usage "expects a whole number" --steps abc
 expect_usage "must be between 1 and" --batch 0
-expect_usage "num_heads 5 must divide hidden_size 64" --heads 5
+expect_usage "--heads 5 does not divide the width 64 (--hidden)" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
 expect_usage "on this machine, which has" --model DiT-XL/2 --input-size 4096 --batch 65536 # refused before allocating
@@ -142,7 +142,7 @@ TRAIN_REAL=$TRAIN; TRAIN="$MPIRUN -np 4 $TRAIN_REAL"
 expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by it; pad to 84 or enable auto-pad (drop --no-auto-pad)" $SMALL --no-auto-pad
 expect_usage "splits the 2 heads over 4 ranks, which does not divide them" $SMALL --sp-attention all-to-all
 expect_usage "the wrong-restore bug lives in the gather layout; inject it with --sp-attention gather" $SMALL --heads 4 --sp-attention all-to-all --inject-bug wrong-restore
-expect_usage "unknown layout 'ring' (known: gather, all-to-all)" $SMALL --sp-attention ring
+expect_usage "unknown layout 'spiral' (known: gather, all-to-all, ring)" $SMALL --sp-attention spiral
 TRAIN=$TRAIN_REAL
 # a run folder that already holds a run is not overwritten: the new run is refused, the old intact
 cp "$WORK/full1/model.safetensors" "$WORK/model-before"
@@ -258,5 +258,108 @@ expect_out "is a folder" "$WORK/folder" probe --ckpt "$CK" --batch "$WORK/batch.
 TRAIN=$TRAIN_REAL
 msg=$($TRAIN sample --ckpt "$CK" --sample-steps 1 --samples-per-class 1 --out "$WORK/s.PNG" 2>&1)
 if [ $? = 0 ] && [ -s "$WORK/s.PNG" ]; then ok "sample --out s.PNG: written"; else bad "sample --out s.PNG: $msg"; fi
+
+# 6. what a newcomer hits (issue 13)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+png_height() { od -An -tu1 -j20 -N4 "$1" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }'; }
+sums() { (cd "$1" && find . -type f | sort | xargs md5sum); }
+# verify --out naming an ordinary run (model.safetensors or loss.csv at its top) is refused, and
+# nothing in it is written or replaced (its loss.png least of all)
+mkdir -p "$WORK/csvonly" && cp "$WORK/full1/loss.csv" "$WORK/full1/loss.png" "$WORK/csvonly/"
+for d in full1 csvonly; do
+  before=$(sums "$WORK/$d")
+  msg=$($TRAIN verify --ranks 2 $RES --steps 3 --out "$WORK/$d" 2>&1); rc=$?
+  if [ $rc = 2 ] && echo "$msg" | grep -q "holds a training run" && ! echo "$msg" | grep -q '\.c:[0-9]' &&
+     [ "$(sums "$WORK/$d")" = "$before" ]; then ok "newcomer: verify --out $d (a run): exit 2, $(echo "$msg" | head -1)"
+  else bad "newcomer: verify --out $d (a run) (exit $rc): $msg"; ls "$WORK/$d"; fi
+done
+# compare --plot an existing file that is not a compare.png: refused, the file intact; a
+# compare.png it wrote is replaced
+cp "$WORK/full1/samples.png" "$WORK/samples-before.png"
+msg=$($TRAIN compare "$WORK/full1" "$WORK/full2" --plot "$WORK/full1/samples.png" 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$msg" | grep -q "already exists" && cmp -s "$WORK/full1/samples.png" "$WORK/samples-before.png"; then
+  ok "newcomer: compare --plot RUN/samples.png: exit 2, the samples intact"
+else bad "newcomer: compare --plot RUN/samples.png (exit $rc): $msg"; fi
+$TRAIN compare "$WORK/full1" "$WORK/full2" >/dev/null 2>&1
+msg=$($TRAIN compare "$WORK/full1" "$WORK/full2" --plot "$WORK/full1/compare.png" 2>&1); rc=$?
+if [ $rc = 0 ] && echo "$msg" | grep -q "plot: $WORK/full1/compare.png"; then ok "newcomer: compare --plot of its own compare.png: replaced"
+else bad "newcomer: compare --plot of its own compare.png (exit $rc): $msg"; fi
+# make: train/train follows the build chosen last (make USE_CUDA=0, then make), not the newest
+mkdir -p "$WORK/mk/train"
+for b in b-cuda b-cpu; do
+  mkdir -p "$WORK/mk/$b/f32/bin" "$WORK/mk/$b/f32/train"
+  touch -d '1 hour ago' "$WORK/mk/$b/f32/train/main.o" "$WORK/mk/$b/f32/libdit.a"
+  echo "$b" > "$WORK/mk/$b/f32/bin/train"
+done
+for b in b-cpu b-cuda; do make -s --no-print-directory -f "$ROOT/Makefile" -C "$WORK/mk" BUILD=$b train/train >/dev/null 2>&1; done
+if [ "$(cat "$WORK/mk/train/train" 2>/dev/null)" = b-cuda ]; then ok "newcomer: make USE_CUDA=0, then make: train/train is the CUDA build again"
+else bad "newcomer: after the CPU build, make left train/train as '$(cat "$WORK/mk/train/train" 2>/dev/null)'"; fi
+
+# messages: flag words and a fix, one line
+expect_usage "--heads 3 does not divide the width 64 (--hidden); pick heads that divide it, e.g. 1, 2, 4, 8 or 16" --heads 3
+for m in dit-mini/4 DiT-Q/2; do
+  msg=$($TRAIN --model $m --out "$WORK/never" 2>&1); rc=$?
+  if [ $rc = 2 ] && [ "$(echo "$msg" | grep -c .)" = 2 ] && echo "$msg" | head -1 | grep -q "^error: --model: unknown preset '$m'; .*DiT-" &&
+     { [ $m != dit-mini/4 ] || echo "$msg" | grep -q "case-sensitive, so pass --model DiT-mini/4"; }; then
+    ok "newcomer: --model $m: one line, $(echo "$msg" | head -1)"
+  else bad "newcomer: --model $m (exit $rc): $msg"; fi
+done
+# sample --ckpt RUN: its EMA weights (else the raw ones), saying which
+msg=$($TRAIN sample --ckpt "$WORK/full1" --sample-steps 1 --samples-per-class 1 --out "$WORK/dir.png" 2>&1); rc=$?
+if [ $rc = 0 ] && [ -s "$WORK/dir.png" ] && echo "$msg" | grep -q "sampling the EMA weights in $WORK/full1/ema.safetensors" &&
+   ! echo "$msg" | grep -q "sampling: Euler"; then ok "newcomer: sample --ckpt RUN: the EMA weights, said so (and quiet)"
+else bad "newcomer: sample --ckpt RUN (exit $rc): $msg"; fi
+mkdir -p "$WORK/rawonly" && cp "$WORK/full1/model.safetensors" "$WORK/full1/config.json" "$WORK/rawonly/"
+msg=$($TRAIN sample --ckpt "$WORK/rawonly" --sample-steps 1 --samples-per-class 1 --out "$WORK/raw.png" 2>&1); rc=$?
+if [ $rc = 0 ] && echo "$msg" | grep -q "sampling the raw weights (the run kept no EMA) in $WORK/rawonly/model.safetensors"; then
+  ok "newcomer: sample --ckpt RUN without EMA: the raw weights, said so"
+else bad "newcomer: sample --ckpt RUN without EMA (exit $rc): $msg"; fi
+expect_out "is a folder with neither ema.safetensors nor model.safetensors; pass a checkpoint file or the --out folder" "$WORK/x.png" sample --ckpt "$WORK/folder"
+# sample knows the run's data (11 classes: 11 rows) and never suggests --num-classes
+msg=$($TRAIN sample --ckpt "$WORK/many-run" --sample-steps 1 --samples-per-class 1 --out "$WORK/many.png" 2>&1); rc=$?
+if [ $rc = 0 ] && echo "$msg" | grep -q "classes of $WORK/many (the run's config.json)" && [ "$(png_height "$WORK/many.png")" = $((4 + 11 * 36)) ]; then
+  ok "newcomer: sample --ckpt RUN: the run's 11 classes from its config.json"
+else bad "newcomer: sample --ckpt RUN of an 11-class run (exit $rc, height $(png_height "$WORK/many.png")): $msg"; fi
+expect_out "has 11 classes but $CK was trained on 10; pass the --data it was trained on" "$WORK/x.png" sample --ckpt "$CK" --data "$WORK/many"
+echo "$msg" | grep -q -- --num-classes && bad "newcomer: sample suggests --num-classes, which it does not take: $msg"
+# compare of runs with different settings names them
+$TRAIN $RES --steps 3 --seed 1 --lr 0.002 --out "$WORK/seed1" >/dev/null 2>&1
+msg=$($TRAIN compare "$WORK/full1" "$WORK/seed1" --plot "$WORK/seeds.png" 2>&1); rc=$?
+if [ $rc = 1 ] && echo "$msg" | grep -q "the runs differ in lr (0.001 vs 0.002), seed (0 vs 1) (their config.json), so their losses are expected to diverge"; then
+  ok "newcomer: compare of runs with other seed and lr: $(echo "$msg" | grep -o 'differ in [^;]*diverge')"
+else bad "newcomer: compare of runs with other settings (exit $rc): $msg"; fi
+msg=$($TRAIN compare "$WORK/full2" "$WORK/full1" --plot "$WORK/ranks21.png" 2>&1)
+echo "$msg" | grep -q "differ in" && bad "newcomer: compare of 2 ranks against 1 names settings: $msg"
+# the README points to no file the repository lacks
+missing=$(grep -o '[A-Za-z0-9_./-]*\.md' "$ROOT/README.md" | sort -u | while read -r f; do [ -e "$ROOT/$f" ] || echo "$f"; done)
+if [ -z "$missing" ]; then ok "newcomer: every .md file the README names exists"; else bad "newcomer: the README names missing files: $missing"; fi
+
+# missing for users: verify --samples-per-class 0, sampling progress, a bare train/train, a fresh
+# default --out, and --help naming every file of a run
+msg=$($TRAIN verify --ranks 2 $RES --steps 3 --samples-per-class 0 --out "$WORK/verify-nosamples" 2>&1); rc=$?
+if [ $rc = 0 ] && [ -f "$WORK/verify-nosamples/ranks-2/model.safetensors" ] && [ ! -e "$WORK/verify-nosamples/ranks-2/samples.png" ] &&
+   [ ! -e "$WORK/verify-nosamples/ranks-1/samples.png" ]; then ok "newcomer: verify --samples-per-class 0: both runs without samples"
+else bad "newcomer: verify --samples-per-class 0 (exit $rc): $msg"; fi
+msg=$(SAMPLE_QUIET_SECONDS=0 $TRAIN sample --ckpt "$WORK/full1" --sample-steps 3 --samples-per-class 1 --out "$WORK/slow.png" 2>&1); rc=$?
+if [ $rc = 0 ] && echo "$msg" | grep -q "^sampling: Euler step 1/3 | .* | ETA " && echo "$msg" | grep -q "^sampling: Euler step 3/3 | .* | ETA 0s"; then
+  ok "newcomer: long sampling (SAMPLE_QUIET_SECONDS=0): a line per step with its ETA"
+else bad "newcomer: sampling progress (exit $rc): $msg"; fi
+msg=$(SAMPLE_QUIET_SECONDS=0 $TRAIN $RES --steps 1 --out "$WORK/progress" 2>&1); rc=$?
+if [ $rc = 0 ] && echo "$msg" | grep -q "^sampling: Euler step 1/1 .*| ETA 0s"; then ok "newcomer: sampling at the end of training shows progress too"
+else bad "newcomer: sampling progress at the end of training (exit $rc): $msg"; fi
+mkdir -p "$WORK/bare"
+msg=$(cd "$WORK/bare" && timeout 60 $TRAIN 2>&1); rc=$?
+if [ $rc = 0 ] && echo "$msg" | grep -q "^usage: " && echo "$msg" | grep -q "make demo" && [ -z "$(ls "$WORK/bare")" ]; then
+  ok "newcomer: a bare train/train: the usage and the demo command, exit 0, nothing trained"
+else bad "newcomer: a bare train/train (exit $rc): $(echo "$msg" | head -3)"; fi
+mkdir -p "$WORK/fresh"
+(cd "$WORK/fresh" && $TRAIN $RES --steps 1 && $TRAIN $RES --steps 1 && $MPIRUN -np 2 $TRAIN $RES --steps 1) >/dev/null 2>&1; rc=$?
+made=$(cd "$WORK/fresh" && ls -d runs/*/model.safetensors 2>/dev/null | grep -cE '^runs/[0-9]{8}-[123]/model.safetensors$')
+if [ $rc = 0 ] && [ "$made" = 3 ]; then ok "newcomer: no --out, three times (the last on 2 ranks): three fresh runs/<yyyymmdd>-<n>"
+else bad "newcomer: no --out three times (exit $rc): $(cd "$WORK/fresh" && ls -R runs 2>&1 | head -5)"; fi
+help=$($TRAIN --help | grep -A4 -- '--out DIR')
+if echo "$help" | grep -q optimizer.safetensors && echo "$help" | grep -q ema.safetensors && echo "$help" | grep -q samples.png; then
+  ok "newcomer: --help of --out names every file of a run"
+else bad "newcomer: --help of --out: $help"; fi
 echo "cli tests: $pass passed, $fail failed"
 [ $fail = 0 ]
