@@ -215,8 +215,8 @@ static void write_samples(Run *r, Arena *arena) {
     if (rc) {
         char msg[4 * PATH_LEN + 1536];
         snprintf(msg, sizeof msg, "writing %s failed: %s; the checkpoint of step %d is saved in %s, "
-                 "and train/train sample --ckpt %s/%s --out S.png draws the samples later", path,
-                 err, r->opt.step, r->tc.out, r->tc.out, r->ema ? "ema.safetensors" : "model.safetensors");
+                 "and train/train sample --ckpt %s --out S.png draws the samples later", path, err,
+                 r->opt.step, r->tc.out, r->tc.out);
         comm_stop_all(msg, 1);
     }
 }
@@ -387,10 +387,10 @@ int train_main(int argc, char **argv, Comm *c) {
     write_samples(&r, &arena);
     print0(c, "done: %d steps in %.1fs (%.2f steps/s), final loss %.5f, peak activation memory "
            "%.1f MiB per rank (sampling %.1f MiB); wrote "
-           "%s/{config.json,loss.csv,model.safetensors,%sloss.png}\n",
+           "%s/{config.json,loss.csv,loss.png,model.safetensors,optimizer.safetensors%s%s}\n",
            tc->steps - first + 1, elapsed, (tc->steps - first + 1) / (elapsed > 0 ? elapsed : 1),
            r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena.peak / 1048576.0,
-           tc->out, tc->samples_per_class ? "samples.png," : "");
+           tc->out, r.ema ? ",ema.safetensors" : "", tc->samples_per_class ? ",samples.png" : "");
     arena_destroy(&arena);
     sp_free(&r.sp);
     data_close(&r.data);
