@@ -505,6 +505,30 @@ START_TEST(plot_draws_curves_inside_its_panel) {
 }
 END_TEST
 
+// A crafted JPEG whose Huffman table overflows Debian 12's stb_image (found by fuzzing,
+// tests/fuzz/regressions/imagefolder/) is refused with a sentence by libjpeg-turbo; a file that is
+// neither PNG nor JPEG is named as such
+START_TEST(image_folder_refuses_crafted_files) {
+    static const uint8_t dht[] = {0xff, 0xd8, 0xff, 0xc4, 0x01, 0xd9, 0x00, 0xff, 0xd9};
+    static const uint8_t gif[] = {'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0};
+    const struct { const uint8_t *bytes; size_t n; const char *want; } cases[] = {
+        {dht, sizeof dht, "cannot read image"}, {gif, sizeof gif, "neither a PNG nor a JPEG"}};
+    for (int i = 0; i < 2; i++) {
+        char dir[256], p[512], err[1024] = "";
+        test_tmpdir(dir, sizeof dir);
+        snprintf(p, sizeof p, "%s/x.jpg", dir);
+        FILE *f = fopen(p, "wb");
+        ck_assert_ptr_nonnull(f);
+        fwrite(cases[i].bytes, 1, cases[i].n, f);
+        fclose(f);
+        ImageFolder imf;
+        ck_assert_int_eq(image_folder_open(&imf, dir, 8, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, cases[i].want) && strstr(err, "fix or remove the file"), "%s", err);
+        test_rm_rf(dir);
+    }
+}
+END_TEST
+
 Suite *data_suite(void) {
     Suite *s = suite_create("data");
     TCase *tc = tcase_create("data");
@@ -521,6 +545,7 @@ Suite *data_suite(void) {
     tcase_add_test(tc, image_folder_reads_classes);
     tcase_add_test(tc, image_folder_reads_flat_folder);
     tcase_add_test(tc, image_folder_errors_say_what_to_do);
+    tcase_add_test(tc, image_folder_refuses_crafted_files);
     tcase_add_test(tc, plot_draws_curves_inside_its_panel);
     suite_add_tcase(s, tc);
     return s;

@@ -1,10 +1,15 @@
-// imagefolder.c: see imagefolder.h. stb_image and stb_image_resize come compiled in -lstb.
+// imagefolder.c: see imagefolder.h. JPEG files are decoded by libjpeg-turbo, PNG files by
+// stb_image (-lstb), and the crop is resized by stb_image_resize. Debian 12's stb_image (v2.27)
+// writes past its Huffman tables on a crafted JPEG (found by fuzzing; the file is kept in
+// tests/fuzz/regressions/imagefolder/), so stb sees only files with the PNG signature.
 #include "imagefolder.h"
 #include "../core/check.h"
 #include <dirent.h>
 #include <errno.h>
+#include <setjmp.h>
 #include <stdarg.h>
-#include <stdio.h>
+#include <stdio.h> // before jpeglib.h, which uses FILE
+#include <jpeglib.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -181,15 +186,93 @@ static int use_flat(ImageFolder *f, int *cap, const char *path, const Names *top
     return 0;
 }
 
+// ---- reading a PNG or JPEG file ---------------------------------------------------------------
+#define MAX_SIDE 16384 // pixels per side a file may have
+
+typedef struct JpegErr { // libjpeg reports through this: the message is kept, decoding jumps back
+    struct jpeg_error_mgr mgr;
+    jmp_buf back;
+    char msg[JMSG_LENGTH_MAX];
+} JpegErr;
+
+static void jpeg_fail(j_common_ptr c) {
+    JpegErr *e = (JpegErr *)c->err;
+    (*c->err->format_message)(c, e->msg);
+    longjmp(e->back, 1);
+}
+
+static void jpeg_quiet(j_common_ptr c) { (void)c; } // warnings count, and fail the file below
+
+// A JPEG's size and, when pixels is not NULL, its RGB pixels (malloc'ed); a corrupt or truncated
+// file (any warning) is an error. 0, or -1 with the reason in why.
+static int read_jpeg(FILE *fp, int *w, int *h, uint8_t **pixels, char *why, size_t len) {
+    struct jpeg_decompress_struct c;
+    JpegErr e;
+    uint8_t *volatile out = NULL;
+    c.err = jpeg_std_error(&e.mgr);
+    e.mgr.error_exit = jpeg_fail, e.mgr.output_message = jpeg_quiet;
+    if (setjmp(e.back)) {
+        jpeg_destroy_decompress(&c);
+        free(out);
+        snprintf(why, len, "%s", e.msg);
+        return -1;
+    }
+    jpeg_create_decompress(&c);
+    jpeg_stdio_src(&c, fp);
+    jpeg_read_header(&c, TRUE);
+    *w = (int)c.image_width, *h = (int)c.image_height;
+    if (*w > MAX_SIDE || *h > MAX_SIDE) snprintf(e.msg, sizeof e.msg, "larger than %d pixels a side", MAX_SIDE), longjmp(e.back, 1);
+    if (pixels) {
+        c.out_color_space = JCS_RGB;
+        jpeg_start_decompress(&c);
+        out = xmalloc((size_t)*w * (size_t)*h * 3);
+        while (c.output_scanline < c.output_height) {
+            JSAMPROW row = out + (size_t)c.output_scanline * (size_t)*w * 3;
+            jpeg_read_scanlines(&c, &row, 1);
+        }
+        jpeg_finish_decompress(&c);
+        if (e.mgr.num_warnings) snprintf(e.msg, sizeof e.msg, "corrupt or truncated JPEG data"), longjmp(e.back, 1);
+        *pixels = out;
+    }
+    jpeg_destroy_decompress(&c);
+    return 0;
+}
+
+// A PNG's or JPEG's size and, when pixels is not NULL, its RGB pixels (free them with free()).
+// 0, or -1 with a sentence in err.
+static int read_image(const char *path, int *w, int *h, uint8_t **pixels, char *err, size_t err_size) {
+    static const uint8_t png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'}, jpg[3] = {0xff, 0xd8, 0xff};
+    char why[JMSG_LENGTH_MAX] = "";
+    uint8_t sig[8] = {0};
+    FILE *fp = fopen(path, "rb");
+    if (!fp) snprintf(why, sizeof why, "%s", strerror(errno));
+    else if (fread(sig, 1, 8, fp) < 3 || (memcmp(sig, png, 8) && memcmp(sig, jpg, 3)))
+        snprintf(why, sizeof why, "it is neither a PNG nor a JPEG file");
+    else if (rewind(fp), !memcmp(sig, jpg, 3)) read_jpeg(fp, w, h, pixels, why, sizeof why);
+    else { // stb_image frees nothing of ours, and reads only this PNG
+        int comp;
+        uint8_t *data = pixels ? stbi_load_from_file(fp, w, h, &comp, 3) : NULL;
+        if (pixels ? !data : !stbi_info_from_file(fp, w, h, &comp))
+            snprintf(why, sizeof why, "%s", stbi_failure_reason() ? stbi_failure_reason() : "unknown reason");
+        else if (*w > MAX_SIDE || *h > MAX_SIDE)
+            snprintf(why, sizeof why, "larger than %d pixels a side", MAX_SIDE), stbi_image_free(data);
+        else if (pixels) {
+            *pixels = xmalloc((size_t)*w * (size_t)*h * 3);
+            memcpy(*pixels, data, (size_t)*w * (size_t)*h * 3);
+            stbi_image_free(data);
+        }
+    }
+    if (fp) fclose(fp);
+    if (!why[0]) return 0;
+    set_err(err, err_size, "cannot read image '%s': %s; fix or remove the file", path, why);
+    return -1;
+}
+
 // every file's header must read, so that a bad file is named before training starts
 static int check_headers(const ImageFolder *f, char *err, size_t err_size) {
     for (int i = 0; i < f->n; i++) {
-        int w, h, comp;
-        if (!stbi_info(f->paths[i], &w, &h, &comp)) {
-            set_err(err, err_size, "cannot read image '%s': %s; fix or remove the file",
-                    f->paths[i], stbi_failure_reason() ? stbi_failure_reason() : "unknown reason");
-            return -1;
-        }
+        int w, h;
+        if (read_image(f->paths[i], &w, &h, NULL, err, err_size)) return -1;
     }
     return 0;
 }
@@ -220,13 +303,9 @@ int image_folder_open(ImageFolder *f, const char *path, int size, char *err, siz
 
 // dst is (size, size, 3): the centred square crop of the file, resized
 static int decode(const char *path, int size, uint8_t *dst, char *err, size_t err_size) {
-    int w, h, comp;
-    uint8_t *data = stbi_load(path, &w, &h, &comp, 3);
-    if (!data) {
-        set_err(err, err_size, "cannot read image '%s': %s; fix or remove the file", path,
-                stbi_failure_reason() ? stbi_failure_reason() : "unknown reason");
-        return -1;
-    }
+    int w, h;
+    uint8_t *data;
+    if (read_image(path, &w, &h, &data, err, err_size)) return -1;
     int s = w < h ? w : h;
     const uint8_t *src = data + ((size_t)((h - s) / 2) * w + (w - s) / 2) * 3;
     int ok = 1;
@@ -235,7 +314,7 @@ static int decode(const char *path, int size, uint8_t *dst, char *err, size_t er
     else
         ok = stbir_resize_uint8_srgb(src, s, s, w * 3, dst, size, size, size * 3, 3,
                                      STBIR_ALPHA_CHANNEL_NONE, 0);
-    stbi_image_free(data);
+    free(data);
     if (!ok) set_err(err, err_size, "cannot resize image '%s' (%dx%d) to %dx%d", path, w, h, size, size);
     return ok ? 0 : -1;
 }
