@@ -5,6 +5,7 @@
 #   make test       build and run the unit, MPI, CLI and parity tests in float32 and float64
 #   make asan       the unit, MPI and CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make soak       kill 32 runs at spread-out moments and resume each (make test kills 8)
+#   make fuzz       libFuzzer targets for the file and flag readers, FUZZ_SECONDS each (make test: 10)
 #   make deps       install the Debian packages that are missing (deps-build: only those to build and train)
 # Overrides: USE_CUDA=0/1, NVCC=path, CC=compiler.
 
@@ -19,9 +20,9 @@ ARCH      := $(shell $(CC) -print-multiarch)
 BLAS_DIR  := /usr/lib/$(ARCH)/openblas-openmp
 BLAS_FLAGS := -I/usr/include/$(ARCH)/openblas-openmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas
 override CFLAGS += -fopenmp -I/usr/include/$(ARCH)/openblas-openmp
-LDLIBS  := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lstb -ljansson -lm
+LDLIBS  := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lstb -ljpeg -ljansson -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
-DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev check libopenmpi-dev openmpi-bin libstb-dev libjansson-dev
+DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev check libopenmpi-dev openmpi-bin libstb-dev libjpeg-dev libjansson-dev
 PARITY_PACKAGES := python3-torch python3-numpy
 
 # ---- probes: compile a tiny program (source in $(1), flags in $(2)); 1 if it builds ------------
@@ -114,21 +115,12 @@ MPIRUN := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-
 PYTHON := /usr/bin/python3
 HAVE_TORCH = $(shell $(PYTHON) -c 'import torch, numpy' >/dev/null 2>&1 && echo 1 || echo 0)
 
-# test and demo install what is missing first, then build with the probes run again
-test: deps-build
+# test installs what is missing (the parity test's packages too), demo what building needs; both
+# then build with the probes run again
+test: deps
 	@$(MAKE) --no-print-directory test-run
 test-run: found train/train $(BUILD)/f64/bin/train $(foreach v,f32 f64,$(BUILD)/$(v)/test_all $(BUILD)/$(v)/test_parallel)
-	@echo "== unit tests, float32 =="; $(BUILD)/f32/test_all
-	@echo "== unit tests, float64 =="; $(BUILD)/f64/test_all
-	@for v in f32 f64; do for np in 1 2 3 4; do \
-	  echo "== sequence parallel vs one rank, $$v, $$np ranks =="; \
-	  $(MPIRUN) -np $$np $(BUILD)/$$v/test_parallel || exit 1; done; done
-	@echo "== the train program under mpirun =="; tests/cli_tests.sh train/train
-	@echo "== kill at any moment, then resume (8 kills) =="; tests/kill_test.sh train/train 1
-	@echo "== parity with an independent PyTorch DiT =="; \
-	if [ "$(HAVE_TORCH)" = 1 ]; then $(PYTHON) tests/parity/parity.py train/train $(BUILD)/f64/bin/train $(BUILD)/parity && \
-	  $(PYTHON) tests/parity/load_with_safetensors.py $(BUILD)/parity/run/model.safetensors $(BUILD)/parity/*.safetensors; \
-	else echo "parity: skipped (python3-torch or python3-numpy is not installed; make deps installs them)"; fi
+	@tests/run_all.sh $(BUILD) "$(MPIRUN)" $(PYTHON)
 
 # the main job: train with 2 ranks and check against 1 rank (its first 500 steps), with pictures
 demo: deps-build
@@ -164,16 +156,73 @@ asan-run: found $(foreach v,f32 f64,$(BUILD)/asan-$(v)/test_all $(BUILD)/asan-$(
 	status=$$?; if [ -n "$$(ls $(SAN_LOGS))" ]; then cat $$(ls -d $(SAN_LOGS)/* | head -n 2); echo "asan: sanitizer reports above (all in $(SAN_LOGS))"; exit 1; fi; \
 	echo "asan: no sanitizer reports (Open MPI's own allocations suppressed by tests/lsan-openmpi.supp)"; exit $$status
 
+# ---- fuzzing: libFuzzer targets (tests/fuzz/fuzz_*.c), built by clang with ASan + UBSan into
+# $(BUILD)/fuzz, apart from the other builds (float32, no OpenMP: one thread, pragmas ignored).
+# stb_image_resize is compiled in, instrumented, in place of -lstb's copy (the PNG and JPEG
+# decoders are in train/imagefolder.c already), so the image folder target covers it too.
+#   make fuzz          every target FUZZ_SECONDS (default 60) after its saved crash inputs
+#                      (tests/fuzz/regressions/<target>/); seeds in tests/fuzz/seeds/<target>/, the
+#                      corpus grows in $(BUILD)/fuzz/corpus/, new crashes in $(BUILD)/fuzz/crashes/
+#   make fuzz-seeds    write tests/fuzz/seeds/ again with the program's own writers
+FUZZ_CC       ?= $(firstword $(shell command -v clang clang-14 2>/dev/null))
+FUZZ_SECONDS  ?= 60
+FUZZ_PACKAGES := clang libclang-rt-14-dev
+FUZZ_TARGETS  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_DIR      := $(BUILD)/fuzz
+FUZZ_BINS     := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_TARGETS))
+FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS   := -O1 -g -std=c17 -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE -MMD -MP \
+  -I/usr/include/$(ARCH)/openblas-openmp $(shell mpicc --showme:compile 2>/dev/null) $(FUZZ_SAN)
+FUZZ_LIBS     := $(BLAS_FLAGS) -lstb -ljpeg -ljansson -lm $(shell mpicc --showme:link 2>/dev/null)
+# 1 when FUZZ_CC links a libFuzzer target (asked only when needed); else FUZZ_WHY says why not
+HAVE_FUZZ = $(if $(FUZZ_CC),$(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }\n' | \
+  $(FUZZ_CC) -x c - -fsanitize=fuzzer,address,undefined -o /dev/null >/dev/null 2>&1 && echo 1 || echo 0),0)
+FUZZ_WHY = $(if $(FUZZ_CC),$(FUZZ_CC) cannot link -fsanitize=fuzzer: libFuzzer is missing,clang is not installed); \
+  'make deps' installs it (apt-get install $(FUZZ_PACKAGES))
+
+.PHONY: fuzz fuzz-run fuzz-build fuzz-why-not fuzz-seeds deps-fuzz
+fuzz:
+	@if [ "$(HAVE_FUZZ)" = 1 ]; then $(MAKE) --no-print-directory fuzz-run; \
+	else echo "fuzz: cannot build the targets ($(FUZZ_WHY))"; exit 1; fi
+fuzz-run: fuzz-build
+	@tests/fuzz/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+fuzz-build: $(FUZZ_BINS)
+# empty when the targets can be built, else why not (for make test's skip line)
+fuzz-why-not:
+	@if [ "$(HAVE_FUZZ)" != 1 ]; then echo "$(FUZZ_WHY)"; fi
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUZZ_EXTRA) -c $< -o $@
+$(FUZZ_DIR)/obj/tests/fuzz/stb_impl.o: FUZZ_EXTRA := -w
+$(FUZZ_DIR)/libdit.a: $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(LIB_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+$(FUZZ_BINS): $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/obj/tests/fuzz/stb_impl.o $(FUZZ_DIR)/libdit.a
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer $^ -o $@ $(FUZZ_LIBS)
+-include $(patsubst %.c,$(FUZZ_DIR)/obj/%.d,$(LIB_SRC) $(wildcard tests/fuzz/*.c))
+fuzz-seeds: $(BUILD)/f32/make_seeds
+	rm -rf tests/fuzz/seeds && $(BUILD)/f32/make_seeds tests/fuzz/seeds
+$(BUILD)/f32/make_seeds: $(BUILD)/f32/tests/fuzz/make_seeds.o $(BUILD)/f32/libdit.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+-include $(BUILD)/f32/tests/fuzz/make_seeds.d
+deps-fuzz:
+	@if [ "$(HAVE_FUZZ)" != 1 ]; then \
+	  echo "deps: installing $(FUZZ_PACKAGES) for the fuzz targets"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(FUZZ_PACKAGES) \
+	    || echo "deps: $(FUZZ_PACKAGES) could not be installed; fuzzing will be skipped"; \
+	fi
+
 # deps-build: what building and training need (make demo); deps adds the parity test's packages
 deps-build:
-	@if [ "$(HAVE_BLAS)$(HAVE_CHECK)$(HAVE_MPI)" = 111 ] && [ -f /usr/include/stb/stb_image.h ] && [ -f /usr/include/jansson.h ] && command -v pkg-config >/dev/null; then \
+	@if [ "$(HAVE_BLAS)$(HAVE_CHECK)$(HAVE_MPI)" = 111 ] && [ -f /usr/include/stb/stb_image.h ] && [ -f /usr/include/jansson.h ] && [ -f /usr/include/jpeglib.h ] && command -v pkg-config >/dev/null; then \
 	  echo "deps: everything needed is already installed"; \
 	else \
 	  echo "deps: installing $(DEB_PACKAGES)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEB_PACKAGES); \
 	fi
-deps: deps-build
+deps: deps-build deps-fuzz
 	@if [ "$(HAVE_TORCH)" != 1 ]; then \
 	  echo "deps: installing $(PARITY_PACKAGES) for the PyTorch parity test (optional)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
