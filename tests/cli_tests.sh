@@ -81,6 +81,18 @@ if [ $rc = 1 ] && [ -n "$nan_step" ] && ! echo "$msg" | grep -q '\.c:[0-9]' &&
   ok "NaN loss at step $nan_step: exit 1, a sentence, loss.csv and the checkpoint of step $((nan_step - 1)) kept"
 else bad "NaN loss (exit $rc): $msg"; fi
 
+# --resume with --steps at or below the steps done is a usage error that writes nothing; a save
+# with --ema 0 removes an earlier run's EMA, which would no longer match the model
+msg=$("$TRAIN" $RES --steps 10 --resume "$WORK/part1" 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$msg" | grep -q "is already at step 20; pass --steps above 20 to train further"; then
+  ok "--resume with --steps 10 of a run at step 20: exit 2, a sentence"
+else bad "--resume with --steps at or below the steps done (exit $rc): $msg"; fi
+cp -r "$WORK/full1" "$WORK/ema-off"
+"$TRAIN" $RES --steps 22 --ema 0 --resume "$WORK/ema-off" >/dev/null 2>&1
+if [ ! -e "$WORK/ema-off/ema.safetensors" ] && [ -e "$WORK/ema-off/model.safetensors" ]; then
+  ok "a save with --ema 0 removes the earlier EMA weights"
+else bad "a save with --ema 0 left ema.safetensors beside a newer model"; fi
+
 # 3. ranks that disagree on the config stop with a message on every rank, without hanging
 msg=$(timeout 60 $MPIRUN -np 1 "$TRAIN" $SMALL --seed 1 --out "$WORK/x" : -np 1 "$TRAIN" $SMALL --seed 2 --out "$WORK/x" 2>&1)
 rc=$?

@@ -526,6 +526,19 @@ START_TEST(image_folder_refuses_crafted_files) {
         ck_assert_msg(strstr(err, cases[i].want) && strstr(err, "fix or remove the file"), "%s", err);
         test_rm_rf(dir);
     }
+    // a PNG cut short passes a header check but not the decode that opening the folder runs
+    char dir[256], p[512], err[1024] = "";
+    uint8_t px[16 * 16 * 3];
+    for (size_t i = 0; i < sizeof px; i++) px[i] = (uint8_t)(i * 37);
+    test_tmpdir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/cut.png", dir);
+    ck_assert(stbi_write_png(p, 16, 16, 3, px, 16 * 3));
+    struct stat st;
+    ck_assert(!stat(p, &st) && !truncate(p, st.st_size / 2));
+    ImageFolder imf;
+    ck_assert_int_eq(image_folder_open(&imf, dir, 8, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "cut.png") && strstr(err, "fix or remove the file"), "%s", err);
+    test_rm_rf(dir);
 }
 END_TEST
 

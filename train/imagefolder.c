@@ -268,11 +268,13 @@ static int read_image(const char *path, int *w, int *h, uint8_t **pixels, char *
     return -1;
 }
 
-// every file's header must read, so that a bad file is named before training starts
-static int check_headers(const ImageFolder *f, char *err, size_t err_size) {
+// every file must decode, so that a bad one (corrupt, truncated) is named before training starts
+static int check_files(const ImageFolder *f, char *err, size_t err_size) {
     for (int i = 0; i < f->n; i++) {
         int w, h;
-        if (read_image(f->paths[i], &w, &h, NULL, err, err_size)) return -1;
+        uint8_t *pixels = NULL;
+        if (read_image(f->paths[i], &w, &h, &pixels, err, err_size)) return -1;
+        free(pixels);
     }
     return 0;
 }
@@ -288,7 +290,7 @@ int image_folder_open(ImageFolder *f, const char *path, int size, char *err, siz
     if (!rc) // class mode when some subfolder holds images
         rc = cls.n > 0 ? use_classes(f, path, &top, &subs, &cls, err, err_size)
                        : use_flat(f, &cap, path, &top, err, err_size);
-    if (!rc) rc = check_headers(f, err, err_size);
+    if (!rc) rc = check_files(f, err, err_size);
     size_t bytes = (size_t)f->n * (size_t)size * (size_t)size * 3;
     if (!rc && bytes <= IMAGE_FOLDER_CACHE_BYTES) {
         f->cache = xmalloc(bytes);

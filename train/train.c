@@ -194,6 +194,10 @@ static void save(Run *r, int step) {
     }
     write_loss_files(r);
     CHECK(!atomic_group_end(err, sizeof err), "%s", err);
+    if (!r->ema) { // an average from an earlier --ema would not match this model any more
+        path_in(path, sizeof path, r->tc.out, "ema.safetensors");
+        remove(path);
+    }
 }
 
 static void write_samples(Run *r, Arena *arena) {
@@ -300,6 +304,9 @@ static void setup(Run *r) {
     // the model's config is the flags' (a resumed checkpoint must match them)
     sp_setup(&r->sp, c, c->size, c->rank, &tc->policy, tc->sp_attention, tc->bugs, &tc->model);
     start_run(r);
+    if (r->opt.step >= tc->steps)
+        usage_error("--resume: %s is already at step %d; pass --steps above %d to train further",
+                    tc->resume, r->opt.step, r->opt.step);
     if (c->rank == 0) {
         make_dirs(tc->out);
         path_in(path, sizeof path, tc->out, "config.json");
@@ -349,7 +356,6 @@ static double train_loop(Run *r, Arena *arena) {
     const TrainConfig *tc = &r->tc;
     Batch batch = batch_alloc(tc->batch, tc->model.in_channels, tc->model.input_size);
     int first = r->opt.step + 1, step_last = first - 1, saved_step = r->opt.step;
-    if (first > tc->steps) print0(r->comm, "nothing to do: the run is already at step %d\n", r->opt.step);
     double t0 = now(), t_last = t0, t_save = t0; // the rate is measured since the last line
     for (int step = first; step <= tc->steps; step++) {
         double gnorm, loss = train_step(r, arena, &batch, step, &gnorm);
