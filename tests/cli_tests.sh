@@ -93,6 +93,14 @@ if [ ! -e "$WORK/ema-off/ema.safetensors" ] && [ -e "$WORK/ema-off/model.safeten
   ok "a save with --ema 0 removes the earlier EMA weights"
 else bad "a save with --ema 0 left ema.safetensors beside a newer model"; fi
 
+# --resume DIR alone continues the run with its own settings (config.json): model, data, batch and
+# optimizer, bit for bit like a resume that repeats every flag
+$MPIRUN -np 2 "$TRAIN" $RES --steps 10 --out "$WORK/alone" >/dev/null 2>&1
+$MPIRUN -np 2 "$TRAIN" --resume "$WORK/alone" --steps 20 >/dev/null 2>&1
+if cmp -s "$WORK/alone/loss.csv" "$WORK/full2/loss.csv" && cmp -s "$WORK/alone/model.safetensors" "$WORK/full2/model.safetensors"; then
+  ok "--resume DIR with no model flags: bit-identical to the uninterrupted run"
+else bad "--resume DIR with no model flags differs from the uninterrupted run"; fi
+
 # 3. ranks that disagree on the config stop with a message on every rank, without hanging
 msg=$(timeout 60 $MPIRUN -np 1 "$TRAIN" $SMALL --seed 1 --out "$WORK/x" : -np 1 "$TRAIN" $SMALL --seed 2 --out "$WORK/x" 2>&1)
 rc=$?
@@ -134,7 +142,7 @@ expect_usage "a.png" --data "$WORK/broken"
 # resuming from what is not a complete run folder, or with other model flags
 expect_usage "no-such-run does not exist; give the --out folder of an earlier training run" $RES --resume "$WORK/no-such-run"
 expect_usage "is not a run folder (it has no config.json)" $RES --resume "$WORK"
-expect_usage "has class_dropout_prob = 0.1 but the flags give 0.2;" $RES --steps 30 --resume "$WORK/part1" --class-dropout 0.2
+expect_usage "was trained with other settings than --class-dropout 0.2 (the run has 0.1); leave those flags out" $RES --steps 30 --resume "$WORK/part1" --class-dropout 0.2
 cp -r "$WORK/part1" "$WORK/noema" && rm "$WORK/noema/ema.safetensors"
 expect_usage "noema has no ema.safetensors: was the run started with --ema 0?" $RES --steps 30 --resume "$WORK/noema"
 cp "$WORK/part1/loss.csv" "$WORK/noema/ema.safetensors" # present but corrupt: no talk of --ema 0

@@ -3,6 +3,7 @@
 #include "../core/atomic.h"
 #include "ditconfig.h"
 #include "flags.h"
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,9 @@ static void help(void) {
         "  --sample-every N      write samples.png every N steps (default: at the end)\n"
         "  --save-every N        write the checkpoint every N steps; 0 = only at the end (default:\n"
         "                        every 10 minutes of wall time, and at the end)\n"
-        "  --resume DIR          continue the run in DIR from its checkpoint (same seed and batch)\n"
+        "  --resume DIR          continue the run in DIR from its checkpoint, with its settings from\n"
+        "                        DIR/config.json: give only what changes (--steps, logging,\n"
+        "                        sampling); a flag that defines the run must agree with it\n"
         "  --sample-steps N      Euler steps for samples (default %d)\n"
         "  --samples-per-class K columns of samples.png (default %d; 0 = no samples)\n"
         "  --cfg-scale S         classifier-free guidance scale (default %g; 1 = off)\n"
@@ -204,6 +207,73 @@ static void settle(TrainConfig *tc, bool out_given, bool cfg_given) {
     if (tc->log_every == 0) tc->log_every = tc->steps >= 20 ? tc->steps / 20 : 1;
 }
 
+// ---- --resume: the run's own settings first ------------------------------------------------------
+// The flags that restore a run's settings from its config.json; `fixed` ones define the run (the
+// model, the data and the optimizer), so a flag given again must agree with the run.
+static const struct { const char *key, *flag; bool fixed; } restored[] = {
+    {"input_size", "--input-size", true}, {"patch_size", "--patch", true},
+    {"hidden_size", "--hidden", true}, {"depth", "--depth", true}, {"num_heads", "--heads", true},
+    {"mlp_ratio", "--mlp-ratio", true}, {"num_classes", "--num-classes", true},
+    {"class_dropout_prob", "--class-dropout", true}, {"batch", "--batch", true},
+    {"lr", "--lr", true}, {"weight_decay", "--weight-decay", true}, {"clip_norm", "--clip-norm", true},
+    {"ema", "--ema", false}, {"seed", "--seed", true}, {"data", "--data", true},
+    {"steps", "--steps", false}, {"sample_steps", "--sample-steps", false},
+    {"samples_per_class", "--samples-per-class", false}, {"cfg_scale", "--cfg-scale", false},
+    {"pad_multiple", "--pad-multiple", false}, {"sp_attention", "--sp-attention", false},
+};
+#define N_RESTORED (int)(sizeof restored / sizeof restored[0])
+
+// The run's settings as flags (into args, strings into store), from DIR/config.json; 0 if it has
+// none to read (resume_run then says what the folder lacks)
+static int run_flags(const char *dir, char **args, char *store, size_t cap) {
+    char path[PATH_LEN + 16];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_t *root = json_load_file(path, 0, NULL);
+    if (!json_is_object(root)) return json_decref(root), 0;
+    int n = 0;
+    size_t used = 0;
+#define PUSH(text) (args[n++] = store + used, used += (size_t)snprintf(store + used, cap - used, "%s", text) + 1)
+    for (int i = 0; i < N_RESTORED && used < cap - 256; i++) {
+        json_t *v = json_object_get(root, restored[i].key);
+        char text[PATH_LEN];
+        if (json_is_string(v)) snprintf(text, sizeof text, "%s", json_string_value(v));
+        else if (json_is_integer(v)) snprintf(text, sizeof text, "%lld", (long long)json_integer_value(v));
+        else if (json_is_real(v)) double_text(text, sizeof text, json_real_value(v));
+        else continue;
+        PUSH(restored[i].flag), PUSH(text);
+    }
+    if (json_is_true(json_object_get(root, "learn_sigma"))) PUSH("--learn-sigma");
+    if (json_is_false(json_object_get(root, "auto_pad"))) PUSH("--no-auto-pad");
+    const char *bugs = json_string_value(json_object_get(root, "injected_bugs"));
+    char list[256];
+    snprintf(list, sizeof list, "%s", bugs ? bugs : "none");
+    for (char *save = NULL, *b = strtok_r(list, ",", &save); b && strcmp(b, "none"); b = strtok_r(NULL, ",", &save))
+        PUSH("--inject-bug"), PUSH(b);
+#undef PUSH
+    json_decref(root);
+    return n;
+}
+
+static void check_resumed(const TrainConfig *run, const TrainConfig *tc, const char *dir, int argc,
+                          char **argv);
+
+// The preset name a run's config.json records; false if none
+static bool run_preset(const char *dir, char *buf, size_t len) {
+    char path[PATH_LEN + 16];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_t *root = json_load_file(path, 0, NULL);
+    const char *p = json_string_value(json_object_get(root, "preset"));
+    bool ok = p && snprintf(buf, len, "%s", p) < (int)len;
+    json_decref(root);
+    return ok;
+}
+
+static bool flag_given(int argc, char **argv, const char *flag) {
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], flag)) return true;
+    return false;
+}
+
 bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
     defaults(tc);
     for (int i = 0; i < argc; i++) // help wins over any other flag, valid or not
@@ -224,11 +294,32 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
             snprintf(tc->preset, sizeof tc->preset, "%s", argv[i + 1]);
         }
     bool out_given = false, cfg_given = false;
+    const char *resume = NULL;
+    for (int i = 0; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--resume")) resume = argv[i + 1];
+    char *pre[2 * N_RESTORED + 64], store[8192];
+    int n_pre = resume && resume[0] ? run_flags(resume, pre, store, sizeof store) : 0;
+    char preset[32] = "";
+    if (n_pre && !flag_given(argc, argv, "--model") && run_preset(resume, preset, sizeof preset) &&
+        dit_preset(preset, &tc->model)) // the run's preset under its own sizes, for its name
+        snprintf(tc->preset, sizeof tc->preset, "%s", preset);
+    TrainConfig run = *tc; // the run's settings alone, to hold the flags given again against
+    for (int pass = 0; pass < 2; pass++) {
+        bool unused = false;
+        for (int i = 0; i < n_pre; i++) // the run's settings first, then the flags override them
+            if (!model_flag(pass ? &run.model : &tc->model, n_pre, pre, &i) &&
+                !run_flag(pass ? &run : tc, n_pre, pre, &i, &unused, pass ? &unused : &cfg_given) &&
+                !seq_flag(n_pre, pre, &i, pass ? &run.policy : &tc->policy,
+                          pass ? &run.sp_attention : &tc->sp_attention, pass ? &run.bugs : &tc->bugs))
+                usage_error("--resume: %s/config.json holds the setting '%s', which this version "
+                            "does not know", resume, pre[i]);
+    }
     for (int i = 0; i < argc; i++)
         if (!model_flag(&tc->model, argc, argv, &i) &&
             !run_flag(tc, argc, argv, &i, &out_given, &cfg_given) &&
             !seq_flag(argc, argv, &i, &tc->policy, &tc->sp_attention, &tc->bugs))
             usage_error("unknown argument '%s'", argv[i]);
+    if (n_pre) check_resumed(&run, tc, resume, argc, argv);
     settle(tc, out_given, cfg_given);
     return true;
 }
@@ -289,7 +380,7 @@ void train_config_text(const TrainConfig *tc, char *buf, size_t len) {
 }
 
 // s with '"' and '\\' escaped and control characters dropped, for a JSON string
-static void json_string(FILE *f, const char *s) {
+static void json_text(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
         if ((unsigned char)*s < 0x20) continue;
@@ -310,9 +401,30 @@ int train_config_write_json(const TrainConfig *tc, int ranks, const char *path, 
                  "time 1000 t\",\n  \"sampler\": \"Euler from t = 1 to 0, classifier-free guidance\"");
     for (int i = 0; i < n; i++) {
         fprintf(a.f, ",\n  \"%s\": ", s[i].key);
-        if (s[i].text) json_string(a.f, s[i].value);
+        if (s[i].text) json_text(a.f, s[i].value);
         else fputs(s[i].value, a.f);
     }
     fputs("\n}\n", a.f);
     return atomic_commit(&a, !ferror(a.f), err, len);
+}
+
+// A flag given again with --resume must agree with the run on what defines it; each that does not
+// is named
+static void check_resumed(const TrainConfig *run, const TrainConfig *tc, const char *dir, int argc,
+                          char **argv) {
+    Setting a[MAX_SETTINGS], b[MAX_SETTINGS];
+    int n = settings(run, a);
+    settings(tc, b);
+    char diff[1024] = "";
+    size_t used = 0;
+    for (int r = 0; r < N_RESTORED; r++) {
+        if (!restored[r].fixed || !flag_given(argc, argv, restored[r].flag)) continue;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(a[i].key, restored[r].key) && strcmp(a[i].value, b[i].value) && used < sizeof diff)
+                used += (size_t)snprintf(diff + used, sizeof diff - used, "%s%s %s (the run has %s)",
+                                         used ? ", " : "", restored[r].flag, b[i].value, a[i].value);
+    }
+    if (used)
+        usage_error("--resume: %s was trained with other settings than %s; leave those flags out "
+                    "(resume takes the run's own settings from its config.json)", dir, diff);
 }
