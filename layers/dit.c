@@ -49,7 +49,7 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
     else if (dit_mlp_hidden(c) < 1)
         snprintf(buf, len, "mlp_ratio %g gives an MLP width of %d x %g < 1; raise it or the width",
                  c->mlp_ratio, c->hidden_size, c->mlp_ratio);
-    else if (c->class_dropout_prob < 0 || c->class_dropout_prob >= 1)
+    else if (!(c->class_dropout_prob >= 0 && c->class_dropout_prob < 1)) // NaN too
         snprintf(buf, len, "class_dropout_prob %g must be in [0, 1)", c->class_dropout_prob);
     else
         return NULL;

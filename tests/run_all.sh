@@ -38,6 +38,12 @@ if "$PY" -c 'import safetensors' >/dev/null 2>&1 && [ -f "$BUILD/parity/run/mode
 else
   skip "our files read by the official safetensors package" "the safetensors Python package is not packaged for Debian; 'pip install safetensors' adds it where PyPI is reachable"
 fi
+fuzz_why=$(${MAKE:-make} --no-print-directory -s BUILD="$BUILD" fuzz-why-not)
+if [ -z "$fuzz_why" ]; then
+  suite "fuzzing, 10 s per target" ${MAKE:-make} --no-print-directory -s BUILD="$BUILD" FUZZ_SECONDS=10 fuzz-run
+else
+  skip "fuzzing, 10 s per target" "$fuzz_why"
+fi
 echo
 printf "%s" "$notes"
 echo "tests: $passed passed, $failed failed, $skipped skipped"

@@ -8,6 +8,11 @@
 #include <stdint.h>
 
 _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// A handler usage_error calls with its message before it stops the job; one that does not return
+// (the fuzz targets' longjmp, tests/fuzz/) takes over from there, so a parser can be run on any
+// input in one process. NULL (the default): none; usage_error prints and exits.
+typedef void (*UsageHandler)(const char *msg);
+void set_usage_handler(UsageHandler h);
 int flag_int(const char *flag, const char *text, long min, long max);
 double flag_double(const char *flag, const char *text, double min, double max);
 uint64_t flag_u64(const char *flag, const char *text);

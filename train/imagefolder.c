@@ -252,8 +252,9 @@ static int read_image(const char *path, int *w, int *h, uint8_t **pixels, char *
     else { // stb_image frees nothing of ours, and reads only this PNG
         int comp;
         uint8_t *data = pixels ? stbi_load_from_file(fp, w, h, &comp, 3) : NULL;
+        const char *r; // stb's reason is "" for a chunk of type 0 (a file cut short): why must not be
         if (pixels ? !data : !stbi_info_from_file(fp, w, h, &comp))
-            snprintf(why, sizeof why, "%s", stbi_failure_reason() ? stbi_failure_reason() : "unknown reason");
+            r = stbi_failure_reason(), snprintf(why, sizeof why, "%s", r && r[0] ? r : "corrupt PNG");
         else if (*w > MAX_SIDE || *h > MAX_SIDE)
             snprintf(why, sizeof why, "larger than %d pixels a side", MAX_SIDE), stbi_image_free(data);
         else if (pixels) {

@@ -85,17 +85,14 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
     return true;
 }
 
-typedef struct ProbeBatch {
-    Tensor *x, *t, *target;
-    int64_t *y;
-} ProbeBatch;
-
-// The batch file's tensors, checked against the checkpoint, into the arena
-static ProbeBatch load_batch(const DiT *m, const char *path, const SafeTensors *st, Arena *arena) {
+ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *st, Arena *arena) {
     const DiTConfig *cfg = &m->cfg;
     int S = cfg->input_size, Co = dit_out_channels(cfg);
     const StTensor *xs = batch_tensor(st, path, "x", false, 4, (int64_t[]){-1, cfg->in_channels, S, S});
     int64_t B64 = xs->shape[0];
+    if (B64 > PROBE_MAX_BATCH) // probe_main sized the arena for at most this many
+        usage_error("--batch %s: 'x' holds %lld images; a probe batch holds at most %d", path,
+                    (long long)B64, PROBE_MAX_BATCH);
     const StTensor *ts = batch_tensor(st, path, "t", false, 1, &B64);
     const StTensor *ys = batch_tensor(st, path, "y", true, 1, &B64);
     const StTensor *gs = batch_tensor(st, path, "target", false, 4, (int64_t[]){B64, Co, S, S});
@@ -145,11 +142,11 @@ int probe_main(int argc, char **argv, Comm *c) {
     SafeTensors st;
     if (st_read(a.batch, &st, err, sizeof err)) usage_error("--batch: %s", err);
     const StTensor *xs = st_find(&st, "x");
-    int B = xs && xs->ndim == 4 && xs->shape[0] >= 1 && xs->shape[0] < (1 << 20) ? (int)xs->shape[0] : 1;
+    int B = xs && xs->ndim == 4 && xs->shape[0] >= 1 && xs->shape[0] <= PROBE_MAX_BATCH ? (int)xs->shape[0] : 1;
     SeqParallel sp;
     sp_setup(&sp, c, c->size, c->rank, &a.policy, a.layout, a.bugs, &m.cfg);
     Arena arena = arena_create(sp_step_bytes(&sp, &m.cfg, B, true));
-    ProbeBatch b = load_batch(&m, a.batch, &st, &arena);
+    ProbeBatch b = probe_load_batch(&m, a.batch, &st, &arena);
     st_free(&st);
 
     // forward and backward of this rank's shard, then the sums over ranks

@@ -2,6 +2,18 @@
 // checkpoint's weights on a given batch, written out for comparison with other implementations
 // and with other rank counts. The result is the same for every number of ranks.
 #pragma once
+#include "../core/safetensors.h"
+#include "../layers/dit.h"
 #include "../parallel/comm.h"
 
 int probe_main(int argc, char **argv, Comm *c);
+
+// A batch file's tensors (read from `path` into st), checked against model m, in the arena:
+// x (B,C,H,W), t (B), target (B,C_out,H,W) and the labels y (B). Any mismatch is a usage error
+// naming the tensor (tests/fuzz/fuzz_probe_batch.c runs it on arbitrary files).
+#define PROBE_MAX_BATCH (1 << 20) // images in one batch file
+typedef struct ProbeBatch {
+    Tensor *x, *t, *target;
+    int64_t *y;
+} ProbeBatch;
+ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *st, Arena *arena);
