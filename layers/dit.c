@@ -113,7 +113,7 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, bool ba
     double reals;
     if (backward) // every block's activations, the gradients of one block at a time (tape.c frees
         // the rest as it goes), the residual stream's gradient, and the largest transient
-        reals = b * (c->depth * block + rest + block + rest + n * c->hidden_size) +
+        reals = b * (c->depth * block + rest + block + rest + (double)n * c->hidden_size) +
                 fmax(scratch, b * attn.transient);
     else // without gradients dit_forward keeps one block's intermediates at a time
         reals = b * (block + rest) + fmax(scratch, b * attn.transient);
