@@ -41,7 +41,8 @@ for np in 1 2; do
       settle "$dir"
       last=$(tail -n 1 "$dir/loss.csv" 2>/dev/null | cut -d, -f1)
       [ "$last" = "$STEPS" ] && late=$((late + 1)) # the run had finished: no kill was tested
-      out=$($MPIRUN -np $np "$TRAIN" $ARGS --resume "$dir" 2>&1); rc=$?
+      out="" rc=0 # a run that had finished has nothing to resume
+      [ "$last" = "$STEPS" ] || { out=$($MPIRUN -np $np "$TRAIN" $ARGS --resume "$dir" 2>&1); rc=$?; }
       what="$np rank(s), $sig at ${at}s (saved up to step ${last:-none})"
       if [ $rc = 0 ] && cmp -s "$dir/loss.csv" "$WORK/ref$np/loss.csv"; then
         pass=$((pass + 1))
