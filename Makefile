@@ -171,7 +171,7 @@ FUZZ_TARGETS  := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c
 FUZZ_DIR      := $(BUILD)/fuzz
 FUZZ_BINS     := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_TARGETS))
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS   := -O1 -g -std=c17 -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE -MMD -MP \
+FUZZ_CFLAGS   := -O1 -g -std=c17 -Wall -Wextra -Wno-unknown-pragmas -Wno-string-plus-int -D_GNU_SOURCE -MMD -MP \
   -I/usr/include/$(ARCH)/openblas-openmp $(shell mpicc --showme:compile 2>/dev/null) $(FUZZ_SAN)
 FUZZ_LIBS     := $(BLAS_FLAGS) -lstb -ljpeg -ljansson -lm $(shell mpicc --showme:link 2>/dev/null)
 # 1 when FUZZ_CC links a libFuzzer target (asked only when needed); else FUZZ_WHY says why not

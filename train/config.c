@@ -223,32 +223,45 @@ static const struct { const char *key, *flag; bool fixed; } restored[] = {
 };
 #define N_RESTORED (int)(sizeof restored / sizeof restored[0])
 
-// The run's settings as flags (into args, strings into store), from DIR/config.json; 0 if it has
-// none to read (resume_run then says what the folder lacks)
-static int run_flags(const char *dir, char **args, char *store, size_t cap) {
+// The run's settings as flags (into args, room for max, strings into store), from
+// DIR/config.json; 0 if it has none to read (resume_run then says what the folder lacks). More
+// (or longer) settings than fit, which train never writes, are a usage error.
+static int run_flags(const char *dir, char **args, int max, char *store, size_t cap) {
     char path[PATH_LEN + 16];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_t *root = json_load_file(path, 0, NULL);
     if (!json_is_object(root)) return json_decref(root), 0;
     int n = 0;
     size_t used = 0;
-#define PUSH(text) (args[n++] = store + used, used += (size_t)snprintf(store + used, cap - used, "%s", text) + 1)
-    for (int i = 0; i < N_RESTORED && used < cap - 256; i++) {
+#define PUSH(text)                                                                                 \
+    do {                                                                                           \
+        size_t k_ = strlen(text) + 1;                                                              \
+        if (n == max || k_ > cap - used) {                                                         \
+            json_decref(root);                                                                     \
+            usage_error("--resume: %s holds more settings, or longer ones, than training writes; " \
+                        "pass the folder of a run this program wrote", path);                      \
+        }                                                                                          \
+        args[n++] = memcpy(store + used, text, k_), used += k_;                                    \
+    } while (0)
+    for (int i = 0; i < N_RESTORED; i++) {
         json_t *v = json_object_get(root, restored[i].key);
         char text[PATH_LEN];
         if (json_is_string(v)) snprintf(text, sizeof text, "%s", json_string_value(v));
         else if (json_is_integer(v)) snprintf(text, sizeof text, "%lld", (long long)json_integer_value(v));
         else if (json_is_real(v)) double_text(text, sizeof text, json_real_value(v));
         else continue;
-        PUSH(restored[i].flag), PUSH(text);
+        PUSH(restored[i].flag);
+        PUSH(text);
     }
     if (json_is_true(json_object_get(root, "learn_sigma"))) PUSH("--learn-sigma");
     if (json_is_false(json_object_get(root, "auto_pad"))) PUSH("--no-auto-pad");
     const char *bugs = json_string_value(json_object_get(root, "injected_bugs"));
     char list[256];
     snprintf(list, sizeof list, "%s", bugs ? bugs : "none");
-    for (char *save = NULL, *b = strtok_r(list, ",", &save); b && strcmp(b, "none"); b = strtok_r(NULL, ",", &save))
-        PUSH("--inject-bug"), PUSH(b);
+    for (char *save = NULL, *b = strtok_r(list, ",", &save); b && strcmp(b, "none"); b = strtok_r(NULL, ",", &save)) {
+        PUSH("--inject-bug");
+        PUSH(b);
+    }
 #undef PUSH
     json_decref(root);
     return n;
@@ -298,7 +311,7 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
     for (int i = 0; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--resume")) resume = argv[i + 1];
     char *pre[2 * N_RESTORED + 64], store[8192];
-    int n_pre = resume && resume[0] ? run_flags(resume, pre, store, sizeof store) : 0;
+    int n_pre = resume && resume[0] ? run_flags(resume, pre, (int)(sizeof pre / sizeof pre[0]), store, sizeof store) : 0;
     char preset[32] = "";
     if (n_pre && !flag_given(argc, argv, "--model") && run_preset(resume, preset, sizeof preset) &&
         dit_preset(preset, &tc->model)) // the run's preset under its own sizes, for its name

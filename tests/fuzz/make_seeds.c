@@ -1,10 +1,12 @@
 // make_seeds.c: writes the fuzz targets' seed corpus, tests/fuzz/seeds/<target>/, with the
-// program's own writers (st_writer, ckpt_save_model, ckpt_save_optimizer, stb_image_write) and a
-// few hand-made files like the ones the tests write (tests/test_*.c, tests/cli_tests.sh): small
-// files that reach deep into each reader. `make fuzz-seeds` runs it; the files are committed.
+// program's own writers (st_writer, ckpt_save_model, ckpt_save_optimizer, train_config_write_json,
+// stb_image_write) and a few hand-made files like the ones the tests write (tests/test_*.c,
+// tests/cli_tests.sh): small files that reach deep into each reader. `make fuzz-seeds` runs it;
+// the files are committed.
 // Usage: make_seeds DIR (DIR/safetensors, DIR/checkpoint, ... must not exist yet or are added to).
 #include "../../core/safetensors.h"
 #include "../../train/checkpoint.h"
+#include "../../train/config.h"
 #include "fuzz.h"
 #include <stb/stb_image_write.h>
 #include <sys/stat.h>
@@ -180,6 +182,17 @@ static void image_seed(const char *name, int size, int w, int h, int comp, bool 
     }
 }
 
+// ---- resume: run folders' config.json as training writes them ----------------------------------
+static void resume_seed(const char *name, int argc, char **argv) {
+    TrainConfig tc;
+    char path[512], err[1024];
+    if (!train_config_parse(&tc, argc, argv, 1) ||
+        train_config_write_json(&tc, 2, seed_path(path, "resume", name), err, sizeof err)) {
+        fprintf(stderr, "make_seeds: %s\n", err);
+        exit(1);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: make_seeds DIR\n");
@@ -227,6 +240,11 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "line-%02zu", i);
         write_bytes("flags", name, flags[i], n);
     }
+    resume_seed("default.json", 2, (char *[]){"--out", "runs/a", NULL});
+    resume_seed("custom.json", 16,
+                (char *[]){"--model", "DiT-tiny/2", "--input-size", "8", "--learn-sigma",
+                           "--class-dropout", "0", "--data", "images/cats", "--inject-bug", "local-kv",
+                           "--inject-bug", "no-pad-mask", "--no-auto-pad", "--out", "runs/b", NULL});
     printf("make_seeds: wrote the seeds into %s\n", root);
     return 0;
 }
