@@ -74,7 +74,7 @@ const char *blas_setup(void) {
     else if (want && blas_use_core(want))
         snprintf(why, sizeof why, "chosen by CPU features; OpenBLAS detected %s", detected);
     else if (want) snprintf(why, sizeof why, "this OpenBLAS cannot switch to the CPU's %s kernels", want);
-    snprintf(line, sizeof line, "%s%s kernels (%s)", OPENBLAS_VERSION + 1,
+    snprintf(line, sizeof line, "%s%s kernels (%s)", &OPENBLAS_VERSION[1],
              openblas_get_corename(), why);
     return line;
 }

@@ -40,7 +40,7 @@ else
 fi
 fuzz_why=$(${MAKE:-make} --no-print-directory -s BUILD="$BUILD" fuzz-why-not)
 if [ -z "$fuzz_why" ]; then
-  suite "fuzzing, 10 s per target" ${MAKE:-make} --no-print-directory -s BUILD="$BUILD" FUZZ_SECONDS=10 fuzz-run
+  suite "fuzzing, 10 s per target" env FUZZ_SEED=1 ${MAKE:-make} --no-print-directory -s BUILD="$BUILD" FUZZ_SECONDS=10 fuzz-run
 else
   skip "fuzzing, 10 s per target" "$fuzz_why"
 fi

@@ -238,6 +238,27 @@ static int read_jpeg(FILE *fp, int *w, int *h, uint8_t **pixels, char *why, size
     return 0;
 }
 
+// Every chunk of a PNG fits in the file: stb_image (v2.27) grows its buffer to what a chunk
+// claims, 2 GiB for a crafted length (found by fuzzing), before it reads the data. 0, or -1 with
+// the reason in why; leaves fp at the start.
+static int png_chunks_fit(FILE *fp, char *why, size_t len) {
+    if (fseek(fp, 0, SEEK_END)) return snprintf(why, len, "it cannot be read to its end"), -1;
+    long size = ftell(fp), pos = 8;
+    uint8_t head[8];
+    while (pos + 12 <= size && !fseek(fp, pos, SEEK_SET) && fread(head, 1, 8, fp) == 8) {
+        long length = (long)head[0] << 24 | head[1] << 16 | head[2] << 8 | head[3];
+        if (length > size - pos - 12) {
+            snprintf(why, len, "its chunk %.4s claims %ld bytes, past the end of the file (cut short?)",
+                     (const char *)head + 4, length);
+            return -1;
+        }
+        pos += 12 + length;
+        if (!memcmp(head + 4, "IEND", 4)) break;
+    }
+    rewind(fp);
+    return 0;
+}
+
 // A PNG's or JPEG's size and, when pixels is not NULL, its RGB pixels (free them with free()).
 // 0, or -1 with a sentence in err.
 static int read_image(const char *path, int *w, int *h, uint8_t **pixels, char *err, size_t err_size) {
@@ -249,7 +270,8 @@ static int read_image(const char *path, int *w, int *h, uint8_t **pixels, char *
     else if (fread(sig, 1, 8, fp) < 3 || (memcmp(sig, png, 8) && memcmp(sig, jpg, 3)))
         snprintf(why, sizeof why, "it is neither a PNG nor a JPEG file");
     else if (rewind(fp), !memcmp(sig, jpg, 3)) read_jpeg(fp, w, h, pixels, why, sizeof why);
-    else { // stb_image frees nothing of ours, and reads only this PNG
+    else if (png_chunks_fit(fp, why, sizeof why)) {
+    } else { // stb_image frees nothing of ours, and reads only this PNG
         int comp;
         uint8_t *data = pixels ? stbi_load_from_file(fp, w, h, &comp, 3) : NULL;
         const char *r; // stb's reason is "" for a chunk of type 0 (a file cut short): why must not be

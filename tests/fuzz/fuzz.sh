@@ -25,6 +25,8 @@ for t in "$@"; do
     fi
   fi
   dict=(); [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
+  # FUZZ_SEED set (make test): the same mutations every run, so a pass repeats what it explored
+  [ -n "${FUZZ_SEED:-}" ] && dict+=(-seed="$FUZZ_SEED")
   "$bin" -max_total_time="$SECONDS_PER" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$DIR/crashes/$t/" "${dict[@]}" "$DIR/corpus/$t" "tests/fuzz/seeds/$t" > "$log" 2>&1
   rc=$?
