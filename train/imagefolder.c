@@ -245,7 +245,8 @@ static int png_chunks_fit(FILE *fp, char *why, size_t len) {
     if (fseek(fp, 0, SEEK_END)) return snprintf(why, len, "it cannot be read to its end"), -1;
     long size = ftell(fp), pos = 8;
     uint8_t head[8];
-    while (pos + 12 <= size && !fseek(fp, pos, SEEK_SET) && fread(head, 1, 8, fp) == 8) {
+    // stb reads a chunk's length and type (8 bytes) and reserves the length, CRC or not
+    while (pos + 8 <= size && !fseek(fp, pos, SEEK_SET) && fread(head, 1, 8, fp) == 8) {
         long length = (long)head[0] << 24 | head[1] << 16 | head[2] << 8 | head[3];
         if (length > size - pos - 12) {
             snprintf(why, len, "its chunk %.4s claims %ld bytes, past the end of the file (cut short?)",
