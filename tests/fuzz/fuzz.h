@@ -63,13 +63,15 @@ static inline void fuzz_cleanup_(void) {
     if (fuzz_dir_[0]) nftw(fuzz_dir_, fuzz_rm_, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-// Handlers and the process's folder (in /dev/shm when there is one); call once, from
-// LLVMFuzzerInitialize.
+// Handlers and the process's folder (in FUZZ_TMPDIR, which fuzz.sh sets and removes, else in
+// /dev/shm when there is one); call once, from LLVMFuzzerInitialize. A process that crashes
+// leaves its folder behind.
 static inline void fuzz_setup(void) {
     fuzz_verbose_ = getenv("FUZZ_VERBOSE") && atoi(getenv("FUZZ_VERBOSE"));
     set_fatal_handler(fuzz_fatal_);
     set_usage_handler(fuzz_usage_);
-    const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
+    const char *tmp = getenv("FUZZ_TMPDIR") ? getenv("FUZZ_TMPDIR")
+                      : access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
     snprintf(fuzz_dir_, sizeof fuzz_dir_, "%s/dit-fuzz-XXXXXX", tmp ? tmp : "/tmp");
     if (!mkdtemp(fuzz_dir_)) {
         perror("fuzz: cannot create a temporary folder");

@@ -10,6 +10,10 @@ set -u
 DIR=$1 SECONDS_PER=$2; shift 2
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+# the targets' scratch folders, removed at the end also when a crash left some behind
+FUZZ_TMPDIR=$(mktemp -d "$( [ -w /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")/dit-fuzz-run-XXXXXX") || exit 1
+export FUZZ_TMPDIR
+trap 'rm -rf "$FUZZ_TMPDIR"' EXIT
 failed=0
 for t in "$@"; do
   bin=$DIR/fuzz_$t log=$DIR/logs/$t.log
