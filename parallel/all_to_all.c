@@ -6,7 +6,8 @@
 #include "sp.h"
 #include <stdio.h>
 
-static const char *validate(int heads, int P, char *buf, size_t len) {
+static const char *validate(const SpOptions *o, int heads, int P, char *buf, size_t len) {
+    (void)o;
     if (heads % P == 0) return NULL;
     snprintf(buf, len, "all-to-all attention splits the %d heads over %d ranks, which does not "
              "divide them; use a rank count that divides the heads, or --sp-attention gather",

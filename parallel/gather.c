@@ -6,8 +6,8 @@
 #include "sp.h"
 #include <stdio.h>
 
-static const char *validate(int heads, int P, char *buf, size_t len) {
-    (void)heads, (void)P, (void)buf, (void)len;
+static const char *validate(const SpOptions *o, int heads, int P, char *buf, size_t len) {
+    (void)o, (void)heads, (void)P, (void)buf, (void)len;
     return NULL; // any heads over any ranks
 }
 

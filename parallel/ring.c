@@ -1,4 +1,5 @@
-// ring.c: the ring layout (ring attention, see sp.h). Forward: each rank's K/V block travels the
+// ring.c: the ring layout (ring attention, see sp.h), and the ring that the hybrid layout runs
+// over its head groups. Forward: each rank's K/V block travels the
 // ring (P - 1 steps, to rank + 1); every step attends the local queries to the visiting block with
 // the fused kernel, and the partial outputs merge by their log-sum-exp. Backward runs the ring the
 // other way, starting from the last block the forward saw: every step adds this rank's share of
@@ -12,8 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *validate(int heads, int P, char *buf, size_t len) {
-    (void)heads, (void)P, (void)buf, (void)len;
+static const char *validate(const SpOptions *o, int heads, int P, char *buf, size_t len) {
+    (void)o, (void)heads, (void)P, (void)buf, (void)len;
     return NULL; // any heads over any ranks
 }
 
@@ -28,21 +29,22 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
 }
 
 typedef struct Ring { // what one call needs, from q (B, n, D)
-    SeqParallel *sp;
+    Comm *c;
+    const uint8_t *mask; // all tokens'
+    unsigned bugs;
     int B, n, H, dh;
     size_t blk; // B * n * D: one K or V block
 } Ring;
 
 static const uint8_t *block_mask(const Ring *g, int owner) {
-    const uint8_t *m = sp_key_mask(g->sp);
-    return m ? m + (size_t)owner * g->n : NULL;
+    return g->mask ? g->mask + (size_t)owner * g->n : NULL;
 }
 
 // o, l = the merge by log-sum-exp of (o, l) and a block's (os, ls); under the ring-wrong-merge
 // bug the partial outputs are averaged instead, without the rescaling
 static void merge(const Ring *g, real *o, real *l, const real *os, const real *ls, int step) {
     int D = g->H * g->dh;
-    bool bug = g->sp->bugs & BUG_RING_WRONG_MERGE;
+    bool bug = g->bugs & BUG_RING_WRONG_MERGE;
     for (int b = 0; b < g->B; b++)
         for (int h = 0; h < g->H; h++)
             for (int i = 0; i < g->n; i++) {
@@ -61,7 +63,7 @@ static void merge(const Ring *g, real *o, real *l, const real *os, const real *l
 
 static void ring_bwd(Node *nd) {
     Ring g = *(const Ring *)nd->ptr;
-    Comm *c = g.sp->comm;
+    Comm *c = g.c;
     int P = c->size, r = c->rank;
     real *dq = node_grad(nd, 0), *dk = node_grad(nd, 1), *dv = node_grad(nd, 2);
     size_t mark = arena_mark(nd->arena);
@@ -71,7 +73,7 @@ static void ring_bwd(Node *nd) {
     memcpy(cur, last, 2 * g.blk * sizeof(real));
     for (int s = 0; s < P; s++) { // block of rank r + 1 + s: the last is this rank's own
         int owner = (r + 1 + s) % P;
-        bool keep_here = (g.sp->bugs & BUG_RING_DKV_NOT_RETURNED) && owner != r;
+        bool keep_here = (g.bugs & BUG_RING_DKV_NOT_RETURNED) && owner != r;
         attention_backward(dq, keep_here ? dk : cur + 2 * g.blk, keep_here ? dv : cur + 3 * g.blk,
                            scratch, nd->out->grad, nd->out->data, lse, nd->in[0]->data, cur,
                            cur + g.blk, block_mask(&g, owner), g.B, g.n, g.n, g.H, g.dh,
@@ -88,14 +90,13 @@ static void ring_bwd(Node *nd) {
     arena_release(nd->arena, mark);
 }
 
-// q, k, v are (B, n, D): this rank's tokens
-static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
-    SeqParallel *sp = ctx;
-    Comm *c = sp->comm;
+Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
+                       const uint8_t *key_mask, unsigned bugs) {
     int B = q->shape[0], n = q->shape[1], D = q->shape[2], P = c->size, r = c->rank;
     CHECK(heads > 0 && D % heads == 0, "ring attention: %d heads do not divide the width %d", heads, D);
     Ring *g = arena_alloc(tp->arena, sizeof(Ring));
-    *g = (Ring){.sp = sp, .B = B, .n = n, .H = heads, .dh = D / heads, .blk = (size_t)B * n * D};
+    *g = (Ring){.c = c, .mask = key_mask, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
+                .blk = (size_t)B * n * D};
     Tensor *out = tensor_like(tp->arena, q);
     Tensor *saved = tensor_new(tp->arena, 1, (int)((size_t)B * heads * n + 2 * g->blk)); // lse, last K V
     real *lse = saved->data, *last = lse + (size_t)B * heads * n;
@@ -119,6 +120,12 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void
     Node *nd = tape_record(tp, "ring_attention", ring_bwd, out, 3, q, k, v);
     if (nd) nd->saved = saved, nd->ptr = g;
     return out;
+}
+
+// q, k, v are (B, n, D): this rank's tokens
+static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
+    SeqParallel *sp = ctx;
+    return ring_attention(tp, sp->comm, q, k, v, heads, sp_key_mask(sp), sp->bugs);
 }
 
 const SpLayout sp_ring = {"ring", validate, step_bytes, attend};

@@ -6,20 +6,25 @@
 #include <string.h>
 
 static const SpLayout *const layouts[SP_LAYOUTS] = {
-    [SP_GATHER] = &sp_gather, [SP_ALL_TO_ALL] = &sp_all_to_all, [SP_RING] = &sp_ring};
+    [SP_GATHER] = &sp_gather, [SP_ALL_TO_ALL] = &sp_all_to_all, [SP_RING] = &sp_ring,
+    [SP_HYBRID] = &sp_hybrid};
+
+enum { ANY = -1, DATA_PARALLEL = -2 }; // a bug's layout: any, or any with data groups
 
 static const struct {
     const char *name;
     unsigned flag;
-    int layout; // the layout whose code path it is, or -1 for any
+    int layout; // the layout whose code path it is, ANY or DATA_PARALLEL
 } bugs[] = {
     {"local-kv", BUG_LOCAL_KV, SP_GATHER},
     {"no-dkv-reduce-scatter", BUG_NO_DKV_REDUCE_SCATTER, SP_GATHER},
-    {"no-grad-allreduce", BUG_NO_GRAD_ALLREDUCE, -1},
-    {"no-pad-mask", BUG_NO_PAD_MASK, -1},
+    {"no-grad-allreduce", BUG_NO_GRAD_ALLREDUCE, ANY},
+    {"no-pad-mask", BUG_NO_PAD_MASK, ANY},
     {"wrong-restore", BUG_WRONG_RESTORE, SP_GATHER},
     {"ring-wrong-merge", BUG_RING_WRONG_MERGE, SP_RING},
     {"ring-dkv-not-returned", BUG_RING_DKV_NOT_RETURNED, SP_RING},
+    {"no-dp-allreduce", BUG_NO_DP_ALLREDUCE, DATA_PARALLEL},
+    {"same-data-all-dp", BUG_SAME_DATA_ALL_DP, DATA_PARALLEL},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 
@@ -59,22 +64,83 @@ const char *seq_attention_names(void) {
     return names;
 }
 
-const char *sp_init(SeqParallel *sp, Comm *comm, int P, int rank, const SeqPolicy *policy,
-                    SeqAttention layout, unsigned set, int T, int heads, char *buf, size_t len) {
-    const char *why = seq_validate(policy, T, P, buf, len);
-    if (!why) why = layouts[layout]->validate(heads, P, buf, len);
-    for (int i = 0; i < N_BUGS && !why; i++)
-        if ((set & bugs[i].flag) && bugs[i].layout >= 0 && bugs[i].layout != (int)layout)
-            why = buf, snprintf(buf, len, "the %s bug lives in the %s layout; inject it with "
-                                "--sp-attention %s", bugs[i].name, layouts[bugs[i].layout]->name,
-                                layouts[bugs[i].layout]->name);
-    if (why) return why;
-    *sp = (SeqParallel){.comm = comm, .shard = seq_shard(policy, T, P, rank), .layout = layout,
-                        .bugs = set};
+SpOptions sp_options_default(void) {
+    return (SpOptions){.policy = seq_policy_default(), .layout = SP_GATHER};
+}
+
+const char *sp_layout_text(const SpOptions *o, int ranks, char *buf, size_t len) {
+    int P = o->sp ? o->sp : ranks;
+    char dp[32] = "", hybrid[64] = "";
+    if (P < ranks && P > 0) snprintf(dp, sizeof dp, "dp %d x ", ranks / P);
+    if (o->layout == SP_HYBRID && o->ulysses > 0)
+        snprintf(hybrid, sizeof hybrid, " (ulysses %d x ring %d)", o->ulysses, P / o->ulysses);
+    snprintf(buf, len, "%ssp %d, %s%s", dp, P, layouts[o->layout]->name, hybrid);
+    return buf;
+}
+
+// The bug's place: NULL if it can run with these options, else the sentence
+static const char *bug_fits(int i, const SpOptions *o, int dp, char *buf, size_t len) {
+    int at = bugs[i].layout;
+    if (at >= 0 && at != (int)o->layout && !(at == SP_RING && o->layout == SP_HYBRID))
+        return snprintf(buf, len, "the %s bug lives in the %s layout; inject it with "
+                        "--sp-attention %s", bugs[i].name, layouts[at]->name, layouts[at]->name), buf;
+    if (at == DATA_PARALLEL && dp < 2)
+        return snprintf(buf, len, "the %s bug needs data parallelism: pass --sp N with N a divisor "
+                        "of the ranks below their count (e.g. --sp 1 for 2 ranks)", bugs[i].name), buf;
     return NULL;
 }
 
-void sp_free(SeqParallel *sp) { seq_shard_free(&sp->shard); }
+// a group split from the world, owned by sp
+static Comm *split(SeqParallel *sp, int color, int key) {
+    Comm *g = &sp->groups[sp->n_groups++];
+    comm_split(sp->world, color, key, g);
+    return g;
+}
+
+const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o, int T,
+                    int heads, char *buf, size_t len) {
+    int P = o->sp ? o->sp : ranks;
+    if (P > ranks || ranks % P)
+        return snprintf(buf, len, "--sp %d must divide the %d ranks (the data groups are ranks / "
+                        "--sp); pass a divisor of %d", P, ranks, ranks), buf;
+    if (o->ulysses && o->layout != SP_HYBRID)
+        return snprintf(buf, len, "--ulysses-degree applies to --sp-attention hybrid only; leave it "
+                        "out, or pass --sp-attention hybrid"), buf;
+    const char *why = seq_validate(&o->policy, T, P, buf, len);
+    if (!why) why = layouts[o->layout]->validate(o, heads, P, buf, len);
+    for (int i = 0; i < N_BUGS && !why; i++)
+        if (o->bugs & bugs[i].flag) why = bug_fits(i, o, ranks / P, buf, len);
+    if (why) return why;
+    int U = o->layout == SP_HYBRID ? o->ulysses : 1, sp_rank = rank % P, dp_rank = rank / P;
+    *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&o->policy, T, P, sp_rank),
+                        .layout = o->layout, .dp = ranks / P, .dp_rank = dp_rank, .ulysses = U,
+                        .bugs = o->bugs};
+    if (!world) return NULL;
+    if (P < ranks) { // consecutive ranks form a sequence group
+        sp->comm = split(sp, dp_rank, sp_rank);
+        sp->data = split(sp, sp_rank, dp_rank);
+    }
+    if (o->layout == SP_HYBRID) { // consecutive ranks exchange heads; the ring joins every U-th
+        sp->heads = split(sp, rank / U, sp_rank % U);
+        sp->ring = split(sp, dp_rank * U + sp_rank % U, sp_rank / U);
+    }
+    return NULL;
+}
+
+void sp_free(SeqParallel *sp) {
+    for (int i = 0; i < sp->n_groups; i++) comm_free(&sp->groups[i]);
+    seq_shard_free(&sp->shard);
+}
+
+const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count, char *buf, size_t len) {
+    if (B % sp->dp)
+        return snprintf(buf, len, "the batch of %d images does not split over the %d data groups "
+                        "(ranks / --sp); pass a --batch that %d divides, or another --sp", B,
+                        sp->dp, sp->dp), buf;
+    *count = B / sp->dp;
+    *first = (sp->bugs & BUG_SAME_DATA_ALL_DP) ? 0 : sp->dp_rank * *count;
+    return NULL;
+}
 
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     return layouts[sp->layout]->step_bytes(sp, c, B, backward);
@@ -104,7 +170,13 @@ Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConf
     return img;
 }
 
+void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size) {
+    if (sp->data) comm_all_gather(sp->data, out, in, size);
+    else memcpy(out, in, size * sizeof(real));
+}
+
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
     if (sp->bugs & BUG_NO_GRAD_ALLREDUCE) return; // each rank keeps its partial sums
-    comm_all_reduce(sp->comm, ps->grads, ps->total);
+    // under no-dp-allreduce each data group keeps the gradient of its own images
+    comm_all_reduce((sp->bugs & BUG_NO_DP_ALLREDUCE) ? sp->comm : sp->world, ps->grads, ps->total);
 }

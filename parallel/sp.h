@@ -1,8 +1,11 @@
-// sp.h: the sequence-parallel context of one rank: its group, its token shard, the attention
-// layout, and the bugs injected on purpose. Each rank holds the queries, keys and values of its
+// sp.h: the parallel context of one rank: its sequence group, its token shard, the attention
+// layout, its data group, and the bugs injected on purpose. The ranks form a mesh: --sp N ranks
+// per sequence group (default: all of them), ranks / N data groups, each training on its own slice
+// of the global batch. Within a sequence group each rank holds the queries, keys and values of its
 // own tokens, and every layout returns the local shard (B, n, D) again; parameter gradients are
-// partial per rank and sp_sync_grads sums them. The layouts (one file each, one row each in
-// sp.c's table):
+// partial per rank and sp_sync_grads sums them over every rank (the loss is the mean over the
+// global batch, so the sum is its gradient). The layouts (one file each, one row each in sp.c's
+// table):
 //  - gather (gather.c, default): K and V are all-gathered along the sequence, so local queries
 //    attend to all T_pad keys (padded keys masked). Backward: the all-gather's adjoint
 //    reduce-scatters dK and dV to their owners. Sends 4 B T_pad D (P-1)/P values per layer and
@@ -15,6 +18,10 @@
 //    local queries to the visiting block and merges by log-sum-exp; in backward dK/dV travel with
 //    their block back to its owner. Sends 2 B T_pad D (P-1)/P values per layer and rank forward,
 //    twice that backward, and never holds more than one other rank's block.
+//  - hybrid (hybrid.c, USP): U = --ulysses-degree consecutive ranks exchange heads all-to-all, so
+//    each holds U shards' tokens for H/U heads, and those blocks run the ring over the P/U such
+//    groups. U must divide P and the heads. Sends the sum of its two parts: 8 B T_pad D (U-1)/(U P)
+//    values for the all-to-all and 6 B T_pad D (P/U-1)/P for the ring, per layer and rank.
 // The classic bugs can be injected (--inject-bug), each a real code path, so that a comparison
 // against one rank can be seen catching them; the bug mask alone decides.
 #pragma once
@@ -31,30 +38,55 @@ enum {
     BUG_WRONG_RESTORE = 1 << 4,         // gather: output taken from the wrong rows
     BUG_RING_WRONG_MERGE = 1 << 5,      // ring: partial outputs averaged, not merged by log-sum-exp
     BUG_RING_DKV_NOT_RETURNED = 1 << 6, // ring: dK/dV kept where computed, not sent to the owner
+    BUG_NO_DP_ALLREDUCE = 1 << 7,       // data parallel: gradients summed in the sequence group only
+    BUG_SAME_DATA_ALL_DP = 1 << 8,      // data parallel: every data group trains on the first slice
 };
 unsigned bug_from_name(const char *name); // a bug's flag from its name; 0 if unknown
 const char *bug_names(void);              // for --help and error messages
 // The names of the bugs in a set, comma-separated, or "none", into buf.
 const char *bug_list(unsigned bugs, char *buf, size_t len);
 
-typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_RING, SP_LAYOUTS } SeqAttention; // the layout table
-// The layout of a name ("gather", "all-to-all"); false for another name.
+typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_RING, SP_HYBRID, SP_LAYOUTS } SeqAttention; // the layout table
+// The layout of a name ("gather", "all-to-all", ...); false for another name.
 bool seq_attention_from_name(const char *name, SeqAttention *out);
 const char *seq_attention_name(SeqAttention a);
-const char *seq_attention_names(void); // "gather, all-to-all"
+const char *seq_attention_names(void); // "gather, all-to-all, ..."
+
+// What the flags choose
+typedef struct SpOptions {
+    SeqPolicy policy;
+    SeqAttention layout;
+    int sp;        // ranks per sequence group (--sp); 0 = every rank, no data parallelism
+    int ulysses;   // hybrid: ranks per all-to-all group (--ulysses-degree); 0 = not given
+    unsigned bugs; // BUG_* injected on purpose
+} SpOptions;
+SpOptions sp_options_default(void); // gather, every rank one sequence group, the default policy
+// "dp 2 x sp 2, hybrid (ulysses 2 x ring 1)", or "sp 4, ring" without data parallelism, into buf
+const char *sp_layout_text(const SpOptions *o, int ranks, char *buf, size_t len);
 
 typedef struct SeqParallel {
-    Comm *comm;         // the sequence-parallel group; NULL for a context that only sizes
+    Comm *comm;         // the sequence group; NULL for a context that only sizes
+    Comm *world;        // every rank: gradients are summed over it
+    Comm *data;         // the ranks at this rank's place in every data group (NULL: one group)
+    Comm *heads, *ring; // hybrid: this rank's all-to-all group and its ring
     SeqShard shard;     // this rank's tokens
     SeqAttention layout;
+    int dp, dp_rank;    // data groups, and this rank's
+    int ulysses;        // hybrid: ranks per head group (1 otherwise)
     unsigned bugs;      // BUG_* injected on purpose
+    Comm groups[4];     // the groups split from the world, owned
+    int n_groups;
 } SeqParallel;
 
-// Checks that T tokens and `heads` heads can run over P ranks with this policy, layout and bugs
-// (NULL, and *sp set up for rank `rank`; or the sentence naming the problem and the fix).
-const char *sp_init(SeqParallel *sp, Comm *comm, int P, int rank, const SeqPolicy *policy,
-                    SeqAttention layout, unsigned bugs, int T, int heads, char *buf, size_t len);
+// Checks that T tokens and `heads` heads can run over `ranks` ranks with these options (NULL, and
+// *sp set up for rank `rank`, its groups split from `world` when that is not NULL, a collective;
+// or the sentence naming the problem and the fix).
+const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o, int T,
+                    int heads, char *buf, size_t len);
 void sp_free(SeqParallel *sp);
+// This rank's images of a global batch of B: [*first, *first + *count); NULL, or the sentence
+// when the data groups do not divide B.
+const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count, char *buf, size_t len);
 
 // Arena bytes for one forward + backward (or forward only) of B images on this rank.
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
@@ -63,18 +95,25 @@ DiTShard sp_dit_shard(SeqParallel *sp);
 // The full output images (B, C_out, S, S) from every rank's tokens (B, n, p*p*C_out): tokens are
 // all-gathered, padding dropped, and unpatchified. Not differentiated.
 Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c);
-// One all-reduce (sum) of the flat gradient buffer over the group.
+// Every data group's images (B, ...) of `size` values each, in data-group order, into out
+// (dp * B, ...). Not differentiated.
+void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size);
+// One all-reduce (sum) of the flat gradient buffer over every rank.
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps);
 
 // ---- for the layout files ---------------------------------------------------------------------
 typedef struct SpLayout {
     const char *name;
-    // NULL if `heads` heads can run over P ranks; else the sentence
-    const char *(*validate)(int heads, int P, char *buf, size_t len);
+    // NULL if `heads` heads can run over a sequence group of P ranks; else the sentence
+    const char *(*validate)(const SpOptions *o, int heads, int P, char *buf, size_t len);
     // arena bytes of a step (dit_step_bytes with the queries and keys one layer's attention has)
     size_t (*step_bytes)(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
     AttendFn attend; // ctx is the SeqParallel
 } SpLayout;
-extern const SpLayout sp_gather, sp_all_to_all, sp_ring;
+extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
+// Ring attention (ring.c) of q, k, v (B, n, D) over the ring `c`: rank r's block is the tokens
+// [r n, (r + 1) n) of `key_mask` (all tokens; NULL: none masked). The ring-* bugs apply.
+Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
+                       const uint8_t *key_mask, unsigned bugs);
 // The key mask of all T_pad tokens (NULL under the no-pad-mask bug).
 const uint8_t *sp_key_mask(const SeqParallel *sp);

@@ -31,8 +31,8 @@ static void help(void) {
 // sampling, EMA and threads) or that a comparison is there to check (the sequence parallelism)
 static const char *const not_compared[] = {
     "ranks", "out", "steps", "resume", "threads", "log_every", "sample_every", "save_every",
-    "sample_steps", "samples_per_class", "cfg_scale", "ema", "sp_attention", "auto_pad",
-    "pad_multiple", "injected_bugs"};
+    "sample_steps", "samples_per_class", "cfg_scale", "ema", "sp_attention", "sp",
+    "ulysses_degree", "auto_pad", "pad_multiple", "injected_bugs"};
 
 static bool compared(const char *key) {
     for (size_t i = 0; i < sizeof not_compared / sizeof *not_compared; i++)

@@ -15,7 +15,7 @@ static void defaults(TrainConfig *tc) {
         .model = {.input_size = 20, .in_channels = 3, .num_classes = 10, .class_dropout_prob = 0.1},
         .steps = 8000, .batch = 32, .lr = 1e-3, .clip_norm = 1.0, .ema = 0.999, .seed = 0,
         .log_every = 0, .save_every = -1, .sample_steps = 25, .samples_per_class = 8, .cfg_scale = 3.0,
-        .policy = seq_policy_default(),
+        .parallel = sp_options_default(),
     };
     strcpy(tc->preset, "DiT-mini/4");
     dit_preset(tc->preset, &tc->model);
@@ -74,21 +74,22 @@ static void help(void) {
         d.samples_per_class, d.cfg_scale);
 }
 
-bool seq_flag(int argc, char **argv, int *i, SeqPolicy *policy, SeqAttention *variant,
-              unsigned *bugs) {
+bool seq_flag(int argc, char **argv, int *i, SpOptions *o) {
     const char *f = argv[*i];
-    if (!strcmp(f, "--no-auto-pad")) policy->auto_pad = false;
+    if (!strcmp(f, "--no-auto-pad")) o->policy.auto_pad = false;
     else if (!strcmp(f, "--pad-multiple"))
-        policy->pad_multiple = flag_int(f, flag_value(argc, argv, i), 1, 1 << 20);
+        o->policy.pad_multiple = flag_int(f, flag_value(argc, argv, i), 1, 1 << 20);
+    else if (!strcmp(f, "--sp")) o->sp = flag_int(f, flag_value(argc, argv, i), 0, 1 << 20);
+    else if (!strcmp(f, "--ulysses-degree")) o->ulysses = flag_int(f, flag_value(argc, argv, i), 0, 1 << 20);
     else if (!strcmp(f, "--sp-attention")) {
         const char *name = flag_value(argc, argv, i);
-        if (!seq_attention_from_name(name, variant))
+        if (!seq_attention_from_name(name, &o->layout))
             usage_error("--sp-attention: unknown layout '%s' (known: %s)", name, seq_attention_names());
     } else if (!strcmp(f, "--inject-bug")) {
         const char *name = flag_value(argc, argv, i);
         unsigned bug = bug_from_name(name);
         if (!bug) usage_error("--inject-bug: unknown bug '%s' (known: %s)", name, bug_names());
-        *bugs |= bug;
+        o->bugs |= bug;
     } else return false;
     return true;
 }
@@ -220,6 +221,7 @@ static const struct { const char *key, *flag; bool fixed; } restored[] = {
     {"steps", "--steps", false}, {"sample_steps", "--sample-steps", false},
     {"samples_per_class", "--samples-per-class", false}, {"cfg_scale", "--cfg-scale", false},
     {"pad_multiple", "--pad-multiple", false}, {"sp_attention", "--sp-attention", false},
+    {"sp", "--sp", false}, {"ulysses_degree", "--ulysses-degree", false},
 };
 #define N_RESTORED (int)(sizeof restored / sizeof restored[0])
 
@@ -322,15 +324,14 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
         for (int i = 0; i < n_pre; i++) // the run's settings first, then the flags override them
             if (!model_flag(pass ? &run.model : &tc->model, n_pre, pre, &i) &&
                 !run_flag(pass ? &run : tc, n_pre, pre, &i, &unused, pass ? &unused : &cfg_given) &&
-                !seq_flag(n_pre, pre, &i, pass ? &run.policy : &tc->policy,
-                          pass ? &run.sp_attention : &tc->sp_attention, pass ? &run.bugs : &tc->bugs))
+                !seq_flag(n_pre, pre, &i, pass ? &run.parallel : &tc->parallel))
                 usage_error("--resume: %s/config.json holds the setting '%s', which this version "
                             "does not know", resume, pre[i]);
     }
     for (int i = 0; i < argc; i++)
         if (!model_flag(&tc->model, argc, argv, &i) &&
             !run_flag(tc, argc, argv, &i, &out_given, &cfg_given) &&
-            !seq_flag(argc, argv, &i, &tc->policy, &tc->sp_attention, &tc->bugs))
+            !seq_flag(argc, argv, &i, &tc->parallel))
             usage_error("unknown argument '%s'", argv[i]);
     if (n_pre) check_resumed(&run, tc, resume, argc, argv);
     settle(tc, out_given, cfg_given);
@@ -373,11 +374,14 @@ static int settings(const TrainConfig *tc, Setting *s) {
     SET("sample_steps", false, "%d", tc->sample_steps);
     SET("samples_per_class", false, "%d", tc->samples_per_class);
     SET_DOUBLE("cfg_scale", tc->cfg_scale);
-    SET("auto_pad", false, "%s", tc->policy.auto_pad ? "true" : "false");
-    SET("pad_multiple", false, "%d", tc->policy.pad_multiple);
-    SET("sp_attention", true, "%s", seq_attention_name(tc->sp_attention));
+    const SpOptions *o = &tc->parallel;
+    SET("auto_pad", false, "%s", o->policy.auto_pad ? "true" : "false");
+    SET("pad_multiple", false, "%d", o->policy.pad_multiple);
+    SET("sp_attention", true, "%s", seq_attention_name(o->layout));
+    SET("sp", false, "%d", o->sp);
+    SET("ulysses_degree", false, "%d", o->ulysses);
     char names[256];
-    SET("injected_bugs", true, "%s", bug_list(tc->bugs, names, sizeof names));
+    SET("injected_bugs", true, "%s", bug_list(o->bugs, names, sizeof names));
 #undef SET
 #undef SET_DOUBLE
     return n;

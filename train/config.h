@@ -18,23 +18,26 @@ typedef struct TrainConfig {
     int sample_steps, samples_per_class;
     double cfg_scale;
     int threads; // BLAS threads per rank; 0 = cores / ranks
-    SeqPolicy policy;
-    SeqAttention sp_attention; // the attention layout (sp.h)
-    unsigned bugs;             // injected sequence-parallel bugs (sp.h)
+    SpOptions parallel; // the layout, the groups and the injected bugs (parallel/sp.h)
 } TrainConfig;
 
-// The sequence-parallel flags that training and probe share (--no-auto-pad, --pad-multiple,
-// --sp-attention, --inject-bug): true when argv[*i] is one, its value consumed.
-bool seq_flag(int argc, char **argv, int *i, SeqPolicy *policy, SeqAttention *variant,
-              unsigned *bugs);
+// The parallel flags that training and probe share (--no-auto-pad, --pad-multiple,
+// --sp-attention, --sp, --ulysses-degree, --inject-bug): true when argv[*i] is one, its value
+// consumed.
+bool seq_flag(int argc, char **argv, int *i, SpOptions *o);
 #define SEQ_FLAGS_HELP                                                                             \
+    "  --sp N                ranks per sequence group; the ranks / N groups are data parallel,\n" \
+    "                        each training on its slice of --batch (default 0: every rank)\n"     \
+    "  --sp-attention NAME   gather (all-gather K/V, default), all-to-all (heads over ranks),\n"  \
+    "                        ring (K/V blocks travel the ring; one other rank's block at a time)\n" \
+    "                        or hybrid (all-to-all in groups of --ulysses-degree, ring across)\n" \
+    "  --ulysses-degree U    hybrid: ranks per all-to-all group (divides --sp and the heads)\n"    \
     "  --no-auto-pad         refuse a token count that the rank count does not divide\n"          \
     "  --pad-multiple N      pad tokens to a multiple of N * ranks (default 1)\n"                 \
-    "  --sp-attention NAME   gather (all-gather K/V, default), all-to-all (heads over ranks) or\n" \
-    "                        ring (K/V blocks travel the ring; one other rank's block at a time)\n" \
     "  --inject-bug NAME     reproduce a classic bug on purpose: local-kv, no-dkv-reduce-scatter,\n" \
     "                        no-grad-allreduce, no-pad-mask, wrong-restore (gather);\n" \
-    "                        ring-wrong-merge, ring-dkv-not-returned (ring)\n"
+    "                        ring-wrong-merge, ring-dkv-not-returned (ring, hybrid);\n" \
+    "                        no-dp-allreduce, same-data-all-dp (with --sp below the ranks)\n"
 
 // Parses argv (program name and subcommand removed) into *tc; usage errors exit with code 2.
 // Returns false when --help was printed.

@@ -41,9 +41,9 @@ const char *data_class_name(const Data *d, int c) {
     return d->shapes ? shapes_class_name(c) : d->folder.class_names[c];
 }
 
-Batch batch_alloc(int B, int C, int S) {
+Batch batch_alloc(int first, int B, int total, int C, int S) {
     size_t n = (size_t)B * C * S * S;
-    Batch b = {.B = B, .arena = arena_create(3 * (n * sizeof(real) + 2 * ARENA_ALIGN) + 4096 +
+    Batch b = {.B = B, .first = first, .total = total, .arena = arena_create(3 * (n * sizeof(real) + 2 * ARENA_ALIGN) + 4096 +
                                              (size_t)B * (sizeof(real) + sizeof(int64_t)))};
     b.x0 = tensor_new(&b.arena, 4, B, C, S, S);
     b.xt = tensor_new(&b.arena, 4, B, C, S, S);
@@ -62,7 +62,7 @@ void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null
     size_t chw = (size_t)b->x0->shape[1] * d->size * d->size;
     char err[512];
     for (int i = 0; i < b->B; i++) {
-        uint64_t k = (uint64_t)step * b->B + i;
+        uint64_t k = (uint64_t)step * b->total + b->first + i;
         real *x0 = b->x0->data + i * chw;
         if (d->shapes) shapes_sample(x0, &b->y[i], d->size, seed, k);
         else {

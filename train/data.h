@@ -1,6 +1,7 @@
 // data.h: training batches. Every rank builds the same batch from the counter-based RNG, so the
 // batch of step s is a pure function of (seed, s) whatever the number of ranks:
-//   image i of step s is dataset item k = s * B + i (shapes: generated from k; a folder: item
+//   image i of step s is dataset item k = s * B + i (B the global batch; a data group builds its
+//   own slice of it, images first .. first + count - 1) (shapes: generated from k; a folder: item
 //   rng_u32(seed, STREAM_PICK, k) mod n), its time flow_sample_t(seed, STREAM_T, k), its noise
 //   rng_normal(seed, STREAM_NOISE, k * C*H*W + j), and its label is replaced by the null class
 //   when rng_uniform(seed, STREAM_DROP, k) < label_dropout (the model's class_dropout_prob).
@@ -24,7 +25,8 @@ void data_close(Data *d);
 const char *data_class_name(const Data *d, int c);
 
 typedef struct Batch {
-    int B;
+    int B;          // the images built here: [first, first + B) of the step's `total`
+    int first, total;
     Arena arena;    // holds the tensors below for the whole run
     Tensor *x0;     // (B, C, H, W) clean images in [-1, 1]
     Tensor *xt;     // (B, C, H, W) points on the path, fed to the model
@@ -33,7 +35,7 @@ typedef struct Batch {
     int64_t *y;     // (B) labels, the null class where dropped
 } Batch;
 
-Batch batch_alloc(int B, int C, int S);
+Batch batch_alloc(int first, int B, int total, int C, int S);
 void batch_free(Batch *b);
 // The batch of step `step` (see the top of this file): labels are dropped to null_class (the
 // model's num_classes) with probability label_dropout.

@@ -64,10 +64,9 @@ const char *flag_value(int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
-void sp_setup(SeqParallel *sp, Comm *comm, int P, int rank, const SeqPolicy *policy,
-              SeqAttention layout, unsigned bugs, const DiTConfig *m) {
+void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
+              const DiTConfig *m) {
     char err[1024];
-    const char *why = sp_init(sp, comm, P, rank, policy, layout, bugs, dit_tokens(m), m->num_heads,
-                              err, sizeof err);
+    const char *why = sp_init(sp, world, ranks, rank, o, dit_tokens(m), m->num_heads, err, sizeof err);
     if (why) usage_error("%s", why);
 }

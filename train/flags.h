@@ -19,7 +19,7 @@ uint64_t flag_u64(const char *flag, const char *text);
 // argv[*i] is the flag; returns argv[*i + 1] and advances *i, or a usage error if missing.
 const char *flag_value(int argc, char **argv, int *i);
 
-// The sequence-parallel context of rank `rank` of P for model m (sp_init), or a usage error that
-// names the problem; comm may be NULL for a context that only sizes memory.
-void sp_setup(SeqParallel *sp, Comm *comm, int P, int rank, const SeqPolicy *policy,
-              SeqAttention layout, unsigned bugs, const DiTConfig *m);
+// The parallel context of rank `rank` of `ranks` for model m (sp_init), or a usage error that
+// names the problem; world may be NULL for a context that only sizes memory.
+void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
+              const DiTConfig *m);

@@ -53,14 +53,12 @@ static void batch_into(Tensor *dst, const StTensor *t) {
 
 typedef struct ProbeArgs {
     const char *ckpt, *batch, *out;
-    SeqPolicy policy;
-    SeqAttention layout;
-    unsigned bugs;
+    SpOptions parallel;
 } ProbeArgs;
 
 // false when --help was printed; usage errors exit
 static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
-    *a = (ProbeArgs){.policy = seq_policy_default(), .layout = SP_GATHER};
+    *a = (ProbeArgs){.parallel = sp_options_default()};
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             if (c->rank == 0) help();
@@ -68,14 +66,15 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
         } else if (!strcmp(argv[i], "--ckpt")) a->ckpt = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--batch")) a->batch = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--out")) a->out = flag_value(argc, argv, &i);
-        else if (!seq_flag(argc, argv, &i, &a->policy, &a->layout, &a->bugs))
+        else if (!seq_flag(argc, argv, &i, &a->parallel))
             usage_error("probe: unknown argument '%s'", argv[i]);
     }
     if (!a->ckpt || !a->batch || !a->out) usage_error("probe needs --ckpt, --batch and --out");
     char text[4096];
-    snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d sp=%s bugs=%u",
-             a->ckpt, a->batch, a->out, a->policy.auto_pad, a->policy.pad_multiple,
-             seq_attention_name(a->layout), a->bugs);
+    const SpOptions *o = &a->parallel;
+    snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d layout=%s "
+             "sp=%d ulysses=%d bugs=%u", a->ckpt, a->batch, a->out, o->policy.auto_pad,
+             o->policy.pad_multiple, seq_attention_name(o->layout), o->sp, o->ulysses, o->bugs);
     comm_check_same(c, "probe arguments", text);
     if (c->rank == 0) { // the rank that writes the result
         out_file_check("--out", a->out, NULL);
@@ -133,6 +132,20 @@ static void write_result(const DiT *m, const Tensor *img, double loss, const cha
     st_writer_free(w);
 }
 
+// Images [first, first + count) of b, copied
+static ProbeBatch slice_batch(const ProbeBatch *b, int first, int count, Arena *arena) {
+    const int *xs = b->x->shape, *gs = b->target->shape;
+    ProbeBatch s = {tensor_new(arena, 4, count, xs[1], xs[2], xs[3]), tensor_new(arena, 1, count),
+                    tensor_new(arena, 4, count, gs[1], gs[2], gs[3]),
+                    arena_alloc(arena, (size_t)count * sizeof(int64_t))};
+    size_t x1 = s.x->size / (size_t)count, g1 = s.target->size / (size_t)count;
+    memcpy(s.x->data, b->x->data + first * x1, s.x->size * sizeof(real));
+    memcpy(s.t->data, b->t->data + first, (size_t)count * sizeof(real));
+    memcpy(s.target->data, b->target->data + first * g1, s.target->size * sizeof(real));
+    memcpy(s.y, b->y + first, (size_t)count * sizeof(int64_t));
+    return s;
+}
+
 int probe_main(int argc, char **argv, Comm *c) {
     ProbeArgs a;
     if (!parse_args(&a, argc, argv, c)) return 0;
@@ -144,13 +157,19 @@ int probe_main(int argc, char **argv, Comm *c) {
     const StTensor *xs = st_find(&st, "x");
     int B = xs && xs->ndim == 4 && xs->shape[0] >= 1 && xs->shape[0] <= PROBE_MAX_BATCH ? (int)xs->shape[0] : 1;
     SeqParallel sp;
-    sp_setup(&sp, c, c->size, c->rank, &a.policy, a.layout, a.bugs, &m.cfg);
-    Arena arena = arena_create(sp_step_bytes(&sp, &m.cfg, B, true));
-    ProbeBatch b = probe_load_batch(&m, a.batch, &st, &arena);
+    sp_setup(&sp, c, c->size, c->rank, &a.parallel, &m.cfg);
+    int first, count;
+    if (sp_batch_slice(&sp, B, &first, &count, err, sizeof err)) usage_error("--batch %s: %s", a.batch, err);
+    // the batch, its slice, the full output images, and a step of the slice
+    size_t img_bytes = (size_t)B * dit_out_channels(&m.cfg) * m.cfg.input_size * m.cfg.input_size * sizeof(real);
+    Arena arena = arena_create(sp_step_bytes(&sp, &m.cfg, B, true) + img_bytes + 4096);
+    ProbeBatch whole = probe_load_batch(&m, a.batch, &st, &arena);
+    ProbeBatch b = sp.dp > 1 ? slice_batch(&whole, first, count, &arena) : whole;
     st_free(&st);
 
-    // forward and backward of this rank's shard, then the sums over ranks
+    // forward and backward of this rank's shard of its data group's images, then the sums over ranks
     DiTShard dsh = sp_dit_shard(&sp);
+    dsh.images = B;
     Tape tp = tape_create(&arena);
     ps_zero_grad(&m.ps);
     Tensor *tokens = dit_forward(&m, &tp, b.x, b.t, b.y, &dsh);
@@ -160,11 +179,18 @@ int probe_main(int argc, char **argv, Comm *c) {
     sp_sync_grads(&sp, &m.ps);
     double total_loss = loss->data[0];
     comm_all_reduce_double(c, &total_loss, 1);
-    Tensor *img = sp_gather_image(&tp, &sp, tokens, &m.cfg); // the full output images
+    Tensor *img = sp_gather_image(&tp, &sp, tokens, &m.cfg); // the data group's output images
+    if (sp.dp > 1) {
+        Tensor *all = tensor_new(&arena, 4, B, img->shape[1], img->shape[2], img->shape[3]);
+        sp_gather_batch(&sp, all->data, img->data, img->size);
+        img = all;
+    }
     if (c->rank == 0) {
         write_result(&m, img, total_loss, a.out);
-        printf("probe: %d rank%s, %d tokens (padded to %d), loss %.9g, wrote %s\n", c->size,
-               c->size > 1 ? "s" : "", sp.shard.T, sp.shard.T_pad, total_loss, a.out);
+        char layout[128];
+        printf("probe: %d rank%s (%s), %d tokens (padded to %d), loss %.9g, wrote %s\n", c->size,
+               c->size > 1 ? "s" : "", sp_layout_text(&a.parallel, c->size, layout, sizeof layout),
+               sp.shard.T, sp.shard.T_pad, total_loss, a.out);
     }
     tape_free(&tp);
     arena_destroy(&arena);

@@ -88,7 +88,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
     int chunk = chunk_images(sp, c, guided, arena->cap);
     rng_fill_normal(out, (size_t)n * chw, seed, STREAM_SAMPLE, 0, 1.0);
     DiTShard sh = sp_dit_shard(sp);
-    bool rank0 = !sp->comm || sp->comm->rank == 0;
+    bool rank0 = !sp->world || sp->world->rank == 0;
     Progress prog = progress_start(steps * ((n + chunk - 1) / chunk));
     for (int start = 0; start < n; start += chunk) {
         int k = n - start < chunk ? n - start : chunk, B = guided ? 2 * k : k;
@@ -133,7 +133,7 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
     for (int i = 0; i < n; i++) labels[i] = i / per_class;
     sample_images(m, sp, arena, labels, n, steps, cfg_scale, seed, imgs);
     int rc = 0;
-    if (sp->comm->rank == 0) {
+    if (sp->world->rank == 0) {
         int label_w = 0, cell = S * up + 4, text = 2;
         for (int k = 0; k < data->classes; k++) {
             int w = canvas_text_width(data_class_name(data, k), text);
@@ -211,7 +211,7 @@ static void sample_help(void) {
 int sample_main(int argc, char **argv, Comm *c) {
     const char *ckpt = NULL, *out = NULL;
     bool cfg_given = false, data_given = false;
-    TrainConfig tc = {.sample_steps = 25, .cfg_scale = 3, .samples_per_class = 8, .policy = seq_policy_default()};
+    TrainConfig tc = {.sample_steps = 25, .cfg_scale = 3, .samples_per_class = 8, .parallel = sp_options_default()};
     strcpy(tc.data, "shapes");
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
@@ -254,7 +254,7 @@ int sample_main(int argc, char **argv, Comm *c) {
     print0(c, "sampling %s in %s; classes of %s (%s)\n", weights, path, tc.data,
            data_given ? "--data" : data_from_run ? "the run's config.json" : "the default");
     SeqParallel sp;
-    sp_setup(&sp, c, c->size, c->rank, &tc.policy, SP_GATHER, 0, &m.cfg);
+    sp_setup(&sp, c, c->size, c->rank, &tc.parallel, &m.cfg);
     // a full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory allows
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 4 / comm_node_size(c);
     size_t full = sp_step_bytes(&sp, &m.cfg, 2 * SAMPLE_CHUNK, false);

@@ -232,6 +232,7 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     arena_reset(arena);
     Tape tp = tape_create(arena);
     DiTShard sh = sp_dit_shard(&r->sp);
+    sh.images = r->tc.batch; // every data group's images make the mean
     ps_zero_grad(&r->m.ps);
     Tensor *loss = dit_loss(&r->m, &tp, dit_forward(&r->m, &tp, b->xt, b->t, b->y, &sh), b->v, &sh);
     backward(&tp, loss);
@@ -249,9 +250,10 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     return total;
 }
 
-// One arena serves the training steps and the sampling (which fits its passes into it).
+// One arena serves the training steps (this data group's images) and the sampling (which fits
+// its passes into it).
 static size_t arena_bytes(const SeqParallel *sp, const TrainConfig *tc) {
-    size_t step = sp_step_bytes(sp, &tc->model, tc->batch, true);
+    size_t step = sp_step_bytes(sp, &tc->model, tc->batch / sp->dp, true);
     size_t sample = sample_min_bytes(sp, &tc->model, tc->cfg_scale);
     return step > sample ? step : sample;
 }
@@ -262,13 +264,16 @@ void train_check(const TrainConfig *tc, int ranks, int node_ranks) {
     // sampling swaps out, pos_embed, the arena for the steps and the sampling, the batch and the
     // sampled images (every shard has the same length)
     SeqParallel sp;
-    sp_setup(&sp, NULL, ranks, 0, &tc->policy, tc->sp_attention, tc->bugs, mc);
+    sp_setup(&sp, NULL, ranks, 0, &tc->parallel, mc);
+    char err[512];
+    int first, count;
+    if (sp_batch_slice(&sp, tc->batch, &first, &count, err, sizeof err)) usage_error("%s", err);
     double step = (double)arena_bytes(&sp, tc);
     sp_free(&sp);
     DiT shape;
     dit_layout(&shape, mc);
     double image = (double)mc->in_channels * mc->input_size * mc->input_size;
-    double copies = 4 + 2 * (tc->ema > 0), batch = 3.0 * tc->batch * image;
+    double copies = 4 + 2 * (tc->ema > 0), batch = 3.0 * count * image;
     double samples = (double)mc->num_classes * tc->samples_per_class * image;
     double need = ((double)shape.ps.total * copies + (double)shape.pos_embed.size + batch + samples) * sizeof(real) + step;
     dit_free(&shape);
@@ -302,7 +307,7 @@ static void setup(Run *r) {
         usage_error("--data: %s", err);
     train_check(tc, c->size, comm_node_size(c));
     // the model's config is the flags' (a resumed checkpoint must match them)
-    sp_setup(&r->sp, c, c->size, c->rank, &tc->policy, tc->sp_attention, tc->bugs, &tc->model);
+    sp_setup(&r->sp, c, c->size, c->rank, &tc->parallel, &tc->model);
     start_run(r);
     if (r->opt.step >= tc->steps)
         usage_error("--resume: %s is already at step %d; pass --steps above %d to train further",
@@ -313,10 +318,12 @@ static void setup(Run *r) {
         CHECK(!train_config_write_json(tc, c->size, path, err, sizeof err), "%s", err);
     }
     comm_barrier(c);
-    print0(c, "%s: %zu parameters, %d tokens per image over %d rank%s (%d each, padded to %d), "
-           "batch %d, %s, steps %d..%d -> %s\n", tc->preset, r->m.ps.total, dit_tokens(&tc->model),
-           c->size, c->size > 1 ? "s" : "", r->sp.shard.n, r->sp.shard.T_pad, tc->batch, tc->data,
-           r->opt.step + 1, tc->steps, tc->out);
+    char layout[128];
+    print0(c, "%s: %zu parameters, %d tokens per image; %d rank%s: %s (%d tokens each, padded to "
+           "%d); batch %d, %s, steps %d..%d -> %s\n", tc->preset, r->m.ps.total,
+           dit_tokens(&tc->model), c->size, c->size > 1 ? "s" : "",
+           sp_layout_text(&tc->parallel, c->size, layout, sizeof layout), r->sp.shard.n,
+           r->sp.shard.T_pad, tc->batch, tc->data, r->opt.step + 1, tc->steps, tc->out);
     print0(c, "GEMM: %s; %d thread%s per rank\n", blas_setup(), kernel_threads(),
            kernel_threads() > 1 ? "s" : "");
 }
@@ -354,7 +361,10 @@ static bool save_due(const Run *r, int step, double since_save) {
 // The steps; returns the seconds they took
 static double train_loop(Run *r, Arena *arena) {
     const TrainConfig *tc = &r->tc;
-    Batch batch = batch_alloc(tc->batch, tc->model.in_channels, tc->model.input_size);
+    int first_image, images;
+    char err[512];
+    CHECK(!sp_batch_slice(&r->sp, tc->batch, &first_image, &images, err, sizeof err), "%s", err);
+    Batch batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, tc->model.input_size);
     int first = r->opt.step + 1, step_last = first - 1, saved_step = r->opt.step;
     double t0 = now(), t_last = t0, t_save = t0; // the rate is measured since the last line
     for (int step = first; step <= tc->steps; step++) {

@@ -27,7 +27,8 @@ static void help(void) {
            "  An earlier verify's results in DIR are replaced; a DIR that is a training run is refused.\n"
            "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check).\n"
            "  Training flags are passed to both runs (see train/train --help; --samples-per-class 0\n"
-           "  skips their sample grids), except --inject-bug, which goes to the N-rank run only.\n",
+           "  skips their sample grids), except --inject-bug, --sp, --sp-attention and\n"
+           "  --ulysses-degree, which go to the N-rank run only.\n",
            COMPARE_LOSS_TOL);
 }
 
@@ -43,15 +44,22 @@ static int run(char **argv) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// Runs lead... (mpirun and its options, then this program) with the training flags, without
-// --inject-bug when with_bugs is false, then --steps steps (if given) and --out dir.
-static int train_run(char **lead, int n_lead, char **flags, int n_flags, bool with_bugs,
+// The flags that set the N-rank run's parallel layout and bugs: the 1-rank reference runs
+// without them
+static bool layout_flag(const char *f) {
+    return !strcmp(f, "--inject-bug") || !strcmp(f, "--sp") || !strcmp(f, "--sp-attention") ||
+           !strcmp(f, "--ulysses-degree");
+}
+
+// Runs lead... (mpirun and its options, then this program) with the training flags, without the
+// layout flags when with_layout is false, then --steps steps (if given) and --out dir.
+static int train_run(char **lead, int n_lead, char **flags, int n_flags, bool with_layout,
                      char *steps, char *dir) {
     char **cmd = xcalloc((size_t)(n_lead + n_flags + 5), sizeof *cmd);
     int n = 0;
     for (int i = 0; i < n_lead; i++) cmd[n++] = lead[i];
     for (int i = 0; i < n_flags; i++) {
-        if (!with_bugs && !strcmp(flags[i], "--inject-bug") && i + 1 < n_flags) i++;
+        if (!with_layout && layout_flag(flags[i]) && i + 1 < n_flags) i++;
         else cmd[n++] = flags[i];
     }
     if (steps) cmd[n++] = "--steps", cmd[n++] = steps; // the last --steps wins
@@ -76,6 +84,7 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
         usage_error("--data: %s", err);
     data_close(&data);
     train_check(&tc, ranks, ranks);
+    tc.parallel = sp_options_default(); // the reference: one rank, no layout flags
     train_check(&tc, 1, 1);
     return true;
 }
@@ -120,7 +129,7 @@ static int run_both(char *self, int ranks, const char *out, char **pass, int np,
     fflush(stdout);
     if (train_run(mpirun, n, pass, np, true, NULL, dir_n))
         return fprintf(stderr, "error: the %d-rank run failed\n", ranks), 2;
-    // the single-rank reference: the same flags and seed, no injected bug
+    // the single-rank reference: the same flags and seed, no layout flags, no injected bug
     printf("== 1 rank -> %s\n", dir_1);
     fflush(stdout);
     char *lead[1] = {self};

@@ -35,7 +35,8 @@ static const DiTConfig configs[3] = {
      .num_heads = 12, .mlp_ratio = 2, .num_classes = 5, .class_dropout_prob = 0.1},
 };
 static DiTConfig cfg;
-enum { B = 3 };
+enum { B_MAX = 12 };
+static int B = 3; // images per batch (the data-parallel tests take 6)
 
 typedef struct Result {
     real *out;   // (B, C_out, S, S)
@@ -51,40 +52,70 @@ static void random_model(DiT *m) {
     rng_fill_normal(m->pos_embed.data, m->pos_embed.size, 5, 999, 0, 0.3);
 }
 
-static void random_batch(Arena *a, Tensor **x, Tensor **t, Tensor **target, int64_t *y) {
+// Images [first, first + count) of the batch of B
+static void random_slice(Arena *a, int first, int count, Tensor **x, Tensor **t, Tensor **target,
+                         int64_t *y) {
     int S = cfg.input_size;
-    *x = tensor_new(a, 4, B, cfg.in_channels, S, S);
-    *t = tensor_new(a, 1, B);
-    *target = tensor_new(a, 4, B, dit_out_channels(&cfg), S, S);
-    rng_fill_normal((*x)->data, (*x)->size, 6, 1, 0, 1);
-    rng_fill_uniform((*t)->data, B, 6, 2, 0, 0, 999);
-    rng_fill_normal((*target)->data, (*target)->size, 6, 3, 0, 1);
-    for (int b = 0; b < B; b++) y[b] = b * 3 % (cfg.num_classes + 1);
+    *x = tensor_new(a, 4, count, cfg.in_channels, S, S);
+    *t = tensor_new(a, 1, count);
+    *target = tensor_new(a, 4, count, dit_out_channels(&cfg), S, S);
+    rng_fill_normal((*x)->data, (*x)->size, 6, 1, (uint64_t)first * (*x)->size / count, 1);
+    rng_fill_uniform((*t)->data, count, 6, 2, first, 0, 999);
+    rng_fill_normal((*target)->data, (*target)->size, 6, 3, (uint64_t)first * (*target)->size / count, 1);
+    for (int b = 0; b < count; b++) y[b] = (first + b) * 3 % (cfg.num_classes + 1);
 }
 
-// This rank's context for cfg with the default policy; false when the layout refuses the bugs
-static bool init_sp(SeqParallel *sp, SeqAttention layout, unsigned bugs) {
-    SeqPolicy pol = seq_policy_default();
+static void random_batch(Arena *a, Tensor **x, Tensor **t, Tensor **target, int64_t *y) {
+    random_slice(a, 0, B, x, t, target, y);
+}
+
+// Options of a layout with injected bugs over every rank
+static SpOptions options(SeqAttention layout, unsigned bugs) {
+    SpOptions o = sp_options_default();
+    o.layout = layout, o.bugs = bugs;
+    return o;
+}
+
+// This rank's context for cfg; false when the options refuse the rank count, heads or bugs
+static bool init_mesh(SeqParallel *sp, const SpOptions *o) {
     char err[256];
-    return !sp_init(sp, &comm, comm.size, comm.rank, &pol, layout, bugs, dit_tokens(&cfg),
-                    cfg.num_heads, err, sizeof err);
+    return !sp_init(sp, &comm, comm.size, comm.rank, o, dit_tokens(&cfg), cfg.num_heads, err, sizeof err);
 }
 
-static Result run(DiT *m, const DiTShard *sh, SeqParallel *sp, Arena *a) {
+// (hybrid: all-to-all over pairs of ranks where the rank count is even)
+static bool init_sp(SeqParallel *sp, SeqAttention layout, unsigned bugs) {
+    SpOptions o = options(layout, bugs);
+    if (layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
+    return init_mesh(sp, &o);
+}
+
+// One forward + backward of the batch: the plain model (sp NULL), or this rank's shard of its
+// data group's images, the loss and gradients summed over every rank and the images gathered
+static Result run(DiT *m, const DiTShard *shard, SeqParallel *sp, Arena *a) {
     Tape tp = tape_create(a);
     Tensor *x, *t, *target;
-    int64_t y[B];
-    random_batch(a, &x, &t, &target, y);
+    int64_t y[B_MAX];
+    int first = 0, count = B;
+    char err[256];
+    if (sp) ck_assert_msg(!sp_batch_slice(sp, B, &first, &count, err, sizeof err), "%s", err);
+    random_slice(a, first, count, &x, &t, &target, y);
+    DiTShard sh = shard ? *shard : (DiTShard){.n = dit_tokens(&cfg)};
+    sh.images = B;
     ps_zero_grad(&m->ps);
-    Tensor *tokens = dit_forward(m, &tp, x, t, y, sh);
-    Tensor *loss = dit_loss(m, &tp, tokens, target, sh);
+    Tensor *tokens = dit_forward(m, &tp, x, t, y, &sh);
+    Tensor *loss = dit_loss(m, &tp, tokens, target, &sh);
     backward(&tp, loss);
     Result r = {.loss = loss->data[0]};
     Tensor *img;
     if (sp) {
         sp_sync_grads(sp, &m->ps);
-        comm_all_reduce_double(sp->comm, &r.loss, 1);
+        comm_all_reduce_double(sp->world, &r.loss, 1);
         img = sp_gather_image(&tp, sp, tokens, &cfg);
+        if (sp->dp > 1) {
+            Tensor *all = tensor_new(a, 4, B, img->shape[1], img->shape[2], img->shape[3]);
+            sp_gather_batch(sp, all->data, img->data, img->size);
+            img = all;
+        }
     } else {
         tp.grad_enabled = false;
         img = unpatchify(&tp, tokens, dit_out_channels(&cfg), cfg.input_size, cfg.input_size, cfg.patch_size);
@@ -105,14 +136,14 @@ static double rel(const real *a, const real *b, size_t n) {
 
 // Relative errors of the sequence-parallel result against the single-rank one: output, and the
 // worst parameter gradient.
-static void parallel_vs_single(SeqAttention variant, unsigned bugs, double *e_out, double *e_grad) {
+static void mesh_vs_single(const SpOptions *o, double *e_out, double *e_grad) {
     DiT m;
     random_model(&m);
     Arena a = arena_create(64 << 20);
     Result ref = run(&m, NULL, NULL, &a);
     arena_reset(&a);
     SeqParallel sp;
-    ck_assert(init_sp(&sp, variant, bugs));
+    ck_assert(init_mesh(&sp, o));
     DiTShard dsh = sp_dit_shard(&sp);
     Result par = run(&m, &dsh, &sp, &a);
     size_t n_out = (size_t)B * dit_out_channels(&cfg) * cfg.input_size * cfg.input_size;
@@ -128,6 +159,11 @@ static void parallel_vs_single(SeqAttention variant, unsigned bugs, double *e_ou
     sp_free(&sp);
     arena_destroy(&a);
     dit_free(&m);
+}
+
+static void parallel_vs_single(SeqAttention variant, unsigned bugs, double *e_out, double *e_grad) {
+    SpOptions o = options(variant, bugs);
+    mesh_vs_single(&o, e_out, e_grad);
 }
 
 START_TEST(matches_single_rank) {
@@ -213,10 +249,10 @@ END_TEST
 // 4 * B * T_pad * D * sizeof(real) * (P - 1) / P for the gathers of K and V and their backward.
 START_TEST(padding_and_bytes) {
     int T = 9, D = 12, H = 12; // 12 heads: every rank count up to 4 divides them
-    SeqPolicy pol = seq_policy_default();
+    SpOptions go = options(SP_GATHER, 0);
     SeqParallel sp;
     char err[256];
-    ck_assert(!sp_init(&sp, &comm, comm.size, comm.rank, &pol, SP_GATHER, 0, T, H, err, sizeof err));
+    ck_assert(!sp_init(&sp, &comm, comm.size, comm.rank, &go, T, H, err, sizeof err));
     const SeqShard sh = sp.shard;
     Arena a = arena_create(16 << 20);
     Tape tp = tape_create(&a);
@@ -262,6 +298,23 @@ START_TEST(padding_and_bytes) {
                comm.bytes_sent, want3);
     ck_assert_uint_eq(comm.bytes_sent, want3);
     tape_free(&tp3);
+    // hybrid, U = 2 where the ranks are even: 8 B T_pad D (U-1)/(U P) in its all-to-all groups and
+    // 6 B T_pad D (P/U-1)/P in its ring
+    SpOptions ho = options(SP_HYBRID, 0);
+    ho.ulysses = comm.size % 2 ? 1 : 2;
+    SeqParallel hy;
+    ck_assert_msg(!sp_init(&hy, &comm, comm.size, comm.rank, &ho, T, H, err, sizeof err), "%s", err);
+    Tape tp4 = tape_create(&a);
+    backward_from(&tp4, sp_hybrid.attend(&tp4, q, k, v, H, &hy), dout);
+    size_t P = (size_t)comm.size, U = (size_t)ho.ulysses, unit = (size_t)B * sh.T_pad * D * sizeof(real);
+    size_t want4 = 8 * unit * (U - 1) / (U * P) + 6 * unit * (P / U - 1) / P;
+    size_t got4 = hy.heads->bytes_sent + hy.ring->bytes_sent;
+    if (comm.rank == 0)
+        printf("ranks %d: %zu bytes sent per rank by hybrid (ulysses %zu x ring %zu), formula %zu\n",
+               comm.size, got4, U, P / U, want4);
+    ck_assert_uint_eq(got4, want4);
+    tape_free(&tp4);
+    sp_free(&hy);
     for (int b = 0; b < B; b++)
         for (int r = 0; r < sh.n; r++)
             for (int d = 0; d < D; d++) {
@@ -271,6 +324,49 @@ START_TEST(padding_and_bytes) {
     tape_free(&tp);
     arena_destroy(&a);
     sp_free(&sp);
+}
+END_TEST
+
+// Every mesh this rank count allows, against one rank with the same global batch: hybrid at 2 x 2
+// ranks (and 2 x 1), data x sequence at 2 x 2, 3 x 1 and 2 x 1 (gather and ring); the data-parallel
+// bugs caught wherever there are data groups. 225 tokens, 6 images.
+START_TEST(meshes_match_single_rank) {
+    static const struct { int ranks, sp, ulysses; SeqAttention layout; } meshes[] = {
+        {2, 2, 2, SP_HYBRID}, {4, 4, 2, SP_HYBRID}, {2, 1, 0, SP_GATHER}, {3, 1, 0, SP_GATHER},
+        {4, 2, 0, SP_GATHER}, {4, 2, 0, SP_RING}, {4, 2, 2, SP_HYBRID}};
+    cfg = configs[1];
+    B = 6;
+    for (size_t i = 0; i < sizeof meshes / sizeof *meshes; i++) {
+        if (meshes[i].ranks != comm.size) continue;
+        SpOptions o = options(meshes[i].layout, 0);
+        o.sp = meshes[i].sp, o.ulysses = meshes[i].ulysses;
+        char text[128];
+        sp_layout_text(&o, comm.size, text, sizeof text);
+        double e_out, e_grad;
+        mesh_vs_single(&o, &e_out, &e_grad);
+        if (comm.rank == 0)
+            printf("%s, 225 tokens: output rel err %.2e, worst gradient %.2e\n", text, e_out, e_grad);
+        ck_assert_double_le(e_out, OUT_TOL);
+        ck_assert_double_le(e_grad, GRAD_TOL);
+        const unsigned bugs[] = {BUG_NO_DP_ALLREDUCE, BUG_SAME_DATA_ALL_DP, BUG_RING_WRONG_MERGE};
+        for (int j = 0; j < 3; j++) {
+            o.bugs = bugs[j];
+            int ring = o.layout == SP_HYBRID ? o.sp / o.ulysses : o.layout == SP_RING ? o.sp : 1;
+            SeqParallel probe_sp;
+            if (bugs[j] == BUG_RING_WRONG_MERGE && ring < 2) continue; // no ring to merge along
+            if (!init_mesh(&probe_sp, &o)) continue; // a bug this mesh has no place for
+            sp_free(&probe_sp);
+            char name[64];
+            mesh_vs_single(&o, &e_out, &e_grad);
+            if (comm.rank == 0)
+                printf("bug %-22s (%s): output %.2e, gradient %.2e -> %s\n",
+                       bug_list(bugs[j], name, sizeof name), text, e_out, e_grad,
+                       e_out > OUT_TOL || e_grad > GRAD_TOL ? "caught" : "MISSED");
+            ck_assert(e_out > OUT_TOL || e_grad > GRAD_TOL);
+        }
+    }
+    B = 3;
+    cfg = configs[0];
 }
 END_TEST
 
@@ -341,6 +437,7 @@ START_TEST(memory_estimate_holds) {
     SeqAttention layout = (SeqAttention)(_i % SP_LAYOUTS);
     bool backward_pass = _i / SP_LAYOUTS % 2 == 0;
     if (layout == SP_ALL_TO_ALL && cfg.num_heads % comm.size) return;
+    if (layout == SP_HYBRID && cfg.num_heads % 2) return;
     DiT m;
     random_model(&m);
     SeqParallel sp;
@@ -380,13 +477,13 @@ START_TEST(every_recorded_op_is_gradient_checked) {
     DiT m;
     random_model(&m);
     for (int layout = 0; layout < SP_LAYOUTS; layout++)
-        for (unsigned bug = 0; bug <= BUG_RING_DKV_NOT_RETURNED; bug = bug ? bug << 1 : 1) {
+        for (unsigned bug = 0; bug <= BUG_SAME_DATA_ALL_DP; bug = bug ? bug << 1 : 1) {
             SeqParallel sp;
             if (!init_sp(&sp, (SeqAttention)layout, bug)) continue; // a bug of the other layout
             Arena a = arena_create(64 << 20);
             Tape tp = tape_create(&a);
             Tensor *x, *t, *target;
-            int64_t y[B];
+            int64_t y[B_MAX];
             random_batch(&a, &x, &t, &target, y);
             DiTShard dsh = sp_dit_shard(&sp);
             dit_loss(&m, &tp, dit_forward(&m, &tp, x, t, y, &dsh), target, &dsh);
@@ -419,7 +516,7 @@ START_TEST(probe_command_matches_single_rank) {
     Arena a = arena_create(64 << 20);
     if (comm.rank == 0) {
         Tensor *x, *t, *target;
-        int64_t y[B];
+        int64_t y[B_MAX];
         random_batch(&a, &x, &t, &target, y);
         StWriter *w = st_writer_new();
         st_writer_add_real(w, "x", 4, x->shape, x->data);
@@ -476,6 +573,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, all_to_all_matches_single_rank);
     tcase_add_loop_test(tc, ring_matches_single_rank, 0, 2);
     tcase_add_test(tc, padding_and_bytes);
+    tcase_add_test(tc, meshes_match_single_rank);
     tcase_add_test(tc, collectives_are_adjoint);
     tcase_add_test(tc, all_to_all_delivers);
     tcase_add_test(tc, split_groups_talk_within);
