@@ -41,6 +41,22 @@ for bug in ring-wrong-merge ring-dkv-not-returned; do
   else bad "bug $bug NOT caught"; echo "$res"; fi
 done
 
+# the hybrid layout and data x sequence meshes reproduce one rank too (3 x 1: 6 images, which 3
+# data groups split), and the data-parallel bugs are caught
+for mesh in "4|--sp-attention hybrid --ulysses-degree 2" "4|--sp 2" "4|--sp 2 --sp-attention ring" "3|--sp 1 --batch 6"; do
+  np=${mesh%%|*} flags=${mesh#*|}
+  out=$("$TRAIN" verify --ranks $np $SMALL $flags --out "$WORK/mesh" 2>&1)
+  if [ $? = 0 ]; then ok "$np ranks ($(echo "$out" | grep -o "$np ranks: [^(]*" | head -1| sed 's/ $//')) vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
+  else bad "$np ranks with $flags disagree with 1 rank"; echo "$out" | tail -5; fi
+done
+for bug in "no-dp-allreduce|--sp 2" "same-data-all-dp|--sp 2" "ring-wrong-merge|--sp-attention hybrid --ulysses-degree 2"; do
+  name=${bug%%|*} flags=${bug#*|}
+  $MPIRUN -np 4 "$TRAIN" $SMALL $flags --inject-bug $name --out "$WORK/mesh-bug-$name" >/dev/null 2>&1
+  res=$("$TRAIN" compare "$WORK/mesh-bug-$name" "$WORK/verify/ranks-1" --plot "$WORK/mesh-bug-$name.png" 2>&1)
+  if [ $? = 1 ]; then ok "bug $name ($flags) caught: $(echo "$res" | grep -o 'first step over tolerance: [0-9]*')"
+  else bad "bug $name ($flags) NOT caught"; echo "$res"; fi
+done
+
 # 2. resume: 10 steps + 10 resumed steps == 20 uninterrupted steps, bit for bit (1 and 2 ranks)
 RES="--model DiT-tiny/2 --input-size 8 --batch 4 --sample-steps 1 --samples-per-class 1 --ema 0.9"
 for np in 1 2; do
@@ -162,7 +178,13 @@ TRAIN_REAL=$TRAIN; TRAIN="$MPIRUN -np 4 $TRAIN_REAL"
 expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by it; pad to 84 or enable auto-pad (drop --no-auto-pad)" $SMALL --no-auto-pad
 expect_usage "splits the 2 heads over 4 ranks, which does not divide them" $SMALL --sp-attention all-to-all
 expect_usage "the wrong-restore bug lives in the gather layout; inject it with --sp-attention gather" $SMALL --heads 4 --sp-attention all-to-all --inject-bug wrong-restore
-expect_usage "unknown layout 'spiral' (known: gather, all-to-all, ring)" $SMALL --sp-attention spiral
+expect_usage "unknown layout 'spiral' (known: gather, all-to-all, ring, hybrid)" $SMALL --sp-attention spiral
+expect_usage "--sp 3 must divide the 4 ranks" $SMALL --sp 3
+expect_usage "the batch of 6 images does not split over the 4 data groups" $SMALL --sp 1 --batch 6
+expect_usage "--ulysses-degree 4 must divide both the 4 sequence-parallel ranks and the 2 heads" $SMALL --sp-attention hybrid --ulysses-degree 4
+expect_usage "--sp-attention hybrid needs --ulysses-degree U" $SMALL --sp-attention hybrid
+expect_usage "--ulysses-degree applies to --sp-attention hybrid only" $SMALL --ulysses-degree 2
+expect_usage "the no-dp-allreduce bug needs data parallelism" $SMALL --inject-bug no-dp-allreduce
 TRAIN=$TRAIN_REAL
 # a run folder that already holds a run is not overwritten: the new run is refused, the old intact
 cp "$WORK/full1/model.safetensors" "$WORK/model-before"

@@ -502,9 +502,17 @@ END_TEST
 
 // `train probe` itself, through its command-line entry, on N ranks: a random checkpoint and batch
 // of the 225-token config written here, the probe's result file against the plain single-rank
-// model computed in this process.
+// model computed in this process; every rank, and the meshes this rank count allows (the probe
+// splits its 6 images over the data groups).
+static const char *probe_meshes[][5] = {
+    {NULL}, {"--sp", "1", NULL}, {"--sp", "2", "--sp-attention", "ring", NULL},
+    {"--sp-attention", "hybrid", "--ulysses-degree", "2", NULL}};
+
 START_TEST(probe_command_matches_single_rank) {
+    const char *const *mesh = probe_meshes[_i];
+    if ((_i == 1 && comm.size != 2 && comm.size != 3) || (_i >= 2 && comm.size != 4)) return;
     cfg = configs[1];
+    B = 6;
     DiT m;
     random_model(&m);
     char dir[64] = "/tmp/dit-probe-XXXXXX", ckpt[128], batch[128], out[128], err[1024];
@@ -528,8 +536,10 @@ START_TEST(probe_command_matches_single_rank) {
         ck_assert_msg(!ckpt_save_model(&m, NULL, ckpt, -1, NULL, err, sizeof err), "%s", err);
     }
     comm_barrier(&comm);
-    char *args[] = {"--ckpt", ckpt, "--batch", batch, "--out", out};
-    ck_assert_int_eq(probe_main(6, args, &comm), 0);
+    char *args[12] = {"--ckpt", ckpt, "--batch", batch, "--out", out};
+    int n_args = 6;
+    for (int i = 0; mesh[i]; i++) args[n_args++] = (char *)mesh[i];
+    ck_assert_int_eq(probe_main(n_args, args, &comm), 0);
     if (comm.rank == 0) {
         arena_reset(&a);
         Result ref = run(&m, NULL, NULL, &a);
@@ -548,8 +558,10 @@ START_TEST(probe_command_matches_single_rank) {
             double e = rel(got, ref.grads + m.ps.offset[i], m.ps.t[i]->size);
             e_grad = e > e_grad ? e : e_grad;
         }
-        printf("train probe on %d ranks, 225 tokens: output rel err %.2e, worst gradient %.2e\n",
-               comm.size, e_out, e_grad);
+        char flags[128] = "";
+        for (int i = 0; mesh[i]; i++) snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " %s", mesh[i]);
+        printf("train probe on %d ranks%s, 225 tokens: output rel err %.2e, worst gradient %.2e\n",
+               comm.size, flags, e_out, e_grad);
         ck_assert_double_le(e_out, OUT_TOL);
         ck_assert_double_le(e_grad, GRAD_TOL);
         free(got), free(ref.out), free(ref.grads);
@@ -558,6 +570,7 @@ START_TEST(probe_command_matches_single_rank) {
     }
     arena_destroy(&a);
     dit_free(&m);
+    B = 3;
     cfg = configs[0];
 }
 END_TEST
@@ -579,7 +592,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, split_groups_talk_within);
     tcase_add_loop_test(tc, memory_estimate_holds, 0, 4 * SP_LAYOUTS);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);
-    tcase_add_test(tc, probe_command_matches_single_rank);
+    tcase_add_loop_test(tc, probe_command_matches_single_rank, 0, 4);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); // MPI and fork do not mix
