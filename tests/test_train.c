@@ -337,6 +337,20 @@ START_TEST(compare_loss_csv_steps_must_increase) {
 }
 END_TEST
 
+// a step is a whole number >= 0 (the losses may be NaN or infinite: compare reports them)
+START_TEST(compare_loss_csv_steps_are_whole_numbers) {
+    write_run("ref", "1,2.0\n2,1.5\n3,1.0\n");
+    write_run("nanstep", "nan,0.5\n");
+    write_run("infstep", "1,2.0\ninf,1.5\n");
+    write_run("negative", "-1,2.0\n2,1.5\n");
+    write_run("half", "1,2.0\n2.5,1.5\n");
+    EXPECT_COMPARE("nanstep", "ref", 2, "/nanstep/loss.csv: line 2 has step nan, but a step is a whole number");
+    EXPECT_COMPARE("ref", "infstep", 2, "/infstep/loss.csv: line 3 has step inf, but a step is a whole number");
+    EXPECT_COMPARE("negative", "ref", 2, "/negative/loss.csv: line 2 has step -1, but a step is a whole number");
+    EXPECT_COMPARE("half", "ref", 2, "/half/loss.csv: line 3 has step 2.5, but a step is a whole number");
+}
+END_TEST
+
 // A probe result holding one tensor "out" of the given shape (24 values).
 static void write_result(const char *name, int64_t rows, int64_t cols) {
     float v[24];
@@ -375,6 +389,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, config_errors_and_presets);
     tcase_add_test(tc, compare_runs_report);
     tcase_add_test(tc, compare_loss_csv_steps_must_increase);
+    tcase_add_test(tc, compare_loss_csv_steps_are_whole_numbers);
     tcase_add_test(tc, compare_results_shapes_must_match);
     suite_add_tcase(s, tc);
     return s;
