@@ -103,6 +103,17 @@ START_TEST(checkpoint_mismatches_are_named) {
     }
     DiT none;
     ck_assert_int_eq(ckpt_load_model(&none, "/nonexistent/x.safetensors", err, sizeof err), -1);
+    // the step in the metadata is a whole number in 0..INT_MAX with nothing around it
+    char stepped[256];
+    tmp_path(stepped, sizeof stepped, "step.safetensors");
+    ck_assert(!ckpt_save_model(&m, NULL, stepped, 12, NULL, err, sizeof err));
+    ck_assert_int_eq(ckpt_step(stepped, err, sizeof err), 12);
+    const char *steps[] = {"", "12x", " 12", "2147483648"}; // strtol took "" for step 0
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        write_variant(stepped, bad, NULL, NULL, "step", steps[i]);
+        ck_assert_int_eq(ckpt_step(bad, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, "records no training step"), "step '%s': %s", steps[i], err);
+    }
     // DESIGN's metadata has no class_dropout_prob: the null-class row of the label table tells
     write_variant(path, bad, NULL, NULL, "class_dropout_prob", NULL);
     DiT inferred;
@@ -202,6 +213,21 @@ START_TEST(optimizer_state_belongs_to_its_run) {
     ck_assert(!ckpt_load_optimizer(&m.ps, &back, "seed=1 batch=4", path, err, sizeof err));
     ck_assert_int_eq(back.step, 7);
     ck_assert(m.ps.m[5] == 5 && m.ps.v[5] == 10);
+    // the step in the metadata is a whole number in 0..INT_MAX with nothing around it
+    char bad[256];
+    tmp_path(bad, sizeof bad, "bad.safetensors");
+    const char *steps[] = {"7x", "-1", "2147483648", "", " 7", "+7", "seven"};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        write_variant(path, bad, NULL, NULL, "step", steps[i]);
+        back.step = -5;
+        ck_assert_int_eq(ckpt_load_optimizer(&m.ps, &back, "seed=1 batch=4", bad, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, bad) && strstr(err, "not a whole number in 0..2147483647"),
+                      "step '%s': %s", steps[i], err);
+        ck_assert_int_eq(back.step, -5);
+    }
+    write_variant(path, bad, NULL, NULL, "step", "2147483647");
+    ck_assert_msg(!ckpt_load_optimizer(&m.ps, &back, "seed=1 batch=4", bad, err, sizeof err), "%s", err);
+    ck_assert_int_eq(back.step, 2147483647);
     dit_free(&m);
 }
 END_TEST
