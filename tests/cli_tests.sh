@@ -159,6 +159,14 @@ expect_usage "a.png" --data "$WORK/broken"
 expect_usage "no-such-run does not exist; give the --out folder of an earlier training run" $RES --resume "$WORK/no-such-run"
 expect_usage "is not a run folder (it has no config.json)" $RES --resume "$WORK"
 expect_usage "was trained with other settings than --class-dropout 0.2 (the run has 0.1); leave those flags out" $RES --steps 30 --resume "$WORK/part1" --class-dropout 0.2
+# a setting of the wrong kind in the run's config.json is named with the file and its key
+mkdir -p "$WORK/badcfg"
+for v in '"abc"' '-5' '[4]'; do
+  sed "s/\"batch\": [0-9]*/\"batch\": $v/" "$WORK/part1/config.json" > "$WORK/badcfg/config.json"
+  expect_usage "--resume: $WORK/badcfg/config.json has batch = .*, which is not valid for --batch" --resume "$WORK/badcfg"
+done
+sed 's/"sp_attention": "[a-z-]*"/"sp_attention": "spiral"/' "$WORK/part1/config.json" > "$WORK/badcfg/config.json"
+expect_usage "--resume: $WORK/badcfg/config.json has sp_attention = 'spiral', which is not valid for --sp-attention (--sp-attention: unknown layout 'spiral'" --resume "$WORK/badcfg"
 cp -r "$WORK/part1" "$WORK/noema" && rm "$WORK/noema/ema.safetensors"
 expect_usage "noema has no ema.safetensors: was the run started with --ema 0?" $RES --steps 30 --resume "$WORK/noema"
 cp "$WORK/part1/loss.csv" "$WORK/noema/ema.safetensors" # present but corrupt: no talk of --ema 0

@@ -539,6 +539,18 @@ START_TEST(image_folder_refuses_crafted_files) {
     ck_assert_int_eq(image_folder_open(&imf, dir, 8, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "cut.png") && strstr(err, "fix or remove the file"), "%s", err);
     test_rm_rf(dir);
+    // a PNG whose header claims 16385 x 16385 pixels (stb_image would reserve 805 MB for them,
+    // then find the one pixel there is) is refused for its size before any decoding
+    test_tmpdir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/huge.png", dir);
+    ck_assert(stbi_write_png(p, 1, 1, 3, px, 3));
+    FILE *f = fopen(p, "r+b");
+    static const uint8_t side[8] = {0, 0, 0x40, 0x01, 0, 0, 0x40, 0x01}; // IHDR width, height
+    ck_assert(f && !fseek(f, 16, SEEK_SET) && fwrite(side, 1, 8, f) == 8 && !fclose(f));
+    err[0] = 0;
+    ck_assert_int_eq(image_folder_open(&imf, dir, 8, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "huge.png") && strstr(err, "larger than 16384 pixels a side"), "%s", err);
+    test_rm_rf(dir);
 }
 END_TEST
 

@@ -103,6 +103,17 @@ START_TEST(checkpoint_mismatches_are_named) {
     }
     DiT none;
     ck_assert_int_eq(ckpt_load_model(&none, "/nonexistent/x.safetensors", err, sizeof err), -1);
+    // the step in the metadata is a whole number in 0..INT_MAX with nothing around it
+    char stepped[256];
+    tmp_path(stepped, sizeof stepped, "step.safetensors");
+    ck_assert(!ckpt_save_model(&m, NULL, stepped, 12, NULL, err, sizeof err));
+    ck_assert_int_eq(ckpt_step(stepped, err, sizeof err), 12);
+    const char *steps[] = {"", "12x", " 12", "2147483648"}; // strtol took "" for step 0
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        write_variant(stepped, bad, NULL, NULL, "step", steps[i]);
+        ck_assert_int_eq(ckpt_step(bad, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, "records no training step"), "step '%s': %s", steps[i], err);
+    }
     // DESIGN's metadata has no class_dropout_prob: the null-class row of the label table tells
     write_variant(path, bad, NULL, NULL, "class_dropout_prob", NULL);
     DiT inferred;
@@ -202,6 +213,21 @@ START_TEST(optimizer_state_belongs_to_its_run) {
     ck_assert(!ckpt_load_optimizer(&m.ps, &back, "seed=1 batch=4", path, err, sizeof err));
     ck_assert_int_eq(back.step, 7);
     ck_assert(m.ps.m[5] == 5 && m.ps.v[5] == 10);
+    // the step in the metadata is a whole number in 0..INT_MAX with nothing around it
+    char bad[256];
+    tmp_path(bad, sizeof bad, "bad.safetensors");
+    const char *steps[] = {"7x", "-1", "2147483648", "", " 7", "+7", "seven"};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        write_variant(path, bad, NULL, NULL, "step", steps[i]);
+        back.step = -5;
+        ck_assert_int_eq(ckpt_load_optimizer(&m.ps, &back, "seed=1 batch=4", bad, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, bad) && strstr(err, "not a whole number in 0..2147483647"),
+                      "step '%s': %s", steps[i], err);
+        ck_assert_int_eq(back.step, -5);
+    }
+    write_variant(path, bad, NULL, NULL, "step", "2147483647");
+    ck_assert_msg(!ckpt_load_optimizer(&m.ps, &back, "seed=1 batch=4", bad, err, sizeof err), "%s", err);
+    ck_assert_int_eq(back.step, 2147483647);
     dit_free(&m);
 }
 END_TEST
@@ -337,6 +363,20 @@ START_TEST(compare_loss_csv_steps_must_increase) {
 }
 END_TEST
 
+// a step is a whole number >= 0 (the losses may be NaN or infinite: compare reports them)
+START_TEST(compare_loss_csv_steps_are_whole_numbers) {
+    write_run("ref", "1,2.0\n2,1.5\n3,1.0\n");
+    write_run("nanstep", "nan,0.5\n");
+    write_run("infstep", "1,2.0\ninf,1.5\n");
+    write_run("negative", "-1,2.0\n2,1.5\n");
+    write_run("half", "1,2.0\n2.5,1.5\n");
+    EXPECT_COMPARE("nanstep", "ref", 2, "/nanstep/loss.csv: line 2 has step nan, but a step is a whole number");
+    EXPECT_COMPARE("ref", "infstep", 2, "/infstep/loss.csv: line 3 has step inf, but a step is a whole number");
+    EXPECT_COMPARE("negative", "ref", 2, "/negative/loss.csv: line 2 has step -1, but a step is a whole number");
+    EXPECT_COMPARE("half", "ref", 2, "/half/loss.csv: line 3 has step 2.5, but a step is a whole number");
+}
+END_TEST
+
 // A probe result holding one tensor "out" of the given shape (24 values).
 static void write_result(const char *name, int64_t rows, int64_t cols) {
     float v[24];
@@ -375,6 +415,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, config_errors_and_presets);
     tcase_add_test(tc, compare_runs_report);
     tcase_add_test(tc, compare_loss_csv_steps_must_increase);
+    tcase_add_test(tc, compare_loss_csv_steps_are_whole_numbers);
     tcase_add_test(tc, compare_results_shapes_must_match);
     suite_add_tcase(s, tc);
     return s;

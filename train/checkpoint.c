@@ -2,12 +2,23 @@
 #include "checkpoint.h"
 #include "../core/check.h"
 #include "../core/safetensors.h"
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+// A step as the metadata holds it: a whole number in 0..INT_MAX, nothing before or after it; else -1
+static int parse_step(const char *s) {
+    if (!s || *s < '0' || *s > '9') return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return *end || errno || v > INT_MAX ? -1 : (int)v;
+}
 
 // ---- model file -------------------------------------------------------------------------------
 static void put_meta(StWriter *w, const DiTConfig *c) {
@@ -199,14 +210,11 @@ int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size
 int ckpt_step(const char *path, char *err, size_t len) {
     SafeTensors st;
     if (st_read(path, &st, err, len)) return -1;
-    const char *v = st_meta(&st, "step");
-    char *end;
-    long step = v ? strtol(v, &end, 10) : -1;
-    if (!v || *end || step < 0)
-        snprintf(err, len, "%s records no training step; it was not written by a training run", path),
-            step = -1;
+    int step = parse_step(st_meta(&st, "step"));
+    if (step < 0)
+        snprintf(err, len, "%s records no training step; it was not written by a training run", path);
     st_free(&st);
-    return (int)step;
+    return step;
 }
 
 // ---- optimizer file ---------------------------------------------------------------------------
@@ -233,11 +241,15 @@ int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char 
     if (st_read(path, &st, err, len)) return -1;
     const StTensor *m = st_find(&st, "adam.m"), *v = st_find(&st, "adam.v");
     const char *step = st_meta(&st, "step"), *saved_run = st_meta(&st, "run");
+    int step_value = parse_step(step);
     char why[256];
     int rc = -1;
     if (!m || !v || !step || !saved_run)
         snprintf(err, len, "%s is not an optimizer state file (it needs adam.m, adam.v, a step and "
                  "the run settings)", path);
+    else if (step_value < 0)
+        snprintf(err, len, "%s records step '%.40s', which is not a whole number in 0..%d; resume "
+                 "from another checkpoint or start a new run", path, step, INT_MAX);
     else if (strcmp(saved_run, run))
         snprintf(err, len, "%s was written by a run with %s but this one has %s; resume with the "
                  "same settings or start a new run", path, saved_run, run);
@@ -250,7 +262,7 @@ int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char 
         snprintf(err, len, "%s cannot be used: %s; resume from another checkpoint or start a "
                  "new run", path, why);
     else {
-        opt->step = atoi(step);
+        opt->step = step_value;
         rc = 0;
     }
     st_free(&st);

@@ -251,7 +251,15 @@ static int run_flags(const char *dir, char **args, int max, char *store, size_t 
         if (json_is_string(v)) snprintf(text, sizeof text, "%s", json_string_value(v));
         else if (json_is_integer(v)) snprintf(text, sizeof text, "%lld", (long long)json_integer_value(v));
         else if (json_is_real(v)) double_text(text, sizeof text, json_real_value(v));
-        else continue;
+        else if (v) { // an array, an object, true, false or null: no flag takes it
+            char *dump = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            snprintf(text, sizeof text, "%.60s", dump ? dump : "?");
+            free(dump);
+            json_decref(root);
+            usage_error("--resume: %s has %s = %s, which is not valid for %s (it takes a number or a "
+                        "string); correct it there, or start a new run", path, restored[i].key,
+                        text, restored[i].flag);
+        } else continue;
         PUSH(restored[i].flag);
         PUSH(text);
     }
@@ -289,6 +297,23 @@ static bool flag_given(int argc, char **argv, const char *flag) {
     return false;
 }
 
+// While the run's own settings are parsed (args[i] and its value), a usage error names
+// DIR/config.json and the key the value came from
+static void resumed_context(const char *dir, int n, char **args, int i) {
+    char before[PATH_LEN + 320];
+    const char *key = NULL;
+    for (int k = 0; k < N_RESTORED; k++)
+        if (!strcmp(args[i], restored[k].flag)) key = restored[k].key;
+    if (i + 1 < n && !strcmp(args[i], "--inject-bug"))
+        snprintf(before, sizeof before, "--resume: %s/config.json has '%.200s' in injected_bugs, "
+                 "which is not valid for --inject-bug (", dir, args[i + 1]);
+    else if (i + 1 < n && key)
+        snprintf(before, sizeof before, "--resume: %s/config.json has %s = '%.200s', which is not "
+                 "valid for %s (", dir, key, args[i + 1], args[i]);
+    else return set_usage_context(NULL, NULL);
+    set_usage_context(before, "); correct it there, or start a new run");
+}
+
 bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
     defaults(tc);
     for (int i = 0; i < argc; i++) // help wins over any other flag, valid or not
@@ -322,12 +347,14 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
     for (int pass = 0; pass < 2; pass++) {
         bool unused = false;
         for (int i = 0; i < n_pre; i++) // the run's settings first, then the flags override them
-            if (!model_flag(pass ? &run.model : &tc->model, n_pre, pre, &i) &&
+            if (resumed_context(resume, n_pre, pre, i),
+                !model_flag(pass ? &run.model : &tc->model, n_pre, pre, &i) &&
                 !run_flag(pass ? &run : tc, n_pre, pre, &i, &unused, pass ? &unused : &cfg_given) &&
                 !seq_flag(n_pre, pre, &i, pass ? &run.parallel : &tc->parallel))
                 usage_error("--resume: %s/config.json holds the setting '%s', which this version "
                             "does not know", resume, pre[i]);
     }
+    set_usage_context(NULL, NULL);
     for (int i = 0; i < argc; i++)
         if (!model_flag(&tc->model, argc, argv, &i) &&
             !run_flag(tc, argc, argv, &i, &out_given, &cfg_given) &&

@@ -13,6 +13,10 @@ _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1
 // input in one process. NULL (the default): none; usage_error prints and exits.
 typedef void (*UsageHandler)(const char *msg);
 void set_usage_handler(UsageHandler h);
+// Where the values being parsed come from, when not the command line: while set, a usage error
+// says "<before><its message><after>". Both are copied; (NULL, NULL) clears them, and so does the
+// next usage error (a handler that jumps out of it leaves none behind).
+void set_usage_context(const char *before, const char *after);
 int flag_int(const char *flag, const char *text, long min, long max);
 double flag_double(const char *flag, const char *text, double min, double max);
 uint64_t flag_u64(const char *flag, const char *text);

@@ -273,14 +273,16 @@ static int read_image(const char *path, int *w, int *h, uint8_t **pixels, char *
     else if (rewind(fp), !memcmp(sig, jpg, 3)) read_jpeg(fp, w, h, pixels, why, sizeof why);
     else if (png_chunks_fit(fp, why, sizeof why)) {
     } else { // stb_image frees nothing of ours, and reads only this PNG
-        int comp;
-        uint8_t *data = pixels ? stbi_load_from_file(fp, w, h, &comp, 3) : NULL;
+        int comp; // the header's size first: stb reserves the whole image before decoding it
+        uint8_t *data = NULL;
+        bool ok = stbi_info_from_file(fp, w, h, &comp);
+        if (ok && (*w > MAX_SIDE || *h > MAX_SIDE))
+            snprintf(why, sizeof why, "larger than %d pixels a side", MAX_SIDE);
+        else if (ok && pixels)
+            rewind(fp), ok = (data = stbi_load_from_file(fp, w, h, &comp, 3)) != NULL;
         const char *r; // stb's reason is "" for a chunk of type 0 (a file cut short): why must not be
-        if (pixels ? !data : !stbi_info_from_file(fp, w, h, &comp))
-            r = stbi_failure_reason(), snprintf(why, sizeof why, "%s", r && r[0] ? r : "corrupt PNG");
-        else if (*w > MAX_SIDE || *h > MAX_SIDE)
-            snprintf(why, sizeof why, "larger than %d pixels a side", MAX_SIDE), stbi_image_free(data);
-        else if (pixels) {
+        if (!ok) r = stbi_failure_reason(), snprintf(why, sizeof why, "%s", r && r[0] ? r : "corrupt PNG");
+        else if (data) {
             *pixels = xmalloc((size_t)*w * (size_t)*h * 3);
             memcpy(*pixels, data, (size_t)*w * (size_t)*h * 3);
             stbi_image_free(data);

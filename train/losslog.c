@@ -42,6 +42,10 @@ int losslog_read(LossLog *l, const char *path, char *err, size_t len) {
         if (sscanf(line, "%lf,%lf", &s, &v) != 2) {
             snprintf(err, len, "%s: line %d is not 'step,loss,...': %.60s", path, lineno, line);
             rc = -1;
+        } else if (!(isfinite(s) && s >= 0 && s == floor(s))) {
+            snprintf(err, len, "%s: line %d has step %g, but a step is a whole number >= 0 (the "
+                     "training step of the row); correct or remove the row", path, lineno, s);
+            rc = -1;
         } else if (l->n && !(s > l->step[l->n - 1])) { // comparisons merge runs by step
             snprintf(err, len, "%s: line %d has step %.0f after step %.0f, but steps must increase "
                      "strictly from row to row; remove the repeated or out-of-order rows",

@@ -11,8 +11,9 @@ typedef struct LossLog {
 
 void losslog_add(LossLog *l, double step, double loss);
 void losslog_free(LossLog *l);
-// Reads the step and loss columns of a loss.csv, whose steps must increase strictly from row to
-// row; -1 with a message naming the file and line on failure.
+// Reads the step and loss columns of a loss.csv, whose steps are whole numbers >= 0 that increase
+// strictly from row to row (a loss may be NaN or infinite); -1 with a message naming the file and
+// line on failure.
 int losslog_read(LossLog *l, const char *path, char *err, size_t len);
 // |a - b| / |b| at every step both logged (each sorted by step, as losslog_read guarantees), into steps and rel (room for min(a->n, b->n) each);
 // returns how many.
