@@ -26,6 +26,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     int U = sp->ulysses;
     AttnMemory m = {.kept = 7 * n * D + H * n, .transient = 5 * n * D + H * n,
                     .queries = U * sp->shard.n, .keys = U * sp->shard.n};
+    if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += n * D + H * n; // a block's partial output
     return dit_step_bytes(c, B, sp->shard.n, m, backward);
 }
 

@@ -25,6 +25,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double n = sp->shard.n, D = c->hidden_size, H = c->num_heads;
     AttnMemory m = {.kept = 3 * n * D + H * n, .transient = 5 * n * D + H * n,
                     .queries = sp->shard.n, .keys = sp->shard.n};
+    if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += n * D + H * n; // a block's partial output
     return dit_step_bytes(c, B, sp->shard.n, m, backward);
 }
 
@@ -33,8 +34,13 @@ typedef struct Ring { // what one call needs, from q (B, n, D)
     const uint8_t *mask; // all tokens'
     unsigned bugs;
     int B, n, H, dh;
+    int bq, bk; // the kernels' tiles, no larger than a block
     size_t blk; // B * n * D: one K or V block
 } Ring;
+
+static real *scratch(Arena *a, const Ring *g) {
+    return arena_alloc(a, attention_scratch_count(g->bq, g->bk, g->dh, kernel_threads()) * sizeof(real));
+}
 
 static const uint8_t *block_mask(const Ring *g, int owner) {
     return g->mask ? g->mask + (size_t)owner * g->n : NULL;
@@ -69,15 +75,24 @@ static void ring_bwd(Node *nd) {
     size_t mark = arena_mark(nd->arena);
     real *lse = nd->saved->data, *last = lse + (size_t)g.B * g.H * g.n; // last K, V block
     real *cur = arena_alloc(nd->arena, 8 * g.blk * sizeof(real)), *next = cur + 4 * g.blk; // K V dK dV
-    real *scratch = arena_alloc(nd->arena, attention_scratch_count(ATTN_BQ, ATTN_BK, g.dh, kernel_threads()) * sizeof(real));
+    real *work = scratch(nd->arena, &g);
+    bool stale = g.bugs & BUG_RING_STALE_KV, block_delta = g.bugs & BUG_RING_BLOCK_DELTA;
+    real *os = block_delta ? arena_alloc(nd->arena, (g.blk + (size_t)g.B * g.H * g.n) * sizeof(real)) : NULL;
     memcpy(cur, last, 2 * g.blk * sizeof(real));
     for (int s = 0; s < P; s++) { // block of rank r + 1 + s: the last is this rank's own
         int owner = (r + 1 + s) % P;
         bool keep_here = (g.bugs & BUG_RING_DKV_NOT_RETURNED) && owner != r;
+        // under ring-stale-kv every step recomputes against this rank's own block
+        const real *k = stale ? nd->in[1]->data : cur, *v = stale ? nd->in[2]->data : cur + g.blk;
+        const real *q = nd->in[0]->data, *o = nd->out->data;
+        if (block_delta) { // the row term from the visiting block's partial output
+            attention_forward(os, os + g.blk, work, q, k, v, block_mask(&g, owner), g.B, g.n, g.n,
+                              g.H, g.dh, g.bq, g.bk);
+            o = os;
+        }
         attention_backward(dq, keep_here ? dk : cur + 2 * g.blk, keep_here ? dv : cur + 3 * g.blk,
-                           scratch, nd->out->grad, nd->out->data, lse, nd->in[0]->data, cur,
-                           cur + g.blk, block_mask(&g, owner), g.B, g.n, g.n, g.H, g.dh,
-                           ATTN_BQ < g.n ? ATTN_BQ : g.n, ATTN_BK < g.n ? ATTN_BK : g.n);
+                           work, nd->out->grad, o, lse, q, k, v, block_mask(&g, owner), g.B, g.n,
+                           g.n, g.H, g.dh, g.bq, g.bk);
         if (s == P - 1) break;
         comm_shift(c, next, cur, 4 * g.blk, -1);
         real *t = cur;
@@ -96,6 +111,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     CHECK(heads > 0 && D % heads == 0, "ring attention: %d heads do not divide the width %d", heads, D);
     Ring *g = arena_alloc(tp->arena, sizeof(Ring));
     *g = (Ring){.c = c, .mask = key_mask, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
+                .bq = ATTN_BQ < n ? ATTN_BQ : n, .bk = ATTN_BK < n ? ATTN_BK : n,
                 .blk = (size_t)B * n * D};
     Tensor *out = tensor_like(tp->arena, q);
     Tensor *saved = tensor_new(tp->arena, 1, (int)((size_t)B * heads * n + 2 * g->blk)); // lse, last K V
@@ -103,12 +119,12 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     size_t mark = arena_mark(tp->arena);
     real *cur = arena_alloc(tp->arena, 4 * g->blk * sizeof(real)), *next = cur + 2 * g->blk;
     real *os = arena_alloc(tp->arena, (g->blk + (size_t)B * heads * n) * sizeof(real)), *ls = os + g->blk;
-    real *scratch = arena_alloc(tp->arena, attention_scratch_count(ATTN_BQ, ATTN_BK, g->dh, kernel_threads()) * sizeof(real));
+    real *work = scratch(tp->arena, g);
     memcpy(cur, k->data, g->blk * sizeof(real)), memcpy(cur + g->blk, v->data, g->blk * sizeof(real));
     for (size_t i = 0; i < (size_t)B * heads * n; i++) lse[i] = -INFINITY;
     for (int s = 0; s < P; s++) { // block of rank r - s
-        attention_forward(os, ls, scratch, q->data, cur, cur + g->blk, block_mask(g, (r - s + P) % P),
-                          B, n, n, heads, g->dh, ATTN_BQ < n ? ATTN_BQ : n, ATTN_BK < n ? ATTN_BK : n);
+        attention_forward(os, ls, work, q->data, cur, cur + g->blk, block_mask(g, (r - s + P) % P),
+                          B, n, n, heads, g->dh, g->bq, g->bk);
         merge(g, out->data, lse, os, ls, s);
         if (s == P - 1) break;
         comm_shift(c, next, cur, 2 * g->blk, 1);

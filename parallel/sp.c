@@ -25,6 +25,8 @@ static const struct {
     {"ring-dkv-not-returned", BUG_RING_DKV_NOT_RETURNED, SP_RING},
     {"no-dp-allreduce", BUG_NO_DP_ALLREDUCE, DATA_PARALLEL},
     {"same-data-all-dp", BUG_SAME_DATA_ALL_DP, DATA_PARALLEL},
+    {"ring-stale-kv", BUG_RING_STALE_KV, SP_RING},
+    {"ring-block-delta", BUG_RING_BLOCK_DELTA, SP_RING},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 

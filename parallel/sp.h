@@ -40,6 +40,8 @@ enum {
     BUG_RING_DKV_NOT_RETURNED = 1 << 6, // ring: dK/dV kept where computed, not sent to the owner
     BUG_NO_DP_ALLREDUCE = 1 << 7,       // data parallel: gradients summed in the sequence group only
     BUG_SAME_DATA_ALL_DP = 1 << 8,      // data parallel: every data group trains on the first slice
+    BUG_RING_STALE_KV = 1 << 9,         // ring: backward recomputes against the local K/V every step
+    BUG_RING_BLOCK_DELTA = 1 << 10,     // ring: backward's row term from a block's partial output
 };
 unsigned bug_from_name(const char *name); // a bug's flag from its name; 0 if unknown
 const char *bug_names(void);              // for --help and error messages

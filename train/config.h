@@ -36,7 +36,8 @@ bool seq_flag(int argc, char **argv, int *i, SpOptions *o);
     "  --pad-multiple N      pad tokens to a multiple of N * ranks (default 1)\n"                 \
     "  --inject-bug NAME     reproduce a classic bug on purpose: local-kv, no-dkv-reduce-scatter,\n" \
     "                        no-grad-allreduce, no-pad-mask, wrong-restore (gather);\n" \
-    "                        ring-wrong-merge, ring-dkv-not-returned (ring, hybrid);\n" \
+    "                        ring-wrong-merge, ring-dkv-not-returned, ring-stale-kv,\n"  \
+    "                        ring-block-delta (ring, hybrid);\n" \
     "                        no-dp-allreduce, same-data-all-dp (with --sp below the ranks)\n"
 
 // Parses argv (program name and subcommand removed) into *tc; usage errors exit with code 2.
