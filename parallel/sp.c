@@ -118,10 +118,8 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
                         .layout = o->layout, .dp = ranks / P, .dp_rank = dp_rank, .ulysses = U,
                         .bugs = o->bugs};
     if (!world) return NULL;
-    if (P < ranks) { // consecutive ranks form a sequence group
-        sp->comm = split(sp, dp_rank, sp_rank);
-        sp->data = split(sp, sp_rank, dp_rank);
-    }
+    sp->comm = split(sp, dp_rank, sp_rank); // consecutive ranks form a sequence group
+    if (P < ranks) sp->data = split(sp, sp_rank, dp_rank);
     if (o->layout == SP_HYBRID) { // consecutive ranks exchange heads; the ring joins every U-th
         sp->heads = split(sp, rank / U, sp_rank % U);
         sp->ring = split(sp, dp_rank * U + sp_rank % U, sp_rank / U);
@@ -170,6 +168,19 @@ Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConf
                              c->patch_size);
     tp->grad_enabled = grad;
     return img;
+}
+
+size_t sp_layout_bytes(const SeqParallel *sp) {
+    size_t n = 0;
+    for (int i = 0; i < sp->n_groups; i++) n += sp->groups[i].bytes_sent;
+    return n;
+}
+
+size_t sp_world_bytes(const SeqParallel *sp) { return sp->world->bytes_sent; }
+
+void sp_reset_bytes(SeqParallel *sp) {
+    for (int i = 0; i < sp->n_groups; i++) sp->groups[i].bytes_sent = 0;
+    sp->world->bytes_sent = 0;
 }
 
 void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size) {

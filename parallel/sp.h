@@ -67,7 +67,8 @@ SpOptions sp_options_default(void); // gather, every rank one sequence group, th
 const char *sp_layout_text(const SpOptions *o, int ranks, char *buf, size_t len);
 
 typedef struct SeqParallel {
-    Comm *comm;         // the sequence group; NULL for a context that only sizes
+    Comm *comm;         // the sequence group (split from the world, even when it is all of it);
+                        // NULL for a context that only sizes
     Comm *world;        // every rank: gradients are summed over it
     Comm *data;         // the ranks at this rank's place in every data group (NULL: one group)
     Comm *heads, *ring; // hybrid: this rank's all-to-all group and its ring
@@ -102,6 +103,11 @@ Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConf
 void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size);
 // One all-reduce (sum) of the flat gradient buffer over every rank.
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps);
+// Bytes this rank sent over its groups (the layout's exchanges, and the images the probe gathers)
+// and over the world (gradients and the loss) since sp_init or the last sp_reset_bytes
+size_t sp_layout_bytes(const SeqParallel *sp);
+size_t sp_world_bytes(const SeqParallel *sp);
+void sp_reset_bytes(SeqParallel *sp);
 
 // ---- for the layout files ---------------------------------------------------------------------
 typedef struct SpLayout {

@@ -395,18 +395,21 @@ int train_main(int argc, char **argv, Comm *c) {
     if (!train_config_parse(tc, argc, argv, c->rank)) return 0;
     setup(&r);
     Arena arena = arena_create(arena_bytes(&r.sp, tc));
-    int first = r.opt.step + 1;
+    int first = r.opt.step + 1, steps = tc->steps - first + 1;
+    sp_reset_bytes(&r.sp);
     double elapsed = train_loop(&r, &arena);
+    double layout_mib = sp_layout_bytes(&r.sp) / 1048576.0 / steps, world_mib = sp_world_bytes(&r.sp) / 1048576.0 / steps;
     save(&r, r.opt.step);
     size_t train_peak = arena.peak;
     arena_reset(&arena), arena_reset_peak(&arena);
     write_samples(&r, &arena);
     print0(c, "done: %d steps in %.1fs (%.2f steps/s), final loss %.5f, peak activation memory "
-           "%.1f MiB per rank (sampling %.1f MiB); wrote "
-           "%s/{config.json,loss.csv,loss.png,model.safetensors,optimizer.safetensors%s%s}\n",
-           tc->steps - first + 1, elapsed, (tc->steps - first + 1) / (elapsed > 0 ? elapsed : 1),
+           "%.1f MiB per rank (sampling %.1f MiB), sent %.3f MiB per step and rank (attention %.3f, "
+           "gradients %.3f); wrote %s/{config.json,loss.csv,loss.png,model.safetensors,"
+           "optimizer.safetensors%s%s}\n", steps, elapsed, steps / (elapsed > 0 ? elapsed : 1),
            r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena.peak / 1048576.0,
-           tc->out, r.ema ? ",ema.safetensors" : "", tc->samples_per_class ? ",samples.png" : "");
+           layout_mib + world_mib, layout_mib, world_mib, tc->out, r.ema ? ",ema.safetensors" : "",
+           tc->samples_per_class ? ",samples.png" : "");
     arena_destroy(&arena);
     sp_free(&r.sp);
     data_close(&r.data);

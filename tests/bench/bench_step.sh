@@ -88,3 +88,25 @@ for S in 128 256; do
       "$([ $spc = 1 ] && echo "$line" | sed -E 's/.*\(sampling ([0-9.]+) MiB\).*/\1/' || echo -)"
   done
 done
+
+echo
+echo "the layouts at 4 ranks x 1 thread, DiT-mini/2 (width 64, depth 4, 4 heads), 4096 tokens, batch 1"
+echo "(4 ranks on this machine's cores: compare the layouts with each other, not with the tables above)"
+printf "| %-28s | %8s | %16s | %16s | %14s |\n" layout "s/step" "attention MiB" "formula MiB" "gradients MiB"
+printf "| %-28s | %8s | %16s | %16s | %14s |\n" --- --- --- --- ---
+for layout in "gather" "all-to-all" "ring" "hybrid --ulysses-degree 2"; do
+  rm -rf "$WORK/lay"
+  $MPIRUN -np 4 --bind-to none "$TRAIN" --model DiT-mini/2 --input-size 128 --batch 1 --steps $STEPS \
+    --threads 1 --log-every 1 --samples-per-class 0 --sp-attention $layout --out "$WORK/lay" > "$WORK/log"
+  t=$(grep '^step' "$WORK/log" | tail -n +3 | sed -E 's/.*\| ([0-9]+) tok\/s.*/\1/' | sort -n |
+      awk '{ a[NR] = $1 } END { printf "%.4f", 4096 / a[int((NR + 1) / 2)] }')
+  line=$(grep '^done:' "$WORK/log")
+  # per layer and rank, B T_pad D values of 4 bytes (P = 4, U = 2): sp.h gives each formula
+  formula=$(awk -v l="${layout%% *}" 'BEGIN { P = 4; U = 2; f["gather"] = 4 * (P - 1) / P
+    f["all-to-all"] = 8 * (P - 1) / P / P; f["ring"] = 6 * (P - 1) / P
+    f["hybrid"] = 8 * (U - 1) / (U * P) + 6 * (P / U - 1) / P
+    printf "%.3f", f[l] * 4096 * 64 * 4 * 4 / 1048576 }')
+  printf "| %-28s | %8.3f | %16s | %16s | %14s |\n" "$layout" "$t" \
+    "$(echo "$line" | sed -E 's/.*\(attention ([0-9.]+), .*/\1/')" "$formula" \
+    "$(echo "$line" | sed -E 's/.*, gradients ([0-9.]+)\).*/\1/')"
+done

@@ -262,7 +262,7 @@ START_TEST(padding_and_bytes) {
     rng_fill_normal(k->data, k->size, 7, comm.rank * 3 + 1, 0, 1);
     rng_fill_normal(v->data, v->size, 7, comm.rank * 3 + 2, 0, 1);
     q->requires_grad = k->requires_grad = v->requires_grad = true;
-    comm.bytes_sent = 0;
+    sp.comm->bytes_sent = 0;
     Tensor *o = sp_gather.attend(&tp, q, k, v, H, &sp);
     real *dout = arena_alloc(&a, o->size * sizeof(real));
     rng_fill_normal(dout, o->size, 7, 100 + comm.rank, 0, 1);
@@ -270,34 +270,34 @@ START_TEST(padding_and_bytes) {
     size_t want = (size_t)4 * B * sh.T_pad * D * sizeof(real) * (comm.size - 1) / comm.size;
     if (comm.rank == 0)
         printf("ranks %d: %zu bytes sent per rank for K/V gather + reduce-scatter, formula %zu\n",
-               comm.size, comm.bytes_sent, want);
-    ck_assert_uint_eq(comm.bytes_sent, want);
+               comm.size, sp.comm->bytes_sent, want);
+    ck_assert_uint_eq(sp.comm->bytes_sent, want);
     // the all-to-all variant sends 8 B T_pad D (P-1)/P^2: four exchanges forward, four backward
     if (H % comm.size == 0) {
         SeqParallel a2a = sp;
         a2a.layout = SP_ALL_TO_ALL;
         Tape tp2 = tape_create(&a);
-        comm.bytes_sent = 0;
+        sp.comm->bytes_sent = 0;
         Tensor *o2 = sp_all_to_all.attend(&tp2, q, k, v, H, &a2a);
         backward_from(&tp2, o2, dout);
         size_t want2 = (size_t)8 * B * sh.T_pad * D * sizeof(real) * (comm.size - 1) / comm.size / comm.size;
         if (comm.rank == 0)
             printf("ranks %d: %zu bytes sent per rank by the all-to-all variant, formula %zu\n",
-                   comm.size, comm.bytes_sent, want2);
-        ck_assert_uint_eq(comm.bytes_sent, want2);
+                   comm.size, sp.comm->bytes_sent, want2);
+        ck_assert_uint_eq(sp.comm->bytes_sent, want2);
         tape_free(&tp2);
     }
     // the ring sends 2 B T_pad D (P-1)/P forward (K and V, P-1 steps) and twice that backward
     SeqParallel ring = sp;
     ring.layout = SP_RING;
     Tape tp3 = tape_create(&a);
-    comm.bytes_sent = 0;
+    sp.comm->bytes_sent = 0;
     backward_from(&tp3, sp_ring.attend(&tp3, q, k, v, H, &ring), dout);
     size_t want3 = (size_t)6 * B * sh.T_pad * D * sizeof(real) * (comm.size - 1) / comm.size;
     if (comm.rank == 0)
         printf("ranks %d: %zu bytes sent per rank by the ring, formula %zu\n", comm.size,
-               comm.bytes_sent, want3);
-    ck_assert_uint_eq(comm.bytes_sent, want3);
+               sp.comm->bytes_sent, want3);
+    ck_assert_uint_eq(sp.comm->bytes_sent, want3);
     tape_free(&tp3);
     // hybrid, U = 2 where the ranks are even: 8 B T_pad D (U-1)/(U P) in its all-to-all groups and
     // 6 B T_pad D (P/U-1)/P in its ring
