@@ -9,26 +9,24 @@ static const SpLayout *const layouts[SP_LAYOUTS] = {
     [SP_GATHER] = &sp_gather, [SP_ALL_TO_ALL] = &sp_all_to_all, [SP_RING] = &sp_ring,
     [SP_HYBRID] = &sp_hybrid};
 
-enum { ANY = -1, DATA_PARALLEL = -2 }; // a bug's layout: any, or any with data groups
+enum { ANY = BUG_ANY_LAYOUT, DATA_PARALLEL = BUG_DATA_PARALLEL };
 
-static const struct {
-    const char *name;
-    unsigned flag;
-    int layout; // the layout whose code path it is, ANY or DATA_PARALLEL
-} bugs[] = {
-    {"local-kv", BUG_LOCAL_KV, SP_GATHER},
-    {"no-dkv-reduce-scatter", BUG_NO_DKV_REDUCE_SCATTER, SP_GATHER},
-    {"no-grad-allreduce", BUG_NO_GRAD_ALLREDUCE, ANY},
-    {"no-pad-mask", BUG_NO_PAD_MASK, ANY},
-    {"wrong-restore", BUG_WRONG_RESTORE, SP_GATHER},
-    {"ring-wrong-merge", BUG_RING_WRONG_MERGE, SP_RING},
-    {"ring-dkv-not-returned", BUG_RING_DKV_NOT_RETURNED, SP_RING},
-    {"no-dp-allreduce", BUG_NO_DP_ALLREDUCE, DATA_PARALLEL},
-    {"same-data-all-dp", BUG_SAME_DATA_ALL_DP, DATA_PARALLEL},
-    {"ring-stale-kv", BUG_RING_STALE_KV, SP_RING},
-    {"ring-block-delta", BUG_RING_BLOCK_DELTA, SP_RING},
+static const BugInfo bugs[] = {
+    {"local-kv", BUG_LOCAL_KV, SP_GATHER, NULL, ""},
+    {"no-dkv-reduce-scatter", BUG_NO_DKV_REDUCE_SCATTER, SP_GATHER, NULL, ""},
+    {"no-grad-allreduce", BUG_NO_GRAD_ALLREDUCE, ANY, NULL, ""},
+    {"no-pad-mask", BUG_NO_PAD_MASK, ANY, NULL, ""},
+    {"wrong-restore", BUG_WRONG_RESTORE, SP_GATHER, NULL, ""},
+    {"ring-wrong-merge", BUG_RING_WRONG_MERGE, SP_RING, NULL, ""},
+    {"ring-dkv-not-returned", BUG_RING_DKV_NOT_RETURNED, SP_RING, NULL, ""},
+    {"no-dp-allreduce", BUG_NO_DP_ALLREDUCE, DATA_PARALLEL, NULL, ""},
+    {"same-data-all-dp", BUG_SAME_DATA_ALL_DP, DATA_PARALLEL, NULL, ""},
+    {"ring-stale-kv", BUG_RING_STALE_KV, SP_RING, "diffusers #14265", ""},
+    {"ring-block-delta", BUG_RING_BLOCK_DELTA, SP_RING, "picotron #37", ""},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
+
+const BugInfo *bug_info(int i) { return i >= 0 && i < N_BUGS ? &bugs[i] : NULL; }
 
 unsigned bug_from_name(const char *name) {
     for (int i = 0; i < N_BUGS; i++)

@@ -43,6 +43,16 @@ enum {
     BUG_RING_STALE_KV = 1 << 9,         // ring: backward recomputes against the local K/V every step
     BUG_RING_BLOCK_DELTA = 1 << 10,     // ring: backward's row term from a block's partial output
 };
+enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2 };
+typedef struct BugInfo { // a row of the bug table
+    const char *name;
+    unsigned flag;
+    int layout;         // the SeqAttention whose code path it is, BUG_ANY_LAYOUT, or
+                        // BUG_DATA_PARALLEL (any layout with data groups)
+    const char *report; // the public report it reproduces; NULL: one of this project's own
+    const char *flags;  // the further training flags it needs to show ("" if none)
+} BugInfo;
+const BugInfo *bug_info(int i);           // row i of the table; NULL past its end
 unsigned bug_from_name(const char *name); // a bug's flag from its name; 0 if unknown
 const char *bug_names(void);              // for --help and error messages
 // The names of the bugs in a set, comma-separated, or "none", into buf.

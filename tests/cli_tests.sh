@@ -57,6 +57,14 @@ for bug in "no-dp-allreduce|--sp 2" "same-data-all-dp|--sp 2" "ring-wrong-merge|
   else bad "bug $name ($flags) NOT caught"; echo "$res"; fi
 done
 
+# the bug catalogue: every injectable bug caught on 4 ranks, the correct code agrees (exit 0),
+# one row per bug (an unknown bug's error lists them all) plus the correct code's
+out=$("$TRAIN" bugs --ranks 4 --steps 20 --out "$WORK/bugs" 2>&1); rc=$?
+known=$("$TRAIN" --inject-bug nonsense 2>&1 | sed -nE 's/.*\(known: ([^)]*)\).*/\1/p' | tr ',' '\n' | wc -l)
+rows=$(grep -c '^| [a-z(]' "$WORK/bugs/bugs.md" 2>/dev/null)
+if [ $rc = 0 ] && [ "$rows" = $((known + 1)) ] && [ -s "$WORK/bugs/bugs.png" ]; then ok "train bugs --ranks 4: $known bugs, every one caught, the correct code agrees"
+else bad "train bugs --ranks 4 (exit $rc, $rows rows for $known bugs)"; echo "$out" | tail -20; fi
+
 # 2. resume: 10 steps + 10 resumed steps == 20 uninterrupted steps, bit for bit (1 and 2 ranks)
 RES="--model DiT-tiny/2 --input-size 8 --batch 4 --sample-steps 1 --samples-per-class 1 --ema 0.9"
 for np in 1 2; do

@@ -142,6 +142,29 @@ static bool same_shape(const StTensor *ta, const StTensor *tb) {
     return ta->ndim == tb->ndim && !memcmp(ta->shape, tb->shape, (size_t)ta->ndim * sizeof ta->shape[0]);
 }
 
+int compare_probe_errors(const char *a, const char *b, double *out_err, double *grad_err, char *err,
+                         size_t len) {
+    SafeTensors sa, sb;
+    if (st_read(a, &sa, err, len)) return -1;
+    if (st_read(b, &sb, err, len)) return st_free(&sa), -1;
+    *out_err = INFINITY, *grad_err = 0;
+    for (int i = 0; i < sb.n; i++) {
+        const StTensor *tb = &sb.tensors[i], *ta = st_find(&sa, tb->name);
+        bool grad = !strncmp(tb->name, "grad.", 5);
+        if (!grad && strcmp(tb->name, "out")) continue;
+        char why[256];
+        double e = ta && same_shape(ta, tb)
+                       ? tensor_rel_err(ta, tb, tb->nbytes / st_dtype_size(tb->dtype), why, sizeof why)
+                       : -1;
+        if (e < 0) e = INFINITY;
+        if (grad) *grad_err = e > *grad_err ? e : *grad_err;
+        else *out_err = e;
+    }
+    st_free(&sa);
+    st_free(&sb);
+    return 0;
+}
+
 static int compare_results(const char *a, const char *b, double tol, double grad_tol) {
     SafeTensors sa, sb;
     char err[1024];

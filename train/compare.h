@@ -3,6 +3,7 @@
 // and where it first exceeds the tolerance, writes a plot for runs, and exits 0 when within
 // tolerance, 1 otherwise (2 for usage errors).
 #pragma once
+#include <stddef.h>
 
 // Default tolerance of the per-step relative loss difference between two runs.
 // A correct run differs from one rank by float rounding only: ~5e-7 over 1000 steps of the demo.
@@ -19,6 +20,10 @@
 #endif
 
 int compare_main(int argc, char **argv);
+// Two probe results: the relative error of 'out' and the worst of the 'grad.*' tensors (a missing
+// or reshaped tensor is an infinite error); -1 with a message when a file cannot be read.
+int compare_probe_errors(const char *a, const char *b, double *out_err, double *grad_err, char *err,
+                         size_t len);
 // The run comparison used by compare_main and verify: 0 within tolerance, 1 otherwise.
 int compare_runs(const char *a, const char *b, double tol, const char *plot, const char *label_a,
                  const char *label_b);

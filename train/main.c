@@ -7,6 +7,7 @@
 #include "sample.h"
 #include "train.h"
 #include "verify.h"
+#include "bugs.h"
 #include <cblas.h>
 #include <sched.h>
 #include <string.h>
@@ -33,9 +34,10 @@ static void usage(const Comm *c) {
 }
 
 int main(int argc, char **argv) {
-    // compare and verify run outside MPI (verify starts mpirun itself)
+    // compare, verify and bugs run outside MPI (verify and bugs start mpirun themselves)
     if (argc > 1 && !strcmp(argv[1], "compare")) return compare_main(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "verify")) return verify_main(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "bugs")) return bugs_main(argc - 2, argv + 2);
     Comm c;
     comm_init(&c, &argc, &argv);
     blas_setup(); // OpenBLAS's kernels for this CPU, before any GEMM

@@ -5,18 +5,15 @@
 #include "config.h"
 #include "data.h"
 #include "flags.h"
+#include "launch.h"
 #include "outfile.h"
 #include "train.h"
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 static void help(void) {
     printf("usage: train/train verify --ranks N [--reference-steps S] [--tol T] [--out DIR] [training flags]\n"
@@ -30,18 +27,6 @@ static void help(void) {
            "  skips their sample grids), except --inject-bug, --sp, --sp-attention and\n"
            "  --ulysses-degree, which go to the N-rank run only.\n",
            COMPARE_LOSS_TOL);
-}
-
-// Runs argv to completion; returns its exit status (or -1 if it could not start).
-static int run(char **argv) {
-    pid_t pid;
-    if (posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ)) {
-        fprintf(stderr, "error: cannot start %s: is Open MPI installed (make deps)?\n", argv[0]);
-        return -1;
-    }
-    int status;
-    if (waitpid(pid, &status, 0) < 0) return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // The flags that set the N-rank run's parallel layout and bugs: the 1-rank reference runs
@@ -64,7 +49,7 @@ static int train_run(char **lead, int n_lead, char **flags, int n_flags, bool wi
     }
     if (steps) cmd[n++] = "--steps", cmd[n++] = steps; // the last --steps wins
     cmd[n++] = "--out", cmd[n++] = dir;
-    int rc = run(cmd);
+    int rc = launch(cmd, NULL);
     free(cmd);
     return rc;
 }
@@ -115,14 +100,10 @@ static int run_both(char *self, int ranks, const char *out, char **pass, int np,
     snprintf(dir_n, sizeof dir_n, "%s/ranks-%d", out, ranks);
     snprintf(dir_1, sizeof dir_1, "%s/ranks-1", out);
     snprintf(plot, sizeof plot, "%s/loss.png", out);
-    snprintf(nbuf, sizeof nbuf, "%d", ranks);
     snprintf(sbuf, sizeof sbuf, "%d", ref_steps);
     snprintf(label, sizeof label, "%d ranks", ranks);
-    char *mpirun[6] = {"mpirun", "-np", nbuf};
-    int n = 3;
-    if (geteuid() == 0) mpirun[n++] = "--allow-run-as-root";
-    if (ranks > sysconf(_SC_NPROCESSORS_ONLN)) mpirun[n++] = "--oversubscribe";
-    mpirun[n++] = self;
+    char *mpirun[LAUNCH_LEAD];
+    int n = launch_lead(mpirun, ranks, self, nbuf, sizeof nbuf);
     if (run_folder_clear(dir_n) + run_folder_clear(dir_1) + (remove(plot) == 0))
         printf("== replacing the earlier results in %s/ranks-*\n", out);
     printf("== %d ranks -> %s\n", ranks, dir_n);
@@ -158,9 +139,8 @@ int verify_main(int argc, char **argv) {
     if (!check_flags(pass, np, ranks, ref_steps)) return free(pass), 0;
     check_out(out);
     char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
-    self[len] = 0;
+    if (!launch_self(self, sizeof self))
+        return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
     int rc = run_both(self, ranks, out, pass, np, ref_steps, tol);
     free(pass);
     return rc;

@@ -1,0 +1,271 @@
+// bugs.c: see bugs.h.
+#include "bugs.h"
+#include "../core/check.h"
+#include "../core/safetensors.h"
+#include "../parallel/sp.h"
+#include "canvas.h"
+#include "checkpoint.h"
+#include "compare.h"
+#include "data.h"
+#include "flags.h"
+#include "launch.h"
+#include "losslog.h"
+#include "outfile.h"
+#include "plot.h"
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+// The runs: DiT-tiny/2 on 22x22 shapes, 121 tokens (which no rank count from 2 to 10 divides, so
+// the padding bugs can show), 12 images a step (which 2, 3, 4 and 6 data groups split)
+static const char *const base[] = {"--model", "DiT-tiny/2", "--input-size", "22", "--batch", "12",
+                                   "--samples-per-class", "0", "--save-every", "0", "--log-every", "1000"};
+#define N_BASE (int)(sizeof base / sizeof base[0])
+#define SEED 0
+#define PROBE_STEP 1000 // the probe batch: the images of a step no run trains on
+enum { OUT_LEN = 1024, DIR_LEN = OUT_LEN + 64, PATH_LEN_ = DIR_LEN + 64 }; // --out, its folders, files
+
+static void help(void) {
+    printf("usage: train/train bugs [--ranks N] [--steps S] [--out DIR]\n"
+           "  The catalogue of injectable sequence-parallel bugs: for the correct code and for every\n"
+           "  bug (--inject-bug), a training run of S steps (default 30) on N ranks (default 4) in the\n"
+           "  layout the bug lives in, compared with one rank: the first step whose loss differs by\n"
+           "  more than %g, and a probe of the reference run's final weights against one rank's: the\n"
+           "  output's and the worst gradient's relative error (tolerances %g and %g).\n"
+           "  Writes DIR/bugs.md (the table, also printed) and DIR/bugs.png (each row's loss\n"
+           "  difference per step); DIR defaults to runs/bugs, and its earlier results are replaced.\n"
+           "  Exit 0 when the correct code agrees and every bug is caught, 1 otherwise.\n",
+           COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
+}
+
+typedef struct Row {
+    const BugInfo *bug; // NULL: the correct code
+    char layout[64];    // its flags: "--sp-attention ring", "--sp 2", ...
+    double out_err, grad_err;
+    int flagged; // the first step over the tolerance; 0 if none
+    LossLog diff; // relative loss difference per step
+} Row;
+
+// The layout flags that put a bug on its code path over `ranks` ranks
+static void layout_flags(const BugInfo *b, int ranks, char *buf, size_t len) {
+    buf[0] = 0;
+    if (!b) return;
+    if (b->layout == BUG_DATA_PARALLEL) snprintf(buf, len, "--sp %d", ranks % 2 ? 1 : ranks / 2);
+    else if (b->layout >= 0 && b->layout != SP_GATHER)
+        snprintf(buf, len, "--sp-attention %s", seq_attention_name((SeqAttention)b->layout));
+    if (b->flags[0]) snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", b->flags);
+}
+
+// argv: lead, then words, then the space-separated words of `extra`, NULL-terminated; store keeps
+// the split copy of extra
+static char **command(char **lead, int n_lead, const char *const *words, int n_words,
+                      const char *extra, char *store, size_t cap) {
+    char **argv = xcalloc((size_t)(n_lead + n_words + 32), sizeof *argv);
+    int n = 0;
+    for (int i = 0; i < n_lead; i++) argv[n++] = lead[i];
+    for (int i = 0; i < n_words; i++) argv[n++] = (char *)words[i];
+    snprintf(store, cap, "%s", extra);
+    for (char *save = NULL, *w = strtok_r(store, " ", &save); w && n < n_lead + n_words + 31;
+         w = strtok_r(NULL, " ", &save))
+        argv[n++] = w;
+    return argv;
+}
+
+// A training run of the row's flags (and bug) into dir; its exit status
+static int train(char **lead, int n_lead, const char *steps, const char *flags, const Row *r,
+                 const char *dir, const char *log) {
+    run_folder_clear(dir);
+    const char *words[N_BASE + 6];
+    int n = 0;
+    for (int i = 0; i < N_BASE; i++) words[n++] = base[i];
+    words[n++] = "--steps", words[n++] = steps, words[n++] = "--out", words[n++] = dir;
+    if (r && r->bug) words[n++] = "--inject-bug", words[n++] = r->bug->name;
+    char store[256];
+    char **argv = command(lead, n_lead, words, n, flags, store, sizeof store);
+    int rc = launch(argv, log);
+    free(argv);
+    return rc;
+}
+
+// A probe of ckpt on batch into out with the row's flags (and bug); its exit status
+static int probe(char **lead, int n_lead, const char *ckpt, const char *batch, const char *flags,
+                 const Row *r, const char *out, const char *log) {
+    remove(out);
+    const char *words[10] = {"probe", "--ckpt", ckpt, "--batch", batch, "--out", out};
+    int n = 7;
+    if (r && r->bug) words[n++] = "--inject-bug", words[n++] = r->bug->name;
+    char store[256];
+    char **argv = command(lead, n_lead, words, n, flags, store, sizeof store);
+    int rc = launch(argv, log);
+    free(argv);
+    return rc;
+}
+
+// The probe batch: the images of step PROBE_STEP of the runs' data, with their velocity targets
+static void write_batch(const char *ckpt, const char *path) {
+    char err[1024];
+    DiT m;
+    if (ckpt_load_model(&m, ckpt, err, sizeof err)) usage_error("%s", err);
+    const DiTConfig *c = &m.cfg;
+    Data data;
+    if (data_open(&data, "shapes", c->input_size, c->in_channels, c->num_classes, err, sizeof err))
+        usage_error("%s", err);
+    int B = 12;
+    Batch b = batch_alloc(0, B, B, c->in_channels, c->input_size);
+    batch_make(&b, &data, SEED, c->class_dropout_prob, c->num_classes, PROBE_STEP);
+    StWriter *w = st_writer_new();
+    st_writer_add_real(w, "x", 4, b.xt->shape, b.xt->data);
+    st_writer_add_real(w, "t", 1, b.t->shape, b.t->data);
+    st_writer_add_real(w, "target", 4, b.v->shape, b.v->data);
+    st_writer_add(w, "y", ST_I64, 1, (int64_t[]){B}, b.y);
+    if (st_writer_write(w, path, err, sizeof err)) usage_error("%s", err);
+    st_writer_free(w);
+    batch_free(&b);
+    data_close(&data);
+    dit_free(&m);
+}
+
+// The relative loss difference of run dir against the reference, per step, and its first step
+// over the tolerance (0 if none)
+static void loss_difference(Row *r, const char dir[DIR_LEN], const char ref_dir[DIR_LEN]) {
+    char path[PATH_LEN_], err[1024];
+    LossLog a, b;
+    snprintf(path, sizeof path, "%s/loss.csv", dir);
+    CHECK(!losslog_read(&a, path, err, sizeof err), "%s", err);
+    snprintf(path, sizeof path, "%s/loss.csv", ref_dir);
+    CHECK(!losslog_read(&b, path, err, sizeof err), "%s", err);
+    double *steps = xcalloc((size_t)a.n, sizeof(double)), *rel = xcalloc((size_t)a.n, sizeof(double));
+    int m = losslog_rel_diff(&a, &b, steps, rel);
+    r->flagged = 0;
+    for (int k = 0; k < m; k++) {
+        if (!r->flagged && !(rel[k] <= COMPARE_LOSS_TOL)) r->flagged = (int)steps[k];
+        losslog_add(&r->diff, steps[k], rel[k] > 1e-12 ? rel[k] : 1e-12); // the plot's floor
+    }
+    free(steps), free(rel);
+    losslog_free(&a), losslog_free(&b);
+}
+
+static bool caught(const Row *r) {
+    return r->flagged || !(r->out_err <= PROBE_OUT_TOL) || !(r->grad_err <= PROBE_GRAD_TOL);
+}
+
+static void write_table(FILE *f, const Row *rows, int n, int ranks, int steps) {
+    fprintf(f, "| bug | reproduces | layout on %d ranks | probe: output error | probe: worst gradient "
+               "error | flagged by verify at step (of %d) |\n| --- | --- | --- | --- | --- | --- |\n",
+            ranks, steps);
+    for (int i = 0; i < n; i++) {
+        const Row *r = &rows[i];
+        char step[32];
+        snprintf(step, sizeof step, r->flagged ? "%d" : "not flagged", r->flagged);
+        fprintf(f, "| %s | %s | %s | %.1e | %.1e | %s |\n", r->bug ? r->bug->name : "(correct code)",
+                !r->bug ? "-" : r->bug->report ? r->bug->report : "this project's own",
+                r->layout[0] ? r->layout : "gather", r->out_err, r->grad_err, step);
+    }
+}
+
+// One small panel per row: its relative loss difference from one rank per step (red) and the
+// tolerance (grey), under a line that says so
+static void write_plot(const Row *rows, int n, int ranks, const char *path) {
+    enum { cols = 3, W = 380, H = 250, TOP = 36 };
+    const uint8_t white[3] = {255, 255, 255}, ink[3] = {30, 30, 30};
+    Canvas cv = canvas_create(cols * W, (n + cols - 1) / cols * H + TOP, white);
+    char head[160];
+    snprintf(head, sizeof head, "relative loss difference, %d ranks against 1 rank (red), and the "
+             "tolerance (grey)", ranks);
+    canvas_text(&cv, 12, 10, head, 2, ink);
+    for (int i = 0; i < n; i++) {
+        const LossLog *d = &rows[i].diff;
+        double tx[2] = {d->n ? d->step[0] : 0, d->n ? d->step[d->n - 1] : 1}, ty[2] = {COMPARE_LOSS_TOL, COMPARE_LOSS_TOL};
+        PlotSeries s[2] = {{NULL, d->step, d->loss, d->n, {214, 39, 40}},
+                           {NULL, tx, ty, 2, {120, 120, 120}}};
+        char title[96];
+        snprintf(title, sizeof title, rows[i].flagged ? "%s: step %d" : "%s: not flagged",
+                 rows[i].bug ? rows[i].bug->name : "correct code", rows[i].flagged);
+        plot_panel(&cv, i % cols * W, i / cols * H + TOP, W, H, title, "step", s, 2, true);
+    }
+    char err[1024];
+    if (canvas_write_png(&cv, path, err, sizeof err)) usage_error("%s", err);
+    canvas_free(&cv);
+}
+
+int bugs_main(int argc, char **argv) {
+    int ranks = 4, steps = 30;
+    const char *out = "runs/bugs";
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(), 0;
+        else if (!strcmp(argv[i], "--ranks")) ranks = flag_int("--ranks", flag_value(argc, argv, &i), 2, 64);
+        else if (!strcmp(argv[i], "--steps")) steps = flag_int("--steps", flag_value(argc, argv, &i), 2, 100000);
+        else if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
+        else usage_error("bugs: unknown argument '%s'", argv[i]);
+    }
+    struct stat sb;
+    char path[PATH_LEN_], ref[DIR_LEN], batch[PATH_LEN_], ref_probe[PATH_LEN_], self[4096], np[16], nsteps[16];
+    if (strlen(out) >= OUT_LEN) usage_error("--out: the path is longer than %d characters", OUT_LEN - 1);
+    snprintf(path, sizeof path, "%s/loss.csv", out);
+    if (!out[0] || (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode)) || stat(path, &sb) == 0)
+        usage_error("--out '%s' must be a folder that is not a training run; pass a new folder, or "
+                    "an earlier catalogue's", out);
+    if (mkdir(out, 0755) && errno != EEXIST)
+        usage_error("--out: cannot create %s: %s", out, strerror(errno));
+    if (!launch_self(self, sizeof self)) usage_error("cannot find the train program itself");
+    snprintf(nsteps, sizeof nsteps, "%d", steps);
+    char *one[LAUNCH_LEAD], *many[LAUNCH_LEAD];
+    int n_one = launch_lead(one, 1, self, np, sizeof np), n_many = launch_lead(many, ranks, self, np, sizeof np);
+
+    // the reference: one rank, then the probe batch and its probe of the reference's weights
+    snprintf(ref, sizeof ref, "%s/reference", out);
+    snprintf(batch, sizeof batch, "%s/probe-batch.safetensors", out);
+    snprintf(ref_probe, sizeof ref_probe, "%s/probe.safetensors", ref);
+    printf("== the reference: 1 rank, %d steps -> %s (each run's output: %s/NAME.log)\n", steps, ref, out);
+    fflush(stdout);
+    snprintf(path, sizeof path, "%s/model.safetensors", ref);
+    char log[PATH_LEN_];
+    snprintf(log, sizeof log, "%s/reference.log", out);
+    remove(log);
+    if (train(one, n_one, nsteps, "", NULL, ref, log) || (write_batch(path, batch), 0) ||
+        probe(one, n_one, path, batch, "", NULL, ref_probe, log))
+        return fprintf(stderr, "error: the 1-rank reference failed; see %s\n", log), 1;
+
+    int n = 1;
+    while (bug_info(n - 1)) n++;
+    Row *rows = xcalloc((size_t)n, sizeof *rows);
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        Row *r = &rows[i];
+        r->bug = i ? bug_info(i - 1) : NULL;
+        layout_flags(r->bug, ranks, r->layout, sizeof r->layout);
+        const char *name = r->bug ? r->bug->name : "correct";
+        char dir[DIR_LEN], result[PATH_LEN_], err[1024];
+        snprintf(dir, sizeof dir, "%s/%s", out, name);
+        snprintf(result, sizeof result, "%s/probe.safetensors", dir);
+        printf("== %s: %d ranks %s\n", name, ranks, r->layout);
+        fflush(stdout);
+        snprintf(log, sizeof log, "%s/%s.log", out, name);
+        remove(log);
+        if (train(many, n_many, nsteps, r->layout, r, dir, log) ||
+            probe(many, n_many, path, batch, r->layout, r, result, log))
+            return fprintf(stderr, "error: the %d-rank run of %s failed; see %s\n", ranks, name, log), 1;
+        loss_difference(r, dir, ref);
+        if (compare_probe_errors(result, ref_probe, &r->out_err, &r->grad_err, err, sizeof err))
+            return fprintf(stderr, "error: %s\n", err), 1;
+        ok = ok && (r->bug ? caught(r) : !caught(r));
+    }
+    printf("\n");
+    write_table(stdout, rows, n, ranks, steps);
+    snprintf(path, sizeof path, "%s/bugs.md", out);
+    FILE *f = fopen(path, "w");
+    if (!f) usage_error("--out: cannot write %s: %s", path, strerror(errno));
+    write_table(f, rows, n, ranks, steps);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/bugs.png", out);
+    write_plot(rows, n, ranks, path);
+    printf("\nwrote %s/bugs.md and %s/bugs.png: %s\n", out, out,
+           ok ? "the correct code agrees with one rank and every bug is caught"
+              : "NOT every row is as it should be (the correct code agrees, every bug is caught)");
+    for (int i = 0; i < n; i++) losslog_free(&rows[i].diff);
+    free(rows);
+    return ok ? 0 : 1;
+}
