@@ -66,6 +66,17 @@ Tensor *tensor_reshape(Arena *a, const Tensor *t, int ndim, const int *shape) {
     return v;
 }
 
+Tensor *tensor_rows(Arena *a, const Tensor *t, int first, int n) {
+    char buf[64];
+    CHECK(first >= 0 && n >= 1 && first + n <= t->shape[0], "rows %d..%d are not within %s", first,
+          first + n - 1, tensor_shape_str(t, buf, sizeof buf));
+    Tensor *v = view_of(a, t);
+    size_t row = t->size / (size_t)t->shape[0];
+    v->shape[0] = n, v->size = row * (size_t)n, v->data = t->data + row * (size_t)first;
+    v->grad = NULL; // tensor_grad finds its part of the base's
+    return v;
+}
+
 bool tensor_same_shape(const Tensor *a, const Tensor *b) {
     if (a->ndim != b->ndim) return false;
     for (int i = 0; i < a->ndim; i++)

@@ -32,6 +32,8 @@ Tensor *tensor_like(Arena *a, const Tensor *t);
 real *tensor_grad(Arena *a, Tensor *t);
 // The same storage seen with another shape of equal size.
 Tensor *tensor_reshape(Arena *a, const Tensor *t, int ndim, const int *shape);
+// Rows [first, first + n) of the first dimension (images of a batch), sharing storage.
+Tensor *tensor_rows(Arena *a, const Tensor *t, int first, int n);
 
 bool tensor_same_shape(const Tensor *a, const Tensor *b);
 // "[2, 3, 5]" into buf, for error messages.

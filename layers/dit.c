@@ -331,5 +331,6 @@ Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *
     for (int b = 0; b < B; b++)
         for (int r = 0; r < sh.n && sh.t0 + r < T; r++)
             memset(mask + ((size_t)b * sh.n + r) * row, 1, row);
-    return mse_loss(tp, out, tgt, mask, (double)(sh.images ? sh.images : B) * T * row);
+    double count = (double)(sh.images ? sh.images : B) * (sh.tokens ? sh.tokens : T) * row;
+    return mse_loss(tp, out, tgt, mask, count);
 }

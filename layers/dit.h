@@ -57,7 +57,9 @@ typedef struct DiTShard {
     int t0, n;       // this rank's tokens [t0, t0 + n) of the (padded) sequence
     AttendFn attend; // NULL: plain attention of the n local tokens to themselves
     void *attend_ctx;
-    int images;      // the images the loss averages over (other ranks' too); 0: this batch
+    // dit_loss divides by images x tokens x the values of a token: the global batch and all T
+    // tokens (other ranks' too), so the ranks' losses add up to the mean; 0: this batch, T
+    int images, tokens;
 } DiTShard;
 
 // Derived sizes.
@@ -104,7 +106,7 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
                     const DiTShard *shard);
 // mean((out - target)^2) over the real tokens of all shards: out (B, n, p*p*C_out) from
 // dit_forward, target (B, Ct, H, W) with Ct <= C_out compared with the first Ct output channels
-// (training a learn_sigma model compares only the noise channels). Divides by the global element
-// count B * T * p*p*Ct (B: the shard's `images` when set, the global batch of every data group),
-// so per-rank losses and gradients add up to the single-rank ones.
+// (training a learn_sigma model compares only the noise channels). Divides by the element count
+// images * tokens * p*p*Ct of the shard (by default B * T); with the global batch of every data
+// group and T, per-rank and per-micro-batch losses and gradients add up to the single-rank ones.
 Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *shard);

@@ -9,7 +9,7 @@ static const SpLayout *const layouts[SP_LAYOUTS] = {
     [SP_GATHER] = &sp_gather, [SP_ALL_TO_ALL] = &sp_all_to_all, [SP_RING] = &sp_ring,
     [SP_HYBRID] = &sp_hybrid};
 
-enum { ANY = BUG_ANY_LAYOUT, DATA_PARALLEL = BUG_DATA_PARALLEL };
+enum { ANY = BUG_ANY_LAYOUT, DATA_PARALLEL = BUG_DATA_PARALLEL, MICRO_BATCHES = BUG_MICRO_BATCHES };
 
 static const BugInfo bugs[] = {
     {"local-kv", BUG_LOCAL_KV, SP_GATHER, NULL, ""},
@@ -23,6 +23,8 @@ static const BugInfo bugs[] = {
     {"same-data-all-dp", BUG_SAME_DATA_ALL_DP, DATA_PARALLEL, NULL, ""},
     {"ring-stale-kv", BUG_RING_STALE_KV, SP_RING, "diffusers #14265", ""},
     {"ring-block-delta", BUG_RING_BLOCK_DELTA, SP_RING, "picotron #37", ""},
+    {"accum-unweighted", BUG_ACCUM_UNWEIGHTED, MICRO_BATCHES, "verl #2857", "--grad-accum 5"},
+    {"local-mean-loss", BUG_LOCAL_MEAN_LOSS, ANY, "DeepSpeed #5248, VeOmni #338", ""},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 
@@ -65,16 +67,17 @@ const char *seq_attention_names(void) {
 }
 
 SpOptions sp_options_default(void) {
-    return (SpOptions){.policy = seq_policy_default(), .layout = SP_GATHER};
+    return (SpOptions){.policy = seq_policy_default(), .layout = SP_GATHER, .grad_accum = 1};
 }
 
 const char *sp_layout_text(const SpOptions *o, int ranks, char *buf, size_t len) {
     int P = o->sp ? o->sp : ranks;
-    char dp[32] = "", hybrid[64] = "";
+    char dp[32] = "", hybrid[64] = "", accum[32] = "";
     if (P < ranks && P > 0) snprintf(dp, sizeof dp, "dp %d x ", ranks / P);
     if (o->layout == SP_HYBRID && o->ulysses > 0)
         snprintf(hybrid, sizeof hybrid, " (ulysses %d x ring %d)", o->ulysses, P / o->ulysses);
-    snprintf(buf, len, "%ssp %d, %s%s", dp, P, layouts[o->layout]->name, hybrid);
+    if (o->grad_accum > 1) snprintf(accum, sizeof accum, ", grad-accum %d", o->grad_accum);
+    snprintf(buf, len, "%ssp %d, %s%s%s", dp, P, layouts[o->layout]->name, hybrid, accum);
     return buf;
 }
 
@@ -87,6 +90,10 @@ static const char *bug_fits(int i, const SpOptions *o, int dp, char *buf, size_t
     if (at == DATA_PARALLEL && dp < 2)
         return snprintf(buf, len, "the %s bug needs data parallelism: pass --sp N with N a divisor "
                         "of the ranks below their count (e.g. --sp 1 for 2 ranks)", bugs[i].name), buf;
+    if (at == MICRO_BATCHES && o->grad_accum < 2)
+        return snprintf(buf, len, "the %s bug needs micro-batches: pass --grad-accum K with K >= 2, "
+                        "and a K that does not divide the images of a data group to see it (e.g. "
+                        "--grad-accum 3 for 8 images)", bugs[i].name), buf;
     return NULL;
 }
 
@@ -114,7 +121,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     int U = o->layout == SP_HYBRID ? o->ulysses : 1, sp_rank = rank % P, dp_rank = rank / P;
     *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&o->policy, T, P, sp_rank),
                         .layout = o->layout, .dp = ranks / P, .dp_rank = dp_rank, .ulysses = U,
-                        .bugs = o->bugs};
+                        .accum = o->grad_accum, .bugs = o->bugs};
     if (!world) return NULL;
     sp->comm = split(sp, dp_rank, sp_rank); // consecutive ranks form a sequence group
     if (P < ranks) sp->data = split(sp, sp_rank, dp_rank);
@@ -137,7 +144,21 @@ const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count,
                         sp->dp, sp->dp), buf;
     *count = B / sp->dp;
     *first = (sp->bugs & BUG_SAME_DATA_ALL_DP) ? 0 : sp->dp_rank * *count;
+    if (sp->accum > *count) {
+        char whose[96] = "the batch";
+        if (sp->dp > 1)
+            snprintf(whose, sizeof whose, "each data group (the batch of %d over %d groups)", B, sp->dp);
+        return snprintf(buf, len, "--grad-accum %d is more than the %d images of %s, so a "
+                        "micro-batch would be empty; pass --grad-accum at most %d, or a larger "
+                        "--batch", sp->accum, *count, whose, *count), buf;
+    }
     return NULL;
+}
+
+void sp_micro_batch(const SeqParallel *sp, int count, int i, int *first, int *n) {
+    int each = count / sp->accum, larger = count % sp->accum;
+    *n = each + (i < larger);
+    *first = i * each + (i < larger ? i : larger);
 }
 
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
@@ -147,6 +168,19 @@ size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool back
 DiTShard sp_dit_shard(SeqParallel *sp) {
     return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .attend = layouts[sp->layout]->attend,
                       .attend_ctx = sp};
+}
+
+DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch) {
+    DiTShard sh = sp_dit_shard(sp);
+    sh.images = batch, sh.tokens = sp->shard.T;
+    if (sp->bugs & BUG_ACCUM_UNWEIGHTED) sh.images = images * sp->accum * sp->dp; // 1/K each
+    if (sp->bugs & BUG_LOCAL_MEAN_LOSS) { // this rank's images and its real tokens [t0, T)
+        int real_tokens = sp->shard.T - sp->shard.t0;
+        if (real_tokens > sp->shard.n) real_tokens = sp->shard.n;
+        sh.images = images;
+        sh.tokens = real_tokens > 0 ? real_tokens : 1; // a rank of padding only: its zero sum / 1
+    }
+    return sh;
 }
 
 const uint8_t *sp_key_mask(const SeqParallel *sp) {

@@ -4,8 +4,9 @@
 // of the global batch. Within a sequence group each rank holds the queries, keys and values of its
 // own tokens, and every layout returns the local shard (B, n, D) again; parameter gradients are
 // partial per rank and sp_sync_grads sums them over every rank (the loss is the mean over the
-// global batch, so the sum is its gradient). The layouts (one file each, one row each in sp.c's
-// table):
+// global batch, so the sum is its gradient). With --grad-accum K a data group runs its images as K
+// micro-batches, each loss divided by the same global element count (sp_loss_shard), so their
+// gradients add up to the batch's. The layouts (one file each, one row each in sp.c's table):
 //  - gather (gather.c, default): K and V are all-gathered along the sequence, so local queries
 //    attend to all T_pad keys (padded keys masked). Backward: the all-gather's adjoint
 //    reduce-scatters dK and dV to their owners. Sends 4 B T_pad D (P-1)/P values per layer and
@@ -42,13 +43,16 @@ enum {
     BUG_SAME_DATA_ALL_DP = 1 << 8,      // data parallel: every data group trains on the first slice
     BUG_RING_STALE_KV = 1 << 9,         // ring: backward recomputes against the local K/V every step
     BUG_RING_BLOCK_DELTA = 1 << 10,     // ring: backward's row term from a block's partial output
+    BUG_ACCUM_UNWEIGHTED = 1 << 11,     // --grad-accum: each micro-batch's mean weighted 1/K
+    BUG_LOCAL_MEAN_LOSS = 1 << 12,      // any: each rank's loss the mean over its own real tokens
 };
-enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2 };
+enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2, BUG_MICRO_BATCHES = -3 };
 typedef struct BugInfo { // a row of the bug table
     const char *name;
     unsigned flag;
-    int layout;         // the SeqAttention whose code path it is, BUG_ANY_LAYOUT, or
-                        // BUG_DATA_PARALLEL (any layout with data groups)
+    int layout;         // the SeqAttention whose code path it is, BUG_ANY_LAYOUT,
+                        // BUG_DATA_PARALLEL (any layout with data groups) or BUG_MICRO_BATCHES
+                        // (any layout with --grad-accum 2 or more)
     const char *report; // the public report it reproduces; NULL: one of this project's own
     const char *flags;  // the further training flags it needs to show ("" if none)
 } BugInfo;
@@ -68,12 +72,15 @@ const char *seq_attention_names(void); // "gather, all-to-all, ..."
 typedef struct SpOptions {
     SeqPolicy policy;
     SeqAttention layout;
-    int sp;        // ranks per sequence group (--sp); 0 = every rank, no data parallelism
-    int ulysses;   // hybrid: ranks per all-to-all group (--ulysses-degree); 0 = not given
-    unsigned bugs; // BUG_* injected on purpose
+    int sp;         // ranks per sequence group (--sp); 0 = every rank, no data parallelism
+    int ulysses;    // hybrid: ranks per all-to-all group (--ulysses-degree); 0 = not given
+    int grad_accum; // micro-batches per optimizer step (--grad-accum, default 1)
+    unsigned bugs;  // BUG_* injected on purpose
 } SpOptions;
-SpOptions sp_options_default(void); // gather, every rank one sequence group, the default policy
-// "dp 2 x sp 2, hybrid (ulysses 2 x ring 1)", or "sp 4, ring" without data parallelism, into buf
+// gather, every rank one sequence group, the default policy, one micro-batch
+SpOptions sp_options_default(void);
+// "dp 2 x sp 2, hybrid (ulysses 2 x ring 1)", or "sp 4, ring" without data parallelism, with
+// ", grad-accum K" for K > 1 micro-batches, into buf
 const char *sp_layout_text(const SpOptions *o, int ranks, char *buf, size_t len);
 
 typedef struct SeqParallel {
@@ -86,6 +93,7 @@ typedef struct SeqParallel {
     SeqAttention layout;
     int dp, dp_rank;    // data groups, and this rank's
     int ulysses;        // hybrid: ranks per head group (1 otherwise)
+    int accum;          // micro-batches per step
     unsigned bugs;      // BUG_* injected on purpose
     Comm groups[4];     // the groups split from the world, owned
     int n_groups;
@@ -98,13 +106,20 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
                     int heads, char *buf, size_t len);
 void sp_free(SeqParallel *sp);
 // This rank's images of a global batch of B: [*first, *first + *count); NULL, or the sentence
-// when the data groups do not divide B.
+// when the data groups do not divide B or a group has fewer images than micro-batches.
 const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count, char *buf, size_t len);
+// Micro-batch i of a data group's `count` images: [*first, *first + *n). The first count % K are
+// one image larger (8 images, K = 3: 3, 3 and 2), so micro-batch 0 is the largest.
+void sp_micro_batch(const SeqParallel *sp, int count, int i, int *first, int *n);
 
 // Arena bytes for one forward + backward (or forward only) of B images on this rank.
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
 // The DiTShard that runs a DiT forward on this rank's tokens with the layout's attention.
 DiTShard sp_dit_shard(SeqParallel *sp);
+// sp_dit_shard for a micro-batch of `images` images of a step whose global batch is `batch`, with
+// the count its loss divides by: batch x T tokens, the same for every rank and micro-batch (the
+// accum-unweighted and local-mean-loss bugs choose theirs here).
+DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch);
 // The full output images (B, C_out, S, S) from every rank's tokens (B, n, p*p*C_out): tokens are
 // all-gathered, padding dropped, and unpatchified. Not differentiated.
 Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c);

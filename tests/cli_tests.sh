@@ -57,6 +57,23 @@ for bug in "no-dp-allreduce|--sp 2" "same-data-all-dp|--sp 2" "ring-wrong-merge|
   else bad "bug $name ($flags) NOT caught"; echo "$res"; fi
 done
 
+# gradient accumulation: 2 ranks with 3 micro-batches (3 + 3 + 2 images) reproduce one rank (which
+# accumulates the same way), and the plain 1-rank run too (K does not change the step); weighting
+# the micro-batches 1/K, or averaging each rank's loss over its own tokens, is caught
+out=$("$TRAIN" verify --ranks 2 $SMALL --grad-accum 3 --out "$WORK/accum" 2>&1)
+if [ $? = 0 ]; then ok "--grad-accum 3, 2 ranks vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
+else bad "--grad-accum 3, 2 ranks vs 1 rank disagree"; echo "$out" | tail -5; fi
+res=$("$TRAIN" compare "$WORK/accum/ranks-1" "$WORK/verify/ranks-1" --plot "$WORK/accum-k.png" 2>&1)
+if [ $? = 0 ]; then ok "--grad-accum 3 vs one batch, 1 rank: $(echo "$res" | grep -o 'largest relative loss difference [^ ]*')"
+else bad "--grad-accum 3 differs from one batch"; echo "$res"; fi
+for bug in "accum-unweighted|--grad-accum 3" "local-mean-loss|"; do
+  name=${bug%%|*} flags=${bug#*|}
+  $MPIRUN -np 2 "$TRAIN" $SMALL $flags --inject-bug $name --out "$WORK/bug-$name" >/dev/null 2>&1
+  res=$("$TRAIN" compare "$WORK/bug-$name" "$WORK/verify/ranks-1" --plot "$WORK/bug-$name.png" 2>&1)
+  if [ $? = 1 ]; then ok "bug $name (2 ranks${flags:+ $flags}) caught: $(echo "$res" | grep -o 'first step over tolerance: [0-9]*')"
+  else bad "bug $name (2 ranks${flags:+ $flags}) NOT caught"; echo "$res"; fi
+done
+
 # the bug catalogue: every injectable bug caught on 4 ranks, the correct code agrees (exit 0),
 # one row per bug (an unknown bug's error lists them all) plus the correct code's
 out=$("$TRAIN" bugs --ranks 4 --steps 20 --out "$WORK/bugs" 2>&1); rc=$?
@@ -124,6 +141,14 @@ $MPIRUN -np 2 "$TRAIN" --resume "$WORK/alone" --steps 20 >/dev/null 2>&1
 if cmp -s "$WORK/alone/loss.csv" "$WORK/full2/loss.csv" && cmp -s "$WORK/alone/model.safetensors" "$WORK/full2/model.safetensors"; then
   ok "--resume DIR with no model flags: bit-identical to the uninterrupted run"
 else bad "--resume DIR with no model flags differs from the uninterrupted run"; fi
+# ... and with its --grad-accum from config.json, bit for bit
+"$TRAIN" $RES --grad-accum 3 --steps 20 --out "$WORK/accum-full" >/dev/null 2>&1
+"$TRAIN" $RES --grad-accum 3 --steps 10 --out "$WORK/accum-part" >/dev/null 2>&1
+"$TRAIN" --resume "$WORK/accum-part" --steps 20 >/dev/null 2>&1
+if cmp -s "$WORK/accum-part/loss.csv" "$WORK/accum-full/loss.csv" && cmp -s "$WORK/accum-part/model.safetensors" "$WORK/accum-full/model.safetensors" &&
+   grep -q '"grad_accum": 3' "$WORK/accum-part/config.json"; then
+  ok "--resume DIR of a --grad-accum 3 run: grad_accum restored, bit-identical to the uninterrupted run"
+else bad "--resume DIR of a --grad-accum 3 run differs from the uninterrupted run"; fi
 
 # 3. ranks that disagree on the config stop with a message on every rank, without hanging
 msg=$(timeout 60 $MPIRUN -np 1 "$TRAIN" $SMALL --seed 1 --out "$WORK/x" : -np 1 "$TRAIN" $SMALL --seed 2 --out "$WORK/x" 2>&1)
@@ -150,6 +175,8 @@ expect_usage "expects a non-negative whole number, got ' -1'" --seed " -1"
 expect_usage "expects a whole number, got ' 3'" --steps " 3"
 expect_usage "--resume is empty" --resume ""
 expect_usage "--cfg-scale 5 needs the null class" --cfg-scale 5 --class-dropout 0
+expect_usage "--grad-accum must be between 1 and" --grad-accum 0
+expect_usage "--grad-accum 9 is more than the 8 images of the batch, so a micro-batch would be empty; pass --grad-accum at most 8" $SMALL --grad-accum 9
 expect_usage "gives an MLP width of 64 x 0.01 < 1" --mlp-ratio 0.01
 $TRAIN $RES --steps 1 --class-dropout 0 --out "$WORK/nodrop" >/dev/null 2>&1
 msg=$($TRAIN sample --ckpt "$WORK/nodrop/model.safetensors" --cfg-scale 4 --out "$WORK/nodrop.png" 2>&1); rc=$?
@@ -201,6 +228,8 @@ expect_usage "--ulysses-degree 4 must divide both the 4 sequence-parallel ranks 
 expect_usage "--sp-attention hybrid needs --ulysses-degree U" $SMALL --sp-attention hybrid
 expect_usage "--ulysses-degree applies to --sp-attention hybrid only" $SMALL --ulysses-degree 2
 expect_usage "the no-dp-allreduce bug needs data parallelism" $SMALL --inject-bug no-dp-allreduce
+expect_usage "the accum-unweighted bug needs micro-batches: pass --grad-accum K with K >= 2" $SMALL --inject-bug accum-unweighted
+expect_usage "--grad-accum 3 is more than the 2 images of each data group (the batch of 8 over 4 groups)" $SMALL --sp 1 --grad-accum 3
 TRAIN=$TRAIN_REAL
 # a run folder that already holds a run is not overwritten: the new run is refused, the old intact
 cp "$WORK/full1/model.safetensors" "$WORK/model-before"

@@ -28,11 +28,12 @@ static void help(void) {
 }
 
 // config.json keys that do not change a loss curve (where and how long a run went, its logging,
-// sampling, EMA and threads) or that a comparison is there to check (the sequence parallelism)
+// sampling, EMA and threads) or that a comparison is there to check (the sequence parallelism,
+// the micro-batches)
 static const char *const not_compared[] = {
     "ranks", "out", "steps", "resume", "threads", "log_every", "sample_every", "save_every",
     "sample_steps", "samples_per_class", "cfg_scale", "ema", "sp_attention", "sp",
-    "ulysses_degree", "auto_pad", "pad_multiple", "injected_bugs"};
+    "ulysses_degree", "auto_pad", "pad_multiple", "grad_accum", "injected_bugs"};
 
 static bool compared(const char *key) {
     for (size_t i = 0; i < sizeof not_compared / sizeof *not_compared; i++)

@@ -68,7 +68,7 @@ static void help(void) {
         "  --sample-steps N      Euler steps for samples (default %d)\n"
         "  --samples-per-class K columns of samples.png (default %d; 0 = no samples)\n"
         "  --cfg-scale S         classifier-free guidance scale (default %g; 1 = off)\n"
-        "\nsequence parallelism:\n" SEQ_FLAGS_HELP,
+        "\nsequence parallelism and micro-batches:\n" SEQ_FLAGS_HELP,
         d.preset, dit_preset_names(), dit_preset_sizes(), d.model.input_size, d.model.num_classes, d.model.class_dropout_prob, d.steps,
         d.batch, d.lr, d.clip_norm, d.ema, (unsigned long long)d.seed, d.sample_steps,
         d.samples_per_class, d.cfg_scale);
@@ -81,6 +81,7 @@ bool seq_flag(int argc, char **argv, int *i, SpOptions *o) {
         o->policy.pad_multiple = flag_int(f, flag_value(argc, argv, i), 1, 1 << 20);
     else if (!strcmp(f, "--sp")) o->sp = flag_int(f, flag_value(argc, argv, i), 0, 1 << 20);
     else if (!strcmp(f, "--ulysses-degree")) o->ulysses = flag_int(f, flag_value(argc, argv, i), 0, 1 << 20);
+    else if (!strcmp(f, "--grad-accum")) o->grad_accum = flag_int(f, flag_value(argc, argv, i), 1, 1 << 16);
     else if (!strcmp(f, "--sp-attention")) {
         const char *name = flag_value(argc, argv, i);
         if (!seq_attention_from_name(name, &o->layout))
@@ -222,6 +223,7 @@ static const struct { const char *key, *flag; bool fixed; } restored[] = {
     {"samples_per_class", "--samples-per-class", false}, {"cfg_scale", "--cfg-scale", false},
     {"pad_multiple", "--pad-multiple", false}, {"sp_attention", "--sp-attention", false},
     {"sp", "--sp", false}, {"ulysses_degree", "--ulysses-degree", false},
+    {"grad_accum", "--grad-accum", false},
 };
 #define N_RESTORED (int)(sizeof restored / sizeof restored[0])
 
@@ -407,6 +409,7 @@ static int settings(const TrainConfig *tc, Setting *s) {
     SET("sp_attention", true, "%s", seq_attention_name(o->layout));
     SET("sp", false, "%d", o->sp);
     SET("ulysses_degree", false, "%d", o->ulysses);
+    SET("grad_accum", false, "%d", o->grad_accum);
     char names[256];
     SET("injected_bugs", true, "%s", bug_list(o->bugs, names, sizeof names));
 #undef SET

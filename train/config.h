@@ -22,8 +22,8 @@ typedef struct TrainConfig {
 } TrainConfig;
 
 // The parallel flags that training and probe share (--no-auto-pad, --pad-multiple,
-// --sp-attention, --sp, --ulysses-degree, --inject-bug): true when argv[*i] is one, its value
-// consumed.
+// --sp-attention, --sp, --ulysses-degree, --grad-accum, --inject-bug): true when argv[*i] is one,
+// its value consumed.
 bool seq_flag(int argc, char **argv, int *i, SpOptions *o);
 #define SEQ_FLAGS_HELP                                                                             \
     "  --sp N                ranks per sequence group; the ranks / N groups are data parallel,\n" \
@@ -34,11 +34,16 @@ bool seq_flag(int argc, char **argv, int *i, SpOptions *o);
     "  --ulysses-degree U    hybrid: ranks per all-to-all group (divides --sp and the heads)\n"    \
     "  --no-auto-pad         refuse a token count that the rank count does not divide\n"          \
     "  --pad-multiple N      pad tokens to a multiple of N * ranks (default 1)\n"                 \
+    "  --grad-accum K        run each data group's images as K micro-batches (sizes differ by at\n" \
+    "                        most one) and add up their gradients; each loss divides by the whole\n" \
+    "                        batch's element count, so any K gives one batch's gradient, with the\n" \
+    "                        activation memory of the largest micro-batch (default 1)\n"          \
     "  --inject-bug NAME     reproduce a classic bug on purpose: local-kv, no-dkv-reduce-scatter,\n" \
     "                        no-grad-allreduce, no-pad-mask, wrong-restore (gather);\n" \
     "                        ring-wrong-merge, ring-dkv-not-returned, ring-stale-kv,\n"  \
     "                        ring-block-delta (ring, hybrid);\n" \
-    "                        no-dp-allreduce, same-data-all-dp (with --sp below the ranks)\n"
+    "                        no-dp-allreduce, same-data-all-dp (with --sp below the ranks);\n" \
+    "                        accum-unweighted (with --grad-accum 2 or more); local-mean-loss\n"
 
 // Parses argv (program name and subcommand removed) into *tc; usage errors exit with code 2.
 // Returns false when --help was printed.

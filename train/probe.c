@@ -8,6 +8,7 @@
 #include "config.h"
 #include "flags.h"
 #include "outfile.h"
+#include "step.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +74,9 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
     char text[4096];
     const SpOptions *o = &a->parallel;
     snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d layout=%s "
-             "sp=%d ulysses=%d bugs=%u", a->ckpt, a->batch, a->out, o->policy.auto_pad,
-             o->policy.pad_multiple, seq_attention_name(o->layout), o->sp, o->ulysses, o->bugs);
+             "sp=%d ulysses=%d grad_accum=%d bugs=%u", a->ckpt, a->batch, a->out, o->policy.auto_pad,
+             o->policy.pad_multiple, seq_attention_name(o->layout), o->sp, o->ulysses,
+             o->grad_accum, o->bugs);
     comm_check_same(c, "probe arguments", text);
     if (c->rank == 0) { // the rank that writes the result
         out_file_check("--out", a->out, NULL);
@@ -132,20 +134,6 @@ static void write_result(const DiT *m, const Tensor *img, double loss, const cha
     st_writer_free(w);
 }
 
-// Images [first, first + count) of b, copied
-static ProbeBatch slice_batch(const ProbeBatch *b, int first, int count, Arena *arena) {
-    const int *xs = b->x->shape, *gs = b->target->shape;
-    ProbeBatch s = {tensor_new(arena, 4, count, xs[1], xs[2], xs[3]), tensor_new(arena, 1, count),
-                    tensor_new(arena, 4, count, gs[1], gs[2], gs[3]),
-                    arena_alloc(arena, (size_t)count * sizeof(int64_t))};
-    size_t x1 = s.x->size / (size_t)count, g1 = s.target->size / (size_t)count;
-    memcpy(s.x->data, b->x->data + first * x1, s.x->size * sizeof(real));
-    memcpy(s.t->data, b->t->data + first, (size_t)count * sizeof(real));
-    memcpy(s.target->data, b->target->data + first * g1, s.target->size * sizeof(real));
-    memcpy(s.y, b->y + first, (size_t)count * sizeof(int64_t));
-    return s;
-}
-
 int probe_main(int argc, char **argv, Comm *c) {
     ProbeArgs a;
     if (!parse_args(&a, argc, argv, c)) return 0;
@@ -158,30 +146,29 @@ int probe_main(int argc, char **argv, Comm *c) {
     int B = xs && xs->ndim == 4 && xs->shape[0] >= 1 && xs->shape[0] <= PROBE_MAX_BATCH ? (int)xs->shape[0] : 1;
     SeqParallel sp;
     sp_setup(&sp, c, c->size, c->rank, &a.parallel, &m.cfg);
-    int first, count;
+    int first, count, micro_first, micro;
     if (sp_batch_slice(&sp, B, &first, &count, err, sizeof err)) usage_error("--batch %s: %s", a.batch, err);
-    // the batch, its slice, the full output images, and a step of the slice
-    size_t img_bytes = (size_t)B * dit_out_channels(&m.cfg) * m.cfg.input_size * m.cfg.input_size * sizeof(real);
-    Arena arena = arena_create(sp_step_bytes(&sp, &m.cfg, B, true) + img_bytes + 4096);
+    sp_micro_batch(&sp, count, 0, &micro_first, &micro); // the largest
+    // the batch (x, t, target, y), the output images of the data group's slice and of the batch,
+    // and a step of the largest micro-batch with the gather of its output (all T_pad tokens, the
+    // T real ones, the images)
+    int S = m.cfg.input_size, Co = dit_out_channels(&m.cfg), T = sp.shard.T;
+    size_t in = ((size_t)m.cfg.in_channels + Co) * S * S + 1, out = (size_t)Co * S * S;
+    size_t reals = (size_t)B * (in + out) + (size_t)count * out +
+                   (size_t)micro * out * (sp.shard.T_pad + 2 * T) / T;
+    Arena arena = arena_create(sp_step_bytes(&sp, &m.cfg, micro, true) + reals * sizeof(real) +
+                               (size_t)B * sizeof(int64_t) + 64 * ARENA_ALIGN);
     ProbeBatch whole = probe_load_batch(&m, a.batch, &st, &arena);
-    ProbeBatch b = sp.dp > 1 ? slice_batch(&whole, first, count, &arena) : whole;
     st_free(&st);
 
-    // forward and backward of this rank's shard of its data group's images, then the sums over ranks
-    DiTShard dsh = sp_dit_shard(&sp);
-    dsh.images = B;
-    Tape tp = tape_create(&arena);
-    ps_zero_grad(&m.ps);
-    Tensor *tokens = dit_forward(&m, &tp, b.x, b.t, b.y, &dsh);
-    Tensor *loss = dit_loss(&m, &tp, tokens, b.target, &dsh);
-    backward(&tp, loss);
-    ps_check_reached(&m.ps);
-    sp_sync_grads(&sp, &m.ps);
-    double total_loss = loss->data[0];
-    comm_all_reduce_double(c, &total_loss, 1);
-    Tensor *img = sp_gather_image(&tp, &sp, tokens, &m.cfg); // the data group's output images
+    // forward and backward of this rank's shard of its data group's images, then the sums over
+    // ranks, and the data group's output images
+    Tensor *img = tensor_new(&arena, 4, count, Co, S, S);
+    double total_loss = step_gradients(&m, &sp, &arena, tensor_rows(&arena, whole.x, first, count),
+                                       tensor_rows(&arena, whole.t, first, count), whole.y + first,
+                                       tensor_rows(&arena, whole.target, first, count), B, img->data);
     if (sp.dp > 1) {
-        Tensor *all = tensor_new(&arena, 4, B, img->shape[1], img->shape[2], img->shape[3]);
+        Tensor *all = tensor_new(&arena, 4, B, Co, S, S);
         sp_gather_batch(&sp, all->data, img->data, img->size);
         img = all;
     }
@@ -192,7 +179,6 @@ int probe_main(int argc, char **argv, Comm *c) {
                c->size > 1 ? "s" : "", sp_layout_text(&a.parallel, c->size, layout, sizeof layout),
                sp.shard.T, sp.shard.T_pad, total_loss, a.out);
     }
-    tape_free(&tp);
     arena_destroy(&arena);
     sp_free(&sp);
     dit_free(&m);

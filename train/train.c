@@ -1,6 +1,7 @@
-// train.c: see train.h. One step: every rank builds the same batch, runs the DiT on its token
-// shard (sequence-parallel attention across ranks), backpropagates, all-reduces the flat gradient buffer,
-// and applies the same AdamW update, so parameters stay identical on every rank.
+// train.c: see train.h. One step: every rank builds its data group's images of the batch, runs the
+// DiT on its token shard (sequence-parallel attention across ranks) and backpropagates, micro-batch
+// by micro-batch (step.c), all-reduces the flat gradient buffer, and applies the same AdamW
+// update, so parameters stay identical on every rank.
 #include "train.h"
 #include "../core/atomic.h"
 #include "../core/blas.h"
@@ -13,6 +14,7 @@
 #include "losslog.h"
 #include "outfile.h"
 #include "sample.h"
+#include "step.h"
 #include <cblas.h>
 #include <errno.h>
 #include <sched.h>
@@ -230,30 +232,22 @@ static void write_samples(Run *r, Arena *arena) {
 static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_norm) {
     batch_make(b, &r->data, r->tc.seed, r->tc.model.class_dropout_prob, r->tc.model.num_classes, step - 1);
     arena_reset(arena);
-    Tape tp = tape_create(arena);
-    DiTShard sh = sp_dit_shard(&r->sp);
-    sh.images = r->tc.batch; // every data group's images make the mean
-    ps_zero_grad(&r->m.ps);
-    Tensor *loss = dit_loss(&r->m, &tp, dit_forward(&r->m, &tp, b->xt, b->t, b->y, &sh), b->v, &sh);
-    backward(&tp, loss);
-    ps_check_reached(&r->m.ps);
-    sp_sync_grads(&r->sp, &r->m.ps);
-    double total = loss->data[0];
-    comm_all_reduce_double(r->comm, &total, 1);
+    double loss = step_gradients(&r->m, &r->sp, arena, b->xt, b->t, b->y, b->v, r->tc.batch, NULL);
     *grad_norm = adamw_step(&r->opt, &r->m.ps);
     if (r->ema) { // warm-up: early on the average must not be dominated by the initial weights
         double d = fmin(r->tc.ema, (1.0 + r->opt.step) / (10.0 + r->opt.step));
         for (size_t i = 0; i < r->m.ps.total; i++)
             r->ema[i] = (real)(d * r->ema[i] + (1 - d) * r->m.ps.params[i]);
     }
-    tape_free(&tp);
-    return total;
+    return loss;
 }
 
-// One arena serves the training steps (this data group's images) and the sampling (which fits
-// its passes into it).
+// One arena serves the training steps (one micro-batch of this data group's images at a time) and
+// the sampling (which fits its passes into it).
 static size_t arena_bytes(const SeqParallel *sp, const TrainConfig *tc) {
-    size_t step = sp_step_bytes(sp, &tc->model, tc->batch / sp->dp, true);
+    int first, largest; // micro-batch 0
+    sp_micro_batch(sp, tc->batch / sp->dp, 0, &first, &largest);
+    size_t step = sp_step_bytes(sp, &tc->model, largest, true);
     size_t sample = sample_min_bytes(sp, &tc->model, tc->cfg_scale);
     return step > sample ? step : sample;
 }

@@ -24,8 +24,8 @@ static void help(void) {
            "  An earlier verify's results in DIR are replaced; a DIR that is a training run is refused.\n"
            "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check).\n"
            "  Training flags are passed to both runs (see train/train --help; --samples-per-class 0\n"
-           "  skips their sample grids), except --inject-bug, --sp, --sp-attention and\n"
-           "  --ulysses-degree, which go to the N-rank run only.\n",
+           "  skips their sample grids; --grad-accum too), except --inject-bug, --sp,\n"
+           "  --sp-attention and --ulysses-degree, which go to the N-rank run only.\n",
            COMPARE_LOSS_TOL);
 }
 
@@ -69,7 +69,9 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
         usage_error("--data: %s", err);
     data_close(&data);
     train_check(&tc, ranks, ranks);
+    int grad_accum = tc.parallel.grad_accum; // not a layout flag: the reference takes it too
     tc.parallel = sp_options_default(); // the reference: one rank, no layout flags
+    tc.parallel.grad_accum = grad_accum;
     train_check(&tc, 1, 1);
     return true;
 }

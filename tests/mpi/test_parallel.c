@@ -9,6 +9,7 @@
 #include "../../train/checkpoint.h"
 #include "../../train/compare.h"
 #include "../../train/probe.h"
+#include "../../train/step.h"
 #include "../gradchecked.h"
 #include <check.h>
 #include <math.h>
@@ -36,7 +37,7 @@ static const DiTConfig configs[3] = {
 };
 static DiTConfig cfg;
 enum { B_MAX = 12 };
-static int B = 3; // images per batch (the data-parallel tests take 6)
+static int B = 3; // images per batch (the data-parallel tests take 6, gradient accumulation 8)
 
 typedef struct Result {
     real *out;   // (B, C_out, S, S)
@@ -89,42 +90,37 @@ static bool init_sp(SeqParallel *sp, SeqAttention layout, unsigned bugs) {
     return init_mesh(sp, &o);
 }
 
-// One forward + backward of the batch: the plain model (sp NULL), or this rank's shard of its
-// data group's images, the loss and gradients summed over every rank and the images gathered
-static Result run(DiT *m, const DiTShard *shard, SeqParallel *sp, Arena *a) {
-    Tape tp = tape_create(a);
+// One forward + backward of the batch: the plain model (sp NULL: all tokens, plain attention, no
+// collectives, one pass), or step_gradients on this rank's shard of its data group's images (its
+// micro-batches, the sums over every rank) with every data group's images gathered
+static Result run(DiT *m, SeqParallel *sp, Arena *a) {
     Tensor *x, *t, *target;
     int64_t y[B_MAX];
     int first = 0, count = B;
     char err[256];
     if (sp) ck_assert_msg(!sp_batch_slice(sp, B, &first, &count, err, sizeof err), "%s", err);
     random_slice(a, first, count, &x, &t, &target, y);
-    DiTShard sh = shard ? *shard : (DiTShard){.n = dit_tokens(&cfg)};
-    sh.images = B;
-    ps_zero_grad(&m->ps);
-    Tensor *tokens = dit_forward(m, &tp, x, t, y, &sh);
-    Tensor *loss = dit_loss(m, &tp, tokens, target, &sh);
-    backward(&tp, loss);
-    Result r = {.loss = loss->data[0]};
-    Tensor *img;
+    size_t image = (size_t)dit_out_channels(&cfg) * cfg.input_size * cfg.input_size;
+    Result r = {.out = xmalloc(B * image * sizeof(real)), .grads = xmalloc(m->ps.total * sizeof(real))};
     if (sp) {
-        sp_sync_grads(sp, &m->ps);
-        comm_all_reduce_double(sp->world, &r.loss, 1);
-        img = sp_gather_image(&tp, sp, tokens, &cfg);
-        if (sp->dp > 1) {
-            Tensor *all = tensor_new(a, 4, B, img->shape[1], img->shape[2], img->shape[3]);
-            sp_gather_batch(sp, all->data, img->data, img->size);
-            img = all;
-        }
+        real *mine = xmalloc(count * image * sizeof(real));
+        r.loss = step_gradients(m, sp, a, x, t, y, target, B, mine);
+        sp_gather_batch(sp, r.out, mine, count * image);
+        free(mine);
     } else {
+        Tape tp = tape_create(a);
+        DiTShard sh = {.n = dit_tokens(&cfg)};
+        ps_zero_grad(&m->ps);
+        Tensor *tokens = dit_forward(m, &tp, x, t, y, &sh);
+        Tensor *loss = dit_loss(m, &tp, tokens, target, &sh);
+        backward(&tp, loss);
+        r.loss = loss->data[0];
         tp.grad_enabled = false;
-        img = unpatchify(&tp, tokens, dit_out_channels(&cfg), cfg.input_size, cfg.input_size, cfg.patch_size);
+        Tensor *img = unpatchify(&tp, tokens, dit_out_channels(&cfg), cfg.input_size, cfg.input_size, cfg.patch_size);
+        memcpy(r.out, img->data, img->size * sizeof(real));
+        tape_free(&tp);
     }
-    r.out = xmalloc(img->size * sizeof(real));
-    memcpy(r.out, img->data, img->size * sizeof(real));
-    r.grads = xmalloc(m->ps.total * sizeof(real));
     memcpy(r.grads, m->ps.grads, m->ps.total * sizeof(real));
-    tape_free(&tp);
     return r;
 }
 
@@ -140,12 +136,11 @@ static void mesh_vs_single(const SpOptions *o, double *e_out, double *e_grad) {
     DiT m;
     random_model(&m);
     Arena a = arena_create(64 << 20);
-    Result ref = run(&m, NULL, NULL, &a);
+    Result ref = run(&m, NULL, &a);
     arena_reset(&a);
     SeqParallel sp;
     ck_assert(init_mesh(&sp, o));
-    DiTShard dsh = sp_dit_shard(&sp);
-    Result par = run(&m, &dsh, &sp, &a);
+    Result par = run(&m, &sp, &a);
     size_t n_out = (size_t)B * dit_out_channels(&cfg) * cfg.input_size * cfg.input_size;
     *e_out = rel(par.out, ref.out, n_out);
     *e_grad = 0;
@@ -182,7 +177,7 @@ END_TEST
 // Every injected bug must be caught by the same comparison (where it can show: padding bugs
 // need a padded sequence, and every bug needs more than one rank).
 static const char *injected[] = {"local-kv", "no-dkv-reduce-scatter", "no-grad-allreduce",
-                                 "no-pad-mask", "wrong-restore"};
+                                 "no-pad-mask", "wrong-restore", "local-mean-loss"};
 
 START_TEST(injected_bug_is_caught) {
     unsigned bug = bug_from_name(injected[_i]);
@@ -371,6 +366,40 @@ START_TEST(meshes_match_single_rank) {
 }
 END_TEST
 
+// Gradient accumulation: K = 2, 3 and 4 micro-batches of a batch of 8 (3 + 3 + 2 for K = 3) give
+// the output, loss and gradients of one batch, at 9 tokens (padded at 2 and 4 ranks) and 25
+// (padded at 2 to 4), over every rank and, where the ranks are even, over 2 data groups of 4
+// images (K = 3: 2 + 1 + 1); weighting each micro-batch 1/K (accum-unweighted) is caught
+START_TEST(grad_accum_matches_one_batch) {
+    cfg = configs[_i ? 2 : 0];
+    B = 8;
+    for (int groups = 1; groups <= 2; groups++) {
+        if (groups == 2 && comm.size % 2) continue;
+        SpOptions o = options(SP_GATHER, 0);
+        o.sp = groups == 2 ? comm.size / 2 : 0;
+        double e_out, e_grad;
+        char text[128];
+        for (o.grad_accum = 2; o.grad_accum <= 4; o.grad_accum++) {
+            mesh_vs_single(&o, &e_out, &e_grad);
+            if (comm.rank == 0)
+                printf("%s, %d tokens, batch 8: output rel err %.2e, worst gradient %.2e\n",
+                       sp_layout_text(&o, comm.size, text, sizeof text), dit_tokens(&cfg), e_out, e_grad);
+            ck_assert_double_le(e_out, OUT_TOL);
+            ck_assert_double_le(e_grad, GRAD_TOL);
+        }
+        o.grad_accum = 3, o.bugs = BUG_ACCUM_UNWEIGHTED;
+        mesh_vs_single(&o, &e_out, &e_grad);
+        if (comm.rank == 0)
+            printf("bug accum-unweighted   (%s), %d tokens: output %.2e, gradient %.2e -> %s\n",
+                   sp_layout_text(&o, comm.size, text, sizeof text), dit_tokens(&cfg), e_out, e_grad,
+                   e_out > OUT_TOL || e_grad > GRAD_TOL ? "caught" : "MISSED");
+        ck_assert(e_out > OUT_TOL || e_grad > GRAD_TOL);
+    }
+    B = 3;
+    cfg = configs[0];
+}
+END_TEST
+
 // all_gather and reduce_scatter are adjoint: <gather(x), y> summed = <x, reduce_scatter(y)> summed
 START_TEST(collectives_are_adjoint) {
     Arena a = arena_create(1 << 20);
@@ -471,6 +500,38 @@ START_TEST(memory_estimate_holds) {
 }
 END_TEST
 
+// Gradient accumulation holds the activations of one micro-batch at a time: 8 images as 4
+// micro-batches of 2 run in the arena sized for 2 images, as training sizes it
+START_TEST(grad_accum_memory) {
+    cfg = mem_configs[0];
+    B = 8;
+    DiT m;
+    random_model(&m);
+    SpOptions o = options(SP_GATHER, 0);
+    o.grad_accum = 4;
+    SeqParallel sp;
+    ck_assert(init_mesh(&sp, &o));
+    Arena data = arena_create(16 << 20);
+    Tensor *x, *t, *target;
+    int64_t y[B_MAX];
+    random_batch(&data, &x, &t, &target, y);
+    size_t est = sp_step_bytes(&sp, &cfg, 2, true), whole = sp_step_bytes(&sp, &cfg, B, true);
+    Arena a = arena_create(est); // an overflow aborts
+    step_gradients(&m, &sp, &a, x, t, y, target, B, NULL);
+    if (comm.rank == 0)
+        printf("memory, %d ranks, %d tokens, 8 images as 4 micro-batches: peak %.2f MiB, estimate for "
+               "2 images %.2f MiB, for 8 images %.2f MiB\n", comm.size, dit_tokens(&cfg),
+               a.peak / 1048576.0, est / 1048576.0, whole / 1048576.0);
+    ck_assert_uint_le(a.peak, est);
+    arena_destroy(&a);
+    arena_destroy(&data);
+    sp_free(&sp);
+    dit_free(&m);
+    B = 3;
+    cfg = configs[0];
+}
+END_TEST
+
 // Every op a DiT step records, in every layout and with every injected bug, has a gradient check
 START_TEST(every_recorded_op_is_gradient_checked) {
     ck_assert(!has_gradient_check("an op nobody checks")); // the lookup can say no
@@ -506,14 +567,14 @@ END_TEST
 // `train probe` itself, through its command-line entry, on N ranks: a random checkpoint and batch
 // of the 225-token config written here, the probe's result file against the plain single-rank
 // model computed in this process; every rank, and the meshes this rank count allows (the probe
-// splits its 6 images over the data groups).
+// splits its 6 images over the data groups), and 4 micro-batches (2 + 2 + 1 + 1) at any count.
 static const char *probe_meshes[][5] = {
     {NULL}, {"--sp", "1", NULL}, {"--sp", "2", "--sp-attention", "ring", NULL},
-    {"--sp-attention", "hybrid", "--ulysses-degree", "2", NULL}};
+    {"--sp-attention", "hybrid", "--ulysses-degree", "2", NULL}, {"--grad-accum", "4", NULL}};
 
 START_TEST(probe_command_matches_single_rank) {
     const char *const *mesh = probe_meshes[_i];
-    if ((_i == 1 && comm.size != 2 && comm.size != 3) || (_i >= 2 && comm.size != 4)) return;
+    if ((_i == 1 && comm.size != 2 && comm.size != 3) || ((_i == 2 || _i == 3) && comm.size != 4)) return;
     cfg = configs[1];
     B = 6;
     DiT m;
@@ -545,7 +606,7 @@ START_TEST(probe_command_matches_single_rank) {
     ck_assert_int_eq(probe_main(n_args, args, &comm), 0);
     if (comm.rank == 0) {
         arena_reset(&a);
-        Result ref = run(&m, NULL, NULL, &a);
+        Result ref = run(&m, NULL, &a);
         SafeTensors st;
         ck_assert_msg(!st_read(out, &st, err, sizeof err), "%s", err);
         size_t n_out = (size_t)B * dit_out_channels(&cfg) * cfg.input_size * cfg.input_size;
@@ -585,17 +646,19 @@ int main(int argc, char **argv) {
     TCase *tc = tcase_create("parallel");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, matches_single_rank, 0, 2);
-    tcase_add_loop_test(tc, injected_bug_is_caught, 0, 5);
+    tcase_add_loop_test(tc, injected_bug_is_caught, 0, 6);
     tcase_add_test(tc, all_to_all_matches_single_rank);
     tcase_add_loop_test(tc, ring_matches_single_rank, 0, 2);
     tcase_add_test(tc, padding_and_bytes);
     tcase_add_test(tc, meshes_match_single_rank);
+    tcase_add_loop_test(tc, grad_accum_matches_one_batch, 0, 2);
     tcase_add_test(tc, collectives_are_adjoint);
     tcase_add_test(tc, all_to_all_delivers);
     tcase_add_test(tc, split_groups_talk_within);
     tcase_add_loop_test(tc, memory_estimate_holds, 0, 4 * SP_LAYOUTS);
+    tcase_add_test(tc, grad_accum_memory);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);
-    tcase_add_loop_test(tc, probe_command_matches_single_rank, 0, 4);
+    tcase_add_loop_test(tc, probe_command_matches_single_rank, 0, 5);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); // MPI and fork do not mix

@@ -1,0 +1,31 @@
+// step.c: see step.h.
+#include "step.h"
+#include <string.h>
+
+double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *t,
+                      const int64_t *y, Tensor *target, int batch, real *out) {
+    size_t mark = arena_mark(arena);
+    double loss = 0;
+    ps_zero_grad(&m->ps); // backward adds into the gradients: the micro-batches accumulate
+    for (int i = 0; i < sp->accum; i++) {
+        int first, n;
+        sp_micro_batch(sp, x->shape[0], i, &first, &n);
+        Tape tp = tape_create(arena);
+        DiTShard sh = sp_loss_shard(sp, n, batch);
+        Tensor *tokens = dit_forward(m, &tp, tensor_rows(arena, x, first, n),
+                                     tensor_rows(arena, t, first, n), y + first, &sh);
+        Tensor *l = dit_loss(m, &tp, tokens, tensor_rows(arena, target, first, n), &sh);
+        backward(&tp, l);
+        loss += l->data[0];
+        if (out) {
+            Tensor *img = sp_gather_image(&tp, sp, tokens, &m->cfg);
+            memcpy(out + img->size / n * first, img->data, img->size * sizeof(real));
+        }
+        tape_free(&tp);
+        arena_release(arena, mark);
+    }
+    ps_check_reached(&m->ps);
+    sp_sync_grads(sp, &m->ps);
+    comm_all_reduce_double(sp->world, &loss, 1);
+    return loss;
+}
