@@ -2,6 +2,7 @@
 // layout (B, P*n, D) is packed to and from rank-major blocks (P, B, n, D) around each call.
 #include "collectives.h"
 #include "../core/check.h"
+#include <stdlib.h>
 #include <string.h>
 
 // seq (B, P*n, D) <-> blocks (P, B, n, D)
@@ -84,74 +85,101 @@ Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x) {
 
 // ---- all-to-all between the sequence and the head layout -------------------------------------
 // Both directions ADD into their output (zero for a forward), so each serves as the other's
-// backward. Blocks exchanged are (B, n, Dp): rows of one rank, columns of one head group.
+// backward. Blocks exchanged are (B, n, h dh): rows of one rank, columns of one rank's heads; the
+// token shard's block for rank p holds rank p's heads, the head shard's blocks this rank's.
 
-// local (B, n, P*Dp) -> seq (B, P*n, Dp): every rank's tokens of this rank's head group
-static void to_head_shard(Comm *c, Arena *a, real *seq, const real *local, int B, int n, int Dp) {
-    int P = c->size;
-    size_t blk = (size_t)B * n * Dp, mark = arena_mark(a);
-    real *send = arena_alloc(a, 2 * P * blk * sizeof(real)), *recv = send + P * blk;
-    for (int p = 0; p < P; p++)
-        for (size_t bi = 0; bi < (size_t)B * n; bi++)
-            memcpy(send + p * blk + bi * Dp, local + bi * P * Dp + (size_t)p * Dp, Dp * sizeof(real));
-    comm_all_to_all(c, recv, send, blk);
+int seq_first_head(int H, int P, int r) { return r * (H / P) + (r < H % P ? r : H % P); }
+
+int seq_heads(int H, int P, int r) { return seq_first_head(H, P, r + 1) - seq_first_head(H, P, r); }
+
+typedef struct Heads { // one exchange: H heads of dh columns over the ranks of c, B n rows each
+    Comm *c;
+    int B, n, H, dh;
+    const size_t *theirs, *mine; // per rank p: values in a block of rank p's heads, of this rank's
+} Heads;
+
+// local (B, n, D) -> seq (B, P*n, h_r dh): every rank's tokens of this rank's heads
+static void to_head_shard(const Heads *e, Arena *a, real *seq, const real *local) {
+    int P = e->c->size, D = e->H * e->dh, w = seq_heads(e->H, P, e->c->rank) * e->dh;
+    size_t rows = (size_t)e->B * e->n, mark = arena_mark(a);
+    real *send = arena_alloc(a, rows * (D + (size_t)P * w) * sizeof(real)), *recv = send + rows * D;
+    real *to = send;
+    for (int p = 0; p < P; p++) { // rank p's heads of this rank's rows
+        int at = seq_first_head(e->H, P, p) * e->dh, wp = seq_heads(e->H, P, p) * e->dh;
+        for (size_t bi = 0; bi < rows; bi++, to += wp)
+            memcpy(to, local + bi * D + at, wp * sizeof(real));
+    }
+    comm_all_to_all(e->c, recv, e->mine, send, e->theirs);
     for (int s = 0; s < P; s++)
-        for (int b = 0; b < B; b++)
-            for (int i = 0; i < n; i++) {
-                real *dst = seq + ((size_t)b * P * n + (size_t)s * n + i) * Dp;
-                const real *src = recv + s * blk + ((size_t)b * n + i) * Dp;
-                for (int j = 0; j < Dp; j++) dst[j] += src[j];
+        for (int b = 0; b < e->B; b++)
+            for (int i = 0; i < e->n; i++) {
+                real *dst = seq + (((size_t)b * P + s) * e->n + i) * w;
+                const real *src = recv + ((s * (size_t)e->B + b) * e->n + i) * w;
+                for (int j = 0; j < w; j++) dst[j] += src[j];
             }
     arena_release(a, mark);
 }
 
-// seq (B, P*n, Dp) -> local (B, n, P*Dp): this rank's tokens of every head group
-static void to_token_shard(Comm *c, Arena *a, real *local, const real *seq, int B, int n, int Dp) {
-    int P = c->size;
-    size_t blk = (size_t)B * n * Dp, mark = arena_mark(a);
-    real *send = arena_alloc(a, 2 * P * blk * sizeof(real)), *recv = send + P * blk;
-    for (int s = 0; s < P; s++)
-        for (int b = 0; b < B; b++)
-            memcpy(send + s * blk + (size_t)b * n * Dp, seq + ((size_t)b * P * n + (size_t)s * n) * Dp,
-                   (size_t)n * Dp * sizeof(real));
-    comm_all_to_all(c, recv, send, blk);
-    for (int p = 0; p < P; p++)
-        for (size_t bi = 0; bi < (size_t)B * n; bi++) {
-            real *dst = local + bi * P * Dp + (size_t)p * Dp;
-            const real *src = recv + p * blk + bi * Dp;
-            for (int j = 0; j < Dp; j++) dst[j] += src[j];
+// seq (B, P*n, h_r dh) -> local (B, n, D): this rank's tokens of every rank's heads
+static void to_token_shard(const Heads *e, Arena *a, real *local, const real *seq) {
+    int P = e->c->size, D = e->H * e->dh, w = seq_heads(e->H, P, e->c->rank) * e->dh;
+    size_t rows = (size_t)e->B * e->n, mark = arena_mark(a);
+    real *send = arena_alloc(a, rows * (D + (size_t)P * w) * sizeof(real));
+    real *recv = send + (size_t)P * rows * w;
+    for (int s = 0; s < P; s++) // rank s's rows of this rank's heads
+        for (int b = 0; b < e->B; b++)
+            memcpy(send + (s * (size_t)e->B + b) * e->n * w, seq + ((size_t)b * P + s) * e->n * w,
+                   (size_t)e->n * w * sizeof(real));
+    comm_all_to_all(e->c, recv, e->theirs, send, e->mine);
+    const real *from = recv;
+    for (int p = 0; p < P; p++) {
+        int at = seq_first_head(e->H, P, p) * e->dh, wp = seq_heads(e->H, P, p) * e->dh;
+        for (size_t bi = 0; bi < rows; bi++, from += wp) {
+            real *dst = local + bi * D + at;
+            for (int j = 0; j < wp; j++) dst[j] += from[j];
         }
+    }
     arena_release(a, mark);
 }
 
-// iarg: B, n (rows per rank), Dp (columns per head group), direction
-static void all_to_all_bwd(Node *nd) {
-    Comm *c = (Comm *)nd->ptr;
-    real *dx = node_grad(nd, 0);
-    int B = nd->iarg[0], n = nd->iarg[1], Dp = nd->iarg[2];
-    if (!dx) return;
-    if (nd->iarg[3] == TO_HEAD_SHARD) to_token_shard(c, nd->arena, dx, nd->out->grad, B, n, Dp);
-    else to_head_shard(c, nd->arena, dx, nd->out->grad, B, n, Dp);
+static void exchange(Comm *c, Arena *a, real *out, const real *x, A2ADir dir, int B, int n, int H,
+                     int dh) {
+    size_t *theirs = xmalloc(2 * (size_t)c->size * sizeof(size_t)), *mine = theirs + c->size;
+    for (int p = 0; p < c->size; p++) {
+        theirs[p] = (size_t)B * n * dh * seq_heads(H, c->size, p);
+        mine[p] = (size_t)B * n * dh * seq_heads(H, c->size, c->rank);
+    }
+    Heads e = {c, B, n, H, dh, theirs, mine};
+    if (dir == TO_HEAD_SHARD) to_head_shard(&e, a, out, x);
+    else to_token_shard(&e, a, out, x);
+    free(theirs);
 }
 
-Tensor *seq_all_to_all(Tape *tp, Comm *c, Tensor *x, A2ADir dir) {
+// iarg: B, n (rows per rank), H, dh, direction
+static void all_to_all_bwd(Node *nd) {
+    real *dx = node_grad(nd, 0);
+    const int *i = nd->iarg;
+    A2ADir back = i[4] == TO_HEAD_SHARD ? TO_TOKEN_SHARD : TO_HEAD_SHARD;
+    if (dx) exchange((Comm *)nd->ptr, nd->arena, dx, nd->out->grad, back, i[0], i[1], i[2], i[3]);
+}
+
+Tensor *seq_all_to_all(Tape *tp, Comm *c, Tensor *x, int heads, A2ADir dir) {
     char s[64];
-    int P = c->size;
-    CHECK(x->ndim == 3 && (dir == TO_TOKEN_SHARD ? x->shape[1] % P == 0 : x->shape[2] % P == 0),
-          "seq_all_to_all: x %s must be [B, n, D] with D divisible by %d ranks (to the head shard) "
-          "or [B, P*n, Dp] (to the token shard)", tensor_shape_str(x, s, sizeof s), P);
-    int B = x->shape[0], n, Dp;
-    Tensor *out;
-    if (dir == TO_HEAD_SHARD) {
-        n = x->shape[1], Dp = x->shape[2] / P;
-        out = tensor_new(tp->arena, 3, B, P * n, Dp);
-        to_head_shard(c, tp->arena, out->data, x->data, B, n, Dp);
-    } else {
-        n = x->shape[1] / P, Dp = x->shape[2];
-        out = tensor_new(tp->arena, 3, B, n, P * Dp);
-        to_token_shard(c, tp->arena, out->data, x->data, B, n, Dp);
-    }
+    int P = c->size, mine = seq_heads(heads, P, c->rank);
+    bool head = dir == TO_HEAD_SHARD;
+    CHECK(x->ndim == 3 && heads >= P &&
+          (head ? x->shape[2] % heads == 0 : x->shape[1] % P == 0 && x->shape[2] % mine == 0),
+          "seq_all_to_all: x %s must be [B, n, D] with D a multiple of the %d heads (to the head "
+          "shard) or [B, P*n, %d heads' columns] (to the token shard), with %d ranks, at most one "
+          "per head", tensor_shape_str(x, s, sizeof s), heads, mine, P);
+    int B = x->shape[0], n = head ? x->shape[1] : x->shape[1] / P;
+    int dh = head ? x->shape[2] / heads : x->shape[2] / mine;
+    Tensor *out = head ? tensor_new(tp->arena, 3, B, P * n, mine * dh)
+                       : tensor_new(tp->arena, 3, B, n, heads * dh);
+    exchange(c, tp->arena, out->data, x->data, dir, B, n, heads, dh);
     Node *nd = tape_record(tp, "seq_all_to_all", all_to_all_bwd, out, 1, x);
-    if (nd) nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = Dp, nd->iarg[3] = dir, nd->ptr = c;
+    if (nd)
+        nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = heads, nd->iarg[3] = dh, nd->iarg[4] = dir,
+        nd->ptr = c;
     return out;
 }

@@ -14,7 +14,14 @@ Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x);
 Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x);
 
 typedef enum { TO_HEAD_SHARD, TO_TOKEN_SHARD } A2ADir;
-// TO_HEAD_SHARD: x (B, n, D) -> (B, P*n, D/P): rank r gets column group r (its heads) of every
-// rank's rows, rows of rank s at [s*n, (s+1)*n). TO_TOKEN_SHARD: (B, P*n, D/P) -> (B, n, D), the
-// inverse. Backward: the other direction.
-Tensor *seq_all_to_all(Tape *tp, Comm *c, Tensor *x, A2ADir dir);
+// The first of the heads rank r holds when H heads split over P ranks (r = P: H). Rank r holds
+// heads [seq_first_head(H, P, r), seq_first_head(H, P, r + 1)): the first H mod P ranks take
+// ceil(H/P) heads, the others floor(H/P).
+int seq_first_head(int H, int P, int r);
+int seq_heads(int H, int P, int r); // how many heads rank r holds
+// With H heads of dh columns each (D = H dh) split over the P ranks as seq_heads says, and h_r
+// this rank's heads: TO_HEAD_SHARD: x (B, n, D) -> (B, P*n, h_r dh): rank r gets its heads'
+// columns of every rank's rows, rows of rank s at [s*n, (s+1)*n). TO_TOKEN_SHARD:
+// (B, P*n, h_r dh) -> (B, n, D), the inverse. Every rank needs a head (H >= P). Backward: the other
+// direction.
+Tensor *seq_all_to_all(Tape *tp, Comm *c, Tensor *x, int heads, A2ADir dir);

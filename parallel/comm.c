@@ -96,9 +96,18 @@ void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
                            c->group, MPI_STATUS_IGNORE));
 }
 
-void comm_all_to_all(Comm *c, real *out, const real *in, size_t n) {
-    c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
-    MPI_CHECK(MPI_Alltoall(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, c->group));
+void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *in,
+                     const size_t *in_counts) {
+    int P = c->size, *n = xmalloc(4 * (size_t)P * sizeof(int)); // counts and offsets, in and out
+    int *in_n = n, *in_at = n + P, *out_n = n + 2 * P, *out_at = n + 3 * P;
+    size_t in_off = 0, out_off = 0;
+    for (int r = 0; r < P; r++) {
+        in_n[r] = count(in_counts[r]), in_at[r] = count(in_off), in_off += in_counts[r];
+        out_n[r] = count(out_counts[r]), out_at[r] = count(out_off), out_off += out_counts[r];
+        if (r != c->rank) c->bytes_sent += in_counts[r] * sizeof(real);
+    }
+    MPI_CHECK(MPI_Alltoallv(in, in_n, in_at, MPI_REAL_T, out, out_n, out_at, MPI_REAL_T, c->group));
+    free(n);
 }
 
 void comm_barrier(Comm *c) {

@@ -30,8 +30,12 @@ void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n);
 // buf (n) = sum over ranks, in place
 void comm_all_reduce(Comm *c, real *buf, size_t n);
 void comm_all_reduce_double(Comm *c, double *buf, size_t n);
-// out[r * n ..] = what rank r sent to this rank from its in[this_rank * n ..]
-void comm_all_to_all(Comm *c, real *out, const real *in, size_t n);
+// Every rank sends a block to every rank: in holds this rank's blocks in rank order, in_counts[r]
+// values for rank r; out receives them in rank order, out_counts[r] values from rank r (what rank
+// r sent this rank). Counts may differ from rank to rank (MPI_Alltoallv); the bytes counted are
+// the blocks sent to the other ranks.
+void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *in,
+                     const size_t *in_counts);
 // A ring step: sends n values to rank (rank + shift) mod size and receives n from (rank - shift)
 void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift);
 void comm_barrier(Comm *c);

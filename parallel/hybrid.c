@@ -1,7 +1,8 @@
 // hybrid.c: the hybrid layout (USP, see sp.h): Q, K and V go all-to-all over this rank's head
-// group (U consecutive ranks), so each rank holds the U shards' tokens for H/U heads; those blocks
-// run ring attention (ring.c) over the P/U head groups; the output comes back all-to-all. The
-// ring-* bugs apply to its ring.
+// group (U consecutive ranks), so each rank holds the U shards' tokens for its share of the heads
+// (the first H mod U ranks of a group one more); those blocks run ring attention (ring.c) over the
+// P/U head groups, whose ranks at one place hold the same heads; the output comes back
+// all-to-all. The ring-* bugs apply to its ring.
 #include "collectives.h"
 #include "sp.h"
 #include <stdio.h>
@@ -10,23 +11,28 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
     int U = o->ulysses;
     if (U < 1)
         return snprintf(buf, len, "--sp-attention hybrid needs --ulysses-degree U: the ranks per "
-                        "all-to-all group, a divisor of both the %d sequence-parallel ranks and the "
-                        "%d heads", P, heads), buf;
-    if (P % U || heads % U)
-        return snprintf(buf, len, "--ulysses-degree %d must divide both the %d sequence-parallel "
-                        "ranks and the %d heads; pick a divisor of both", U, P, heads), buf;
+                        "all-to-all group, a divisor of the %d sequence-parallel ranks and at most "
+                        "the %d heads", P, heads), buf;
+    if (P % U)
+        return snprintf(buf, len, "--ulysses-degree %d must divide the %d sequence-parallel ranks; "
+                        "pick a divisor of %d", U, P, P), buf;
+    if (U > heads)
+        return snprintf(buf, len, "--ulysses-degree %d splits the %d heads over %d ranks, fewer "
+                        "heads than ranks; pick a --ulysses-degree that divides %d and is at most "
+                        "%d, or use --sp-attention ring or gather", U, heads, U, P, heads), buf;
     return NULL;
 }
 
-// kept: Q, K, V and the output in the head shard (U n tokens, D/U columns), the ring's
-// log-sum-exp and last K/V block, the output back in the token shard; transient: the ring's
-// travelling blocks and partial output, or an exchange's buffers
+// kept: Q, K, V and the output in the head shard (U n tokens, the columns of the most heads a
+// rank holds, ceil(H/U)), the ring's log-sum-exp and last K/V block, the output back in the token
+// shard; transient: the ring's travelling blocks and partial output (more than an exchange's
+// buffers)
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    double n = sp->shard.n, D = c->hidden_size, H = c->num_heads;
-    int U = sp->ulysses;
-    AttnMemory m = {.kept = 7 * n * D + H * n, .transient = 5 * n * D + H * n,
-                    .queries = U * sp->shard.n, .keys = U * sp->shard.n};
-    if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += n * D + H * n; // a block's partial output
+    double D = c->hidden_size, n = sp->shard.n, Un = sp->ulysses * n;
+    double h = seq_heads(c->num_heads, sp->ulysses, 0), Dh = h * D / c->num_heads;
+    AttnMemory m = {.kept = 6 * Un * Dh + h * Un + n * D, .transient = 5 * Un * Dh + h * Un,
+                    .queries = sp->ulysses * sp->shard.n, .keys = sp->ulysses * sp->shard.n};
+    if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += Un * Dh + h * Un; // a partial output
     return dit_step_bytes(c, B, sp->shard.n, m, backward);
 }
 
@@ -34,11 +40,11 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
 static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
     SeqParallel *sp = ctx;
     Comm *h = sp->heads;
-    Tensor *o = ring_attention(tp, sp->ring, seq_all_to_all(tp, h, q, TO_HEAD_SHARD),
-                               seq_all_to_all(tp, h, k, TO_HEAD_SHARD),
-                               seq_all_to_all(tp, h, v, TO_HEAD_SHARD), heads / h->size,
-                               sp_key_mask(sp), sp->bugs);
-    return seq_all_to_all(tp, h, o, TO_TOKEN_SHARD);
+    Tensor *o = ring_attention(tp, sp->ring, seq_all_to_all(tp, h, q, heads, TO_HEAD_SHARD),
+                               seq_all_to_all(tp, h, k, heads, TO_HEAD_SHARD),
+                               seq_all_to_all(tp, h, v, heads, TO_HEAD_SHARD),
+                               seq_heads(heads, h->size, h->rank), sp_key_mask(sp), sp->bugs);
+    return seq_all_to_all(tp, h, o, heads, TO_TOKEN_SHARD);
 }
 
 const SpLayout sp_hybrid = {"hybrid", validate, step_bytes, attend};

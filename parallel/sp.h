@@ -12,17 +12,23 @@
 //    reduce-scatters dK and dV to their owners. Sends 4 B T_pad D (P-1)/P values per layer and
 //    rank.
 //  - all-to-all (all_to_all.c, DeepSpeed-Ulysses): Q, K and V go from the token shard to a head
-//    shard (all T_pad tokens, H/P heads), attention runs per head group, and the output comes
-//    back the inverse way. Needs P to divide the heads. Sends 8 B T_pad D (P-1)/P^2 values per
-//    layer and rank: less than the gather for P > 2.
+//    shard (all T_pad tokens, this rank's h_r heads), attention runs per head group, and the
+//    output comes back the inverse way. The heads need not divide: of H heads over P ranks the
+//    first H mod P ranks take ceil(H/P), the others floor(H/P); every rank needs one (H >= P).
+//    Each exchange to the head shard sends the other ranks their heads of this rank's tokens, each
+//    one back this rank's heads of the other ranks' tokens, four of each per layer: 4 B T_pad D
+//    (H + (P-2) h_r) / (P H) values per layer for rank r, which is 8 B T_pad D (P-1)/P^2 when P
+//    divides the heads: less than the gather for P > 2.
 //  - ring (ring.c, ring attention): each rank's K/V block travels the ring; every step attends the
 //    local queries to the visiting block and merges by log-sum-exp; in backward dK/dV travel with
 //    their block back to its owner. Sends 2 B T_pad D (P-1)/P values per layer and rank forward,
 //    twice that backward, and never holds more than one other rank's block.
 //  - hybrid (hybrid.c, USP): U = --ulysses-degree consecutive ranks exchange heads all-to-all, so
-//    each holds U shards' tokens for H/U heads, and those blocks run the ring over the P/U such
-//    groups. U must divide P and the heads. Sends the sum of its two parts: 8 B T_pad D (U-1)/(U P)
-//    values for the all-to-all and 6 B T_pad D (P/U-1)/P for the ring, per layer and rank.
+//    each holds U shards' tokens for its h_r heads (the heads split over the U ranks as above), and
+//    those blocks run the ring over the P/U such groups. U must divide P and be at most H. Sends
+//    the sum of its two parts per layer for rank r: 4 B T_pad D (H + (U-2) h_r) / (P H) values for
+//    the all-to-all and 6 B T_pad D U h_r (P/U-1) / (P H) for the ring; when U divides the heads,
+//    8 B T_pad D (U-1)/(U P) and 6 B T_pad D (P/U-1)/P.
 // The classic bugs can be injected (--inject-bug), each a real code path, so that a comparison
 // against one rank can be seen catching them; the bug mask alone decides.
 #pragma once

@@ -29,6 +29,12 @@ done
 out=$("$TRAIN" verify --ranks 4 $SMALL --heads 4 --sp-attention all-to-all --out "$WORK/a2a" 2>&1)
 if [ $? = 0 ]; then ok "all-to-all attention, 4 ranks vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
 else bad "all-to-all attention, 4 ranks vs 1 rank disagree"; echo "$out" | tail -5; fi
+# heads the ranks do not divide: 5 over 4 ranks (2, 1, 1, 1), and 3 over hybrid groups of 2 (2, 1)
+for flags in "--heads 5 --hidden 40 --sp-attention all-to-all" "--heads 3 --hidden 48 --sp-attention hybrid --ulysses-degree 2"; do
+  out=$("$TRAIN" verify --ranks 4 $SMALL $flags --out "$WORK/uneven" 2>&1)
+  if [ $? = 0 ]; then ok "uneven heads ($flags), 4 ranks vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
+  else bad "uneven heads ($flags), 4 ranks vs 1 rank disagree"; echo "$out" | tail -5; fi
+done
 
 # the ring layout reproduces one rank too, and each of its bugs is caught
 out=$("$TRAIN" verify --ranks 4 $SMALL --sp-attention ring --out "$WORK/ring" 2>&1)
@@ -219,12 +225,13 @@ if $TRAIN $RES --steps 2 --data "$WORK/many" --num-classes 11 --out "$WORK/many-
 else bad "11 class folders with --num-classes 11 failed"; fi
 TRAIN_REAL=$TRAIN; TRAIN="$MPIRUN -np 4 $TRAIN_REAL"
 expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by it; pad to 84 or enable auto-pad (drop --no-auto-pad)" $SMALL --no-auto-pad
-expect_usage "splits the 2 heads over 4 ranks, which does not divide them" $SMALL --sp-attention all-to-all
+expect_usage "--sp-attention all-to-all splits the 2 heads over 4 ranks, fewer heads than ranks; use --sp-attention gather or ring, or hybrid with a --ulysses-degree that divides 4 and is at most 2" $SMALL --sp-attention all-to-all
 expect_usage "the wrong-restore bug lives in the gather layout; inject it with --sp-attention gather" $SMALL --heads 4 --sp-attention all-to-all --inject-bug wrong-restore
 expect_usage "unknown layout 'spiral' (known: gather, all-to-all, ring, hybrid)" $SMALL --sp-attention spiral
 expect_usage "--sp 3 must divide the 4 ranks" $SMALL --sp 3
 expect_usage "the batch of 6 images does not split over the 4 data groups" $SMALL --sp 1 --batch 6
-expect_usage "--ulysses-degree 4 must divide both the 4 sequence-parallel ranks and the 2 heads" $SMALL --sp-attention hybrid --ulysses-degree 4
+expect_usage "--ulysses-degree 4 splits the 2 heads over 4 ranks, fewer heads than ranks; pick a --ulysses-degree that divides 4 and is at most 2" $SMALL --sp-attention hybrid --ulysses-degree 4
+expect_usage "--ulysses-degree 3 must divide the 4 sequence-parallel ranks; pick a divisor of 4" $SMALL --sp-attention hybrid --ulysses-degree 3
 expect_usage "--sp-attention hybrid needs --ulysses-degree U" $SMALL --sp-attention hybrid
 expect_usage "--ulysses-degree applies to --sp-attention hybrid only" $SMALL --ulysses-degree 2
 expect_usage "the no-dp-allreduce bug needs data parallelism" $SMALL --inject-bug no-dp-allreduce

@@ -31,7 +31,7 @@ bool seq_flag(int argc, char **argv, int *i, SpOptions *o);
     "  --sp-attention NAME   gather (all-gather K/V, default), all-to-all (heads over ranks),\n"  \
     "                        ring (K/V blocks travel the ring; one other rank's block at a time)\n" \
     "                        or hybrid (all-to-all in groups of --ulysses-degree, ring across)\n" \
-    "  --ulysses-degree U    hybrid: ranks per all-to-all group (divides --sp and the heads)\n"    \
+    "  --ulysses-degree U    hybrid: ranks per all-to-all group (divides --sp, at most the heads)\n" \
     "  --no-auto-pad         refuse a token count that the rank count does not divide\n"          \
     "  --pad-multiple N      pad tokens to a multiple of N * ranks (default 1)\n"                 \
     "  --grad-accum K        run each data group's images as K micro-batches (sizes differ by at\n" \
