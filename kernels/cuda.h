@@ -9,6 +9,7 @@
 #include "../core/real.h"
 #include <cuda_runtime_api.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,6 +40,19 @@ void layernorm_forward_cuda(real *out, real *mean, real *rstd, const real *inp, 
                             real eps, cudaStream_t stream);
 void layernorm_backward_cuda(real *dinp, const real *dout, const real *inp, const real *mean,
                              const real *rstd, int N, int C, cudaStream_t stream);
+
+// ---- fused attention (attention.cu): q, out (B,Tq,H*dh); k, v (B,Tk,H*dh); lse (B,H,Tq); -------
+// key_mask (Tk) on the device or NULL; the CPU kernels' semantics (kernels.h), without tiles to
+// choose. Backward needs scratch of attention_cuda_scratch_count(B, H, Tq) reals.
+#define ATTN_CUDA_MAX_DH 128 // head width at most
+size_t attention_cuda_scratch_count(int B, int H, int Tq);
+void attention_forward_cuda(real *out, real *lse, const real *q, const real *k, const real *v,
+                            const uint8_t *key_mask, int B, int Tq, int Tk, int H, int dh,
+                            cudaStream_t stream);
+void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const real *dout,
+                             const real *out, const real *lse, const real *q, const real *k,
+                             const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                             int dh, cudaStream_t stream);
 
 // ---- AdamW on a flat buffer; grad_scale multiplies every gradient (clipping) ---------------------
 void adamw_update_cuda(real *params, const real *grads, real *m, real *v, size_t n, real lr,

@@ -219,6 +219,79 @@ START_TEST(cuda_adamw) {
 }
 END_TEST
 
+// ---- fused attention -----------------------------------------------------------------------------
+
+// q (B,Tq,H*dh), k, v (B,Tk,H*dh), a key mask (NULL, some keys masked, or every key masked),
+// forward and backward on both sides; the gradients start non-zero (both sides add into them),
+// and one case passes no dQ
+static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bool with_dq) {
+    int D = H * dh;
+    size_t nq = (size_t)B * Tq * D, nk = (size_t)B * Tk * D, nl = (size_t)B * H * Tq;
+    real *q = host_randn(nq, 40, 1, 0), *k = host_randn(nk, 41, 1, 0), *v = host_randn(nk, 42, 1, 0);
+    real *dout = host_randn(nq, 43, 1, 0), *dq = host_randn(nq, 44, 1, 0);
+    real *dk = host_randn(nk, 45, 1, 0), *dv = host_randn(nk, 46, 1, 0);
+    real *out = xmalloc(nq * sizeof(real)), *lse = xmalloc(nl * sizeof(real));
+    uint8_t *mask = NULL;
+    if (masking) {
+        mask = xmalloc((size_t)Tk);
+        for (int j = 0; j < Tk; j++) mask[j] = masking == 1 && (j % 5 != 3 && j < Tk - 2);
+    }
+    real *q_d = to_device(q, nq), *k_d = to_device(k, nk), *v_d = to_device(v, nk);
+    real *dout_d = to_device(dout, nq), *dq_d = to_device(dq, nq), *dk_d = to_device(dk, nk);
+    real *dv_d = to_device(dv, nk), *out_d = cuda_alloc(nq * sizeof(real));
+    real *lse_d = cuda_alloc(nl * sizeof(real));
+    real *scratch_d = cuda_alloc(attention_cuda_scratch_count(B, H, Tq) * sizeof(real));
+    uint8_t *mask_d = NULL;
+    if (mask) mask_d = cuda_alloc((size_t)Tk), cuda_to_device(mask_d, mask, (size_t)Tk);
+
+    int bq = Tq < ATTN_BQ ? Tq : ATTN_BQ, bk = Tk < ATTN_BK ? Tk : ATTN_BK;
+    real *scratch = xmalloc(attention_scratch_count(bq, bk, dh, kernel_threads()) * sizeof(real));
+    attention_forward(out, lse, scratch, q, k, v, mask, B, Tq, Tk, H, dh, bq, bk);
+    attention_forward_cuda(out_d, lse_d, q_d, k_d, v_d, mask_d, B, Tq, Tk, H, dh, 0);
+    char what[64];
+    snprintf(what, sizeof what, "attention out %dx%dx%d h%d", B, Tq, Tk, dh);
+    expect_close(what, out_d, out, nq);
+    if (masking != 2) { // every key masked: lse is -inf on both sides, compared below by equality
+        snprintf(what, sizeof what, "attention lse %dx%dx%d h%d", B, Tq, Tk, dh);
+        expect_close(what, lse_d, lse, nl);
+    } else {
+        real *h = xmalloc(nl * sizeof(real));
+        cuda_to_host(h, lse_d, nl * sizeof(real));
+        for (size_t i = 0; i < nl; i++) ck_assert(h[i] == -INFINITY && lse[i] == -INFINITY);
+        free(h);
+    }
+    // backward from the CPU's out and lse on both sides, so that it is tested on its own
+    cuda_to_device(out_d, out, nq * sizeof(real));
+    cuda_to_device(lse_d, lse, nl * sizeof(real));
+    attention_backward(with_dq ? dq : NULL, dk, dv, scratch, dout, out, lse, q, k, v, mask, B, Tq,
+                       Tk, H, dh, bq, bk);
+    attention_backward_cuda(with_dq ? dq_d : NULL, dk_d, dv_d, scratch_d, dout_d, out_d, lse_d, q_d,
+                            k_d, v_d, mask_d, B, Tq, Tk, H, dh, 0);
+    snprintf(what, sizeof what, "attention dq %dx%dx%d h%d", B, Tq, Tk, dh);
+    expect_close(what, dq_d, dq, nq);
+    snprintf(what, sizeof what, "attention dk %dx%dx%d h%d", B, Tq, Tk, dh);
+    expect_close(what, dk_d, dk, nk);
+    snprintf(what, sizeof what, "attention dv %dx%dx%d h%d", B, Tq, Tk, dh);
+    expect_close(what, dv_d, dv, nk);
+
+    free(q), free(k), free(v), free(dout), free(dq), free(dk), free(dv), free(out), free(lse);
+    free(mask), free(scratch);
+    cuda_free(q_d), cuda_free(k_d), cuda_free(v_d), cuda_free(dout_d), cuda_free(dq_d);
+    cuda_free(dk_d), cuda_free(dv_d), cuda_free(out_d), cuda_free(lse_d), cuda_free(scratch_d);
+    cuda_free(mask_d);
+}
+
+// Tq != Tk, sizes that fill no tile or block evenly, head widths of DiT-S (64) and DiT-XL (72),
+// a mask with masked keys inside and at the end, every key masked, and no dQ wanted
+START_TEST(cuda_attention) {
+    SKIP_WITHOUT_GPU();
+    attention_case(2, 70, 45, 3, 16, 1, true);
+    attention_case(1, 129, 300, 2, 64, 0, true);
+    attention_case(2, 37, 37, 2, 72, 1, false);
+    attention_case(1, 20, 9, 1, 8, 2, true);
+}
+END_TEST
+
 // ---- launcher shape checks (no device needed: they fail before any CUDA call) -------------------
 
 START_TEST(cuda_launchers_check_sizes) {
@@ -229,6 +302,10 @@ START_TEST(cuda_launchers_check_sizes) {
     EXPECT_FATAL(layernorm_backward_cuda(&x, &x, &x, &x, &x, -1, 8, 0), "bad shape");
     EXPECT_FATAL(adamw_update_cuda(&x, &x, &x, &x, 1, 1, 1, 1, 1, 1, 1, 0, 0),
                  "step counts from 1");
+    EXPECT_FATAL(attention_forward_cuda(&x, &x, &x, &x, &x, NULL, 1, 4, 4, 1, ATTN_CUDA_MAX_DH + 1, 0),
+                 "bad shape");
+    EXPECT_FATAL(attention_backward_cuda(&x, &x, &x, &x, &x, &x, &x, &x, &x, &x, NULL, 1, 0, 4, 1, 8, 0),
+                 "bad shape");
 }
 END_TEST
 
@@ -241,6 +318,7 @@ Suite *cuda_suite(void) {
     tcase_add_test(tc, cuda_silu);
     tcase_add_test(tc, cuda_layernorm);
     tcase_add_test(tc, cuda_adamw);
+    tcase_add_test(tc, cuda_attention);
     tcase_add_test(tc, cuda_launchers_check_sizes);
     suite_add_tcase(s, tc);
     return s;

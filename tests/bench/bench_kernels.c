@@ -102,6 +102,29 @@ int main(int argc, char **argv) {
         report("layernorm forward, CPU", cpu, 2.0 * n * sizeof(real), 0, cpu);
         report("layernorm forward, CUDA", gpu, 2.0 * n * sizeof(real), 0, cpu);
         cuda_free(dx), cuda_free(dy), cuda_free(dm);
+        // fused attention, forward + backward (backward counted as 2.5x forward), B 1, 8 heads of
+        // 64; tests/gpu/sdpa_bench.py times PyTorch's scaled_dot_product_attention on the same
+        for (int Tc = 1024; Tc <= 16384; Tc *= 4) {
+            int Hc = 8, Dc = Hc * dh;
+            size_t m = (size_t)Tc * Dc;
+            real *buf = cuda_alloc(8 * m * sizeof(real)), *lse_d = cuda_alloc((size_t)Hc * Tc * sizeof(real));
+            real *sc_d = cuda_alloc(attention_cuda_scratch_count(1, Hc, Tc) * sizeof(real));
+            real *hb = malloc(m * sizeof(real));
+            for (int part = 0; part < 8; part++) { // q k v dout out dq dk dv: random, then overwritten
+                rng_fill_normal(hb, m, 1, 10 + part, 0, 1);
+                cuda_to_device(buf + part * m, hb, m * sizeof(real));
+            }
+            free(hb);
+            double f = TIME((attention_forward_cuda(buf + 4 * m, lse_d, buf, buf + m, buf + 2 * m, NULL,
+                                                    1, Tc, Tc, Hc, dh, 0), cuda_sync()));
+            double bw = TIME((attention_backward_cuda(buf + 5 * m, buf + 6 * m, buf + 7 * m, sc_d, buf + 3 * m,
+                                                      buf + 4 * m, lse_d, buf, buf + m, buf + 2 * m, NULL,
+                                                      1, Tc, Tc, Hc, dh, 0), cuda_sync()));
+            double flc = 4.0 * Hc * Tc * (double)Tc * dh;
+            printf("attention CUDA T%-5d H8 dh64 fwd+bwd: %.3f ms, %.3f TFLOP/s (fwd %.3f, bwd %.3f)\n",
+                   Tc, (f + bw) * 1e3, 3.5 * flc / (f + bw) / 1e12, flc / f / 1e12, 2.5 * flc / bw / 1e12);
+            cuda_free(buf), cuda_free(lse_d), cuda_free(sc_d);
+        }
     } else printf("\nCUDA: skipped (no GPU on this machine)\n");
 #endif
     free(x), free(y), free(g), free(w), free(o);

@@ -26,7 +26,10 @@ run)
   done
   echo "== all unit tests on that machine, f32 =="; .device/test_all_f32 > "$out/unit_f32.log" 2>&1; tail -1 "$out/unit_f32.log"
   echo "== kernel benchmark =="; .device/bench_kernels 0.5 | tee "$out/bench.log"
+  echo "== PyTorch's attention on the same shapes =="
+  python3 tests/gpu/sdpa_bench.py 2>&1 | tee "$out/sdpa.log" || echo "sdpa_bench: no PyTorch with CUDA here"
   echo; echo "== summary =="
-  for b in f32 f64; do grep -h "normalized error" "$out/cuda_$b.log" | sed "s/^/$b /"; grep -h "Checks" "$out/cuda_$b.log" | sed "s/^/$b /"; done ;;
+  for b in f32 f64; do grep -h "normalized error" "$out/cuda_$b.log" | sed "s/^/$b /"; grep -h "Checks" "$out/cuda_$b.log" | sed "s/^/$b /"; done
+  grep -h "^attention" "$out/bench.log" "$out/sdpa.log" ;;
 *) echo "usage: tests/gpu/device_check.sh pack|run"; exit 2 ;;
 esac

@@ -1,0 +1,214 @@
+// attention.cu: the fused attention of attention.c on the device, with its semantics: heads are
+// column blocks of width dh in rows of width D = H*dh, masked keys weigh exactly 0, a query whose
+// keys are all masked outputs 0 with log-sum-exp -inf, and backward adds into the gradients.
+// One thread per query row (forward, dQ) or key row (dK, dV); the other side's rows are staged
+// in shared memory, TILE rows at a time, and the online softmax runs over each tile, so no
+// Tq x Tk buffer exists. The backward recomputes the probabilities P = exp(S - L) twice: once
+// per key row for dK and dV, once per query row for dQ, so no thread adds into another's rows
+// (no atomics: the result does not depend on scheduling). Rows stay in per-thread arrays of
+// ATTN_CUDA_MAX_DH: a first, plain version, written for correctness, not yet for speed.
+#include "cuda.h"
+#include <cuda_runtime.h>
+#include <math.h>
+
+#define ROWS 64                           // threads (rows) per block
+#define TILE (128 / (int)sizeof(real))    // rows staged at a time: 32 float, 16 double
+#define MAX_DH ATTN_CUDA_MAX_DH
+
+// row r of head h in batch b of a (B, T, H*dh) tensor
+__device__ static size_t row_at(int b, int T, int r, int D, int h, int dh) {
+    return ((size_t)b * T + r) * D + (size_t)h * dh;
+}
+
+// stages rows [j0, j0 + n) of head h of x (and y) into shared memory, n x dh each
+__device__ static void stage(real *xs, real *ys, const real *x, const real *y, int b, int T, int j0,
+                             int n, int D, int h, int dh) {
+    for (int e = threadIdx.x; e < n * dh; e += blockDim.x) {
+        size_t at = row_at(b, T, j0 + e / dh, D, h, dh) + e % dh;
+        xs[e] = x[at];
+        if (ys) ys[e] = y[at];
+    }
+}
+
+__device__ static real dot(const real *a, const real *b, int n) {
+    real s = 0;
+    for (int d = 0; d < n; d++) s += a[d] * b[d];
+    return s;
+}
+
+// out, lse: grid (query blocks, B*H), one thread per query row
+static __global__ void forward_kernel(real *out, real *lse, const real *q, const real *k,
+                                      const real *v, const uint8_t *mask, int Tq, int Tk, int H,
+                                      int dh, real scale) {
+    extern __shared__ double smem_d[]; // double: aligned for either real
+    real *Ks = (real *)smem_d, *Vs = Ks + TILE * dh;
+    int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, i = blockIdx.x * ROWS + threadIdx.x;
+    bool active = i < Tq;
+    real qr[MAX_DH], acc[MAX_DH], m = -INFINITY, l = 0;
+    for (int d = 0; d < dh; d++) qr[d] = active ? q[row_at(b, Tq, i, D, h, dh) + d] : 0, acc[d] = 0;
+    for (int j0 = 0; j0 < Tk; j0 += TILE) {
+        int nk = Tk - j0 < TILE ? Tk - j0 : TILE;
+        stage(Ks, Vs, k, v, b, Tk, j0, nk, D, h, dh);
+        __syncthreads();
+        if (active) {
+            real s[TILE], mx = m;
+            for (int r = 0; r < nk; r++) {
+                s[r] = mask && !mask[j0 + r] ? -INFINITY : scale * dot(qr, Ks + r * dh, dh);
+                mx = s[r] > mx ? s[r] : mx;
+            }
+            if (mx != -INFINITY) { // else every key so far masked: this tile adds nothing
+                real alpha = exp(m - mx), sum = 0; // rescales what earlier tiles summed
+                for (int d = 0; d < dh; d++) acc[d] *= alpha;
+                for (int r = 0; r < nk; r++) {
+                    real p = exp(s[r] - mx); // masked: exactly 0
+                    sum += p;
+                    for (int d = 0; d < dh; d++) acc[d] += p * Vs[r * dh + d];
+                }
+                l = l * alpha + sum;
+                m = mx;
+            }
+        }
+        __syncthreads();
+    }
+    if (!active) return;
+    real inv = l > 0 ? 1 / l : 0;
+    for (int d = 0; d < dh; d++) out[row_at(b, Tq, i, D, h, dh) + d] = acc[d] * inv;
+    lse[(size_t)blockIdx.y * Tq + i] = l > 0 ? m + log(l) : -INFINITY;
+}
+
+// delta (B*H, Tq) = rowsum(dO * O) per head, in double as on the CPU
+static __global__ void delta_kernel(real *delta, const real *dout, const real *out, int B, int Tq,
+                                    int H, int dh) {
+    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= (size_t)B * H * Tq) return;
+    int i = (int)(x % Tq), h = (int)(x / Tq % H), b = (int)(x / ((size_t)Tq * H));
+    size_t at = row_at(b, Tq, i, H * dh, h, dh);
+    double s = 0;
+    for (int d = 0; d < dh; d++) s += (double)dout[at + d] * out[at + d];
+    delta[x] = (real)s;
+}
+
+// the probability of query row (qr, L) for key row kr: exp(scale q.k - L), 0 for a query whose
+// keys are all masked (L = -inf)
+__device__ static real prob(const real *qr, const real *kr, real L, int dh, real scale) {
+    return L == -INFINITY ? 0 : exp(scale * dot(qr, kr, dh) - L);
+}
+
+// dk, dv += for every key row (one thread each): sum over queries of P dO, scale dS Q
+static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const real *lse,
+                                  const real *delta, const real *q, const real *k, const real *v,
+                                  const uint8_t *mask, int Tq, int Tk, int H, int dh, real scale) {
+    extern __shared__ double smem_d[];
+    real *Qs = (real *)smem_d, *dOs = Qs + TILE * dh, *Ls = dOs + TILE * dh, *Ds = Ls + TILE;
+    int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, j = blockIdx.x * ROWS + threadIdx.x;
+    bool active = j < Tk && !(mask && !mask[j]); // a masked key has no gradient
+    real kr[MAX_DH], vr[MAX_DH], dkr[MAX_DH], dvr[MAX_DH];
+    for (int d = 0; d < dh; d++) {
+        kr[d] = active ? k[row_at(b, Tk, j, D, h, dh) + d] : 0;
+        vr[d] = active ? v[row_at(b, Tk, j, D, h, dh) + d] : 0;
+        dkr[d] = dvr[d] = 0;
+    }
+    for (int i0 = 0; i0 < Tq; i0 += TILE) {
+        int nq = Tq - i0 < TILE ? Tq - i0 : TILE;
+        stage(Qs, dOs, q, dout, b, Tq, i0, nq, D, h, dh);
+        for (int r = threadIdx.x; r < nq; r += blockDim.x) {
+            Ls[r] = lse[(size_t)blockIdx.y * Tq + i0 + r];
+            Ds[r] = delta[(size_t)blockIdx.y * Tq + i0 + r];
+        }
+        __syncthreads();
+        for (int r = 0; active && r < nq; r++) {
+            const real *qr = Qs + r * dh, *g = dOs + r * dh;
+            real p = prob(qr, kr, Ls[r], dh, scale);
+            if (p == 0) continue;
+            real ds = p * (dot(g, vr, dh) - Ds[r]);
+            for (int d = 0; d < dh; d++) dvr[d] += p * g[d], dkr[d] += scale * ds * qr[d];
+        }
+        __syncthreads();
+    }
+    if (!active) return;
+    for (int d = 0; d < dh; d++) {
+        if (dk) dk[row_at(b, Tk, j, D, h, dh) + d] += dkr[d];
+        if (dv) dv[row_at(b, Tk, j, D, h, dh) + d] += dvr[d];
+    }
+}
+
+// dq += for every query row (one thread each): sum over keys of scale dS K
+static __global__ void dq_kernel(real *dq, const real *dout, const real *lse, const real *delta,
+                                 const real *q, const real *k, const real *v, const uint8_t *mask,
+                                 int Tq, int Tk, int H, int dh, real scale) {
+    extern __shared__ double smem_d[];
+    real *Ks = (real *)smem_d, *Vs = Ks + TILE * dh;
+    int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, i = blockIdx.x * ROWS + threadIdx.x;
+    bool active = i < Tq;
+    real qr[MAX_DH], g[MAX_DH], dqr[MAX_DH];
+    real L = active ? lse[(size_t)blockIdx.y * Tq + i] : -INFINITY;
+    real dl = active ? delta[(size_t)blockIdx.y * Tq + i] : 0;
+    for (int d = 0; d < dh; d++) {
+        qr[d] = active ? q[row_at(b, Tq, i, D, h, dh) + d] : 0;
+        g[d] = active ? dout[row_at(b, Tq, i, D, h, dh) + d] : 0;
+        dqr[d] = 0;
+    }
+    for (int j0 = 0; j0 < Tk; j0 += TILE) {
+        int nk = Tk - j0 < TILE ? Tk - j0 : TILE;
+        stage(Ks, Vs, k, v, b, Tk, j0, nk, D, h, dh);
+        __syncthreads();
+        for (int r = 0; active && r < nk; r++) {
+            if (mask && !mask[j0 + r]) continue;
+            real p = prob(qr, Ks + r * dh, L, dh, scale);
+            if (p == 0) continue;
+            real ds = p * (dot(g, Vs + r * dh, dh) - dl);
+            for (int d = 0; d < dh; d++) dqr[d] += scale * ds * Ks[r * dh + d];
+        }
+        __syncthreads();
+    }
+    if (active)
+        for (int d = 0; d < dh; d++) dq[row_at(b, Tq, i, D, h, dh) + d] += dqr[d];
+}
+
+// ---- launchers -----------------------------------------------------------------------------------
+
+static void check_shape(int B, int Tq, int Tk, int H, int dh) {
+    CHECK(B > 0 && Tq > 0 && Tk > 0 && H > 0 && dh > 0 && dh <= MAX_DH,
+          "attention_cuda: bad shape B %d, Tq %d, Tk %d, H %d, dh %d (dh at most %d)", B, Tq, Tk,
+          H, dh, MAX_DH);
+    CHECK((long)B * H <= 65535, "attention_cuda: B * H = %ld above the grid's 65535", (long)B * H);
+}
+
+static real scale_of(int dh) { return (real)(1 / sqrt((double)dh)); }
+
+size_t attention_cuda_scratch_count(int B, int H, int Tq) { return (size_t)B * H * Tq; }
+
+void attention_forward_cuda(real *out, real *lse, const real *q, const real *k, const real *v,
+                            const uint8_t *key_mask, int B, int Tq, int Tk, int H, int dh,
+                            cudaStream_t stream) {
+    check_shape(B, Tq, Tk, H, dh);
+    dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
+    size_t smem = 2 * (size_t)TILE * dh * sizeof(real);
+    forward_kernel<<<grid, ROWS, smem, stream>>>(out, lse, q, k, v, key_mask, Tq, Tk, H, dh, scale_of(dh));
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const real *dout,
+                             const real *out, const real *lse, const real *q, const real *k,
+                             const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                             int dh, cudaStream_t stream) {
+    check_shape(B, Tq, Tk, H, dh);
+    size_t rows = (size_t)B * H * Tq;
+    delta_kernel<<<(unsigned)((rows + 255) / 256), 256, 0, stream>>>(scratch, dout, out, B, Tq, H, dh);
+    CUDA_CHECK(cudaGetLastError());
+    real scale = scale_of(dh);
+    if (dk || dv) {
+        dim3 grid((Tk + ROWS - 1) / ROWS, B * H);
+        size_t smem = (2 * (size_t)TILE * dh + 2 * TILE) * sizeof(real);
+        dkv_kernel<<<grid, ROWS, smem, stream>>>(dk, dv, dout, lse, scratch, q, k, v, key_mask, Tq,
+                                                 Tk, H, dh, scale);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    if (dq) {
+        dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
+        size_t smem = 2 * (size_t)TILE * dh * sizeof(real);
+        dq_kernel<<<grid, ROWS, smem, stream>>>(dq, dout, lse, scratch, q, k, v, key_mask, Tq, Tk,
+                                                H, dh, scale);
+        CUDA_CHECK(cudaGetLastError());
+    }
+}
