@@ -24,9 +24,9 @@ for v in f32 f64; do
     suite "sequence parallel vs one rank, $v, $np ranks" $MPIRUN -np $np "$BUILD/$v/test_parallel"
   done
 done
-suite "the CUDA attention kernels, emulated on the CPU" tests/gpu/emulate_attention.sh "$BUILD"
-suite "the same, with a planted bug (dK unscaled): caught" \
-  bash -c '! tests/gpu/emulate_attention.sh "$0" "s/dkr\[d\] \+= scale \* ds/dkr[d] += ds/"' "$BUILD"
+suite "the CUDA kernels on an emulated device, device vs CPU" tests/gpu/emulate.sh "$BUILD"
+suite "the same with a planted bug (a warp sum one shuffle short): caught" \
+  bash -c '! tests/gpu/emulate.sh "$0" "s/off > 0; off >>= 1/off > 1; off >>= 1/" > /dev/null 2>&1' "$BUILD"
 suite "the train program under mpirun" tests/cli_tests.sh train/train
 suite "kill at any moment, then resume (8 kills)" tests/kill_test.sh train/train 1
 if "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then

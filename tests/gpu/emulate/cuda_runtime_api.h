@@ -1,0 +1,8 @@
+// cuda_runtime_api.h for the emulated device (see cuda_runtime.h here): the types and the error
+// calls that cuda.h and the launchers use.
+#pragma once
+typedef void *cudaStream_t;
+typedef int cudaError_t;
+#define cudaSuccess 0
+static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+static inline const char *cudaGetErrorString(cudaError_t e) { return e ? "emulated error" : "no error"; }
