@@ -54,6 +54,29 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
                              const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
                              int dh, cudaStream_t stream);
 
+// ---- adaLN: x (B,T,D); shift, scale, gate (B,D) broadcast over T (adaln.cu) ---------------------
+void modulate_forward_cuda(real *out, const real *x, const real *shift, const real *scale, int B,
+                           int T, int D, cudaStream_t stream);
+void modulate_backward_cuda(real *dx, real *dshift, real *dscale, const real *dout, const real *x,
+                            const real *scale, int B, int T, int D, cudaStream_t stream);
+void gated_add_forward_cuda(real *out, const real *x, const real *gate, const real *y, int B, int T,
+                            int D, cudaStream_t stream);
+void gated_add_backward_cuda(real *dx, real *dgate, real *dy, const real *dout, const real *gate,
+                             const real *y, int B, int T, int D, cudaStream_t stream);
+
+// ---- slice of the last dim: out (N,len) = inp (N,C)[:, off:off+len] (slice.cu) -----------------
+void slice_forward_cuda(real *out, const real *inp, int N, int C, int off, int len,
+                        cudaStream_t stream);
+void slice_backward_cuda(real *dinp, const real *dout, int N, int C, int off, int len,
+                         cudaStream_t stream);
+
+// ---- masked mean squared error and sum of squares (loss.cu); the sums (double) stay on the device
+void mse_forward_cuda(double *loss, const real *pred, const real *target, const uint8_t *mask,
+                      size_t n, double denom, cudaStream_t stream);
+void mse_backward_cuda(real *dpred, real *dtarget, real dloss, const real *pred, const real *target,
+                       const uint8_t *mask, size_t n, double denom, cudaStream_t stream);
+void sum_squares_cuda(double *sum, const real *x, size_t n, cudaStream_t stream);
+
 // ---- AdamW on a flat buffer; grad_scale multiplies every gradient (clipping) ---------------------
 void adamw_update_cuda(real *params, const real *grads, real *m, real *v, size_t n, real lr,
                        real beta1, real beta2, real eps, real weight_decay, real grad_scale,

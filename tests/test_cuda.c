@@ -219,6 +219,108 @@ START_TEST(cuda_adamw) {
 }
 END_TEST
 
+// ---- adaLN, slice, loss ---------------------------------------------------------------------------
+
+// modulate and the gated add, forward and backward, with gradients that start non-zero; a D that
+// fills no block evenly, and T = 1
+START_TEST(cuda_adaln) {
+    SKIP_WITHOUT_GPU();
+    const int shapes[][3] = {{3, 50, 37}, {2, 1, 300}};
+    for (int c = 0; c < 2; c++) {
+        int B = shapes[c][0], T = shapes[c][1], D = shapes[c][2];
+        size_t n = (size_t)B * T * D, nv = (size_t)B * D;
+        real *x = host_randn(n, 50, 1, 0), *y = host_randn(n, 51, 1, 0), *dout = host_randn(n, 52, 1, 0);
+        real *a = host_randn(nv, 53, 0.5, 0), *b = host_randn(nv, 54, 0.5, 0);
+        real *out = xmalloc(n * sizeof(real)), *dx = host_randn(n, 55, 1, 0), *dy = host_randn(n, 56, 1, 0);
+        real *da = host_randn(nv, 57, 1, 0), *db = host_randn(nv, 58, 1, 0);
+        real *x_d = to_device(x, n), *y_d = to_device(y, n), *dout_d = to_device(dout, n);
+        real *a_d = to_device(a, nv), *b_d = to_device(b, nv), *out_d = cuda_alloc(n * sizeof(real));
+        real *dx_d = to_device(dx, n), *dy_d = to_device(dy, n), *da_d = to_device(da, nv), *db_d = to_device(db, nv);
+        modulate_forward(out, x, a, b, B, T, D);
+        modulate_forward_cuda(out_d, x_d, a_d, b_d, B, T, D, 0);
+        expect_close("modulate_forward out", out_d, out, n);
+        modulate_backward(dx, da, db, dout, x, b, B, T, D);
+        modulate_backward_cuda(dx_d, da_d, db_d, dout_d, x_d, b_d, B, T, D, 0);
+        expect_close("modulate_backward dx", dx_d, dx, n);
+        expect_close("modulate_backward dshift", da_d, da, nv);
+        expect_close("modulate_backward dscale", db_d, db, nv);
+        gated_add_forward(out, x, a, y, B, T, D);
+        gated_add_forward_cuda(out_d, x_d, a_d, y_d, B, T, D, 0);
+        expect_close("gated_add_forward out", out_d, out, n);
+        gated_add_backward(dx, da, dy, dout, a, y, B, T, D);
+        gated_add_backward_cuda(dx_d, da_d, dy_d, dout_d, a_d, y_d, B, T, D, 0);
+        expect_close("gated_add_backward dx", dx_d, dx, n);
+        expect_close("gated_add_backward dgate", da_d, da, nv);
+        expect_close("gated_add_backward dy", dy_d, dy, n);
+        free(x), free(y), free(dout), free(a), free(b), free(out), free(dx), free(dy), free(da), free(db);
+        cuda_free(x_d), cuda_free(y_d), cuda_free(dout_d), cuda_free(a_d), cuda_free(b_d);
+        cuda_free(out_d), cuda_free(dx_d), cuda_free(dy_d), cuda_free(da_d), cuda_free(db_d);
+    }
+}
+END_TEST
+
+START_TEST(cuda_slice) {
+    SKIP_WITHOUT_GPU();
+    int N = 33, C = 70, off = 23, len = 25;
+    size_t n = (size_t)N * C, m = (size_t)N * len;
+    real *inp = host_randn(n, 60, 1, 0), *dinp = host_randn(n, 61, 1, 0), *dout = host_randn(m, 62, 1, 0);
+    real *out = xmalloc(m * sizeof(real));
+    real *inp_d = to_device(inp, n), *dinp_d = to_device(dinp, n), *dout_d = to_device(dout, m);
+    real *out_d = cuda_alloc(m * sizeof(real));
+    slice_forward(out, inp, N, C, off, len);
+    slice_forward_cuda(out_d, inp_d, N, C, off, len, 0);
+    expect_close("slice_forward out", out_d, out, m);
+    slice_backward(dinp, dout, N, C, off, len);
+    slice_backward_cuda(dinp_d, dout_d, N, C, off, len, 0);
+    expect_close("slice_backward dinp", dinp_d, dinp, n);
+    free(inp), free(dinp), free(dout), free(out);
+    cuda_free(inp_d), cuda_free(dinp_d), cuda_free(dout_d), cuda_free(out_d);
+}
+END_TEST
+
+// a device double against the CPU's value, relative
+static void expect_close_double(const char *what, const double *dev, double cpu) {
+    double got;
+    cuda_sync();
+    cuda_to_host(&got, dev, sizeof got);
+    double err = fabs(got - cpu) / fmax(fabs(cpu), 1e-300);
+    printf("cuda %-24s relative error %.2e (tolerance %.0e, %s)\n", what, err, TOL, REAL_NAME);
+    ck_assert_msg(err <= TOL, "%s: %.17g vs %.17g", what, got, cpu);
+}
+
+// the masked MSE (a mask with gaps, and none) and the sum of squares, over sizes below and far
+// above one block's threads
+START_TEST(cuda_loss) {
+    SKIP_WITHOUT_GPU();
+    const size_t sizes[] = {7, 100003};
+    for (int c = 0; c < 2; c++) {
+        size_t n = sizes[c];
+        real *p = host_randn(n, 70, 1, 0), *t = host_randn(n, 71, 1, 0);
+        real *dp = host_randn(n, 72, 1, 0), *dt = host_randn(n, 73, 1, 0);
+        uint8_t *mask = xmalloc(n);
+        for (size_t i = 0; i < n; i++) mask[i] = i % 7 != 3;
+        real *p_d = to_device(p, n), *t_d = to_device(t, n), *dp_d = to_device(dp, n), *dt_d = to_device(dt, n);
+        uint8_t *mask_d = cuda_alloc(n);
+        cuda_to_device(mask_d, mask, n);
+        double *sum_d = cuda_alloc(sizeof(double));
+        for (int masked = 0; masked < 2; masked++) {
+            const uint8_t *m = masked ? mask : NULL, *m_d = masked ? mask_d : NULL;
+            mse_forward_cuda(sum_d, p_d, t_d, m_d, n, 3.0 * n, 0);
+            expect_close_double(masked ? "mse_forward, masked" : "mse_forward", sum_d,
+                                mse_forward(p, t, m, n, 3.0 * n));
+            mse_backward(dp, dt, (real)0.7, p, t, m, n, 3.0 * n);
+            mse_backward_cuda(dp_d, dt_d, (real)0.7, p_d, t_d, m_d, n, 3.0 * n, 0);
+            expect_close("mse_backward dpred", dp_d, dp, n);
+            expect_close("mse_backward dtarget", dt_d, dt, n);
+        }
+        sum_squares_cuda(sum_d, p_d, n, 0);
+        expect_close_double("sum_squares", sum_d, sum_squares(p, n));
+        free(p), free(t), free(dp), free(dt), free(mask);
+        cuda_free(p_d), cuda_free(t_d), cuda_free(dp_d), cuda_free(dt_d), cuda_free(mask_d), cuda_free(sum_d);
+    }
+}
+END_TEST
+
 // ---- fused attention -----------------------------------------------------------------------------
 
 // q (B,Tq,H*dh), k, v (B,Tk,H*dh), a key mask (NULL, some keys masked, or every key masked),
@@ -302,6 +404,9 @@ START_TEST(cuda_launchers_check_sizes) {
     EXPECT_FATAL(layernorm_backward_cuda(&x, &x, &x, &x, &x, -1, 8, 0), "bad shape");
     EXPECT_FATAL(adamw_update_cuda(&x, &x, &x, &x, 1, 1, 1, 1, 1, 1, 1, 0, 0),
                  "step counts from 1");
+    EXPECT_FATAL(modulate_forward_cuda(&x, &x, &x, &x, 0, 4, 4, 0), "bad shape");
+    EXPECT_FATAL(slice_forward_cuda(&x, &x, 2, 8, 5, 4, 0), "columns [5, 9) of 8");
+    EXPECT_FATAL(mse_forward_cuda(NULL, &x, &x, NULL, 1, 0, 0), "must be positive");
     EXPECT_FATAL(attention_forward_cuda(&x, &x, &x, &x, &x, NULL, 1, 4, 4, 1, ATTN_CUDA_MAX_DH + 1, 0),
                  "bad shape");
     EXPECT_FATAL(attention_backward_cuda(&x, &x, &x, &x, &x, &x, &x, &x, &x, &x, NULL, 1, 0, 4, 1, 8, 0),
@@ -318,6 +423,9 @@ Suite *cuda_suite(void) {
     tcase_add_test(tc, cuda_silu);
     tcase_add_test(tc, cuda_layernorm);
     tcase_add_test(tc, cuda_adamw);
+    tcase_add_test(tc, cuda_adaln);
+    tcase_add_test(tc, cuda_slice);
+    tcase_add_test(tc, cuda_loss);
     tcase_add_test(tc, cuda_attention);
     tcase_add_test(tc, cuda_launchers_check_sizes);
     suite_add_tcase(s, tc);
