@@ -8,6 +8,7 @@
 #include "../core/check.h"
 #include "../core/real.h"
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,22 @@ void layernorm_forward_cuda(real *out, real *mean, real *rstd, const real *inp, 
                             real eps, cudaStream_t stream);
 void layernorm_backward_cuda(real *dinp, const real *dout, const real *inp, const real *mean,
                              const real *rstd, int N, int C, cudaStream_t stream);
+
+// ---- patches (patch.cu): img (B,C,H,W) <-> tokens (B, n, C*p*p), tokens [t0, t0+n); both add --
+void patch_gather_cuda(real *tokens, const real *img, int B, int C, int H, int W, int p, int t0,
+                       int n, bool channels_last, cudaStream_t stream);
+void patch_scatter_cuda(real *img, const real *tokens, int B, int C, int H, int W, int p, int t0,
+                        int n, bool channels_last, cudaStream_t stream);
+
+// ---- embeddings (embedding.cu): labels idx (B, on the device) into table (V,D); timesteps ------
+void embedding_forward_cuda(real *out, const real *table, const int64_t *idx, int B, int V, int D,
+                            cudaStream_t stream);
+void embedding_backward_cuda(real *dtable, const real *dout, const int64_t *idx, int B, int V, int D,
+                             cudaStream_t stream);
+void timestep_embedding_forward_cuda(real *out, const real *t, int B, int dim, real max_period,
+                                     cudaStream_t stream);
+void timestep_embedding_backward_cuda(real *dt, const real *dout, const real *t, int B, int dim,
+                                      real max_period, cudaStream_t stream);
 
 // ---- fused attention (attention.cu): q, out (B,Tq,H*dh); k, v (B,Tk,H*dh); lse (B,H,Tq); -------
 // key_mask (Tk) on the device or NULL; the CPU kernels' semantics (kernels.h), without tiles to

@@ -321,6 +321,61 @@ START_TEST(cuda_loss) {
 }
 END_TEST
 
+// ---- patches and embeddings ------------------------------------------------------------------------
+
+// a shard of tokens [20, 40) of a 6 x 6 grid (its last 4 rows padding), both token layouts; both
+// directions add into outputs that start non-zero
+START_TEST(cuda_patch) {
+    SKIP_WITHOUT_GPU();
+    int B = 2, C = 3, H = 12, W = 12, p = 2, t0 = 20, n = 20;
+    size_t ni = (size_t)B * C * H * W, nt = (size_t)B * n * C * p * p;
+    for (int last = 0; last < 2; last++) {
+        real *img = host_randn(ni, 80, 1, 0), *tok = host_randn(nt, 81, 1, 0);
+        real *img_d = to_device(img, ni), *tok_d = to_device(tok, nt);
+        patch_gather(tok, img, B, C, H, W, p, t0, n, last);
+        patch_gather_cuda(tok_d, img_d, B, C, H, W, p, t0, n, last, 0);
+        expect_close(last ? "patch_gather channels last" : "patch_gather", tok_d, tok, nt);
+        patch_scatter(img, tok, B, C, H, W, p, t0, n, last);
+        patch_scatter_cuda(img_d, tok_d, B, C, H, W, p, t0, n, last, 0);
+        expect_close(last ? "patch_scatter channels last" : "patch_scatter", img_d, img, ni);
+        free(img), free(tok);
+        cuda_free(img_d), cuda_free(tok_d);
+    }
+}
+END_TEST
+
+// labels that repeat within the batch; an odd timestep width and times up to 999
+START_TEST(cuda_embedding) {
+    SKIP_WITHOUT_GPU();
+    int B = 6, V = 5, D = 37, dim = 33;
+    int64_t idx[6] = {4, 1, 4, 0, 1, 4};
+    real *table = host_randn((size_t)V * D, 90, 1, 0), *dtable = host_randn((size_t)V * D, 91, 1, 0);
+    real *dout = host_randn((size_t)B * D, 92, 1, 0), *out = xmalloc((size_t)B * D * sizeof(real)); // D > dim
+    real t[6] = {0, 1.5f, 999, 250, 31.25f, 600}, dt[6] = {1, 2, 3, 4, 5, 6};
+    real *gt = host_randn((size_t)B * dim, 93, 1, 0);
+    real *table_d = to_device(table, (size_t)V * D), *dtable_d = to_device(dtable, (size_t)V * D);
+    real *dout_d = to_device(dout, (size_t)B * D), *out_d = cuda_alloc((size_t)B * D * sizeof(real));
+    real *t_d = to_device(t, B), *dt_d = to_device(dt, B), *gt_d = to_device(gt, (size_t)B * dim);
+    int64_t *idx_d = cuda_alloc(sizeof idx);
+    cuda_to_device(idx_d, idx, sizeof idx);
+    embedding_forward(out, table, idx, B, V, D);
+    embedding_forward_cuda(out_d, table_d, idx_d, B, V, D, 0);
+    expect_close("embedding_forward", out_d, out, (size_t)B * D);
+    embedding_backward(dtable, dout, idx, B, V, D);
+    embedding_backward_cuda(dtable_d, dout_d, idx_d, B, V, D, 0);
+    expect_close("embedding_backward", dtable_d, dtable, (size_t)V * D);
+    timestep_embedding_forward(out, t, B, dim, 10000);
+    timestep_embedding_forward_cuda(out_d, t_d, B, dim, 10000, 0);
+    expect_close("timestep_embedding fwd", out_d, out, (size_t)B * dim);
+    timestep_embedding_backward(dt, gt, t, B, dim, 10000);
+    timestep_embedding_backward_cuda(dt_d, gt_d, t_d, B, dim, 10000, 0);
+    expect_close("timestep_embedding bwd", dt_d, dt, B);
+    free(table), free(dtable), free(dout), free(out), free(gt);
+    cuda_free(table_d), cuda_free(dtable_d), cuda_free(dout_d), cuda_free(out_d), cuda_free(t_d);
+    cuda_free(dt_d), cuda_free(gt_d), cuda_free(idx_d);
+}
+END_TEST
+
 // ---- fused attention -----------------------------------------------------------------------------
 
 // q (B,Tq,H*dh), k, v (B,Tk,H*dh), a key mask (NULL, some keys masked, or every key masked),
@@ -407,6 +462,8 @@ START_TEST(cuda_launchers_check_sizes) {
     EXPECT_FATAL(modulate_forward_cuda(&x, &x, &x, &x, 0, 4, 4, 0), "bad shape");
     EXPECT_FATAL(slice_forward_cuda(&x, &x, 2, 8, 5, 4, 0), "columns [5, 9) of 8");
     EXPECT_FATAL(mse_forward_cuda(NULL, &x, &x, NULL, 1, 0, 0), "must be positive");
+    EXPECT_FATAL(patch_gather_cuda(&x, &x, 1, 3, 7, 8, 2, 0, 4, false, 0), "bad shape");
+    EXPECT_FATAL(embedding_forward_cuda(&x, &x, NULL, 1, 0, 4, 0), "bad shape");
     EXPECT_FATAL(attention_forward_cuda(&x, &x, &x, &x, &x, NULL, 1, 4, 4, 1, ATTN_CUDA_MAX_DH + 1, 0),
                  "bad shape");
     EXPECT_FATAL(attention_backward_cuda(&x, &x, &x, &x, &x, &x, &x, &x, &x, &x, NULL, 1, 0, 4, 1, 8, 0),
@@ -426,6 +483,8 @@ Suite *cuda_suite(void) {
     tcase_add_test(tc, cuda_adaln);
     tcase_add_test(tc, cuda_slice);
     tcase_add_test(tc, cuda_loss);
+    tcase_add_test(tc, cuda_patch);
+    tcase_add_test(tc, cuda_embedding);
     tcase_add_test(tc, cuda_attention);
     tcase_add_test(tc, cuda_launchers_check_sizes);
     suite_add_tcase(s, tc);
