@@ -71,6 +71,12 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
                              const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
                              int dh, cudaStream_t stream);
 
+// ---- linear through cuBLAS (linear.cu): out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC) ----
+void linear_forward_cuda(real *out, const real *inp, const real *weight, const real *bias, int N,
+                         int C, int OC, cudaStream_t stream);
+void linear_backward_cuda(real *dinp, real *dweight, real *dbias, const real *dout, const real *inp,
+                          const real *weight, int N, int C, int OC, cudaStream_t stream);
+
 // ---- adaLN: x (B,T,D); shift, scale, gate (B,D) broadcast over T (adaln.cu) ---------------------
 void modulate_forward_cuda(real *out, const real *x, const real *shift, const real *scale, int B,
                            int T, int D, cudaStream_t stream);

@@ -219,6 +219,35 @@ START_TEST(cuda_adamw) {
 }
 END_TEST
 
+// ---- linear (cuBLAS) ------------------------------------------------------------------------------
+
+// sizes that are no multiple of anything, with and without bias; gradients start non-zero
+START_TEST(cuda_linear) {
+    SKIP_WITHOUT_GPU();
+    int N = 37, C = 45, OC = 29;
+    size_t ni = (size_t)N * C, nw = (size_t)OC * C, no = (size_t)N * OC;
+    real *inp = host_randn(ni, 100, 1, 0), *w = host_randn(nw, 101, 0.2, 0), *bias = host_randn(OC, 102, 1, 0);
+    real *dout = host_randn(no, 103, 1, 0), *out = xmalloc(no * sizeof(real));
+    real *dinp = host_randn(ni, 104, 1, 0), *dw = host_randn(nw, 105, 1, 0), *db = host_randn(OC, 106, 1, 0);
+    real *inp_d = to_device(inp, ni), *w_d = to_device(w, nw), *bias_d = to_device(bias, OC);
+    real *dout_d = to_device(dout, no), *out_d = cuda_alloc(no * sizeof(real));
+    real *dinp_d = to_device(dinp, ni), *dw_d = to_device(dw, nw), *db_d = to_device(db, OC);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        linear_forward(out, inp, w, with_bias ? bias : NULL, N, C, OC);
+        linear_forward_cuda(out_d, inp_d, w_d, with_bias ? bias_d : NULL, N, C, OC, 0);
+        expect_close(with_bias ? "linear_forward, bias" : "linear_forward", out_d, out, no);
+    }
+    linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+    linear_backward_cuda(dinp_d, dw_d, db_d, dout_d, inp_d, w_d, N, C, OC, 0);
+    expect_close("linear_backward dinp", dinp_d, dinp, ni);
+    expect_close("linear_backward dweight", dw_d, dw, nw);
+    expect_close("linear_backward dbias", db_d, db, OC);
+    free(inp), free(w), free(bias), free(dout), free(out), free(dinp), free(dw), free(db);
+    cuda_free(inp_d), cuda_free(w_d), cuda_free(bias_d), cuda_free(dout_d), cuda_free(out_d);
+    cuda_free(dinp_d), cuda_free(dw_d), cuda_free(db_d);
+}
+END_TEST
+
 // ---- adaLN, slice, loss ---------------------------------------------------------------------------
 
 // modulate and the gated add, forward and backward, with gradients that start non-zero; a D that
@@ -459,6 +488,7 @@ START_TEST(cuda_launchers_check_sizes) {
     EXPECT_FATAL(layernorm_backward_cuda(&x, &x, &x, &x, &x, -1, 8, 0), "bad shape");
     EXPECT_FATAL(adamw_update_cuda(&x, &x, &x, &x, 1, 1, 1, 1, 1, 1, 1, 0, 0),
                  "step counts from 1");
+    EXPECT_FATAL(linear_forward_cuda(&x, &x, &x, NULL, 4, 0, 4, 0), "bad shape");
     EXPECT_FATAL(modulate_forward_cuda(&x, &x, &x, &x, 0, 4, 4, 0), "bad shape");
     EXPECT_FATAL(slice_forward_cuda(&x, &x, 2, 8, 5, 4, 0), "columns [5, 9) of 8");
     EXPECT_FATAL(mse_forward_cuda(NULL, &x, &x, NULL, 1, 0, 0), "must be positive");
@@ -480,6 +510,7 @@ Suite *cuda_suite(void) {
     tcase_add_test(tc, cuda_silu);
     tcase_add_test(tc, cuda_layernorm);
     tcase_add_test(tc, cuda_adamw);
+    tcase_add_test(tc, cuda_linear);
     tcase_add_test(tc, cuda_adaln);
     tcase_add_test(tc, cuda_slice);
     tcase_add_test(tc, cuda_loss);
