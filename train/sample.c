@@ -89,10 +89,17 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
     rng_fill_normal(out, (size_t)n * chw, seed, STREAM_SAMPLE, 0, 1.0);
     DiTShard sh = sp_dit_shard(sp);
     bool rank0 = !sp->world || sp->world->rank == 0;
-    Progress prog = progress_start(steps * ((n + chunk - 1) / chunk));
-    for (int start = 0; start < n; start += chunk) {
+    // the passes go round the data groups (each draws the same passes it would draw alone)
+    int passes = (n + chunk - 1) / chunk, groups = sp->data ? sp->data->size : 1;
+    int group = sp->data ? sp->data->rank : 0;
+    Progress prog = progress_start(steps * ((passes - group + groups - 1) / groups));
+    for (int start = 0, pass = 0; start < n; start += chunk, pass++) {
         int k = n - start < chunk ? n - start : chunk, B = guided ? 2 * k : k;
         real *x = out + (size_t)start * chw;
+        if (pass % groups != group) { // another data group's: zero here, its images in the sum below
+            memset(x, 0, (size_t)k * chw * sizeof(real));
+            continue;
+        }
         for (int s = 0; s < steps; s++) {
             double t = flow_time(s, steps), t_next = flow_time(s + 1, steps);
             arena_reset(arena);
@@ -120,6 +127,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             if (rank0) progress_step(&prog, s + 1, steps, start, k, n);
         }
     }
+    if (sp->data) comm_all_reduce(sp->data, out, (size_t)n * chw);
     arena_reset(arena);
 }
 

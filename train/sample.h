@@ -5,8 +5,9 @@
 #include "data.h"
 
 // out (n, C, S, S): one image per label, from noise rng_normal(seed, STREAM_SAMPLE, i*C*S*S + j).
-// Runs on every rank (each computes its token shard); cfg_scale 1 disables guidance. Works in
-// `arena` (reset before and after), as many images per forward pass as fit in it. Sampling
+// Runs on every rank (each computes its token shard); with data groups the forward passes go round
+// them and every rank ends with all n images. cfg_scale 1 disables guidance. Works in `arena`
+// (reset before and after), as many images per forward pass as fit in it. Sampling
 // estimated to take more than 5 seconds (or $SAMPLE_QUIET_SECONDS) prints a line per Euler step
 // with its ETA on rank 0 (at most one a second).
 void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, int n, int steps,

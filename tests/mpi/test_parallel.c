@@ -9,6 +9,7 @@
 #include "../../train/checkpoint.h"
 #include "../../train/compare.h"
 #include "../../train/probe.h"
+#include "../../train/sample.h"
 #include "../../train/step.h"
 #include "../gradchecked.h"
 #include <check.h>
@@ -476,6 +477,38 @@ START_TEST(meshes_match_single_rank) {
 }
 END_TEST
 
+// Sampling over data groups (dp 2 x sp 1 at 2 ranks, dp 2 x sp 2 at 4): the passes go round the
+// groups and every rank ends with the images one sequence group of all ranks draws, within
+// rounding; 5 images, one per pass (an odd count: the groups draw 3 and 2)
+START_TEST(sampling_splits_over_data_groups) {
+    if (comm.size != 2 && comm.size != 4) return;
+    cfg = configs[0];
+    DiT m;
+    random_model(&m);
+    int n = 5, S = cfg.input_size;
+    size_t each = (size_t)cfg.in_channels * S * S;
+    int64_t labels[5] = {0, 3, 1, 6, 2};
+    real *one = xmalloc(n * each * sizeof(real)), *groups = xmalloc(n * each * sizeof(real));
+    SpOptions o = options(SP_GATHER, 0);
+    for (int g = 0; g < 2; g++) {
+        o.sp = g ? comm.size / 2 : 0;
+        SeqParallel sp;
+        ck_assert(init_mesh(&sp, &o));
+        Arena a = arena_create(sample_min_bytes(&sp, &cfg, 3.0)); // one image a pass
+        sample_images(&m, &sp, &a, labels, n, 3, 3.0, 11, g ? groups : one);
+        arena_destroy(&a);
+        sp_free(&sp);
+    }
+    double e = rel(groups, one, n * each);
+    if (comm.rank == 0)
+        printf("sampling over %d data groups x %d ranks against one group of %d: rel err %.2e\n", 2,
+               comm.size / 2, comm.size, e);
+    ck_assert_double_le(e, OUT_TOL);
+    free(one), free(groups);
+    dit_free(&m);
+}
+END_TEST
+
 // Gradient accumulation: K = 2, 3 and 4 micro-batches of a batch of 8 (3 + 3 + 2 for K = 3) give
 // the output, loss and gradients of one batch, at 9 tokens (padded at 2 and 4 ranks) and 25
 // (padded at 2 to 4), over every rank and, where the ranks are even, over 2 data groups of 4
@@ -792,6 +825,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, uneven_heads_bytes);
     tcase_add_test(tc, meshes_match_single_rank);
     tcase_add_loop_test(tc, grad_accum_matches_one_batch, 0, 2);
+    tcase_add_test(tc, sampling_splits_over_data_groups);
     tcase_add_test(tc, collectives_are_adjoint);
     tcase_add_test(tc, all_to_all_delivers);
     tcase_add_test(tc, split_groups_talk_within);
