@@ -16,6 +16,12 @@ void adamw_update(real *params, const real *grads, real *m, real *v, size_t n, r
     }
 }
 
+// ema = decay ema + (1 - decay) params, the decay in double
+void ema_update(real *ema, const real *params, size_t n, double decay) {
+#pragma omp parallel for simd if (n > PAR_MIN)
+    for (size_t i = 0; i < n; i++) ema[i] = (real)(decay * ema[i] + (1 - decay) * params[i]);
+}
+
 // in 64 fixed chunks summed in order, so the result does not depend on the thread count
 double sum_squares(const real *x, size_t n) {
     enum { CHUNKS = 64 };

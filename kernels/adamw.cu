@@ -1,4 +1,5 @@
-// adamw.cu: the AdamW update of adamw.c on the device, over one flat buffer (grid-stride loop).
+// adamw.cu: the AdamW update and the weights' moving average of adamw.c on the device, over one
+// flat buffer (grid-stride loops).
 // The bias corrections are computed once on the host, as the CPU kernel computes them.
 #include "cuda.h"
 #include <cuda_runtime.h>
@@ -25,6 +26,13 @@ static __global__ void adamw_kernel(real *params, const real *grads, real *m, re
     }
 }
 
+// ema = decay ema + (1 - decay) params
+static __global__ void ema_kernel(real *ema, const real *params, size_t n, double decay) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        ema[i] = (real)(decay * ema[i] + (1 - decay) * params[i]);
+}
+
 // ---- launchers -----------------------------------------------------------------------------------
 
 void adamw_update_cuda(real *params, const real *grads, real *m, real *v, size_t n, real lr,
@@ -37,5 +45,13 @@ void adamw_update_cuda(real *params, const real *grads, real *m, real *v, size_t
     size_t blocks = (n + BLOCK - 1) / BLOCK;
     adamw_kernel<<<(unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS), BLOCK, 0, stream>>>(
         params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void ema_update_cuda(real *ema, const real *params, size_t n, double decay, cudaStream_t stream) {
+    CHECK(decay >= 0 && decay <= 1, "ema_update_cuda: decay %g outside [0, 1]", decay);
+    if (n == 0) return;
+    size_t blocks = (n + BLOCK - 1) / BLOCK;
+    ema_kernel<<<(unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS), BLOCK, 0, stream>>>(ema, params, n, decay);
     CUDA_CHECK(cudaGetLastError());
 }

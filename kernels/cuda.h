@@ -104,6 +104,7 @@ void sum_squares_cuda(double *sum, const real *x, size_t n, cudaStream_t stream)
 void adamw_update_cuda(real *params, const real *grads, real *m, real *v, size_t n, real lr,
                        real beta1, real beta2, real eps, real weight_decay, real grad_scale,
                        int step, cudaStream_t stream);
+void ema_update_cuda(real *ema, const real *params, size_t n, double decay, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -108,3 +108,5 @@ void mse_backward(real *dpred, real *dtarget, real dloss, const real *pred, cons
 void adamw_update(real *params, const real *grads, real *m, real *v, size_t n, real lr, real beta1,
                   real beta2, real eps, real weight_decay, real grad_scale, int step);
 double sum_squares(const real *x, size_t n);
+// the exponential moving average of the weights: ema = decay ema + (1 - decay) params
+void ema_update(real *ema, const real *params, size_t n, double decay);

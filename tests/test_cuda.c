@@ -212,6 +212,9 @@ START_TEST(cuda_adamw) {
         expect_close("adamw_update params", p_d, p, n);
         expect_close("adamw_update m", m_d, m, n);
         expect_close("adamw_update v", v_d, v, n);
+        ema_update(m, p, n, 0.9);
+        ema_update_cuda(m_d, p_d, n, 0.9, 0);
+        expect_close("ema_update", m_d, m, n);
 
         free(p), free(g), free(m), free(v);
         cuda_free(p_d), cuda_free(g_d), cuda_free(m_d), cuda_free(v_d);
@@ -488,6 +491,7 @@ START_TEST(cuda_launchers_check_sizes) {
     EXPECT_FATAL(layernorm_backward_cuda(&x, &x, &x, &x, &x, -1, 8, 0), "bad shape");
     EXPECT_FATAL(adamw_update_cuda(&x, &x, &x, &x, 1, 1, 1, 1, 1, 1, 1, 0, 0),
                  "step counts from 1");
+    EXPECT_FATAL(ema_update_cuda(&x, &x, 1, 1.5, 0), "outside [0, 1]");
     EXPECT_FATAL(linear_forward_cuda(&x, &x, &x, NULL, 4, 0, 4, 0), "bad shape");
     EXPECT_FATAL(modulate_forward_cuda(&x, &x, &x, &x, 0, 4, 4, 0), "bad shape");
     EXPECT_FATAL(slice_forward_cuda(&x, &x, 2, 8, 5, 4, 0), "columns [5, 9) of 8");

@@ -236,8 +236,7 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     *grad_norm = adamw_step(&r->opt, &r->m.ps);
     if (r->ema) { // warm-up: early on the average must not be dominated by the initial weights
         double d = fmin(r->tc.ema, (1.0 + r->opt.step) / (10.0 + r->opt.step));
-        for (size_t i = 0; i < r->m.ps.total; i++)
-            r->ema[i] = (real)(d * r->ema[i] + (1 - d) * r->m.ps.params[i]);
+        ema_update(r->ema, r->m.ps.params, r->m.ps.total, d);
     }
     return loss;
 }
