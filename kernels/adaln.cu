@@ -5,14 +5,6 @@
 #include "cuda.h"
 #include <cuda_runtime.h>
 
-#define BLOCK 256
-#define MAX_BLOCKS 8192
-
-static unsigned grid_for(size_t n) {
-    size_t blocks = (n + BLOCK - 1) / BLOCK;
-    return (unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS);
-}
-
 // ---- kernels -------------------------------------------------------------------------------------
 
 // out = x * (1 + scale) + shift; out, x (B,T,D); shift, scale (B,D)
@@ -68,7 +60,7 @@ void modulate_forward_cuda(real *out, const real *x, const real *shift, const re
                            int T, int D, cudaStream_t stream) {
     check_shape("modulate_forward_cuda", B, T, D);
     size_t n = (size_t)B * T * D;
-    modulate_kernel<<<grid_for(n), BLOCK, 0, stream>>>(out, x, shift, scale, n, T, D);
+    modulate_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(out, x, shift, scale, n, T, D);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -76,10 +68,10 @@ void modulate_backward_cuda(real *dx, real *dshift, real *dscale, const real *do
                             const real *scale, int B, int T, int D, cudaStream_t stream) {
     check_shape("modulate_backward_cuda", B, T, D);
     size_t n = (size_t)B * T * D;
-    if (dx) scaled_grad_kernel<<<grid_for(n), BLOCK, 0, stream>>>(dx, dout, scale, 1, n, T, D);
+    if (dx) scaled_grad_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(dx, dout, scale, 1, n, T, D);
     CUDA_CHECK(cudaGetLastError());
     if (dshift || dscale)
-        column_sums_kernel<<<(unsigned)(((size_t)B * D + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
+        column_sums_kernel<<<cuda_blocks((size_t)B * D), CUDA_BLOCK, 0, stream>>>(
             dshift, dscale, dout, x, B, T, D);
     CUDA_CHECK(cudaGetLastError());
 }
@@ -88,7 +80,7 @@ void gated_add_forward_cuda(real *out, const real *x, const real *gate, const re
                             int D, cudaStream_t stream) {
     check_shape("gated_add_forward_cuda", B, T, D);
     size_t n = (size_t)B * T * D;
-    gated_add_kernel<<<grid_for(n), BLOCK, 0, stream>>>(out, x, gate, y, n, T, D);
+    gated_add_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(out, x, gate, y, n, T, D);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -96,12 +88,12 @@ void gated_add_backward_cuda(real *dx, real *dgate, real *dy, const real *dout, 
                              const real *y, int B, int T, int D, cudaStream_t stream) {
     check_shape("gated_add_backward_cuda", B, T, D);
     size_t n = (size_t)B * T * D;
-    if (dx) scaled_grad_kernel<<<grid_for(n), BLOCK, 0, stream>>>(dx, dout, NULL, 1, n, T, D);
+    if (dx) scaled_grad_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(dx, dout, NULL, 1, n, T, D);
     CUDA_CHECK(cudaGetLastError());
-    if (dy) scaled_grad_kernel<<<grid_for(n), BLOCK, 0, stream>>>(dy, dout, gate, 0, n, T, D);
+    if (dy) scaled_grad_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(dy, dout, gate, 0, n, T, D);
     CUDA_CHECK(cudaGetLastError());
     if (dgate)
-        column_sums_kernel<<<(unsigned)(((size_t)B * D + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
+        column_sums_kernel<<<cuda_blocks((size_t)B * D), CUDA_BLOCK, 0, stream>>>(
             NULL, dgate, dout, y, B, T, D);
     CUDA_CHECK(cudaGetLastError());
 }

@@ -5,9 +5,6 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
-#define BLOCK 256
-#define MAX_BLOCKS 8192
-
 // ---- kernels -------------------------------------------------------------------------------------
 
 // params, grads, m, v are (n); c1 = 1 - beta1^step, c2 = 1 - beta2^step
@@ -42,8 +39,7 @@ void adamw_update_cuda(real *params, const real *grads, real *m, real *v, size_t
     if (n == 0) return;
     real c1 = (real)(1 - pow((double)beta1, (double)step));
     real c2 = (real)(1 - pow((double)beta2, (double)step));
-    size_t blocks = (n + BLOCK - 1) / BLOCK;
-    adamw_kernel<<<(unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS), BLOCK, 0, stream>>>(
+    adamw_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(
         params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2);
     CUDA_CHECK(cudaGetLastError());
 }
@@ -51,7 +47,6 @@ void adamw_update_cuda(real *params, const real *grads, real *m, real *v, size_t
 void ema_update_cuda(real *ema, const real *params, size_t n, double decay, cudaStream_t stream) {
     CHECK(decay >= 0 && decay <= 1, "ema_update_cuda: decay %g outside [0, 1]", decay);
     if (n == 0) return;
-    size_t blocks = (n + BLOCK - 1) / BLOCK;
-    ema_kernel<<<(unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS), BLOCK, 0, stream>>>(ema, params, n, decay);
+    ema_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(ema, params, n, decay);
     CUDA_CHECK(cudaGetLastError());
 }

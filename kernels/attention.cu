@@ -194,7 +194,7 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
                              int dh, cudaStream_t stream) {
     check_shape(B, Tq, Tk, H, dh);
     size_t rows = (size_t)B * H * Tq;
-    delta_kernel<<<(unsigned)((rows + 255) / 256), 256, 0, stream>>>(scratch, dout, out, B, Tq, H, dh);
+    delta_kernel<<<cuda_blocks(rows), CUDA_BLOCK, 0, stream>>>(scratch, dout, out, B, Tq, H, dh);
     CUDA_CHECK(cudaGetLastError());
     real scale = scale_of(dh);
     if (dk || dv) {

@@ -24,6 +24,17 @@ void cuda_to_device(void *dst, const void *src, size_t bytes); // synchronous co
 void cuda_to_host(void *dst, const void *src, size_t bytes);
 void cuda_sync(void); // waits for the whole device, then checks for errors
 
+// ---- launch sizes: blocks of CUDA_BLOCK threads ----------------------------------------------------
+#define CUDA_BLOCK 256
+#define CUDA_MAX_BLOCKS 8192 // a grid-stride loop covers the elements beyond
+// blocks for one thread per item
+static inline unsigned cuda_blocks(size_t n) { return (unsigned)((n + CUDA_BLOCK - 1) / CUDA_BLOCK); }
+// blocks for a grid-stride loop over n items: one thread per item, at most CUDA_MAX_BLOCKS blocks
+static inline unsigned cuda_grid(size_t n) {
+    unsigned b = cuda_blocks(n);
+    return b < CUDA_MAX_BLOCKS ? b : CUDA_MAX_BLOCKS;
+}
+
 // ---- elementwise: add with b repeating (b[i % nb]), GELU (tanh approximation), SiLU -------------
 void add_forward_cuda(real *out, const real *a, const real *b, size_t n, size_t nb,
                       cudaStream_t stream);

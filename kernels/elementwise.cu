@@ -5,8 +5,6 @@
 
 #define GELU_K 0.7978845608028654 // sqrt(2/pi)
 #define GELU_C 0.044715
-#define BLOCK 256
-#define MAX_BLOCKS 8192 // grid-stride loops cover the rest
 #define DB_ROWS 8       // add_backward_db: threadIdx.y rows per block of 32 columns
 
 // ---- kernels -------------------------------------------------------------------------------------
@@ -81,16 +79,11 @@ static __global__ void silu_backward_kernel(real *dinp, const real *dout, const 
 
 // ---- launchers -----------------------------------------------------------------------------------
 
-static unsigned grid_for(size_t n) {
-    size_t blocks = (n + BLOCK - 1) / BLOCK;
-    return (unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS);
-}
-
 void add_forward_cuda(real *out, const real *a, const real *b, size_t n, size_t nb,
                       cudaStream_t stream) {
     CHECK(nb > 0 || n == 0, "add_forward_cuda: b is empty (nb = 0) but n = %zu", n);
     if (n == 0) return;
-    add_forward_kernel<<<grid_for(n), BLOCK, 0, stream>>>(out, a, b, n, nb);
+    add_forward_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(out, a, b, n, nb);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -99,7 +92,7 @@ void add_backward_cuda(real *da, real *db, const real *dout, size_t n, size_t nb
     CHECK(nb > 0 || n == 0, "add_backward_cuda: b is empty (nb = 0) but n = %zu", n);
     if (n == 0) return;
     if (da) {
-        accumulate_kernel<<<grid_for(n), BLOCK, 0, stream>>>(da, dout, n);
+        accumulate_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(da, dout, n);
         CUDA_CHECK(cudaGetLastError());
     }
     if (db) {
@@ -112,26 +105,26 @@ void add_backward_cuda(real *da, real *db, const real *dout, size_t n, size_t nb
 
 void gelu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    gelu_forward_kernel<<<grid_for(n), BLOCK, 0, stream>>>(out, inp, n);
+    gelu_forward_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(out, inp, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
 void gelu_backward_cuda(real *dinp, const real *dout, const real *inp, size_t n,
                         cudaStream_t stream) {
     if (n == 0 || !dinp) return;
-    gelu_backward_kernel<<<grid_for(n), BLOCK, 0, stream>>>(dinp, dout, inp, n);
+    gelu_backward_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(dinp, dout, inp, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
 void silu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    silu_forward_kernel<<<grid_for(n), BLOCK, 0, stream>>>(out, inp, n);
+    silu_forward_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(out, inp, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
 void silu_backward_cuda(real *dinp, const real *dout, const real *inp, size_t n,
                         cudaStream_t stream) {
     if (n == 0 || !dinp) return;
-    silu_backward_kernel<<<grid_for(n), BLOCK, 0, stream>>>(dinp, dout, inp, n);
+    silu_backward_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(dinp, dout, inp, n);
     CUDA_CHECK(cudaGetLastError());
 }

@@ -5,10 +5,6 @@
 #include "cuda.h"
 #include <cuda_runtime.h>
 
-#define BLOCK 256
-
-static unsigned blocks_for(size_t n) { return (unsigned)((n + BLOCK - 1) / BLOCK); }
-
 // out (B,D) = table (V,D)[idx[b]]
 static __global__ void embedding_forward_kernel(real *out, const real *table, const int64_t *idx,
                                                 int B, int D) {
@@ -54,27 +50,27 @@ static __global__ void timestep_backward_kernel(real *dt, const real *dout, cons
 void embedding_forward_cuda(real *out, const real *table, const int64_t *idx, int B, int V, int D,
                             cudaStream_t stream) {
     CHECK(B > 0 && V > 0 && D > 0, "embedding_cuda: bad shape B %d, V %d, D %d", B, V, D);
-    embedding_forward_kernel<<<blocks_for((size_t)B * D), BLOCK, 0, stream>>>(out, table, idx, B, D);
+    embedding_forward_kernel<<<cuda_blocks((size_t)B * D), CUDA_BLOCK, 0, stream>>>(out, table, idx, B, D);
     CUDA_CHECK(cudaGetLastError());
 }
 
 void embedding_backward_cuda(real *dtable, const real *dout, const int64_t *idx, int B, int V, int D,
                              cudaStream_t stream) {
     CHECK(B > 0 && V > 0 && D > 0, "embedding_cuda: bad shape B %d, V %d, D %d", B, V, D);
-    embedding_backward_kernel<<<blocks_for((size_t)D), BLOCK, 0, stream>>>(dtable, dout, idx, B, D);
+    embedding_backward_kernel<<<cuda_blocks((size_t)D), CUDA_BLOCK, 0, stream>>>(dtable, dout, idx, B, D);
     CUDA_CHECK(cudaGetLastError());
 }
 
 void timestep_embedding_forward_cuda(real *out, const real *t, int B, int dim, real max_period,
                                      cudaStream_t stream) {
     CHECK(B > 0 && dim > 1, "timestep_embedding_cuda: bad shape B %d, dim %d", B, dim);
-    timestep_forward_kernel<<<blocks_for((size_t)B * dim), BLOCK, 0, stream>>>(out, t, B, dim, max_period);
+    timestep_forward_kernel<<<cuda_blocks((size_t)B * dim), CUDA_BLOCK, 0, stream>>>(out, t, B, dim, max_period);
     CUDA_CHECK(cudaGetLastError());
 }
 
 void timestep_embedding_backward_cuda(real *dt, const real *dout, const real *t, int B, int dim,
                                       real max_period, cudaStream_t stream) {
     CHECK(B > 0 && dim > 1, "timestep_embedding_cuda: bad shape B %d, dim %d", B, dim);
-    timestep_backward_kernel<<<blocks_for((size_t)B), BLOCK, 0, stream>>>(dt, dout, t, B, dim, max_period);
+    timestep_backward_kernel<<<cuda_blocks((size_t)B), CUDA_BLOCK, 0, stream>>>(dt, dout, t, B, dim, max_period);
     CUDA_CHECK(cudaGetLastError());
 }

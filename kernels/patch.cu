@@ -4,9 +4,6 @@
 #include "cuda.h"
 #include <cuda_runtime.h>
 
-#define BLOCK 256
-#define MAX_BLOCKS 8192
-
 // tokens (B, n, C*p*p) += patches of img (B, C, H, W), or img += tokens (to_image)
 static __global__ void patch_kernel(real *tokens, real *img, int B, int C, int H, int W, int p,
                                     int t0, int n, bool channels_last, bool to_image) {
@@ -28,8 +25,7 @@ static void launch(real *tokens, real *img, int B, int C, int H, int W, int p, i
     CHECK(B > 0 && C > 0 && p > 0 && H % p == 0 && W % p == 0 && H > 0 && W > 0 && t0 >= 0 && n > 0,
           "patch_cuda: bad shape B %d, C %d, H %d, W %d, p %d, tokens [%d, %d)", B, C, H, W, p, t0,
           t0 + n);
-    size_t m = (size_t)B * n * C * p * p, blocks = (m + BLOCK - 1) / BLOCK;
-    patch_kernel<<<(unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS), BLOCK, 0, stream>>>(
+    patch_kernel<<<cuda_grid((size_t)B * n * C * p * p), CUDA_BLOCK, 0, stream>>>(
         tokens, img, B, C, H, W, p, t0, n, channels_last, to_image);
     CUDA_CHECK(cudaGetLastError());
 }

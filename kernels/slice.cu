@@ -3,9 +3,6 @@
 #include "cuda.h"
 #include <cuda_runtime.h>
 
-#define BLOCK 256
-#define MAX_BLOCKS 8192
-
 static __global__ void slice_kernel(real *dst, const real *src, size_t n, int len, int C, int off,
                                     bool backward) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -20,8 +17,8 @@ static void launch(real *dst, const real *src, int N, int C, int off, int len, b
                    cudaStream_t stream) {
     CHECK(N > 0 && len > 0 && off >= 0 && off + len <= C, "slice_cuda: columns [%d, %d) of %d, "
           "%d rows", off, off + len, C, N);
-    size_t n = (size_t)N * len, blocks = (n + BLOCK - 1) / BLOCK;
-    slice_kernel<<<(unsigned)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS), BLOCK, 0, stream>>>(
+    size_t n = (size_t)N * len;
+    slice_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(
         dst, src, n, len, C, off, backward);
     CUDA_CHECK(cudaGetLastError());
 }
