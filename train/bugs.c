@@ -59,49 +59,41 @@ static void layout_flags(const BugInfo *b, int ranks, char *buf, size_t len) {
     if (b->flags[0]) snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", b->flags);
 }
 
-// argv: lead, then words, then the space-separated words of `extra`, NULL-terminated; store keeps
-// the split copy of extra
-static char **command(char **lead, int n_lead, const char *const *words, int n_words,
-                      const char *extra, char *store, size_t cap) {
-    char **argv = xcalloc((size_t)(n_lead + n_words + 32), sizeof *argv);
+// Runs lead, then words, then the row's layout flags (space-separated) and its bug, with its
+// output appended to log; the exit status
+static int run(char **lead, int n_lead, const char *const *words, int n_words, const Row *r,
+               const char *log) {
+    enum { MAX_ARGS = 64 };
+    char *argv[MAX_ARGS], flags[sizeof r->layout];
     int n = 0;
     for (int i = 0; i < n_lead; i++) argv[n++] = lead[i];
     for (int i = 0; i < n_words; i++) argv[n++] = (char *)words[i];
-    snprintf(store, cap, "%s", extra);
-    for (char *save = NULL, *w = strtok_r(store, " ", &save); w && n < n_lead + n_words + 31;
+    snprintf(flags, sizeof flags, "%s", r ? r->layout : "");
+    for (char *save = NULL, *w = strtok_r(flags, " ", &save); w && n < MAX_ARGS - 3;
          w = strtok_r(NULL, " ", &save))
         argv[n++] = w;
-    return argv;
+    if (r && r->bug) argv[n++] = "--inject-bug", argv[n++] = (char *)r->bug->name;
+    argv[n] = NULL;
+    return launch(argv, log);
 }
 
-// A training run of the row's flags (and bug) into dir; its exit status
-static int train(char **lead, int n_lead, const char *steps, const char *flags, const Row *r,
-                 const char *dir, const char *log) {
+// A training run of the row (NULL: the 1-rank reference) into dir; its exit status
+static int train(char **lead, int n_lead, const char *steps, const Row *r, const char *dir,
+                 const char *log) {
     run_folder_clear(dir);
-    const char *words[N_BASE + 6];
+    const char *words[N_BASE + 4];
     int n = 0;
     for (int i = 0; i < N_BASE; i++) words[n++] = base[i];
     words[n++] = "--steps", words[n++] = steps, words[n++] = "--out", words[n++] = dir;
-    if (r && r->bug) words[n++] = "--inject-bug", words[n++] = r->bug->name;
-    char store[256];
-    char **argv = command(lead, n_lead, words, n, flags, store, sizeof store);
-    int rc = launch(argv, log);
-    free(argv);
-    return rc;
+    return run(lead, n_lead, words, n, r, log);
 }
 
-// A probe of ckpt on batch into out with the row's flags (and bug); its exit status
-static int probe(char **lead, int n_lead, const char *ckpt, const char *batch, const char *flags,
-                 const Row *r, const char *out, const char *log) {
+// A probe of the row (NULL: the reference) of ckpt on batch into out; its exit status
+static int probe(char **lead, int n_lead, const char *ckpt, const char *batch, const Row *r,
+                 const char *out, const char *log) {
     remove(out);
-    const char *words[10] = {"probe", "--ckpt", ckpt, "--batch", batch, "--out", out};
-    int n = 7;
-    if (r && r->bug) words[n++] = "--inject-bug", words[n++] = r->bug->name;
-    char store[256];
-    char **argv = command(lead, n_lead, words, n, flags, store, sizeof store);
-    int rc = launch(argv, log);
-    free(argv);
-    return rc;
+    const char *words[] = {"probe", "--ckpt", ckpt, "--batch", batch, "--out", out};
+    return run(lead, n_lead, words, 7, r, log);
 }
 
 // The probe batch: the images of step PROBE_STEP of the runs' data, with their velocity targets
@@ -201,13 +193,9 @@ int bugs_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
         else usage_error("bugs: unknown argument '%s'", argv[i]);
     }
-    struct stat sb;
     char path[PATH_LEN_], ref[DIR_LEN], batch[PATH_LEN_], ref_probe[PATH_LEN_], self[4096], np[16], nsteps[16];
     if (strlen(out) >= OUT_LEN) usage_error("--out: the path is longer than %d characters", OUT_LEN - 1);
-    snprintf(path, sizeof path, "%s/loss.csv", out);
-    if (!out[0] || (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode)) || stat(path, &sb) == 0)
-        usage_error("--out '%s' must be a folder that is not a training run; pass a new folder, or "
-                    "an earlier catalogue's", out);
+    out_runs_folder_check("--out", out, "bugs");
     if (mkdir(out, 0755) && errno != EEXIST)
         usage_error("--out: cannot create %s: %s", out, strerror(errno));
     if (!launch_self(self, sizeof self)) usage_error("cannot find the train program itself");
@@ -225,9 +213,11 @@ int bugs_main(int argc, char **argv) {
     char log[PATH_LEN_];
     snprintf(log, sizeof log, "%s/reference.log", out);
     remove(log);
-    if (train(one, n_one, nsteps, "", NULL, ref, log) || (write_batch(path, batch), 0) ||
-        probe(one, n_one, path, batch, "", NULL, ref_probe, log))
+    if (train(one, n_one, nsteps, NULL, ref, log))
         return fprintf(stderr, "error: the 1-rank reference failed; see %s\n", log), 1;
+    write_batch(path, batch);
+    if (probe(one, n_one, path, batch, NULL, ref_probe, log))
+        return fprintf(stderr, "error: the 1-rank reference's probe failed; see %s\n", log), 1;
 
     int n = 1;
     while (bug_info(n - 1)) n++;
@@ -245,8 +235,8 @@ int bugs_main(int argc, char **argv) {
         fflush(stdout);
         snprintf(log, sizeof log, "%s/%s.log", out, name);
         remove(log);
-        if (train(many, n_many, nsteps, r->layout, r, dir, log) ||
-            probe(many, n_many, path, batch, r->layout, r, result, log))
+        if (train(many, n_many, nsteps, r, dir, log) ||
+            probe(many, n_many, path, batch, r, result, log))
             return fprintf(stderr, "error: the %d-rank run of %s failed; see %s\n", ranks, name, log), 1;
         loss_difference(r, dir, ref);
         if (compare_probe_errors(result, ref_probe, &r->out_err, &r->grad_err, err, sizeof err))

@@ -43,22 +43,44 @@ void out_file_not_input(const char *flag, const char *path, const char *in_flag,
                     "pass another path", flag, path, in_flag, in_path);
 }
 
-void out_folder_check(const char *flag, const char *dir, const char *resume) {
+// The file in dir that marks it as a training run, or NULL
+static const char *run_mark(const char *dir) {
+    static const char *const marks[] = {"model.safetensors", "loss.csv"};
     struct stat sb;
-    if (!dir[0]) usage_error("%s is empty; pass the folder the run should be written to", flag);
-    if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
-        usage_error("%s %s is a file, not a folder; pass the folder the run should be written to",
-                    flag, dir);
-    if (resume[0] && same_file(dir, resume)) return;
-    const char *marks[] = {"model.safetensors", "loss.csv"};
     for (int i = 0; i < 2; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, marks[i]);
-        if (stat(path, &sb) == 0)
-            usage_error("%s %s already holds a run (%s); continue it with --resume %s, or pass "
-                        "another --out (or remove the folder) to start a new one",
-                        flag, dir, marks[i], dir);
+        if (stat(path, &sb) == 0) return marks[i];
     }
+    return NULL;
+}
+
+// dir is not empty and not a file; `what` names what goes there
+static void folder_check(const char *flag, const char *dir, const char *what) {
+    struct stat sb;
+    if (!dir[0]) usage_error("%s is empty; pass the folder %s", flag, what);
+    if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        usage_error("%s %s is a file, not a folder; pass the folder %s", flag, dir, what);
+}
+
+void out_folder_check(const char *flag, const char *dir, const char *resume) {
+    folder_check(flag, dir, "the run should be written to");
+    if (resume[0] && same_file(dir, resume)) return;
+    const char *mark = run_mark(dir);
+    if (mark)
+        usage_error("%s %s already holds a run (%s); continue it with --resume %s, or pass "
+                    "another --out (or remove the folder) to start a new one",
+                    flag, dir, mark, dir);
+}
+
+void out_runs_folder_check(const char *flag, const char *dir, const char *command) {
+    char what[96];
+    snprintf(what, sizeof what, "%s should write its runs to", command);
+    folder_check(flag, dir, what);
+    const char *mark = run_mark(dir);
+    if (mark)
+        usage_error("%s %s holds a training run (%s), which %s's runs and plot would overwrite; "
+                    "pass a new folder, or an earlier %s's", flag, dir, mark, command, command);
 }
 
 int run_folder_clear(const char *dir) {

@@ -11,6 +11,9 @@ void out_file_not_input(const char *flag, const char *path, const char *in_flag,
 // `dir` is the run folder a training run writes: not empty and not a file; a folder that already
 // holds a run (model.safetensors or loss.csv) is refused unless it is `resume`, the run continued.
 void out_folder_check(const char *flag, const char *dir, const char *resume);
+// `dir` is the folder a command (verify, bugs) writes its own runs and plots to: not empty, not a
+// file, and not a training run itself (its earlier results there are the command's to replace).
+void out_runs_folder_check(const char *flag, const char *dir, const char *command);
 // Removes the files a training run writes in dir (and any .tmp left by a killed save); returns
 // how many were there. verify uses it to replace its own earlier runs.
 int run_folder_clear(const char *dir);

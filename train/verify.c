@@ -76,24 +76,6 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     return true;
 }
 
-// verify writes out/ranks-N, out/ranks-1 and out/loss.png and replaces only its own earlier
-// results there: a folder that is itself a training run (its loss.png is the run's) is refused.
-static void check_out(const char *out) {
-    struct stat sb;
-    if (!out[0]) usage_error("--out is empty; pass the folder verify should write its runs to");
-    if (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode))
-        usage_error("--out %s is a file, not a folder; pass the folder verify should write its "
-                    "runs to", out);
-    const char *marks[] = {"model.safetensors", "loss.csv"};
-    for (int i = 0; i < 2; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", out, marks[i]);
-        if (stat(path, &sb) == 0)
-            usage_error("--out %s holds a training run (%s), which verify's runs and plot would "
-                        "overwrite; pass a new folder, or an earlier verify's", out, marks[i]);
-    }
-}
-
 // Trains with `ranks` ranks into out/ranks-N and then with one rank (without --inject-bug; only
 // ref_steps steps when not 0) into out/ranks-1, and compares them; self is this program.
 static int run_both(char *self, int ranks, const char *out, char **pass, int np,
@@ -139,7 +121,7 @@ int verify_main(int argc, char **argv) {
     }
     if (!ranks) usage_error("verify needs --ranks N (N >= 2)");
     if (!check_flags(pass, np, ranks, ref_steps)) return free(pass), 0;
-    check_out(out);
+    out_runs_folder_check("--out", out, "verify");
     char self[4096];
     if (!launch_self(self, sizeof self))
         return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
