@@ -156,9 +156,9 @@ const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count,
 }
 
 void sp_micro_batch(const SeqParallel *sp, int count, int i, int *first, int *n) {
-    int each = count / sp->accum, larger = count % sp->accum;
-    *n = each + (i < larger);
-    *first = i * each + (i < larger ? i : larger);
+    // split as heads are over ranks: the first count mod K micro-batches take one image more
+    *first = seq_first_head(count, sp->accum, i);
+    *n = seq_heads(count, sp->accum, i);
 }
 
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
