@@ -13,72 +13,62 @@ bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 # a small padded run: 81 tokens (18x18, patch 2) over 4 ranks -> 84
 SMALL="--model DiT-tiny/2 --input-size 18 --batch 8 --steps 30 --sample-steps 1 --samples-per-class 1"
 
-# 1. loss curves: 4 ranks reproduce 1 rank; every injected bug is caught by the same comparison
-out=$("$TRAIN" verify --ranks 4 $SMALL --out "$WORK/verify" 2>&1)
-if [ $? = 0 ]; then ok "4 ranks vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
-else bad "4 ranks vs 1 rank disagree"; echo "$out" | tail -5; fi
+# 1. loss curves: N ranks reproduce 1 rank in every layout and mesh; every injected bug is caught
+# by the same comparison
+# expect_agree NP DIR FLAGS...: verify --ranks NP of $SMALL with FLAGS, into DIR, agrees with 1 rank
+expect_agree() {
+  local np=$1 dir=$2; shift 2
+  out=$("$TRAIN" verify --ranks $np $SMALL "$@" --out "$dir" 2>&1)
+  if [ $? = 0 ]; then ok "$(echo "$out" | grep -o "$np ranks: [^(]*" | head -1 | sed 's/ $//')${*:+ ($*)} vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
+  else bad "$np ranks${*:+ with $*} disagree with 1 rank"; echo "$out" | tail -5; fi
+}
+# expect_caught NP BUG FLAGS...: NP ranks of $SMALL with FLAGS and the bug diverge from the 1-rank
+# run of the first verify below (the same for every bug: reused)
+caught=0
+expect_caught() {
+  local np=$1 bug=$2; shift 2
+  caught=$((caught + 1))
+  $MPIRUN -np $np "$TRAIN" $SMALL "$@" --inject-bug $bug --out "$WORK/bug$caught" >/dev/null 2>&1
+  res=$("$TRAIN" compare "$WORK/bug$caught" "$WORK/verify/ranks-1" --plot "$WORK/bug$caught.png" 2>&1)
+  if [ $? = 1 ]; then ok "bug $bug ($np ranks${*:+ $*}) caught: $(echo "$res" | grep -o 'first step over tolerance: [0-9]*')"
+  else bad "bug $bug ($np ranks${*:+ $*}) NOT caught"; echo "$res"; fi
+}
+expect_agree 4 "$WORK/verify"
 for bug in local-kv no-dkv-reduce-scatter no-grad-allreduce no-pad-mask wrong-restore; do
-  # the 1-rank run is the same for every bug: reuse it
-  $MPIRUN -np 4 "$TRAIN" $SMALL --inject-bug $bug --out "$WORK/bug-$bug" >/dev/null 2>&1
-  res=$("$TRAIN" compare "$WORK/bug-$bug" "$WORK/verify/ranks-1" --plot "$WORK/bug-$bug.png" 2>&1)
-  if [ $? = 1 ]; then ok "bug $bug caught: $(echo "$res" | grep -o 'first step over tolerance: [0-9]*')"
-  else bad "bug $bug NOT caught"; echo "$res"; fi
+  expect_caught 4 $bug
 done
 
-# the all-to-all variant (4 heads over 4 ranks) reproduces one rank too
-out=$("$TRAIN" verify --ranks 4 $SMALL --heads 4 --sp-attention all-to-all --out "$WORK/a2a" 2>&1)
-if [ $? = 0 ]; then ok "all-to-all attention, 4 ranks vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
-else bad "all-to-all attention, 4 ranks vs 1 rank disagree"; echo "$out" | tail -5; fi
-# heads the ranks do not divide: 5 over 4 ranks (2, 1, 1, 1), and 3 over hybrid groups of 2 (2, 1)
-for flags in "--heads 5 --hidden 40 --sp-attention all-to-all" "--heads 3 --hidden 48 --sp-attention hybrid --ulysses-degree 2"; do
-  out=$("$TRAIN" verify --ranks 4 $SMALL $flags --out "$WORK/uneven" 2>&1)
-  if [ $? = 0 ]; then ok "uneven heads ($flags), 4 ranks vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
-  else bad "uneven heads ($flags), 4 ranks vs 1 rank disagree"; echo "$out" | tail -5; fi
-done
+# the all-to-all variant (4 heads over 4 ranks) reproduces one rank too; and heads the ranks do
+# not divide: 5 over 4 ranks (2, 1, 1, 1), and 3 over hybrid groups of 2 (2, 1)
+expect_agree 4 "$WORK/a2a" --heads 4 --sp-attention all-to-all
+expect_agree 4 "$WORK/uneven" --heads 5 --hidden 40 --sp-attention all-to-all
+expect_agree 4 "$WORK/uneven" --heads 3 --hidden 48 --sp-attention hybrid --ulysses-degree 2
 
 # the ring layout reproduces one rank too, and each of its bugs is caught
-out=$("$TRAIN" verify --ranks 4 $SMALL --sp-attention ring --out "$WORK/ring" 2>&1)
-if [ $? = 0 ]; then ok "ring attention, 4 ranks vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
-else bad "ring attention, 4 ranks vs 1 rank disagree"; echo "$out" | tail -5; fi
+expect_agree 4 "$WORK/ring" --sp-attention ring
 for bug in ring-wrong-merge ring-dkv-not-returned; do
-  $MPIRUN -np 4 "$TRAIN" $SMALL --sp-attention ring --inject-bug $bug --out "$WORK/bug-$bug" >/dev/null 2>&1
-  res=$("$TRAIN" compare "$WORK/bug-$bug" "$WORK/verify/ranks-1" --plot "$WORK/bug-$bug.png" 2>&1)
-  if [ $? = 1 ]; then ok "bug $bug caught: $(echo "$res" | grep -o 'first step over tolerance: [0-9]*')"
-  else bad "bug $bug NOT caught"; echo "$res"; fi
+  expect_caught 4 $bug --sp-attention ring
 done
 
 # the hybrid layout and data x sequence meshes reproduce one rank too (3 x 1: 6 images, which 3
 # data groups split), and the data-parallel bugs are caught
-for mesh in "4|--sp-attention hybrid --ulysses-degree 2" "4|--sp 2" "4|--sp 2 --sp-attention ring" "3|--sp 1 --batch 6"; do
-  np=${mesh%%|*} flags=${mesh#*|}
-  out=$("$TRAIN" verify --ranks $np $SMALL $flags --out "$WORK/mesh" 2>&1)
-  if [ $? = 0 ]; then ok "$np ranks ($(echo "$out" | grep -o "$np ranks: [^(]*" | head -1| sed 's/ $//')) vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
-  else bad "$np ranks with $flags disagree with 1 rank"; echo "$out" | tail -5; fi
-done
-for bug in "no-dp-allreduce|--sp 2" "same-data-all-dp|--sp 2" "ring-wrong-merge|--sp-attention hybrid --ulysses-degree 2"; do
-  name=${bug%%|*} flags=${bug#*|}
-  $MPIRUN -np 4 "$TRAIN" $SMALL $flags --inject-bug $name --out "$WORK/mesh-bug-$name" >/dev/null 2>&1
-  res=$("$TRAIN" compare "$WORK/mesh-bug-$name" "$WORK/verify/ranks-1" --plot "$WORK/mesh-bug-$name.png" 2>&1)
-  if [ $? = 1 ]; then ok "bug $name ($flags) caught: $(echo "$res" | grep -o 'first step over tolerance: [0-9]*')"
-  else bad "bug $name ($flags) NOT caught"; echo "$res"; fi
-done
+expect_agree 4 "$WORK/mesh" --sp-attention hybrid --ulysses-degree 2
+expect_agree 4 "$WORK/mesh" --sp 2
+expect_agree 4 "$WORK/mesh" --sp 2 --sp-attention ring
+expect_agree 3 "$WORK/mesh" --sp 1 --batch 6
+expect_caught 4 no-dp-allreduce --sp 2
+expect_caught 4 same-data-all-dp --sp 2
+expect_caught 4 ring-wrong-merge --sp-attention hybrid --ulysses-degree 2
 
 # gradient accumulation: 2 ranks with 3 micro-batches (3 + 3 + 2 images) reproduce one rank (which
 # accumulates the same way), and the plain 1-rank run too (K does not change the step); weighting
 # the micro-batches 1/K, or averaging each rank's loss over its own tokens, is caught
-out=$("$TRAIN" verify --ranks 2 $SMALL --grad-accum 3 --out "$WORK/accum" 2>&1)
-if [ $? = 0 ]; then ok "--grad-accum 3, 2 ranks vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
-else bad "--grad-accum 3, 2 ranks vs 1 rank disagree"; echo "$out" | tail -5; fi
+expect_agree 2 "$WORK/accum" --grad-accum 3
 res=$("$TRAIN" compare "$WORK/accum/ranks-1" "$WORK/verify/ranks-1" --plot "$WORK/accum-k.png" 2>&1)
 if [ $? = 0 ]; then ok "--grad-accum 3 vs one batch, 1 rank: $(echo "$res" | grep -o 'largest relative loss difference [^ ]*')"
 else bad "--grad-accum 3 differs from one batch"; echo "$res"; fi
-for bug in "accum-unweighted|--grad-accum 3" "local-mean-loss|"; do
-  name=${bug%%|*} flags=${bug#*|}
-  $MPIRUN -np 2 "$TRAIN" $SMALL $flags --inject-bug $name --out "$WORK/bug-$name" >/dev/null 2>&1
-  res=$("$TRAIN" compare "$WORK/bug-$name" "$WORK/verify/ranks-1" --plot "$WORK/bug-$name.png" 2>&1)
-  if [ $? = 1 ]; then ok "bug $name (2 ranks${flags:+ $flags}) caught: $(echo "$res" | grep -o 'first step over tolerance: [0-9]*')"
-  else bad "bug $name (2 ranks${flags:+ $flags}) NOT caught"; echo "$res"; fi
-done
+expect_caught 2 accum-unweighted --grad-accum 3
+expect_caught 2 local-mean-loss
 
 # the bug catalogue: every injectable bug caught on 4 ranks, the correct code agrees (exit 0),
 # one row per bug (an unknown bug's error lists them all) plus the correct code's
