@@ -5,6 +5,7 @@
 // Readers that take a path get the input written to a file in a per-process folder (fuzz_file).
 #pragma once
 #include "../../core/check.h"
+#include "../../train/config.h"
 #include "../../train/flags.h"
 #include <ftw.h>
 #include <stdarg.h>
@@ -108,3 +109,16 @@ static inline const char *fuzz_file(char *path, const char *name, const uint8_t 
     {.input_size = 4, .patch_size = 2, .in_channels = 2, .hidden_size = 4, .depth = 1,             \
      .num_heads = 1, .mlp_ratio = 1, .num_classes = 3, .learn_sigma = true,                       \
      .class_dropout_prob = 0.1}
+
+// train's flags (argv without the program name): an accepted set must hold a valid model
+static inline void fuzz_train_flags(int argc, char **argv) {
+    static TrainConfig tc; // static: a usage error leaves it half set, which is fine
+    FUZZ_TRY({
+        if (train_config_parse(&tc, argc, argv, 1)) {
+            char why[256], text[8192];
+            if (dit_config_error(&tc.model, why, sizeof why)) abort(); // accepted an invalid model
+            train_config_text(&tc, text, sizeof text);
+            fuzz_say("accepted: %s", text);
+        }
+    });
+}

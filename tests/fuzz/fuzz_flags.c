@@ -2,7 +2,6 @@
 // train/flags.c) on arbitrary command lines: the input split at NUL bytes into at most 64
 // arguments. Each command line either parses into a valid configuration, whose text (the rank
 // check's line) can be made, or stops with a usage error.
-#include "../../train/config.h"
 #include "fuzz.h"
 
 #define MAX_ARGS 64
@@ -20,15 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int argc = 0;
     for (size_t i = 0; i <= size && argc < MAX_ARGS; i += strlen(buf + i) + 1) args[argc++] = buf + i;
     args[argc] = NULL;
-    static TrainConfig tc; // static: longjmp out of the parser leaves it half set, which is fine
-    FUZZ_TRY({
-        if (train_config_parse(&tc, argc, args, 1)) {
-            char why[256], text[8192];
-            if (dit_config_error(&tc.model, why, sizeof why)) abort(); // accepted an invalid model
-            train_config_text(&tc, text, sizeof text);
-            fuzz_say("accepted: %s", text);
-        }
-    });
+    fuzz_train_flags(argc, args);
     free(buf);
     return 0;
 }

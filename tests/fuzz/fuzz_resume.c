@@ -2,7 +2,6 @@
 // run folders: the input is written as DIR/config.json, which --resume DIR reads to take the
 // run's settings, then the flags given on the command line are checked against them. Two command
 // lines per input: --resume DIR alone, and with flags that override or contradict the run.
-#include "../../train/config.h"
 #include "fuzz.h"
 #include <sys/stat.h>
 
@@ -20,23 +19,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-static void parse(int argc, char **argv) {
-    static TrainConfig tc; // static: a usage error leaves it half set, which is fine
-    FUZZ_TRY({
-        if (train_config_parse(&tc, argc, argv, 1)) {
-            char why[256], text[8192];
-            if (dit_config_error(&tc.model, why, sizeof why)) abort(); // accepted an invalid model
-            train_config_text(&tc, text, sizeof text);
-            fuzz_say("accepted: %s", text);
-        }
-    });
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[512];
     fuzz_file(path, "run/config.json", data, size);
-    parse(2, (char *[]){"--resume", dir, NULL});
-    parse(12, (char *[]){"--resume", dir, "--hidden", "32", "--seed", "7", "--steps", "9", "--ema",
+    fuzz_train_flags(2, (char *[]){"--resume", dir, NULL});
+    fuzz_train_flags(12, (char *[]){"--resume", dir, "--hidden", "32", "--seed", "7", "--steps", "9", "--ema",
                          "0", "--out", out, NULL});
     return 0;
 }
