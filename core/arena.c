@@ -1,6 +1,7 @@
 // arena.c: see arena.h.
 #include "arena.h"
 #include "check.h"
+#include "device.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,8 +15,26 @@ Arena arena_create(size_t cap_bytes) {
     return a;
 }
 
+// the host side of a device arena: tensor headers, masks and labels of a step
+#define ARENA_HOST_SIDE ((size_t)256 << 20)
+
+Arena arena_create_device(size_t cap_bytes) {
+    Arena a = {.device = true};
+    a.cap = (cap_bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    a.base = device_alloc(a.cap ? a.cap : ARENA_ALIGN);
+    a.host = xmalloc(sizeof(Arena));
+    *a.host = arena_create(ARENA_HOST_SIDE); // address space: pages are touched as they are used
+    return a;
+}
+
+Arena *arena_host(Arena *a) { return a->host ? a->host : a; }
+
 void arena_destroy(Arena *a) {
-    free(a->base);
+    if (a->device) {
+        device_free(a->base);
+        arena_destroy(a->host);
+        free(a->host);
+    } else free(a->base);
     *a = (Arena){0};
 }
 
@@ -28,11 +47,15 @@ void *arena_alloc(Arena *a, size_t bytes) {
     void *p = a->base + a->used;
     a->used += need;
     if (a->used > a->peak) a->peak = a->used;
-    memset(p, 0, need);
+    if (a->device) device_zero(p, need);
+    else memset(p, 0, need);
     return p;
 }
 
-void arena_reset(Arena *a) { a->used = 0; }
+void arena_reset(Arena *a) {
+    a->used = 0;
+    if (a->host) arena_reset(a->host);
+}
 void arena_reset_peak(Arena *a) { a->peak = a->used; }
 size_t arena_mark(const Arena *a) { return a->used; }
 
@@ -46,7 +69,13 @@ void *arena_keep(Arena *a, size_t mark, const void *src, size_t bytes) {
     size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
     CHECK(need <= a->cap - a->used, "arena_keep: %zu bytes do not fit", need); // they did before
     void *p = a->base + a->used;
-    memmove(p, src, bytes); // src may lie in what was just freed, at or above p
+    // src may lie in what was just freed, at or above p: a device copies forward in pieces no
+    // longer than the gap, which never overlap
+    size_t gap = (size_t)((const uint8_t *)src - (uint8_t *)p);
+    if (!a->device) memmove(p, src, bytes);
+    else if (gap)
+        for (size_t at = 0; at < bytes; at += gap)
+            device_copy((uint8_t *)p + at, (const uint8_t *)src + at, at + gap < bytes ? gap : bytes - at);
     a->used += need;
     if (a->used > a->peak) a->peak = a->used;
     return p;

@@ -1,7 +1,10 @@
 // arena.h: bump allocator for activations and gradients of one step. Allocations are 64-byte
 // aligned, zero-filled, never NULL; arena_reset frees everything at once. `peak` is the most
-// bytes ever in use, which is how memory is measured in this project.
+// bytes ever in use, which is how memory is measured in this project. A device arena holds its
+// bytes on the GPU (core/device.h); what the host must read or write (tensor headers, masks,
+// labels) goes to its host side, arena_host(a), which is emptied with it by arena_reset only.
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,9 +15,13 @@ typedef struct Arena {
     size_t cap;  // bytes
     size_t used; // bytes in use, including alignment padding
     size_t peak; // max of used since creation or arena_reset_peak
+    bool device;        // base is device memory
+    struct Arena *host; // device arenas: the host side; NULL otherwise
 } Arena;
 
 Arena arena_create(size_t cap_bytes);
+Arena arena_create_device(size_t cap_bytes); // cap_bytes of device memory, and a host side
+Arena *arena_host(Arena *a); // where host records go: a itself, or a device arena's host side
 void arena_destroy(Arena *a);
 void *arena_alloc(Arena *a, size_t bytes); // aborts with bytes needed vs available on overflow
 void arena_reset(Arena *a);                // used = 0; peak kept

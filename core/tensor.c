@@ -1,14 +1,16 @@
 // tensor.c: see tensor.h.
 #include "tensor.h"
 #include "check.h"
+#include "device.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 Tensor *tensor_new_shape(Arena *a, int ndim, const int *shape) {
     CHECK(ndim >= 0 && ndim <= MAX_DIMS, "a tensor has at most %d dims, not %d", MAX_DIMS, ndim);
-    Tensor *t = arena_alloc(a, sizeof(Tensor));
+    Tensor *t = arena_alloc(arena_host(a), sizeof(Tensor));
     t->ndim = ndim;
+    t->device = a->device;
     t->size = 1;
     for (int i = 0; i < ndim; i++) {
         CHECK(shape[i] > 0, "tensor dim %d must be positive, got %d", i, shape[i]);
@@ -33,13 +35,25 @@ Tensor *tensor_keep(Arena *a, Tensor *t, size_t mark) {
     CHECK(!t->base && !t->grad, "tensor_keep: only a plain tensor without a gradient can move");
     Tensor saved = *t;
     real *data = arena_keep(a, mark, t->data, t->size * sizeof(real));
-    Tensor *k = arena_alloc(a, sizeof(Tensor));
+    Tensor *k = arena_alloc(arena_host(a), sizeof(Tensor));
     *k = saved;
     k->data = data;
     return k;
 }
 
 Tensor *tensor_like(Arena *a, const Tensor *t) { return tensor_new_shape(a, t->ndim, t->shape); }
+
+Tensor *tensor_to(Arena *a, const Tensor *t) {
+    Tensor *c = tensor_like(a, t);
+    device_copy(c->data, t->data, t->size * sizeof(real));
+    return c;
+}
+
+double tensor_item(const Tensor *t) {
+    real x;
+    device_copy(&x, t->data, sizeof x);
+    return x;
+}
 
 real *tensor_grad(Arena *a, Tensor *t) {
     if (t->grad) return t->grad;
@@ -49,7 +63,7 @@ real *tensor_grad(Arena *a, Tensor *t) {
 }
 
 static Tensor *view_of(Arena *a, const Tensor *t) {
-    Tensor *v = arena_alloc(a, sizeof(Tensor));
+    Tensor *v = arena_alloc(arena_host(a), sizeof(Tensor));
     *v = *t;
     v->base = t->base ? t->base : (Tensor *)t;
     return v;

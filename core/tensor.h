@@ -1,6 +1,7 @@
 // tensor.h: an up-to-4-D, row-major, contiguous array of `real` with an optional gradient of the
 // same shape. Tensors of one step live in an arena; parameters point into the flat parameter
-// store. A view (tensor_reshape) shares storage with its parent.
+// store. A view (tensor_reshape) shares storage with its parent. A tensor of a device arena has
+// its data and gradient on the GPU (device true) and its header on the host.
 #pragma once
 #include "arena.h"
 #include "real.h"
@@ -17,6 +18,7 @@ typedef struct Tensor {
     real *grad;         // [size] or NULL until a backward pass writes it
     bool requires_grad; // true for parameters, marked inputs, and anything computed from them
     bool got_grad;      // set when a backward pass accumulated into grad
+    bool device;        // data and grad are device memory
     const char *name;   // parameters: the checkpoint name; otherwise NULL
     struct Tensor *base; // views: the tensor whose storage they share; otherwise NULL
 } Tensor;
@@ -28,6 +30,9 @@ Tensor *tensor_new_shape(Arena *a, int ndim, const int *shape);
 // a view, and nothing allocated since mark may be used afterwards); returns it.
 Tensor *tensor_keep(Arena *a, Tensor *t, size_t mark);
 Tensor *tensor_like(Arena *a, const Tensor *t);
+// A copy of t's values in arena a: onto the device or back to the host, as a's kind says.
+Tensor *tensor_to(Arena *a, const Tensor *t);
+double tensor_item(const Tensor *t); // element 0, from the host or the device
 // Allocate t's gradient (zeroed) if it has none; a view gets the matching part of its base's.
 real *tensor_grad(Arena *a, Tensor *t);
 // The same storage seen with another shape of equal size.

@@ -6,6 +6,7 @@
 // not synchronize. Only for builds with USE_CUDA (the include path must reach the CUDA headers).
 #pragma once
 #include "../core/check.h"
+#include "../core/device.h"
 #include "../core/real.h"
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
@@ -16,13 +17,7 @@
 extern "C" {
 #endif
 
-// ---- device helpers ------------------------------------------------------------------------------
-int cuda_device_count(void);    // 0 when there is no device or no driver; never raises an error
-void *cuda_alloc(size_t bytes); // cudaMalloc that never returns NULL
-void cuda_free(void *ptr);      // NULL is fine
-void cuda_to_device(void *dst, const void *src, size_t bytes); // synchronous copies
-void cuda_to_host(void *dst, const void *src, size_t bytes);
-void cuda_sync(void); // waits for the whole device, then checks for errors
+// device memory, copies and synchronization: core/device.h
 
 // ---- launch sizes: blocks of CUDA_BLOCK threads ----------------------------------------------------
 #define CUDA_BLOCK 256

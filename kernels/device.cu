@@ -1,8 +1,14 @@
-// device.cu: device count, memory and synchronization helpers declared in cuda.h.
+// device.cu: core/device.h on the CUDA runtime. Nothing here touches CUDA before device_select,
+// so that --device cpu runs of this build work on machines without a driver.
 #include "cuda.h"
 #include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
 
-int cuda_device_count(void) {
+static bool selected;
+static char name[256];
+
+int device_count(void) {
     int n = 0;
     // no driver or no device is an answer here, not an error: clear it so that the next
     // cudaGetLastError() does not report it
@@ -13,25 +19,54 @@ int cuda_device_count(void) {
     return n;
 }
 
-void *cuda_alloc(size_t bytes) {
+void device_select(int index) {
+    CUDA_CHECK(cudaSetDevice(index));
+    cudaDeviceProp p;
+    CUDA_CHECK(cudaGetDeviceProperties(&p, index));
+    snprintf(name, sizeof name, "%s", p.name);
+    selected = true;
+}
+
+bool device_in_use(void) { return selected; }
+const char *device_name(void) { return selected ? name : "none"; }
+
+void *device_alloc(size_t bytes) {
     void *p = NULL;
-    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess)
+        FATAL("cannot take %zu bytes (%.2f GiB) of device memory (%s): lower the batch size or the "
+              "image size, or spread the sequence over more ranks", bytes, bytes / 1073741824.0,
+              cudaGetErrorString(e));
     return p;
 }
 
-void cuda_free(void *ptr) {
+void device_free(void *ptr) {
     if (ptr) CUDA_CHECK(cudaFree(ptr));
 }
 
-void cuda_to_device(void *dst, const void *src, size_t bytes) {
-    if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+bool device_pointer(const void *ptr) {
+    if (!selected || !ptr) return false;
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
-void cuda_to_host(void *dst, const void *src, size_t bytes) {
-    if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+void device_copy(void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    if (!selected) memmove(dst, src, bytes);
+    else CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 }
 
-void cuda_sync(void) {
+void device_zero(void *ptr, size_t bytes) {
+    if (!bytes) return;
+    if (device_pointer(ptr)) CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, 0));
+    else memset(ptr, 0, bytes);
+}
+
+void device_sync(void) {
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaGetLastError());
 }

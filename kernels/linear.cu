@@ -1,5 +1,5 @@
 // linear.cu: out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias on the device (linear.c) through
-// cuBLAS: SGEMM in the float32 build (cuBLAS's default math, no TF32), DGEMM in the float64 one.
+// cuBLAS: SGEMM in the float32 build (cuBLAS's default math; TF32 tensor cores only after device_set_tf32), DGEMM in the float64 one.
 // cuBLAS is column-major: a row-major (R,K) matrix is its (K,R) transpose there, so each product
 // is written for the transposes. The bias and its gradient go through the add kernels.
 #include "cuda.h"
@@ -18,10 +18,15 @@
         if (s_ != CUBLAS_STATUS_SUCCESS) fatal(__FILE__, __LINE__, "%s failed: status %d", #call, (int)s_); \
     } while (0)
 
+static bool tf32; // float32 GEMMs on TF32 tensor cores (--tf32)
+
+void device_set_tf32(bool on) { tf32 = on; }
+
 static cublasHandle_t handle(cudaStream_t stream) {
     static cublasHandle_t h;
     if (!h) CUBLAS_CHECK(cublasCreate(&h));
     CUBLAS_CHECK(cublasSetStream(h, stream));
+    CUBLAS_CHECK(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     return h;
 }
 

@@ -2,11 +2,11 @@
 // (B,Tk,D). Tq may differ from Tk: in sequence parallelism, local queries attend to all keys.
 // Masked keys get weight exactly 0 and therefore exactly zero gradient; a query whose keys are all
 // masked gets a zero output. Fused (kernels/attention.c): the tape keeps the output and one
-// log-sum-exp per query row and head, so memory grows linearly with the sequence.
+// log-sum-exp per query row and head, so memory grows linearly with the sequence. On the device
+// the CUDA kernels (kernels/attention.cu) do the same with their own tiles.
 #include "common.h"
-#include "../kernels/kernels.h"
 
-// scratch for the kernels' tiles, taken from the arena for the duration of one call
+// scratch for the CPU kernels' tiles, taken from the arena for the duration of one call
 static real *scratch(Arena *a, int bq, int bk, int dh) {
     return arena_alloc(a, attention_scratch_count(bq, bk, dh, kernel_threads()) * sizeof(real));
 }
@@ -17,8 +17,16 @@ static void attention_bwd(Node *n) {
     int bq = n->iarg[5], bk = n->iarg[6];
     real *dq = node_grad(n, 0), *dk = node_grad(n, 1), *dv = node_grad(n, 2);
     size_t mark = arena_mark(n->arena); // after the gradients, freed after use
-    attention_backward(dq, dk, dv, scratch(n->arena, bq, bk, dh), n->out->grad, n->out->data,
-                       n->saved->data, q->data, k->data, v->data, n->ptr, B, Tq, Tk, H, dh, bq, bk);
+#ifdef USE_CUDA
+    if (node_on_device(n)) { // the device kernel picks its own tiles
+        real *sc = arena_alloc(n->arena, attention_cuda_scratch_count(B, H, Tq) * sizeof(real));
+        attention_backward_cuda(dq, dk, dv, sc, n->out->grad, n->out->data, n->saved->data, q->data,
+                                k->data, v->data, n->ptr, B, Tq, Tk, H, dh, 0);
+    } else
+#endif
+        attention_backward(dq, dk, dv, scratch(n->arena, bq, bk, dh), n->out->grad, n->out->data,
+                           n->saved->data, q->data, k->data, v->data, n->ptr, B, Tq, Tk, H, dh, bq,
+                           bk);
     arena_release(n->arena, mark);
 }
 
@@ -39,9 +47,16 @@ Tensor *attention_tiled(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
     CHECK(bq > 0 && bk > 0, "attention: tiles of %d x %d rows", bq, bk);
     bq = bq < Tq ? bq : Tq, bk = bk < Tk ? bk : Tk; // no larger than the sequence
     Tensor *out = tensor_like(tp->arena, q), *lse = tensor_new(tp->arena, 3, B, heads, Tq);
+    key_mask = op_input(tp->arena, key_mask, (size_t)Tk);
     size_t mark = arena_mark(tp->arena);
-    attention_forward(out->data, lse->data, scratch(tp->arena, bq, bk, D / heads), q->data,
-                      k->data, v->data, key_mask, B, Tq, Tk, heads, D / heads, bq, bk);
+#ifdef USE_CUDA
+    if (on_device(tp))
+        attention_forward_cuda(out->data, lse->data, q->data, k->data, v->data, key_mask, B, Tq, Tk,
+                               heads, D / heads, 0);
+    else
+#endif
+        attention_forward(out->data, lse->data, scratch(tp->arena, bq, bk, D / heads), q->data,
+                          k->data, v->data, key_mask, B, Tq, Tk, heads, D / heads, bq, bk);
     arena_release(tp->arena, mark);
     Node *n = tape_record(tp, "attention", attention_bwd, out, 3, q, k, v);
     if (n) {

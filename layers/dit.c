@@ -2,6 +2,7 @@
 // and label embedders, N adaLN-Zero blocks, the final layer.
 #include "dit.h"
 #include "../core/check.h"
+#include "../core/device.h"
 #include "../core/rng.h"
 #include "../kernels/kernels.h"
 #include <math.h>
@@ -295,9 +296,8 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     // x = patch_embed(img) + pos_embed, on this shard's tokens (padding rows get no position)
     Tensor *x = patch_embed(tp, img, m->x_w, m->x_b, sh.t0, sh.n);
     Tensor *pos = tensor_new(tp->arena, 3, 1, sh.n, D);
-    for (int r = 0; r < sh.n && sh.t0 + r < T; r++)
-        memcpy(pos->data + (size_t)r * D, m->pos_embed.data + (size_t)(sh.t0 + r) * D,
-               D * sizeof(real));
+    int rows = sh.t0 >= T ? 0 : T - sh.t0 < sh.n ? T - sh.t0 : sh.n; // the shard's real tokens
+    device_copy(pos->data, m->pos_embed.data + (size_t)sh.t0 * D, (size_t)rows * D * sizeof(real));
     x = add(tp, x, pos);
     // c = t_embedder(t) + y_embedder(y)
     Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);
@@ -327,7 +327,7 @@ Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *
     }
     Tensor *tgt = patchify(tp, target, p, sh.t0, sh.n, true);
     size_t row = (size_t)p * p * Ct;
-    uint8_t *mask = arena_alloc(tp->arena, out->size); // real tokens only
+    uint8_t *mask = arena_alloc(arena_host(tp->arena), out->size); // real tokens only
     for (int b = 0; b < B; b++)
         for (int r = 0; r < sh.n && sh.t0 + r < T; r++)
             memset(mask + ((size_t)b * sh.n + r) * row, 1, row);

@@ -1,10 +1,9 @@
 // elementwise.c: residual/bias add with repetition, GELU and SiLU.
 #include "common.h"
-#include "../kernels/kernels.h"
 
 static void add_bwd(Node *n) {
     real *da = node_grad_take(n, 0) ? NULL : node_grad(n, 0); // da = dout: the same buffer
-    add_backward(da, node_grad(n, 1), n->out->grad, n->out->size, n->in[1]->size);
+    RUN(node_on_device(n), add_backward, da, node_grad(n, 1), n->out->grad, n->out->size, n->in[1]->size);
 }
 
 // b repeats over a: its shape must equal a trailing part of a's shape (leading 1s allowed)
@@ -18,31 +17,31 @@ Tensor *add(Tape *tp, Tensor *a, Tensor *b) {
     CHECK(ok, "add: %s cannot be added to %s (it must match the trailing dims)",
           tensor_shape_str(b, bs, sizeof bs), tensor_shape_str(a, as, sizeof as));
     Tensor *out = tensor_like(tp->arena, a);
-    add_forward(out->data, a->data, b->data, a->size, b->size);
+    RUN(on_device(tp), add_forward, out->data, a->data, b->data, a->size, b->size);
     tape_record(tp, "add", add_bwd, out, 2, a, b);
     return out;
 }
 
 static void gelu_bwd(Node *n) {
     real *dx = node_grad(n, 0);
-    if (dx) gelu_backward(dx, n->out->grad, n->in[0]->data, n->out->size);
+    if (dx) RUN(node_on_device(n), gelu_backward, dx, n->out->grad, n->in[0]->data, n->out->size);
 }
 
 Tensor *gelu(Tape *tp, Tensor *x) {
     Tensor *out = tensor_like(tp->arena, x);
-    gelu_forward(out->data, x->data, x->size);
+    RUN(on_device(tp), gelu_forward, out->data, x->data, x->size);
     tape_record(tp, "gelu", gelu_bwd, out, 1, x);
     return out;
 }
 
 static void silu_bwd(Node *n) {
     real *dx = node_grad(n, 0);
-    if (dx) silu_backward(dx, n->out->grad, n->in[0]->data, n->out->size);
+    if (dx) RUN(node_on_device(n), silu_backward, dx, n->out->grad, n->in[0]->data, n->out->size);
 }
 
 Tensor *silu(Tape *tp, Tensor *x) {
     Tensor *out = tensor_like(tp->arena, x);
-    silu_forward(out->data, x->data, x->size);
+    RUN(on_device(tp), silu_forward, out->data, x->data, x->size);
     tape_record(tp, "silu", silu_bwd, out, 1, x);
     return out;
 }

@@ -1,15 +1,14 @@
 // embedding.c: class-label lookup and the sinusoidal timestep embedding (max period 10000).
 #include "common.h"
-#include "../kernels/kernels.h"
 
 static void embedding_bwd(Node *n) {
     Tensor *table = n->in[0];
     real *dtable = node_grad(n, 0);
-    if (dtable) embedding_backward(dtable, n->out->grad, n->ptr, n->out->shape[0],
-                                   table->shape[0], table->shape[1]);
+    if (dtable) RUN(node_on_device(n), embedding_backward, dtable, n->out->grad, n->ptr,
+                    n->out->shape[0], table->shape[0], table->shape[1]);
 }
 
-// idx must stay valid until backward has run
+// idx (on the host) must stay valid until backward has run
 Tensor *embedding(Tape *tp, Tensor *table, const int64_t *idx, int B) {
     CHECK(table->ndim == 2, "embedding: table must be [V, D]");
     for (int b = 0; b < B; b++)
@@ -17,7 +16,9 @@ Tensor *embedding(Tape *tp, Tensor *table, const int64_t *idx, int B) {
               "embedding: index %lld at position %d is outside the table's %d rows",
               (long long)idx[b], b, table->shape[0]);
     Tensor *out = tensor_new(tp->arena, 2, B, table->shape[1]);
-    embedding_forward(out->data, table->data, idx, B, table->shape[0], table->shape[1]);
+    idx = op_input(tp->arena, idx, (size_t)B * sizeof(int64_t));
+    RUN(on_device(tp), embedding_forward, out->data, table->data, idx, B, table->shape[0],
+        table->shape[1]);
     Node *n = tape_record(tp, "embedding", embedding_bwd, out, 1, table);
     if (n) n->ptr = idx;
     return out;
@@ -27,14 +28,14 @@ Tensor *embedding(Tape *tp, Tensor *table, const int64_t *idx, int B) {
 
 static void timestep_bwd(Node *n) {
     real *dt = node_grad(n, 0);
-    if (dt) timestep_embedding_backward(dt, n->out->grad, n->in[0]->data, n->out->shape[0],
-                                        n->out->shape[1], MAX_PERIOD);
+    if (dt) RUN(node_on_device(n), timestep_embedding_backward, dt, n->out->grad, n->in[0]->data,
+                n->out->shape[0], n->out->shape[1], MAX_PERIOD);
 }
 
 Tensor *timestep_embedding(Tape *tp, Tensor *t, int dim) {
     CHECK(t->ndim == 1 && dim > 1, "timestep_embedding: t must be [B] and dim > 1");
     Tensor *out = tensor_new(tp->arena, 2, t->shape[0], dim);
-    timestep_embedding_forward(out->data, t->data, t->shape[0], dim, MAX_PERIOD);
+    RUN(on_device(tp), timestep_embedding_forward, out->data, t->data, t->shape[0], dim, MAX_PERIOD);
     tape_record(tp, "timestep_embedding", timestep_bwd, out, 1, t);
     return out;
 }

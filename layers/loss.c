@@ -1,12 +1,13 @@
 // loss.c: masked mean squared error. denom is the count of real elements the mean is over;
 // in sequence-parallel runs it is the global count, so per-rank losses and gradients add up.
 #include "common.h"
-#include "../kernels/kernels.h"
 
 static void mse_bwd(Node *n) {
     Tensor *pred = n->in[0], *target = n->in[1];
-    mse_backward(node_grad(n, 0), node_grad(n, 1), n->out->grad[0], pred->data, target->data,
-                 n->ptr, pred->size, n->farg[0]);
+    real dloss;
+    device_copy(&dloss, n->out->grad, sizeof dloss);
+    RUN(node_on_device(n), mse_backward, node_grad(n, 0), node_grad(n, 1), dloss, pred->data,
+        target->data, n->ptr, pred->size, n->farg[0]);
 }
 
 Tensor *mse_loss(Tape *tp, Tensor *pred, Tensor *target, const uint8_t *mask, double denom) {
@@ -15,7 +16,18 @@ Tensor *mse_loss(Tape *tp, Tensor *pred, Tensor *target, const uint8_t *mask, do
           tensor_shape_str(pred, ps, sizeof ps), tensor_shape_str(target, ts, sizeof ts));
     CHECK(denom > 0, "mse_loss: the element count must be positive, got %g", denom);
     Tensor *out = tensor_new(tp->arena, 1, 1);
-    out->data[0] = (real)mse_forward(pred->data, target->data, mask, pred->size, denom);
+    mask = op_input(tp->arena, mask, pred->size);
+    real loss;
+#ifdef USE_CUDA
+    if (on_device(tp)) { // the sum stays a double on the device until it is read back here
+        double *sum = arena_alloc(tp->arena, sizeof(double)), host;
+        mse_forward_cuda(sum, pred->data, target->data, mask, pred->size, denom, 0);
+        device_copy(&host, sum, sizeof host);
+        loss = (real)host;
+    } else
+#endif
+        loss = (real)mse_forward(pred->data, target->data, mask, pred->size, denom);
+    device_copy(out->data, &loss, sizeof loss);
     Node *n = tape_record(tp, "mse_loss", mse_bwd, out, 2, pred, target);
     if (n) n->ptr = mask, n->farg[0] = denom;
     return out;

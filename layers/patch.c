@@ -2,14 +2,13 @@
 // unpatchify, the DiT final layer's token-to-image rearrangement. A sequence shard patchifies only
 // its own tokens [t0, t0 + n); padding rows past the last patch stay zero.
 #include "common.h"
-#include "../kernels/kernels.h"
 
 // iarg: B, C, H, W, p, t0, n, channels_last
 #define PATCH_ARGS(a) a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
 
 static void patchify_bwd(Node *n) {
     real *dimg = node_grad(n, 0);
-    if (dimg) patch_scatter(dimg, n->out->grad, PATCH_ARGS(n->iarg));
+    if (dimg) RUN(node_on_device(n), patch_scatter, dimg, n->out->grad, PATCH_ARGS(n->iarg));
 }
 
 // img is (B,C,H,W)
@@ -22,7 +21,7 @@ Tensor *patchify(Tape *tp, Tensor *img, int p, int t0, int len, bool channels_la
           "patchify: image size %dx%d is not a multiple of the patch size %d", H, W, p);
     CHECK(t0 >= 0 && len > 0, "patchify: tokens [%d, %d) is not a valid range", t0, t0 + len);
     Tensor *out = tensor_new(tp->arena, 3, B, len, C * p * p);
-    patch_gather(out->data, img->data, B, C, H, W, p, t0, len, channels_last);
+    RUN(on_device(tp), patch_gather, out->data, img->data, B, C, H, W, p, t0, len, channels_last);
     Node *n = tape_record(tp, "patchify", patchify_bwd, out, 1, img);
     if (n) memcpy(n->iarg, (int[]){B, C, H, W, p, t0, len, channels_last}, 8 * sizeof(int));
     return out;
@@ -42,7 +41,7 @@ Tensor *patch_embed(Tape *tp, Tensor *img, Tensor *w, Tensor *b, int t0, int len
 
 static void unpatchify_bwd(Node *n) {
     real *dtok = node_grad(n, 0);
-    if (dtok) patch_gather(dtok, n->out->grad, PATCH_ARGS(n->iarg));
+    if (dtok) RUN(node_on_device(n), patch_gather, dtok, n->out->grad, PATCH_ARGS(n->iarg));
 }
 
 // tokens is (B, (H/p)*(W/p), p*p*C), rows laid out (i, j, c)
@@ -54,7 +53,7 @@ Tensor *unpatchify(Tape *tp, Tensor *tokens, int C, int H, int W, int p) {
           tensor_shape_str(tokens, s, sizeof s), H, W, C, p);
     int B = tokens->shape[0], T = tokens->shape[1];
     Tensor *out = tensor_new(tp->arena, 4, B, C, H, W);
-    patch_scatter(out->data, tokens->data, B, C, H, W, p, 0, T, true);
+    RUN(on_device(tp), patch_scatter, out->data, tokens->data, B, C, H, W, p, 0, T, true);
     Node *n = tape_record(tp, "unpatchify", unpatchify_bwd, out, 1, tokens);
     if (n) memcpy(n->iarg, (int[]){B, C, H, W, p, 0, T, true}, 8 * sizeof(int));
     return out;

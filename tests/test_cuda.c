@@ -31,10 +31,11 @@ Suite *cuda_suite(void) {
 
 #define SKIP_WITHOUT_GPU()                                                                         \
     do {                                                                                           \
-        if (cuda_device_count() == 0) {                                                            \
+        if (device_count() == 0) {                                                                 \
             printf("cuda: skipped (no GPU on this machine)\n");                                    \
             return;                                                                                \
         }                                                                                          \
+        if (!device_in_use()) device_select(0);                                                    \
     } while (0)
 
 // ---- helpers -------------------------------------------------------------------------------------
@@ -48,8 +49,8 @@ static real *host_randn(size_t n, uint64_t stream, double std, double shift) {
 }
 
 static real *to_device(const real *h, size_t n) {
-    real *d = cuda_alloc(n * sizeof(real));
-    cuda_to_device(d, h, n * sizeof(real));
+    real *d = device_alloc(n * sizeof(real));
+    device_copy(d, h, n * sizeof(real));
     return d;
 }
 
@@ -66,9 +67,9 @@ static double normalized_error(const real *gpu, const real *cpu, size_t n) {
 
 // Copies the device buffer back, prints one line with its error against cpu, and asserts on it.
 static void expect_close(const char *what, const real *dev, const real *cpu, size_t n) {
-    cuda_sync();
+    device_sync();
     real *h = xmalloc(n * sizeof(real));
-    cuda_to_host(h, dev, n * sizeof(real));
+    device_copy(h, dev, n * sizeof(real));
     double err = normalized_error(h, cpu, n);
     free(h);
     printf("cuda %-24s n=%-8zu normalized error %.2e (tolerance %.0e, %s)\n", what, n, err, TOL,
@@ -89,7 +90,7 @@ START_TEST(cuda_add) {
         real *a = host_randn(n, 1, 1, 0), *b = host_randn(nb, 2, 1, 0);
         real *out = xmalloc(n * sizeof(real)), *dout = host_randn(n, 3, 1, 0);
         real *da = host_randn(n, 4, 1, 0), *db = host_randn(nb, 5, 1, 0);
-        real *a_d = to_device(a, n), *b_d = to_device(b, nb), *out_d = cuda_alloc(n * sizeof(real));
+        real *a_d = to_device(a, n), *b_d = to_device(b, nb), *out_d = device_alloc(n * sizeof(real));
         real *dout_d = to_device(dout, n), *da_d = to_device(da, n), *db_d = to_device(db, nb);
 
         add_forward(out, a, b, n, nb);
@@ -105,7 +106,7 @@ START_TEST(cuda_add) {
         real *dbufs[] = {a_d, b_d, out_d, dout_d, da_d, db_d};
         for (int i = 0; i < 6; i++) {
             free(bufs[i]);
-            cuda_free(dbufs[i]);
+            device_free(dbufs[i]);
         }
     }
 }
@@ -125,7 +126,7 @@ static void check_unary(const char *name, UnaryForward fwd, UnaryBackward bwd,
         size_t n = sizes[t];
         real *inp = host_randn(n, 10, 3, 0), *out = xmalloc(n * sizeof(real));
         real *dout = host_randn(n, 11, 1, 0), *dinp = host_randn(n, 12, 1, 0);
-        real *inp_d = to_device(inp, n), *out_d = cuda_alloc(n * sizeof(real));
+        real *inp_d = to_device(inp, n), *out_d = device_alloc(n * sizeof(real));
         real *dout_d = to_device(dout, n), *dinp_d = to_device(dinp, n);
 
         fwd(out, inp, n);
@@ -139,7 +140,7 @@ static void check_unary(const char *name, UnaryForward fwd, UnaryBackward bwd,
         expect_close(what, dinp_d, dinp, n);
 
         free(inp), free(out), free(dout), free(dinp);
-        cuda_free(inp_d), cuda_free(out_d), cuda_free(dout_d), cuda_free(dinp_d);
+        device_free(inp_d), device_free(out_d), device_free(dout_d), device_free(dinp_d);
     }
 }
 
@@ -168,8 +169,8 @@ START_TEST(cuda_layernorm) {
         real *inp = host_randn(n, 20, 2, 0.5), *out = xmalloc(n * sizeof(real));
         real *mean = xmalloc(N * sizeof(real)), *rstd = xmalloc(N * sizeof(real));
         real *dout = host_randn(n, 21, 1, 0), *dinp = host_randn(n, 22, 1, 0);
-        real *inp_d = to_device(inp, n), *out_d = cuda_alloc(n * sizeof(real));
-        real *mean_d = cuda_alloc(N * sizeof(real)), *rstd_d = cuda_alloc(N * sizeof(real));
+        real *inp_d = to_device(inp, n), *out_d = device_alloc(n * sizeof(real));
+        real *mean_d = device_alloc(N * sizeof(real)), *rstd_d = device_alloc(N * sizeof(real));
         real *dout_d = to_device(dout, n), *dinp_d = to_device(dinp, n);
 
         layernorm_forward(out, mean, rstd, inp, N, C, eps);
@@ -179,15 +180,15 @@ START_TEST(cuda_layernorm) {
         expect_close("layernorm_forward rstd", rstd_d, rstd, N);
 
         // backward from the CPU statistics on both sides, so that it is tested on its own
-        cuda_to_device(mean_d, mean, N * sizeof(real));
-        cuda_to_device(rstd_d, rstd, N * sizeof(real));
+        device_copy(mean_d, mean, N * sizeof(real));
+        device_copy(rstd_d, rstd, N * sizeof(real));
         layernorm_backward(dinp, dout, inp, mean, rstd, N, C);
         layernorm_backward_cuda(dinp_d, dout_d, inp_d, mean_d, rstd_d, N, C, 0);
         expect_close("layernorm_backward dinp", dinp_d, dinp, n);
 
         free(inp), free(out), free(mean), free(rstd), free(dout), free(dinp);
-        cuda_free(inp_d), cuda_free(out_d), cuda_free(mean_d), cuda_free(rstd_d);
-        cuda_free(dout_d), cuda_free(dinp_d);
+        device_free(inp_d), device_free(out_d), device_free(mean_d), device_free(rstd_d);
+        device_free(dout_d), device_free(dinp_d);
     }
 }
 END_TEST
@@ -217,7 +218,7 @@ START_TEST(cuda_adamw) {
         expect_close("ema_update", m_d, m, n);
 
         free(p), free(g), free(m), free(v);
-        cuda_free(p_d), cuda_free(g_d), cuda_free(m_d), cuda_free(v_d);
+        device_free(p_d), device_free(g_d), device_free(m_d), device_free(v_d);
     }
 }
 END_TEST
@@ -233,7 +234,7 @@ START_TEST(cuda_linear) {
     real *dout = host_randn(no, 103, 1, 0), *out = xmalloc(no * sizeof(real));
     real *dinp = host_randn(ni, 104, 1, 0), *dw = host_randn(nw, 105, 1, 0), *db = host_randn(OC, 106, 1, 0);
     real *inp_d = to_device(inp, ni), *w_d = to_device(w, nw), *bias_d = to_device(bias, OC);
-    real *dout_d = to_device(dout, no), *out_d = cuda_alloc(no * sizeof(real));
+    real *dout_d = to_device(dout, no), *out_d = device_alloc(no * sizeof(real));
     real *dinp_d = to_device(dinp, ni), *dw_d = to_device(dw, nw), *db_d = to_device(db, OC);
     for (int with_bias = 0; with_bias < 2; with_bias++) {
         linear_forward(out, inp, w, with_bias ? bias : NULL, N, C, OC);
@@ -246,8 +247,8 @@ START_TEST(cuda_linear) {
     expect_close("linear_backward dweight", dw_d, dw, nw);
     expect_close("linear_backward dbias", db_d, db, OC);
     free(inp), free(w), free(bias), free(dout), free(out), free(dinp), free(dw), free(db);
-    cuda_free(inp_d), cuda_free(w_d), cuda_free(bias_d), cuda_free(dout_d), cuda_free(out_d);
-    cuda_free(dinp_d), cuda_free(dw_d), cuda_free(db_d);
+    device_free(inp_d), device_free(w_d), device_free(bias_d), device_free(dout_d), device_free(out_d);
+    device_free(dinp_d), device_free(dw_d), device_free(db_d);
 }
 END_TEST
 
@@ -266,7 +267,7 @@ START_TEST(cuda_adaln) {
         real *out = xmalloc(n * sizeof(real)), *dx = host_randn(n, 55, 1, 0), *dy = host_randn(n, 56, 1, 0);
         real *da = host_randn(nv, 57, 1, 0), *db = host_randn(nv, 58, 1, 0);
         real *x_d = to_device(x, n), *y_d = to_device(y, n), *dout_d = to_device(dout, n);
-        real *a_d = to_device(a, nv), *b_d = to_device(b, nv), *out_d = cuda_alloc(n * sizeof(real));
+        real *a_d = to_device(a, nv), *b_d = to_device(b, nv), *out_d = device_alloc(n * sizeof(real));
         real *dx_d = to_device(dx, n), *dy_d = to_device(dy, n), *da_d = to_device(da, nv), *db_d = to_device(db, nv);
         modulate_forward(out, x, a, b, B, T, D);
         modulate_forward_cuda(out_d, x_d, a_d, b_d, B, T, D, 0);
@@ -285,8 +286,8 @@ START_TEST(cuda_adaln) {
         expect_close("gated_add_backward dgate", da_d, da, nv);
         expect_close("gated_add_backward dy", dy_d, dy, n);
         free(x), free(y), free(dout), free(a), free(b), free(out), free(dx), free(dy), free(da), free(db);
-        cuda_free(x_d), cuda_free(y_d), cuda_free(dout_d), cuda_free(a_d), cuda_free(b_d);
-        cuda_free(out_d), cuda_free(dx_d), cuda_free(dy_d), cuda_free(da_d), cuda_free(db_d);
+        device_free(x_d), device_free(y_d), device_free(dout_d), device_free(a_d), device_free(b_d);
+        device_free(out_d), device_free(dx_d), device_free(dy_d), device_free(da_d), device_free(db_d);
     }
 }
 END_TEST
@@ -298,7 +299,7 @@ START_TEST(cuda_slice) {
     real *inp = host_randn(n, 60, 1, 0), *dinp = host_randn(n, 61, 1, 0), *dout = host_randn(m, 62, 1, 0);
     real *out = xmalloc(m * sizeof(real));
     real *inp_d = to_device(inp, n), *dinp_d = to_device(dinp, n), *dout_d = to_device(dout, m);
-    real *out_d = cuda_alloc(m * sizeof(real));
+    real *out_d = device_alloc(m * sizeof(real));
     slice_forward(out, inp, N, C, off, len);
     slice_forward_cuda(out_d, inp_d, N, C, off, len, 0);
     expect_close("slice_forward out", out_d, out, m);
@@ -306,15 +307,15 @@ START_TEST(cuda_slice) {
     slice_backward_cuda(dinp_d, dout_d, N, C, off, len, 0);
     expect_close("slice_backward dinp", dinp_d, dinp, n);
     free(inp), free(dinp), free(dout), free(out);
-    cuda_free(inp_d), cuda_free(dinp_d), cuda_free(dout_d), cuda_free(out_d);
+    device_free(inp_d), device_free(dinp_d), device_free(dout_d), device_free(out_d);
 }
 END_TEST
 
 // a device double against the CPU's value, relative
 static void expect_close_double(const char *what, const double *dev, double cpu) {
     double got;
-    cuda_sync();
-    cuda_to_host(&got, dev, sizeof got);
+    device_sync();
+    device_copy(&got, dev, sizeof got);
     double err = fabs(got - cpu) / fmax(fabs(cpu), 1e-300);
     printf("cuda %-24s relative error %.2e (tolerance %.0e, %s)\n", what, err, TOL, REAL_NAME);
     ck_assert_msg(err <= TOL, "%s: %.17g vs %.17g", what, got, cpu);
@@ -332,9 +333,9 @@ START_TEST(cuda_loss) {
         uint8_t *mask = xmalloc(n);
         for (size_t i = 0; i < n; i++) mask[i] = i % 7 != 3;
         real *p_d = to_device(p, n), *t_d = to_device(t, n), *dp_d = to_device(dp, n), *dt_d = to_device(dt, n);
-        uint8_t *mask_d = cuda_alloc(n);
-        cuda_to_device(mask_d, mask, n);
-        double *sum_d = cuda_alloc(sizeof(double));
+        uint8_t *mask_d = device_alloc(n);
+        device_copy(mask_d, mask, n);
+        double *sum_d = device_alloc(sizeof(double));
         for (int masked = 0; masked < 2; masked++) {
             const uint8_t *m = masked ? mask : NULL, *m_d = masked ? mask_d : NULL;
             mse_forward_cuda(sum_d, p_d, t_d, m_d, n, 3.0 * n, 0);
@@ -348,7 +349,7 @@ START_TEST(cuda_loss) {
         sum_squares_cuda(sum_d, p_d, n, 0);
         expect_close_double("sum_squares", sum_d, sum_squares(p, n));
         free(p), free(t), free(dp), free(dt), free(mask);
-        cuda_free(p_d), cuda_free(t_d), cuda_free(dp_d), cuda_free(dt_d), cuda_free(mask_d), cuda_free(sum_d);
+        device_free(p_d), device_free(t_d), device_free(dp_d), device_free(dt_d), device_free(mask_d), device_free(sum_d);
     }
 }
 END_TEST
@@ -371,7 +372,7 @@ START_TEST(cuda_patch) {
         patch_scatter_cuda(img_d, tok_d, B, C, H, W, p, t0, n, last, 0);
         expect_close(last ? "patch_scatter channels last" : "patch_scatter", img_d, img, ni);
         free(img), free(tok);
-        cuda_free(img_d), cuda_free(tok_d);
+        device_free(img_d), device_free(tok_d);
     }
 }
 END_TEST
@@ -386,10 +387,10 @@ START_TEST(cuda_embedding) {
     real t[6] = {0, 1.5f, 999, 250, 31.25f, 600}, dt[6] = {1, 2, 3, 4, 5, 6};
     real *gt = host_randn((size_t)B * dim, 93, 1, 0);
     real *table_d = to_device(table, (size_t)V * D), *dtable_d = to_device(dtable, (size_t)V * D);
-    real *dout_d = to_device(dout, (size_t)B * D), *out_d = cuda_alloc((size_t)B * D * sizeof(real));
+    real *dout_d = to_device(dout, (size_t)B * D), *out_d = device_alloc((size_t)B * D * sizeof(real));
     real *t_d = to_device(t, B), *dt_d = to_device(dt, B), *gt_d = to_device(gt, (size_t)B * dim);
-    int64_t *idx_d = cuda_alloc(sizeof idx);
-    cuda_to_device(idx_d, idx, sizeof idx);
+    int64_t *idx_d = device_alloc(sizeof idx);
+    device_copy(idx_d, idx, sizeof idx);
     embedding_forward(out, table, idx, B, V, D);
     embedding_forward_cuda(out_d, table_d, idx_d, B, V, D, 0);
     expect_close("embedding_forward", out_d, out, (size_t)B * D);
@@ -403,8 +404,8 @@ START_TEST(cuda_embedding) {
     timestep_embedding_backward_cuda(dt_d, gt_d, t_d, B, dim, 10000, 0);
     expect_close("timestep_embedding bwd", dt_d, dt, B);
     free(table), free(dtable), free(dout), free(out), free(gt);
-    cuda_free(table_d), cuda_free(dtable_d), cuda_free(dout_d), cuda_free(out_d), cuda_free(t_d);
-    cuda_free(dt_d), cuda_free(gt_d), cuda_free(idx_d);
+    device_free(table_d), device_free(dtable_d), device_free(dout_d), device_free(out_d), device_free(t_d);
+    device_free(dt_d), device_free(gt_d), device_free(idx_d);
 }
 END_TEST
 
@@ -427,11 +428,11 @@ static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bo
     }
     real *q_d = to_device(q, nq), *k_d = to_device(k, nk), *v_d = to_device(v, nk);
     real *dout_d = to_device(dout, nq), *dq_d = to_device(dq, nq), *dk_d = to_device(dk, nk);
-    real *dv_d = to_device(dv, nk), *out_d = cuda_alloc(nq * sizeof(real));
-    real *lse_d = cuda_alloc(nl * sizeof(real));
-    real *scratch_d = cuda_alloc(attention_cuda_scratch_count(B, H, Tq) * sizeof(real));
+    real *dv_d = to_device(dv, nk), *out_d = device_alloc(nq * sizeof(real));
+    real *lse_d = device_alloc(nl * sizeof(real));
+    real *scratch_d = device_alloc(attention_cuda_scratch_count(B, H, Tq) * sizeof(real));
     uint8_t *mask_d = NULL;
-    if (mask) mask_d = cuda_alloc((size_t)Tk), cuda_to_device(mask_d, mask, (size_t)Tk);
+    if (mask) mask_d = device_alloc((size_t)Tk), device_copy(mask_d, mask, (size_t)Tk);
 
     int bq = Tq < ATTN_BQ ? Tq : ATTN_BQ, bk = Tk < ATTN_BK ? Tk : ATTN_BK;
     real *scratch = xmalloc(attention_scratch_count(bq, bk, dh, kernel_threads()) * sizeof(real));
@@ -445,13 +446,13 @@ static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bo
         expect_close(what, lse_d, lse, nl);
     } else {
         real *h = xmalloc(nl * sizeof(real));
-        cuda_to_host(h, lse_d, nl * sizeof(real));
+        device_copy(h, lse_d, nl * sizeof(real));
         for (size_t i = 0; i < nl; i++) ck_assert(h[i] == -INFINITY && lse[i] == -INFINITY);
         free(h);
     }
     // backward from the CPU's out and lse on both sides, so that it is tested on its own
-    cuda_to_device(out_d, out, nq * sizeof(real));
-    cuda_to_device(lse_d, lse, nl * sizeof(real));
+    device_copy(out_d, out, nq * sizeof(real));
+    device_copy(lse_d, lse, nl * sizeof(real));
     attention_backward(with_dq ? dq : NULL, dk, dv, scratch, dout, out, lse, q, k, v, mask, B, Tq,
                        Tk, H, dh, bq, bk);
     attention_backward_cuda(with_dq ? dq_d : NULL, dk_d, dv_d, scratch_d, dout_d, out_d, lse_d, q_d,
@@ -465,9 +466,9 @@ static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bo
 
     free(q), free(k), free(v), free(dout), free(dq), free(dk), free(dv), free(out), free(lse);
     free(mask), free(scratch);
-    cuda_free(q_d), cuda_free(k_d), cuda_free(v_d), cuda_free(dout_d), cuda_free(dq_d);
-    cuda_free(dk_d), cuda_free(dv_d), cuda_free(out_d), cuda_free(lse_d), cuda_free(scratch_d);
-    cuda_free(mask_d);
+    device_free(q_d), device_free(k_d), device_free(v_d), device_free(dout_d), device_free(dq_d);
+    device_free(dk_d), device_free(dv_d), device_free(out_d), device_free(lse_d), device_free(scratch_d);
+    device_free(mask_d);
 }
 
 // Tq != Tk, sizes that fill no tile or block evenly, head widths of DiT-S (64) and DiT-XL (72),

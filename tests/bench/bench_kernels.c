@@ -88,42 +88,43 @@ int main(int argc, char **argv) {
     }
     free(lse), free(d), free(sc);
 #ifdef USE_CUDA
-    if (cuda_device_count() > 0) {
-        real *dx = cuda_alloc(n * sizeof(real)), *dy = cuda_alloc(n * sizeof(real));
-        cuda_to_device(dx, x, n * sizeof(real));
+    if (device_count() > 0) {
+        device_select(0);
+        real *dx = device_alloc(n * sizeof(real)), *dy = device_alloc(n * sizeof(real));
+        device_copy(dx, x, n * sizeof(real));
         double cpu = TIME(gelu_forward(y, x, n));
-        double gpu = TIME((gelu_forward_cuda(dy, dx, n, 0), cuda_sync()));
+        double gpu = TIME((gelu_forward_cuda(dy, dx, n, 0), device_sync()));
         printf("\nCUDA (device vs this CPU, same sizes)\n");
         report("gelu forward, CPU", cpu, 2.0 * n * sizeof(real), 0, cpu);
         report("gelu forward, CUDA", gpu, 2.0 * n * sizeof(real), 0, cpu);
         cpu = TIME(layernorm_forward(y, g, g + n / 2, x, (int)(n / 768), 768, 1e-6));
-        real *dm = cuda_alloc(n * sizeof(real));
-        gpu = TIME((layernorm_forward_cuda(dy, dm, dm + n / 2, dx, (int)(n / 768), 768, 1e-6, 0), cuda_sync()));
+        real *dm = device_alloc(n * sizeof(real));
+        gpu = TIME((layernorm_forward_cuda(dy, dm, dm + n / 2, dx, (int)(n / 768), 768, 1e-6, 0), device_sync()));
         report("layernorm forward, CPU", cpu, 2.0 * n * sizeof(real), 0, cpu);
         report("layernorm forward, CUDA", gpu, 2.0 * n * sizeof(real), 0, cpu);
-        cuda_free(dx), cuda_free(dy), cuda_free(dm);
+        device_free(dx), device_free(dy), device_free(dm);
         // fused attention, forward + backward (backward counted as 2.5x forward), B 1, 8 heads of
         // 64; tests/gpu/sdpa_bench.py times PyTorch's scaled_dot_product_attention on the same
         for (int Tc = 1024; Tc <= 16384; Tc *= 4) {
             int Hc = 8, Dc = Hc * dh;
             size_t m = (size_t)Tc * Dc;
-            real *buf = cuda_alloc(8 * m * sizeof(real)), *lse_d = cuda_alloc((size_t)Hc * Tc * sizeof(real));
-            real *sc_d = cuda_alloc(attention_cuda_scratch_count(1, Hc, Tc) * sizeof(real));
+            real *buf = device_alloc(8 * m * sizeof(real)), *lse_d = device_alloc((size_t)Hc * Tc * sizeof(real));
+            real *sc_d = device_alloc(attention_cuda_scratch_count(1, Hc, Tc) * sizeof(real));
             real *hb = malloc(m * sizeof(real));
             for (int part = 0; part < 8; part++) { // q k v dout out dq dk dv: random, then overwritten
                 rng_fill_normal(hb, m, 1, 10 + part, 0, 1);
-                cuda_to_device(buf + part * m, hb, m * sizeof(real));
+                device_copy(buf + part * m, hb, m * sizeof(real));
             }
             free(hb);
             double f = TIME((attention_forward_cuda(buf + 4 * m, lse_d, buf, buf + m, buf + 2 * m, NULL,
-                                                    1, Tc, Tc, Hc, dh, 0), cuda_sync()));
+                                                    1, Tc, Tc, Hc, dh, 0), device_sync()));
             double bw = TIME((attention_backward_cuda(buf + 5 * m, buf + 6 * m, buf + 7 * m, sc_d, buf + 3 * m,
                                                       buf + 4 * m, lse_d, buf, buf + m, buf + 2 * m, NULL,
-                                                      1, Tc, Tc, Hc, dh, 0), cuda_sync()));
+                                                      1, Tc, Tc, Hc, dh, 0), device_sync()));
             double flc = 4.0 * Hc * Tc * (double)Tc * dh;
             printf("attention CUDA T%-5d H8 dh64 fwd+bwd: %.3f ms, %.3f TFLOP/s (fwd %.3f, bwd %.3f)\n",
                    Tc, (f + bw) * 1e3, 3.5 * flc / (f + bw) / 1e12, flc / f / 1e12, 2.5 * flc / bw / 1e12);
-            cuda_free(buf), cuda_free(lse_d), cuda_free(sc_d);
+            device_free(buf), device_free(lse_d), device_free(sc_d);
         }
     } else printf("\nCUDA: skipped (no GPU on this machine)\n");
 #endif

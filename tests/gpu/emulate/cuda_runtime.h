@@ -87,6 +87,7 @@ template <typename F> static void run_grid(dim3 grid, dim3 block, bool meets, F 
     unsigned n = block.x * block.y;
     if (n > MAX_THREADS) fprintf(stderr, "emulated launch of %u threads a block\n", n), exit(1);
     blockDim = block, gridDim = grid;
+    emulated_device_open();
     if (meets && !fiber_stacks) fiber_stacks = (char *)malloc((size_t)MAX_THREADS * FIBER_STACK);
     fiber_entry = call<F>, fiber_arg = &kernel;
     for (unsigned by = 0; by < grid.y; by++)
@@ -116,4 +117,5 @@ template <typename F> static void run_grid(dim3 grid, dim3 block, bool meets, F 
                 if (!open_barriers(n)) fprintf(stderr, "emulated block: threads wait forever\n"), exit(1);
             }
         }
+    emulated_device_close();
 }
