@@ -57,6 +57,10 @@ endif
 ifeq ($(USE_CUDA),1)
 override CFLAGS += -DUSE_CUDA -I$(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart -lcublas -lstdc++
+ifeq ($(HAVE_NCCL),1)
+override CFLAGS += -DUSE_NCCL
+LDLIBS   += -lnccl
+endif
 endif
 
 .PHONY: all test test-run bench soak demo asan asan-run deps deps-build clean found

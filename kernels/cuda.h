@@ -41,6 +41,8 @@ void gelu_backward_cuda(real *dinp, const real *dout, const real *inp, size_t n,
 void silu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream);
 void silu_backward_cuda(real *dinp, const real *dout, const real *inp, size_t n,
                         cudaStream_t stream);
+void add_rows_cuda(real *dst, size_t dpitch, const real *src, size_t spitch, size_t width,
+                   size_t rows, cudaStream_t stream);
 
 // ---- layernorm without affine: out (N,C); mean, rstd (N) saved for backward -------------------
 void layernorm_forward_cuda(real *out, real *mean, real *rstd, const real *inp, int N, int C,

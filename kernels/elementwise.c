@@ -17,6 +17,12 @@ void add_backward(real *da, real *db, const real *dout, size_t n, size_t nb) {
             for (size_t i = j; i < n; i += nb) db[j] += dout[i];
 }
 
+void add_rows(real *dst, size_t dpitch, const real *src, size_t spitch, size_t width, size_t rows) {
+#pragma omp parallel for if (rows * width > PAR_MIN)
+    for (size_t i = 0; i < rows; i++)
+        for (size_t j = 0; j < width; j++) dst[i * dpitch + j] += src[i * spitch + j];
+}
+
 #define GELU_K 0.7978845608028654 // sqrt(2/pi)
 #define GELU_C 0.044715
 

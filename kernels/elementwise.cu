@@ -1,5 +1,6 @@
-// elementwise.cu: add with repetition, GELU (tanh approximation), SiLU on the device; the same
-// math as elementwise.c. Elementwise kernels are grid-stride loops over n; backward adds (+=).
+// elementwise.cu: add with repetition, strided row adds, GELU (tanh approximation), SiLU on the
+// device; the same math as elementwise.c. Elementwise kernels are grid-stride loops over n;
+// backward adds (+=).
 #include "cuda.h"
 #include <cuda_runtime.h>
 
@@ -17,11 +18,14 @@ static __global__ void add_forward_kernel(real *out, const real *a, const real *
         out[i] = a[i] + b[i % nb];
 }
 
-// dst (n) += src (n)
-static __global__ void accumulate_kernel(real *dst, const real *src, size_t n) {
+// dst += src over rows of width values, dpitch and spitch apart
+static __global__ void add_rows_kernel(real *dst, size_t dpitch, const real *src, size_t spitch,
+                                       size_t width, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        dst[i] += src[i];
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / width, j = i - r * width;
+        dst[r * dpitch + j] += src[r * spitch + j];
+    }
 }
 
 // db (nb) += sum over repetitions r of dout[r * nb + j]. A block (32, DB_ROWS) owns 32 adjacent
@@ -91,16 +95,21 @@ void add_backward_cuda(real *da, real *db, const real *dout, size_t n, size_t nb
                        cudaStream_t stream) {
     CHECK(nb > 0 || n == 0, "add_backward_cuda: b is empty (nb = 0) but n = %zu", n);
     if (n == 0) return;
-    if (da) {
-        accumulate_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(da, dout, n);
-        CUDA_CHECK(cudaGetLastError());
-    }
+    if (da) add_rows_cuda(da, n, dout, n, n, 1, stream);
     if (db) {
         size_t blocks = (nb + 31) / 32;
         CHECK(blocks <= 0x7fffffff, "add_backward_cuda: nb = %zu is too large for one grid", nb);
         add_backward_db_kernel<<<(unsigned)blocks, dim3(32, DB_ROWS), 0, stream>>>(db, dout, n, nb);
         CUDA_CHECK(cudaGetLastError());
     }
+}
+
+void add_rows_cuda(real *dst, size_t dpitch, const real *src, size_t spitch, size_t width,
+                   size_t rows, cudaStream_t stream) {
+    if (width == 0 || rows == 0) return;
+    add_rows_kernel<<<cuda_grid(width * rows), CUDA_BLOCK, 0, stream>>>(dst, dpitch, src, spitch,
+                                                                       width, width * rows);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 void gelu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream) {

@@ -51,6 +51,9 @@ void gelu_forward(real *out, const real *inp, size_t n); // tanh approximation
 void gelu_backward(real *dinp, const real *dout, const real *inp, size_t n);
 void silu_forward(real *out, const real *inp, size_t n);
 void silu_backward(real *dinp, const real *dout, const real *inp, size_t n);
+// strided rows, for packing collectives' blocks: dst += src over `rows` rows of `width` values,
+// row i at dst + i * dpitch and src + i * spitch
+void add_rows(real *dst, size_t dpitch, const real *src, size_t spitch, size_t width, size_t rows);
 
 // ---- adaLN: x (B,T,D); shift, scale, gate (B,D) broadcast over T --------------------------------
 void modulate_forward(real *out, const real *x, const real *shift, const real *scale, int B, int T,

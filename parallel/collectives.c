@@ -1,33 +1,30 @@
-// collectives.c: see collectives.h. MPI exchanges contiguous per-rank blocks, so the sequence
-// layout (B, P*n, D) is packed to and from rank-major blocks (P, B, n, D) around each call.
+// collectives.c: see collectives.h. MPI and NCCL exchange contiguous per-rank blocks, so the
+// sequence layout (B, P*n, D) is packed to and from rank-major blocks (P, B, n, D) around each
+// call, by strided row adds (add_rows) on the host or the device, where the tensors are.
 #include "collectives.h"
 #include "../core/check.h"
+#include "../kernels/run.h"
 #include <stdlib.h>
 #include <string.h>
 
-// seq (B, P*n, D) <-> blocks (P, B, n, D)
-static void to_blocks(real *blocks, const real *seq, int P, int B, int n, int D) {
+// seq (B, P*n, D) += blocks (P, B, n, D), or blocks += seq (to_blocks): rank r's rows are B rows
+// of n*D values, P*n*D apart in seq and n*D apart in blocks
+static void from_blocks(bool dev, real *seq, const real *blocks, int P, int B, int n, int D) {
     size_t row = (size_t)n * D;
-    for (int r = 0; r < P; r++)
-        for (int b = 0; b < B; b++)
-            memcpy(blocks + ((size_t)r * B + b) * row, seq + ((size_t)b * P + r) * row,
-                   row * sizeof(real));
+    for (int r = 0; r < P; r++) RUN(dev, add_rows, seq + r * row, P * row, blocks + r * B * row, row, row, B);
 }
 
-static void from_blocks(real *seq, const real *blocks, int P, int B, int n, int D) {
+static void to_blocks(bool dev, real *blocks, const real *seq, int P, int B, int n, int D) {
     size_t row = (size_t)n * D;
-    for (int r = 0; r < P; r++)
-        for (int b = 0; b < B; b++)
-            memcpy(seq + ((size_t)b * P + r) * row, blocks + ((size_t)r * B + b) * row,
-                   row * sizeof(real));
+    for (int r = 0; r < P; r++) RUN(dev, add_rows, blocks + r * B * row, row, seq + r * row, P * row, row, B);
 }
 
-// gather: local (B,n,D) -> seq (B,P*n,D)
+// gather: seq (B,P*n,D) += every rank's local (B,n,D)
 static void gather(Comm *c, Arena *a, real *seq, const real *local, int B, int n, int D) {
     size_t mark = arena_mark(a), size = (size_t)B * n * D;
     real *blocks = arena_alloc(a, (size_t)c->size * size * sizeof(real));
     comm_all_gather(c, blocks, local, size);
-    from_blocks(seq, blocks, c->size, B, n, D);
+    from_blocks(a->device, seq, blocks, c->size, B, n, D);
     arena_release(a, mark);
 }
 
@@ -36,9 +33,9 @@ static void scatter_add(Comm *c, Arena *a, real *local, const real *seq, int B, 
     size_t mark = arena_mark(a), size = (size_t)B * n * D;
     real *blocks = arena_alloc(a, (size_t)(c->size + 1) * size * sizeof(real));
     real *mine = blocks + (size_t)c->size * size;
-    to_blocks(blocks, seq, c->size, B, n, D);
+    to_blocks(a->device, blocks, seq, c->size, B, n, D);
     comm_reduce_scatter(c, mine, blocks, size);
-    for (size_t i = 0; i < size; i++) local[i] += mine[i];
+    RUN(a->device, add_rows, local, size, mine, size, size, 1);
     arena_release(a, mark);
 }
 
@@ -59,15 +56,8 @@ Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x) {
 }
 
 static void reduce_scatter_bwd(Node *nd) {
-    Comm *c = (Comm *)nd->ptr;
     real *dx = node_grad(nd, 0);
-    int B = nd->iarg[0], n = nd->iarg[1], D = nd->iarg[2];
-    if (!dx) return;
-    size_t mark = arena_mark(nd->arena);
-    real *full = arena_alloc(nd->arena, (size_t)c->size * B * n * D * sizeof(real));
-    gather(c, nd->arena, full, nd->out->grad, B, n, D);
-    for (size_t i = 0; i < (size_t)c->size * B * n * D; i++) dx[i] += full[i];
-    arena_release(nd->arena, mark);
+    if (dx) gather((Comm *)nd->ptr, nd->arena, dx, nd->out->grad, nd->iarg[0], nd->iarg[1], nd->iarg[2]);
 }
 
 Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x) {
@@ -101,43 +91,34 @@ typedef struct Heads { // one exchange: H heads of dh columns over the ranks of 
 // local (B, n, D) -> seq (B, P*n, h_r dh): every rank's tokens of this rank's heads
 static void to_head_shard(const Heads *e, Arena *a, real *seq, const real *local) {
     int P = e->c->size, D = e->H * e->dh, w = seq_heads(e->H, P, e->c->rank) * e->dh;
-    size_t rows = (size_t)e->B * e->n, mark = arena_mark(a);
+    size_t rows = (size_t)e->B * e->n, block = (size_t)e->n * w, mark = arena_mark(a);
     real *send = arena_alloc(a, rows * (D + (size_t)P * w) * sizeof(real)), *recv = send + rows * D;
     real *to = send;
     for (int p = 0; p < P; p++) { // rank p's heads of this rank's rows
         int at = seq_first_head(e->H, P, p) * e->dh, wp = seq_heads(e->H, P, p) * e->dh;
-        for (size_t bi = 0; bi < rows; bi++, to += wp)
-            memcpy(to, local + bi * D + at, wp * sizeof(real));
+        RUN(a->device, add_rows, to, wp, local + at, D, wp, rows);
+        to += rows * wp;
     }
     comm_all_to_all(e->c, recv, e->mine, send, e->theirs);
-    for (int s = 0; s < P; s++)
-        for (int b = 0; b < e->B; b++)
-            for (int i = 0; i < e->n; i++) {
-                real *dst = seq + (((size_t)b * P + s) * e->n + i) * w;
-                const real *src = recv + ((s * (size_t)e->B + b) * e->n + i) * w;
-                for (int j = 0; j < w; j++) dst[j] += src[j];
-            }
+    for (int s = 0; s < P; s++) // rank s's rows: each image's n rows are one run of n*w
+        RUN(a->device, add_rows, seq + s * block, P * block, recv + s * e->B * block, block, block, e->B);
     arena_release(a, mark);
 }
 
 // seq (B, P*n, h_r dh) -> local (B, n, D): this rank's tokens of every rank's heads
 static void to_token_shard(const Heads *e, Arena *a, real *local, const real *seq) {
     int P = e->c->size, D = e->H * e->dh, w = seq_heads(e->H, P, e->c->rank) * e->dh;
-    size_t rows = (size_t)e->B * e->n, mark = arena_mark(a);
+    size_t rows = (size_t)e->B * e->n, block = (size_t)e->n * w, mark = arena_mark(a);
     real *send = arena_alloc(a, rows * (D + (size_t)P * w) * sizeof(real));
     real *recv = send + (size_t)P * rows * w;
     for (int s = 0; s < P; s++) // rank s's rows of this rank's heads
-        for (int b = 0; b < e->B; b++)
-            memcpy(send + (s * (size_t)e->B + b) * e->n * w, seq + ((size_t)b * P + s) * e->n * w,
-                   (size_t)e->n * w * sizeof(real));
+        RUN(a->device, add_rows, send + s * e->B * block, block, seq + s * block, P * block, block, e->B);
     comm_all_to_all(e->c, recv, e->theirs, send, e->mine);
     const real *from = recv;
     for (int p = 0; p < P; p++) {
         int at = seq_first_head(e->H, P, p) * e->dh, wp = seq_heads(e->H, P, p) * e->dh;
-        for (size_t bi = 0; bi < rows; bi++, from += wp) {
-            real *dst = local + bi * D + at;
-            for (int j = 0; j < wp; j++) dst[j] += from[j];
-        }
+        RUN(a->device, add_rows, local + at, D, from, wp, wp, rows);
+        from += rows * wp;
     }
     arena_release(a, mark);
 }

@@ -1,7 +1,16 @@
 // comm.c: see comm.h.
 #include "comm.h"
 #include "../core/check.h"
+#include "../core/device.h"
 #include <mpi.h>
+#ifdef USE_NCCL
+#include <nccl.h>
+#define NCCL_CHECK(call)                                                                           \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess) FATAL("%s failed: %s", #call, ncclGetErrorString(r_));              \
+    } while (0)
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +18,10 @@
 
 #ifdef REAL_F64
 #define MPI_REAL_T MPI_DOUBLE
+#define NCCL_REAL ncclFloat64
 #else
 #define MPI_REAL_T MPI_FLOAT
+#define NCCL_REAL ncclFloat32
 #endif
 
 void comm_stop_all(const char *msg, int code) {
@@ -53,7 +64,53 @@ void comm_split(Comm *parent, int color, int key, Comm *out) {
 }
 
 void comm_free(Comm *c) {
+#ifdef USE_NCCL
+    if (c->nccl) ncclCommDestroy(c->nccl);
+#endif
+    c->nccl = NULL;
     if (c->group != MPI_COMM_WORLD) MPI_Comm_free(&c->group);
+}
+
+#ifdef USE_NCCL
+bool comm_have_nccl(void) { return true; }
+
+bool comm_use_nccl(Comm *c) {
+    ncclUniqueId id;
+    if (c->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, c->group));
+    ncclComm_t nc;
+    NCCL_CHECK(ncclCommInitRank(&nc, c->size, id, c->rank));
+    c->nccl = nc;
+    return true;
+}
+
+// NCCL serves this call: the group has it and the buffer is on the device
+static bool over_nccl(const Comm *c, const void *buf) { return c->nccl && device_pointer(buf); }
+#else
+bool comm_have_nccl(void) { return false; }
+bool comm_use_nccl(Comm *c) { return (void)c, false; }
+static bool over_nccl(const Comm *c, const void *buf) { return (void)c, (void)buf, false; }
+#endif
+
+// MPI's view of a call's buffers: the buffers themselves on the host, else host copies of them
+// (host-staged), the input copied in before the call and the output copied back after it
+typedef struct Staged {
+    const real *in;
+    real *out, *dev_out;
+    size_t out_n;
+} Staged;
+
+static Staged stage(const real *in, size_t in_n, real *out, size_t out_n) {
+    if (!device_pointer(in) && !device_pointer(out)) return (Staged){in, out, NULL, 0};
+    real *host = xmalloc((in == out ? out_n : in_n + out_n) * sizeof(real) + 1);
+    device_copy(host, in, in_n * sizeof(real));
+    return (Staged){host, in == out ? host : host + in_n, out, out_n};
+}
+
+static void unstage(Staged *s) {
+    if (!s->dev_out) return;
+    device_copy(s->dev_out, s->out, s->out_n * sizeof(real));
+    free((real *)s->in);
 }
 
 void comm_finalize(void) {
@@ -70,17 +127,41 @@ static int count(size_t n) {
 
 void comm_all_gather(Comm *c, real *out, const real *in, size_t n) {
     c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
-    MPI_CHECK(MPI_Allgather(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, c->group));
+#ifdef USE_NCCL
+    if (over_nccl(c, in)) {
+        NCCL_CHECK(ncclAllGather(in, out, n, NCCL_REAL, c->nccl, 0));
+        return;
+    }
+#endif
+    Staged s = stage(in, n, out, c->size * n);
+    MPI_CHECK(MPI_Allgather(s.in, count(n), MPI_REAL_T, s.out, count(n), MPI_REAL_T, c->group));
+    unstage(&s);
 }
 
 void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n) {
     c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
-    MPI_CHECK(MPI_Reduce_scatter_block(in, out, count(n), MPI_REAL_T, MPI_SUM, c->group));
+#ifdef USE_NCCL
+    if (over_nccl(c, in)) {
+        NCCL_CHECK(ncclReduceScatter(in, out, n, NCCL_REAL, ncclSum, c->nccl, 0));
+        return;
+    }
+#endif
+    Staged s = stage(in, c->size * n, out, n);
+    MPI_CHECK(MPI_Reduce_scatter_block(s.in, s.out, count(n), MPI_REAL_T, MPI_SUM, c->group));
+    unstage(&s);
 }
 
 void comm_all_reduce(Comm *c, real *buf, size_t n) {
     c->bytes_sent += 2 * (size_t)(c->size - 1) * n * sizeof(real) / (size_t)c->size;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count(n), MPI_REAL_T, MPI_SUM, c->group));
+#ifdef USE_NCCL
+    if (over_nccl(c, buf)) {
+        NCCL_CHECK(ncclAllReduce(buf, buf, n, NCCL_REAL, ncclSum, c->nccl, 0));
+        return;
+    }
+#endif
+    Staged s = stage(buf, n, buf, n);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s.out, count(n), MPI_REAL_T, MPI_SUM, c->group));
+    unstage(&s);
 }
 
 void comm_all_reduce_double(Comm *c, double *buf, size_t n) {
@@ -92,8 +173,10 @@ void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
     int to = ((c->rank + shift) % c->size + c->size) % c->size;
     int from = ((c->rank - shift) % c->size + c->size) % c->size;
     if (to != c->rank) c->bytes_sent += n * sizeof(real);
-    MPI_CHECK(MPI_Sendrecv(in, count(n), MPI_REAL_T, to, 0, out, count(n), MPI_REAL_T, from, 0,
+    Staged s = stage(in, n, out, n);
+    MPI_CHECK(MPI_Sendrecv(s.in, count(n), MPI_REAL_T, to, 0, s.out, count(n), MPI_REAL_T, from, 0,
                            c->group, MPI_STATUS_IGNORE));
+    unstage(&s);
 }
 
 void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *in,
@@ -106,7 +189,21 @@ void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *i
         out_n[r] = count(out_counts[r]), out_at[r] = count(out_off), out_off += out_counts[r];
         if (r != c->rank) c->bytes_sent += in_counts[r] * sizeof(real);
     }
-    MPI_CHECK(MPI_Alltoallv(in, in_n, in_at, MPI_REAL_T, out, out_n, out_at, MPI_REAL_T, c->group));
+#ifdef USE_NCCL
+    if (over_nccl(c, in)) { // one send and one receive per rank, grouped
+        NCCL_CHECK(ncclGroupStart());
+        for (int r = 0; r < P; r++) {
+            NCCL_CHECK(ncclSend(in + in_at[r], in_counts[r], NCCL_REAL, r, c->nccl, 0));
+            NCCL_CHECK(ncclRecv(out + out_at[r], out_counts[r], NCCL_REAL, r, c->nccl, 0));
+        }
+        NCCL_CHECK(ncclGroupEnd());
+        free(n);
+        return;
+    }
+#endif
+    Staged s = stage(in, in_off, out, out_off);
+    MPI_CHECK(MPI_Alltoallv(s.in, in_n, in_at, MPI_REAL_T, s.out, out_n, out_at, MPI_REAL_T, c->group));
+    unstage(&s);
     free(n);
 }
 

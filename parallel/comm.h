@@ -1,10 +1,14 @@
-// comm.h: a communicator (MPI on host tensors) that owns its group: the world, or a group split
-// from it (sequence-parallel and data-parallel groups), and every call goes over that group.
+// comm.h: a communicator that owns its group: the world, or a group split from it
+// (sequence-parallel and data-parallel groups), and every call goes over that group.
 // Every collective counts the bytes this rank sends, as a ring implementation would: (P-1)/P of
 // the gathered or reduced data, so communication volume can be checked against a formula.
+// Buffers may be host or device memory (core/device.h). Device buffers go over NCCL when the
+// communicator has it (comm_use_nccl: every rank its own GPU), else over MPI through host copies
+// (host-staged): the same collectives either way.
 // Errors on any rank abort the whole job with the message (comm_init installs that handler).
 #pragma once
 #include "../core/real.h"
+#include <stdbool.h>
 #include <mpi.h>
 #include <stddef.h>
 
@@ -12,12 +16,17 @@ typedef struct Comm {
     MPI_Comm group;    // the ranks this communicator talks to
     int rank, size;    // this rank's place in the group, and the group's size
     size_t bytes_sent; // since comm_init or the last reset
+    void *nccl;        // its NCCL communicator (ncclComm_t) once comm_use_nccl ran; else NULL
 } Comm;
 
 void comm_init(Comm *world, int *argc, char ***argv); // MPI's world
 // The group of the ranks of `parent` that pass the same color, ordered by key (MPI_Comm_split).
 void comm_split(Comm *parent, int color, int key, Comm *out);
-void comm_free(Comm *c); // a split group (not the world)
+void comm_free(Comm *c); // a split group (not the world), and its NCCL communicator
+// Device buffers of this group go over NCCL from now on: rank 0's unique id is broadcast over MPI
+// (collective). Every rank must have its own GPU; false (nothing changed) in builds without NCCL.
+bool comm_use_nccl(Comm *c);
+bool comm_have_nccl(void); // this build has NCCL
 void comm_finalize(void);
 // Says msg on this rank ("error (rank r of n): msg") and ends every rank with exit code `code`:
 // a rank that stopped alone would leave the others waiting in a collective. Without MPI, or with

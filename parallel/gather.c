@@ -2,6 +2,7 @@
 // against all T_pad keys, the output the local shard. The local-kv, no-dkv-reduce-scatter and
 // wrong-restore bugs are code paths of this file.
 #include "../core/check.h"
+#include "../kernels/run.h"
 #include "collectives.h"
 #include "sp.h"
 #include <stdio.h>
@@ -28,9 +29,8 @@ static void keep_local_rows_bwd(Node *nd) {
     const Comm *c = nd->ptr;
     real *dx = node_grad(nd, 0);
     int B = nd->iarg[0], n = nd->iarg[1], D = nd->iarg[2];
-    for (int b = 0; b < B && dx; b++)
-        for (size_t i = 0; i < (size_t)n * D; i++)
-            dx[(size_t)b * n * D + i] += nd->out->grad[((size_t)b * c->size + c->rank) * n * D + i];
+    size_t row = (size_t)n * D;
+    if (dx) RUN(nd->arena->device, add_rows, dx, row, nd->out->grad + c->rank * row, c->size * row, row, B);
 }
 
 static Tensor *gather(Tape *tp, SeqParallel *sp, Tensor *x) {

@@ -1,6 +1,8 @@
 // sp.c: see sp.h. The table of layouts and of injectable bugs, and what every layout shares.
 #include "sp.h"
 #include "../core/check.h"
+#include "../core/device.h"
+#include "../kernels/run.h"
 #include "collectives.h"
 #include <stdio.h>
 #include <string.h>
@@ -193,9 +195,8 @@ Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConf
     int B = tokens->shape[0], row = tokens->shape[2], T = sp->shard.T, Tp = sp->shard.T_pad;
     Tensor *all = seq_all_gather(tp, sp->comm, tokens);
     Tensor *real_tokens = tensor_new(tp->arena, 3, B, T, row);
-    for (int b = 0; b < B; b++)
-        memcpy(real_tokens->data + (size_t)b * T * row, all->data + (size_t)b * Tp * row,
-               (size_t)T * row * sizeof(real));
+    RUN(real_tokens->device, add_rows, real_tokens->data, (size_t)T * row, all->data,
+        (size_t)Tp * row, (size_t)T * row, B);
     Tensor *img = unpatchify(tp, real_tokens, dit_out_channels(c), c->input_size, c->input_size,
                              c->patch_size);
     tp->grad_enabled = grad;
@@ -217,7 +218,7 @@ void sp_reset_bytes(SeqParallel *sp) {
 
 void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size) {
     if (sp->data) comm_all_gather(sp->data, out, in, size);
-    else memcpy(out, in, size * sizeof(real));
+    else device_copy(out, in, size * sizeof(real));
 }
 
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
