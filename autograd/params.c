@@ -1,6 +1,7 @@
 // params.c: see params.h.
 #include "params.h"
 #include "../core/check.h"
+#include "../core/device.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,8 +27,11 @@ Tensor *ps_add(ParamStore *ps, const char *name, int ndim, const int *shape) {
     return t;
 }
 
-void ps_alloc(ParamStore *ps) {
-    real *flat = xcalloc(4 * ps->total, sizeof(real));
+void ps_alloc(ParamStore *ps, bool device) {
+    size_t bytes = 4 * ps->total * sizeof(real);
+    real *flat = device ? device_alloc(bytes) : xcalloc(4 * ps->total + 1, sizeof(real));
+    if (device) device_zero(flat, bytes);
+    ps->device = device;
     ps->params = flat;
     ps->grads = flat + ps->total;
     ps->m = flat + 2 * ps->total;
@@ -35,7 +39,15 @@ void ps_alloc(ParamStore *ps) {
     for (int i = 0; i < ps->n; i++) {
         ps->t[i]->data = ps->params + ps->offset[i];
         ps->t[i]->grad = ps->grads + ps->offset[i];
+        ps->t[i]->device = device;
     }
+}
+
+void ps_copy(ParamStore *dst, const ParamStore *src) {
+    CHECK(dst->n == src->n && dst->total == src->total,
+          "ps_copy: the stores hold different parameters (%d, %zu values vs %d, %zu)", dst->n,
+          dst->total, src->n, src->total);
+    device_copy(dst->params, src->params, 4 * src->total * sizeof(real)); // the four, in one piece
 }
 
 void ps_free(ParamStore *ps) {
@@ -43,7 +55,8 @@ void ps_free(ParamStore *ps) {
         free((char *)ps->t[i]->name);
         free(ps->t[i]);
     }
-    free(ps->params);
+    if (ps->device) device_free(ps->params);
+    else free(ps->params);
     *ps = (ParamStore){0};
 }
 
@@ -54,7 +67,7 @@ Tensor *ps_find(const ParamStore *ps, const char *name) {
 }
 
 void ps_zero_grad(ParamStore *ps) {
-    memset(ps->grads, 0, ps->total * sizeof(real));
+    device_zero(ps->grads, ps->total * sizeof(real));
     for (int i = 0; i < ps->n; i++) ps->t[i]->got_grad = false;
 }
 

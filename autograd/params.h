@@ -1,6 +1,7 @@
 // params.h: the parameter store. All trainable parameters live in one flat buffer, with the
 // same layout for their gradients and the two Adam moments, so the optimizer, the gradient
-// all-reduce and checkpointing each run over one pointer. Register with ps_add, then ps_alloc.
+// all-reduce and checkpointing each run over one pointer. Register with ps_add, then ps_alloc. A
+// store on the device keeps all four there (its tensors' device is true).
 #pragma once
 #include "../core/tensor.h"
 
@@ -12,12 +13,15 @@ typedef struct ParamStore {
     size_t offset[MAX_PARAMS];  // element offset of each parameter
     size_t total;               // elements in each flat buffer
     real *params, *grads, *m, *v; // [total] each
+    bool device;                  // the buffers are device memory
 } ParamStore;
 
 // Register a parameter (name copied). Its data/grad point into the store after ps_alloc.
 Tensor *ps_add(ParamStore *ps, const char *name, int ndim, const int *shape);
-void ps_alloc(ParamStore *ps); // zero-filled
+void ps_alloc(ParamStore *ps, bool device); // zero-filled, on the host or the device
 void ps_free(ParamStore *ps);
+// dst's four buffers = src's: the same parameters registered in the same order, either side
+void ps_copy(ParamStore *dst, const ParamStore *src);
 Tensor *ps_find(const ParamStore *ps, const char *name); // NULL if absent
 void ps_zero_grad(ParamStore *ps);
 // After backward: aborts naming the first parameter that received no gradient.

@@ -202,18 +202,30 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
     m->pos_embed = (Tensor){.ndim = 3, .shape = {1, T, D}, .size = (size_t)T * D, .name = "pos_embed"};
 }
 
-void dit_alloc(DiT *m) {
-    ps_alloc(&m->ps);
-    m->pos_embed.data = xcalloc(m->pos_embed.size, sizeof(real));
+void dit_alloc(DiT *m, bool device) {
+    ps_alloc(&m->ps, device);
+    size_t bytes = m->pos_embed.size * sizeof(real);
+    m->pos_embed.data = device ? device_alloc(bytes) : xcalloc(m->pos_embed.size, sizeof(real));
+    m->pos_embed.device = device;
 }
 
 void dit_create(DiT *m, const DiTConfig *cfg) {
     dit_layout(m, cfg);
-    dit_alloc(m);
+    dit_alloc(m, false);
 }
 
+void dit_clone(DiT *dst, const DiT *src, bool device) {
+    dit_layout(dst, &src->cfg);
+    dit_alloc(dst, device);
+    device_copy(dst->pos_embed.data, src->pos_embed.data, src->pos_embed.size * sizeof(real));
+    dit_copy(dst, src);
+}
+
+void dit_copy(DiT *dst, const DiT *src) { ps_copy(&dst->ps, &src->ps); }
+
 void dit_free(DiT *m) {
-    free(m->pos_embed.data);
+    if (m->pos_embed.device) device_free(m->pos_embed.data);
+    else free(m->pos_embed.data);
     ps_free(&m->ps);
 }
 

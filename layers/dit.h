@@ -94,7 +94,11 @@ void dit_create(DiT *m, const DiTConfig *cfg);
 // taken: dit_layout registers every parameter and pos_embed's shape with no data (dit_free
 // frees such a model), dit_alloc allocates them.
 void dit_layout(DiT *m, const DiTConfig *cfg);
-void dit_alloc(DiT *m);
+void dit_alloc(DiT *m, bool device); // zero-filled, on the host or the device
+// A model of src's layout and values (parameters, gradients, Adam moments, pos_embed), on the
+// device or the host; and dst's parameters, gradients and moments = src's, either side.
+void dit_clone(DiT *dst, const DiT *src, bool device);
+void dit_copy(DiT *dst, const DiT *src);
 // The reference initialization (xavier-uniform linears, N(0, 0.02) embeddings, adaLN-Zero),
 // every value a pure function of seed; pos_embed from the sin-cos formula.
 void dit_init(DiT *m, uint64_t seed);

@@ -63,11 +63,15 @@ void comm_split(Comm *parent, int color, int key, Comm *out) {
     MPI_Comm_size(out->group, &out->size);
 }
 
-void comm_free(Comm *c) {
+void comm_free_nccl(Comm *c) {
 #ifdef USE_NCCL
     if (c->nccl) ncclCommDestroy(c->nccl);
 #endif
     c->nccl = NULL;
+}
+
+void comm_free(Comm *c) {
+    comm_free_nccl(c);
     if (c->group != MPI_COMM_WORLD) MPI_Comm_free(&c->group);
 }
 
@@ -242,14 +246,18 @@ void comm_check_same(Comm *c, const char *what, const char *text) {
     free(other);
 }
 
-int comm_node_size(const Comm *c) {
-    int n = 1;
+int comm_node_size(const Comm *c) { return comm_node_place(c, NULL); }
+
+int comm_node_place(const Comm *c, int *local_rank) {
+    int n = 1, r = 0;
     MPI_Comm node;
     if (c->size > 1 &&
         MPI_Comm_split_type(c->group, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
         MPI_Comm_size(node, &n);
+        MPI_Comm_rank(node, &r);
         MPI_Comm_free(&node);
     }
+    if (local_rank) *local_rank = r;
     return n;
 }
 

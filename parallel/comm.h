@@ -26,6 +26,7 @@ void comm_free(Comm *c); // a split group (not the world), and its NCCL communic
 // Device buffers of this group go over NCCL from now on: rank 0's unique id is broadcast over MPI
 // (collective). Every rank must have its own GPU; false (nothing changed) in builds without NCCL.
 bool comm_use_nccl(Comm *c);
+void comm_free_nccl(Comm *c); // back to MPI only (NCCL's communicator freed)
 bool comm_have_nccl(void); // this build has NCCL
 void comm_finalize(void);
 // Says msg on this rank ("error (rank r of n): msg") and ends every rank with exit code `code`:
@@ -50,6 +51,8 @@ void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift);
 void comm_barrier(Comm *c);
 // How many ranks of the job share this rank's machine (collective).
 int comm_node_size(const Comm *c);
+// The same, and this rank's place among them (its local rank) into *local_rank when not NULL.
+int comm_node_place(const Comm *c, int *local_rank);
 // Every rank passes its own text; when they do not all agree, every rank says so, naming `what`
 // and the first rank that differs from rank 0, and the job ends with exit code 2 (bad arguments).
 void comm_check_same(Comm *c, const char *what, const char *text);

@@ -115,6 +115,21 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     if (o->ulysses && o->layout != SP_HYBRID)
         return snprintf(buf, len, "--ulysses-degree applies to --sp-attention hybrid only; leave it "
                         "out, or pass --sp-attention hybrid"), buf;
+    if (o->tf32 && !o->cuda)
+        return snprintf(buf, len, "--tf32 applies to --device cuda only; leave it out, or pass "
+                        "--device cuda"), buf;
+    if (o->cuda && device_count() == 0)
+        return snprintf(buf, len, "--device cuda: %s; run on a machine with an NVIDIA GPU, or "
+                        "leave out --device (the CPU is the default)",
+#ifdef USE_CUDA
+                        "no GPU is visible here (no NVIDIA driver, or no device)"
+#else
+                        "this build has no CUDA (nvcc was not found when it was built)"
+#endif
+                        ), buf;
+    if (o->cuda && (o->layout == SP_RING || o->layout == SP_HYBRID))
+        return snprintf(buf, len, "--sp-attention %s runs on the CPU only so far; with --device "
+                        "cuda use --sp-attention gather or all-to-all", layouts[o->layout]->name), buf;
     const char *why = seq_validate(&o->policy, T, P, buf, len);
     if (!why) why = layouts[o->layout]->validate(o, heads, P, buf, len);
     for (int i = 0; i < N_BUGS && !why; i++)
@@ -123,7 +138,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     int U = o->layout == SP_HYBRID ? o->ulysses : 1, sp_rank = rank % P, dp_rank = rank / P;
     *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&o->policy, T, P, sp_rank),
                         .layout = o->layout, .dp = ranks / P, .dp_rank = dp_rank, .ulysses = U,
-                        .accum = o->grad_accum, .bugs = o->bugs};
+                        .accum = o->grad_accum, .bugs = o->bugs, .cuda = o->cuda};
     if (!world) return NULL;
     sp->comm = split(sp, dp_rank, sp_rank); // consecutive ranks form a sequence group
     if (P < ranks) sp->data = split(sp, sp_rank, dp_rank);
@@ -131,10 +146,30 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
         sp->heads = split(sp, rank / U, sp_rank % U);
         sp->ring = split(sp, dp_rank * U + sp_rank % U, sp_rank / U);
     }
+    if (o->cuda) {
+        int local, node = comm_node_place(world, &local), gpus = device_count();
+        if (!device_in_use()) device_select(local % gpus);
+        device_set_tf32(o->tf32);
+        // NCCL refuses two ranks on one GPU; the world's NCCL communicator is sp's too
+        sp->nccl = comm_have_nccl() && node <= gpus && ranks > 1;
+        for (int i = 0; sp->nccl && i < sp->n_groups; i++) comm_use_nccl(&sp->groups[i]);
+        if (sp->nccl) comm_use_nccl(world);
+    }
     return NULL;
 }
 
+const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len) {
+    if (!sp->cuda) return snprintf(buf, len, "cpu"), buf;
+    int ranks = sp->world ? sp->world->size : 1;
+    snprintf(buf, len, "cuda (%s%s)", device_name(),
+             ranks == 1 ? "" : sp->nccl ? ", collectives over NCCL"
+                                        : ", collectives over MPI, host-staged: ranks share a GPU or "
+                                          "the build has no NCCL");
+    return buf;
+}
+
 void sp_free(SeqParallel *sp) {
+    if (sp->nccl) comm_free_nccl(sp->world);
     for (int i = 0; i < sp->n_groups; i++) comm_free(&sp->groups[i]);
     seq_shard_free(&sp->shard);
 }

@@ -82,6 +82,8 @@ typedef struct SpOptions {
     int ulysses;    // hybrid: ranks per all-to-all group (--ulysses-degree); 0 = not given
     int grad_accum; // micro-batches per optimizer step (--grad-accum, default 1)
     unsigned bugs;  // BUG_* injected on purpose
+    bool cuda;      // --device cuda: tensors, parameters and kernels on the GPU
+    bool tf32;      // --tf32: float32 GEMMs on TF32 tensor cores (cuda only)
 } SpOptions;
 // gather, every rank one sequence group, the default policy, one micro-batch
 SpOptions sp_options_default(void);
@@ -101,16 +103,22 @@ typedef struct SeqParallel {
     int ulysses;        // hybrid: ranks per head group (1 otherwise)
     int accum;          // micro-batches per step
     unsigned bugs;      // BUG_* injected on purpose
+    bool cuda;          // the step runs on this rank's GPU (local rank mod the GPUs of its machine)
+    bool nccl;          // and device buffers go over NCCL (every rank its own GPU); else host-staged
     Comm groups[4];     // the groups split from the world, owned
     int n_groups;
 } SeqParallel;
 
 // Checks that T tokens and `heads` heads can run over `ranks` ranks with these options (NULL, and
 // *sp set up for rank `rank`, its groups split from `world` when that is not NULL, a collective;
-// or the sentence naming the problem and the fix).
+// or the sentence naming the problem and the fix). With --device cuda and a world, it also picks
+// this rank's GPU and the collectives' backend: NCCL when every rank of a machine has a GPU of
+// its own and the build has NCCL, else MPI on host copies.
 const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o, int T,
                     int heads, char *buf, size_t len);
 void sp_free(SeqParallel *sp);
+// "cpu", or "cuda (NVIDIA H200, collectives over NCCL)" and the like, into buf
+const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len);
 // This rank's images of a global batch of B: [*first, *first + *count); NULL, or the sentence
 // when the data groups do not divide B or a group has fewer images than micro-batches.
 const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count, char *buf, size_t len);

@@ -29,7 +29,7 @@ START_TEST(unreached_parameter_is_named) {
     ParamStore ps = {0};
     Tensor *w = ps_add(&ps, "blocks.0.attn.qkv.weight", 2, (int[]){4, 3});
     ps_add(&ps, "blocks.0.attn.qkv.bias", 1, (int[]){4});
-    ps_alloc(&ps);
+    ps_alloc(&ps, false);
     Arena a = arena_create(1 << 16);
     Tape tp = tape_create(&a);
     Tensor *x = randn(&a, 1, 1, false, 2, (int[]){2, 3});
@@ -63,7 +63,7 @@ START_TEST(param_store_is_one_flat_buffer) {
     ParamStore ps = {0};
     Tensor *a = ps_add(&ps, "a", 2, (int[]){2, 3});
     Tensor *b = ps_add(&ps, "b", 1, (int[]){5});
-    ps_alloc(&ps);
+    ps_alloc(&ps, false);
     ck_assert_uint_eq(ps.total, 11);
     ck_assert_ptr_eq(a->data, ps.params);
     ck_assert_ptr_eq(b->data, ps.params + 6);
@@ -83,7 +83,7 @@ END_TEST
 START_TEST(adamw_matches_formula) {
     ParamStore ps = {0};
     ps_add(&ps, "w", 1, (int[]){3});
-    ps_alloc(&ps);
+    ps_alloc(&ps, false);
     double p[3] = {0.5, -1.0, 2.0}, m[3] = {0}, v[3] = {0};
     for (int i = 0; i < 3; i++) ps.params[i] = (real)p[i];
     AdamW opt = adamw_default(0.1);

@@ -86,7 +86,13 @@ bool seq_flag(int argc, char **argv, int *i, SpOptions *o) {
         const char *name = flag_value(argc, argv, i);
         if (!seq_attention_from_name(name, &o->layout))
             usage_error("--sp-attention: unknown layout '%s' (known: %s)", name, seq_attention_names());
-    } else if (!strcmp(f, "--inject-bug")) {
+    } else if (!strcmp(f, "--device")) {
+        const char *name = flag_value(argc, argv, i);
+        if (strcmp(name, "cpu") && strcmp(name, "cuda"))
+            usage_error("--device: unknown device '%s' (known: cpu, cuda)", name);
+        o->cuda = !strcmp(name, "cuda");
+    } else if (!strcmp(f, "--tf32")) o->tf32 = true;
+    else if (!strcmp(f, "--inject-bug")) {
         const char *name = flag_value(argc, argv, i);
         unsigned bug = bug_from_name(name);
         if (!bug) usage_error("--inject-bug: unknown bug '%s' (known: %s)", name, bug_names());
@@ -412,6 +418,8 @@ static int settings(const TrainConfig *tc, Setting *s) {
     SET("grad_accum", false, "%d", o->grad_accum);
     char names[256];
     SET("injected_bugs", true, "%s", bug_list(o->bugs, names, sizeof names));
+    SET("device", true, "%s", o->cuda ? "cuda" : "cpu");
+    SET("tf32", false, "%s", o->tf32 ? "true" : "false");
 #undef SET
 #undef SET_DOUBLE
     return n;

@@ -43,7 +43,10 @@ bool seq_flag(int argc, char **argv, int *i, SpOptions *o);
     "                        ring-wrong-merge, ring-dkv-not-returned, ring-stale-kv,\n"  \
     "                        ring-block-delta (ring, hybrid);\n" \
     "                        no-dp-allreduce, same-data-all-dp (with --sp below the ranks);\n" \
-    "                        accum-unweighted (with --grad-accum 2 or more); local-mean-loss\n"
+    "                        accum-unweighted (with --grad-accum 2 or more); local-mean-loss\n" \
+    "  --device cpu|cuda     where the step runs (default cpu); cuda: each rank on GPU local rank\n" \
+    "                        mod the GPUs of its machine, gather or all-to-all layouts\n"         \
+    "  --tf32                cuda: float32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative)\n"
 
 // Parses argv (program name and subcommand removed) into *tc; usage errors exit with code 2.
 // Returns false when --help was printed.

@@ -74,9 +74,9 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
     char text[4096];
     const SpOptions *o = &a->parallel;
     snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d layout=%s "
-             "sp=%d ulysses=%d grad_accum=%d bugs=%u", a->ckpt, a->batch, a->out, o->policy.auto_pad,
-             o->policy.pad_multiple, seq_attention_name(o->layout), o->sp, o->ulysses,
-             o->grad_accum, o->bugs);
+             "sp=%d ulysses=%d grad_accum=%d bugs=%u cuda=%d tf32=%d", a->ckpt, a->batch, a->out,
+             o->policy.auto_pad, o->policy.pad_multiple, seq_attention_name(o->layout), o->sp,
+             o->ulysses, o->grad_accum, o->bugs, o->cuda, o->tf32);
     comm_check_same(c, "probe arguments", text);
     if (c->rank == 0) { // the rank that writes the result
         out_file_check("--out", a->out, NULL);
@@ -149,37 +149,44 @@ int probe_main(int argc, char **argv, Comm *c) {
     int first, count, micro_first, micro;
     if (sp_batch_slice(&sp, B, &first, &count, err, sizeof err)) usage_error("--batch %s: %s", a.batch, err);
     sp_micro_batch(&sp, count, 0, &micro_first, &micro); // the largest
-    // the batch (x, t, target, y), the output images of the data group's slice and of the batch,
-    // and a step of the largest micro-batch with the gather of its output (all T_pad tokens, the
-    // T real ones, the images)
+    // on the host: the batch (x, t, target, y), the output images of the data group's slice and of
+    // the batch; where the step runs: a step of the largest micro-batch with the gather of its
+    // output (all T_pad tokens, the T real ones, the images), and on the device the slice uploaded
     int S = m.cfg.input_size, Co = dit_out_channels(&m.cfg), T = sp.shard.T;
     size_t in = ((size_t)m.cfg.in_channels + Co) * S * S + 1, out = (size_t)Co * S * S;
-    size_t reals = (size_t)B * (in + out) + (size_t)count * out +
-                   (size_t)micro * out * (sp.shard.T_pad + 2 * T) / T;
-    Arena arena = arena_create(sp_step_bytes(&sp, &m.cfg, micro, true) + reals * sizeof(real) +
-                               (size_t)B * sizeof(int64_t) + 64 * ARENA_ALIGN);
-    ProbeBatch whole = probe_load_batch(&m, a.batch, &st, &arena);
+    size_t reals = (size_t)B * (in + out) + (size_t)count * out;
+    size_t step = (size_t)micro * out * (sp.shard.T_pad + 2 * T) / T + (sp.cuda ? count * in : 0);
+    Arena host = arena_create(reals * sizeof(real) + (size_t)B * sizeof(int64_t) + 64 * ARENA_ALIGN);
+    size_t step_bytes = sp_step_bytes(&sp, &m.cfg, micro, true) + step * sizeof(real) + 64 * ARENA_ALIGN;
+    Arena arena = sp.cuda ? arena_create_device(step_bytes) : arena_create(step_bytes);
+    ProbeBatch whole = probe_load_batch(&m, a.batch, &st, &host);
     st_free(&st);
 
     // forward and backward of this rank's shard of its data group's images, then the sums over
     // ranks, and the data group's output images
-    Tensor *img = tensor_new(&arena, 4, count, Co, S, S);
-    double total_loss = step_gradients(&m, &sp, &arena, tensor_rows(&arena, whole.x, first, count),
-                                       tensor_rows(&arena, whole.t, first, count), whole.y + first,
-                                       tensor_rows(&arena, whole.target, first, count), B, img->data);
+    DiT dev;
+    if (sp.cuda) dit_clone(&dev, &m, true);
+    Tensor *img = tensor_new(&host, 4, count, Co, S, S);
+    double total_loss = step_gradients(sp.cuda ? &dev : &m, &sp, &arena,
+                                       tensor_rows(&host, whole.x, first, count),
+                                       tensor_rows(&host, whole.t, first, count), whole.y + first,
+                                       tensor_rows(&host, whole.target, first, count), B, img->data);
+    if (sp.cuda) dit_copy(&m, &dev), dit_free(&dev); // the gradients, for the result
     if (sp.dp > 1) {
-        Tensor *all = tensor_new(&arena, 4, B, Co, S, S);
+        Tensor *all = tensor_new(&host, 4, B, Co, S, S);
         sp_gather_batch(&sp, all->data, img->data, img->size);
         img = all;
     }
     if (c->rank == 0) {
         write_result(&m, img, total_loss, a.out);
-        char layout[128];
-        printf("probe: %d rank%s (%s), %d tokens (padded to %d), loss %.9g, wrote %s\n", c->size,
+        char layout[128], device[256] = "";
+        if (sp.cuda) snprintf(device, sizeof device, " on %s", sp_device_text(&sp, layout, sizeof layout));
+        printf("probe: %d rank%s (%s)%s, %d tokens (padded to %d), loss %.9g, wrote %s\n", c->size,
                c->size > 1 ? "s" : "", sp_layout_text(&a.parallel, c->size, layout, sizeof layout),
-               sp.shard.T, sp.shard.T_pad, total_loss, a.out);
+               device, sp.shard.T, sp.shard.T_pad, total_loss, a.out);
     }
     arena_destroy(&arena);
+    arena_destroy(&host);
     sp_free(&sp);
     dit_free(&m);
     return 0;

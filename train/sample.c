@@ -105,17 +105,20 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             arena_reset(arena);
             Tape tp = tape_create(arena);
             tp.grad_enabled = false;
-            Tensor *xin = tensor_new(arena, 4, B, C, S, S), *tin = tensor_new(arena, 1, B);
-            int64_t *y = arena_alloc(arena, (size_t)B * sizeof(int64_t));
+            Arena *host = arena_host(arena); // the images stay on the host; the model's input goes up
+            Tensor *xin = tensor_new(host, 4, B, C, S, S), *tin = tensor_new(host, 1, B);
+            int64_t *y = arena_alloc(host, (size_t)B * sizeof(int64_t));
             for (int i = 0; i < B; i++) {
                 memcpy(xin->data + i * chw, x + (i % k) * chw, chw * sizeof(real));
                 tin->data[i] = (real)(FLOW_T_SCALE * t);
                 y[i] = i < k ? labels[start + i] : c->num_classes; // second half: the null class
             }
+            if (arena->device) xin = tensor_to(arena, xin), tin = tensor_to(arena, tin);
             Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
             Tensor *img = sp_gather_image(&tp, sp, tokens, c); // (B, C_out, S, S)
+            if (arena->device) img = tensor_to(host, img);
             size_t out_chw = (size_t)dit_out_channels(c) * S * S;
-            real *v = arena_alloc(arena, (size_t)k * chw * sizeof(real));
+            real *v = arena_alloc(host, (size_t)k * chw * sizeof(real));
             for (int i = 0; i < k; i++) // the first C output channels are the velocity
                 for (size_t j = 0; j < chw; j++) {
                     real cond = img->data[i * out_chw + j];
@@ -267,10 +270,14 @@ int sample_main(int argc, char **argv, Comm *c) {
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 4 / comm_node_size(c);
     size_t full = sp_step_bytes(&sp, &m.cfg, 2 * SAMPLE_CHUNK, false);
     size_t least = sample_min_bytes(&sp, &m.cfg, tc.cfg_scale);
-    Arena arena = arena_create(full < have ? full : least > have ? least : (size_t)have);
-    if (sample_grid(&m, &sp, &arena, &data, tc.samples_per_class, tc.sample_steps, tc.cfg_scale,
-                    tc.seed, out, err, sizeof err))
+    size_t bytes = full < have ? full : least > have ? least : (size_t)have;
+    Arena arena = sp.cuda ? arena_create_device(bytes) : arena_create(bytes);
+    DiT dev;
+    if (sp.cuda) dit_clone(&dev, &m, true);
+    if (sample_grid(sp.cuda ? &dev : &m, &sp, &arena, &data, tc.samples_per_class, tc.sample_steps,
+                    tc.cfg_scale, tc.seed, out, err, sizeof err))
         usage_error("--out: %s", err);
+    if (sp.cuda) dit_free(&dev);
     arena_destroy(&arena);
     print0(c, "wrote %s\n", out);
     sp_free(&sp);

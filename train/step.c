@@ -1,9 +1,12 @@
 // step.c: see step.h.
 #include "step.h"
+#include "../core/device.h"
 #include <string.h>
 
 double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *t,
                       const int64_t *y, Tensor *target, int batch, real *out) {
+    if (arena->device) // the batch goes up once; the step's activations live on the device
+        x = tensor_to(arena, x), t = tensor_to(arena, t), target = tensor_to(arena, target);
     size_t mark = arena_mark(arena);
     double loss = 0;
     ps_zero_grad(&m->ps); // backward adds into the gradients: the micro-batches accumulate
@@ -16,10 +19,10 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
                                      tensor_rows(arena, t, first, n), y + first, &sh);
         Tensor *l = dit_loss(m, &tp, tokens, tensor_rows(arena, target, first, n), &sh);
         backward(&tp, l);
-        loss += l->data[0];
+        loss += tensor_item(l);
         if (out) {
             Tensor *img = sp_gather_image(&tp, sp, tokens, &m->cfg);
-            memcpy(out + img->size / n * first, img->data, img->size * sizeof(real));
+            device_copy(out + img->size / n * first, img->data, img->size * sizeof(real));
         }
         tape_free(&tp);
         arena_release(arena, mark);

@@ -9,5 +9,7 @@
 // `batch`, x (n, C, S, S), t (n), y (n) against target (n, Ct, S, S), one micro-batch at a time in
 // `arena` (each freed before the next); then the gradients summed over every rank. Returns the
 // global mean loss. out, when not NULL, receives the data group's output images (n, C_out, S, S).
+// The batch and out are on the host; with a device arena (and m on the device) the batch is
+// copied up first, and the arena must have room for it.
 double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *t,
                       const int64_t *y, Tensor *target, int batch, real *out);

@@ -7,6 +7,8 @@
 #include "../core/blas.h"
 #include "../kernels/kernels.h"
 #include "../core/check.h"
+#include "../core/device.h"
+#include "../kernels/run.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "data.h"
@@ -29,9 +31,11 @@
 typedef struct Run {
     TrainConfig tc;
     Comm *comm;
-    DiT m;
+    DiT m;     // on the host: initialized or resumed here, saved from here
+    DiT dev;   // --device cuda: the model on the GPU, which trains (copied to m to save)
+    DiT *work; // the model that trains: &m, or &dev
     AdamW opt;
-    real *ema; // (ps.total) or NULL
+    real *ema; // (ps.total) or NULL, on the side of work
     Data data;
     SeqParallel sp;
     LossLog log;
@@ -159,6 +163,22 @@ static void start_run(Run *r) {
         dit_init(&r->m, tc->seed);
     }
     if (tc->ema > 0) start_ema(r);
+    r->work = &r->m;
+    if (!r->sp.cuda) return;
+    dit_clone(&r->dev, &r->m, true); // parameters, gradients, Adam moments and pos_embed go up
+    r->work = &r->dev;
+    if (r->ema) {
+        size_t bytes = r->m.ps.total * sizeof(real);
+        real *dev = device_alloc(bytes);
+        device_copy(dev, r->ema, bytes);
+        free(r->ema);
+        r->ema = dev;
+    }
+}
+
+static void free_ema(Run *r) {
+    if (r->sp.cuda) device_free(r->ema);
+    else free(r->ema);
 }
 
 // ---- outputs ---------------------------------------------------------------------------------
@@ -185,17 +205,26 @@ static void write_loss_files(Run *r) {
 static void save(Run *r, int step) {
     char err[1024], path[PATH_LEN + 32];
     if (r->comm->rank != 0) return;
+    real *ema = r->ema;
+    if (r->sp.cuda) { // the host copy of what trained on the device
+        dit_copy(&r->m, r->work);
+        if (r->ema) {
+            ema = xmalloc(r->m.ps.total * sizeof(real));
+            device_copy(ema, r->ema, r->m.ps.total * sizeof(real));
+        }
+    }
     atomic_group_begin();
     path_in(path, sizeof path, r->tc.out, "optimizer.safetensors");
     CHECK(!ckpt_save_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err), "%s", err);
     path_in(path, sizeof path, r->tc.out, "model.safetensors");
     CHECK(!ckpt_save_model(&r->m, NULL, path, step, "optimizer.safetensors", err, sizeof err), "%s", err);
-    if (r->ema) {
+    if (ema) {
         path_in(path, sizeof path, r->tc.out, "ema.safetensors");
-        CHECK(!ckpt_save_model(&r->m, r->ema, path, step, NULL, err, sizeof err), "%s", err);
+        CHECK(!ckpt_save_model(&r->m, ema, path, step, NULL, err, sizeof err), "%s", err);
     }
     write_loss_files(r);
     CHECK(!atomic_group_end(err, sizeof err), "%s", err);
+    if (ema != r->ema) free(ema);
     if (!r->ema) { // an average from an earlier --ema would not match this model any more
         path_in(path, sizeof path, r->tc.out, "ema.safetensors");
         remove(path);
@@ -205,17 +234,18 @@ static void save(Run *r, int step) {
 static void write_samples(Run *r, Arena *arena) {
     char err[1024], path[PATH_LEN + 32];
     if (!r->tc.samples_per_class) return;
-    real *saved = NULL;
-    if (r->ema) { // sample with the EMA weights
-        saved = xmalloc(r->m.ps.total * sizeof(real));
-        memcpy(saved, r->m.ps.params, r->m.ps.total * sizeof(real));
-        memcpy(r->m.ps.params, r->ema, r->m.ps.total * sizeof(real));
+    real *saved = NULL, *params = r->work->ps.params;
+    size_t bytes = r->work->ps.total * sizeof(real);
+    if (r->ema) { // sample with the EMA weights (copies on the host or the device, where they are)
+        saved = xmalloc(bytes);
+        device_copy(saved, params, bytes);
+        device_copy(params, r->ema, bytes);
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
-    int rc = sample_grid(&r->m, &r->sp, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
+    int rc = sample_grid(r->work, &r->sp, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
                          r->tc.cfg_scale, r->tc.seed, path, err, sizeof err);
     if (saved) {
-        memcpy(r->m.ps.params, saved, r->m.ps.total * sizeof(real));
+        device_copy(params, saved, bytes);
         free(saved);
     }
     if (rc) {
@@ -232,21 +262,24 @@ static void write_samples(Run *r, Arena *arena) {
 static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_norm) {
     batch_make(b, &r->data, r->tc.seed, r->tc.model.class_dropout_prob, r->tc.model.num_classes, step - 1);
     arena_reset(arena);
-    double loss = step_gradients(&r->m, &r->sp, arena, b->xt, b->t, b->y, b->v, r->tc.batch, NULL);
-    *grad_norm = adamw_step(&r->opt, &r->m.ps);
+    ParamStore *ps = &r->work->ps;
+    double loss = step_gradients(r->work, &r->sp, arena, b->xt, b->t, b->y, b->v, r->tc.batch, NULL);
+    *grad_norm = adamw_step(&r->opt, ps);
     if (r->ema) { // warm-up: early on the average must not be dominated by the initial weights
         double d = fmin(r->tc.ema, (1.0 + r->opt.step) / (10.0 + r->opt.step));
-        ema_update(r->ema, r->m.ps.params, r->m.ps.total, d);
+        RUN(ps->device, ema_update, r->ema, ps->params, ps->total, d);
     }
     return loss;
 }
 
 // One arena serves the training steps (one micro-batch of this data group's images at a time) and
-// the sampling (which fits its passes into it).
+// the sampling (which fits its passes into it); on the device it also holds the uploaded batch.
 static size_t arena_bytes(const SeqParallel *sp, const TrainConfig *tc) {
     int first, largest; // micro-batch 0
     sp_micro_batch(sp, tc->batch / sp->dp, 0, &first, &largest);
-    size_t step = sp_step_bytes(sp, &tc->model, largest, true);
+    double image = (double)tc->model.in_channels * tc->model.input_size * tc->model.input_size;
+    size_t upload = sp->cuda ? (size_t)((3 * image + 1) * (tc->batch / sp->dp) * sizeof(real)) + 8 * ARENA_ALIGN : 0;
+    size_t step = sp_step_bytes(sp, &tc->model, largest, true) + upload;
     size_t sample = sample_min_bytes(sp, &tc->model, tc->cfg_scale);
     return step > sample ? step : sample;
 }
@@ -317,8 +350,9 @@ static void setup(Run *r) {
            dit_tokens(&tc->model), c->size, c->size > 1 ? "s" : "",
            sp_layout_text(&tc->parallel, c->size, layout, sizeof layout), r->sp.shard.n,
            r->sp.shard.T_pad, tc->batch, tc->data, r->opt.step + 1, tc->steps, tc->out);
-    print0(c, "GEMM: %s; %d thread%s per rank\n", blas_setup(), kernel_threads(),
-           kernel_threads() > 1 ? "s" : "");
+    if (r->sp.cuda) print0(c, "device: %s\n", sp_device_text(&r->sp, layout, sizeof layout));
+    else print0(c, "GEMM: %s; %d thread%s per rank\n", blas_setup(), kernel_threads(),
+                kernel_threads() > 1 ? "s" : "");
 }
 
 // A loss that is NaN or infinite stops every rank (they all see the same global loss): loss.csv
@@ -387,7 +421,7 @@ int train_main(int argc, char **argv, Comm *c) {
     TrainConfig *tc = &r.tc;
     if (!train_config_parse(tc, argc, argv, c->rank)) return 0;
     setup(&r);
-    Arena arena = arena_create(arena_bytes(&r.sp, tc));
+    Arena arena = r.sp.cuda ? arena_create_device(arena_bytes(&r.sp, tc)) : arena_create(arena_bytes(&r.sp, tc));
     int first = r.opt.step + 1, steps = tc->steps - first + 1;
     sp_reset_bytes(&r.sp);
     double elapsed = train_loop(&r, &arena);
@@ -407,7 +441,8 @@ int train_main(int argc, char **argv, Comm *c) {
     sp_free(&r.sp);
     data_close(&r.data);
     losslog_free(&r.log);
-    free(r.ema);
+    free_ema(&r);
+    if (r.sp.cuda) dit_free(&r.dev);
     dit_free(&r.m);
     return 0;
 }

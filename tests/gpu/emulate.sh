@@ -1,31 +1,43 @@
 #!/usr/bin/env bash
-# emulate.sh: the device-vs-CPU suite of tests/test_cuda.c, run against every kernel file
-# (kernels/*.cu) rewritten for an emulated device on the CPU (tests/gpu/emulate/), in float32 and
-# float64: the kernels' indexing, tiles, barriers and shuffles are checked on machines without a
-# GPU or without nvcc. An optional perl substitution is planted in the kernels first, to show a
-# planted bug failing the suite. Needs g++ and the CPU build's libdit.a in BUILD/f32 and BUILD/f64.
+# emulate.sh: every kernel file (kernels/*.cu) rewritten for an emulated device on the CPU
+# (tests/gpu/emulate/), in float32 and float64, linked with the library built for CUDA
+# (-DUSE_CUDA, the emulator's headers): BUILD/emulate/VARIANT/emulated_cuda runs the device-vs-CPU
+# suite of tests/test_cuda.c, and BUILD/emulate/VARIANT/train is the train program whose
+# --device cuda runs on the emulated device. So the kernels' indexing, tiles, barriers and
+# shuffles, and the device path of the whole program (device arenas, parameters, host-staged
+# collectives), are checked on machines without a GPU; the emulated device's memory is closed to
+# the host, so a host access to device memory crashes here as it would on a GPU. An optional perl
+# substitution is planted in the kernels first (into BUILD/emulate-planted), to show a planted
+# bug failing the suite.
 # usage (from the repository root): tests/gpu/emulate.sh BUILD [PLANTED_SUBSTITUTION]
 set -eu
 BUILD=$1; PLANT=${2:-}
 E=tests/gpu/emulate
+ARCH=$(gcc -print-multiarch)
+LIBS="-fopenmp -L/usr/lib/$ARCH/openblas-openmp -Wl,-rpath,/usr/lib/$ARCH/openblas-openmp -lopenblas -lstb -ljpeg -ljansson -lm $(mpicc --showme:link)"
 for v in f32 f64; do
-  OUT=$BUILD/emulate/$v; rm -rf "$OUT"; mkdir -p "$OUT"
+  OUT=$BUILD/emulate${PLANT:+-planted}/$v; LIB=$BUILD/emulate/$v/lib; mkdir -p "$OUT/cu" "$LIB"
   DEF=$([ $v = f64 ] && echo -DREAL_F64 || true)
   FLAGS="-O1 -g -pthread -fopenmp -D_GNU_SOURCE -DUSE_CUDA $DEF -I $E -I kernels"
-  objs=""
+  CFLAGS="-std=c17 $FLAGS -I/usr/include/$ARCH/openblas-openmp $(mpicc --showme:compile)"
+  # the library's C files (once; the planted run reuses them)
+  if [ -z "$PLANT" ]; then
+    ls core/*.c autograd/*.c layers/*.c kernels/*.c parallel/*.c train/*.c tests/test_cuda.c "$E/device.c" "$E/main.c" |
+      while read -r c; do o=$LIB/$(echo "$c" | tr / _).o; [ "$o" -nt "$c" ] || echo "$c"; done |
+      xargs -r -P 2 -I{} sh -c 'gcc '"$CFLAGS"' -c {} -o '"$LIB"'/$(echo {} | tr / _).o'
+  fi
+  cu_objs=""
   for cu in kernels/*.cu; do
     [ "$cu" = kernels/device.cu ] && continue # the emulator's own: $E/device.c
     name=$(basename "$cu" .cu)
-    perl "$E/emulate.pl" "$cu" | { [ -n "$PLANT" ] && perl -0pe "$PLANT" || cat; } > "$OUT/$name.cpp"
-    g++ -std=c++17 $FLAGS -Wno-unused-function -c "$OUT/$name.cpp" -o "$OUT/$name.o"
-    objs="$objs $OUT/$name.o"
+    perl "$E/emulate.pl" "$cu" | { [ -n "$PLANT" ] && perl -0pe "$PLANT" || cat; } > "$OUT/cu/$name.cpp"
+    g++ -std=c++17 $FLAGS -Wno-unused-function -c "$OUT/cu/$name.cpp" -o "$OUT/cu/$name.o"
+    cu_objs="$cu_objs $OUT/cu/$name.o"
   done
-  for c in $E/device.c $E/main.c tests/test_cuda.c; do
-    gcc -std=c17 $FLAGS -c "$c" -o "$OUT/$(basename "$c" .c).o"
-    objs="$objs $OUT/$(basename "$c" .c).o"
-  done
-  g++ -pthread -fopenmp $objs "$BUILD/$v/libdit.a" $(pkg-config --libs check) \
-    $(pkg-config --libs openblas 2>/dev/null || echo -lopenblas) -lm -o "$OUT/emulated_cuda"
+  lib_objs=$(ls "$LIB"/*.o | grep -v -e _main.c.o -e tests_test_cuda.c.o -e train_main.c.o)
+  g++ -pthread $cu_objs $lib_objs "$LIB/tests_test_cuda.c.o" "$LIB/tests_gpu_emulate_main.c.o" \
+    $(pkg-config --libs check) $LIBS -o "$OUT/emulated_cuda"
+  [ -n "$PLANT" ] || g++ -pthread $cu_objs $lib_objs "$LIB/train_main.c.o" $LIBS -o "$OUT/train"
   echo "== the CUDA kernels on the emulated device, $v =="
   "$OUT/emulated_cuda"
 done

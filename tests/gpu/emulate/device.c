@@ -76,4 +76,3 @@ void device_zero(void *ptr, size_t bytes) {
 }
 
 void device_sync(void) {}
-void device_set_tf32(bool on) { (void)on; } // the emulated GEMMs are CBLAS's, in full precision
