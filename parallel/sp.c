@@ -162,9 +162,10 @@ const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len) {
     if (!sp->cuda) return snprintf(buf, len, "cpu"), buf;
     int ranks = sp->world ? sp->world->size : 1;
     snprintf(buf, len, "cuda (%s%s)", device_name(),
-             ranks == 1 ? "" : sp->nccl ? ", collectives over NCCL"
-                                        : ", collectives over MPI, host-staged: ranks share a GPU or "
-                                          "the build has no NCCL");
+             ranks == 1           ? ""
+             : sp->nccl           ? ", collectives over NCCL"
+             : comm_have_nccl()   ? ", collectives over MPI, host-staged: ranks share a GPU"
+                                  : ", collectives over MPI, host-staged: this build has no NCCL");
     return buf;
 }
 

@@ -12,6 +12,7 @@
 #include "losslog.h"
 #include "outfile.h"
 #include "plot.h"
+#include "probe.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +26,6 @@ static const char *const base[] = {"--model", "DiT-tiny/2", "--input-size", "22"
                                    "--samples-per-class", "0", "--save-every", "0", "--log-every", "1000"};
 #define N_BASE (int)(sizeof base / sizeof base[0])
 #define SEED 0
-#define PROBE_STEP 1000 // the probe batch: the images of a step no run trains on
 enum { OUT_LEN = 1024, DIR_LEN = OUT_LEN + 64, PATH_LEN_ = DIR_LEN + 64 }; // --out, its folders, files
 
 static void help(void) {
@@ -94,30 +94,6 @@ static int probe(char **lead, int n_lead, const char *ckpt, const char *batch, c
     remove(out);
     const char *words[] = {"probe", "--ckpt", ckpt, "--batch", batch, "--out", out};
     return run(lead, n_lead, words, 7, r, log);
-}
-
-// The probe batch: the images of step PROBE_STEP of the runs' data, with their velocity targets
-static void write_batch(const char *ckpt, const char *path) {
-    char err[1024];
-    DiT m;
-    if (ckpt_load_model(&m, ckpt, err, sizeof err)) usage_error("%s", err);
-    const DiTConfig *c = &m.cfg;
-    Data data;
-    if (data_open(&data, "shapes", c->input_size, c->in_channels, c->num_classes, err, sizeof err))
-        usage_error("%s", err);
-    int B = 12;
-    Batch b = batch_alloc(0, B, B, c->in_channels, c->input_size);
-    batch_make(&b, &data, SEED, c->class_dropout_prob, c->num_classes, PROBE_STEP);
-    StWriter *w = st_writer_new();
-    st_writer_add_real(w, "x", 4, b.xt->shape, b.xt->data);
-    st_writer_add_real(w, "t", 1, b.t->shape, b.t->data);
-    st_writer_add_real(w, "target", 4, b.v->shape, b.v->data);
-    st_writer_add(w, "y", ST_I64, 1, (int64_t[]){B}, b.y);
-    if (st_writer_write(w, path, err, sizeof err)) usage_error("%s", err);
-    st_writer_free(w);
-    batch_free(&b);
-    data_close(&data);
-    dit_free(&m);
 }
 
 // The relative loss difference of run dir against the reference, per step, and its first step
@@ -215,7 +191,7 @@ int bugs_main(int argc, char **argv) {
     remove(log);
     if (train(one, n_one, nsteps, NULL, ref, log))
         return fprintf(stderr, "error: the 1-rank reference failed; see %s\n", log), 1;
-    write_batch(path, batch);
+    probe_write_batch(path, batch, 12, PROBE_BATCH_STEP);
     if (probe(one, n_one, path, batch, NULL, ref_probe, log))
         return fprintf(stderr, "error: the 1-rank reference's probe failed; see %s\n", log), 1;
 

@@ -6,6 +6,7 @@
 #include "../parallel/sp.h"
 #include "checkpoint.h"
 #include "config.h"
+#include "data.h"
 #include "flags.h"
 #include "outfile.h"
 #include "step.h"
@@ -19,7 +20,9 @@ static void help(void) {
            "  --ckpt PATH           DiT checkpoint (safetensors with the config in __metadata__)\n"
            "  --batch PATH          x F32 [B,C,H,W], t F32 [B], y I64 [B], target F32 [B,C_out,H,W]\n"
            "  --out PATH            writes out, loss and grad.<name> for every trainable parameter\n"
-           SEQ_FLAGS_HELP);
+           "  --make-batch B        instead: write a batch of B images (procedural shapes, step %d of\n"
+           "                        seed 0, with times, labels and velocity targets) for --ckpt to --out\n"
+           SEQ_FLAGS_HELP, PROBE_BATCH_STEP);
 }
 
 // The batch tensor `name`, which this checkpoint needs to be a float tensor (F32 or F64) or, if
@@ -54,6 +57,7 @@ static void batch_into(Tensor *dst, const StTensor *t) {
 
 typedef struct ProbeArgs {
     const char *ckpt, *batch, *out;
+    int make_batch; // > 0: write a batch of this many images to --out instead
     SpOptions parallel;
 } ProbeArgs;
 
@@ -67,9 +71,13 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
         } else if (!strcmp(argv[i], "--ckpt")) a->ckpt = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--batch")) a->batch = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--out")) a->out = flag_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--make-batch"))
+            a->make_batch = flag_int(argv[i], flag_value(argc, argv, &i), 1, 4096);
         else if (!seq_flag(argc, argv, &i, &a->parallel))
             usage_error("probe: unknown argument '%s'", argv[i]);
     }
+    if (a->make_batch && a->batch) usage_error("probe --make-batch writes a batch to --out; leave out --batch");
+    if (a->make_batch) a->batch = "";
     if (!a->ckpt || !a->batch || !a->out) usage_error("probe needs --ckpt, --batch and --out");
     char text[4096];
     const SpOptions *o = &a->parallel;
@@ -81,7 +89,7 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
     if (c->rank == 0) { // the rank that writes the result
         out_file_check("--out", a->out, NULL);
         out_file_not_input("--out", a->out, "--ckpt", a->ckpt);
-        out_file_not_input("--out", a->out, "--batch", a->batch);
+        if (!a->make_batch) out_file_not_input("--out", a->out, "--batch", a->batch);
     }
     return true;
 }
@@ -119,6 +127,28 @@ ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *s
     return b;
 }
 
+void probe_write_batch(const char *ckpt, const char *path, int B, int step) {
+    char err[1024];
+    DiT m;
+    if (ckpt_load_model(&m, ckpt, err, sizeof err)) usage_error("--ckpt: %s", err);
+    const DiTConfig *c = &m.cfg;
+    Data data;
+    if (data_open(&data, "shapes", c->input_size, c->in_channels, c->num_classes, err, sizeof err))
+        usage_error("%s", err);
+    Batch b = batch_alloc(0, B, B, c->in_channels, c->input_size);
+    batch_make(&b, &data, 0, c->class_dropout_prob, c->num_classes, step);
+    StWriter *w = st_writer_new();
+    st_writer_add_real(w, "x", 4, b.xt->shape, b.xt->data);
+    st_writer_add_real(w, "t", 1, b.t->shape, b.t->data);
+    st_writer_add_real(w, "target", 4, b.v->shape, b.v->data);
+    st_writer_add(w, "y", ST_I64, 1, (int64_t[]){B}, b.y);
+    if (st_writer_write(w, path, err, sizeof err)) usage_error("--out: %s", err);
+    st_writer_free(w);
+    batch_free(&b);
+    data_close(&data);
+    dit_free(&m);
+}
+
 // out, loss and every parameter's gradient (on rank 0)
 static void write_result(const DiT *m, const Tensor *img, double loss, const char *out) {
     char err[1024], name[160];
@@ -137,6 +167,11 @@ static void write_result(const DiT *m, const Tensor *img, double loss, const cha
 int probe_main(int argc, char **argv, Comm *c) {
     ProbeArgs a;
     if (!parse_args(&a, argc, argv, c)) return 0;
+    if (a.make_batch) {
+        if (c->rank == 0) probe_write_batch(a.ckpt, a.out, a.make_batch, PROBE_BATCH_STEP);
+        print0(c, "probe: wrote a batch of %d images to %s\n", a.make_batch, a.out);
+        return 0;
+    }
     char err[1024];
     DiT m;
     if (ckpt_load_model(&m, a.ckpt, err, sizeof err)) usage_error("--ckpt: %s", err);

@@ -17,3 +17,7 @@ typedef struct ProbeBatch {
     int64_t *y;
 } ProbeBatch;
 ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *st, Arena *arena);
+// A probe batch for the checkpoint ckpt into path: B images of step `step` of the shapes data
+// (seed 0), with their times, labels and velocity targets (probe --make-batch; train bugs).
+#define PROBE_BATCH_STEP 1000 // a step no test run trains on
+void probe_write_batch(const char *ckpt, const char *path, int B, int step);

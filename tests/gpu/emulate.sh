@@ -20,10 +20,11 @@ for v in f32 f64; do
   DEF=$([ $v = f64 ] && echo -DREAL_F64 || true)
   FLAGS="-O1 -g -pthread -fopenmp -D_GNU_SOURCE -DUSE_CUDA $DEF -I $E -I kernels"
   CFLAGS="-std=c17 $FLAGS -I/usr/include/$ARCH/openblas-openmp $(mpicc --showme:compile)"
-  # the library's C files (once; the planted run reuses them)
+  # the library's C files, those older than their source or any header (the planted run reuses them)
   if [ -z "$PLANT" ]; then
+    newest=$(ls -t core/*.h autograd/*.h layers/*.h kernels/*.h parallel/*.h train/*.h tests/*.h $E/*.h | head -1)
     ls core/*.c autograd/*.c layers/*.c kernels/*.c parallel/*.c train/*.c tests/test_cuda.c "$E/device.c" "$E/main.c" |
-      while read -r c; do o=$LIB/$(echo "$c" | tr / _).o; [ "$o" -nt "$c" ] || echo "$c"; done |
+      while read -r c; do o=$LIB/$(echo "$c" | tr / _).o; [ "$o" -nt "$c" ] && [ "$o" -nt "$newest" ] || echo "$c"; done |
       xargs -r -P 2 -I{} sh -c 'gcc '"$CFLAGS"' -c {} -o '"$LIB"'/$(echo {} | tr / _).o'
   fi
   cu_objs=""
