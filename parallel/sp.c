@@ -99,6 +99,25 @@ static const char *bug_fits(int i, const SpOptions *o, int dp, char *buf, size_t
     return NULL;
 }
 
+const char *sp_device_error(const SpOptions *o, char *buf, size_t len) {
+    if (o->tf32 && !o->cuda)
+        return snprintf(buf, len, "--tf32 applies to --device cuda only; leave it out, or pass "
+                        "--device cuda"), buf;
+    if (o->cuda && device_count() == 0)
+        return snprintf(buf, len, "--device cuda: %s; run on a machine with an NVIDIA GPU, or "
+                        "leave out --device (the CPU is the default)",
+#ifdef USE_CUDA
+                        "no GPU is visible here (no NVIDIA driver, or no device)"
+#else
+                        "this build has no CUDA (nvcc was not found when it was built)"
+#endif
+                        ), buf;
+    if (o->cuda && (o->layout == SP_RING || o->layout == SP_HYBRID))
+        return snprintf(buf, len, "--sp-attention %s runs on the CPU only so far; with --device "
+                        "cuda use --sp-attention gather or all-to-all", layouts[o->layout]->name), buf;
+    return NULL;
+}
+
 // a group split from the world, owned by sp
 static Comm *split(SeqParallel *sp, int color, int key) {
     Comm *g = &sp->groups[sp->n_groups++];
@@ -115,22 +134,8 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     if (o->ulysses && o->layout != SP_HYBRID)
         return snprintf(buf, len, "--ulysses-degree applies to --sp-attention hybrid only; leave it "
                         "out, or pass --sp-attention hybrid"), buf;
-    if (o->tf32 && !o->cuda)
-        return snprintf(buf, len, "--tf32 applies to --device cuda only; leave it out, or pass "
-                        "--device cuda"), buf;
-    if (o->cuda && device_count() == 0)
-        return snprintf(buf, len, "--device cuda: %s; run on a machine with an NVIDIA GPU, or "
-                        "leave out --device (the CPU is the default)",
-#ifdef USE_CUDA
-                        "no GPU is visible here (no NVIDIA driver, or no device)"
-#else
-                        "this build has no CUDA (nvcc was not found when it was built)"
-#endif
-                        ), buf;
-    if (o->cuda && (o->layout == SP_RING || o->layout == SP_HYBRID))
-        return snprintf(buf, len, "--sp-attention %s runs on the CPU only so far; with --device "
-                        "cuda use --sp-attention gather or all-to-all", layouts[o->layout]->name), buf;
-    const char *why = seq_validate(&o->policy, T, P, buf, len);
+    const char *why = sp_device_error(o, buf, len);
+    if (!why) why = seq_validate(&o->policy, T, P, buf, len);
     if (!why) why = layouts[o->layout]->validate(o, heads, P, buf, len);
     for (int i = 0; i < N_BUGS && !why; i++)
         if (o->bugs & bugs[i].flag) why = bug_fits(i, o, ranks / P, buf, len);

@@ -166,6 +166,12 @@ expect_usage "must be between 1 and" --batch 0
 expect_usage "--heads 5 does not divide the width 64 (--hidden)" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
+# --device cuda where there is no GPU (the GPU path itself: tests/gpu/device_cli.sh)
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  expect_usage "--device cuda: .*no GPU is visible here\|--device cuda: this build has no CUDA" --device cuda
+  expect_usage "--device cuda: .*run on a machine with an NVIDIA GPU" probe --ckpt x --batch y --device cuda
+fi
+expect_usage "applies to --device cuda only" --tf32
 expect_usage "on this machine, which has" --model DiT-XL/2 --input-size 4096 --batch 65536 # refused before allocating
 expect_usage "expects a non-negative whole number, got ' -1'" --seed " -1"
 expect_usage "expects a whole number, got ' 3'" --steps " 3"

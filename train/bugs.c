@@ -1,6 +1,7 @@
 // bugs.c: see bugs.h.
 #include "bugs.h"
 #include "../core/check.h"
+#include "../core/device.h"
 #include "../core/safetensors.h"
 #include "../parallel/sp.h"
 #include "canvas.h"
@@ -28,8 +29,10 @@ static const char *const base[] = {"--model", "DiT-tiny/2", "--input-size", "22"
 #define SEED 0
 enum { OUT_LEN = 1024, DIR_LEN = OUT_LEN + 64, PATH_LEN_ = DIR_LEN + 64 }; // --out, its folders, files
 
+static const char *device = "cpu"; // --device: where every run of the catalogue runs
+
 static void help(void) {
-    printf("usage: train/train bugs [--ranks N] [--steps S] [--out DIR]\n"
+    printf("usage: train/train bugs [--ranks N] [--steps S] [--out DIR] [--device cpu|cuda]\n"
            "  The catalogue of injectable sequence-parallel bugs: for the correct code and for every\n"
            "  bug (--inject-bug), a training run of S steps (default 30) on N ranks (default 4) in the\n"
            "  layout the bug lives in, compared with one rank: the first step whose loss differs by\n"
@@ -37,6 +40,8 @@ static void help(void) {
            "  output's and the worst gradient's relative error (tolerances %g and %g).\n"
            "  Writes DIR/bugs.md (the table, also printed) and DIR/bugs.png (each row's loss\n"
            "  difference per step); DIR defaults to runs/bugs, and its earlier results are replaced.\n"
+           "  --device cuda runs every training and probe on the GPU (the ring layout's bugs, which\n"
+           "  live on the CPU only so far, are left out).\n"
            "  Exit 0 when the correct code agrees and every bug is caught, 1 otherwise.\n",
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
@@ -69,10 +74,11 @@ static int run(char **lead, int n_lead, const char *const *words, int n_words, c
     for (int i = 0; i < n_lead; i++) argv[n++] = lead[i];
     for (int i = 0; i < n_words; i++) argv[n++] = (char *)words[i];
     snprintf(flags, sizeof flags, "%s", r ? r->layout : "");
-    for (char *save = NULL, *w = strtok_r(flags, " ", &save); w && n < MAX_ARGS - 3;
+    for (char *save = NULL, *w = strtok_r(flags, " ", &save); w && n < MAX_ARGS - 5;
          w = strtok_r(NULL, " ", &save))
         argv[n++] = w;
     if (r && r->bug) argv[n++] = "--inject-bug", argv[n++] = (char *)r->bug->name;
+    argv[n++] = "--device", argv[n++] = (char *)device;
     argv[n] = NULL;
     return launch(argv, log);
 }
@@ -167,8 +173,15 @@ int bugs_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ranks")) ranks = flag_int("--ranks", flag_value(argc, argv, &i), 2, 64);
         else if (!strcmp(argv[i], "--steps")) steps = flag_int("--steps", flag_value(argc, argv, &i), 2, 100000);
         else if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
-        else usage_error("bugs: unknown argument '%s'", argv[i]);
+        else if (!strcmp(argv[i], "--device")) {
+            device = flag_value(argc, argv, &i);
+            if (strcmp(device, "cpu") && strcmp(device, "cuda"))
+                usage_error("--device: unknown device '%s' (known: cpu, cuda)", device);
+        } else usage_error("bugs: unknown argument '%s'", argv[i]);
     }
+    if (!strcmp(device, "cuda") && device_count() == 0)
+        usage_error("--device cuda: there is no GPU here (or this build has no CUDA); leave out "
+                    "--device to run the catalogue on the CPU");
     char path[PATH_LEN_], ref[DIR_LEN], batch[PATH_LEN_], ref_probe[PATH_LEN_], self[4096], np[16], nsteps[16];
     if (strlen(out) >= OUT_LEN) usage_error("--out: the path is longer than %d characters", OUT_LEN - 1);
     out_runs_folder_check("--out", out, "bugs");
@@ -195,13 +208,15 @@ int bugs_main(int argc, char **argv) {
     if (probe(one, n_one, path, batch, NULL, ref_probe, log))
         return fprintf(stderr, "error: the 1-rank reference's probe failed; see %s\n", log), 1;
 
-    int n = 1;
-    while (bug_info(n - 1)) n++;
+    int n = 1; // the correct code, then every bug that runs on the device chosen
+    for (int b = 0; bug_info(b); b++) n++;
     Row *rows = xcalloc((size_t)n, sizeof *rows);
+    n = 1;
+    for (int b = 0; bug_info(b); b++)
+        if (strcmp(device, "cuda") || bug_info(b)->layout != SP_RING) rows[n++].bug = bug_info(b);
     bool ok = true;
     for (int i = 0; i < n; i++) {
         Row *r = &rows[i];
-        r->bug = i ? bug_info(i - 1) : NULL;
         layout_flags(r->bug, ranks, r->layout, sizeof r->layout);
         const char *name = r->bug ? r->bug->name : "correct";
         char dir[DIR_LEN], result[PATH_LEN_], err[1024];

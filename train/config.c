@@ -74,8 +74,24 @@ static void help(void) {
         d.samples_per_class, d.cfg_scale);
 }
 
+bool device_flag(int argc, char **argv, int *i, SpOptions *o) {
+    const char *f = argv[*i];
+    if (!strcmp(f, "--device")) {
+        const char *name = flag_value(argc, argv, i);
+        if (strcmp(name, "cpu") && strcmp(name, "cuda"))
+            usage_error("--device: unknown device '%s' (known: cpu, cuda)", name);
+        o->cuda = !strcmp(name, "cuda");
+        char buf[512];
+        const char *why = o->cuda ? sp_device_error(o, buf, sizeof buf) : NULL;
+        if (why) usage_error("%s", why); // before any work: no GPU here
+    } else if (!strcmp(f, "--tf32")) o->tf32 = true;
+    else return false;
+    return true;
+}
+
 bool seq_flag(int argc, char **argv, int *i, SpOptions *o) {
     const char *f = argv[*i];
+    if (device_flag(argc, argv, i, o)) return true;
     if (!strcmp(f, "--no-auto-pad")) o->policy.auto_pad = false;
     else if (!strcmp(f, "--pad-multiple"))
         o->policy.pad_multiple = flag_int(f, flag_value(argc, argv, i), 1, 1 << 20);
@@ -86,13 +102,7 @@ bool seq_flag(int argc, char **argv, int *i, SpOptions *o) {
         const char *name = flag_value(argc, argv, i);
         if (!seq_attention_from_name(name, &o->layout))
             usage_error("--sp-attention: unknown layout '%s' (known: %s)", name, seq_attention_names());
-    } else if (!strcmp(f, "--device")) {
-        const char *name = flag_value(argc, argv, i);
-        if (strcmp(name, "cpu") && strcmp(name, "cuda"))
-            usage_error("--device: unknown device '%s' (known: cpu, cuda)", name);
-        o->cuda = !strcmp(name, "cuda");
-    } else if (!strcmp(f, "--tf32")) o->tf32 = true;
-    else if (!strcmp(f, "--inject-bug")) {
+    } else if (!strcmp(f, "--inject-bug")) {
         const char *name = flag_value(argc, argv, i);
         unsigned bug = bug_from_name(name);
         if (!bug) usage_error("--inject-bug: unknown bug '%s' (known: %s)", name, bug_names());

@@ -25,6 +25,8 @@ typedef struct TrainConfig {
 // --sp-attention, --sp, --ulysses-degree, --grad-accum, --inject-bug): true when argv[*i] is one,
 // its value consumed.
 bool seq_flag(int argc, char **argv, int *i, SpOptions *o);
+// --device cpu|cuda and --tf32 alone (seq_flag reads them too), the same way
+bool device_flag(int argc, char **argv, int *i, SpOptions *o);
 #define SEQ_FLAGS_HELP                                                                             \
     "  --sp N                ranks per sequence group; the ranks / N groups are data parallel,\n" \
     "                        each training on its slice of --batch (default 0: every rank)\n"     \
@@ -44,6 +46,8 @@ bool seq_flag(int argc, char **argv, int *i, SpOptions *o);
     "                        ring-block-delta (ring, hybrid);\n" \
     "                        no-dp-allreduce, same-data-all-dp (with --sp below the ranks);\n" \
     "                        accum-unweighted (with --grad-accum 2 or more); local-mean-loss\n" \
+    DEVICE_FLAGS_HELP
+#define DEVICE_FLAGS_HELP                                                                          \
     "  --device cpu|cuda     where the step runs (default cpu); cuda: each rank on GPU local rank\n" \
     "                        mod the GPUs of its machine, gather or all-to-all layouts\n"         \
     "  --tf32                cuda: float32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative)\n"

@@ -216,7 +216,7 @@ static void sample_help(void) {
            "  --sample-steps N       Euler steps (default 25)\n"
            "  --cfg-scale S          classifier-free guidance scale (default 3; 1 = off)\n"
            "  --samples-per-class K  columns (default 8)\n"
-           "  --seed S               noise seed (default 0)\n");
+           "  --seed S               noise seed (default 0)\n" DEVICE_FLAGS_HELP);
 }
 
 int sample_main(int argc, char **argv, Comm *c) {
@@ -236,13 +236,13 @@ int sample_main(int argc, char **argv, Comm *c) {
             tc.cfg_scale = flag_double(f, flag_value(argc, argv, &i), 0, 100), cfg_given = true;
         else if (!strcmp(f, "--samples-per-class")) tc.samples_per_class = flag_int(f, flag_value(argc, argv, &i), 1, 64);
         else if (!strcmp(f, "--seed")) tc.seed = flag_u64(f, flag_value(argc, argv, &i));
-        else usage_error("sample: unknown argument '%s'", f);
+        else if (!device_flag(argc, argv, &i, &tc.parallel)) usage_error("sample: unknown argument '%s'", f);
     }
     if (!ckpt || !out) usage_error("sample needs --ckpt and --out");
     char text[2 * PATH_LEN + 128];
-    snprintf(text, sizeof text, "ckpt=%s out=%s data=%s steps=%d cfg=%.17g per_class=%d seed=%llu",
-             ckpt, out, tc.data, tc.sample_steps, tc.cfg_scale, tc.samples_per_class,
-             (unsigned long long)tc.seed);
+    snprintf(text, sizeof text, "ckpt=%s out=%s data=%s steps=%d cfg=%.17g per_class=%d seed=%llu "
+             "cuda=%d tf32=%d", ckpt, out, tc.data, tc.sample_steps, tc.cfg_scale,
+             tc.samples_per_class, (unsigned long long)tc.seed, tc.parallel.cuda, tc.parallel.tf32);
     comm_check_same(c, "sample arguments", text);
     if (c->rank == 0) out_file_check("--out", out, ".png"); // the rank that writes the grid
     char path[PATH_LEN + 32], run[PATH_LEN + 32], err[1024];

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# device_cli.sh: the train program on the device (--device cuda) against itself on the CPU. Run
+# with the emulated build (tests/gpu/emulate.sh) by make test, and with the real one on a GPU
+# machine by device_check.sh. A checkpoint and a probe batch are made on the CPU; then:
+# - probe --device cuda at 1, 2 and 3 ranks (25 tokens, which 2 and 3 do not divide), in the
+#   all-to-all layout, with data groups and with micro-batches, each against the CPU probe of one
+#   rank by `train compare` (float32: output 1e-5, gradients 1e-4; float64: 1e-10);
+# - every injected bug that runs on the device, caught by the same comparison;
+# - verify --device cuda --ranks 2 (2 ranks against 1, both on the device), the same seed giving
+#   the same loss curve twice, sample --device cuda, and the usage errors of the flags.
+# usage (from the repository root): tests/gpu/device_cli.sh TRAIN [WORK]
+set -u
+TRAIN=$1; WORK=${2:-$(mktemp -d)}/device_cli; rm -rf "$WORK"; mkdir -p "$WORK"
+MPIRUN="mpirun --oversubscribe -q $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)"
+pass=0 fail=0
+ok() { echo "ok: $*"; pass=$((pass + 1)); }
+bad() { echo "FAILED: $*"; fail=$((fail + 1)); }
+CK=$WORK/run/model.safetensors B=$WORK/batch.safetensors
+if ! $MPIRUN -np 1 "$TRAIN" --model DiT-tiny/2 --input-size 10 --steps 3 --batch 4 \
+     --samples-per-class 0 --out "$WORK/run" > "$WORK/run.log" 2>&1 ||
+   ! $MPIRUN -np 1 "$TRAIN" probe --ckpt "$CK" --make-batch 6 --out "$B" > /dev/null ||
+   ! $MPIRUN -np 1 "$TRAIN" probe --ckpt "$CK" --batch "$B" --out "$WORK/cpu.safetensors" > /dev/null; then
+  echo "FAILED: the CPU checkpoint, batch and probe (see $WORK/run.log)"; exit 1
+fi
+
+# probe NP WANT FLAGS...: the device probe on NP ranks compared with the CPU's; WANT is AGREE or
+# DIFFER (an injected bug)
+probe() {
+  local np=$1 want=$2 out; shift 2; out=$WORK/probe-$np-$(echo "$*" | tr -c 'a-z0-9-' _).safetensors
+  local msg; msg=$($MPIRUN -np "$np" "$TRAIN" probe --ckpt "$CK" --batch "$B" --out "$out" --device cuda "$@" 2>&1)
+  if [ $? != 0 ]; then bad "probe --device cuda $* on $np ranks failed: $msg"; return; fi
+  local cmp; cmp=$("$TRAIN" compare "$out" "$WORK/cpu.safetensors" 2>&1)
+  local worst; worst=$(echo "$cmp" | grep -E "^(out|grad)" | sed 's/  */ /g' | sort -t' ' -k4 -g | tail -1)
+  if echo "$cmp" | grep -q "the results $want"; then ok "probe --device cuda $* on $np ranks: $want with the CPU (worst: $worst)"
+  else bad "probe --device cuda $* on $np ranks should $want: $cmp"; fi
+}
+probe 1 AGREE
+probe 2 AGREE
+probe 3 AGREE
+probe 2 AGREE --sp-attention all-to-all
+probe 3 AGREE --sp 1
+probe 2 AGREE --grad-accum 4
+for bug in local-kv no-dkv-reduce-scatter no-grad-allreduce no-pad-mask wrong-restore local-mean-loss; do
+  probe 2 DIFFER --inject-bug $bug
+done
+probe 2 DIFFER --sp 1 --inject-bug no-dp-allreduce
+probe 2 DIFFER --sp 1 --inject-bug same-data-all-dp
+probe 2 DIFFER --grad-accum 4 --inject-bug accum-unweighted
+
+# training: 2 ranks against 1 on the device, and the same run twice
+FLAGS="--model DiT-tiny/2 --input-size 10 --batch 4 --samples-per-class 1 --sample-steps 2 --device cuda"
+msg=$("$TRAIN" verify --ranks 2 --steps 12 $FLAGS --out "$WORK/verify" 2>&1)
+if [ $? = 0 ] && echo "$msg" | grep -q "the runs AGREE"; then ok "verify --device cuda --ranks 2: $(echo "$msg" | grep 'largest relative')"
+else bad "verify --device cuda --ranks 2: $msg"; fi
+$MPIRUN -np 1 "$TRAIN" --steps 6 $FLAGS --out "$WORK/again" > /dev/null 2>&1
+if cmp -s "$WORK/again/loss.csv" <(head -7 "$WORK/verify/ranks-1/loss.csv"); then ok "the same seed gives the same loss curve on the device, run to run"
+else bad "the same seed gave another loss curve: $(diff "$WORK/again/loss.csv" <(head -7 "$WORK/verify/ranks-1/loss.csv") | head -4)"; fi
+msg=$($MPIRUN -np 2 "$TRAIN" sample --ckpt "$WORK/verify/ranks-2" --samples-per-class 1 --sample-steps 2 --out "$WORK/s.png" --device cuda 2>&1)
+if [ $? = 0 ] && [ -s "$WORK/s.png" ]; then ok "sample --device cuda on 2 ranks wrote a grid"; else bad "sample --device cuda: $msg"; fi
+
+# usage errors: exit 2 and one sentence, before any work
+usage() { # expected text, args...
+  local want=$1 msg rc; shift
+  msg=$($MPIRUN -np 1 "$TRAIN" "$@" 2>&1); rc=$?
+  if [ $rc = 2 ] && echo "$msg" | grep -q -- "$want"; then ok "$*: exit 2, $(echo "$msg" | head -1)"
+  else bad "$* (exit $rc): $msg"; fi
+}
+usage "runs on the CPU only so far" --device cuda --sp-attention ring --steps 1 --out "$WORK/x1"
+usage "applies to --device cuda only" --tf32 --steps 1 --out "$WORK/x2"
+usage "unknown device 'gpu'" --device gpu --steps 1 --out "$WORK/x3"
+echo "device_cli: $pass passed, $fail failed"
+[ $fail = 0 ]
