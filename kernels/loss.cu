@@ -1,26 +1,58 @@
 // loss.cu: the masked mean squared error of loss.c on the device, and the sum of squares the
-// gradient-norm clipping needs. The sums run in double in one block of CUDA_BLOCK threads, each
-// striding over the elements, then a tree in shared memory: a fixed order, so the result does
-// not depend on scheduling.
+// gradient-norm clipping needs. The sums run in double in two passes: up to SQ_BLOCKS blocks each
+// stride over the elements and add their threads' sums in a tree in shared memory, then one block
+// adds the blocks' sums the same way. The grid depends on n alone, so the order of the additions
+// is fixed and the result does not depend on scheduling.
 #include "cuda.h"
 #include <cuda_runtime.h>
 
-// *out = sum over i (mask[i] or no mask) of (a[i] - b[i])^2 (b NULL: a[i]^2), divided by denom
-static __global__ void squares_kernel(double *out, const real *a, const real *b,
-                                      const uint8_t *mask, size_t n, double denom) {
-    __shared__ double part[CUDA_BLOCK];
-    double s = 0;
-    for (size_t i = threadIdx.x; i < n; i += CUDA_BLOCK) {
-        double e = (double)a[i] - (b ? b[i] : 0);
-        if (!mask || mask[i]) s += e * e;
-    }
-    part[threadIdx.x] = s;
+#define SQ_BLOCKS 512
+
+// the tree sum of the block's values v into part[0] (every thread returns it)
+static __device__ double block_sum(double *part, double v) {
+    part[threadIdx.x] = v;
     __syncthreads();
     for (int half = CUDA_BLOCK / 2; half > 0; half /= 2) {
         if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
         __syncthreads();
     }
-    if (threadIdx.x == 0) *out = part[0] / denom;
+    return part[0];
+}
+
+// sums[block] = sum over this block's share of i (mask[i] or no mask) of (a[i] - b[i])^2 (b NULL:
+// a[i]^2)
+static __global__ void squares_kernel(double *sums, const real *a, const real *b,
+                                      const uint8_t *mask, size_t n) {
+    __shared__ double part[CUDA_BLOCK];
+    double s = 0;
+    for (size_t i = blockIdx.x * (size_t)CUDA_BLOCK + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * CUDA_BLOCK) {
+        double e = (double)a[i] - (b ? b[i] : 0);
+        if (!mask || mask[i]) s += e * e;
+    }
+    double total = block_sum(part, s);
+    if (threadIdx.x == 0) sums[blockIdx.x] = total;
+}
+
+// *out = the k sums, added, over denom
+static __global__ void add_sums_kernel(double *out, const double *sums, unsigned k, double denom) {
+    __shared__ double part[CUDA_BLOCK];
+    double s = 0;
+    for (unsigned i = threadIdx.x; i < k; i += CUDA_BLOCK) s += sums[i];
+    double total = block_sum(part, s);
+    if (threadIdx.x == 0) *out = total / denom;
+}
+
+static void squares(double *out, const real *a, const real *b, const uint8_t *mask, size_t n,
+                    double denom, cudaStream_t stream) {
+    static double *sums; // the blocks' sums, for the process
+    if (!sums) sums = (double *)device_alloc(SQ_BLOCKS * sizeof(double));
+    unsigned k = cuda_blocks(n) < SQ_BLOCKS ? cuda_blocks(n) : SQ_BLOCKS;
+    if (k == 0) k = 1; // n = 0: one block of nothing
+    squares_kernel<<<k, CUDA_BLOCK, 0, stream>>>(sums, a, b, mask, n);
+    CUDA_CHECK(cudaGetLastError());
+    add_sums_kernel<<<1, CUDA_BLOCK, 0, stream>>>(out, sums, k, denom);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 // dpred += g, dtarget -= g, g = 2 dloss (pred - target) / denom where the mask is set
@@ -39,8 +71,7 @@ static __global__ void mse_backward_kernel(real *dpred, real *dtarget, real dlos
 void mse_forward_cuda(double *loss, const real *pred, const real *target, const uint8_t *mask,
                       size_t n, double denom, cudaStream_t stream) {
     CHECK(denom > 0, "mse_forward_cuda: the element count %g must be positive", denom);
-    squares_kernel<<<1, CUDA_BLOCK, 0, stream>>>(loss, pred, target, mask, n, denom);
-    CUDA_CHECK(cudaGetLastError());
+    squares(loss, pred, target, mask, n, denom, stream);
 }
 
 void mse_backward_cuda(real *dpred, real *dtarget, real dloss, const real *pred, const real *target,
@@ -53,6 +84,5 @@ void mse_backward_cuda(real *dpred, real *dtarget, real dloss, const real *pred,
 }
 
 void sum_squares_cuda(double *sum, const real *x, size_t n, cudaStream_t stream) {
-    squares_kernel<<<1, CUDA_BLOCK, 0, stream>>>(sum, x, NULL, NULL, n, 1);
-    CUDA_CHECK(cudaGetLastError());
+    squares(sum, x, NULL, NULL, n, 1, stream);
 }

@@ -311,6 +311,20 @@ START_TEST(cuda_slice) {
 }
 END_TEST
 
+// strided rows, as the collectives pack them: 37 rows of 45 values, 70 apart in dst and 50 in src
+START_TEST(cuda_add_rows) {
+    SKIP_WITHOUT_GPU();
+    size_t rows = 37, width = 45, dpitch = 70, spitch = 50, nd = rows * dpitch, ns = rows * spitch;
+    real *dst = host_randn(nd, 63, 1, 0), *src = host_randn(ns, 64, 1, 0);
+    real *dst_d = to_device(dst, nd), *src_d = to_device(src, ns);
+    add_rows(dst, dpitch, src, spitch, width, rows);
+    add_rows_cuda(dst_d, dpitch, src_d, spitch, width, rows, 0);
+    expect_close("add_rows", dst_d, dst, nd); // the gaps between rows stay as they were
+    free(dst), free(src);
+    device_free(dst_d), device_free(src_d);
+}
+END_TEST
+
 // a device double against the CPU's value, relative
 static void expect_close_double(const char *what, const double *dev, double cpu) {
     double got;
@@ -325,8 +339,8 @@ static void expect_close_double(const char *what, const double *dev, double cpu)
 // above one block's threads
 START_TEST(cuda_loss) {
     SKIP_WITHOUT_GPU();
-    const size_t sizes[] = {7, 100003};
-    for (int c = 0; c < 2; c++) {
+    const size_t sizes[] = {7, 100003, 1000003}; // the last over more blocks than the first pass has
+    for (int c = 0; c < 3; c++) {
         size_t n = sizes[c];
         real *p = host_randn(n, 70, 1, 0), *t = host_randn(n, 71, 1, 0);
         real *dp = host_randn(n, 72, 1, 0), *dt = host_randn(n, 73, 1, 0);
@@ -518,6 +532,7 @@ Suite *cuda_suite(void) {
     tcase_add_test(tc, cuda_linear);
     tcase_add_test(tc, cuda_adaln);
     tcase_add_test(tc, cuda_slice);
+    tcase_add_test(tc, cuda_add_rows);
     tcase_add_test(tc, cuda_loss);
     tcase_add_test(tc, cuda_patch);
     tcase_add_test(tc, cuda_embedding);
