@@ -10,10 +10,10 @@
 static inline bool on_device(const Tape *tp) { return tp->arena->device; }
 static inline bool node_on_device(const Node *n) { return n->arena->device; }
 
-// Host data an op's kernels read (labels, masks): as is on the host, else a copy in the device
-// arena that lives as long as the op's other buffers.
+// Data an op's kernels read (labels, masks): as is on the host or when already on the device,
+// else a copy in the device arena that lives as long as the op's other buffers.
 static inline const void *op_input(Arena *a, const void *host, size_t bytes) {
-    if (!a->device || !host) return host;
+    if (!a->device || !host || device_pointer(host)) return host;
     void *d = arena_alloc(a, bytes);
     device_copy(d, host, bytes);
     return d;

@@ -28,7 +28,8 @@ Tensor *gated_add(Tape *tp, Tensor *x, Tensor *gate, Tensor *y);
 Tensor *embedding(Tape *tp, Tensor *table, const int64_t *idx, int B);
 // t (B) -> (B, dim): [cos(t f), sin(t f)], f_i = 10000^(-i / (dim/2))
 Tensor *timestep_embedding(Tape *tp, Tensor *t, int dim);
-// q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D)
+// q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D).
+// Labels and masks may be host memory for ops on the device too (they are copied up).
 Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const uint8_t *key_mask);
 // The same with explicit tiles: queries in tiles of bq rows, keys in blocks of bk rows (attention
 // uses ATTN_BQ x ATTN_BK; the tests sweep sizes that do and do not divide the sequence).

@@ -159,6 +159,10 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
         sp->nccl = comm_have_nccl() && node <= gpus && ranks > 1;
         for (int i = 0; sp->nccl && i < sp->n_groups; i++) comm_use_nccl(&sp->groups[i]);
         if (sp->nccl) comm_use_nccl(world);
+        if (sp->shard.key_mask) { // up once, not with every attention call
+            sp->key_mask_device = device_alloc((size_t)sp->shard.T_pad);
+            device_copy(sp->key_mask_device, sp->shard.key_mask, (size_t)sp->shard.T_pad);
+        }
     }
     return NULL;
 }
@@ -176,6 +180,7 @@ const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len) {
 
 void sp_free(SeqParallel *sp) {
     if (sp->nccl) comm_free_nccl(sp->world);
+    device_free(sp->key_mask_device);
     for (int i = 0; i < sp->n_groups; i++) comm_free(&sp->groups[i]);
     seq_shard_free(&sp->shard);
 }
@@ -227,7 +232,7 @@ DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch) {
 }
 
 const uint8_t *sp_key_mask(const SeqParallel *sp) {
-    return (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->shard.key_mask;
+    return (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->key_mask_device ? sp->key_mask_device : sp->shard.key_mask;
 }
 
 Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c) {

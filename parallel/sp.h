@@ -105,6 +105,7 @@ typedef struct SeqParallel {
     unsigned bugs;      // BUG_* injected on purpose
     bool cuda;          // the step runs on this rank's GPU (local rank mod the GPUs of its machine)
     bool nccl;          // and device buffers go over NCCL (every rank its own GPU); else host-staged
+    uint8_t *key_mask_device; // cuda: the shard's key mask on the device (NULL without padding)
     Comm groups[4];     // the groups split from the world, owned
     int n_groups;
 } SeqParallel;
@@ -165,5 +166,5 @@ extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
 // [r n, (r + 1) n) of `key_mask` (all tokens; NULL: none masked). The ring-* bugs apply.
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
                        const uint8_t *key_mask, unsigned bugs);
-// The key mask of all T_pad tokens (NULL under the no-pad-mask bug).
+// The key mask of all T_pad tokens (NULL under the no-pad-mask bug), on the device with cuda.
 const uint8_t *sp_key_mask(const SeqParallel *sp);

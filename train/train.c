@@ -437,6 +437,14 @@ int train_main(int argc, char **argv, Comm *c) {
            r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena.peak / 1048576.0,
            layout_mib + world_mib, layout_mib, world_mib, tc->out, r.ema ? ",ema.safetensors" : "",
            tc->samples_per_class ? ",samples.png" : "");
+    if (r.sp.cuda) {
+        double params = 4.0 * r.dev.ps.total * sizeof(real) / 1048576.0, ema = r.ema ? params / 4 : 0;
+        double peak = (train_peak > arena.peak ? train_peak : arena.peak) / 1048576.0;
+        double pos = r.dev.pos_embed.size * sizeof(real) / 1048576.0;
+        print0(c, "device memory: at most %.1f MiB per rank: the arena's peak %.1f MiB, parameters, "
+               "gradients and Adam moments %.1f MiB, EMA %.1f MiB, pos_embed %.1f MiB\n",
+               peak + params + ema + pos, peak, params, ema, pos);
+    }
     arena_destroy(&arena);
     sp_free(&r.sp);
     data_close(&r.data);
