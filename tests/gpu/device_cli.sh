@@ -8,9 +8,12 @@
 # - every injected bug that runs on the device, caught by the same comparison;
 # - verify --device cuda --ranks 2 (2 ranks against 1, both on the device), the same seed giving
 #   the same loss curve twice, sample --device cuda, and the usage errors of the flags.
-# usage (from the repository root): tests/gpu/device_cli.sh TRAIN [WORK]
+# With --probes-only (make test's float64 run) it stops after the probes.
+# usage (from the repository root): tests/gpu/device_cli.sh TRAIN [WORK] [--probes-only]
 set -u
-TRAIN=$1; WORK=${2:-$(mktemp -d)}/device_cli; rm -rf "$WORK"; mkdir -p "$WORK"
+TRAIN=$1; ONLY=${3:-}
+if [ -n "${2:-}" ]; then WORK=$2/device_cli; else TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT; WORK=$TMP/device_cli; fi
+rm -rf "$WORK"; mkdir -p "$WORK"
 MPIRUN="mpirun --oversubscribe -q $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)"
 pass=0 fail=0
 ok() { echo "ok: $*"; pass=$((pass + 1)); }
@@ -46,6 +49,8 @@ done
 probe 2 DIFFER --sp 1 --inject-bug no-dp-allreduce
 probe 2 DIFFER --sp 1 --inject-bug same-data-all-dp
 probe 2 DIFFER --grad-accum 4 --inject-bug accum-unweighted
+
+if [ "$ONLY" = --probes-only ]; then echo "device_cli: $pass passed, $fail failed (probes only)"; [ $fail = 0 ]; exit; fi
 
 # training: 2 ranks against 1 on the device, and the same run twice
 FLAGS="--model DiT-tiny/2 --input-size 10 --batch 4 --samples-per-class 1 --sample-steps 2 --device cuda"
