@@ -212,3 +212,29 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
         CUDA_CHECK(cudaGetLastError());
     }
 }
+
+// one thread per (b, h, i) row: the merge of attention.c, in double
+static __global__ void merge_kernel(real *o, real *lse, const real *o_blk, const real *lse_blk,
+                                    int B, int n, int H, int dh, int mean_of) {
+    size_t row = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (row >= (size_t)B * H * n) return;
+    size_t i = row % n, b = row / n / H, h = row / n % H, D = (size_t)H * dh;
+    double la = lse[row], lb = lse_blk[row];
+    if (lb == -INFINITY) return;
+    double mx = fmax(la, lb), lnew = la == -INFINITY ? lb : mx + log(exp(la - mx) + exp(lb - mx));
+    double wb = mean_of > 0 ? 1.0 / mean_of : exp(lb - lnew);
+    double wa = mean_of > 0 ? 1 - wb : la == -INFINITY ? 0 : exp(la - lnew);
+    real *oa = o + (b * n + i) * D + h * dh;
+    const real *ob = o_blk + (b * n + i) * D + h * dh;
+    for (int d = 0; d < dh; d++) oa[d] = (real)(wa * oa[d] + wb * ob[d]);
+    lse[row] = (real)lnew;
+}
+
+void attention_merge_cuda(real *o, real *lse, const real *o_blk, const real *lse_blk, int B, int n,
+                          int H, int dh, int mean_of, cudaStream_t stream) {
+    size_t rows = (size_t)B * H * n;
+    if (rows == 0) return;
+    merge_kernel<<<cuda_blocks(rows), CUDA_BLOCK, 0, stream>>>(o, lse, o_blk, lse_blk, B, n, H, dh,
+                                                              mean_of);
+    CUDA_CHECK(cudaGetLastError());
+}

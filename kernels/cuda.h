@@ -79,6 +79,9 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
                              const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
                              int dh, cudaStream_t stream);
 
+void attention_merge_cuda(real *o, real *lse, const real *o_blk, const real *lse_blk, int B, int n,
+                          int H, int dh, int mean_of, cudaStream_t stream);
+
 // ---- linear through cuBLAS (linear.cu): out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC) ----
 void linear_forward_cuda(real *out, const real *inp, const real *weight, const real *bias, int N,
                          int C, int OC, cudaStream_t stream);

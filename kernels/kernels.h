@@ -97,6 +97,13 @@ void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real 
                         const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
                         int dh, int bq, int bk);
 
+// ---- merging partial attention (ring attention): o (B,n,H*dh), lse (B,H,n) become the merge by
+// log-sum-exp of themselves and a block's o_blk, lse_blk; rows whose block lse is -inf (every key
+// of the block masked) stay. mean_of > 0 is the ring-wrong-merge bug: the outputs are averaged
+// as if o_blk were the mean_of-th block, o = (1 - 1/mean_of) o + o_blk / mean_of, no rescaling.
+void attention_merge(real *o, real *lse, const real *o_blk, const real *lse_blk, int B, int n,
+                     int H, int dh, int mean_of);
+
 // ---- slice of the last dim: out (N,len) = inp (N,C)[:, off:off+len] -------------------------------
 void slice_forward(real *out, const real *inp, int N, int C, int off, int len);
 void slice_backward(real *dinp, const real *dout, int N, int C, int off, int len);

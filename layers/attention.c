@@ -11,23 +11,44 @@ static real *scratch(Arena *a, int bq, int bk, int dh) {
     return arena_alloc(a, attention_scratch_count(bq, bk, dh, kernel_threads()) * sizeof(real));
 }
 
-static void attention_bwd(Node *n) {
-    Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    int B = n->iarg[0], Tq = n->iarg[1], Tk = n->iarg[2], H = n->iarg[3], dh = n->iarg[4];
-    int bq = n->iarg[5], bk = n->iarg[6];
-    real *dq = node_grad(n, 0), *dk = node_grad(n, 1), *dv = node_grad(n, 2);
-    size_t mark = arena_mark(n->arena); // after the gradients, freed after use
+void attention_kernel_forward(Arena *a, real *out, real *lse, const real *q, const real *k,
+                              const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                              int dh, int bq, int bk) {
+    size_t mark = arena_mark(a);
+    bq = bq < Tq ? bq : Tq, bk = bk < Tk ? bk : Tk; // no larger than the sequence
 #ifdef USE_CUDA
-    if (node_on_device(n)) { // the device kernel picks its own tiles
-        real *sc = arena_alloc(n->arena, attention_cuda_scratch_count(B, H, Tq) * sizeof(real));
-        attention_backward_cuda(dq, dk, dv, sc, n->out->grad, n->out->data, n->saved->data, q->data,
-                                k->data, v->data, n->ptr, B, Tq, Tk, H, dh, 0);
+    if (a->device) // the device kernel picks its own tiles
+        attention_forward_cuda(out, lse, q, k, v, key_mask, B, Tq, Tk, H, dh, 0);
+    else
+#endif
+        attention_forward(out, lse, scratch(a, bq, bk, dh), q, k, v, key_mask, B, Tq, Tk, H, dh, bq,
+                          bk);
+    arena_release(a, mark);
+}
+
+void attention_kernel_backward(Arena *a, real *dq, real *dk, real *dv, const real *dout,
+                               const real *out, const real *lse, const real *q, const real *k,
+                               const real *v, const uint8_t *key_mask, int B, int Tq, int Tk,
+                               int H, int dh, int bq, int bk) {
+    size_t mark = arena_mark(a);
+    bq = bq < Tq ? bq : Tq, bk = bk < Tk ? bk : Tk;
+#ifdef USE_CUDA
+    if (a->device) {
+        real *sc = arena_alloc(a, attention_cuda_scratch_count(B, H, Tq) * sizeof(real));
+        attention_backward_cuda(dq, dk, dv, sc, dout, out, lse, q, k, v, key_mask, B, Tq, Tk, H, dh, 0);
     } else
 #endif
-        attention_backward(dq, dk, dv, scratch(n->arena, bq, bk, dh), n->out->grad, n->out->data,
-                           n->saved->data, q->data, k->data, v->data, n->ptr, B, Tq, Tk, H, dh, bq,
-                           bk);
-    arena_release(n->arena, mark);
+        attention_backward(dq, dk, dv, scratch(a, bq, bk, dh), dout, out, lse, q, k, v, key_mask,
+                           B, Tq, Tk, H, dh, bq, bk);
+    arena_release(a, mark);
+}
+
+static void attention_bwd(Node *n) {
+    Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    int *i = n->iarg; // B, Tq, Tk, H, dh, bq, bk
+    attention_kernel_backward(n->arena, node_grad(n, 0), node_grad(n, 1), node_grad(n, 2),
+                              n->out->grad, n->out->data, n->saved->data, q->data, k->data, v->data,
+                              n->ptr, i[0], i[1], i[2], i[3], i[4], i[5], i[6]);
 }
 
 Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const uint8_t *key_mask) {
@@ -45,19 +66,10 @@ Tensor *attention_tiled(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
     int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], D = q->shape[2];
     CHECK(heads > 0 && D % heads == 0, "attention: %d heads do not divide the width %d", heads, D);
     CHECK(bq > 0 && bk > 0, "attention: tiles of %d x %d rows", bq, bk);
-    bq = bq < Tq ? bq : Tq, bk = bk < Tk ? bk : Tk; // no larger than the sequence
     Tensor *out = tensor_like(tp->arena, q), *lse = tensor_new(tp->arena, 3, B, heads, Tq);
     key_mask = op_input(tp->arena, key_mask, (size_t)Tk);
-    size_t mark = arena_mark(tp->arena);
-#ifdef USE_CUDA
-    if (on_device(tp))
-        attention_forward_cuda(out->data, lse->data, q->data, k->data, v->data, key_mask, B, Tq, Tk,
-                               heads, D / heads, 0);
-    else
-#endif
-        attention_forward(out->data, lse->data, scratch(tp->arena, bq, bk, D / heads), q->data,
-                          k->data, v->data, key_mask, B, Tq, Tk, heads, D / heads, bq, bk);
-    arena_release(tp->arena, mark);
+    attention_kernel_forward(tp->arena, out->data, lse->data, q->data, k->data, v->data, key_mask,
+                             B, Tq, Tk, heads, D / heads, bq, bk);
     Node *n = tape_record(tp, "attention", attention_bwd, out, 3, q, k, v);
     if (n) {
         n->iarg[0] = B, n->iarg[1] = Tq, n->iarg[2] = Tk, n->iarg[3] = heads, n->iarg[4] = D / heads;

@@ -177,6 +177,15 @@ void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
     int to = ((c->rank + shift) % c->size + c->size) % c->size;
     int from = ((c->rank - shift) % c->size + c->size) % c->size;
     if (to != c->rank) c->bytes_sent += n * sizeof(real);
+#ifdef USE_NCCL
+    if (over_nccl(c, in)) {
+        NCCL_CHECK(ncclGroupStart());
+        NCCL_CHECK(ncclSend(in, n, NCCL_REAL, to, c->nccl, 0));
+        NCCL_CHECK(ncclRecv(out, n, NCCL_REAL, from, c->nccl, 0));
+        NCCL_CHECK(ncclGroupEnd());
+        return;
+    }
+#endif
     Staged s = stage(in, n, out, n);
     MPI_CHECK(MPI_Sendrecv(s.in, count(n), MPI_REAL_T, to, 0, s.out, count(n), MPI_REAL_T, from, 0,
                            c->group, MPI_STATUS_IGNORE));

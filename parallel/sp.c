@@ -112,9 +112,6 @@ const char *sp_device_error(const SpOptions *o, char *buf, size_t len) {
                         "this build has no CUDA (nvcc was not found when it was built)"
 #endif
                         ), buf;
-    if (o->cuda && (o->layout == SP_RING || o->layout == SP_HYBRID))
-        return snprintf(buf, len, "--sp-attention %s runs on the CPU only so far; with --device "
-                        "cuda use --sp-attention gather or all-to-all", layouts[o->layout]->name), buf;
     return NULL;
 }
 

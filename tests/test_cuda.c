@@ -496,6 +496,37 @@ START_TEST(cuda_attention) {
 }
 END_TEST
 
+// the ring's merge of partial outputs: rows of -inf on either side (a block, or everything so far,
+// fully masked) and the ring-wrong-merge bug's plain average
+START_TEST(cuda_attention_merge) {
+    SKIP_WITHOUT_GPU();
+    int B = 2, n = 13, H = 3, dh = 40;
+    size_t no = (size_t)B * n * H * dh, nl = (size_t)B * H * n;
+    for (int mean_of = 0; mean_of <= 3; mean_of += 3) {
+        real *o = host_randn(no, 80, 1, 0), *ob = host_randn(no, 81, 1, 0);
+        real *l = host_randn(nl, 82, 2, 0), *lb = host_randn(nl, 83, 2, 0);
+        for (size_t i = 0; i < nl; i += 5) lb[i] = -INFINITY;
+        for (size_t i = 2; i < nl; i += 7) l[i] = -INFINITY;
+        real *o_d = to_device(o, no), *ob_d = to_device(ob, no), *l_d = to_device(l, nl), *lb_d = to_device(lb, nl);
+        attention_merge(o, l, ob, lb, B, n, H, dh, mean_of);
+        attention_merge_cuda(o_d, l_d, ob_d, lb_d, B, n, H, dh, mean_of, 0);
+        expect_close(mean_of ? "attention_merge, averaged o" : "attention_merge o", o_d, o, no);
+        real *lh = xmalloc(nl * sizeof(real));
+        device_copy(lh, l_d, nl * sizeof(real));
+        bool same_inf = true; // -inf where the CPU has it, finite values close
+        for (size_t i = 0; i < nl; i++) {
+            same_inf = same_inf && isinf(lh[i]) == isinf(l[i]);
+            if (isinf(l[i])) lh[i] = l[i] = 0;
+        }
+        ck_assert_msg(same_inf, "attention_merge_cuda: -inf rows of the log-sum-exp differ");
+        real *lh_d = to_device(lh, nl);
+        expect_close("attention_merge lse", lh_d, l, nl);
+        free(o), free(ob), free(l), free(lb), free(lh);
+        device_free(o_d), device_free(ob_d), device_free(l_d), device_free(lb_d), device_free(lh_d);
+    }
+}
+END_TEST
+
 // ---- launcher shape checks (no device needed: they fail before any CUDA call) -------------------
 
 START_TEST(cuda_launchers_check_sizes) {
@@ -537,6 +568,7 @@ Suite *cuda_suite(void) {
     tcase_add_test(tc, cuda_patch);
     tcase_add_test(tc, cuda_embedding);
     tcase_add_test(tc, cuda_attention);
+    tcase_add_test(tc, cuda_attention_merge);
     tcase_add_test(tc, cuda_launchers_check_sizes);
     suite_add_tcase(s, tc);
     return s;

@@ -26,7 +26,6 @@
 static const char *const base[] = {"--model", "DiT-tiny/2", "--input-size", "22", "--batch", "12",
                                    "--samples-per-class", "0", "--save-every", "0", "--log-every", "1000"};
 #define N_BASE (int)(sizeof base / sizeof base[0])
-#define SEED 0
 enum { OUT_LEN = 1024, DIR_LEN = OUT_LEN + 64, PATH_LEN_ = DIR_LEN + 64 }; // --out, its folders, files
 
 static const char *device = "cpu"; // --device: where every run of the catalogue runs
@@ -40,8 +39,7 @@ static void help(void) {
            "  output's and the worst gradient's relative error (tolerances %g and %g).\n"
            "  Writes DIR/bugs.md (the table, also printed) and DIR/bugs.png (each row's loss\n"
            "  difference per step); DIR defaults to runs/bugs, and its earlier results are replaced.\n"
-           "  --device cuda runs every training and probe on the GPU (the ring layout's bugs, which\n"
-           "  live on the CPU only so far, are left out).\n"
+           "  --device cuda runs every training and probe on the GPU.\n"
            "  Exit 0 when the correct code agrees and every bug is caught, 1 otherwise.\n",
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
@@ -208,15 +206,13 @@ int bugs_main(int argc, char **argv) {
     if (probe(one, n_one, path, batch, NULL, ref_probe, log))
         return fprintf(stderr, "error: the 1-rank reference's probe failed; see %s\n", log), 1;
 
-    int n = 1; // the correct code, then every bug that runs on the device chosen
-    for (int b = 0; bug_info(b); b++) n++;
+    int n = 1;
+    while (bug_info(n - 1)) n++;
     Row *rows = xcalloc((size_t)n, sizeof *rows);
-    n = 1;
-    for (int b = 0; bug_info(b); b++)
-        if (strcmp(device, "cuda") || bug_info(b)->layout != SP_RING) rows[n++].bug = bug_info(b);
     bool ok = true;
     for (int i = 0; i < n; i++) {
         Row *r = &rows[i];
+        r->bug = i ? bug_info(i - 1) : NULL;
         layout_flags(r->bug, ranks, r->layout, sizeof r->layout);
         const char *name = r->bug ? r->bug->name : "correct";
         char dir[DIR_LEN], result[PATH_LEN_], err[1024];

@@ -49,7 +49,7 @@ bool device_flag(int argc, char **argv, int *i, SpOptions *o);
     DEVICE_FLAGS_HELP
 #define DEVICE_FLAGS_HELP                                                                          \
     "  --device cpu|cuda     where the step runs (default cpu); cuda: each rank on GPU local rank\n" \
-    "                        mod the GPUs of its machine, gather or all-to-all layouts\n"         \
+    "                        mod the GPUs of its machine\n"                                       \
     "  --tf32                cuda: float32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative)\n"
 
 // Parses argv (program name and subcommand removed) into *tc; usage errors exit with code 2.

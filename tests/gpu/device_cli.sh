@@ -3,9 +3,10 @@
 # with the emulated build (tests/gpu/emulate.sh) by make test, and with the real one on a GPU
 # machine by device_check.sh. A checkpoint and a probe batch are made on the CPU; then:
 # - probe --device cuda at 1, 2 and 3 ranks (25 tokens, which 2 and 3 do not divide), in the
-#   all-to-all layout, with data groups and with micro-batches, each against the CPU probe of one
-#   rank by `train compare` (float32: output 1e-5, gradients 1e-4; float64: 1e-10);
-# - every injected bug that runs on the device, caught by the same comparison;
+#   all-to-all, ring and hybrid layouts, with data groups and with micro-batches, each against the
+#   CPU probe of one rank by `train compare` (float32: output 1e-5, gradients 1e-4; float64:
+#   1e-10);
+# - every injected bug, caught by the same comparison;
 # - verify --device cuda --ranks 2 (2 ranks against 1, both on the device), the same seed giving
 #   the same loss curve twice, sample --device cuda, and the usage errors of the flags.
 # With --probes-only (make test's float64 run) it stops after the probes.
@@ -41,10 +42,16 @@ probe 1 AGREE
 probe 2 AGREE
 probe 3 AGREE
 probe 2 AGREE --sp-attention all-to-all
+probe 2 AGREE --sp-attention ring
+probe 3 AGREE --sp-attention ring
+probe 4 AGREE --sp-attention hybrid --ulysses-degree 2
 probe 3 AGREE --sp 1
 probe 2 AGREE --grad-accum 4
 for bug in local-kv no-dkv-reduce-scatter no-grad-allreduce no-pad-mask wrong-restore local-mean-loss; do
   probe 2 DIFFER --inject-bug $bug
+done
+for bug in ring-wrong-merge ring-dkv-not-returned ring-stale-kv ring-block-delta; do
+  probe 3 DIFFER --sp-attention ring --inject-bug $bug
 done
 probe 2 DIFFER --sp 1 --inject-bug no-dp-allreduce
 probe 2 DIFFER --sp 1 --inject-bug same-data-all-dp
@@ -70,7 +77,6 @@ usage() { # expected text, args...
   if [ $rc = 2 ] && echo "$msg" | grep -q -- "$want"; then ok "$*: exit 2, $(echo "$msg" | head -1)"
   else bad "$* (exit $rc): $msg"; fi
 }
-usage "runs on the CPU only so far" --device cuda --sp-attention ring --steps 1 --out "$WORK/x1"
 usage "applies to --device cuda only" --tf32 --steps 1 --out "$WORK/x2"
 usage "unknown device 'gpu'" --device gpu --steps 1 --out "$WORK/x3"
 echo "device_cli: $pass passed, $fail failed"
