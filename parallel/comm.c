@@ -129,7 +129,16 @@ static int count(size_t n) {
     return (int)n;
 }
 
+// A group of one rank: each collective is a copy (on the device, where the buffers are; no
+// staging) or nothing
+static bool alone(const Comm *c, real *out, const real *in, size_t n) {
+    if (c->size > 1) return false;
+    if (out != in) device_copy(out, in, n * sizeof(real));
+    return true;
+}
+
 void comm_all_gather(Comm *c, real *out, const real *in, size_t n) {
+    if (alone(c, out, in, n)) return;
     c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
 #ifdef USE_NCCL
     if (over_nccl(c, in)) {
@@ -143,6 +152,7 @@ void comm_all_gather(Comm *c, real *out, const real *in, size_t n) {
 }
 
 void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n) {
+    if (alone(c, out, in, n)) return;
     c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
 #ifdef USE_NCCL
     if (over_nccl(c, in)) {
@@ -156,6 +166,7 @@ void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n) {
 }
 
 void comm_all_reduce(Comm *c, real *buf, size_t n) {
+    if (alone(c, buf, buf, n)) return;
     c->bytes_sent += 2 * (size_t)(c->size - 1) * n * sizeof(real) / (size_t)c->size;
 #ifdef USE_NCCL
     if (over_nccl(c, buf)) {
@@ -176,6 +187,7 @@ void comm_all_reduce_double(Comm *c, double *buf, size_t n) {
 void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
     int to = ((c->rank + shift) % c->size + c->size) % c->size;
     int from = ((c->rank - shift) % c->size + c->size) % c->size;
+    if (alone(c, out, in, n)) return;
     if (to != c->rank) c->bytes_sent += n * sizeof(real);
 #ifdef USE_NCCL
     if (over_nccl(c, in)) {
@@ -194,6 +206,7 @@ void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
 
 void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *in,
                      const size_t *in_counts) {
+    if (alone(c, out, in, in_counts[0])) return;
     int P = c->size, *n = xmalloc(4 * (size_t)P * sizeof(int)); // counts and offsets, in and out
     int *in_n = n, *in_at = n + P, *out_n = n + 2 * P, *out_at = n + 3 * P;
     size_t in_off = 0, out_off = 0;
