@@ -14,7 +14,13 @@
 #   weigh); `run` takes them from the machine: /usr/local/cuda, else the PyTorch wheels'
 #   site-packages/nvidia/*/lib (nvidia-cuda-runtime, nvidia-cublas, nvidia-nccl-cu13).
 #   Binaries and libraries are stripped, those over 8 MiB (OpenBLAS) gzipped (`run` and `env`
-#   unpack them into /tmp); .device/MANIFEST.txt lists every file; it prints the size of .device and of all that travels.
+#   unpack them into /tmp); .device/MANIFEST.txt lists every file. Prints the size of .device
+#   and of all that travels.
+#
+# selftest (here, after pack): runs a copy of .device from elsewhere with the system's Open MPI,
+#   PMIx and the carried libraries hidden (a private mount namespace), under strace when installed:
+#   2 ranks, a singleton, verify (which starts mpirun itself), ompi_info and the unit binary; fails
+#   if any file of the system's Open MPI or PMIx is opened.
 #
 # run [STEP...] (on the GPU machine, from the repository root; results in $OUT, default
 #   /tmp/device_check_out): sets the environment (`env` below), prints `nvidia-smi -L`, then runs
@@ -29,7 +35,8 @@
 #   $OUT/summary.txt. Default: every step, in that order, within DEVICE_CHECK_BUDGET seconds
 #   (default 480; a step that would start with under 15 s left is skipped, the step benchmark
 #   gets what the others left, at most 300 s). $OUT holds at most 8 files (the tool's limit):
-#   setup.log, the five logs, summary.txt and bugs.png.
+#   setup.log, the five logs, summary.txt and bugs.png. PYTHON: the Python with PyTorch
+#   (default python3).
 #
 # From the device tool (it sends the repository and the ignored folders named in carry, and runs
 # the command in the repository root with $OUT set):
@@ -57,7 +64,8 @@ unpack() {
 
 # the environment that runs the carried binaries and Open MPI from DIR (an absolute path)
 device_env() {
-  local d=$1 px=$1/mpi/lib/$ARCH/pmix2
+  local d=$1 px=$1/mpi/lib/$ARCH/pmix2 u
+  u=$(unpacked "$1")
   export OPAL_PREFIX=$d/mpi
   export OPAL_SYSCONFDIR=$d/mpi/etc/openmpi # Debian's sysconfdir is /etc/openmpi, not under the prefix
   # PMIx (Open MPI's launcher library) has its own prefix, with absolute directories on Debian
@@ -65,12 +73,14 @@ device_env() {
   export PMIX_SYSCONFDIR=$px/share PMIX_PKGDATADIR=$px/share/pmix PMIX_PKGLIBDIR=$px/lib/pmix
   export PMIX_MCA_mca_base_component_path=$px/lib/pmix
   export PATH=$d/mpi/bin:${PATH:-/usr/bin:/bin}
-  export LD_LIBRARY_PATH=$d/lib:$(unpacked "$d"):$d/mpi/lib/$ARCH/openmpi/lib:$px/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LD_LIBRARY_PATH=$d/lib:$u:$d/mpi/lib/$ARCH/openmpi/lib:$px/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   # hwloc's plugins (PCI, OpenCL, GL) are not carried: none here either, as there
   export HWLOC_PLUGINS_PATH=$d/mpi/lib/$ARCH/hwloc
   # no process_vm_readv (CMA) between ranks: containers and VMs often refuse it
   export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  # shared memory between ranks in /tmp where there is no writable /dev/shm
+  [ -d /dev/shm ] && [ -w /dev/shm ] || export OMPI_MCA_btl_vader_backing_directory=/tmp
 }
 
 # the export lines of device_env DIR
@@ -148,7 +158,7 @@ pack() {
        "$(awk -v b=$((dev_bytes + tree_bytes)) 'BEGIN { printf "%.1f", b / 1048576 }') MiB travel (limit 64 MiB)"
 }
 
-# hide DIR COMMAND...: in a private mount namespace (unshare -m), hides the system's Open MPI,
+# hide DIR COMMAND... (for selftest): in a private mount namespace (unshare -m), hides the system's Open MPI,
 # PMIx and hwloc plugins, and every library that DIR carries but zlib (which every system has, and
 # this one's Python needs), then runs COMMAND
 hide() {
@@ -187,13 +197,14 @@ selftest() {
   if [ -f "$r/strace.txt" ]; then
     local sys
     sys=$(grep -E 'openat\(AT_FDCWD, "/(usr/lib/'$ARCH'/(openmpi|pmix2|libmpi|libopen-|libpmix)|usr/share/openmpi|etc/openmpi)' "$r/strace.txt" | grep -v ENOENT)
-    echo "selftest: $(grep -c openat "$r/strace.txt") files opened under strace, $(echo -n "$sys" | grep -c .) of them the system's Open MPI or PMIx${sys:+:}"
+    echo "selftest: $(grep -c openat "$r/strace.txt") openat calls under strace, $(echo -n "$sys" | grep -c .) of them opened a file of the system's Open MPI or PMIx${sys:+:}"
     [ -n "$sys" ] && { echo "$sys" | head; rc=1; }
     echo "selftest: opened outside /tmp, /proc, /sys and /dev:"
     grep -oE 'openat\(AT_FDCWD, "[^"]*", [^)]*\) = [0-9]+' "$r/strace.txt" | grep -oE '"[^"]*"' |
       grep -vE '^"/(tmp|proc|sys|dev)' | sort | uniq -c | sed 's/^/  /'
   fi
-  echo "selftest: $([ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)") in $r"
+  if [ "$rc" = 0 ]; then echo "selftest: passed"; rm -rf "$r" "$(unpacked "$r")"
+  else echo "selftest: FAILED (exit $rc); see $r"; fi
   return "$rc"
 }
 
@@ -224,7 +235,7 @@ step() {
   [ "$left" -lt "$t" ] && t=$left
   if [ "$t" -lt 15 ]; then
     echo "== $name: skipped, out of time ==" | tee -a "$log"
-    printf "| %-14s | %-22s | %5s |\n" "$name" "skipped (out of time)" - >> "$WORK/steps.md"; return
+    printf "| %-18s | %-22s | %5s |\n" "$name" "skipped (out of time)" - >> "$WORK/steps.md"; return
   fi
   echo "== $name (at most ${t}s) ==" | tee -a "$log"
   t0=$(date +%s)
@@ -232,13 +243,14 @@ step() {
   rc=${PIPESTATUS[0]}
   case $rc in 0) result=passed ;; 124|137) result="TIMED OUT (${t}s)" ;; *) result="FAILED (exit $rc)" ;; esac
   echo "== $name: $result ==" | tee -a "$log"
-  printf "| %-14s | %-22s | %5s |\n" "$name" "$result" $(($(date +%s) - t0)) >> "$WORK/steps.md"
+  printf "| %-18s | %-22s | %5s |\n" "$name" "$result" $(($(date +%s) - t0)) >> "$WORK/steps.md"
 }
 
 run() {
   local steps=${*:-mpi unit cli bugs bench step} s d
   [ -x "$DEV/train_f32" ] || { echo "run: no $DEV/train_f32: run 'tests/gpu/device_check.sh pack' where it builds, and carry .device"; exit 1; }
   OUT=${OUT:-/tmp/device_check_out}; mkdir -p "$OUT"
+  rm -f "$OUT"/{setup,unit,cli,bugs,bench,step_bench}.log "$OUT/summary.txt" "$OUT/bugs.png"
   WORK=$(mktemp -d /tmp/device_check.XXXXXX)
   DEADLINE=$(($(date +%s) + ${DEVICE_CHECK_BUDGET:-480}))
   ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
@@ -247,7 +259,7 @@ run() {
   device_env "$d"
   cuda_libs > "$OUT/setup.log" 2>&1; cat "$OUT/setup.log"
   export PYTHONUNBUFFERED=1
-  printf "| %-14s | %-22s | %5s |\n| %-14s | %-22s | %5s |\n" step result s --- --- --- > "$WORK/steps.md"
+  printf "| %-18s | %-22s | %5s |\n| %-18s | %-22s | %5s |\n" step result s --- --- --- > "$WORK/steps.md"
   {
     echo "== setup =="; date -u; uname -r; nproc; grep MemTotal /proc/meminfo
     nvidia-smi -L || echo "nvidia-smi failed"
@@ -277,16 +289,20 @@ run() {
     cat "$WORK/steps.md"
     if [ -f "$OUT/unit.log" ]; then
       echo; echo "-- device vs CPU (unit) --"
-      grep -hE "normalized error|Checks|skipped" "$OUT/unit.log"
+      grep -hE "^== unit [a-z0-9]+ \(|normalized error|Checks|skipped|:[FE]:" "$OUT/unit.log" | awk '/^== unit/ { delete seen } !seen[$0]++'
     fi
     if [ -f "$OUT/cli.log" ]; then
-      echo; echo "-- train --device cuda against its CPU path (cli) --"
-      grep -hE "^(ok|FAILED|device_cli)" "$OUT/cli.log"
+      echo; echo "-- train --device cuda against its CPU path (cli; the ok lines in cli.log) --"
+      grep -hE "^(== cli [a-z0-9]+ \(|FAILED|device_cli)" "$OUT/cli.log" | cut -c1-300 |
+        awk '/^== cli/ { n = 0 } /^FAILED/ && ++n > 8 { more++; next } { print }
+             END { if (more) print "(" more " more FAILED lines in cli.log)" }'
     fi
-    if [ -f "$WORK/bugs/bugs.md" ]; then echo; echo "-- bug catalogue on the device (bugs) --"; cat "$WORK/bugs/bugs.md"; fi
-    if [ -f "$OUT/bench.log" ]; then echo; echo "-- attention (bench) --"; grep -h "^attention" "$OUT/bench.log"; fi
+    if [ -f "$WORK/bugs/bugs.md" ]; then echo; echo "-- bug catalogue on the device (bugs) --"; cat "$WORK/bugs/bugs.md"
+    elif [ -f "$OUT/bugs.log" ]; then echo; echo "-- bug catalogue on the device (bugs): no table; the log's end --"; tail -5 "$OUT/bugs.log" | cut -c1-300; fi
+    if [ -f "$OUT/bench.log" ]; then echo; echo "-- the CUDA kernels and PyTorch's attention (bench) --"; grep -hE "CUDA|SDPA" "$OUT/bench.log"; fi
     if [ -f "$WORK/step/table.md" ]; then echo; echo "-- training step against PyTorch (step) --"; cat "$WORK/step/table.md"; fi
   } 2>&1 | tee "$OUT/summary.txt"
+  rm -rf "$WORK"
 }
 
 case "${1:-}" in
@@ -294,6 +310,6 @@ case "${1:-}" in
   run) shift; run "$@" ;;
   env) env_lines "$(realpath "${2:-$DEV}")" ;;
   selftest) selftest ;;
-  hide) shift; hide "$@" ;;
+  hide) shift; hide "$@" ;; # selftest's, inside unshare -m
   *) echo "usage: tests/gpu/device_check.sh pack | selftest | run [mpi unit cli bugs bench step] | env [DIR]"; exit 2 ;;
 esac

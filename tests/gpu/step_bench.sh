@@ -41,7 +41,7 @@ SMI=$([ "$DEVICE" = cuda ] && command -v nvidia-smi)
 # seconds left for one run, or nothing when under 20
 left() { local l=$((DEADLINE - $(date +%s))); [ $l -ge 20 ] && echo $l; }
 
-# the preset's width, depth and heads (train/ditconfig.c), and the patch from "/P"
+# the preset's width, depth and heads (train/ditconfig.c)
 dims() { # MODEL
   local size=${1#DiT-}; size=${size%/*}
   case $size in S) echo "384 12 6" ;; B) echo "768 12 12" ;; L) echo "1024 24 16" ;; XL) echo "1152 28 16" ;;
@@ -83,7 +83,11 @@ ours() {
   peak=$(sed -nE 's/^device memory: at most ([0-9.]+) MiB.*/\1/p' "$WORK/ours.log")
   [ -z "$peak" ] && peak=$(sed -nE 's/^done:.*peak activation memory ([0-9.]+) MiB.*/\1/p' "$WORK/ours.log" |
     awk -v p="${params:-0}" '{ printf "%.1f", $1 + 4 * p * 4 / 1048576 }')
-  [ $rc != 0 ] && { sstep=-; echo "# ours $model $input x$batch${*:+ $*}: exit $rc: $(tail -2 "$WORK/ours.log" | tr '\n' ' ' | cut -c1-300)" >&2; }
+  if [ $rc != 0 ]; then
+    sstep=-
+    echo "# ours $model $input x$batch${*:+ $*}: exit $rc$(grep -q error "$WORK/ours.log" ||
+      echo ": $(tail -3 "$WORK/ours.log" | tr '\n' ' ' | cut -c1-300)")" >&2
+  fi
   echo "${sstep:--} ${peak:--} $(cat "$WORK/smi" 2>/dev/null)"
 }
 
@@ -99,6 +103,7 @@ torch_step() {
   local rc=$?
   grep -E "^torch|Error|error" "$WORK/torch.log" | sed "s|^|# torch $model $input x$batch: |" >&2
   [ $rc != 0 ] && echo "# torch $model $input x$batch: exit $rc: $(tail -2 "$WORK/torch.log" | tr '\n' ' ' | cut -c1-300)" >&2
+  [ $rc = 124 ] || [ $rc = 137 ] && echo "# torch $model $input x$batch: stopped at the time left (${t}s)" >&2
   local f32 tf32 peak
   f32=$(sed -nE 's/^torch fp32 [a-z]+: ([0-9.]+) s\/step.*/\1/p' "$WORK/torch.log")
   tf32=$(sed -nE 's/^torch tf32 [a-z]+: ([0-9.]+) s\/step.*/\1/p' "$WORK/torch.log")
@@ -126,7 +131,7 @@ for cfg in $CONFIGS; do
   patch=${model##*/}; tokens=$(( (input / patch) * (input / patch) ))
   read -r o32 opeak osmi <<< "$(ours "$model" "$input" "$batch" "$osteps")"
   while [ "$o32" = - ] && [ "$batch" -gt 1 ] && grep -q "needs about" "$WORK/ours.log"; do
-    notes="$notes $model at $tokens tokens: batch $batch refused by our memory check ($(grep -o 'needs about [^(]*' "$WORK/ours.log" | head -1)), run at $((batch / 2));"
+    notes="$notes $model at $tokens tokens: batch $batch refused by our memory check ($(grep -oE 'needs about [0-9.]+ GiB per rank' "$WORK/ours.log" | head -1)), run at $((batch / 2));"
     batch=$((batch / 2))
     read -r o32 opeak osmi <<< "$(ours "$model" "$input" "$batch" "$osteps")"
   done
