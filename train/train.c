@@ -36,6 +36,7 @@ typedef struct Run {
     DiT *work; // the model that trains: &m, or &dev
     AdamW opt;
     real *ema; // (ps.total) or NULL, on the side of work
+    Arena arena; // the steps' and the sampling's, on the side of work
     Data data;
     SeqParallel sp;
     LossLog log;
@@ -338,6 +339,10 @@ static void setup(Run *r) {
     if (r->opt.step >= tc->steps)
         usage_error("--resume: %s is already at step %d; pass --steps above %d to train further",
                     tc->resume, r->opt.step, r->opt.step);
+    // every rank has its memory (a GPU's may be too small) before the run folder is written
+    size_t bytes = arena_bytes(&r->sp, tc);
+    r->arena = r->sp.cuda ? arena_create_device(bytes) : arena_create(bytes);
+    comm_barrier(c);
     if (c->rank == 0) {
         make_dirs(tc->out);
         path_in(path, sizeof path, tc->out, "config.json");
@@ -421,31 +426,31 @@ int train_main(int argc, char **argv, Comm *c) {
     TrainConfig *tc = &r.tc;
     if (!train_config_parse(tc, argc, argv, c->rank)) return 0;
     setup(&r);
-    Arena arena = r.sp.cuda ? arena_create_device(arena_bytes(&r.sp, tc)) : arena_create(arena_bytes(&r.sp, tc));
+    Arena *arena = &r.arena;
     int first = r.opt.step + 1, steps = tc->steps - first + 1;
     sp_reset_bytes(&r.sp);
-    double elapsed = train_loop(&r, &arena);
+    double elapsed = train_loop(&r, arena);
     double layout_mib = sp_layout_bytes(&r.sp) / 1048576.0 / steps, world_mib = sp_world_bytes(&r.sp) / 1048576.0 / steps;
     save(&r, r.opt.step);
-    size_t train_peak = arena.peak;
-    arena_reset(&arena), arena_reset_peak(&arena);
-    write_samples(&r, &arena);
+    size_t train_peak = arena->peak;
+    arena_reset(arena), arena_reset_peak(arena);
+    write_samples(&r, arena);
     print0(c, "done: %d steps in %.1fs (%.2f steps/s), final loss %.5f, peak activation memory "
            "%.1f MiB per rank (sampling %.1f MiB), sent %.3f MiB per step and rank (attention %.3f, "
            "gradients %.3f); wrote %s/{config.json,loss.csv,loss.png,model.safetensors,"
            "optimizer.safetensors%s%s}\n", steps, elapsed, steps / (elapsed > 0 ? elapsed : 1),
-           r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena.peak / 1048576.0,
+           r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena->peak / 1048576.0,
            layout_mib + world_mib, layout_mib, world_mib, tc->out, r.ema ? ",ema.safetensors" : "",
            tc->samples_per_class ? ",samples.png" : "");
     if (r.sp.cuda) {
         double params = 4.0 * r.dev.ps.total * sizeof(real) / 1048576.0, ema = r.ema ? params / 4 : 0;
-        double peak = (train_peak > arena.peak ? train_peak : arena.peak) / 1048576.0;
+        double peak = (train_peak > arena->peak ? train_peak : arena->peak) / 1048576.0;
         double pos = r.dev.pos_embed.size * sizeof(real) / 1048576.0;
         print0(c, "device memory: at most %.1f MiB per rank: the arena's peak %.1f MiB, parameters, "
                "gradients and Adam moments %.1f MiB, EMA %.1f MiB, pos_embed %.1f MiB\n",
                peak + params + ema + pos, peak, params, ema, pos);
     }
-    arena_destroy(&arena);
+    arena_destroy(arena);
     sp_free(&r.sp);
     data_close(&r.data);
     losslog_free(&r.log);
