@@ -5,6 +5,7 @@
 #include <string.h>
 
 int device_count(void) { return 0; }
+size_t device_memory(int index) { return (void)index, 0; }
 void device_select(int index) { FATAL("device %d: this build has no CUDA (rebuild with nvcc)", index); }
 bool device_in_use(void) { return false; }
 const char *device_name(void) { return "none"; }

@@ -12,6 +12,7 @@ extern "C" {
 #endif
 
 int device_count(void);          // 0 when built without CUDA, or with no driver or no device
+size_t device_memory(int index); // bytes of memory device `index` has (any process's); 0: none
 // Work on device `index` from now on (CUDA's cudaSetDevice); aborts when there is none.
 void device_select(int index);
 bool device_in_use(void);        // device_select has been called

@@ -19,6 +19,15 @@ int device_count(void) {
     return n;
 }
 
+size_t device_memory(int index) {
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, index) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return p.totalGlobalMem;
+}
+
 void device_select(int index) {
     CUDA_CHECK(cudaSetDevice(index));
     cudaDeviceProp p;

@@ -289,7 +289,8 @@ void train_check(const TrainConfig *tc, int ranks, int node_ranks) {
     const DiTConfig *mc = &tc->model;
     // a rank holds parameters, gradients and Adam moments (4 copies), the EMA copy and the copy
     // sampling swaps out, pos_embed, the arena for the steps and the sampling, the batch and the
-    // sampled images (every shard has the same length)
+    // sampled images (every shard has the same length); with --device cuda the arena, the four
+    // copies, the EMA and pos_embed are on its GPU, which node_ranks / GPUs ranks share
     SeqParallel sp;
     sp_setup(&sp, NULL, ranks, 0, &tc->parallel, mc);
     char err[512];
@@ -302,9 +303,23 @@ void train_check(const TrainConfig *tc, int ranks, int node_ranks) {
     double image = (double)mc->in_channels * mc->input_size * mc->input_size;
     double copies = 4 + 2 * (tc->ema > 0), batch = 3.0 * count * image;
     double samples = (double)mc->num_classes * tc->samples_per_class * image;
-    double need = ((double)shape.ps.total * copies + (double)shape.pos_embed.size + batch + samples) * sizeof(real) + step;
+    double model = ((double)shape.ps.total * copies + (double)shape.pos_embed.size) * sizeof(real);
+    double host = (batch + samples) * sizeof(real), need = model + host + step, GiB = 1073741824.0;
+    double one_copy = (double)shape.ps.total * sizeof(real);
     dit_free(&shape);
-    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE), GiB = 1073741824.0;
+    if (tc->parallel.cuda) {
+        int gpus = device_count(), sharing = (node_ranks + gpus - 1) / gpus;
+        double device = model - (tc->ema > 0 ? one_copy : 0) + step; // no swap copy there
+        double gpu = (double)device_memory(0);
+        if (gpu > 0 && device * sharing > gpu)
+            usage_error("this run needs about %.1f GiB of GPU memory per rank (%.1f GiB of "
+                        "activations), %.1f GiB for the %d rank%s sharing a GPU, which has %.1f GiB; "
+                        "lower --batch (or use --grad-accum), --input-size or the model size, or "
+                        "spread the sequence over more GPUs", device / GiB, step / GiB,
+                        device * sharing / GiB, sharing, sharing > 1 ? "s" : "", gpu / GiB);
+        need = model + host, step = 0; // the host keeps a copy of the model and sampling's swap
+    }
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (have > 0 && need * node_ranks > have)
         usage_error("this run needs about %.1f GiB per rank (%.1f GiB of activations), %.1f GiB for "
                     "the %d rank%s on this machine, which has %.1f GiB; lower --batch, --input-size "
