@@ -44,6 +44,10 @@ void silu_backward_cuda(real *dinp, const real *dout, const real *inp, size_t n,
 void add_rows_cuda(real *dst, size_t dpitch, const real *src, size_t spitch, size_t width,
                    size_t rows, cudaStream_t stream);
 
+// ---- the sampler's Euler step, with classifier-free guidance (elementwise.cu)
+void euler_step_cuda(real *x, const real *pred, int k, size_t chw, size_t pred_chw, bool guided,
+                     real scale, double dt, cudaStream_t stream);
+
 // ---- layernorm without affine: out (N,C); mean, rstd (N) saved for backward -------------------
 void layernorm_forward_cuda(real *out, real *mean, real *rstd, const real *inp, int N, int C,
                             real eps, cudaStream_t stream);

@@ -23,6 +23,17 @@ void add_rows(real *dst, size_t dpitch, const real *src, size_t spitch, size_t w
         for (size_t j = 0; j < width; j++) dst[i * dpitch + j] += src[i * spitch + j];
 }
 
+void euler_step(real *x, const real *pred, int k, size_t chw, size_t pred_chw, bool guided,
+                real scale, double dt) {
+#pragma omp parallel for collapse(2) if ((size_t)k * chw > PAR_MIN)
+    for (int i = 0; i < k; i++)
+        for (size_t j = 0; j < chw; j++) {
+            real c = pred[i * pred_chw + j], u = guided ? pred[(k + i) * pred_chw + j] : c;
+            real v = u + scale * (c - u);
+            x[i * chw + j] += (real)(dt * v);
+        }
+}
+
 #define GELU_K 0.7978845608028654 // sqrt(2/pi)
 #define GELU_C 0.044715
 

@@ -112,6 +112,26 @@ void add_rows_cuda(real *dst, size_t dpitch, const real *src, size_t spitch, siz
     CUDA_CHECK(cudaGetLastError());
 }
 
+// x (k, chw) += dt v, v from pred's first chw values per image, guided by images k..2k-1
+static __global__ void euler_kernel(real *x, const real *pred, size_t chw, size_t pred_chw,
+                                    int k, bool guided, real scale, double dt) {
+    for (size_t n = (size_t)k * chw, a = blockIdx.x * (size_t)blockDim.x + threadIdx.x; a < n;
+         a += (size_t)gridDim.x * blockDim.x) {
+        size_t i = a / chw, j = a - i * chw;
+        real c = pred[i * pred_chw + j], u = guided ? pred[(k + i) * pred_chw + j] : c;
+        real v = u + scale * (c - u);
+        x[a] += (real)(dt * v);
+    }
+}
+
+void euler_step_cuda(real *x, const real *pred, int k, size_t chw, size_t pred_chw, bool guided,
+                     real scale, double dt, cudaStream_t stream) {
+    if (k <= 0 || chw == 0) return;
+    euler_kernel<<<cuda_grid((size_t)k * chw), CUDA_BLOCK, 0, stream>>>(x, pred, chw, pred_chw, k,
+                                                                        guided, scale, dt);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 void gelu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream) {
     if (n == 0) return;
     gelu_forward_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(out, inp, n);

@@ -55,6 +55,12 @@ void silu_backward(real *dinp, const real *dout, const real *inp, size_t n);
 // row i at dst + i * dpitch and src + i * spitch
 void add_rows(real *dst, size_t dpitch, const real *src, size_t spitch, size_t width, size_t rows);
 
+// ---- the sampler's Euler step: x (k, chw) += dt v, v from the model's output pred: the first chw
+// values of each of its first k images (pred_chw values each); guided: v = u + scale (c - u), c
+// those and u the same of images k..2k-1 (the null class's)
+void euler_step(real *x, const real *pred, int k, size_t chw, size_t pred_chw, bool guided,
+                real scale, double dt);
+
 // ---- adaLN: x (B,T,D); shift, scale, gate (B,D) broadcast over T --------------------------------
 void modulate_forward(real *out, const real *x, const real *shift, const real *scale, int B, int T,
                       int D);

@@ -325,6 +325,23 @@ START_TEST(cuda_add_rows) {
 }
 END_TEST
 
+// the sampler's step, with and without guidance: 5 images of 3x7x7, predictions of 6 channels
+START_TEST(cuda_euler_step) {
+    SKIP_WITHOUT_GPU();
+    int k = 5;
+    size_t chw = 3 * 49, pred_chw = 6 * 49, nx = k * chw, np = 2 * k * pred_chw;
+    for (int guided = 0; guided < 2; guided++) {
+        real *x = host_randn(nx, 65, 1, 0), *pred = host_randn(np, 66, 1, 0);
+        real *x_d = to_device(x, nx), *pred_d = to_device(pred, np);
+        euler_step(x, pred, k, chw, pred_chw, guided, (real)2.5, -0.04);
+        euler_step_cuda(x_d, pred_d, k, chw, pred_chw, guided, (real)2.5, -0.04, 0);
+        expect_close(guided ? "euler_step, guided" : "euler_step", x_d, x, nx);
+        free(x), free(pred);
+        device_free(x_d), device_free(pred_d);
+    }
+}
+END_TEST
+
 // a device double against the CPU's value, relative
 static void expect_close_double(const char *what, const double *dev, double cpu) {
     double got;
@@ -564,6 +581,7 @@ Suite *cuda_suite(void) {
     tcase_add_test(tc, cuda_adaln);
     tcase_add_test(tc, cuda_slice);
     tcase_add_test(tc, cuda_add_rows);
+    tcase_add_test(tc, cuda_euler_step);
     tcase_add_test(tc, cuda_loss);
     tcase_add_test(tc, cuda_patch);
     tcase_add_test(tc, cuda_embedding);

@@ -14,8 +14,4 @@ void flow_interpolate(real *xt, real *v, const real *x0, const real *eps, double
     }
 }
 
-void flow_euler_step(real *x, const real *v, double t, double t_next, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] += (real)((t_next - t) * v[i]);
-}
-
 double flow_time(int k, int steps) { return 1.0 - (double)k / steps; }

@@ -16,7 +16,5 @@
 double flow_sample_t(uint64_t seed, uint64_t stream, uint64_t index);
 // xt = (1 - t) x0 + t eps and the target v = eps - x0, elementwise over n values; v may be eps
 void flow_interpolate(real *xt, real *v, const real *x0, const real *eps, double t, size_t n);
-// x += (t_next - t) v: one Euler step along the predicted velocity
-void flow_euler_step(real *x, const real *v, double t, double t_next, size_t n);
 // The k-th of `steps` uniform times from 1 (k = 0) down to 0 (k = steps).
 double flow_time(int k, int steps);

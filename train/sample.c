@@ -1,7 +1,9 @@
 // sample.c: see sample.h.
 #include "sample.h"
 #include "../core/check.h"
+#include "../core/device.h"
 #include "../core/rng.h"
+#include "../kernels/run.h"
 #include "canvas.h"
 #include "checkpoint.h"
 #include "config.h"
@@ -93,43 +95,43 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
     int passes = (n + chunk - 1) / chunk, groups = sp->data ? sp->data->size : 1;
     int group = sp->data ? sp->data->rank : 0;
     Progress prog = progress_start(steps * ((passes - group + groups - 1) / groups));
+    size_t out_chw = (size_t)dit_out_channels(c) * S * S;
+    // on the device a pass's images stay there through its steps
+    real *xd = arena->device ? device_alloc((size_t)chunk * chw * sizeof(real)) : NULL;
     for (int start = 0, pass = 0; start < n; start += chunk, pass++) {
         int k = n - start < chunk ? n - start : chunk, B = guided ? 2 * k : k;
-        real *x = out + (size_t)start * chw;
+        real *x = out + (size_t)start * chw, *xs = xd ? xd : x;
         if (pass % groups != group) { // another data group's: zero here, its images in the sum below
             memset(x, 0, (size_t)k * chw * sizeof(real));
             continue;
         }
+        if (xd) device_copy(xd, x, (size_t)k * chw * sizeof(real));
         for (int s = 0; s < steps; s++) {
             double t = flow_time(s, steps), t_next = flow_time(s + 1, steps);
             arena_reset(arena);
             Tape tp = tape_create(arena);
             tp.grad_enabled = false;
-            Arena *host = arena_host(arena); // the images stay on the host; the model's input goes up
-            Tensor *xin = tensor_new(host, 4, B, C, S, S), *tin = tensor_new(host, 1, B);
+            Arena *host = arena_host(arena); // the times and labels are made on the host
+            Tensor *xin = tensor_new(arena, 4, B, C, S, S), *tin = tensor_new(host, 1, B);
             int64_t *y = arena_alloc(host, (size_t)B * sizeof(int64_t));
+            for (int half = 0; half < B / k; half++) // the images, twice with guidance
+                RUN(arena->device, add_rows, xin->data + half * k * chw, chw, xs, chw, chw, k);
             for (int i = 0; i < B; i++) {
-                memcpy(xin->data + i * chw, x + (i % k) * chw, chw * sizeof(real));
                 tin->data[i] = (real)(FLOW_T_SCALE * t);
                 y[i] = i < k ? labels[start + i] : c->num_classes; // second half: the null class
             }
-            if (arena->device) xin = tensor_to(arena, xin), tin = tensor_to(arena, tin);
+            if (arena->device) tin = tensor_to(arena, tin);
             Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
             Tensor *img = sp_gather_image(&tp, sp, tokens, c); // (B, C_out, S, S)
-            if (arena->device) img = tensor_to(host, img);
-            size_t out_chw = (size_t)dit_out_channels(c) * S * S;
-            real *v = arena_alloc(host, (size_t)k * chw * sizeof(real));
-            for (int i = 0; i < k; i++) // the first C output channels are the velocity
-                for (size_t j = 0; j < chw; j++) {
-                    real cond = img->data[i * out_chw + j];
-                    real uncond = guided ? img->data[(k + i) * out_chw + j] : cond;
-                    v[i * chw + j] = uncond + (real)cfg_scale * (cond - uncond);
-                }
-            flow_euler_step(x, v, t, t_next, (size_t)k * chw);
+            // the first C output channels are the velocity
+            RUN(arena->device, euler_step, xs, img->data, k, chw, out_chw, guided, (real)cfg_scale,
+                t_next - t);
             tape_free(&tp);
             if (rank0) progress_step(&prog, s + 1, steps, start, k, n);
         }
+        if (xd) device_copy(x, xd, (size_t)k * chw * sizeof(real));
     }
+    device_free(xd);
     if (sp->data) comm_all_reduce(sp->data, out, (size_t)n * chw);
     arena_reset(arena);
 }
