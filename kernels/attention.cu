@@ -5,15 +5,23 @@
 // in shared memory, TILE rows at a time, and the online softmax runs over each tile, so no
 // Tq x Tk buffer exists. The backward recomputes the probabilities P = exp(S - L) twice: once
 // per key row for dK and dV, once per query row for dQ, so no thread adds into another's rows
-// (no atomics: the result does not depend on scheduling). Rows stay in per-thread arrays of
-// ATTN_CUDA_MAX_DH: a first, plain version, written for correctness, not yet for speed.
+// (no atomics: the result does not depend on scheduling). Plain CUDA cores in the precision of
+// `real`; no tensor cores yet.
 #include "cuda.h"
 #include <cuda_runtime.h>
 #include <math.h>
+#include <type_traits>
 
 #define ROWS 64                           // threads (rows) per block
 #define TILE (128 / (int)sizeof(real))    // rows staged at a time: 32 float, 16 double
 #define MAX_DH ATTN_CUDA_MAX_DH
+
+// Each kernel is a template on the head width DH: the widths of the DiT presets (16, 64, 72) are
+// compile-time constants, so the per-thread rows and the tile's scores live in registers (float32:
+// no stack frame, no spills, ptxas -v for sm_90); DH = 0 is any other width up to MAX_DH, with the
+// rows in local memory.
+#define WIDTH(DH, dh) ((DH) ? (DH) : (dh))
+#define CAP(DH) ((DH) ? (DH) : MAX_DH)
 
 // row r of head h in batch b of a (B, T, H*dh) tensor
 __device__ static size_t row_at(int b, int T, int r, int D, int h, int dh) {
@@ -30,13 +38,15 @@ __device__ static void stage(real *xs, real *ys, const real *x, const real *y, i
     }
 }
 
-__device__ static real dot(const real *a, const real *b, int n) {
+template <int DH> __device__ static real dot(const real *a, const real *b, int dh) {
     real s = 0;
-    for (int d = 0; d < n; d++) s += a[d] * b[d];
+#pragma unroll
+    for (int d = 0; d < WIDTH(DH, dh); d++) s += a[d] * b[d];
     return s;
 }
 
 // out, lse: grid (query blocks, B*H), one thread per query row
+template <int DH>
 static __global__ void forward_kernel(real *out, real *lse, const real *q, const real *k,
                                       const real *v, const uint8_t *mask, int Tq, int Tk, int H,
                                       int dh, real scale) {
@@ -44,25 +54,32 @@ static __global__ void forward_kernel(real *out, real *lse, const real *q, const
     real *Ks = (real *)smem_d, *Vs = Ks + TILE * dh;
     int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, i = blockIdx.x * ROWS + threadIdx.x;
     bool active = i < Tq;
-    real qr[MAX_DH], acc[MAX_DH], m = -INFINITY, l = 0;
-    for (int d = 0; d < dh; d++) qr[d] = active ? q[row_at(b, Tq, i, D, h, dh) + d] : 0, acc[d] = 0;
+    real qr[CAP(DH)], acc[CAP(DH)], m = -INFINITY, l = 0;
+#pragma unroll
+    for (int d = 0; d < WIDTH(DH, dh); d++)
+        qr[d] = active ? q[row_at(b, Tq, i, D, h, dh) + d] : 0, acc[d] = 0;
     for (int j0 = 0; j0 < Tk; j0 += TILE) {
         int nk = Tk - j0 < TILE ? Tk - j0 : TILE;
         stage(Ks, Vs, k, v, b, Tk, j0, nk, D, h, dh);
         __syncthreads();
         if (active) {
             real s[TILE], mx = m;
-            for (int r = 0; r < nk; r++) {
-                s[r] = mask && !mask[j0 + r] ? -INFINITY : scale * dot(qr, Ks + r * dh, dh);
+#pragma unroll
+            for (int r = 0; r < TILE; r++) { // past nk: -inf, weight exactly 0
+                s[r] = r >= nk || (mask && !mask[j0 + r]) ? -INFINITY : scale * dot<DH>(qr, Ks + r * dh, dh);
                 mx = s[r] > mx ? s[r] : mx;
             }
             if (mx != -INFINITY) { // else every key so far masked: this tile adds nothing
                 real alpha = exp(m - mx), sum = 0; // rescales what earlier tiles summed
-                for (int d = 0; d < dh; d++) acc[d] *= alpha;
-                for (int r = 0; r < nk; r++) {
+#pragma unroll
+                for (int d = 0; d < WIDTH(DH, dh); d++) acc[d] *= alpha;
+#pragma unroll
+                for (int r = 0; r < TILE; r++) {
+                    if (r >= nk) break;
                     real p = exp(s[r] - mx); // masked: exactly 0
                     sum += p;
-                    for (int d = 0; d < dh; d++) acc[d] += p * Vs[r * dh + d];
+#pragma unroll
+                    for (int d = 0; d < WIDTH(DH, dh); d++) acc[d] += p * Vs[r * dh + d];
                 }
                 l = l * alpha + sum;
                 m = mx;
@@ -72,7 +89,8 @@ static __global__ void forward_kernel(real *out, real *lse, const real *q, const
     }
     if (!active) return;
     real inv = l > 0 ? 1 / l : 0;
-    for (int d = 0; d < dh; d++) out[row_at(b, Tq, i, D, h, dh) + d] = acc[d] * inv;
+#pragma unroll
+    for (int d = 0; d < WIDTH(DH, dh); d++) out[row_at(b, Tq, i, D, h, dh) + d] = acc[d] * inv;
     lse[(size_t)blockIdx.y * Tq + i] = l > 0 ? m + log(l) : -INFINITY;
 }
 
@@ -90,11 +108,14 @@ static __global__ void delta_kernel(real *delta, const real *dout, const real *o
 
 // the probability of query row (qr, L) for key row kr: exp(scale q.k - L), 0 for a query whose
 // keys are all masked (L = -inf)
+template <int DH>
 __device__ static real prob(const real *qr, const real *kr, real L, int dh, real scale) {
-    return L == -INFINITY ? 0 : exp(scale * dot(qr, kr, dh) - L);
+    return L == -INFINITY ? 0 : exp(scale * dot<DH>(qr, kr, dh) - L);
 }
 
-// dk, dv += for every key row (one thread each): sum over queries of P dO, scale dS Q
+// dk, dv += for every key row (one thread each): sum over queries of P dO, scale dS Q. The key
+// and value rows are read where they are (global memory, cached); the sums stay in registers.
+template <int DH>
 static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const real *lse,
                                   const real *delta, const real *q, const real *k, const real *v,
                                   const uint8_t *mask, int Tq, int Tk, int H, int dh, real scale) {
@@ -102,12 +123,11 @@ static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const re
     real *Qs = (real *)smem_d, *dOs = Qs + TILE * dh, *Ls = dOs + TILE * dh, *Ds = Ls + TILE;
     int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, j = blockIdx.x * ROWS + threadIdx.x;
     bool active = j < Tk && !(mask && !mask[j]); // a masked key has no gradient
-    real kr[MAX_DH], vr[MAX_DH], dkr[MAX_DH], dvr[MAX_DH];
-    for (int d = 0; d < dh; d++) {
-        kr[d] = active ? k[row_at(b, Tk, j, D, h, dh) + d] : 0;
-        vr[d] = active ? v[row_at(b, Tk, j, D, h, dh) + d] : 0;
-        dkr[d] = dvr[d] = 0;
-    }
+    const real *kr = k + row_at(b, Tk, active ? j : 0, D, h, dh);
+    const real *vr = v + row_at(b, Tk, active ? j : 0, D, h, dh);
+    real dkr[CAP(DH)], dvr[CAP(DH)];
+#pragma unroll
+    for (int d = 0; d < WIDTH(DH, dh); d++) dkr[d] = dvr[d] = 0;
     for (int i0 = 0; i0 < Tq; i0 += TILE) {
         int nq = Tq - i0 < TILE ? Tq - i0 : TILE;
         stage(Qs, dOs, q, dout, b, Tq, i0, nq, D, h, dh);
@@ -118,21 +138,25 @@ static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const re
         __syncthreads();
         for (int r = 0; active && r < nq; r++) {
             const real *qr = Qs + r * dh, *g = dOs + r * dh;
-            real p = prob(qr, kr, Ls[r], dh, scale);
+            real p = prob<DH>(qr, kr, Ls[r], dh, scale);
             if (p == 0) continue;
-            real ds = p * (dot(g, vr, dh) - Ds[r]);
-            for (int d = 0; d < dh; d++) dvr[d] += p * g[d], dkr[d] += scale * ds * qr[d];
+            real ds = p * (dot<DH>(g, vr, dh) - Ds[r]);
+#pragma unroll
+            for (int d = 0; d < WIDTH(DH, dh); d++) dvr[d] += p * g[d], dkr[d] += scale * ds * qr[d];
         }
         __syncthreads();
     }
     if (!active) return;
-    for (int d = 0; d < dh; d++) {
+#pragma unroll
+    for (int d = 0; d < WIDTH(DH, dh); d++) {
         if (dk) dk[row_at(b, Tk, j, D, h, dh) + d] += dkr[d];
         if (dv) dv[row_at(b, Tk, j, D, h, dh) + d] += dvr[d];
     }
 }
 
-// dq += for every query row (one thread each): sum over keys of scale dS K
+// dq += for every query row (one thread each): sum over keys of scale dS K. The query and dO
+// rows are read where they are (global memory, cached); the sum stays in registers.
+template <int DH>
 static __global__ void dq_kernel(real *dq, const real *dout, const real *lse, const real *delta,
                                  const real *q, const real *k, const real *v, const uint8_t *mask,
                                  int Tq, int Tk, int H, int dh, real scale) {
@@ -140,29 +164,41 @@ static __global__ void dq_kernel(real *dq, const real *dout, const real *lse, co
     real *Ks = (real *)smem_d, *Vs = Ks + TILE * dh;
     int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, i = blockIdx.x * ROWS + threadIdx.x;
     bool active = i < Tq;
-    real qr[MAX_DH], g[MAX_DH], dqr[MAX_DH];
+    const real *qr = q + row_at(b, Tq, active ? i : 0, D, h, dh);
+    const real *g = dout + row_at(b, Tq, active ? i : 0, D, h, dh);
     real L = active ? lse[(size_t)blockIdx.y * Tq + i] : -INFINITY;
     real dl = active ? delta[(size_t)blockIdx.y * Tq + i] : 0;
-    for (int d = 0; d < dh; d++) {
-        qr[d] = active ? q[row_at(b, Tq, i, D, h, dh) + d] : 0;
-        g[d] = active ? dout[row_at(b, Tq, i, D, h, dh) + d] : 0;
-        dqr[d] = 0;
-    }
+    real dqr[CAP(DH)];
+#pragma unroll
+    for (int d = 0; d < WIDTH(DH, dh); d++) dqr[d] = 0;
     for (int j0 = 0; j0 < Tk; j0 += TILE) {
         int nk = Tk - j0 < TILE ? Tk - j0 : TILE;
         stage(Ks, Vs, k, v, b, Tk, j0, nk, D, h, dh);
         __syncthreads();
         for (int r = 0; active && r < nk; r++) {
             if (mask && !mask[j0 + r]) continue;
-            real p = prob(qr, Ks + r * dh, L, dh, scale);
+            real p = prob<DH>(qr, Ks + r * dh, L, dh, scale);
             if (p == 0) continue;
-            real ds = p * (dot(g, Vs + r * dh, dh) - dl);
-            for (int d = 0; d < dh; d++) dqr[d] += scale * ds * Ks[r * dh + d];
+            real ds = p * (dot<DH>(g, Vs + r * dh, dh) - dl);
+#pragma unroll
+            for (int d = 0; d < WIDTH(DH, dh); d++) dqr[d] += scale * ds * Ks[r * dh + d];
         }
         __syncthreads();
     }
     if (active)
-        for (int d = 0; d < dh; d++) dq[row_at(b, Tq, i, D, h, dh) + d] += dqr[d];
+#pragma unroll
+        for (int d = 0; d < WIDTH(DH, dh); d++) dq[row_at(b, Tq, i, D, h, dh) + d] += dqr[d];
+}
+
+// launch(w) with w a compile-time width: dh itself when it is a compiled width, else 0 (the
+// general kernels)
+template <typename F> static void with_width(int dh, F launch) {
+    switch (dh) {
+    case 16: launch(std::integral_constant<int, 16>()); break;
+    case 64: launch(std::integral_constant<int, 64>()); break;
+    case 72: launch(std::integral_constant<int, 72>()); break;
+    default: launch(std::integral_constant<int, 0>()); break;
+    }
 }
 
 // ---- launchers -----------------------------------------------------------------------------------
@@ -184,7 +220,10 @@ void attention_forward_cuda(real *out, real *lse, const real *q, const real *k, 
     check_shape(B, Tq, Tk, H, dh);
     dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
     size_t smem = 2 * (size_t)TILE * dh * sizeof(real);
-    forward_kernel<<<grid, ROWS, smem, stream>>>(out, lse, q, k, v, key_mask, Tq, Tk, H, dh, scale_of(dh));
+    with_width(dh, [&](auto w) {
+        forward_kernel<decltype(w)::value><<<grid, ROWS, smem, stream>>>(out, lse, q, k, v, key_mask,
+                                                                         Tq, Tk, H, dh, scale_of(dh));
+    });
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -200,15 +239,19 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
     if (dk || dv) {
         dim3 grid((Tk + ROWS - 1) / ROWS, B * H);
         size_t smem = (2 * (size_t)TILE * dh + 2 * TILE) * sizeof(real);
-        dkv_kernel<<<grid, ROWS, smem, stream>>>(dk, dv, dout, lse, scratch, q, k, v, key_mask, Tq,
-                                                 Tk, H, dh, scale);
+        with_width(dh, [&](auto w) {
+            dkv_kernel<decltype(w)::value><<<grid, ROWS, smem, stream>>>(
+                dk, dv, dout, lse, scratch, q, k, v, key_mask, Tq, Tk, H, dh, scale);
+        });
         CUDA_CHECK(cudaGetLastError());
     }
     if (dq) {
         dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
         size_t smem = 2 * (size_t)TILE * dh * sizeof(real);
-        dq_kernel<<<grid, ROWS, smem, stream>>>(dq, dout, lse, scratch, q, k, v, key_mask, Tq, Tk,
-                                                H, dh, scale);
+        with_width(dh, [&](auto w) {
+            dq_kernel<decltype(w)::value><<<grid, ROWS, smem, stream>>>(
+                dq, dout, lse, scratch, q, k, v, key_mask, Tq, Tk, H, dh, scale);
+        });
         CUDA_CHECK(cudaGetLastError());
     }
 }

@@ -1,6 +1,7 @@
 # emulate.pl: rewrites a kernel file (.cu) for the emulated device (cuda_runtime.h here): dynamic
 # shared memory becomes the emulator's buffer, and each launch kernel<<<grid, block, shared,
-# stream>>>(args) becomes run_grid(dim3(grid), dim3(block), meets, [&] { kernel(args); }), with
+# stream>>>(args) (or kernel<template args><<<...) becomes run_grid(dim3(grid), dim3(block),
+# meets, [&] { kernel<template args>(args); }), with
 # meets true for a kernel that reaches __syncthreads or a warp shuffle (itself or through the
 # device functions it calls).
 # usage: perl emulate.pl FILE.cu > FILE.cpp
@@ -17,7 +18,7 @@ for my $round (1 .. 4) { # and functions that call such a function
 $src =~ s/extern __shared__ double (\w+)\[\];/double *$1 = shared_memory;/g;
 # the first two launch arguments, split at their top-level comma
 sub launch {
-    my ($name, $cfg, $args) = @_;
+    my ($name, $targs, $cfg, $args) = @_;
     my ($depth, @parts, $cur) = (0);
     for my $c (split //, $cfg) {
         $depth++ if $c eq '(';
@@ -28,7 +29,7 @@ sub launch {
     push @parts, $cur;
     die "emulate.pl: no kernel $name" unless exists $meets{$name};
     my $m = $meets{$name} ? 'true' : 'false';
-    return "run_grid(dim3($parts[0]), dim3($parts[1]), $m, [&] { $name($args); });";
+    return "run_grid(dim3($parts[0]), dim3($parts[1]), $m, [&] { $name$targs($args); });";
 }
-$src =~ s/(\w+)<<<(.*?)>>>\((.*?)\);/launch($1, $2, $3)/gse;
+$src =~ s/(\w+)(<[^<>;]*>)?<<<(.*?)>>>\((.*?)\);/launch($1, $2 \/\/ '', $3, $4)/gse;
 print $src;
