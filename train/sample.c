@@ -268,8 +268,11 @@ int sample_main(int argc, char **argv, Comm *c) {
            data_given ? "--data" : data_from_run ? "the run's config.json" : "the default");
     SeqParallel sp;
     sp_setup(&sp, c, c->size, c->rank, &tc.parallel, &m.cfg);
-    // a full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory allows
-    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 4 / comm_node_size(c);
+    // a full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory (the
+    // machine's, or its GPU's) allows
+    int node = comm_node_size(c), gpus = sp.cuda ? device_count() : 1;
+    double have = sp.cuda ? (double)device_memory(0) / 4 / ((node + gpus - 1) / gpus)
+                          : (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 4 / node;
     size_t full = sp_step_bytes(&sp, &m.cfg, 2 * SAMPLE_CHUNK, false);
     size_t least = sample_min_bytes(&sp, &m.cfg, tc.cfg_scale);
     size_t bytes = full < have ? full : least > have ? least : (size_t)have;
