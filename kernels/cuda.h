@@ -108,12 +108,13 @@ void slice_forward_cuda(real *out, const real *inp, int N, int C, int off, int l
 void slice_backward_cuda(real *dinp, const real *dout, int N, int C, int off, int len,
                          cudaStream_t stream);
 
-// ---- masked mean squared error and sum of squares (loss.cu); the sums (double) stay on the device
-void mse_forward_cuda(double *loss, const real *pred, const real *target, const uint8_t *mask,
-                      size_t n, double denom, cudaStream_t stream);
+// ---- masked mean squared error and sum of squares (loss.cu): the sums, as the CPU kernels return
+// them (these two wait for the device to read them back)
+double mse_forward_cuda(const real *pred, const real *target, const uint8_t *mask, size_t n,
+                        double denom, cudaStream_t stream);
 void mse_backward_cuda(real *dpred, real *dtarget, real dloss, const real *pred, const real *target,
                        const uint8_t *mask, size_t n, double denom, cudaStream_t stream);
-void sum_squares_cuda(double *sum, const real *x, size_t n, cudaStream_t stream);
+double sum_squares_cuda(const real *x, size_t n, cudaStream_t stream);
 
 // ---- AdamW on a flat buffer; grad_scale multiplies every gradient (clipping) ---------------------
 void adamw_update_cuda(real *params, const real *grads, real *m, real *v, size_t n, real lr,

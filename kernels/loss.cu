@@ -43,16 +43,20 @@ static __global__ void add_sums_kernel(double *out, const double *sums, unsigned
     if (threadIdx.x == 0) *out = total / denom;
 }
 
-static void squares(double *out, const real *a, const real *b, const uint8_t *mask, size_t n,
-                    double denom, cudaStream_t stream) {
-    static double *sums; // the blocks' sums, for the process
-    if (!sums) sums = (double *)device_alloc(SQ_BLOCKS * sizeof(double));
+// the sum of squares over denom, read back to the host
+static double squares(const real *a, const real *b, const uint8_t *mask, size_t n, double denom,
+                      cudaStream_t stream) {
+    static double *sums; // the blocks' sums, then the total, for the process
+    if (!sums) sums = (double *)device_alloc((SQ_BLOCKS + 1) * sizeof(double));
+    double *out = sums + SQ_BLOCKS, total;
     unsigned k = cuda_blocks(n) < SQ_BLOCKS ? cuda_blocks(n) : SQ_BLOCKS;
     if (k == 0) k = 1; // n = 0: one block of nothing
     squares_kernel<<<k, CUDA_BLOCK, 0, stream>>>(sums, a, b, mask, n);
     CUDA_CHECK(cudaGetLastError());
     add_sums_kernel<<<1, CUDA_BLOCK, 0, stream>>>(out, sums, k, denom);
     CUDA_CHECK(cudaGetLastError());
+    device_copy(&total, out, sizeof total);
+    return total;
 }
 
 // dpred += g, dtarget -= g, g = 2 dloss (pred - target) / denom where the mask is set
@@ -68,10 +72,10 @@ static __global__ void mse_backward_kernel(real *dpred, real *dtarget, real dlos
     }
 }
 
-void mse_forward_cuda(double *loss, const real *pred, const real *target, const uint8_t *mask,
-                      size_t n, double denom, cudaStream_t stream) {
+double mse_forward_cuda(const real *pred, const real *target, const uint8_t *mask, size_t n,
+                        double denom, cudaStream_t stream) {
     CHECK(denom > 0, "mse_forward_cuda: the element count %g must be positive", denom);
-    squares(loss, pred, target, mask, n, denom, stream);
+    return squares(pred, target, mask, n, denom, stream);
 }
 
 void mse_backward_cuda(real *dpred, real *dtarget, real dloss, const real *pred, const real *target,
@@ -83,6 +87,6 @@ void mse_backward_cuda(real *dpred, real *dtarget, real dloss, const real *pred,
     CUDA_CHECK(cudaGetLastError());
 }
 
-void sum_squares_cuda(double *sum, const real *x, size_t n, cudaStream_t stream) {
-    squares(sum, x, NULL, NULL, n, 1, stream);
+double sum_squares_cuda(const real *x, size_t n, cudaStream_t stream) {
+    return squares(x, NULL, NULL, n, 1, stream);
 }

@@ -17,16 +17,7 @@ Tensor *mse_loss(Tape *tp, Tensor *pred, Tensor *target, const uint8_t *mask, do
     CHECK(denom > 0, "mse_loss: the element count must be positive, got %g", denom);
     Tensor *out = tensor_new(tp->arena, 1, 1);
     mask = op_input(tp->arena, mask, pred->size);
-    real loss;
-#ifdef USE_CUDA
-    if (on_device(tp)) { // the sum stays a double on the device until it is read back here
-        double *sum = arena_alloc(tp->arena, sizeof(double)), host;
-        mse_forward_cuda(sum, pred->data, target->data, mask, pred->size, denom, 0);
-        device_copy(&host, sum, sizeof host);
-        loss = (real)host;
-    } else
-#endif
-        loss = (real)mse_forward(pred->data, target->data, mask, pred->size, denom);
+    real loss = (real)RUN(on_device(tp), mse_forward, pred->data, target->data, mask, pred->size, denom);
     device_copy(out->data, &loss, sizeof loss);
     Node *n = tape_record(tp, "mse_loss", mse_bwd, out, 2, pred, target);
     if (n) n->ptr = mask, n->farg[0] = denom;
