@@ -10,7 +10,5 @@ void slice_forward(real *out, const real *inp, int N, int C, int off, int len) {
 }
 
 void slice_backward(real *dinp, const real *dout, int N, int C, int off, int len) {
-#pragma omp parallel for if ((size_t)N * len > PAR_MIN)
-    for (int n = 0; n < N; n++)
-        for (int j = 0; j < len; j++) dinp[(size_t)n * C + off + j] += dout[(size_t)n * len + j];
+    add_rows(dinp + off, (size_t)C, dout, (size_t)len, (size_t)len, (size_t)N); // columns of each row
 }
