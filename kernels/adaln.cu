@@ -7,12 +7,17 @@
 
 // ---- kernels -------------------------------------------------------------------------------------
 
+// the (b, d) of element i of a (B,T,D) tensor, as an index into a (B,D) vector
+__device__ static size_t per_sample(size_t i, int T, int D) {
+    return i / ((size_t)T * D) * D + i % D;
+}
+
 // out = x * (1 + scale) + shift; out, x (B,T,D); shift, scale (B,D)
 static __global__ void modulate_kernel(real *out, const real *x, const real *shift,
                                        const real *scale, size_t n, int T, int D) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        size_t bd = i / ((size_t)T * D) * D + i % D;
+        size_t bd = per_sample(i, T, D);
         out[i] = x[i] * (1 + scale[bd]) + shift[bd];
     }
 }
@@ -22,7 +27,7 @@ static __global__ void gated_add_kernel(real *out, const real *x, const real *ga
                                         size_t n, int T, int D) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        out[i] = x[i] + gate[i / ((size_t)T * D) * D + i % D] * y[i];
+        out[i] = x[i] + gate[per_sample(i, T, D)] * y[i];
 }
 
 // da += dout * (one + v), v (B,D) broadcast over T or NULL (0): modulate's dx (one = 1, v = scale),
@@ -31,7 +36,7 @@ static __global__ void scaled_grad_kernel(real *da, const real *dout, const real
                                           size_t n, int T, int D) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        da[i] += dout[i] * (one + (v ? v[i / ((size_t)T * D) * D + i % D] : 0));
+        da[i] += dout[i] * (one + (v ? v[per_sample(i, T, D)] : 0));
 }
 
 // per (b, d), summed over t: dsum += dout, dprod += dout * u; dout, u (B,T,D)
