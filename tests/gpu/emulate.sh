@@ -10,7 +10,7 @@
 # substitution is planted in the kernels first (into BUILD/emulate-planted), to show a planted
 # bug failing the suite.
 # usage (from the repository root): tests/gpu/emulate.sh BUILD [PLANTED_SUBSTITUTION]
-set -eu
+set -eu -o pipefail # a rewrite that fails (emulate.pl) fails the script
 BUILD=$1; PLANT=${2:-}
 E=tests/gpu/emulate
 ARCH=$(gcc -print-multiarch)
