@@ -214,11 +214,13 @@ void dit_create(DiT *m, const DiTConfig *cfg) {
     dit_alloc(m, false);
 }
 
-void dit_clone(DiT *dst, const DiT *src, bool device) {
-    dit_layout(dst, &src->cfg);
-    dit_alloc(dst, device);
-    device_copy(dst->pos_embed.data, src->pos_embed.data, src->pos_embed.size * sizeof(real));
-    dit_copy(dst, src);
+DiT *dit_place(DiT *host, DiT *dev, bool device) {
+    if (!device) return host;
+    dit_layout(dev, &host->cfg);
+    dit_alloc(dev, true);
+    device_copy(dev->pos_embed.data, host->pos_embed.data, host->pos_embed.size * sizeof(real));
+    dit_copy(dev, host);
+    return dev;
 }
 
 void dit_copy(DiT *dst, const DiT *src) { ps_copy(&dst->ps, &src->ps); }

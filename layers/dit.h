@@ -95,9 +95,10 @@ void dit_create(DiT *m, const DiTConfig *cfg);
 // frees such a model), dit_alloc allocates them.
 void dit_layout(DiT *m, const DiTConfig *cfg);
 void dit_alloc(DiT *m, bool device); // zero-filled, on the host or the device
-// A model of src's layout and values (parameters, gradients, Adam moments, pos_embed), on the
-// device or the host; and dst's parameters, gradients and moments = src's, either side.
-void dit_clone(DiT *dst, const DiT *src, bool device);
+// Where a model runs: host itself, or (device) a copy of it (parameters, gradients, Adam moments,
+// pos_embed) on the GPU in *dev, freed with dit_free. dit_copy: dst's parameters, gradients and
+// moments = src's, either side.
+DiT *dit_place(DiT *host, DiT *dev, bool device);
 void dit_copy(DiT *dst, const DiT *src);
 // The reference initialization (xavier-uniform linears, N(0, 0.02) embeddings, adaLN-Zero),
 // every value a pure function of seed; pos_embed from the sin-cos formula.

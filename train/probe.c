@@ -193,20 +193,19 @@ int probe_main(int argc, char **argv, Comm *c) {
     size_t step = (size_t)micro * out * (sp.shard.T_pad + 2 * T) / T + (sp.cuda ? count * in : 0);
     Arena host = arena_create(reals * sizeof(real) + (size_t)B * sizeof(int64_t) + 64 * ARENA_ALIGN);
     size_t step_bytes = sp_step_bytes(&sp, &m.cfg, micro, true) + step * sizeof(real) + 64 * ARENA_ALIGN;
-    Arena arena = sp.cuda ? arena_create_device(step_bytes) : arena_create(step_bytes);
+    Arena arena = arena_create_on(sp.cuda, step_bytes);
     ProbeBatch whole = probe_load_batch(&m, a.batch, &st, &host);
     st_free(&st);
 
     // forward and backward of this rank's shard of its data group's images, then the sums over
     // ranks, and the data group's output images
-    DiT dev;
-    if (sp.cuda) dit_clone(&dev, &m, true);
+    DiT dev, *work = dit_place(&m, &dev, sp.cuda);
     Tensor *img = tensor_new(&host, 4, count, Co, S, S);
-    double total_loss = step_gradients(sp.cuda ? &dev : &m, &sp, &arena,
+    double total_loss = step_gradients(work, &sp, &arena,
                                        tensor_rows(&host, whole.x, first, count),
                                        tensor_rows(&host, whole.t, first, count), whole.y + first,
                                        tensor_rows(&host, whole.target, first, count), B, img->data);
-    if (sp.cuda) dit_copy(&m, &dev), dit_free(&dev); // the gradients, for the result
+    if (work != &m) dit_copy(&m, work), dit_free(work); // the gradients, for the result
     if (sp.dp > 1) {
         Tensor *all = tensor_new(&host, 4, B, Co, S, S);
         sp_gather_batch(&sp, all->data, img->data, img->size);

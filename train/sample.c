@@ -276,13 +276,12 @@ int sample_main(int argc, char **argv, Comm *c) {
     size_t full = sp_step_bytes(&sp, &m.cfg, 2 * SAMPLE_CHUNK, false);
     size_t least = sample_min_bytes(&sp, &m.cfg, tc.cfg_scale);
     size_t bytes = full < have ? full : least > have ? least : (size_t)have;
-    Arena arena = sp.cuda ? arena_create_device(bytes) : arena_create(bytes);
-    DiT dev;
-    if (sp.cuda) dit_clone(&dev, &m, true);
-    if (sample_grid(sp.cuda ? &dev : &m, &sp, &arena, &data, tc.samples_per_class, tc.sample_steps,
+    Arena arena = arena_create_on(sp.cuda, bytes);
+    DiT dev, *work = dit_place(&m, &dev, sp.cuda);
+    if (sample_grid(work, &sp, &arena, &data, tc.samples_per_class, tc.sample_steps,
                     tc.cfg_scale, tc.seed, out, err, sizeof err))
         usage_error("--out: %s", err);
-    if (sp.cuda) dit_free(&dev);
+    if (work != &m) dit_free(work);
     arena_destroy(&arena);
     print0(c, "wrote %s\n", out);
     sp_free(&sp);

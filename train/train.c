@@ -164,11 +164,8 @@ static void start_run(Run *r) {
         dit_init(&r->m, tc->seed);
     }
     if (tc->ema > 0) start_ema(r);
-    r->work = &r->m;
-    if (!r->sp.cuda) return;
-    dit_clone(&r->dev, &r->m, true); // parameters, gradients, Adam moments and pos_embed go up
-    r->work = &r->dev;
-    if (r->ema) {
+    r->work = dit_place(&r->m, &r->dev, r->sp.cuda); // on the device: the model goes up
+    if (r->sp.cuda && r->ema) {
         size_t bytes = r->m.ps.total * sizeof(real);
         real *dev = device_alloc(bytes);
         device_copy(dev, r->ema, bytes);
@@ -356,7 +353,7 @@ static void setup(Run *r) {
                     tc->resume, r->opt.step, r->opt.step);
     // every rank has its memory (a GPU's may be too small) before the run folder is written
     size_t bytes = arena_bytes(&r->sp, tc);
-    r->arena = r->sp.cuda ? arena_create_device(bytes) : arena_create(bytes);
+    r->arena = arena_create_on(r->sp.cuda, bytes);
     comm_barrier(c);
     if (c->rank == 0) {
         make_dirs(tc->out);
@@ -470,7 +467,7 @@ int train_main(int argc, char **argv, Comm *c) {
     data_close(&r.data);
     losslog_free(&r.log);
     free_ema(&r);
-    if (r.sp.cuda) dit_free(&r.dev);
+    if (r.work != &r.m) dit_free(r.work);
     dit_free(&r.m);
     return 0;
 }
