@@ -118,8 +118,8 @@ typedef struct SeqParallel {
 const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o, int T,
                     int heads, char *buf, size_t len);
 void sp_free(SeqParallel *sp);
-// NULL when the device options can run here (a GPU for --device cuda, a layout the device has,
-// --tf32 only with cuda); else the sentence. sp_init checks it first; the flags' parser too.
+// NULL when the device options can run here (a GPU for --device cuda, --tf32 only with cuda);
+// else the sentence. sp_init checks it first; the flags' parser too.
 const char *sp_device_error(const SpOptions *o, char *buf, size_t len);
 // "cpu", or "cuda (NVIDIA H200, collectives over NCCL)" and the like, into buf
 const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len);

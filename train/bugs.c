@@ -1,12 +1,12 @@
 // bugs.c: see bugs.h.
 #include "bugs.h"
 #include "../core/check.h"
-#include "../core/device.h"
 #include "../core/safetensors.h"
 #include "../parallel/sp.h"
 #include "canvas.h"
 #include "checkpoint.h"
 #include "compare.h"
+#include "config.h"
 #include "data.h"
 #include "flags.h"
 #include "launch.h"
@@ -28,10 +28,10 @@ static const char *const base[] = {"--model", "DiT-tiny/2", "--input-size", "22"
 #define N_BASE (int)(sizeof base / sizeof base[0])
 enum { OUT_LEN = 1024, DIR_LEN = OUT_LEN + 64, PATH_LEN_ = DIR_LEN + 64 }; // --out, its folders, files
 
-static const char *device = "cpu"; // --device: where every run of the catalogue runs
+static SpOptions device; // --device and --tf32: where every run of the catalogue runs
 
 static void help(void) {
-    printf("usage: train/train bugs [--ranks N] [--steps S] [--out DIR] [--device cpu|cuda]\n"
+    printf("usage: train/train bugs [--ranks N] [--steps S] [--out DIR] [--device cpu|cuda] [--tf32]\n"
            "  The catalogue of injectable sequence-parallel bugs: for the correct code and for every\n"
            "  bug (--inject-bug), a training run of S steps (default 30) on N ranks (default 4) in the\n"
            "  layout the bug lives in, compared with one rank: the first step whose loss differs by\n"
@@ -39,7 +39,7 @@ static void help(void) {
            "  output's and the worst gradient's relative error (tolerances %g and %g).\n"
            "  Writes DIR/bugs.md (the table, also printed) and DIR/bugs.png (each row's loss\n"
            "  difference per step); DIR defaults to runs/bugs, and its earlier results are replaced.\n"
-           "  --device cuda runs every training and probe on the GPU.\n"
+           "  --device cuda runs every training and probe on the GPU (--tf32 too, with TF32 GEMMs).\n"
            "  Exit 0 when the correct code agrees and every bug is caught, 1 otherwise.\n",
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
@@ -72,11 +72,12 @@ static int run(char **lead, int n_lead, const char *const *words, int n_words, c
     for (int i = 0; i < n_lead; i++) argv[n++] = lead[i];
     for (int i = 0; i < n_words; i++) argv[n++] = (char *)words[i];
     snprintf(flags, sizeof flags, "%s", r ? r->layout : "");
-    for (char *save = NULL, *w = strtok_r(flags, " ", &save); w && n < MAX_ARGS - 5;
+    for (char *save = NULL, *w = strtok_r(flags, " ", &save); w && n < MAX_ARGS - 6;
          w = strtok_r(NULL, " ", &save))
         argv[n++] = w;
     if (r && r->bug) argv[n++] = "--inject-bug", argv[n++] = (char *)r->bug->name;
-    argv[n++] = "--device", argv[n++] = (char *)device;
+    if (device.cuda) argv[n++] = "--device", argv[n++] = "cuda";
+    if (device.tf32) argv[n++] = "--tf32";
     argv[n] = NULL;
     return launch(argv, log);
 }
@@ -171,15 +172,10 @@ int bugs_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ranks")) ranks = flag_int("--ranks", flag_value(argc, argv, &i), 2, 64);
         else if (!strcmp(argv[i], "--steps")) steps = flag_int("--steps", flag_value(argc, argv, &i), 2, 100000);
         else if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
-        else if (!strcmp(argv[i], "--device")) {
-            device = flag_value(argc, argv, &i);
-            if (strcmp(device, "cpu") && strcmp(device, "cuda"))
-                usage_error("--device: unknown device '%s' (known: cpu, cuda)", device);
-        } else usage_error("bugs: unknown argument '%s'", argv[i]);
+        else if (!device_flag(argc, argv, &i, &device)) usage_error("bugs: unknown argument '%s'", argv[i]);
     }
-    if (!strcmp(device, "cuda") && device_count() == 0)
-        usage_error("--device cuda: there is no GPU here (or this build has no CUDA); leave out "
-                    "--device to run the catalogue on the CPU");
+    char why[512];
+    if (sp_device_error(&device, why, sizeof why)) usage_error("%s", why); // --tf32 without cuda
     char path[PATH_LEN_], ref[DIR_LEN], batch[PATH_LEN_], ref_probe[PATH_LEN_], self[4096], np[16], nsteps[16];
     if (strlen(out) >= OUT_LEN) usage_error("--out: the path is longer than %d characters", OUT_LEN - 1);
     out_runs_folder_check("--out", out, "bugs");
