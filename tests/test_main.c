@@ -13,6 +13,7 @@ Suite *attention_suite(void);
 Suite *cuda_suite(void);
 Suite *train_suite(void);
 Suite *data_suite(void);
+Suite *exact_suite(void);
 
 int main(void) {
     printf("real type: %s; GEMM: %s\n", REAL_NAME, blas_setup());
@@ -24,6 +25,7 @@ int main(void) {
     srunner_add_suite(sr, cuda_suite());
     srunner_add_suite(sr, train_suite());
     srunner_add_suite(sr, data_suite());
+    srunner_add_suite(sr, exact_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

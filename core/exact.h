@@ -1,0 +1,40 @@
+// exact.h: sums whose result does not depend on the order of the terms, for --exact. Every term
+// (a float or double) is cut into 32-bit pieces on one global grid of bit positions (bin b holds
+// the bits of weight 2^(32 b - 1074) .. 2^(32 b - 1043)), and each element keeps the integer sums
+// of its EXACT_LIMBS highest bins: `top`, the highest bin any term reached, and limb[i], the sum of
+// the pieces of bin top - i. Pieces below the window are dropped. Integer addition is associative,
+// and which bins survive depends only on the largest term, so any order, any grouping into partial
+// sums (sums merge by aligning their windows) and any MPI reduction of them gives the same bits.
+// The window covers 64 bits below the top bin's lowest: the sum is as accurate as a double sum
+// (relative to the largest term), and exact for float32 terms within 2^40 of the largest.
+// A non-finite term makes the element's result NaN.
+#pragma once
+#include "real.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#define EXACT_LIMBS 3
+#define EXACT_EMPTY INT64_MIN  // top of an element no term has reached
+#define EXACT_NONFINITE 1000   // top of an element a non-finite term reached (above every bin)
+
+// n elements, struct of arrays so that a reduction is two plain MPI calls (MAX over top, then SUM
+// over limb): top [n], limb [n][EXACT_LIMBS]
+typedef struct ExactSum {
+    size_t n;
+    int64_t *top, *limb;
+} ExactSum;
+
+size_t exact_bytes(size_t n);                // memory for exact_view
+ExactSum exact_view(void *mem, size_t n);    // n elements in mem (exact_bytes(n)), emptied
+void exact_clear(ExactSum *s);               // every element empty (sum 0)
+// s[i] += x[i] for i < n, starting at element `at`
+void exact_add(ExactSum *s, size_t at, const real *x, size_t n);
+void exact_add_double(ExactSum *s, size_t at, const double *x, size_t n);
+// dst[i] += src[i] for the n elements of src, into dst starting at `at`
+void exact_merge(ExactSum *dst, size_t at, const ExactSum *src);
+// Moves element i's limbs to the window of top `to[i]` (>= its own), dropping the bins below it:
+// the step between the MAX and the SUM of a reduction.
+void exact_align(ExactSum *s, const int64_t *to);
+// out[i] = s[i] rounded (from the exact integer sum in the window) for i < n, from element `at`
+void exact_result(real *out, const ExactSum *s, size_t at, size_t n);
+void exact_result_double(double *out, const ExactSum *s, size_t at, size_t n);
