@@ -55,6 +55,7 @@ void ps_free(ParamStore *ps) {
         free((char *)ps->t[i]->name);
         free(ps->t[i]);
     }
+    free(ps->exact_mem);
     if (ps->device) device_free(ps->params);
     else free(ps->params);
     *ps = (ParamStore){0};
@@ -66,7 +67,18 @@ Tensor *ps_find(const ParamStore *ps, const char *name) {
     return NULL;
 }
 
+void ps_use_exact(ParamStore *ps) {
+    CHECK(ps->params && !ps->device, "--exact needs the parameters allocated on the host");
+    if (ps->exact_mem) return;
+    ps->exact_mem = xmalloc(exact_bytes(ps->total));
+    ps->exact = exact_view(ps->exact_mem, ps->total);
+    for (int i = 0; i < ps->n; i++) ps->t[i]->exact = &ps->exact, ps->t[i]->exact_at = ps->offset[i];
+}
+
+void ps_exact_grads(ParamStore *ps) { exact_result(ps->grads, &ps->exact, 0, ps->total); }
+
 void ps_zero_grad(ParamStore *ps) {
+    if (ps->exact_mem) exact_clear(&ps->exact);
     device_zero(ps->grads, ps->total * sizeof(real));
     for (int i = 0; i < ps->n; i++) ps->t[i]->got_grad = false;
 }

@@ -32,9 +32,17 @@ Node *tape_record(Tape *tp, const char *op, BackwardFn fn, Tensor *out, int n_in
         tp->nodes = xrealloc(tp->nodes, (size_t)tp->cap, sizeof(Node));
     }
     Node *n = &tp->nodes[tp->n++];
-    *n = (Node){.op = op, .backward = fn, .arena = tp->arena, .out = out};
+    *n = (Node){.op = op, .backward = fn, .arena = tp->arena, .out = out, .exact = tp->exact};
     memcpy(n->in, in, sizeof in);
     return n;
+}
+
+// Marks input k as reached, for the exact path that adds into the parameter's ExactSum instead
+ExactSum *node_exact(Node *n, int k) {
+    Tensor *t = n->in[k];
+    if (!t || !t->requires_grad || !t->exact) return NULL;
+    for (Tensor *u = t; u; u = u->base) u->got_grad = true;
+    return t->exact;
 }
 
 real *node_grad(Node *n, int k) {

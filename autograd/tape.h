@@ -2,12 +2,14 @@
 // requires a gradient; backward() replays the tape in reverse. Backward functions accumulate
 // (+=) into input gradients, which are allocated (zeroed) in the arena on first use.
 #pragma once
+#include "../core/exact.h"
 #include "../core/tensor.h"
 
 #define NODE_MAX_IN 4
 #define NODE_MAX_INT 8
 
 typedef struct Node Node;
+typedef struct ExactMode ExactMode;
 typedef void (*BackwardFn)(Node *n);
 
 struct Node {
@@ -20,6 +22,20 @@ struct Node {
     double farg[2];          // op-specific scalars
     Tensor *saved;           // op-specific buffer kept from forward (e.g. attention weights)
     const void *ptr;         // op-specific read-only data (e.g. integer labels, masks)
+    ExactMode *exact;        // the tape's, when the op was recorded
+};
+
+// --exact: per-token work runs on canonical blocks of `block` tokens of one image, whatever the
+// rank count, and every sum over blocks, images or ranks is an order-independent one (exact.h):
+// parameter gradients go into the store's ExactSum, the loss's partial sums into `loss`. The
+// conditioning path (2-D, one row per image) runs row by row; every rank of a sequence group
+// repeats it with the same inputs, so only one of them (replica false) adds its parameters'
+// gradients.
+struct ExactMode {
+    int block;    // tokens per canonical block
+    bool replica; // this rank's per-image parameter gradients are another rank's too: skip them
+    ExactSum loss; // 1 element: the loss, each block's share added
+    int64_t loss_mem[EXACT_LIMBS + 1];
 };
 
 typedef struct Tape {
@@ -27,6 +43,7 @@ typedef struct Tape {
     Node *nodes;
     int n, cap;
     bool grad_enabled;  // false: ops record nothing (sampling, finite differences)
+    ExactMode *exact;   // NULL unless --exact
 } Tape;
 
 Tape tape_create(Arena *a);
@@ -38,6 +55,9 @@ void tape_free(Tape *tp);
 Node *tape_record(Tape *tp, const char *op, BackwardFn fn, Tensor *out, int n_in, ...);
 // For backward functions: the gradient buffer of input k, or NULL if it needs none.
 real *node_grad(Node *n, int k);
+// Under --exact, for a parameter input k: its ExactSum (its elements from in[k]->exact_at on),
+// marked as reached; NULL if it needs none or is not a parameter of an exact store.
+ExactSum *node_exact(Node *n, int k);
 
 // For backward functions of ops whose input k gets exactly the output's gradient (a residual
 // add): when that input has no gradient yet and both are plain tensors of one size, it takes over

@@ -4,6 +4,7 @@
 // its data and gradient on the GPU (device true) and its header on the host.
 #pragma once
 #include "arena.h"
+#include "exact.h"
 #include "real.h"
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,6 +22,8 @@ typedef struct Tensor {
     bool device;        // data and grad are device memory
     const char *name;   // parameters: the checkpoint name; otherwise NULL
     struct Tensor *base; // views: the tensor whose storage they share; otherwise NULL
+    struct ExactSum *exact; // parameters under --exact: the store's order-independent gradient
+    size_t exact_at;        // sums, this tensor's elements from exact_at on; otherwise NULL
 } Tensor;
 
 // A new zero-filled tensor of the given shape in arena `a` (ndim ints follow).

@@ -282,6 +282,7 @@ static Tensor *block_forward(const DiTBlock *b, Tape *tp, Tensor *x, Tensor *c_a
                              const DiTShard *sh) {
     int D = x->shape[2];
     Tensor *mod = linear(tp, c_act, b->ada_w, b->ada_b), *m[6];
+    if (sh->spread) mod = sh->spread(tp, mod, sh->attend_ctx);
     for (int i = 0; i < 6; i++) m[i] = slice_last(tp, mod, i * D, D);
     // m: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
     Tensor *h = modulate(tp, layernorm(tp, x, LN_EPS), m[0], m[1]);
@@ -324,6 +325,7 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     }
     // final layer
     Tensor *mod = linear(tp, c_act, m->f_ada_w, m->f_ada_b);
+    if (sh.spread) mod = sh.spread(tp, mod, sh.attend_ctx);
     x = modulate(tp, layernorm(tp, x, LN_EPS), slice_last(tp, mod, 0, D), slice_last(tp, mod, D, D));
     return linear(tp, x, m->f_w, m->f_b);
 }

@@ -56,7 +56,10 @@ typedef Tensor *(*AttendFn)(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads
 typedef struct DiTShard {
     int t0, n;       // this rank's tokens [t0, t0 + n) of the (padded) sequence
     AttendFn attend; // NULL: plain attention of the n local tokens to themselves
-    void *attend_ctx;
+    void *attend_ctx; // passed to attend and spread
+    // --exact: a per-image (B, K) -> (B, G, K) over this rank's G canonical blocks, for the
+    // adaLN vectors (collectives.h, seq_spread_exact); NULL: used as they are
+    Tensor *(*spread)(Tape *tp, Tensor *per_image, void *ctx);
     // dit_loss divides by images x tokens x the values of a token: the global batch and all T
     // tokens (other ranks' too), so the ranks' losses add up to the mean; 0: this batch, T
     int images, tokens;

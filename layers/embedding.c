@@ -3,6 +3,14 @@
 
 static void embedding_bwd(Node *n) {
     Tensor *table = n->in[0];
+    if (n->exact) { // image by image into the table's exact sums, unless another rank adds them
+        ExactSum *e = node_exact(n, 0);
+        const int64_t *idx = n->ptr;
+        int D = table->shape[1];
+        for (int b = 0; e && !n->exact->replica && b < n->out->shape[0]; b++)
+            exact_add(e, table->exact_at + (size_t)idx[b] * D, n->out->grad + (size_t)b * D, (size_t)D);
+        return;
+    }
     real *dtable = node_grad(n, 0);
     if (dtable) RUN(node_on_device(n), embedding_backward, dtable, n->out->grad, n->ptr,
                     n->out->shape[0], table->shape[0], table->shape[1]);

@@ -20,14 +20,24 @@ Tensor *gelu(Tape *tp, Tensor *x); // tanh approximation
 Tensor *silu(Tape *tp, Tensor *x);
 // x (..., C), normalized over C, no affine parameters
 Tensor *layernorm(Tape *tp, Tensor *x, real eps);
-// x (B,T,D), shift, scale (B,D): x * (1 + scale) + shift
+// x (B,T,D), shift, scale (B,D), or (B,G,D) with row g for tokens [g T/G, (g+1) T/G):
+// x * (1 + scale) + shift
 Tensor *modulate(Tape *tp, Tensor *x, Tensor *shift, Tensor *scale);
-// x, y (B,T,D), gate (B,D): x + gate * y
+// x, y (B,T,D), gate (B,D) or (B,G,D) as for modulate: x + gate * y
 Tensor *gated_add(Tape *tp, Tensor *x, Tensor *gate, Tensor *y);
 // table (V,D), idx (B) in [0, V) -> (B,D)
 Tensor *embedding(Tape *tp, Tensor *table, const int64_t *idx, int B);
 // t (B) -> (B, dim): [cos(t f), sin(t f)], f_i = 10000^(-i / (dim/2))
 Tensor *timestep_embedding(Tape *tp, Tensor *t, int dim);
+// --exact (attention_exact.c): q (B,Tq,D) this rank's queries; k, v (B,n,D) its keys and values,
+// rows [kfirst, kfirst + n) of k_all, v_all (B,Tk,D), all the keys its queries see (not
+// differentiated; k_all = k where they are all here). Tq and Tk are multiples of the tape's
+// canonical block. reduce (NULL: none) completes the exact sums of dK or dV of all keys over the
+// ranks whose queries saw them.
+typedef void (*ExactReduceFn)(ExactSum *d_all, void *ctx);
+Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all, Tensor *v_all,
+                        int kfirst, int heads, const uint8_t *key_mask, ExactReduceFn reduce,
+                        void *ctx);
 // q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D).
 // Labels and masks may be host memory for ops on the device too (they are copied up).
 Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const uint8_t *key_mask);

@@ -1,11 +1,38 @@
-// linear.c: y = x W^T + b over the last dim (PyTorch Linear layout).
+// linear.c: y = x W^T + b over the last dim (PyTorch Linear layout). Under --exact (tape.h) the
+// rows go in canonical blocks: ex->block tokens of one image for x (B, n, C), one image's row
+// for the conditioning's x (B, C); each block's weight and bias gradients are added into the
+// parameters' order-independent sums.
 #include "common.h"
 
+// rows per call: N (one call) unless exact
+static int block_rows(const Tape *tp, const Tensor *x) {
+    return !tp->exact ? rows_of(x) : x->ndim == 3 ? tp->exact->block : 1;
+}
+
 static void linear_bwd(Node *n) {
-    Tensor *x = n->in[0], *w = n->in[1];
-    RUN(node_on_device(n), linear_backward, node_grad(n, 0), node_grad(n, 1),
-        n->in[2] ? node_grad(n, 2) : NULL, n->out->grad, x->data, w->data, n->iarg[0], n->iarg[1],
-        n->iarg[2]);
+    Tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    int N = n->iarg[0], C = n->iarg[1], OC = n->iarg[2], R = n->iarg[3];
+    real *dx = node_grad(n, 0), *dout = n->out->grad;
+    if (!n->exact) {
+        RUN(node_on_device(n), linear_backward, dx, node_grad(n, 1), b ? node_grad(n, 2) : NULL,
+            dout, x->data, w->data, N, C, OC);
+        return;
+    }
+    ExactSum *ew = node_exact(n, 1), *eb = b ? node_exact(n, 2) : NULL;
+    CHECK(ew || !w->requires_grad, "linear: --exact needs the weight to be a parameter of the store");
+    if (x->ndim == 2 && n->exact->replica) ew = eb = NULL; // another rank adds these
+    size_t mark = arena_mark(n->arena);
+    real *dw = ew ? arena_alloc(n->arena, ((size_t)OC * C + OC) * sizeof(real)) : NULL, *db = dw ? dw + (size_t)OC * C : NULL;
+    for (int r0 = 0; r0 < N; r0 += R) {
+        const real *dy = dout + (size_t)r0 * OC, *xr = x->data + (size_t)r0 * C;
+        if (dx) linear_backward(dx + (size_t)r0 * C, NULL, NULL, dy, xr, w->data, R, C, OC);
+        if (!ew) continue;
+        memset(dw, 0, ((size_t)OC * C + OC) * sizeof(real));
+        linear_backward(NULL, dw, eb ? db : NULL, dy, xr, w->data, R, C, OC);
+        exact_add(ew, w->exact_at, dw, (size_t)OC * C);
+        if (eb) exact_add(eb, b->exact_at, db, (size_t)OC);
+    }
+    arena_release(n->arena, mark);
 }
 
 // x is (..., C), w is (OC, C), b is (OC) or NULL
@@ -17,10 +44,15 @@ Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
     CHECK(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]),
           "linear: bias must have shape [%d] to match weight %s", w->shape[0],
           tensor_shape_str(w, ws, sizeof ws));
-    int N = rows_of(x), C = w->shape[1], OC = w->shape[0];
+    int N = rows_of(x), C = w->shape[1], OC = w->shape[0], R = block_rows(tp, x);
+    CHECK(!tp->exact || (!on_device(tp) && (x->ndim == 2 || x->ndim == 3) && N % R == 0),
+          "linear: --exact runs on the host over (B, C) or (B, n, C) with n a multiple of %d; got %s",
+          R, tensor_shape_str(x, xs, sizeof xs));
     Tensor *out = with_last_dim(tp->arena, x, OC);
-    RUN(on_device(tp), linear_forward, out->data, x->data, w->data, b ? b->data : NULL, N, C, OC);
+    for (int r0 = 0; r0 < N; r0 += R)
+        RUN(on_device(tp), linear_forward, out->data + (size_t)r0 * OC, x->data + (size_t)r0 * C,
+            w->data, b ? b->data : NULL, R, C, OC);
     Node *n = tape_record(tp, "linear", linear_bwd, out, 3, x, w, b);
-    if (n) n->iarg[0] = N, n->iarg[1] = C, n->iarg[2] = OC;
+    if (n) n->iarg[0] = N, n->iarg[1] = C, n->iarg[2] = OC, n->iarg[3] = R;
     return out;
 }

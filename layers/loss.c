@@ -18,6 +18,15 @@ Tensor *mse_loss(Tape *tp, Tensor *pred, Tensor *target, const uint8_t *mask, do
     Tensor *out = tensor_new(tp->arena, 1, 1);
     mask = op_input(tp->arena, mask, pred->size);
     real loss = (real)RUN(on_device(tp), mse_forward, pred->data, target->data, mask, pred->size, denom);
+    if (tp->exact) { // each canonical block's share into the order-independent sum
+        size_t part = (size_t)tp->exact->block * last_dim(pred);
+        CHECK(pred->ndim == 3 && pred->size % part == 0 && !on_device(tp),
+              "mse_loss: --exact needs host predictions [B, n, C] in blocks of %d tokens", tp->exact->block);
+        for (size_t i = 0; i < pred->size; i += part) {
+            double share = mse_forward(pred->data + i, target->data + i, mask ? mask + i : NULL, part, denom);
+            exact_add_double(&tp->exact->loss, 0, &share, 1);
+        }
+    }
     device_copy(out->data, &loss, sizeof loss);
     Node *n = tape_record(tp, "mse_loss", mse_bwd, out, 2, pred, target);
     if (n) n->ptr = mask, n->farg[0] = denom;

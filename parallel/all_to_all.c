@@ -29,10 +29,12 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
 static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
     SeqParallel *sp = ctx;
     Comm *c = sp->comm;
-    Tensor *o = attention(tp, seq_all_to_all(tp, c, q, heads, TO_HEAD_SHARD),
-                          seq_all_to_all(tp, c, k, heads, TO_HEAD_SHARD),
-                          seq_all_to_all(tp, c, v, heads, TO_HEAD_SHARD),
-                          seq_heads(heads, c->size, c->rank), sp_key_mask(sp));
+    Tensor *qh = seq_all_to_all(tp, c, q, heads, TO_HEAD_SHARD), *kh = seq_all_to_all(tp, c, k, heads, TO_HEAD_SHARD);
+    Tensor *vh = seq_all_to_all(tp, c, v, heads, TO_HEAD_SHARD);
+    int h = seq_heads(heads, c->size, c->rank);
+    // --exact: every key of these heads is here, so dK and dV need no reduction
+    Tensor *o = tp->exact ? attention_exact(tp, qh, kh, vh, kh, vh, 0, h, sp_key_mask(sp), NULL, NULL)
+                          : attention(tp, qh, kh, vh, h, sp_key_mask(sp));
     return seq_all_to_all(tp, c, o, heads, TO_TOKEN_SHARD);
 }
 

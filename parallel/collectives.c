@@ -73,6 +73,35 @@ Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x) {
     return out;
 }
 
+static void spread_bwd(Node *nd) {
+    real *dx = node_grad(nd, 0);
+    if (!dx) return;
+    int B = nd->iarg[0], G = nd->iarg[1], K = nd->iarg[2];
+    size_t mark = arena_mark(nd->arena), n = (size_t)B * K;
+    ExactSum s = exact_view(arena_alloc(nd->arena, exact_bytes(n)), n);
+    for (int b = 0; b < B; b++)
+        for (int g = 0; g < G; g++) exact_add(&s, (size_t)b * K, nd->out->grad + ((size_t)b * G + g) * K, (size_t)K);
+    comm_all_reduce_exact((Comm *)nd->ptr, &s);
+    real *sum = arena_alloc(nd->arena, n * sizeof(real));
+    exact_result(sum, &s, 0, n);
+    add_rows(dx, n, sum, n, n, 1);
+    arena_release(nd->arena, mark);
+}
+
+Tensor *seq_spread_exact(Tape *tp, Comm *c, Tensor *x, int G) {
+    char s[64];
+    CHECK(x->ndim == 2 && G > 0 && !tp->arena->device, "seq_spread_exact: x must be a host [B, K], got %s",
+          tensor_shape_str(x, s, sizeof s));
+    int B = x->shape[0], K = x->shape[1];
+    Tensor *out = tensor_new(tp->arena, 3, B, G, K);
+    for (int b = 0; b < B; b++)
+        for (int g = 0; g < G; g++)
+            memcpy(out->data + ((size_t)b * G + g) * K, x->data + (size_t)b * K, (size_t)K * sizeof(real));
+    Node *nd = tape_record(tp, "seq_spread_exact", spread_bwd, out, 1, x);
+    if (nd) nd->iarg[0] = B, nd->iarg[1] = G, nd->iarg[2] = K, nd->ptr = c;
+    return out;
+}
+
 // ---- all-to-all between the sequence and the head layout -------------------------------------
 // Both directions ADD into their output (zero for a forward), so each serves as the other's
 // backward. Blocks exchanged are (B, n, h dh): rows of one rank, columns of one rank's heads; the

@@ -184,6 +184,17 @@ void comm_all_reduce_double(Comm *c, double *buf, size_t n) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count(n), MPI_DOUBLE, MPI_SUM, c->group));
 }
 
+void comm_all_reduce_exact(Comm *c, ExactSum *s) {
+    if (c->size == 1) return;
+    c->bytes_sent += 2 * (size_t)(c->size - 1) * exact_bytes(s->n) / (size_t)c->size;
+    int64_t *top = xmalloc(s->n * sizeof(int64_t));
+    memcpy(top, s->top, s->n * sizeof(int64_t));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, top, count(s->n), MPI_INT64_T, MPI_MAX, c->group));
+    exact_align(s, top);
+    free(top);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s->limb, count(s->n * EXACT_LIMBS), MPI_INT64_T, MPI_SUM, c->group));
+}
+
 void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
     int to = ((c->rank + shift) % c->size + c->size) % c->size;
     int from = ((c->rank - shift) % c->size + c->size) % c->size;

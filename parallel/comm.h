@@ -7,6 +7,7 @@
 // (host-staged): the same collectives either way.
 // Errors on any rank abort the whole job with the message (comm_init installs that handler).
 #pragma once
+#include "../core/exact.h"
 #include "../core/real.h"
 #include <stdbool.h>
 #include <mpi.h>
@@ -40,6 +41,9 @@ void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n);
 // buf (n) = sum over ranks, in place
 void comm_all_reduce(Comm *c, real *buf, size_t n);
 void comm_all_reduce_double(Comm *c, double *buf, size_t n);
+// Order-independent sums (host memory), in place: the windows' MAX, then the aligned limbs' SUM,
+// so the result has the same bits for any number of ranks and any split of the terms
+void comm_all_reduce_exact(Comm *c, ExactSum *s);
 // Every rank sends a block to every rank: in holds this rank's blocks in rank order, in_counts[r]
 // values for rank r; out receives them in rank order, out_counts[r] values from rank r (what rank
 // r sent this rank). Counts may differ from rank to rank (MPI_Alltoallv); the bytes counted are

@@ -40,11 +40,31 @@ static Tensor *gather(Tape *tp, SeqParallel *sp, Tensor *x) {
     return all;
 }
 
+static void reduce_exact(ExactSum *d_all, void *ctx) {
+    comm_all_reduce_exact(((SeqParallel *)ctx)->comm, d_all);
+}
+
+// --exact: K and V gathered outside the tape; dK and dV of all keys summed exactly over the
+// group, each rank keeping its rows (the local-kv and no-dkv-reduce-scatter bugs as above)
+static Tensor *attend_exact(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads) {
+    const SeqShard *s = &sp->shard;
+    const uint8_t *mask = sp_key_mask(sp);
+    if (sp->bugs & BUG_LOCAL_KV)
+        return attention_exact(tp, q, k, v, k, v, 0, heads, mask ? mask + s->t0 : NULL, NULL, NULL);
+    bool grad = tp->grad_enabled;
+    tp->grad_enabled = false;
+    Tensor *k_all = seq_all_gather(tp, sp->comm, k), *v_all = seq_all_gather(tp, sp->comm, v);
+    tp->grad_enabled = grad;
+    return attention_exact(tp, q, k, v, k_all, v_all, s->t0, heads, mask,
+                           (sp->bugs & BUG_NO_DKV_REDUCE_SCATTER) ? NULL : reduce_exact, sp);
+}
+
 // q, k, v are (B, n, D): this rank's tokens
 static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
     SeqParallel *sp = ctx;
     const SeqShard *s = &sp->shard;
     const uint8_t *mask = sp_key_mask(sp);
+    if (tp->exact) return attend_exact(tp, sp, q, k, v, heads);
     if (sp->bugs & BUG_LOCAL_KV) // local queries against local keys: long-range lost
         return attention(tp, q, k, v, heads, mask ? mask + s->t0 : NULL);
     Tensor *k_all = gather(tp, sp, k), *v_all = gather(tp, sp, v);

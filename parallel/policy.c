@@ -10,7 +10,7 @@ SeqPolicy seq_policy_default(void) {
 
 int seq_padded_len(const SeqPolicy *p, int T, int P) {
     if (!p->auto_pad) return T;
-    int unit = P * p->pad_multiple;
+    int unit = (p->exact_blocks ? p->exact_blocks : P) * p->pad_multiple;
     return (T + unit - 1) / unit * unit;
 }
 
@@ -24,6 +24,14 @@ const char *seq_validate(const SeqPolicy *p, int T, int P, char *buf, size_t len
     else if (!p->auto_pad && p->pad_multiple != 1)
         snprintf(buf, len, "pad_multiple %d applies only with auto-pad; drop --pad-multiple or "
                  "--no-auto-pad", p->pad_multiple);
+    else if (p->exact_blocks && p->exact_blocks % P)
+        snprintf(buf, len, "--exact splits the sequence into %d canonical blocks, which %d ranks per "
+                 "sequence group cannot share equally; use a rank count that divides %d, or "
+                 "--virtual-shards a multiple of %d", p->exact_blocks, P, p->exact_blocks, P);
+    else if (!p->auto_pad && p->exact_blocks && T % p->exact_blocks)
+        snprintf(buf, len, "--exact splits the sequence into %d canonical blocks, but sequence length "
+                 "%d is not divisible by it; pad to %d or enable auto-pad (drop --no-auto-pad)",
+                 p->exact_blocks, T, (T + p->exact_blocks - 1) / p->exact_blocks * p->exact_blocks);
     else if (!p->auto_pad && T % P)
         snprintf(buf, len, "context_parallel_size=%d but sequence length %d is not divisible by it; "
                  "pad to %d or enable auto-pad (drop --no-auto-pad)", P, T, (T + P - 1) / P * P);

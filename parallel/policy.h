@@ -1,7 +1,9 @@
 // policy.h: the sequence-parallel policy (the C counterpart of UlyssesContextParallelPolicy) and
 // the shard it gives each rank. T tokens over P ranks: without auto-pad T must be divisible by P;
 // with it T_pad = ceil(T / (P * pad_multiple)) * P * pad_multiple and the padded tokens are zeros
-// whose keys are masked, excluded from the loss, and given zero gradient.
+// whose keys are masked, excluded from the loss, and given zero gradient. Under --exact the unit
+// is V * pad_multiple instead, V canonical blocks that P must divide, so that T_pad and the blocks
+// do not depend on P.
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -11,6 +13,8 @@ typedef struct SeqPolicy {
     bool require_divisible; // T_pad must be a multiple of P: shards are equal (validate refuses false)
     bool auto_pad;          // pad T up instead of refusing it
     int pad_multiple;       // pad to a multiple of P * pad_multiple
+    int exact_blocks;       // --exact: V canonical blocks (a multiple of P); T_pad is a multiple
+                            // of V * pad_multiple, the same for every P. 0: not exact
 } SeqPolicy;
 
 typedef struct SeqShard {

@@ -122,6 +122,24 @@ static Comm *split(SeqParallel *sp, int color, int key) {
     return g;
 }
 
+// --exact runs the gather and all-to-all layouts on the CPU so far; NULL, or the sentence
+static const char *exact_error(const SpOptions *o, char *buf, size_t len) {
+    const unsigned exact_bugs = BUG_LOCAL_KV | BUG_NO_DKV_REDUCE_SCATTER | BUG_NO_GRAD_ALLREDUCE |
+                                BUG_NO_PAD_MASK | BUG_NO_DP_ALLREDUCE | BUG_SAME_DATA_ALL_DP |
+                                BUG_ACCUM_UNWEIGHTED | BUG_LOCAL_MEAN_LOSS;
+    char names[256];
+    if (!o->policy.exact_blocks) return NULL;
+    if (o->cuda)
+        return snprintf(buf, len, "--exact runs on the CPU only so far; drop --device cuda or --exact"), buf;
+    if (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)
+        return snprintf(buf, len, "--exact supports --sp-attention gather and all-to-all so far, not %s; "
+                        "pick one of those or drop --exact", layouts[o->layout]->name), buf;
+    if (o->bugs & ~exact_bugs)
+        return snprintf(buf, len, "--exact cannot inject %s yet; drop --exact or that bug",
+                        bug_list(o->bugs & ~exact_bugs, names, sizeof names)), buf;
+    return NULL;
+}
+
 const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o, int T,
                     int heads, char *buf, size_t len) {
     int P = o->sp ? o->sp : ranks;
@@ -133,6 +151,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
                         "out, or pass --sp-attention hybrid"), buf;
     const char *why = sp_device_error(o, buf, len);
     if (!why) why = seq_validate(&o->policy, T, P, buf, len);
+    if (!why) why = exact_error(o, buf, len);
     if (!why) why = layouts[o->layout]->validate(o, heads, P, buf, len);
     for (int i = 0; i < N_BUGS && !why; i++)
         if (o->bugs & bugs[i].flag) why = bug_fits(i, o, ranks / P, buf, len);
@@ -140,7 +159,8 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     int U = o->layout == SP_HYBRID ? o->ulysses : 1, sp_rank = rank % P, dp_rank = rank / P;
     *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&o->policy, T, P, sp_rank),
                         .layout = o->layout, .dp = ranks / P, .dp_rank = dp_rank, .ulysses = U,
-                        .accum = o->grad_accum, .bugs = o->bugs, .cuda = o->cuda};
+                        .accum = o->grad_accum, .bugs = o->bugs, .cuda = o->cuda,
+                        .exact = o->policy.exact_blocks > 0, .policy_blocks = o->policy.exact_blocks};
     if (!world) return NULL;
     sp->comm = split(sp, dp_rank, sp_rank); // consecutive ranks form a sequence group
     if (P < ranks) sp->data = split(sp, sp_rank, dp_rank);
@@ -206,13 +226,39 @@ void sp_micro_batch(const SeqParallel *sp, int count, int i, int *first, int *n)
     *n = seq_heads(count, sp->accum, i);
 }
 
+// --exact adds: K and V of all tokens (kept), the exact sums of their gradients and a block pair's
+// partial output (transient), the adaLN vectors once per canonical block, and a linear's block
+// gradients (the largest, the adaLN modulation's 6D x D)
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    return layouts[sp->layout]->step_bytes(sp, c, B, backward);
+    size_t bytes = layouts[sp->layout]->step_bytes(sp, c, B, backward);
+    if (!sp->exact) return bytes;
+    double T = sp->shard.T_pad, D = c->hidden_size, G = sp->policy_blocks / sp->shard.P;
+    double reals = 2 * B * T * D * (c->depth + 1) + B * (G - 1) * 12 * D * (c->depth + 1) + 6 * D * D + 6 * D;
+    return bytes + exact_bytes((size_t)(2 * B * T * D)) + (size_t)(reals * sizeof(real));
+}
+
+static Tensor *spread(Tape *tp, Tensor *per_image, void *ctx) {
+    SeqParallel *sp = ctx;
+    return seq_spread_exact(tp, sp->comm, per_image, sp->policy_blocks / sp->comm->size);
 }
 
 DiTShard sp_dit_shard(SeqParallel *sp) {
     return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .attend = layouts[sp->layout]->attend,
-                      .attend_ctx = sp};
+                      .attend_ctx = sp, .spread = sp->exact ? spread : NULL};
+}
+
+void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em) {
+    if (!sp->exact) return;
+    *em = (ExactMode){.block = sp->shard.T_pad / sp->policy_blocks, .replica = sp->comm->rank != 0};
+    em->loss = exact_view(em->loss_mem, 1);
+    tp->exact = em;
+}
+
+double sp_exact_loss(SeqParallel *sp, ExactMode *em) {
+    double loss;
+    comm_all_reduce_exact(sp->world, &em->loss);
+    exact_result_double(&loss, &em->loss, 0, 1);
+    return loss;
 }
 
 DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch) {
@@ -265,7 +311,11 @@ void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size) {
 }
 
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
-    if (sp->bugs & BUG_NO_GRAD_ALLREDUCE) return; // each rank keeps its partial sums
-    // under no-dp-allreduce each data group keeps the gradient of its own images
-    comm_all_reduce((sp->bugs & BUG_NO_DP_ALLREDUCE) ? sp->comm : sp->world, ps->grads, ps->total);
+    // under no-grad-allreduce each rank keeps its partial sums, under no-dp-allreduce each data
+    // group the gradient of its own images
+    Comm *over = (sp->bugs & BUG_NO_GRAD_ALLREDUCE) ? NULL : (sp->bugs & BUG_NO_DP_ALLREDUCE) ? sp->comm : sp->world;
+    if (sp->exact) {
+        if (over) comm_all_reduce_exact(over, &ps->exact);
+        ps_exact_grads(ps);
+    } else if (over) comm_all_reduce(over, ps->grads, ps->total);
 }

@@ -105,7 +105,9 @@ typedef struct SeqParallel {
     unsigned bugs;      // BUG_* injected on purpose
     bool cuda;          // the step runs on this rank's GPU (local rank mod the GPUs of its machine)
     bool nccl;          // and device buffers go over NCCL (every rank its own GPU); else host-staged
+    bool exact;         // --exact: canonical blocks of T_pad / policy.exact_blocks tokens
     uint8_t *key_mask_device; // cuda: the shard's key mask on the device (NULL without padding)
+    int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
     Comm groups[4];     // the groups split from the world, owned
     int n_groups;
 } SeqParallel;
@@ -144,8 +146,14 @@ Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConf
 // Every data group's images (B, ...) of `size` values each, in data-group order, into out
 // (dp * B, ...). Not differentiated.
 void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size);
-// One all-reduce (sum) of the flat gradient buffer over every rank.
+// One all-reduce (sum) of the flat gradient buffer over every rank; under --exact, of the store's
+// exact sums, rounded into the buffer.
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps);
+// --exact: tp runs in exact mode with *em (this rank's canonical block size, whether it repeats
+// another rank's per-image work); nothing otherwise
+void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em);
+// --exact: the loss of a step from the tapes' exact sums, summed over every rank
+double sp_exact_loss(SeqParallel *sp, ExactMode *em);
 // Bytes this rank sent over its groups (the layout's exchanges, and the images the probe gathers)
 // and over the world (gradients and the loss) since sp_init or the last sp_reset_bytes
 size_t sp_layout_bytes(const SeqParallel *sp);

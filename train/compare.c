@@ -33,7 +33,7 @@ static void help(void) {
 static const char *const not_compared[] = {
     "ranks", "out", "steps", "resume", "threads", "log_every", "sample_every", "save_every",
     "sample_steps", "samples_per_class", "cfg_scale", "ema", "sp_attention", "sp",
-    "ulysses_degree", "auto_pad", "pad_multiple", "grad_accum", "injected_bugs"};
+    "ulysses_degree", "auto_pad", "pad_multiple", "grad_accum", "injected_bugs", "virtual_shards"};
 
 static bool compared(const char *key) {
     for (size_t i = 0; i < sizeof not_compared / sizeof *not_compared; i++)

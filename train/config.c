@@ -98,6 +98,8 @@ bool seq_flag(int argc, char **argv, int *i, SpOptions *o) {
     else if (!strcmp(f, "--sp")) o->sp = flag_int(f, flag_value(argc, argv, i), 0, 1 << 20);
     else if (!strcmp(f, "--ulysses-degree")) o->ulysses = flag_int(f, flag_value(argc, argv, i), 0, 1 << 20);
     else if (!strcmp(f, "--grad-accum")) o->grad_accum = flag_int(f, flag_value(argc, argv, i), 1, 1 << 16);
+    else if (!strcmp(f, "--exact")) o->policy.exact_blocks = o->policy.exact_blocks ? o->policy.exact_blocks : EXACT_BLOCKS;
+    else if (!strcmp(f, "--virtual-shards")) o->policy.exact_blocks = flag_int(f, flag_value(argc, argv, i), 0, 1 << 12);
     else if (!strcmp(f, "--sp-attention")) {
         const char *name = flag_value(argc, argv, i);
         if (!seq_attention_from_name(name, &o->layout))
@@ -239,7 +241,7 @@ static const struct { const char *key, *flag; bool fixed; } restored[] = {
     {"samples_per_class", "--samples-per-class", false}, {"cfg_scale", "--cfg-scale", false},
     {"pad_multiple", "--pad-multiple", false}, {"sp_attention", "--sp-attention", false},
     {"sp", "--sp", false}, {"ulysses_degree", "--ulysses-degree", false},
-    {"grad_accum", "--grad-accum", false},
+    {"grad_accum", "--grad-accum", false}, {"virtual_shards", "--virtual-shards", true},
 };
 #define N_RESTORED (int)(sizeof restored / sizeof restored[0])
 
@@ -426,6 +428,7 @@ static int settings(const TrainConfig *tc, Setting *s) {
     SET("sp", false, "%d", o->sp);
     SET("ulysses_degree", false, "%d", o->ulysses);
     SET("grad_accum", false, "%d", o->grad_accum);
+    SET("virtual_shards", false, "%d", o->policy.exact_blocks);
     char names[256];
     SET("injected_bugs", true, "%s", bug_list(o->bugs, names, sizeof names));
     SET("device", true, "%s", o->cuda ? "cuda" : "cpu");

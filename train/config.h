@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #define PATH_LEN 512
+#define EXACT_BLOCKS 12 // --exact's canonical blocks: 1, 2, 3, 4, 6 and 12 ranks divide it
 
 typedef struct TrainConfig {
     DiTConfig model;
@@ -40,6 +41,12 @@ bool device_flag(int argc, char **argv, int *i, SpOptions *o);
     "                        most one) and add up their gradients; each loss divides by the whole\n" \
     "                        batch's element count, so any K gives one batch's gradient, with the\n" \
     "                        activation memory of the largest micro-batch (default 1)\n"          \
+    "  --exact               the same bits for any ranks per sequence group that divides the\n"    \
+    "                        canonical blocks (--virtual-shards, default 12: 1, 2, 3, 4, 6, 12),\n" \
+    "                        any data groups and micro-batches: per-token work on canonical\n" \
+    "                        blocks, every sum over tokens, images or ranks order-independent\n" \
+    "                        (gather and all-to-all, on the CPU)\n"                           \
+    "  --virtual-shards V    --exact with V canonical blocks (padding to a multiple of V; 0: off)\n"    \
     "  --inject-bug NAME     reproduce a classic bug on purpose: local-kv, no-dkv-reduce-scatter,\n" \
     "                        no-grad-allreduce, no-pad-mask, wrong-restore (gather);\n" \
     "                        ring-wrong-merge, ring-dkv-not-returned, ring-stale-kv,\n"  \

@@ -9,11 +9,15 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         x = tensor_to(arena, x), t = tensor_to(arena, t), target = tensor_to(arena, target);
     size_t mark = arena_mark(arena);
     double loss = 0;
+    ExactMode exact;
+    if (sp->exact) ps_use_exact(&m->ps);
     ps_zero_grad(&m->ps); // backward adds into the gradients: the micro-batches accumulate
     for (int i = 0; i < sp->accum; i++) {
         int first, n;
         sp_micro_batch(sp, x->shape[0], i, &first, &n);
         Tape tp = tape_create(arena);
+        if (i == 0) sp_exact_tape(sp, &tp, &exact); // one loss sum for every micro-batch
+        else tp.exact = sp->exact ? &exact : NULL;
         DiTShard sh = sp_loss_shard(sp, n, batch);
         Tensor *tokens = dit_forward(m, &tp, tensor_rows(arena, x, first, n),
                                      tensor_rows(arena, t, first, n), y + first, &sh);
@@ -29,6 +33,7 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
     }
     ps_check_reached(&m->ps);
     sp_sync_grads(sp, &m->ps);
+    if (sp->exact) return sp_exact_loss(sp, &exact);
     comm_all_reduce_double(sp->world, &loss, 1);
     return loss;
 }
