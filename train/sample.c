@@ -110,6 +110,8 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             double t = flow_time(s, steps), t_next = flow_time(s + 1, steps);
             arena_reset(arena);
             Tape tp = tape_create(arena);
+            ExactMode exact;
+            sp_exact_tape(sp, &tp, &exact);
             tp.grad_enabled = false;
             Arena *host = arena_host(arena); // the times and labels are made on the host
             Tensor *xin = tensor_new(arena, 4, B, C, S, S), *tin = tensor_new(host, 1, B);
