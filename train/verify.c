@@ -2,6 +2,7 @@
 #include "verify.h"
 #include "../core/check.h"
 #include "compare.h"
+#include "identical.h"
 #include "config.h"
 #include "data.h"
 #include "flags.h"
@@ -25,7 +26,9 @@ static void help(void) {
            "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check).\n"
            "  Training flags are passed to both runs (see train/train --help; --samples-per-class 0\n"
            "  skips their sample grids; --grad-accum too), except --inject-bug, --sp,\n"
-           "  --sp-attention and --ulysses-degree, which go to the N-rank run only.\n",
+           "  --sp-attention and --ulysses-degree, which go to the N-rank run only.\n"
+           "  With --exact the runs must also be the same bit for bit: every logged loss and every\n"
+           "  value of the model, EMA and optimizer files (\"identical: 0 of N values differ\").\n",
            COMPARE_LOSS_TOL);
 }
 
@@ -79,7 +82,7 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
 // Trains with `ranks` ranks into out/ranks-N and then with one rank (without --inject-bug; only
 // ref_steps steps when not 0) into out/ranks-1, and compares them; self is this program.
 static int run_both(char *self, int ranks, const char *out, char **pass, int np,
-                    int ref_steps, double tol) {
+                    int ref_steps, double tol, bool exact) {
     char dir_n[4096], dir_1[4096], nbuf[16], plot[4096], sbuf[16], label[64];
     snprintf(dir_n, sizeof dir_n, "%s/ranks-%d", out, ranks);
     snprintf(dir_1, sizeof dir_1, "%s/ranks-1", out);
@@ -101,7 +104,10 @@ static int run_both(char *self, int ranks, const char *out, char **pass, int np,
     if (train_run(lead, 1, pass, np, false, ref_steps ? sbuf : NULL, dir_1))
         return fprintf(stderr, "error: the 1-rank run failed\n"), 2;
     printf("== comparing %d ranks against 1 rank\n", ranks);
-    return compare_runs(dir_n, dir_1, tol, plot, label, "1 rank");
+    int rc = compare_runs(dir_n, dir_1, tol, plot, label, "1 rank");
+    if (!exact) return rc;
+    printf("== --exact: %d ranks against 1 rank, bit for bit\n", ranks);
+    return runs_identical(dir_n, dir_1);
 }
 
 int verify_main(int argc, char **argv) {
@@ -125,7 +131,11 @@ int verify_main(int argc, char **argv) {
     char self[4096];
     if (!launch_self(self, sizeof self))
         return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
-    int rc = run_both(self, ranks, out, pass, np, ref_steps, tol);
+    bool exact = false;
+    for (int i = 0; i < np; i++) exact |= !strcmp(pass[i], "--exact") || !strcmp(pass[i], "--virtual-shards");
+    if (exact && ref_steps)
+        usage_error("verify --exact compares the final checkpoints of both runs; drop --reference-steps");
+    int rc = run_both(self, ranks, out, pass, np, ref_steps, tol, exact);
     free(pass);
     return rc;
 }
