@@ -31,10 +31,23 @@ static inline void raise_to(int64_t *top, int64_t *l, int64_t to) {
     *top = to;
 }
 
-// One term into one element: its 53-bit significand at global bit position p (weight 2^(p-1074))
-// spans at most three bins
+// Adds the 32-bit pieces of `wide` (bins low, low + 1, low + 2; the highest nonzero one `high`)
+// into one element, its window raised first when the term reaches above it
+static inline void add_pieces(int64_t *top, int64_t *l, unsigned __int128 wide, int64_t low,
+                              int64_t high, bool negative) {
+    if (*top == EXACT_NONFINITE) return;
+    if (*top == EXACT_EMPTY || high > *top) raise_to(top, l, high);
+    for (int k = 0; k < 3; k++) {
+        int64_t j = *top - (low + k);
+        int64_t piece = (int64_t)(uint32_t)(wide >> (32 * k));
+        if (j >= 0 && j < EXACT_LIMBS) l[j] += negative ? -piece : piece;
+    }
+}
+
+// One double into one element: its 53-bit significand at global bit position p (weight
+// 2^(p - 1074)) spans at most three bins
 static inline void add_one(int64_t *top, int64_t *l, double x) {
-    if (x == 0 || *top == EXACT_NONFINITE) return;
+    if (x == 0) return;
     if (!isfinite(x)) {
         raise_to(top, l, EXACT_NONFINITE);
         return;
@@ -48,13 +61,28 @@ static inline void add_one(int64_t *top, int64_t *l, double x) {
     unsigned __int128 wide = (unsigned __int128)mant << (p & 31);
     int64_t low = p >> 5, high = low;
     for (unsigned __int128 w = wide >> 32; w; w >>= 32) high++;
-    if (*top == EXACT_EMPTY || high > *top) raise_to(top, l, high);
-    bool negative = bits >> 63;
-    for (int k = 0; k < 3; k++) {
-        int64_t j = *top - (low + k);
-        int64_t piece = (int64_t)(uint32_t)(wide >> (32 * k));
-        if (j >= 0 && j < EXACT_LIMBS) l[j] += negative ? -piece : piece;
+    add_pieces(top, l, wide, low, high, bits >> 63);
+}
+
+// One float: the same grid (a float's bit position is a double's), its 24-bit significand
+// shifted within a bin fits 64 bits, two pieces. Normal floats take the short way; the rest
+// (zero, subnormal, non-finite) the double's.
+static inline void add_float(int64_t *top, int64_t *l, float x) {
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int e = (int)(bits >> 23 & 0xff);
+    if (e == 0 || e == 0xff) return add_one(top, l, x);
+    int p = e - 127 - 23 + 1074; // the double grid's position of the significand's lowest bit
+    uint64_t wide = (uint64_t)((bits & 0x7fffff) | 0x800000) << (p & 31);
+    int64_t low = p >> 5, high = low + (wide >> 32 != 0);
+    bool negative = bits >> 31;
+    if (*top != EXACT_EMPTY && *top != EXACT_NONFINITE && high <= *top && *top - low < EXACT_LIMBS + 1) {
+        int64_t j = *top - low, lo = (int64_t)(uint32_t)wide, hi = (int64_t)(wide >> 32);
+        if (j < EXACT_LIMBS) l[j] += negative ? -lo : lo;
+        if (j >= 1) l[j - 1] += negative ? -hi : hi; // j - 1 < EXACT_LIMBS as j <= EXACT_LIMBS
+        return;
     }
+    add_pieces(top, l, wide, low, high, negative);
 }
 
 void exact_add_double(ExactSum *s, size_t at, const double *x, size_t n) {
@@ -62,10 +90,24 @@ void exact_add_double(ExactSum *s, size_t at, const double *x, size_t n) {
     for (size_t i = 0; i < n; i++) add_one(s->top + at + i, s->limb + (at + i) * EXACT_LIMBS, x[i]);
 }
 
-void exact_add(ExactSum *s, size_t at, const real *x, size_t n) {
-#pragma omp parallel for if (n > PAR_EXACT)
-    for (size_t i = 0; i < n; i++)
-        add_one(s->top + at + i, s->limb + (at + i) * EXACT_LIMBS, (double)x[i]);
+#ifdef REAL_F64
+#define ADD_REAL add_one
+#else
+#define ADD_REAL add_float
+#endif
+
+void exact_add(ExactSum *s, size_t at, const real *x, size_t n) { exact_add_terms(s, at, x, n, 1, n); }
+
+// Each element's window stays in registers while its `count` terms go in
+void exact_add_terms(ExactSum *s, size_t at, const real *x, size_t stride, int count, size_t n) {
+#pragma omp parallel for if (n * (size_t)count > PAR_EXACT)
+    for (size_t i = 0; i < n; i++) {
+        int64_t top = s->top[at + i], l[EXACT_LIMBS];
+        memcpy(l, s->limb + (at + i) * EXACT_LIMBS, sizeof l);
+        for (int k = 0; k < count; k++) ADD_REAL(&top, l, x[(size_t)k * stride + i]);
+        s->top[at + i] = top;
+        memcpy(s->limb + (at + i) * EXACT_LIMBS, l, sizeof l);
+    }
 }
 
 void exact_merge(ExactSum *dst, size_t at, const ExactSum *src) {

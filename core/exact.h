@@ -29,6 +29,8 @@ ExactSum exact_view(void *mem, size_t n);    // n elements in mem (exact_bytes(n
 void exact_clear(ExactSum *s);               // every element empty (sum 0)
 // s[i] += x[i] for i < n, starting at element `at`
 void exact_add(ExactSum *s, size_t at, const real *x, size_t n);
+// The same for `count` arrays of n terms, `stride` apart in x: one pass over the sums
+void exact_add_terms(ExactSum *s, size_t at, const real *x, size_t stride, int count, size_t n);
 void exact_add_double(ExactSum *s, size_t at, const double *x, size_t n);
 // dst[i] += src[i] for the n elements of src, into dst starting at `at`
 void exact_merge(ExactSum *dst, size_t at, const ExactSum *src);

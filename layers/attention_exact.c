@@ -28,23 +28,27 @@ static void exact_attention_bwd(Node *n) {
     int D = g->H * g->dh, blk = g->blk, bq = blk < ATTN_BQ ? blk : ATTN_BQ, bk = blk < ATTN_BK ? blk : ATTN_BK;
     real *dq = node_grad(n, 0), *dk = node_grad(n, 1), *dv = node_grad(n, 2);
     size_t mark = arena_mark(a), all = (size_t)g->B * g->Tk * D, part = (size_t)blk * D;
+    int nqb = g->Tq / blk;
     ExactSum sk = exact_view(arena_alloc(a, exact_bytes(all)), all);
     ExactSum sv = exact_view(arena_alloc(a, exact_bytes(all)), all);
-    real *pk = arena_alloc(a, 2 * part * sizeof(real)), *pv = pk + part, *scr = pair_scratch(a, blk, g->dh);
+    // a key block's shares from every query block, then into the sums in one pass
+    real *pk = arena_alloc(a, 2 * nqb * part * sizeof(real)), *pv = pk + nqb * part;
+    real *scr = pair_scratch(a, blk, g->dh);
     const real *q = n->in[0]->data, *o = n->out->data, *dout = n->out->grad, *lse = n->saved->data;
     for (int b = 0; b < g->B; b++)
-        for (int qb = 0; qb < g->Tq / blk; qb++) {
-            size_t qo = ((size_t)b * g->Tq + (size_t)qb * blk) * D;
-            const real *L = lse + ((size_t)b * (g->Tq / blk) + qb) * g->H * blk;
-            for (int kb = 0; kb < g->Tk / blk; kb++) {
-                size_t ko = ((size_t)b * g->Tk + (size_t)kb * blk) * D;
-                memset(pk, 0, 2 * part * sizeof(real));
-                attention_backward(dq ? dq + qo : NULL, pk, pv, scr, dout + qo, o + qo, L, q + qo,
-                                   g->k_all + ko, g->v_all + ko, g->mask ? g->mask + (size_t)kb * blk : NULL,
-                                   1, blk, blk, g->H, g->dh, bq, bk);
-                exact_add(&sk, ko, pk, part);
-                exact_add(&sv, ko, pv, part);
+        for (int kb = 0; kb < g->Tk / blk; kb++) { // each query block sees the key blocks in order
+            size_t ko = ((size_t)b * g->Tk + (size_t)kb * blk) * D;
+            memset(pk, 0, 2 * nqb * part * sizeof(real));
+            for (int qb = 0; qb < nqb; qb++) {
+                size_t qo = ((size_t)b * g->Tq + (size_t)qb * blk) * D;
+                const real *L = lse + ((size_t)b * nqb + qb) * g->H * blk;
+                attention_backward(dq ? dq + qo : NULL, pk + qb * part, pv + qb * part, scr, dout + qo,
+                                   o + qo, L, q + qo, g->k_all + ko, g->v_all + ko,
+                                   g->mask ? g->mask + (size_t)kb * blk : NULL, 1, blk, blk, g->H,
+                                   g->dh, bq, bk);
             }
+            exact_add_terms(&sk, ko, pk, part, nqb, part);
+            exact_add_terms(&sv, ko, pv, part, nqb, part);
         }
     if (g->reduce) g->reduce(&sk, g->ctx), g->reduce(&sv, g->ctx);
     int n_own = n->in[1]->shape[1];

@@ -35,6 +35,10 @@ Tensor *timestep_embedding(Tape *tp, Tensor *t, int dim);
 // canonical block. reduce (NULL: none) completes the exact sums of dK or dV of all keys over the
 // ranks whose queries saw them.
 typedef void (*ExactReduceFn)(ExactSum *d_all, void *ctx);
+// --exact: a linear's blocks' weight gradients wait for the sums in groups of up to this many
+// blocks and values (at least one block's)
+#define LINEAR_EXACT_BLOCKS 8
+#define LINEAR_EXACT_TERMS (1 << 20)
 Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all, Tensor *v_all,
                         int kfirst, int heads, const uint8_t *key_mask, ExactReduceFn reduce,
                         void *ctx);

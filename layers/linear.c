@@ -21,16 +21,25 @@ static void linear_bwd(Node *n) {
     ExactSum *ew = node_exact(n, 1), *eb = b ? node_exact(n, 2) : NULL;
     CHECK(ew || !w->requires_grad, "linear: --exact needs the weight to be a parameter of the store");
     if (x->ndim == 2 && n->exact->replica) ew = eb = NULL; // another rank adds these
-    size_t mark = arena_mark(n->arena);
-    real *dw = ew ? arena_alloc(n->arena, ((size_t)OC * C + OC) * sizeof(real)) : NULL, *db = dw ? dw + (size_t)OC * C : NULL;
-    for (int r0 = 0; r0 < N; r0 += R) {
-        const real *dy = dout + (size_t)r0 * OC, *xr = x->data + (size_t)r0 * C;
-        if (dx) linear_backward(dx + (size_t)r0 * C, NULL, NULL, dy, xr, w->data, R, C, OC);
-        if (!ew) continue;
-        memset(dw, 0, ((size_t)OC * C + OC) * sizeof(real));
-        linear_backward(NULL, dw, eb ? db : NULL, dy, xr, w->data, R, C, OC);
-        exact_add(ew, w->exact_at, dw, (size_t)OC * C);
-        if (eb) exact_add(eb, b->exact_at, db, (size_t)OC);
+    for (int r0 = 0; dx && r0 < N; r0 += R)
+        linear_backward(dx + (size_t)r0 * C, NULL, NULL, dout + (size_t)r0 * OC, NULL, w->data, R, C, OC);
+    if (!ew) return;
+    // the blocks' gradients a few at a time, then into the sums
+    size_t mark = arena_mark(n->arena), part = (size_t)OC * C + OC;
+    int per = (int)(LINEAR_EXACT_TERMS / part), blocks = N / R;
+    per = per > LINEAR_EXACT_BLOCKS ? LINEAR_EXACT_BLOCKS : per;
+    per = per < 1 ? 1 : per > blocks ? blocks : per;
+    real *dw = arena_alloc(n->arena, (size_t)per * part * sizeof(real));
+    for (int k0 = 0; k0 < blocks; k0 += per) {
+        int count = blocks - k0 < per ? blocks - k0 : per;
+        memset(dw, 0, (size_t)count * part * sizeof(real));
+        for (int k = 0; k < count; k++) {
+            size_t r0 = (size_t)(k0 + k) * R;
+            real *dwk = dw + (size_t)k * part;
+            linear_backward(NULL, dwk, eb ? dwk + (size_t)OC * C : NULL, dout + r0 * OC, x->data + r0 * C, w->data, R, C, OC);
+        }
+        exact_add_terms(ew, w->exact_at, dw, part, count, (size_t)OC * C);
+        if (eb) exact_add_terms(eb, b->exact_at, dw + (size_t)OC * C, part, count, (size_t)OC);
     }
     arena_release(n->arena, mark);
 }

@@ -4,6 +4,7 @@
 #include "../core/device.h"
 #include "../kernels/run.h"
 #include "collectives.h"
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -233,7 +234,9 @@ size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool back
     size_t bytes = layouts[sp->layout]->step_bytes(sp, c, B, backward);
     if (!sp->exact) return bytes;
     double T = sp->shard.T_pad, D = c->hidden_size, G = sp->policy_blocks / sp->shard.P;
-    double reals = 2 * B * T * D * (c->depth + 1) + B * (G - 1) * 12 * D * (c->depth + 1) + 6 * D * D + 6 * D;
+    double n = sp->shard.n, linear = 6 * D * D + 6 * D; // the largest linear's block gradient
+    double reals = 2 * B * T * D * (c->depth + 1) + B * (G - 1) * 12 * D * (c->depth + 1) +
+                   fmax(fmin(LINEAR_EXACT_BLOCKS * linear, LINEAR_EXACT_TERMS), linear) + 2 * n * D;
     return bytes + exact_bytes((size_t)(2 * B * T * D)) + (size_t)(reals * sizeof(real));
 }
 
