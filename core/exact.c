@@ -1,150 +1,185 @@
-// exact.c: see exact.h.
+// exact.c: see exact.h. limb is stored limb by limb: limb[j * n + i] is element i's limb j.
 #include "exact.h"
 #include <math.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
-#define PAR_EXACT 32768 // elements from which the loops run on the OpenMP threads
+#define PAR_EXACT 32768 // element-terms from which the loops run on the OpenMP threads
+#define LIMB(s, j, i) (s)->limb[(size_t)(j) * (s)->n + (i)]
 
-size_t exact_bytes(size_t n) { return n * (EXACT_LIMBS + 1) * sizeof(int64_t); }
+size_t exact_bytes(size_t n) { return n * ((EXACT_LIMBS + 1) * sizeof(int64_t) + sizeof(double)); }
 
 ExactSum exact_view(void *mem, size_t n) {
     ExactSum s = {.n = n, .top = mem, .limb = (int64_t *)mem + n};
+    s.front = (double *)(s.limb + EXACT_LIMBS * n);
     exact_clear(&s);
     return s;
 }
 
 void exact_clear(ExactSum *s) {
-    for (size_t i = 0; i < s->n; i++) s->top[i] = EXACT_EMPTY;
+    for (size_t i = 0; i < s->n; i++) s->top[i] = EXACT_EMPTY, s->front[i] = 0;
     memset(s->limb, 0, s->n * EXACT_LIMBS * sizeof(int64_t));
 }
 
-// Element with top *top and limbs l moved up to the window of top `to` (>= *top)
-static inline void raise_to(int64_t *top, int64_t *l, int64_t to) {
-    if (*top == to) return;
-    if (*top == EXACT_EMPTY || to == EXACT_NONFINITE) { // nothing to keep
-        for (int j = 0; j < EXACT_LIMBS; j++) l[j] = 0;
+// An element held in registers: its top and limbs
+typedef struct Elem {
+    int64_t top, l[EXACT_LIMBS];
+} Elem;
+
+static inline Elem load(const ExactSum *s, size_t i) {
+    Elem e = {.top = s->top[i]};
+    for (int j = 0; j < EXACT_LIMBS; j++) e.l[j] = LIMB(s, j, i);
+    return e;
+}
+
+static inline void store(ExactSum *s, size_t i, const Elem *e) {
+    s->top[i] = e->top;
+    for (int j = 0; j < EXACT_LIMBS; j++) LIMB(s, j, i) = e->l[j];
+}
+
+// The element moved up to the window of top `to` (>= its own)
+static inline void raise_to(Elem *e, int64_t to) {
+    if (e->top == to) return;
+    if (e->top == EXACT_EMPTY || to == EXACT_NONFINITE) { // nothing to keep
+        for (int j = 0; j < EXACT_LIMBS; j++) e->l[j] = 0;
     } else {
-        int64_t d = to - *top;
-        for (int j = EXACT_LIMBS - 1; j >= 0; j--) l[j] = j >= d ? l[j - d] : 0;
+        int64_t d = to - e->top;
+        for (int j = EXACT_LIMBS - 1; j >= 0; j--) e->l[j] = j >= d ? e->l[j - d] : 0;
     }
-    *top = to;
+    e->top = to;
 }
 
-// Adds the 32-bit pieces of `wide` (bins low, low + 1, low + 2; the highest nonzero one `high`)
-// into one element, its window raised first when the term reaches above it
-static inline void add_pieces(int64_t *top, int64_t *l, unsigned __int128 wide, int64_t low,
-                              int64_t high, bool negative) {
-    if (*top == EXACT_NONFINITE) return;
-    if (*top == EXACT_EMPTY || high > *top) raise_to(top, l, high);
+// Adds the 32-bit pieces of `wide` (bins low, low + 1, low + 2; the highest nonzero one `high`),
+// the window raised first when the term reaches above it
+static inline void add_pieces(Elem *e, unsigned __int128 wide, int64_t low, int64_t high, bool negative) {
+    if (e->top == EXACT_NONFINITE) return;
+    if (e->top == EXACT_EMPTY || high > e->top) raise_to(e, high);
     for (int k = 0; k < 3; k++) {
-        int64_t j = *top - (low + k);
+        int64_t j = e->top - (low + k);
         int64_t piece = (int64_t)(uint32_t)(wide >> (32 * k));
-        if (j >= 0 && j < EXACT_LIMBS) l[j] += negative ? -piece : piece;
+        if (j >= 0 && j < EXACT_LIMBS) e->l[j] += negative ? -piece : piece;
     }
 }
 
-// One double into one element: its 53-bit significand at global bit position p (weight
-// 2^(p - 1074)) spans at most three bins
-static inline void add_one(int64_t *top, int64_t *l, double x) {
+// One double: its 53-bit significand at global bit position p (weight 2^(p - 1074)) spans at
+// most three bins
+static inline void add_double(Elem *e, double x) {
     if (x == 0) return;
-    if (!isfinite(x)) {
-        raise_to(top, l, EXACT_NONFINITE);
-        return;
-    }
+    if (!isfinite(x)) return raise_to(e, EXACT_NONFINITE);
     uint64_t bits;
     memcpy(&bits, &x, sizeof bits);
-    int e = (int)(bits >> 52 & 0x7ff);
+    int ex = (int)(bits >> 52 & 0x7ff);
     uint64_t mant = bits & ((UINT64_C(1) << 52) - 1);
     int p = 0;
-    if (e) mant |= UINT64_C(1) << 52, p = e - 1;
+    if (ex) mant |= UINT64_C(1) << 52, p = ex - 1;
     unsigned __int128 wide = (unsigned __int128)mant << (p & 31);
     int64_t low = p >> 5, high = low;
     for (unsigned __int128 w = wide >> 32; w; w >>= 32) high++;
-    add_pieces(top, l, wide, low, high, bits >> 63);
-}
-
-// One float: the same grid (a float's bit position is a double's), its 24-bit significand
-// shifted within a bin fits 64 bits, two pieces. Normal floats take the short way; the rest
-// (zero, subnormal, non-finite) the double's.
-static inline void add_float(int64_t *top, int64_t *l, float x) {
-    uint32_t bits;
-    memcpy(&bits, &x, sizeof bits);
-    int e = (int)(bits >> 23 & 0xff);
-    if (e == 0 || e == 0xff) return add_one(top, l, x);
-    int p = e - 127 - 23 + 1074; // the double grid's position of the significand's lowest bit
-    uint64_t wide = (uint64_t)((bits & 0x7fffff) | 0x800000) << (p & 31);
-    int64_t low = p >> 5, high = low + (wide >> 32 != 0);
-    bool negative = bits >> 31;
-    if (*top != EXACT_EMPTY && *top != EXACT_NONFINITE && high <= *top && *top - low < EXACT_LIMBS + 1) {
-        int64_t j = *top - low, lo = (int64_t)(uint32_t)wide, hi = (int64_t)(wide >> 32);
-        if (j < EXACT_LIMBS) l[j] += negative ? -lo : lo;
-        if (j >= 1) l[j - 1] += negative ? -hi : hi; // j - 1 < EXACT_LIMBS as j <= EXACT_LIMBS
-        return;
-    }
-    add_pieces(top, l, wide, low, high, negative);
+    add_pieces(e, wide, low, high, bits >> 63);
 }
 
 void exact_add_double(ExactSum *s, size_t at, const double *x, size_t n) {
 #pragma omp parallel for if (n > PAR_EXACT)
-    for (size_t i = 0; i < n; i++) add_one(s->top + at + i, s->limb + (at + i) * EXACT_LIMBS, x[i]);
-}
-
-#ifdef REAL_F64
-#define ADD_REAL add_one
-#else
-#define ADD_REAL add_float
-#endif
-
-void exact_add(ExactSum *s, size_t at, const real *x, size_t n) { exact_add_terms(s, at, x, n, 1, n); }
-
-// Each element's window stays in registers while its `count` terms go in
-void exact_add_terms(ExactSum *s, size_t at, const real *x, size_t stride, int count, size_t n) {
-#pragma omp parallel for if (n * (size_t)count > PAR_EXACT)
     for (size_t i = 0; i < n; i++) {
-        int64_t top = s->top[at + i], l[EXACT_LIMBS];
-        memcpy(l, s->limb + (at + i) * EXACT_LIMBS, sizeof l);
-        for (int k = 0; k < count; k++) ADD_REAL(&top, l, x[(size_t)k * stride + i]);
-        s->top[at + i] = top;
-        memcpy(s->limb + (at + i) * EXACT_LIMBS, l, sizeof l);
+        Elem e = load(s, at + i);
+        add_double(&e, x[i]);
+        store(s, at + i, &e);
     }
 }
 
-void exact_merge(ExactSum *dst, size_t at, const ExactSum *src) {
+// Terms go first into `front`, a double per element, as long as each addition is exact there
+// (TwoSum's error term is zero: the double holds the exact sum of its terms); a term that would
+// round goes to the limbs instead. exact_flush moves the doubles into the limbs. Either way the
+// element's total is the exact sum of its terms, so the split does not depend on the order.
+#define CHUNK 2048 // elements at a time, so that a chunk's sums stay in cache over its terms
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+static size_t add_front(double *front, const real *x, size_t n, uint8_t *rest) {
+    size_t slow = 0;
+#pragma omp simd reduction(+ : slow)
+    for (size_t i = 0; i < n; i++) {
+        double a = front[i], b = x[i], sum = a + b, bb = sum - a;
+        bool exact = (a - (sum - bb)) + (b - bb) == 0; // false for NaN and infinities too
+        front[i] = exact ? sum : a;
+        rest[i] = !exact;
+        slow += !exact;
+    }
+    return slow;
+}
+
+void exact_add_terms(ExactSum *s, size_t at, const real *x, size_t stride, int count, size_t n) {
+#pragma omp parallel for if (n * (size_t)count > PAR_EXACT)
+    for (size_t c = 0; c < n; c += CHUNK) {
+        uint8_t rest[CHUNK];
+        size_t len = n - c < CHUNK ? n - c : CHUNK;
+        for (int k = 0; k < count; k++) {
+            const real *xk = x + (size_t)k * stride + c;
+            if (!add_front(s->front + at + c, xk, len, rest)) continue;
+            for (size_t i = 0; i < len; i++)
+                if (rest[i]) {
+                    Elem e = load(s, at + c + i);
+                    add_double(&e, xk[i]);
+                    store(s, at + c + i, &e);
+                }
+        }
+    }
+}
+
+void exact_flush(ExactSum *s) {
+#pragma omp parallel for if (s->n > PAR_EXACT)
+    for (size_t i = 0; i < s->n; i++)
+        if (s->front[i] != 0) {
+            Elem e = load(s, i);
+            add_double(&e, s->front[i]);
+            store(s, i, &e);
+            s->front[i] = 0;
+        }
+}
+
+void exact_add(ExactSum *s, size_t at, const real *x, size_t n) { exact_add_terms(s, at, x, n, 1, n); }
+
+void exact_merge(ExactSum *dst, size_t at, ExactSum *src) {
+    exact_flush(src);
 #pragma omp parallel for if (src->n > PAR_EXACT)
     for (size_t i = 0; i < src->n; i++) {
-        int64_t st = src->top[i], *dt = dst->top + at + i, *dl = dst->limb + (at + i) * EXACT_LIMBS;
-        if (st == EXACT_EMPTY || *dt == EXACT_NONFINITE) continue;
-        int64_t sl[EXACT_LIMBS];
-        memcpy(sl, src->limb + i * EXACT_LIMBS, sizeof sl);
-        int64_t to = *dt == EXACT_EMPTY || st > *dt ? st : *dt;
-        raise_to(&st, sl, to);
-        raise_to(dt, dl, to);
-        for (int j = 0; j < EXACT_LIMBS; j++) dl[j] += sl[j];
+        Elem a = load(dst, at + i), b = load(src, i);
+        if (b.top == EXACT_EMPTY || a.top == EXACT_NONFINITE) continue;
+        int64_t to = a.top == EXACT_EMPTY || b.top > a.top ? b.top : a.top;
+        raise_to(&a, to), raise_to(&b, to);
+        for (int j = 0; j < EXACT_LIMBS; j++) a.l[j] += b.l[j];
+        store(dst, at + i, &a);
     }
 }
 
 void exact_align(ExactSum *s, const int64_t *to) {
+    exact_flush(s);
 #pragma omp parallel for if (s->n > PAR_EXACT)
-    for (size_t i = 0; i < s->n; i++) raise_to(s->top + i, s->limb + i * EXACT_LIMBS, to[i]);
+    for (size_t i = 0; i < s->n; i++) {
+        Elem e = load(s, i);
+        raise_to(&e, to[i]);
+        store(s, i, &e);
+    }
 }
 
 // The window's integer (limbs at weights 2^64, 2^32, 1; |limb| < 2^62 keeps it in 128 bits),
 // rounded once to a double, then scaled: the bin of limb 2 starts at bit 32 (top - 2) - 1074
-static double result_one(int64_t top, const int64_t *l) {
-    if (top == EXACT_EMPTY) return 0;
-    if (top == EXACT_NONFINITE) return NAN;
+static double result_one(const ExactSum *s, size_t i) {
+    Elem e = load(s, i);
+    if (e.top == EXACT_EMPTY) return 0;
+    if (e.top == EXACT_NONFINITE) return NAN;
     __int128 v = 0;
-    for (int j = 0; j < EXACT_LIMBS; j++) v = v * ((__int128)1 << 32) + l[j];
-    return ldexp((double)v, (int)(32 * (top - (EXACT_LIMBS - 1)) - 1074));
+    for (int j = 0; j < EXACT_LIMBS; j++) v = v * ((__int128)1 << 32) + e.l[j];
+    return ldexp((double)v, (int)(32 * (e.top - (EXACT_LIMBS - 1)) - 1074));
 }
 
-void exact_result_double(double *out, const ExactSum *s, size_t at, size_t n) {
+void exact_result_double(double *out, ExactSum *s, size_t at, size_t n) {
+    exact_flush(s);
 #pragma omp parallel for if (n > PAR_EXACT)
-    for (size_t i = 0; i < n; i++) out[i] = result_one(s->top[at + i], s->limb + (at + i) * EXACT_LIMBS);
+    for (size_t i = 0; i < n; i++) out[i] = result_one(s, at + i);
 }
 
-void exact_result(real *out, const ExactSum *s, size_t at, size_t n) {
+void exact_result(real *out, ExactSum *s, size_t at, size_t n) {
+    exact_flush(s);
 #pragma omp parallel for if (n > PAR_EXACT)
-    for (size_t i = 0; i < n; i++) out[i] = (real)result_one(s->top[at + i], s->limb + (at + i) * EXACT_LIMBS);
+    for (size_t i = 0; i < n; i++) out[i] = (real)result_one(s, at + i);
 }

@@ -18,10 +18,11 @@
 #define EXACT_NONFINITE 1000   // top of an element a non-finite term reached (above every bin)
 
 // n elements, struct of arrays so that a reduction is two plain MPI calls (MAX over top, then SUM
-// over limb): top [n], limb [n][EXACT_LIMBS]
+// over limb): top [n], limb [EXACT_LIMBS][n]
 typedef struct ExactSum {
     size_t n;
     int64_t *top, *limb;
+    double *front; // [n]: terms whose double sum is still exact (see exact_add_terms)
 } ExactSum;
 
 size_t exact_bytes(size_t n);                // memory for exact_view
@@ -33,10 +34,13 @@ void exact_add(ExactSum *s, size_t at, const real *x, size_t n);
 void exact_add_terms(ExactSum *s, size_t at, const real *x, size_t stride, int count, size_t n);
 void exact_add_double(ExactSum *s, size_t at, const double *x, size_t n);
 // dst[i] += src[i] for the n elements of src, into dst starting at `at`
-void exact_merge(ExactSum *dst, size_t at, const ExactSum *src);
+void exact_merge(ExactSum *dst, size_t at, ExactSum *src);
 // Moves element i's limbs to the window of top `to[i]` (>= its own), dropping the bins below it:
 // the step between the MAX and the SUM of a reduction.
 void exact_align(ExactSum *s, const int64_t *to);
 // out[i] = s[i] rounded (from the exact integer sum in the window) for i < n, from element `at`
-void exact_result(real *out, const ExactSum *s, size_t at, size_t n);
-void exact_result_double(double *out, const ExactSum *s, size_t at, size_t n);
+void exact_result(real *out, ExactSum *s, size_t at, size_t n);
+void exact_result_double(double *out, ExactSum *s, size_t at, size_t n);
+// Moves the terms kept in `front` into the limbs (exact_result, exact_align and exact_merge do it
+// first; the limbs alone are what a reduction exchanges)
+void exact_flush(ExactSum *s);

@@ -186,7 +186,8 @@ void comm_all_reduce_double(Comm *c, double *buf, size_t n) {
 
 void comm_all_reduce_exact(Comm *c, ExactSum *s) {
     if (c->size == 1) return;
-    c->bytes_sent += 2 * (size_t)(c->size - 1) * exact_bytes(s->n) / (size_t)c->size;
+    exact_flush(s); // the windows' tops as the limbs alone say
+    c->bytes_sent += 2 * (size_t)(c->size - 1) * (EXACT_LIMBS + 1) * s->n * sizeof(int64_t) / (size_t)c->size;
     int64_t *top = xmalloc(s->n * sizeof(int64_t));
     memcpy(top, s->top, s->n * sizeof(int64_t));
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, top, count(s->n), MPI_INT64_T, MPI_MAX, c->group));

@@ -24,7 +24,7 @@ START_TEST(exact_sum_is_the_rounded_true_sum) {
     static double x[TERMS];
     for (uint64_t seed = 1; seed <= 5; seed++) {
         terms(x, TERMS, seed);
-        int64_t mem[(EXACT_LIMBS + 1)];
+        int64_t mem[EXACT_LIMBS + 2];
         ExactSum s = exact_view(mem, 1);
         exact_add_double(&s, 0, x, 0); // no terms: zero
         double got;
@@ -32,6 +32,15 @@ START_TEST(exact_sum_is_the_rounded_true_sum) {
         ck_assert(got == 0);
         for (int i = 0; i < TERMS; i++) exact_add_double(&s, 0, x + i, 1);
         exact_result_double(&got, &s, 0, 1);
+        double want_terms;
+        exact_clear(&s);
+        for (int i = 0; i < TERMS; i++) { // the real path: the double front, and limbs past it
+            real r = (real)x[i];
+            exact_add(&s, 0, &r, 1);
+        }
+        exact_result_double(&want_terms, &s, 0, 1);
+        ck_assert_msg(got == want_terms, "seed %llu: reals sum to %.17g, doubles to %.17g",
+                      (unsigned long long)seed, want_terms, got);
         double want = reference(x, TERMS);
         ck_assert_msg(got == want, "seed %llu: exact sum %.17g, integer reference %.17g",
                       (unsigned long long)seed, got, want);
@@ -44,8 +53,8 @@ END_TEST
 START_TEST(exact_sum_ignores_order_and_grouping) {
     static double x[TERMS], y[TERMS];
     terms(x, TERMS, 9);
-    for (int i = 0; i < TERMS; i++) x[i] *= i % 7 == 0 ? 1e12 : 1; // wide dynamic range
-    int64_t mem[4][(EXACT_LIMBS + 1) * ELEMS];
+    for (int i = 0; i < TERMS; i++) x[i] *= i % 7 == 0 ? 0x1p40 : 1; // wide dynamic range, still floats
+    static int64_t mem[4][(EXACT_LIMBS + 2) * ELEMS];
     ExactSum whole = exact_view(mem[0], ELEMS);
     for (int e = 0; e < ELEMS; e++)
         for (int i = 0; i < TERMS; i++) exact_add_double(&whole, (size_t)e, x + i, 1);
@@ -66,10 +75,20 @@ START_TEST(exact_sum_ignores_order_and_grouping) {
         // three parts of random sizes: part 0 merged into part 1, part 2 reduced as MPI would
         int cut1 = (int)(trial * 97 % TERMS), cut2 = cut1 + (TERMS - cut1) / 2;
         ExactSum p[3] = {exact_view(mem[1], ELEMS), exact_view(mem[2], ELEMS), exact_view(mem[3], ELEMS)};
-        for (int e = 0; e < ELEMS; e++)
-            for (int i = 0; i < TERMS; i++)
-                exact_add_double(&p[i < cut1 ? 0 : i < cut2 ? 1 : 2], (size_t)e, y + i, 1);
+        // element 0 by doubles one at a time, the others as reals (float32 terms are floats), in
+        // groups of up to 5 terms through the exact double front
+        for (int i = 0; i < TERMS; i++) exact_add_double(&p[i < cut1 ? 0 : i < cut2 ? 1 : 2], 0, y + i, 1);
+        for (int i = 0; i < TERMS;) {
+            int part = i < cut1 ? 0 : i < cut2 ? 1 : 2, end = part == 0 ? cut1 : part == 1 ? cut2 : TERMS;
+            int count = end - i < 5 ? end - i : 5;
+            real r[5][ELEMS - 1];
+            for (int k = 0; k < count; k++)
+                for (int e = 0; e < ELEMS - 1; e++) r[k][e] = (real)y[i + k];
+            exact_add_terms(&p[part], 1, r[0], ELEMS - 1, count, ELEMS - 1);
+            i += count;
+        }
         exact_merge(&p[1], 0, &p[0]);
+        exact_flush(&p[1]), exact_flush(&p[2]);
         int64_t top[ELEMS];
         for (int e = 0; e < ELEMS; e++) top[e] = p[1].top[e] > p[2].top[e] ? p[1].top[e] : p[2].top[e];
         exact_align(&p[1], top), exact_align(&p[2], top);
@@ -85,7 +104,7 @@ START_TEST(exact_sum_ignores_order_and_grouping) {
 END_TEST
 
 START_TEST(exact_sum_of_nonfinite_is_nan) {
-    int64_t mem[(EXACT_LIMBS + 1) * 2];
+    int64_t mem[(EXACT_LIMBS + 2) * 2];
     ExactSum s = exact_view(mem, 2);
     real x[2] = {1, (real)INFINITY}, out[2];
     exact_add(&s, 0, x, 2);
