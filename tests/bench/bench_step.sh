@@ -73,6 +73,21 @@ done
 echo "(vs PyTorch: step time over PyTorch's; config L, 2 ranks x 1 thread over 1 rank x 1 thread: x$(awk -v a=${T1[L]} -v b=$T2 'BEGIN { printf "%.2f", a / b }') faster)"
 
 echo
+echo "the cost of --exact: each config's step without and with it, back to back (target: at most x2)"
+printf "| %-6s | %-15s | %10s | %14s | %7s |\n" config "ranks x threads" "s/step" "--exact s/step" ratio
+printf "| %-6s | %-15s | %10s | %14s | %7s |\n" --- --- --- --- ---
+for cfg in "${CONFIGS[@]}"; do
+  set -- $cfg; name=$1 D=$2 L=$3 H=$4 S=$5 P=$6 B=$7
+  tok=$(( B * (S / P) * (S / P) ))
+  flags="--hidden $D --depth $L --heads $H --patch $P --input-size $S --batch $B"
+  for run in "1 2" "2 1"; do
+    set -- $run; np=$1 th=$2
+    t=$(step_time $np $th $tok $flags) te=$(step_time $np $th $tok $flags --exact)
+    printf "| %-6s | %-15s | %10.3f | %14.3f | %6.2fx |\n" "$name" "$np x $th" "$t" "$te" "$(awk -v a=$te -v b=$t 'BEGIN { print a / b }')"
+  done
+done
+
+echo
 echo "peak activation memory per rank, DiT-mini/2, batch 1 (1 step; sampling: 10 images, 1 Euler step, no guidance)"
 printf "| %-7s | %-5s | %14s | %14s |\n" tokens ranks "training MiB" "sampling MiB"
 printf "| %-7s | %-5s | %14s | %14s |\n" --- --- --- ---
