@@ -1,62 +1,139 @@
 // attention_exact.c: attention under --exact (tape.h), the same bits for any split of the queries
-// over ranks and any layout. Queries and keys go in canonical blocks of ex->block tokens. Forward:
-// each query block attends to each key block alone with the fused kernel, and the partial outputs
-// merge by log-sum-exp in key-block order. Backward: for each key block in order, the fused
-// backward with the merged output and log-sum-exp gives the block's exact share of dQ (added in
-// order) and of dK, dV, which go into order-independent sums over all query blocks; `reduce`
-// completes those over the other ranks' queries, and this rank's rows go to k's and v's
-// gradients. The saved log-sum-exp is (B, query blocks, H, block).
-#include "common.h"
+// and keys over ranks and any layout (see attention_exact.h for the pieces). The op here has all
+// the keys its queries see; `reduce` completes the sums of dK and dV over the other ranks'
+// queries, and this rank's rows go to k's and v's gradients. The saved log-sum-exp is
+// (B, query blocks, H, block).
+#include "attention_exact.h"
 
-typedef struct ExactAttention { // what backward needs besides q, k, v and the output
-    const real *k_all, *v_all;   // (B, Tk, D)
-    const uint8_t *mask;         // (Tk) or NULL
-    int B, Tq, Tk, H, dh, blk, kfirst;
-    ExactReduceFn reduce;
-    void *ctx;
-} ExactAttention;
+static int tile(int blk, int max) { return blk < max ? blk : max; }
 
-// scratch for one block pair's kernels
-static real *pair_scratch(Arena *a, int blk, int dh) {
-    int bq = blk < ATTN_BQ ? blk : ATTN_BQ, bk = blk < ATTN_BK ? blk : ATTN_BK;
-    return arena_alloc(a, attention_scratch_count(bq, bk, dh, kernel_threads()) * sizeof(real));
+static real *pair_scratch(Arena *a, const ExactAttn *g) {
+    return arena_alloc(a, attention_scratch_count(tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK), g->dh,
+                                                  kernel_threads()) * sizeof(real));
 }
 
-static void exact_attention_bwd(Node *n) {
-    const ExactAttention *g = n->ptr;
-    Arena *a = n->arena;
-    int D = g->H * g->dh, blk = g->blk, bq = blk < ATTN_BQ ? blk : ATTN_BQ, bk = blk < ATTN_BK ? blk : ATTN_BK;
-    real *dq = node_grad(n, 0), *dk = node_grad(n, 1), *dv = node_grad(n, 2);
-    size_t mark = arena_mark(a), all = (size_t)g->B * g->Tk * D, part = (size_t)blk * D;
-    int nqb = g->Tq / blk;
-    ExactSum sk = exact_view(arena_alloc(a, exact_bytes(all)), all);
-    ExactSum sv = exact_view(arena_alloc(a, exact_bytes(all)), all);
-    // a key block's shares from every query block, then into the sums in one pass
-    real *pk = arena_alloc(a, 2 * nqb * part * sizeof(real)), *pv = pk + nqb * part;
-    real *scr = pair_scratch(a, blk, g->dh);
-    const real *q = n->in[0]->data, *o = n->out->data, *dout = n->out->grad, *lse = n->saved->data;
+// offsets: query block qb of image b in q (B, Tq, D); its log-sum-exp rows in (B, nqb, H, blk)
+static size_t q_at(const ExactAttn *g, int b, int qb) { return ((size_t)b * g->Tq + (size_t)qb * g->blk) * g->H * g->dh; }
+static size_t l_at(const ExactAttn *g, int b, int qb) { return ((size_t)b * (g->Tq / g->blk) + qb) * g->H * g->blk; }
+
+void exact_attn_lse(const ExactAttn *g, Arena *a, real *lparts, const real *q, const real *k,
+                    const real *v, int nk, int kb0) {
+    size_t mark = arena_mark(a), D = (size_t)g->H * g->dh, lsize = (size_t)g->B * g->Tq * g->H;
+    real *o = arena_alloc(a, (size_t)g->blk * D * sizeof(real)), *scr = pair_scratch(a, g);
     for (int b = 0; b < g->B; b++)
-        for (int kb = 0; kb < g->Tk / blk; kb++) { // each query block sees the key blocks in order
-            size_t ko = ((size_t)b * g->Tk + (size_t)kb * blk) * D;
+        for (int j = 0; j < nk / g->blk; j++) {
+            int kb = kb0 + j;
+            size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
+            for (int qb = 0; qb < g->Tq / g->blk; qb++)
+                attention_forward(o, lparts + kb * lsize + l_at(g, b, qb), scr, q + q_at(g, b, qb), k + ko,
+                                  v + ko, g->mask ? g->mask + (size_t)kb * g->blk : NULL, 1, g->blk,
+                                  g->blk, g->H, g->dh, tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK));
+        }
+    arena_release(a, mark);
+}
+
+void exact_attn_combine(const ExactAttn *g, real *lse, const real *lparts) {
+    size_t lsize = (size_t)g->B * g->Tq * g->H;
+    for (size_t r = 0; r < lsize; r++) {
+        double m = -INFINITY, s = 0;
+        for (int kb = 0; kb < g->nkb; kb++) m = fmax(m, lparts[kb * lsize + r]);
+        for (int kb = 0; m > -INFINITY && kb < g->nkb; kb++) s += exp(lparts[kb * lsize + r] - m);
+        lse[r] = m > -INFINITY ? (real)(m + log(s)) : -INFINITY; // no key at all: -inf, output 0
+    }
+}
+
+void exact_attn_out(const ExactAttn *g, Arena *a, ExactSum *o, const real *lse, const real *q,
+                    const real *k, const real *v, int nk, int kb0) {
+    size_t mark = arena_mark(a), D = (size_t)g->H * g->dh, part = (size_t)g->blk * D;
+    real *ob = arena_alloc(a, (2 * part + (size_t)g->H * g->blk) * sizeof(real)), *term = ob + part;
+    real *lb = term + part, *scr = pair_scratch(a, g);
+    for (int b = 0; b < g->B; b++)
+        for (int j = 0; j < nk / g->blk; j++) {
+            int kb = kb0 + j;
+            size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
+            for (int qb = 0; qb < g->Tq / g->blk; qb++) {
+                const real *L = lse + l_at(g, b, qb);
+                attention_forward(ob, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
+                                  g->mask ? g->mask + (size_t)kb * g->blk : NULL, 1, g->blk, g->blk,
+                                  g->H, g->dh, tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK));
+                for (int h = 0; h < g->H; h++) // (B=1, H, blk) log-sum-exp of the block
+                    for (int i = 0; i < g->blk; i++) {
+                        real lkb = lb[(size_t)h * g->blk + i], l = L[(size_t)h * g->blk + i];
+                        double w = lkb == -INFINITY ? 0 : exp((double)lkb - l);
+                        for (int d = 0; d < g->dh; d++) {
+                            size_t x = (size_t)i * D + (size_t)h * g->dh + d;
+                            term[x] = (real)(w * ob[x]);
+                        }
+                    }
+                exact_add(o, q_at(g, b, qb), term, part);
+            }
+        }
+    arena_release(a, mark);
+}
+
+void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, ExactSum *dv,
+                     const real *dout, const real *out, const real *lse, const real *q,
+                     const real *k, const real *v, int nk, int kb0) {
+    size_t mark = arena_mark(a), D = (size_t)g->H * g->dh, part = (size_t)g->blk * D;
+    int nqb = g->Tq / g->blk;
+    // a key block's shares from every query block, then into the sums in one pass
+    real *pq = arena_alloc(a, (2 * (size_t)nqb + 1) * part * sizeof(real)), *pk = pq + part;
+    real *pv = pk + nqb * part, *scr = pair_scratch(a, g);
+    for (int b = 0; b < g->B; b++)
+        for (int j = 0; j < nk / g->blk; j++) {
+            int kb = kb0 + j;
+            size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
             memset(pk, 0, 2 * nqb * part * sizeof(real));
             for (int qb = 0; qb < nqb; qb++) {
-                size_t qo = ((size_t)b * g->Tq + (size_t)qb * blk) * D;
-                const real *L = lse + ((size_t)b * nqb + qb) * g->H * blk;
-                attention_backward(dq ? dq + qo : NULL, pk + qb * part, pv + qb * part, scr, dout + qo,
-                                   o + qo, L, q + qo, g->k_all + ko, g->v_all + ko,
-                                   g->mask ? g->mask + (size_t)kb * blk : NULL, 1, blk, blk, g->H,
-                                   g->dh, bq, bk);
+                size_t qo = q_at(g, b, qb);
+                memset(pq, 0, part * sizeof(real));
+                attention_backward(pq, pk + qb * part, pv + qb * part, scr, dout + qo, out + qo,
+                                   lse + l_at(g, b, qb), q + qo, k + ko, v + ko,
+                                   g->mask ? g->mask + (size_t)kb * g->blk : NULL, 1, g->blk, g->blk,
+                                   g->H, g->dh, tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK));
+                if (dq) exact_add(dq, qo, pq, part);
             }
-            exact_add_terms(&sk, ko, pk, part, nqb, part);
-            exact_add_terms(&sv, ko, pv, part, nqb, part);
+            if (dk) exact_add_terms(dk, ko, pk, part, nqb, part);
+            if (dv) exact_add_terms(dv, ko, pv, part, nqb, part);
         }
-    if (g->reduce) g->reduce(&sk, g->ctx), g->reduce(&sv, g->ctx);
-    int n_own = n->in[1]->shape[1];
-    real *row = arena_alloc(a, (size_t)n_own * D * sizeof(real));
-    for (int b = 0; b < g->B; b++) { // this rank's rows, added into the gradients
-        size_t from = ((size_t)b * g->Tk + g->kfirst) * D, to = (size_t)b * n_own * D, len = (size_t)n_own * D;
-        if (dk) exact_result(row, &sk, from, len), add_rows(dk + to, len, row, len, len, 1);
-        if (dv) exact_result(row, &sv, from, len), add_rows(dv + to, len, row, len, len, 1);
+    arena_release(a, mark);
+}
+
+void exact_add_into(real *dst, ExactSum *s, size_t at, size_t n, Arena *a) {
+    size_t mark = arena_mark(a);
+    real *r = arena_alloc(a, n * sizeof(real));
+    exact_result(r, s, at, n);
+    add_rows(dst, n, r, n, n, 1);
+    arena_release(a, mark);
+}
+
+// ---- the op: every key here ------------------------------------------------------------------
+typedef struct ExactOp {
+    ExactAttn g;
+    const real *k_all, *v_all; // (B, Tk, D)
+    int Tk, kfirst;
+    ExactReduceFn reduce;
+    void *ctx;
+} ExactOp;
+
+static ExactSum sums(Arena *a, size_t n) { return exact_view(arena_alloc(a, exact_bytes(n)), n); }
+
+static void exact_attention_bwd(Node *n) {
+    const ExactOp *e = n->ptr;
+    const ExactAttn *g = &e->g;
+    Arena *a = n->arena;
+    real *dq = node_grad(n, 0), *dk = node_grad(n, 1), *dv = node_grad(n, 2);
+    size_t mark = arena_mark(a), D = (size_t)g->H * g->dh, all = (size_t)g->B * e->Tk * D;
+    ExactSum sq = sums(a, (size_t)g->B * g->Tq * D), sk = sums(a, all), sv = sums(a, all);
+    exact_attn_grad(g, a, &sq, &sk, &sv, n->out->grad, n->out->data, n->saved->data, n->in[0]->data,
+                    e->k_all, e->v_all, e->Tk, 0);
+    if (dq) exact_add_into(dq, &sq, 0, sq.n, a);
+    if (e->reduce) e->reduce(&sk, e->ctx), e->reduce(&sv, e->ctx);
+    size_t own = (size_t)n->in[1]->shape[1] * D;
+    for (int b = 0; b < g->B; b++) { // this rank's rows
+        size_t from = ((size_t)b * e->Tk + e->kfirst) * D;
+        if (dk) exact_add_into(dk + b * own, &sk, from, own, a);
+        if (dv) exact_add_into(dv + b * own, &sv, from, own, a);
     }
     arena_release(a, mark);
 }
@@ -72,31 +149,22 @@ Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all
               kfirst + k->shape[1] <= Tk,
           "attention_exact: q %s and keys %s must be host tensors [B, n, D] in blocks of %d tokens",
           tensor_shape_str(q, qs, sizeof qs), tensor_shape_str(k_all, ks, sizeof ks), blk);
-    int H = heads, dh = D / heads, nqb = Tq / blk, nkb = Tk / blk;
-    int bq = blk < ATTN_BQ ? blk : ATTN_BQ, bk = blk < ATTN_BK ? blk : ATTN_BK;
     Arena *a = tp->arena;
-    Tensor *out = tensor_like(a, q), *lse = tensor_new(a, 1, B * nqb * H * blk);
-    size_t mark = arena_mark(a), part = (size_t)blk * D;
-    real *po = arena_alloc(a, (part + (size_t)H * blk) * sizeof(real)), *pl = po + part;
-    real *scr = pair_scratch(a, blk, dh);
-    for (int b = 0; b < B; b++)
-        for (int qb = 0; qb < nqb; qb++) {
-            size_t qo = ((size_t)b * Tq + (size_t)qb * blk) * D;
-            real *L = lse->data + ((size_t)b * nqb + qb) * H * blk;
-            for (int kb = 0; kb < nkb; kb++) {
-                size_t ko = ((size_t)b * Tk + (size_t)kb * blk) * D;
-                attention_forward(kb ? po : out->data + qo, kb ? pl : L, scr, q->data + qo,
-                                  k_all->data + ko, v_all->data + ko,
-                                  key_mask ? key_mask + (size_t)kb * blk : NULL, 1, blk, blk, H, dh, bq, bk);
-                if (kb) attention_merge(out->data + qo, L, po, pl, 1, blk, H, dh, 0);
-            }
-        }
+    ExactAttn g = {B, Tq, heads, D / heads, blk, Tk / blk, key_mask};
+    Tensor *out = tensor_like(a, q), *lse = tensor_new(a, 1, B * Tq * heads);
+    size_t mark = arena_mark(a);
+    real *lparts = arena_alloc(a, (size_t)g.nkb * lse->size * sizeof(real));
+    exact_attn_lse(&g, a, lparts, q->data, k_all->data, v_all->data, Tk, 0);
+    exact_attn_combine(&g, lse->data, lparts);
+    ExactSum o = sums(a, out->size);
+    exact_attn_out(&g, a, &o, lse->data, q->data, k_all->data, v_all->data, Tk, 0);
+    exact_result(out->data, &o, 0, out->size);
     arena_release(a, mark);
     Node *n = tape_record(tp, "attention_exact", exact_attention_bwd, out, 3, q, k, v);
     if (n) {
-        ExactAttention *g = arena_alloc(arena_host(a), sizeof *g);
-        *g = (ExactAttention){k_all->data, v_all->data, key_mask, B, Tq, Tk, H, dh, blk, kfirst, reduce, ctx};
-        n->ptr = g, n->saved = lse;
+        ExactOp *e = arena_alloc(arena_host(a), sizeof *e);
+        *e = (ExactOp){g, k_all->data, v_all->data, Tk, kfirst, reduce, ctx};
+        n->ptr = e, n->saved = lse;
     }
     return out;
 }

@@ -1,0 +1,33 @@
+// attention_exact.h: the pieces of attention under --exact, for the op in attention_exact.c and
+// for layouts that visit the keys group by group (the ring). Queries and keys go in canonical
+// blocks of `blk` tokens; a key group is keys (B, nk, D) whose first canonical block is kb0 of
+// the nkb of the whole sequence. Forward takes two passes over the key groups, in any order:
+// the first gives every key block's log-sum-exp per query, combined in block order into the
+// query's L; the second adds each key block's output weighted by exp(L_kb - L) into
+// order-independent sums. Backward, per key group: the fused backward with the final output and
+// L gives each block pair's exact share of dQ, dK and dV, added into such sums too. So the
+// result does not depend on which rank holds which blocks, or in which order they come.
+#pragma once
+#include "common.h"
+
+typedef struct ExactAttn {
+    int B, Tq, H, dh, blk, nkb; // queries (B, Tq, H*dh) in Tq / blk blocks; nkb key blocks in all
+    const uint8_t *mask;        // all nkb * blk keys', or NULL
+} ExactAttn;
+
+// Pass 1: the log-sum-exp of every query block against each block of the group, into lparts
+// (nkb, B, Tq/blk, H, blk) at the group's blocks
+void exact_attn_lse(const ExactAttn *g, Arena *a, real *lparts, const real *q, const real *k,
+                    const real *v, int nk, int kb0);
+// Between the passes: lse (B, Tq/blk, H, blk) from lparts, over the key blocks in order
+void exact_attn_combine(const ExactAttn *g, real *lse, const real *lparts);
+// Pass 2: each block of the group's output, weighted, into o (B*Tq*D elements)
+void exact_attn_out(const ExactAttn *g, Arena *a, ExactSum *o, const real *lse, const real *q,
+                    const real *k, const real *v, int nk, int kb0);
+// Backward for one key group: shares of dQ into dq (B*Tq*D), of the group's dK and dV into dk,
+// dv (B*nk*D, from the group's first key)
+void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, ExactSum *dv,
+                     const real *dout, const real *out, const real *lse, const real *q,
+                     const real *k, const real *v, int nk, int kb0);
+// Rounds sums s (n values from `at`) and adds them into dst
+void exact_add_into(real *dst, ExactSum *s, size_t at, size_t n, Arena *a);
