@@ -196,6 +196,18 @@ void comm_all_reduce_exact(Comm *c, ExactSum *s) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s->limb, count(s->n * EXACT_LIMBS), MPI_INT64_T, MPI_SUM, c->group));
 }
 
+void comm_shift_bytes(Comm *c, void *out, const void *in, size_t bytes, int shift) {
+    int to = ((c->rank + shift) % c->size + c->size) % c->size;
+    int from = ((c->rank - shift) % c->size + c->size) % c->size;
+    if (c->size == 1) {
+        if (out != in) memmove(out, in, bytes);
+        return;
+    }
+    c->bytes_sent += bytes;
+    MPI_CHECK(MPI_Sendrecv(in, count(bytes), MPI_BYTE, to, 0, out, count(bytes), MPI_BYTE, from, 0,
+                           c->group, MPI_STATUS_IGNORE));
+}
+
 void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
     int to = ((c->rank + shift) % c->size + c->size) % c->size;
     int from = ((c->rank - shift) % c->size + c->size) % c->size;

@@ -52,6 +52,8 @@ void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *i
                      const size_t *in_counts);
 // A ring step: sends n values to rank (rank + shift) mod size and receives n from (rank - shift)
 void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift);
+// The same for any bytes in host memory (--exact's sums travelling the ring)
+void comm_shift_bytes(Comm *c, void *out, const void *in, size_t bytes, int shift);
 void comm_barrier(Comm *c);
 // How many ranks of the job share this rank's machine (collective).
 int comm_node_size(const Comm *c);

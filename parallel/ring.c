@@ -9,8 +9,10 @@
 #include "../core/check.h"
 #include "../core/device.h"
 #include "../kernels/run.h"
+#include "../layers/attention_exact.h"
 #include "sp.h"
 #include <stdio.h>
+#include <string.h>
 
 static const char *validate(const SpOptions *o, int heads, int P, char *buf, size_t len) {
     (void)o, (void)heads, (void)P, (void)buf, (void)len;
@@ -83,8 +85,99 @@ static void ring_bwd(Node *nd) {
     arena_release(a, mark);
 }
 
+// ---- --exact (attention_exact.h): the same ring, twice forward (the blocks' log-sum-exp, then
+// their weighted outputs), and backward with dK, dV as order-independent sums that travel with
+// their block; ring-stale-kv and ring-dkv-not-returned as above
+typedef struct RingExact {
+    ExactAttn g;
+    Comm *c;
+    unsigned bugs;
+    size_t blk; // B * n * D: one K or V block
+} RingExact;
+
+static ExactSum ring_sums(Arena *a, size_t n) { return exact_view(arena_alloc(a, exact_bytes(n)), n); }
+
+// Sends K, V (and the sums sk, sv of their gradients) of the block in cur one rank on, into next
+static void ring_step(Comm *c, real *next, const real *cur, size_t blk, ExactSum *nk, ExactSum *nv,
+                      ExactSum *sk, ExactSum *sv, int shift) {
+    comm_shift(c, next, cur, 2 * blk, shift);
+    if (!sk) return;
+    exact_flush(sk), exact_flush(sv);
+    comm_shift_bytes(c, nk->top, sk->top, exact_bytes(blk), shift);
+    comm_shift_bytes(c, nv->top, sv->top, exact_bytes(blk), shift);
+}
+
+static void ring_exact_bwd(Node *nd) {
+    const RingExact *e = nd->ptr;
+    const ExactAttn *g = &e->g;
+    Comm *c = e->c;
+    Arena *a = nd->arena;
+    int P = c->size, r = c->rank, n = g->Tq, nb = n / g->blk;
+    real *dq = node_grad(nd, 0), *dk = node_grad(nd, 1), *dv = node_grad(nd, 2);
+    size_t mark = arena_mark(a), blk = e->blk;
+    const real *q = nd->in[0]->data, *o = nd->out->data, *lse = nd->saved->data, *dout = nd->out->grad;
+    real *cur = arena_alloc(a, 4 * blk * sizeof(real)), *next = cur + 2 * blk;
+    ExactSum sq = ring_sums(a, blk), s[4] = {ring_sums(a, blk), ring_sums(a, blk), ring_sums(a, blk), ring_sums(a, blk)};
+    ExactSum *sk = &s[0], *sv = &s[1], *nk = &s[2], *nv = &s[3], kept[2] = {ring_sums(a, blk), ring_sums(a, blk)};
+    bool stale = e->bugs & BUG_RING_STALE_KV;
+    memcpy(cur, lse + (size_t)g->B * g->H * n, 2 * blk * sizeof(real)); // the last block seen
+    for (int s_ = 0; s_ < P; s_++) { // block of rank r + 1 + s_: the last is this rank's own
+        int owner = (r + 1 + s_) % P;
+        bool keep_here = (e->bugs & BUG_RING_DKV_NOT_RETURNED) && owner != r;
+        const real *k = stale ? nd->in[1]->data : cur, *v = stale ? nd->in[2]->data : cur + blk;
+        exact_attn_grad(g, a, &sq, keep_here ? &kept[0] : sk, keep_here ? &kept[1] : sv, dout, o, lse,
+                        q, k, v, n, owner * nb);
+        if (s_ == P - 1) break;
+        ring_step(c, next, cur, blk, nk, nv, sk, sv, -1);
+        real *t = cur;
+        ExactSum *tk = sk, *tv = sv;
+        cur = next, next = t, sk = nk, sv = nv, nk = tk, nv = tv;
+    }
+    if (dq) exact_add_into(dq, &sq, 0, blk, a);
+    if (dk) exact_add_into(dk, sk, 0, blk, a), exact_add_into(dk, &kept[0], 0, blk, a);
+    if (dv) exact_add_into(dv, sv, 0, blk, a), exact_add_into(dv, &kept[1], 0, blk, a);
+    arena_release(a, mark);
+}
+
+static Tensor *ring_attention_exact(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
+                                    const uint8_t *key_mask, unsigned bugs) {
+    int B = q->shape[0], n = q->shape[1], D = q->shape[2], P = c->size, r = c->rank, blkt = tp->exact->block;
+    CHECK(!tp->arena->device && n % blkt == 0, "ring attention: --exact needs host tensors of whole "
+          "blocks of %d tokens, got %d tokens", blkt, n);
+    Arena *a = tp->arena;
+    int nb = n / blkt;
+    RingExact *e = arena_alloc(arena_host(a), sizeof *e);
+    *e = (RingExact){{B, n, heads, D / heads, blkt, P * nb, key_mask}, c, bugs, (size_t)B * n * D};
+    Tensor *out = tensor_like(a, q);
+    Tensor *saved = tensor_new(a, 1, (int)((size_t)B * heads * n + 2 * e->blk)); // lse, last K V
+    size_t mark = arena_mark(a), lsize = (size_t)B * heads * n;
+    real *lparts = arena_alloc(a, (size_t)P * nb * lsize * sizeof(real));
+    real *cur = arena_alloc(a, 4 * e->blk * sizeof(real)), *next = cur + 2 * e->blk;
+    ExactSum o = ring_sums(a, out->size);
+    for (int pass = 0; pass < 2; pass++) {
+        memcpy(cur, k->data, e->blk * sizeof(real)), memcpy(cur + e->blk, v->data, e->blk * sizeof(real));
+        for (int s = 0; s < P; s++) { // block of rank r - s
+            int owner = (r - s + P) % P;
+            if (pass == 0) exact_attn_lse(&e->g, a, lparts, q->data, cur, cur + e->blk, n, owner * nb);
+            else exact_attn_out(&e->g, a, &o, saved->data, q->data, cur, cur + e->blk, n, owner * nb);
+            if (s == P - 1) break;
+            ring_step(c, next, cur, e->blk, NULL, NULL, NULL, NULL, 1);
+            real *t = cur;
+            cur = next, next = t;
+        }
+        if (pass == 0) exact_attn_combine(&e->g, saved->data, lparts);
+    }
+    exact_result(out->data, &o, 0, out->size);
+    memcpy(saved->data + lsize, cur, 2 * e->blk * sizeof(real));
+    arena_release(a, mark);
+    Node *nd = tape_record(tp, "ring_attention_exact", ring_exact_bwd, out, 3, q, k, v);
+    if (nd) nd->saved = saved, nd->ptr = e;
+    return out;
+}
+
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
                        const uint8_t *key_mask, unsigned bugs) {
+    if (tp->exact) return ring_attention_exact(tp, c, q, k, v, heads, key_mask, bugs);
     int B = q->shape[0], n = q->shape[1], D = q->shape[2], P = c->size, r = c->rank;
     CHECK(heads > 0 && D % heads == 0, "ring attention: %d heads do not divide the width %d", heads, D);
     Arena *a = tp->arena;

@@ -123,18 +123,16 @@ static Comm *split(SeqParallel *sp, int color, int key) {
     return g;
 }
 
-// --exact runs the gather and all-to-all layouts on the CPU so far; NULL, or the sentence
+// --exact runs on the CPU so far, with most of the bugs; NULL, or the sentence
 static const char *exact_error(const SpOptions *o, char *buf, size_t len) {
     const unsigned exact_bugs = BUG_LOCAL_KV | BUG_NO_DKV_REDUCE_SCATTER | BUG_NO_GRAD_ALLREDUCE |
                                 BUG_NO_PAD_MASK | BUG_NO_DP_ALLREDUCE | BUG_SAME_DATA_ALL_DP |
-                                BUG_ACCUM_UNWEIGHTED | BUG_LOCAL_MEAN_LOSS;
+                                BUG_ACCUM_UNWEIGHTED | BUG_LOCAL_MEAN_LOSS | BUG_RING_STALE_KV |
+                                BUG_RING_DKV_NOT_RETURNED;
     char names[256];
     if (!o->policy.exact_blocks) return NULL;
     if (o->cuda)
         return snprintf(buf, len, "--exact runs on the CPU only so far; drop --device cuda or --exact"), buf;
-    if (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)
-        return snprintf(buf, len, "--exact supports --sp-attention gather and all-to-all so far, not %s; "
-                        "pick one of those or drop --exact", layouts[o->layout]->name), buf;
     if (o->bugs & ~exact_bugs)
         return snprintf(buf, len, "--exact cannot inject %s yet; drop --exact or that bug",
                         bug_list(o->bugs & ~exact_bugs, names, sizeof names)), buf;
@@ -227,17 +225,19 @@ void sp_micro_batch(const SeqParallel *sp, int count, int i, int *first, int *n)
     *n = seq_heads(count, sp->accum, i);
 }
 
-// --exact adds: K and V of all tokens (kept), the exact sums of their gradients and a block pair's
-// partial output (transient), the adaLN vectors once per canonical block, and a linear's block
-// gradients (the largest, the adaLN modulation's 6D x D)
+// --exact adds: K and V of all tokens (kept), the exact sums of their gradients, of dQ and of the
+// output (the ring's: dQ, dK and dV travelling and arriving, and those kept), the key blocks'
+// log-sum-exp and the blocks' shares (transient), the adaLN vectors once per canonical block, and
+// a linear's block gradients (the largest, the adaLN modulation's 6D x D)
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     size_t bytes = layouts[sp->layout]->step_bytes(sp, c, B, backward);
     if (!sp->exact) return bytes;
-    double T = sp->shard.T_pad, D = c->hidden_size, G = sp->policy_blocks / sp->shard.P;
+    double T = sp->shard.T_pad, D = c->hidden_size, V = sp->policy_blocks, G = V / sp->shard.P;
     double n = sp->shard.n, linear = 6 * D * D + 6 * D; // the largest linear's block gradient
     double reals = 2 * B * T * D * (c->depth + 1) + B * (G - 1) * 12 * D * (c->depth + 1) +
-                   fmax(fmin(LINEAR_EXACT_BLOCKS * linear, LINEAR_EXACT_TERMS), linear) + 2 * n * D;
-    return bytes + exact_bytes((size_t)(2 * B * T * D)) + (size_t)(reals * sizeof(real));
+                   fmax(fmin(LINEAR_EXACT_BLOCKS * linear, LINEAR_EXACT_TERMS), linear) +
+                   V * B * T * c->num_heads + 6 * B * T * D;
+    return bytes + exact_bytes((size_t)(2 * B * T * D + 7 * B * n * D)) + (size_t)(reals * sizeof(real));
 }
 
 static Tensor *spread(Tape *tp, Tensor *per_image, void *ctx) {

@@ -49,6 +49,10 @@ same one gather-3 3
 same one gather-4 4
 same one all-to-all-2 2 --sp-attention all-to-all
 same one all-to-all-4 4 --sp-attention all-to-all
+same one ring-2 2 --sp-attention ring
+same one ring-3 3 --sp-attention ring
+same one ring-4 4 --sp-attention ring
+same one hybrid-2x2 4 --sp-attention hybrid --ulysses-degree 2
 same one dp2-sp2 4 --sp 2
 same one accum3-3 3 --grad-accum 3
 train heads5-one 1 --hidden 80 --heads 5 || exit 1
@@ -56,6 +60,8 @@ same heads5-one heads5-all-to-all-3 3 --hidden 80 --heads 5 --sp-attention all-t
 differs one bug-no-dkv-reduce-scatter 2 --inject-bug no-dkv-reduce-scatter
 differs one bug-no-pad-mask 2 --inject-bug no-pad-mask
 differs one bug-local-mean-loss 3 --inject-bug local-mean-loss
+differs one bug-ring-stale-kv 2 --sp-attention ring --inject-bug ring-stale-kv
+differs one bug-ring-dkv-not-returned 3 --sp-attention ring --inject-bug ring-dkv-not-returned
 # exact mode computes the same function as the default mode, in another order
 $MPIRUN -np 1 "$TRAIN" --steps 3 --batch 6 --samples-per-class 0 --out "$WORK/default" > /dev/null 2>&1 &&
   if "$TRAIN" compare "$WORK/one" "$WORK/default" > "$WORK/compare.log" 2>&1; then
