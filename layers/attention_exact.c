@@ -59,7 +59,7 @@ void exact_attn_out(const ExactAttn *g, Arena *a, ExactSum *o, const real *lse, 
                 for (int h = 0; h < g->H; h++) // (B=1, H, blk) log-sum-exp of the block
                     for (int i = 0; i < g->blk; i++) {
                         real lkb = lb[(size_t)h * g->blk + i], l = L[(size_t)h * g->blk + i];
-                        double w = lkb == -INFINITY ? 0 : exp((double)lkb - l);
+                        double w = lkb == -INFINITY ? 0 : g->mean_merge ? 1.0 / g->nkb : exp((double)lkb - l);
                         for (int d = 0; d < g->dh; d++) {
                             size_t x = (size_t)i * D + (size_t)h * g->dh + d;
                             term[x] = (real)(w * ob[x]);
@@ -77,8 +77,9 @@ void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, E
     size_t mark = arena_mark(a), D = (size_t)g->H * g->dh, part = (size_t)g->blk * D;
     int nqb = g->Tq / g->blk;
     // a key block's shares from every query block, then into the sums in one pass
-    real *pq = arena_alloc(a, (2 * (size_t)nqb + 1) * part * sizeof(real)), *pk = pq + part;
-    real *pv = pk + nqb * part, *scr = pair_scratch(a, g);
+    real *pq = arena_alloc(a, (2 * (size_t)nqb + 2) * part * sizeof(real)), *pk = pq + part;
+    real *pv = pk + nqb * part, *ob = pv + nqb * part, *scr = pair_scratch(a, g);
+    real *lb = g->block_delta ? arena_alloc(a, (size_t)g->H * g->blk * sizeof(real)) : NULL;
     for (int b = 0; b < g->B; b++)
         for (int j = 0; j < nk / g->blk; j++) {
             int kb = kb0 + j;
@@ -86,8 +87,12 @@ void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, E
             memset(pk, 0, 2 * nqb * part * sizeof(real));
             for (int qb = 0; qb < nqb; qb++) {
                 size_t qo = q_at(g, b, qb);
+                const uint8_t *mask = g->mask ? g->mask + (size_t)kb * g->blk : NULL;
+                if (g->block_delta) // the block's own partial output in place of the merged one
+                    attention_forward(ob, lb, scr, q + qo, k + ko, v + ko, mask, 1, g->blk, g->blk,
+                                      g->H, g->dh, tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK));
                 memset(pq, 0, part * sizeof(real));
-                attention_backward(pq, pk + qb * part, pv + qb * part, scr, dout + qo, out + qo,
+                attention_backward(pq, pk + qb * part, pv + qb * part, scr, dout + qo, g->block_delta ? ob : out + qo,
                                    lse + l_at(g, b, qb), q + qo, k + ko, v + ko,
                                    g->mask ? g->mask + (size_t)kb * g->blk : NULL, 1, g->blk, g->blk,
                                    g->H, g->dh, tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK));
@@ -150,7 +155,7 @@ Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all
           "attention_exact: q %s and keys %s must be host tensors [B, n, D] in blocks of %d tokens",
           tensor_shape_str(q, qs, sizeof qs), tensor_shape_str(k_all, ks, sizeof ks), blk);
     Arena *a = tp->arena;
-    ExactAttn g = {B, Tq, heads, D / heads, blk, Tk / blk, key_mask};
+    ExactAttn g = {B, Tq, heads, D / heads, blk, Tk / blk, key_mask, false, false};
     Tensor *out = tensor_like(a, q), *lse = tensor_new(a, 1, B * Tq * heads);
     size_t mark = arena_mark(a);
     real *lparts = arena_alloc(a, (size_t)g.nkb * lse->size * sizeof(real));

@@ -13,6 +13,9 @@
 typedef struct ExactAttn {
     int B, Tq, H, dh, blk, nkb; // queries (B, Tq, H*dh) in Tq / blk blocks; nkb key blocks in all
     const uint8_t *mask;        // all nkb * blk keys', or NULL
+    bool mean_merge;            // the ring-wrong-merge bug: blocks averaged, not weighted by L
+    bool block_delta;           // the ring-block-delta bug: backward's row term from each block's
+                                // own partial output
 } ExactAttn;
 
 // Pass 1: the log-sum-exp of every query block against each block of the group, into lparts

@@ -40,12 +40,20 @@ static Tensor *gather(Tape *tp, SeqParallel *sp, Tensor *x) {
     return all;
 }
 
+// The wrong-restore bug: the output of all queries "restored" as rows [0, n) instead of this
+// rank's rows [t0, t0 + n)
+static Tensor *wrong_restore(Tape *tp, Tensor *o_all, Tensor *q, int n) {
+    Tensor *flat = tensor_reshape(tp->arena, o_all, 2, (int[]){o_all->shape[0], o_all->shape[1] * o_all->shape[2]});
+    Tensor *rows = slice_last(tp, flat, 0, n * q->shape[2]);
+    return tensor_reshape(tp->arena, rows, 3, q->shape);
+}
+
 static void reduce_exact(ExactSum *d_all, void *ctx) {
     comm_all_reduce_exact(((SeqParallel *)ctx)->comm, d_all);
 }
 
 // --exact: K and V gathered outside the tape; dK and dV of all keys summed exactly over the
-// group, each rank keeping its rows (the local-kv and no-dkv-reduce-scatter bugs as above)
+// group, each rank keeping its rows (the bugs as below)
 static Tensor *attend_exact(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads) {
     const SeqShard *s = &sp->shard;
     const uint8_t *mask = sp_key_mask(sp);
@@ -55,8 +63,12 @@ static Tensor *attend_exact(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Ten
     tp->grad_enabled = false;
     Tensor *k_all = seq_all_gather(tp, sp->comm, k), *v_all = seq_all_gather(tp, sp->comm, v);
     tp->grad_enabled = grad;
-    return attention_exact(tp, q, k, v, k_all, v_all, s->t0, heads, mask,
-                           (sp->bugs & BUG_NO_DKV_REDUCE_SCATTER) ? NULL : reduce_exact, sp);
+    ExactReduceFn reduce = (sp->bugs & BUG_NO_DKV_REDUCE_SCATTER) ? NULL : reduce_exact;
+    if (!(sp->bugs & BUG_WRONG_RESTORE))
+        return attention_exact(tp, q, k, v, k_all, v_all, s->t0, heads, mask, reduce, sp);
+    Tensor *o_all = attention_exact(tp, seq_all_gather(tp, sp->comm, q), k, v, k_all, v_all, s->t0,
+                                    heads, mask, reduce, sp);
+    return wrong_restore(tp, o_all, q, s->n);
 }
 
 // q, k, v are (B, n, D): this rank's tokens
@@ -71,11 +83,7 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void
     if (sp->bugs & BUG_WRONG_RESTORE) {
         // all queries attend, and the output is "restored" as rows [0, n) instead of this
         // rank's rows [t0, t0 + n)
-        Tensor *o_all = attention(tp, seq_all_gather(tp, sp->comm, q), k_all, v_all, heads, mask);
-        Tensor *flat = tensor_reshape(tp->arena, o_all, 2,
-                                      (int[]){o_all->shape[0], o_all->shape[1] * o_all->shape[2]});
-        Tensor *rows = slice_last(tp, flat, 0, s->n * q->shape[2]);
-        return tensor_reshape(tp->arena, rows, 3, q->shape);
+        return wrong_restore(tp, attention(tp, seq_all_gather(tp, sp->comm, q), k_all, v_all, heads, mask), q, s->n);
     }
     return attention(tp, q, k_all, v_all, heads, mask);
 }

@@ -87,7 +87,7 @@ static void ring_bwd(Node *nd) {
 
 // ---- --exact (attention_exact.h): the same ring, twice forward (the blocks' log-sum-exp, then
 // their weighted outputs), and backward with dK, dV as order-independent sums that travel with
-// their block; ring-stale-kv and ring-dkv-not-returned as above
+// their block; the ring-* bugs as above
 typedef struct RingExact {
     ExactAttn g;
     Comm *c;
@@ -147,7 +147,8 @@ static Tensor *ring_attention_exact(Tape *tp, Comm *c, Tensor *q, Tensor *k, Ten
     Arena *a = tp->arena;
     int nb = n / blkt;
     RingExact *e = arena_alloc(arena_host(a), sizeof *e);
-    *e = (RingExact){{B, n, heads, D / heads, blkt, P * nb, key_mask}, c, bugs, (size_t)B * n * D};
+    *e = (RingExact){{B, n, heads, D / heads, blkt, P * nb, key_mask, bugs & BUG_RING_WRONG_MERGE,
+                      bugs & BUG_RING_BLOCK_DELTA}, c, bugs, (size_t)B * n * D};
     Tensor *out = tensor_like(a, q);
     Tensor *saved = tensor_new(a, 1, (int)((size_t)B * heads * n + 2 * e->blk)); // lse, last K V
     size_t mark = arena_mark(a), lsize = (size_t)B * heads * n;

@@ -123,19 +123,11 @@ static Comm *split(SeqParallel *sp, int color, int key) {
     return g;
 }
 
-// --exact runs on the CPU so far, with most of the bugs; NULL, or the sentence
+// --exact runs on the CPU so far; NULL, or the sentence
 static const char *exact_error(const SpOptions *o, char *buf, size_t len) {
-    const unsigned exact_bugs = BUG_LOCAL_KV | BUG_NO_DKV_REDUCE_SCATTER | BUG_NO_GRAD_ALLREDUCE |
-                                BUG_NO_PAD_MASK | BUG_NO_DP_ALLREDUCE | BUG_SAME_DATA_ALL_DP |
-                                BUG_ACCUM_UNWEIGHTED | BUG_LOCAL_MEAN_LOSS | BUG_RING_STALE_KV |
-                                BUG_RING_DKV_NOT_RETURNED;
-    char names[256];
     if (!o->policy.exact_blocks) return NULL;
     if (o->cuda)
         return snprintf(buf, len, "--exact runs on the CPU only so far; drop --device cuda or --exact"), buf;
-    if (o->bugs & ~exact_bugs)
-        return snprintf(buf, len, "--exact cannot inject %s yet; drop --exact or that bug",
-                        bug_list(o->bugs & ~exact_bugs, names, sizeof names)), buf;
     return NULL;
 }
 

@@ -62,6 +62,10 @@ differs one bug-no-pad-mask 2 --inject-bug no-pad-mask
 differs one bug-local-mean-loss 3 --inject-bug local-mean-loss
 differs one bug-ring-stale-kv 2 --sp-attention ring --inject-bug ring-stale-kv
 differs one bug-ring-dkv-not-returned 3 --sp-attention ring --inject-bug ring-dkv-not-returned
+differs one bug-wrong-restore 2 --inject-bug wrong-restore
+differs one bug-ring-wrong-merge 2 --sp-attention ring --inject-bug ring-wrong-merge
+differs one bug-ring-block-delta 2 --sp-attention ring --inject-bug ring-block-delta
+differs one bug-accum-unweighted 1 --grad-accum 4 --inject-bug accum-unweighted
 # exact mode computes the same function as the default mode, in another order
 $MPIRUN -np 1 "$TRAIN" --steps 3 --batch 6 --samples-per-class 0 --out "$WORK/default" > /dev/null 2>&1 &&
   if "$TRAIN" compare "$WORK/one" "$WORK/default" > "$WORK/compare.log" 2>&1; then
