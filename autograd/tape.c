@@ -3,6 +3,7 @@
 #include "../core/check.h"
 #include "../core/device.h"
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,19 @@ Node *tape_record(Tape *tp, const char *op, BackwardFn fn, Tensor *out, int n_in
     *n = (Node){.op = op, .backward = fn, .arena = tp->arena, .out = out, .exact = tp->exact};
     memcpy(n->in, in, sizeof in);
     return n;
+}
+
+Tensor *tape_name(Tape *tp, Tensor *t, const char *fmt, ...) {
+    if (!tp->watch) return t;
+    char buf[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char *name = arena_alloc(arena_host(tp->arena), strlen(buf) + 1);
+    t->name = strcpy(name, buf);
+    tp->watch(tp, t, false, tp->watch_ctx);
+    return t;
 }
 
 // Marks input k as reached, for the exact path that adds into the parameter's ExactSum instead
@@ -98,6 +112,7 @@ void backward_from(Tape *tp, Tensor *out, const real *dout) {
         if (!n->out->grad) continue;
         bool had[NODE_MAX_IN];
         for (int k = 0; k < NODE_MAX_IN; k++) had[k] = !n->in[k] || root_of(n->in[k])->grad;
+        if (tp->watch && n->out->name && n->out->size > 1) tp->watch(tp, n->out, true, tp->watch_ctx);
         n->backward(n);
         Tensor *heir = NULL; // the input that took over the output's buffer (node_grad_take)
         for (int k = 0; k < NODE_MAX_IN; k++) {

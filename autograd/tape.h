@@ -38,13 +38,22 @@ struct ExactMode {
     int64_t loss_mem[EXACT_LIMBS + 1];
 };
 
-typedef struct Tape {
+// Watches a step (probe --dump-tape): called with each tensor named by tape_name as it is made
+// (grad false), and with its gradient (t->grad, grad true) once complete, just before its
+// producer's backward runs. It may run collectives and allocate in the tape's arena, releasing
+// what it took.
+typedef struct Tape Tape;
+typedef void (*TapeWatch)(Tape *tp, Tensor *t, bool grad, void *ctx);
+
+struct Tape {
     Arena *arena;       // activations, gradients and saved buffers of this step
     Node *nodes;
     int n, cap;
     bool grad_enabled;  // false: ops record nothing (sampling, finite differences)
     ExactMode *exact;   // NULL unless --exact
-} Tape;
+    TapeWatch watch;    // NULL unless the step is watched
+    void *watch_ctx;
+};
 
 Tape tape_create(Arena *a);
 void tape_free(Tape *tp);
@@ -53,6 +62,10 @@ void tape_free(Tape *tp);
 // or no input requires one; otherwise out->requires_grad is set and the node is returned so the
 // op can fill its arguments. n_in inputs follow; NULL inputs are allowed.
 Node *tape_record(Tape *tp, const char *op, BackwardFn fn, Tensor *out, int n_in, ...);
+// Names t (printf-style; a stable name such as "blocks.3.attn.k") for a watched tape and hands it
+// to the watcher; nothing when the tape is not watched. Returns t.
+Tensor *tape_name(Tape *tp, Tensor *t, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 // For backward functions: the gradient buffer of input k, or NULL if it needs none.
 real *node_grad(Node *n, int k);
 // Under --exact, for a parameter input k: its ExactSum (its elements from in[k]->exact_at on),

@@ -277,23 +277,26 @@ static Tensor *local_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads
     return attention(tp, q, k, v, heads, NULL);
 }
 
-// x (B,n,D), c_act = silu(c) (B,D)
-static Tensor *block_forward(const DiTBlock *b, Tape *tp, Tensor *x, Tensor *c_act, int heads,
-                             const DiTShard *sh) {
+// x (B,n,D), c_act = silu(c) (B,D). Watched tapes see the tensors by name (blocks.<i>.<what>).
+static Tensor *block_forward(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *c_act,
+                             int heads, const DiTShard *sh) {
     int D = x->shape[2];
-    Tensor *mod = linear(tp, c_act, b->ada_w, b->ada_b), *m[6];
+#define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
+    Tensor *mod = NAME(linear(tp, c_act, b->ada_w, b->ada_b), "adaLN"), *m[6];
     if (sh->spread) mod = sh->spread(tp, mod, sh->attend_ctx);
-    for (int i = 0; i < 6; i++) m[i] = slice_last(tp, mod, i * D, D);
+    for (int j = 0; j < 6; j++) m[j] = slice_last(tp, mod, j * D, D);
     // m: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
-    Tensor *h = modulate(tp, layernorm(tp, x, LN_EPS), m[0], m[1]);
+    Tensor *h = NAME(modulate(tp, layernorm(tp, x, LN_EPS), m[0], m[1]), "norm1");
     Tensor *qkv = linear(tp, h, b->qkv_w, b->qkv_b);
-    Tensor *q = slice_last(tp, qkv, 0, D), *k = slice_last(tp, qkv, D, D);
-    Tensor *v = slice_last(tp, qkv, 2 * D, D);
-    Tensor *a = (sh->attend ? sh->attend : local_attend)(tp, q, k, v, heads, sh->attend_ctx);
-    x = gated_add(tp, x, m[2], linear(tp, a, b->proj_w, b->proj_b));
-    h = modulate(tp, layernorm(tp, x, LN_EPS), m[3], m[4]);
-    h = linear(tp, gelu(tp, linear(tp, h, b->fc1_w, b->fc1_b)), b->fc2_w, b->fc2_b);
-    return gated_add(tp, x, m[5], h);
+    Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
+    Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
+    Tensor *a = NAME((sh->attend ? sh->attend : local_attend)(tp, q, k, v, heads, sh->attend_ctx), "attn.out");
+    x = NAME(gated_add(tp, x, m[2], NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
+    h = NAME(modulate(tp, layernorm(tp, x, LN_EPS), m[3], m[4]), "norm2");
+    h = NAME(gelu(tp, NAME(linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
+    h = NAME(linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
+    return NAME(gated_add(tp, x, m[5], h), "residual2");
+#undef NAME
 }
 
 static DiTShard whole(const DiT *m, const DiTShard *sh) {
@@ -313,21 +316,21 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     Tensor *pos = tensor_new(tp->arena, 3, 1, sh.n, D);
     int rows = sh.t0 >= T ? 0 : T - sh.t0 < sh.n ? T - sh.t0 : sh.n; // the shard's real tokens
     device_copy(pos->data, m->pos_embed.data + (size_t)sh.t0 * D, (size_t)rows * D * sizeof(real));
-    x = add(tp, x, pos);
+    x = tape_name(tp, add(tp, x, pos), "x_embedder");
     // c = t_embedder(t) + y_embedder(y)
     Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);
     temb = linear(tp, silu(tp, temb), m->t2_w, m->t2_b);
-    Tensor *c_act = silu(tp, add(tp, temb, embedding(tp, m->y_table, y, B)));
+    Tensor *c_act = silu(tp, tape_name(tp, add(tp, temb, embedding(tp, m->y_table, y, B)), "c"));
     for (int i = 0; i < c->depth; i++) {
         size_t mark = arena_mark(tp->arena);
-        x = block_forward(&m->blocks[i], tp, x, c_act, c->num_heads, &sh);
+        x = block_forward(&m->blocks[i], i, tp, x, c_act, c->num_heads, &sh);
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates
     }
     // final layer
-    Tensor *mod = linear(tp, c_act, m->f_ada_w, m->f_ada_b);
+    Tensor *mod = tape_name(tp, linear(tp, c_act, m->f_ada_w, m->f_ada_b), "final_layer.adaLN");
     if (sh.spread) mod = sh.spread(tp, mod, sh.attend_ctx);
     x = modulate(tp, layernorm(tp, x, LN_EPS), slice_last(tp, mod, 0, D), slice_last(tp, mod, D, D));
-    return linear(tp, x, m->f_w, m->f_b);
+    return tape_name(tp, linear(tp, tape_name(tp, x, "final_layer.norm"), m->f_w, m->f_b), "final_layer.out");
 }
 
 Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *shard) {
@@ -348,5 +351,5 @@ Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *
         for (int r = 0; r < sh.n && sh.t0 + r < T; r++)
             memset(mask + ((size_t)b * sh.n + r) * row, 1, row);
     double count = (double)(sh.images ? sh.images : B) * (sh.tokens ? sh.tokens : T) * row;
-    return mse_loss(tp, out, tgt, mask, count);
+    return tape_name(tp, mse_loss(tp, out, tgt, mask, count), "loss");
 }

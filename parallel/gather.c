@@ -41,11 +41,12 @@ static Tensor *gather(Tape *tp, SeqParallel *sp, Tensor *x) {
 }
 
 // The wrong-restore bug: the output of all queries "restored" as rows [0, n) instead of this
-// rank's rows [t0, t0 + n)
+// rank's rows [t0, t0 + n); the rows are added to zeros so that the result is an op's output
+// (a tensor a watched tape can name), not a view
 static Tensor *wrong_restore(Tape *tp, Tensor *o_all, Tensor *q, int n) {
     Tensor *flat = tensor_reshape(tp->arena, o_all, 2, (int[]){o_all->shape[0], o_all->shape[1] * o_all->shape[2]});
     Tensor *rows = slice_last(tp, flat, 0, n * q->shape[2]);
-    return tensor_reshape(tp->arena, rows, 3, q->shape);
+    return add(tp, tensor_reshape(tp->arena, rows, 3, q->shape), tensor_new(tp->arena, 3, 1, n, q->shape[2]));
 }
 
 static void reduce_exact(ExactSum *d_all, void *ctx) {

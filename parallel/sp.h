@@ -108,6 +108,8 @@ typedef struct SeqParallel {
     bool exact;         // --exact: canonical blocks of T_pad / policy.exact_blocks tokens
     uint8_t *key_mask_device; // cuda: the shard's key mask on the device (NULL without padding)
     int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
+    TapeWatch watch;    // a step's tapes are watched by this (probe --dump-tape); NULL: not
+    void *watch_ctx;
     Comm groups[4];     // the groups split from the world, owned
     int n_groups;
 } SeqParallel;

@@ -3,9 +3,10 @@
 # rank without micro-batches: loss.csv, the model, EMA and optimizer files and the sample grid
 # must be the same bytes. Injected bugs must make them differ (the check can fail), and an exact
 # one-rank run must agree with the default mode within compare's tolerance.
-# usage: exact_test.sh TRAIN
+# usage: exact_test.sh TRAIN [quick]   (quick: one case of each layout and mesh, no bugs; for the
+# float64 build, whose sums take the slower path)
 set -u
-TRAIN=$(realpath "$1")
+TRAIN=$(realpath "$1") QUICK=${2:-}
 WORK=$(mktemp -d /tmp/dit-exact.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 MPIRUN="mpirun -q --oversubscribe $( [ "$(id -u)" = 0 ] && echo --allow-run-as-root )"
@@ -44,6 +45,16 @@ differs() {
 }
 
 train one 1 || exit 1
+if [ -n "$QUICK" ]; then
+  same one gather-3 3
+  same one ring-3 3 --sp-attention ring
+  same one hybrid-2x2 4 --sp-attention hybrid --ulysses-degree 2
+  same one dp2-sp2-accum2 4 --sp 2 --grad-accum 2
+  train heads5-one 1 --hidden 80 --heads 5 || exit 1
+  same heads5-one heads5-all-to-all-3 3 --hidden 80 --heads 5 --sp-attention all-to-all
+  echo "exact: $pass passed, $fail failed"
+  [ "$fail" = 0 ]; exit
+fi
 same one gather-2 2
 same one gather-3 3
 same one gather-4 4
@@ -66,6 +77,33 @@ differs one bug-wrong-restore 2 --inject-bug wrong-restore
 differs one bug-ring-wrong-merge 2 --sp-attention ring --inject-bug ring-wrong-merge
 differs one bug-ring-block-delta 2 --sp-attention ring --inject-bug ring-block-delta
 differs one bug-accum-unweighted 1 --grad-accum 4 --inject-bug accum-unweighted
+# locate: one step dumped on N ranks (with a bug) against one rank names the bug's site
+CKPT="$WORK/one/model.safetensors"
+"$TRAIN" probe --ckpt "$CKPT" --make-batch 6 --out "$WORK/batch.safetensors" > /dev/null 2>&1 || { echo "FAIL probe --make-batch"; exit 1; }
+dump() { # file ranks flags...
+  local file=$1 np=$2; shift 2
+  $MPIRUN -np "$np" "$TRAIN" probe --exact --ckpt "$CKPT" --batch "$WORK/batch.safetensors" \
+    --out "$WORK/probe-$file" --dump-tape "$WORK/$file" "$@" > "$WORK/$file.log" 2>&1
+}
+located() { # expected verdict (grep -E), ranks, flags...
+  local want=$1 np=$2; shift 2
+  rm -f "$WORK/dump-n" "$WORK/probe-dump-n"
+  dump dump-n "$np" "$@" || { echo "FAIL probe $*: $(tail -n 1 "$WORK/dump-n.log")"; fail=$((fail + 1)); return; }
+  local verdict
+  verdict=$("$TRAIN" locate "$WORK/dump-n" "$WORK/dump-1" 2>&1)
+  if echo "$verdict" | grep -Eq "$want"; then echo "ok   locate ($np ranks $*): $verdict" | cut -c1-160; pass=$((pass + 1))
+  else echo "FAIL locate ($np ranks $*): expected /$want/, got: $verdict"; fail=$((fail + 1)); fi
+}
+dump dump-1 1 || { echo "FAIL the one-rank dump: $(tail -n 1 "$WORK/dump-1.log")"; exit 1; }
+located "^no divergence: every tensor of the step is identical" 3
+located "^no divergence: every tensor of the step is identical" 4 --sp-attention hybrid --ulysses-degree 2
+located "^first divergence: blocks\.0\.attn\.out \(forward.*tokens" 2 --inject-bug no-pad-mask
+located "^first divergence: blocks\.0\.attn\.out \(forward.*tokens 18-24 .*rank 1 of 2 in A" 2 --inject-bug wrong-restore
+located "^first divergence: grad\.blocks\.3\.attn\.[kv] \(backward" 2 --inject-bug no-dkv-reduce-scatter
+located "^first divergence: loss \(forward" 2 --inject-bug local-mean-loss
+located "^first divergence: blocks\.0\.attn\.out \(forward" 2 --sp-attention ring --inject-bug ring-wrong-merge
+located "^first divergence: grad\.blocks\.3\.attn\.[kv] \(backward" 3 --sp-attention ring --inject-bug ring-dkv-not-returned
+located "^first divergence: grad\.x_embedder\.proj\.weight \(parameter gradient" 2 --inject-bug no-grad-allreduce
 # exact mode computes the same function as the default mode, in another order
 $MPIRUN -np 1 "$TRAIN" --steps 3 --batch 6 --samples-per-class 0 --out "$WORK/default" > /dev/null 2>&1 &&
   if "$TRAIN" compare "$WORK/one" "$WORK/default" > "$WORK/compare.log" 2>&1; then

@@ -34,7 +34,7 @@ suite "the same probes in float64" \
 suite "the train program under mpirun" tests/cli_tests.sh train/train
 suite "kill at any moment, then resume (8 kills)" tests/kill_test.sh train/train 1
 suite "--exact: every layout and mesh the same bits as one rank, f32" tests/exact_test.sh train/train
-suite "--exact: the same in float64" tests/exact_test.sh "$BUILD/f64/bin/train"
+suite "--exact: one case of each layout and mesh in float64" tests/exact_test.sh "$BUILD/f64/bin/train" quick
 if "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
   suite "parity with an independent PyTorch DiT" "$PY" tests/parity/parity.py train/train \
     "$BUILD/f64/bin/train" "$BUILD/parity"

@@ -3,6 +3,7 @@
 #include "../core/blas.h"
 #include "../parallel/comm.h"
 #include "compare.h"
+#include "locate.h"
 #include "probe.h"
 #include "sample.h"
 #include "train.h"
@@ -37,6 +38,7 @@ int main(int argc, char **argv) {
     // compare, verify and bugs run outside MPI (verify and bugs start mpirun themselves)
     if (argc > 1 && !strcmp(argv[1], "compare")) return compare_main(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "verify")) return verify_main(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "locate")) return locate_main(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "bugs")) return bugs_main(argc - 2, argv + 2);
     Comm c;
     comm_init(&c, &argc, &argv);

@@ -10,6 +10,7 @@
 #include "flags.h"
 #include "outfile.h"
 #include "step.h"
+#include "tapedump.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@ static void help(void) {
            "  --ckpt PATH           DiT checkpoint (safetensors with the config in __metadata__)\n"
            "  --batch PATH          x F32 [B,C,H,W], t F32 [B], y I64 [B], target F32 [B,C_out,H,W]\n"
            "  --out PATH            writes out, loss and grad.<name> for every trainable parameter\n"
+           "  --dump-tape PATH      also every named tensor of the step and its gradient, in the\n"
+           "                        one-rank layout, for `train locate` (one micro-batch)\n"
            "  --make-batch B        instead: write a batch of B images (procedural shapes, step %d of\n"
            "                        seed 0, with times, labels and velocity targets) for --ckpt to --out\n"
            SEQ_FLAGS_HELP, PROBE_BATCH_STEP);
@@ -56,7 +59,7 @@ static void batch_into(Tensor *dst, const StTensor *t) {
 }
 
 typedef struct ProbeArgs {
-    const char *ckpt, *batch, *out;
+    const char *ckpt, *batch, *out, *dump; // dump: --dump-tape, or NULL
     int make_batch; // > 0: write a batch of this many images to --out instead
     SpOptions parallel;
 } ProbeArgs;
@@ -71,6 +74,7 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
         } else if (!strcmp(argv[i], "--ckpt")) a->ckpt = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--batch")) a->batch = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--out")) a->out = flag_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--dump-tape")) a->dump = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--make-batch"))
             a->make_batch = flag_int(argv[i], flag_value(argc, argv, &i), 1, 4096);
         else if (!seq_flag(argc, argv, &i, &a->parallel))
@@ -79,17 +83,27 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
     if (a->make_batch && a->batch) usage_error("probe --make-batch writes a batch to --out; leave out --batch");
     if (a->make_batch) a->batch = "";
     if (!a->ckpt || !a->batch || !a->out) usage_error("probe needs --ckpt, --batch and --out");
+    if (a->dump && a->make_batch) usage_error("probe --make-batch writes a batch; leave out --dump-tape");
+    if (a->dump && a->parallel.grad_accum > 1)
+        usage_error("probe --dump-tape dumps one micro-batch; drop --grad-accum");
     char text[4096];
     const SpOptions *o = &a->parallel;
     snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d layout=%s "
-             "sp=%d ulysses=%d grad_accum=%d bugs=%u cuda=%d tf32=%d", a->ckpt, a->batch, a->out,
-             o->policy.auto_pad, o->policy.pad_multiple, seq_attention_name(o->layout), o->sp,
-             o->ulysses, o->grad_accum, o->bugs, o->cuda, o->tf32);
+             "sp=%d ulysses=%d grad_accum=%d bugs=%u cuda=%d tf32=%d exact=%d dump=%s", a->ckpt, a->batch,
+             a->out, o->policy.auto_pad, o->policy.pad_multiple, seq_attention_name(o->layout), o->sp,
+             o->ulysses, o->grad_accum, o->bugs, o->cuda, o->tf32, o->policy.exact_blocks,
+             a->dump ? a->dump : "");
     comm_check_same(c, "probe arguments", text);
     if (c->rank == 0) { // the rank that writes the result
         out_file_check("--out", a->out, NULL);
         out_file_not_input("--out", a->out, "--ckpt", a->ckpt);
         if (!a->make_batch) out_file_not_input("--out", a->out, "--batch", a->batch);
+        if (a->dump) {
+            out_file_check("--dump-tape", a->dump, NULL);
+            out_file_not_input("--dump-tape", a->dump, "--ckpt", a->ckpt);
+            out_file_not_input("--dump-tape", a->dump, "--batch", a->batch);
+            out_file_not_input("--dump-tape", a->dump, "--out", a->out);
+        }
     }
     return true;
 }
@@ -200,17 +214,23 @@ int probe_main(int argc, char **argv, Comm *c) {
     // forward and backward of this rank's shard of its data group's images, then the sums over
     // ranks, and the data group's output images
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
+    TapeDump dump;
+    if (a.dump) tape_dump_start(&dump, &sp, c->rank);
     Tensor *img = tensor_new(&host, 4, count, Co, S, S);
     double total_loss = step_gradients(work, &sp, &arena,
                                        tensor_rows(&host, whole.x, first, count),
                                        tensor_rows(&host, whole.t, first, count), whole.y + first,
                                        tensor_rows(&host, whole.target, first, count), B, img->data);
     if (work != &m) dit_copy(&m, work), dit_free(work); // the gradients, for the result
+    if (a.dump) tape_dump_params(&dump, &m.ps);
     if (sp.dp > 1) {
         Tensor *all = tensor_new(&host, 4, B, Co, S, S);
         sp_gather_batch(&sp, all->data, img->data, img->size);
         img = all;
     }
+    char layout_text[128];
+    sp_layout_text(&a.parallel, c->size, layout_text, sizeof layout_text);
+    if (a.dump && tape_dump_write(&dump, a.dump, layout_text, err, sizeof err)) usage_error("--dump-tape: %s", err);
     if (c->rank == 0) {
         write_result(&m, img, total_loss, a.out);
         char layout[128], device[256] = "";

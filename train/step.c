@@ -16,6 +16,7 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         int first, n;
         sp_micro_batch(sp, x->shape[0], i, &first, &n);
         Tape tp = tape_create(arena);
+        tp.watch = sp->watch, tp.watch_ctx = sp->watch_ctx;
         if (i == 0) sp_exact_tape(sp, &tp, &exact); // one loss sum for every micro-batch
         else tp.exact = sp->exact ? &exact : NULL;
         DiTShard sh = sp_loss_shard(sp, n, batch);

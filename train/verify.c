@@ -3,6 +3,7 @@
 #include "../core/check.h"
 #include "compare.h"
 #include "identical.h"
+#include "locate.h"
 #include "config.h"
 #include "data.h"
 #include "flags.h"
@@ -79,6 +80,49 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     return true;
 }
 
+// The training flags a probe takes too (exact mode, padding, the device; with_layout, the layout
+// and bugs that only the N-rank run gets): how many values follow, or -1 for another flag
+static int probe_flag(const char *f, bool with_layout) {
+    static const struct { const char *flag; int values; } both[] = {
+        {"--exact", 0}, {"--virtual-shards", 1}, {"--no-auto-pad", 0}, {"--pad-multiple", 1},
+        {"--device", 1}, {"--tf32", 0}};
+    for (size_t i = 0; i < sizeof both / sizeof *both; i++)
+        if (!strcmp(f, both[i].flag)) return both[i].values;
+    return with_layout && layout_flag(f) ? 1 : -1;
+}
+
+// After runs that disagree: one step of the 1-rank run's final weights on a fresh batch, dumped
+// on N ranks (with the layout and bug flags) and on one, and `locate`'s verdict on where they part
+static void locate_runs(char *self, int ranks, const char *out, char **pass, int np, const char *dir_1) {
+    char ckpt[4200], batch[4200], dump[2][4200], res[4200], nbuf[16], verdict[1024];
+    snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir_1);
+    snprintf(batch, sizeof batch, "%s/locate-batch.safetensors", out);
+    snprintf(res, sizeof res, "%s/locate-probe.safetensors", out);
+    char *make[] = {self, "probe", "--ckpt", ckpt, "--make-batch", "6", "--out", batch, NULL};
+    remove(batch);
+    if (launch(make, NULL)) return (void)printf("locate: could not write a probe batch\n");
+    for (int side = 0; side < 2; side++) { // N ranks with the layout, then one without
+        char *cmd[LAUNCH_LEAD + 50];
+        int n = side ? 0 : launch_lead(cmd, ranks, self, nbuf, sizeof nbuf);
+        if (side) cmd[n++] = self;
+        snprintf(dump[side], sizeof dump[side], "%s/locate-%d.safetensors", out, side ? 1 : ranks);
+        remove(dump[side]), remove(res);
+        char *args[] = {"probe", "--ckpt", ckpt, "--batch", batch, "--out", res, "--dump-tape", dump[side]};
+        for (size_t i = 0; i < sizeof args / sizeof *args; i++) cmd[n++] = args[i];
+        for (int i = 0; i < np && n < LAUNCH_LEAD + 40; i++) {
+            int values = probe_flag(pass[i], !side);
+            if (values < 0 || i + values >= np) continue;
+            cmd[n++] = pass[i];
+            if (values) cmd[n++] = pass[++i];
+        }
+        cmd[n] = NULL;
+        if (launch(cmd, NULL)) return (void)printf("locate: the %s probe failed\n", side ? "1-rank" : "N-rank");
+    }
+    remove(res);
+    if (locate_dumps(dump[0], dump[1], 0, verdict, sizeof verdict) < 0) printf("locate: %s\n", verdict);
+    else printf("locate (%s against %s): %s\n", dump[0], dump[1], verdict);
+}
+
 // Trains with `ranks` ranks into out/ranks-N and then with one rank (without --inject-bug; only
 // ref_steps steps when not 0) into out/ranks-1, and compares them; self is this program.
 static int run_both(char *self, int ranks, const char *out, char **pass, int np,
@@ -105,9 +149,12 @@ static int run_both(char *self, int ranks, const char *out, char **pass, int np,
         return fprintf(stderr, "error: the 1-rank run failed\n"), 2;
     printf("== comparing %d ranks against 1 rank\n", ranks);
     int rc = compare_runs(dir_n, dir_1, tol, plot, label, "1 rank");
-    if (!exact) return rc;
-    printf("== --exact: %d ranks against 1 rank, bit for bit\n", ranks);
-    return runs_identical(dir_n, dir_1);
+    if (exact) {
+        printf("== --exact: %d ranks against 1 rank, bit for bit\n", ranks);
+        rc = runs_identical(dir_n, dir_1) ? 1 : rc;
+    }
+    if (rc == 1) locate_runs(self, ranks, out, pass, np, dir_1);
+    return rc;
 }
 
 int verify_main(int argc, char **argv) {

@@ -1,0 +1,13 @@
+// locate.h: `train locate A B`: where two dumps of one step (probe --dump-tape) part. Tensors are
+// compared in execution order (forward, then backward): bit for bit when both dumps are --exact,
+// else beyond a tolerance (relative to the tensor's largest value: PROBE_OUT_TOL forward,
+// PROBE_GRAD_TOL for gradients). The first that differs is named with its block and op, the
+// token range where it differs and the ranks that own those tokens in each dump's layout, the
+// size of the difference, and how many later tensors differ too.
+#pragma once
+#include <stddef.h>
+
+int locate_main(int argc, char **argv);
+// The verdict for dumps a and b into buf (one line); 0 the same, 1 parted, -1 on a read error
+// (the message in buf)
+int locate_dumps(const char *a, const char *b, double tol, char *buf, size_t len);

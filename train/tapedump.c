@@ -1,0 +1,116 @@
+// tapedump.c: see tapedump.h.
+#include "tapedump.h"
+#include "../core/check.h"
+#include "../core/device.h"
+#include "../kernels/run.h"
+#include "../parallel/collectives.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// t (B, n, X) this rank's tokens, or (B, ...) one row per image, or the loss: in the one-rank
+// layout on the host (rank 0's copy), freed by the caller
+static real *one_rank_layout(Tape *tp, SeqParallel *sp, const Tensor *t, bool grad, int *ndim, int *shape) {
+    Arena *a = tp->arena;
+    bool was = tp->grad_enabled;
+    tp->grad_enabled = false;
+    size_t mark = arena_mark(a);
+    const real *src = grad ? t->grad : t->data;
+    Tensor view = *t;
+    view.data = (real *)src;
+    int B = t->shape[0], T = sp->shard.T;
+    real *local = NULL;
+    size_t per_image;
+    if (t->ndim == 3 && t->shape[1] == sp->shard.n) { // tokens: the sequence group's, padding dropped
+        int X = t->shape[2], Tp = sp->shard.T_pad;
+        Tensor *all = seq_all_gather(tp, sp->comm, &view);
+        per_image = (size_t)T * X;
+        local = xmalloc((size_t)B * per_image * sizeof(real));
+        for (int b = 0; b < B; b++)
+            device_copy(local + b * per_image, all->data + (size_t)b * Tp * X, per_image * sizeof(real));
+        *ndim = 3, shape[1] = T, shape[2] = X;
+    } else { // one row per image (every rank of the group has it), or a scalar
+        per_image = t->size / (size_t)B;
+        local = xmalloc(t->size * sizeof(real));
+        device_copy(local, src, t->size * sizeof(real));
+        *ndim = t->ndim;
+        for (int i = 1; i < t->ndim; i++) shape[i] = t->shape[i];
+    }
+    arena_release(a, mark);
+    tp->grad_enabled = was;
+    shape[0] = B * sp->dp;
+    real *whole = xmalloc((size_t)B * sp->dp * per_image * sizeof(real));
+    sp_gather_batch(sp, whole, local, (size_t)B * per_image); // every data group's images, in order
+    free(local);
+    return whole;
+}
+
+// The values of tensor d->index, kept until the dump is written (NULL: nothing to free)
+static void keep(TapeDump *d, real *v) {
+    d->kept = xrealloc(d->kept, (size_t)d->index + 1, sizeof *d->kept);
+    d->kept[d->index++] = v;
+}
+
+static void watch(Tape *tp, Tensor *t, bool grad, void *ctx) {
+    TapeDump *d = ctx;
+    char name[160];
+    int ndim, shape[4];
+    if (t->size == 1) { // the loss: the step's, over every rank (the tensor holds this rank's share)
+        double loss = tensor_item(t);
+        if (tp->exact) { // summed as the step sums it
+            int64_t mem[EXACT_LIMBS + 2];
+            ExactSum s = exact_view(mem, 1);
+            exact_merge(&s, 0, &tp->exact->loss);
+            comm_all_reduce_exact(d->sp->world, &s);
+            exact_result_double(&loss, &s, 0, 1);
+        } else comm_all_reduce_double(d->sp->world, &loss, 1);
+        snprintf(name, sizeof name, "%04d %s", d->index, t->name);
+        d->loss = (real)loss;
+        if (d->w) st_writer_add_real(d->w, name, 1, (int[]){1}, &d->loss);
+        keep(d, NULL);
+        return;
+    }
+    real *v = one_rank_layout(tp, d->sp, t, grad, &ndim, shape);
+    snprintf(name, sizeof name, "%04d %s%s", d->index, grad ? "grad." : "", t->name);
+    if (d->w) st_writer_add_real(d->w, name, ndim, shape, v); // read when the dump is written
+    else free(v), v = NULL;
+    keep(d, v);
+}
+
+void tape_dump_params(TapeDump *d, const ParamStore *ps) {
+    for (int i = 0; d->w && i < ps->n; i++) {
+        const Tensor *t = ps->t[i];
+        real *v = xmalloc(t->size * sizeof(real));
+        device_copy(v, t->grad, t->size * sizeof(real));
+        char name[160];
+        snprintf(name, sizeof name, "%04d grad.%s", d->index, t->name);
+        st_writer_add_real(d->w, name, t->ndim, t->shape, v);
+        keep(d, v);
+    }
+}
+
+void tape_dump_start(TapeDump *d, SeqParallel *sp, int rank) {
+    CHECK(sp->accum == 1, "probe --dump-tape dumps one micro-batch; drop --grad-accum");
+    *d = (TapeDump){.sp = sp, .w = rank == 0 ? st_writer_new() : NULL};
+    sp->watch = watch, sp->watch_ctx = d;
+}
+
+int tape_dump_write(TapeDump *d, const char *path, const char *layout, char *err, size_t len) {
+    d->sp->watch = NULL;
+    if (!d->w) return 0;
+    char text[64];
+    const SeqShard *s = &d->sp->shard;
+    st_writer_meta(d->w, "layout", layout);
+#define META(key, fmt, v) snprintf(text, sizeof text, fmt, v), st_writer_meta(d->w, key, text)
+    META("ranks", "%d", s->P);
+    META("tokens", "%d", s->T);
+    META("padded_tokens", "%d", s->T_pad);
+    META("exact", "%d", d->sp->exact);
+#undef META
+    int rc = st_writer_write(d->w, path, err, len);
+    st_writer_free(d->w);
+    for (int i = 0; i < d->index; i++) free(d->kept[i]);
+    free(d->kept);
+    d->w = NULL, d->kept = NULL;
+    return rc;
+}
