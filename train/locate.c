@@ -40,6 +40,12 @@ static const StTensor *at(const Dump *d, int pos) {
     return NULL;
 }
 static const char *name_of(const StTensor *t) { return strchr(t->name, ' ') ? strchr(t->name, ' ') + 1 : t->name; }
+// The tensor called `name` whatever its position (another implementation may order them otherwise)
+static const StTensor *named(const Dump *d, const char *name) {
+    for (int i = 0; i < d->st.n; i++)
+        if (!strcmp(name_of(&d->st.tensors[i]), name)) return &d->st.tensors[i];
+    return NULL;
+}
 
 // How x and y (same name and shape) differ: the count of differing values, the largest |x - y|
 // and |y|, and for tokens (B, T, X) the first and last token where they do
@@ -85,14 +91,13 @@ int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t l
     bool exact = a.exact && b.exact;
     int first = -1, later = 0, after = 0, rc = 0;
     Diff fd = {0};
-    for (int pos = 0;; pos++) {
-        const StTensor *x = at(&a, pos), *y = at(&b, pos);
-        if (!x && !y) break;
-        if (!x || !y || strcmp(name_of(x), name_of(y)) || x->ndim != y->ndim || x->nbytes != y->nbytes ||
+    for (int pos = 0;; pos++) { // A's order, B's tensors by name
+        const StTensor *x = at(&a, pos), *y = x ? named(&b, name_of(x)) : NULL;
+        if (!x) break;
+        if (!y || x->ndim != y->ndim || x->nbytes / st_dtype_size(x->dtype) != y->nbytes / st_dtype_size(y->dtype) ||
             memcmp(x->shape, y->shape, sizeof x->shape)) {
-            snprintf(buf, len, "the dumps hold different tensors at position %d (%s in %s, %s in %s): "
-                     "dump the same model, batch and flags but the layout", pos, x ? name_of(x) : "nothing",
-                     pa, y ? name_of(y) : "nothing", pb);
+            snprintf(buf, len, "%s has %s, which %s %s: dump the same model and batch (the layout and "
+                     "bugs may differ)", pa, name_of(x), pb, y ? "holds in another shape" : "lacks");
             rc = -1;
             break;
         }

@@ -46,6 +46,39 @@ def st_write(path, tensors, meta=None):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
+# ---- the tape: tensors by the names `train probe --dump-tape` gives them ---------------------------
+class Tape:
+    """Records named tensors of a forward pass (keeping their gradients); dump() writes them, then
+    their gradients in the reverse order, then the parameters' gradients, as `train locate` reads."""
+    current = None
+
+    def __init__(self):
+        self.named = []
+
+    def dump(self, path, model, tokens):
+        out, i = {}, 0
+        for name, t in self.named:
+            out[f"{i:04d} {name}"] = t.detach().numpy().copy() if t.dim() else t.detach().numpy().reshape(1)
+            i += 1
+        for name, t in reversed(self.named):
+            if t.dim():
+                out[f"{i:04d} grad.{name}"] = t.grad.numpy().copy()
+                i += 1
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                out[f"{i:04d} grad.{name}"] = p.grad.numpy().copy()
+                i += 1
+        st_write(path, out, {"ranks": 1, "tokens": tokens, "padded_tokens": tokens, "exact": 0,
+                             "layout": "PyTorch reference"})
+
+
+def named(name, t):
+    if Tape.current is not None:
+        t.retain_grad()
+        Tape.current.named.append((name, t))
+    return t
+
+
 # ---- the model ---------------------------------------------------------------------------------
 def modulate(x, shift, scale):
     return x * (1 + scale[:, None, :]) + shift[:, None, :]
@@ -89,12 +122,13 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(d, 3 * d)
         self.proj = nn.Linear(d, d)
 
-    def forward(self, x):
+    def forward(self, x, at=""):
         n, t, d = x.shape
         h = self.heads
-        q, k, v = self.qkv(x).reshape(n, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+        q, k, v = (named(at + "attn." + s, u) for s, u in zip("qkv", self.qkv(x).chunk(3, dim=2)))
+        q, k, v = (u.reshape(n, t, h, d // h).transpose(1, 2) for u in (q, k, v))
         w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // h), dim=-1)
-        return self.proj((w @ v).transpose(1, 2).reshape(n, t, d))
+        return named(at + "attn.proj", self.proj(named(at + "attn.out", (w @ v).transpose(1, 2).reshape(n, t, d))))
 
 
 class Mlp(nn.Module):
@@ -104,8 +138,8 @@ class Mlp(nn.Module):
         self.act = nn.GELU(approximate="tanh")
         self.fc2 = nn.Linear(hidden, d)
 
-    def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
+    def forward(self, x, at=""):
+        return named(at + "mlp.fc2", self.fc2(named(at + "mlp.gelu", self.act(named(at + "mlp.fc1", self.fc1(x))))))
 
 
 class DiTBlock(nn.Module):
@@ -117,10 +151,10 @@ class DiTBlock(nn.Module):
         self.mlp = Mlp(d, int(d * mlp_ratio))
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
 
-    def forward(self, x, c):
-        sa, ca, ga, sm, cm, gm = self.adaLN_modulation(c).chunk(6, dim=1)
-        x = x + ga[:, None] * self.attn(modulate(self.norm1(x), sa, ca))
-        return x + gm[:, None] * self.mlp(modulate(self.norm2(x), sm, cm))
+    def forward(self, x, c, at=""):
+        sa, ca, ga, sm, cm, gm = named(at + "adaLN", self.adaLN_modulation(c)).chunk(6, dim=1)
+        x = named(at + "residual1", x + ga[:, None] * self.attn(named(at + "norm1", modulate(self.norm1(x), sa, ca)), at))
+        return named(at + "residual2", x + gm[:, None] * self.mlp(named(at + "norm2", modulate(self.norm2(x), sm, cm)), at))
 
 
 class FinalLayer(nn.Module):
@@ -131,8 +165,8 @@ class FinalLayer(nn.Module):
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 2 * d))
 
     def forward(self, x, c):
-        shift, scale = self.adaLN_modulation(c).chunk(2, dim=1)
-        return self.linear(modulate(self.norm_final(x), shift, scale))
+        shift, scale = named("final_layer.adaLN", self.adaLN_modulation(c)).chunk(2, dim=1)
+        return named("final_layer.out", self.linear(named("final_layer.norm", modulate(self.norm_final(x), shift, scale))))
 
 
 class DiT(nn.Module):
@@ -155,10 +189,10 @@ class DiT(nn.Module):
         return torch.einsum("nhwpqc->nchpwq", x).reshape(n, self.c_out, g * p, g * p)
 
     def forward(self, x, t, y):
-        x = self.x_embedder(x) + self.pos_embed
-        c = self.t_embedder(t) + self.y_embedder(y)
-        for b in self.blocks:
-            x = b(x, c)
+        x = named("x_embedder", self.x_embedder(x) + self.pos_embed)
+        c = named("c", self.t_embedder(t) + self.y_embedder(y))
+        for i, b in enumerate(self.blocks):
+            x = b(x, c, f"blocks.{i}.")
         return self.unpatchify(self.final_layer(x, c))
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dit_torch import DiT, config_from_meta, sincos_pos_embed, st_read, st_write  # noqa: E402
+from dit_torch import DiT, Tape, config_from_meta, named, sincos_pos_embed, st_read, st_write  # noqa: E402
 
 TOL = {"float32": (1e-5, 1e-4), "float64": (1e-10, 1e-10)}  # (output, gradients)
 
@@ -59,7 +59,7 @@ def random_case(cfg, seed, work, name):
     return ckpt, path
 
 
-def reference(ckpt, batch, planted_bug=False):
+def reference(ckpt, batch, planted_bug=False, dump=None):
     sd, meta = st_read(ckpt)
     model = DiT(**config_from_meta(meta)).double()
     if planted_bug:  # the classic slip: exact GELU where DiT uses the tanh approximation
@@ -67,10 +67,14 @@ def reference(ckpt, batch, planted_bug=False):
             b.mlp.act = torch.nn.GELU()
     model.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in sd.items()}, strict=True)
     bt, _ = st_read(batch)
+    Tape.current = Tape() if dump else None  # the named tensors, for `train locate`
     out = model(torch.from_numpy(bt["x"].astype(np.float64)), torch.from_numpy(bt["t"].astype(np.float64)),
                 torch.from_numpy(bt["y"]))
-    loss = ((out - torch.from_numpy(bt["target"].astype(np.float64))) ** 2).mean()
+    loss = named("loss", ((out - torch.from_numpy(bt["target"].astype(np.float64))) ** 2).mean())
     loss.backward()
+    if dump:
+        Tape.current.dump(dump, model, out.shape[2] * out.shape[3] // model.p ** 2)
+        Tape.current = None
     grads = {k: p.grad.numpy() for k, p in model.named_parameters() if p.requires_grad}
     return out.detach().numpy(), float(loss), grads
 
@@ -107,6 +111,24 @@ def main():
     failures += not caught
     print(f"planted bug (exact GELU in the reference): worst relative error {e_bug:.2e} "
           f"{'caught' if caught else 'NOT CAUGHT'}")
+    # locate: the reference's tensors under the probe's names; the float64 probe's dump of the same
+    # step agrees with them, and the planted bug is placed at its op
+    tapes = {k: os.path.join(work, f"odd.{k}.tape.safetensors") for k in ("reference", "planted", "probe")}
+    res = os.path.join(work, "odd.tape-probe.safetensors")
+    for f in list(tapes.values()) + [res]:
+        if os.path.exists(f):
+            os.remove(f)
+    reference(ckpt, batch, dump=tapes["reference"])
+    reference(ckpt, batch, planted_bug=True, dump=tapes["planted"])
+    subprocess.run([train64, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res, "--dump-tape",
+                    tapes["probe"]], check=True, stdout=subprocess.DEVNULL)
+    for against, want in (("reference", "no divergence"), ("planted", "first divergence: blocks.0.mlp.gelu (forward")):
+        v = subprocess.run([train64, "locate", tapes["probe"], tapes[against]], capture_output=True, text=True)
+        ok = v.stdout.startswith(want)
+        failures += not ok
+        print(f"locate, the probe's tape against the {'' if against == 'reference' else 'planted-bug '}reference's: "
+              f"{v.stdout.strip()[:150]} "
+              f"{'ok' if ok else 'FAIL (expected: ' + want + ')'}")
     # a checkpoint written by train loads strictly and has the reference's pos_embed
     run = os.path.join(work, "run")
     shutil.rmtree(run, ignore_errors=True)  # train refuses to start over an earlier run
@@ -122,7 +144,7 @@ def main():
     failures += not ok
     print(f"train checkpoint loads with strict=True; pos_embed vs the reference formula: {e_pos:.2e} "
           f"{'ok' if ok else 'FAIL'}")
-    print(f"parity: {2 * len(CONFIGS) + 2 - failures} passed, {failures} failed")
+    print(f"parity: {2 * len(CONFIGS) + 4 - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
