@@ -5,7 +5,7 @@
 #include "../kernels/kernels.h"
 #include "../train/checkpoint.h"
 #include "../train/compare.h"
-#include "../train/ditconfig.h"
+#include "../train/settings.h"
 #include "../train/flow.h"
 #include "testutil.h"
 #include <math.h>

@@ -9,6 +9,7 @@
 #include "data.h"
 #include "flags.h"
 #include "outfile.h"
+#include "settings.h"
 #include "step.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +22,9 @@ static void help(void) {
            "  --batch PATH          x F32 [B,C,H,W], t F32 [B], y I64 [B], target F32 [B,C_out,H,W]\n"
            "  --out PATH            writes out, loss and grad.<name> for every trainable parameter\n"
            "  --make-batch B        instead: write a batch of B images (procedural shapes, step %d of\n"
-           "                        seed 0, with times, labels and velocity targets) for --ckpt to --out\n"
-           SEQ_FLAGS_HELP, PROBE_BATCH_STEP);
+           "                        seed 0, with times, labels and velocity targets) for --ckpt to --out\n",
+           PROBE_BATCH_STEP);
+    settings_help(stdout, FOR_PROBE);
 }
 
 // The batch tensor `name`, which this checkpoint needs to be a float tensor (F32 or F64) or, if
@@ -57,13 +59,14 @@ static void batch_into(Tensor *dst, const StTensor *t) {
 
 typedef struct ProbeArgs {
     const char *ckpt, *batch, *out;
-    int make_batch; // > 0: write a batch of this many images to --out instead
-    SpOptions parallel;
+    int make_batch;  // > 0: write a batch of this many images to --out instead
+    TrainConfig run; // the settings probe takes (settings.h, FOR_PROBE): the parallel options
 } ProbeArgs;
 
 // false when --help was printed; usage errors exit
 static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
-    *a = (ProbeArgs){.parallel = sp_options_default()};
+    *a = (ProbeArgs){0};
+    train_config_defaults(&a->run);
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             if (c->rank == 0) help();
@@ -73,18 +76,16 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
         else if (!strcmp(argv[i], "--out")) a->out = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--make-batch"))
             a->make_batch = flag_int(argv[i], flag_value(argc, argv, &i), 1, 4096);
-        else if (!seq_flag(argc, argv, &i, &a->parallel))
+        else if (!settings_flag(&a->run, FOR_PROBE, argc, argv, &i))
             usage_error("probe: unknown argument '%s'", argv[i]);
     }
     if (a->make_batch && a->batch) usage_error("probe --make-batch writes a batch to --out; leave out --batch");
     if (a->make_batch) a->batch = "";
     if (!a->ckpt || !a->batch || !a->out) usage_error("probe needs --ckpt, --batch and --out");
-    char text[4096];
-    const SpOptions *o = &a->parallel;
-    snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d layout=%s "
-             "sp=%d ulysses=%d grad_accum=%d bugs=%u cuda=%d tf32=%d", a->ckpt, a->batch, a->out,
-             o->policy.auto_pad, o->policy.pad_multiple, seq_attention_name(o->layout), o->sp,
-             o->ulysses, o->grad_accum, o->bugs, o->cuda, o->tf32);
+    char text[4096], settings_line[2048];
+    settings_text(&a->run, FOR_PROBE, settings_line, sizeof settings_line);
+    snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s make_batch=%d %s", a->ckpt, a->batch,
+             a->out, a->make_batch, settings_line);
     comm_check_same(c, "probe arguments", text);
     if (c->rank == 0) { // the rank that writes the result
         out_file_check("--out", a->out, NULL);
@@ -180,7 +181,7 @@ int probe_main(int argc, char **argv, Comm *c) {
     const StTensor *xs = st_find(&st, "x");
     int B = xs && xs->ndim == 4 && xs->shape[0] >= 1 && xs->shape[0] <= PROBE_MAX_BATCH ? (int)xs->shape[0] : 1;
     SeqParallel sp;
-    sp_setup(&sp, c, c->size, c->rank, &a.parallel, &m.cfg);
+    sp_setup(&sp, c, c->size, c->rank, &a.run.parallel, &m.cfg);
     int first, count, micro_first, micro;
     if (sp_batch_slice(&sp, B, &first, &count, err, sizeof err)) usage_error("--batch %s: %s", a.batch, err);
     sp_micro_batch(&sp, count, 0, &micro_first, &micro); // the largest
@@ -216,7 +217,7 @@ int probe_main(int argc, char **argv, Comm *c) {
         char layout[128], device[256] = "";
         if (sp.cuda) snprintf(device, sizeof device, " on %s", sp_device_text(&sp, layout, sizeof layout));
         printf("probe: %d rank%s (%s)%s, %d tokens (padded to %d), loss %.9g, wrote %s\n", c->size,
-               c->size > 1 ? "s" : "", sp_layout_text(&a.parallel, c->size, layout, sizeof layout),
+               c->size > 1 ? "s" : "", sp_layout_text(&a.run.parallel, c->size, layout, sizeof layout),
                device, sp.shard.T, sp.shard.T_pad, total_loss, a.out);
     }
     arena_destroy(&arena);

@@ -187,7 +187,7 @@ static void resume_seed(const char *name, int argc, char **argv) {
     TrainConfig tc;
     char path[512], err[1024];
     if (!train_config_parse(&tc, argc, argv, 1) ||
-        train_config_write_json(&tc, 2, seed_path(path, "resume", name), err, sizeof err)) {
+        (tc.ranks = 2, train_config_write_json(&tc, seed_path(path, "resume", name), err, sizeof err))) {
         fprintf(stderr, "make_seeds: %s\n", err);
         exit(1);
     }
