@@ -216,8 +216,8 @@ static void sample_help(void) {
     printf("usage: mpirun -np N train/train sample --ckpt M.safetensors|RUN --out S.png [flags]\n"
            "  A grid of class-conditional samples (one row per class) from a checkpoint, or from a\n"
            "  run folder: its ema.safetensors, else its model.safetensors. The class names come from\n"
-           "  --data, else the data in the run's config.json, else the shapes; the seed draws the\n"
-           "  noise; --samples-per-class is at least 1.\n");
+           "  the --data given, else the data in the run's config.json, else the shapes; the seed\n"
+           "  draws the noise; --samples-per-class is at least 1.\n");
     settings_help(stdout, FOR_SAMPLE);
 }
 

@@ -1,6 +1,7 @@
 // settings.c: see settings.h.
 #include "settings.h"
 #include "flags.h"
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -403,10 +404,10 @@ int settings_to_json(const TrainConfig *tc, json_t *obj, char *err, size_t len) 
         setting_text(s, tc, text, sizeof text);
         json_t *v = NULL;
         switch (s->kind->json) {
-        case AS_INTEGER: { // a seed beyond JSON's (jansson's) signed 64 bits is written as text
-            char *end;
-            long long n = strtoll(text, &end, 10);
-            v = *end ? json_string(text) : json_integer(n);
+        case AS_INTEGER: { // a seed beyond jansson's signed 64 bits is written as text
+            errno = 0;
+            long long n = strtoll(text, NULL, 10);
+            v = errno ? json_string(text) : json_integer(n);
             break;
         }
         case AS_REAL: v = json_real(strtod(text, NULL)); break;
