@@ -76,15 +76,19 @@ static void format_bool(const void *field, char *buf, size_t len) {
 
 // A path: config.json holds it, so it must be UTF-8 (control characters are escaped there)
 static const char *parse_path(const Setting *s, void *field, const char *text, char *buf, size_t len) {
-    json_t *utf8 = json_string(text);
-    json_decref(utf8);
-    if (strlen(text) >= PATH_LEN)
+    if (strlen(text) >= PATH_LEN) {
         snprintf(buf, len, "%s: the path is longer than %d characters", name_of(s), PATH_LEN - 1);
-    else if (!utf8)
+        return buf;
+    }
+    json_t *utf8 = json_string(text); // NULL if it is not UTF-8
+    json_decref(utf8);
+    if (!utf8) {
         snprintf(buf, len, "%s: the path is not UTF-8 text, which config.json cannot hold; rename it",
                  name_of(s));
-    else return strcpy(field, text), NULL;
-    return buf;
+        return buf;
+    }
+    strcpy(field, text);
+    return NULL;
 }
 static void format_text(const void *field, char *buf, size_t len) { snprintf(buf, len, "%s", (const char *)field); }
 
@@ -117,14 +121,14 @@ static void format_device(const void *field, char *buf, size_t len) {
 // Bug names, comma-separated, or "none": each is added to the set (--inject-bug may repeat)
 static const char *parse_bugs(const Setting *s, void *field, const char *text, char *buf, size_t len) {
     unsigned set = 0;
-    for (const char *b = text; strcmp(text, "none"); b += strcspn(b, ",") + 1) {
+    for (const char *b = strcmp(text, "none") ? text : NULL; b;) {
         char name[64];
         size_t n = strcspn(b, ",");
         snprintf(name, sizeof name, "%.*s", (int)n, b);
         unsigned bug = n < sizeof name ? bug_from_name(name) : 0;
         if (!bug) return unknown(s, "bug", n < sizeof name ? name : text, buf, len);
         set |= bug;
-        if (!b[n]) break;
+        b = b[n] ? b + n + 1 : NULL;
     }
     *(unsigned *)field |= set;
     return NULL;
@@ -137,7 +141,7 @@ static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole n
     BOOL_TEXT = {sizeof(bool), AS_BOOLEAN, NULL, "true or false", NULL, parse_bool, format_bool},
     PATH_TEXT = {PATH_LEN, AS_STRING, NULL, "a path", NULL, parse_path, format_text},
     PRESET_NAME = {sizeof((TrainConfig *)0)->preset, AS_STRING, NULL, "a preset", dit_preset_names,
-              parse_preset, format_text},
+                   parse_preset, format_text},
     LAYOUT_NAME = {sizeof(SeqAttention), AS_STRING, NULL, "a layout", seq_attention_names,
                    parse_layout, format_layout},
     DEVICE_NAME = {sizeof(bool), AS_STRING, NULL, "a device", device_names, parse_device, format_device},
@@ -149,109 +153,138 @@ static const char *device_check(const TrainConfig *tc, char *buf, size_t len) {
 }
 
 // ---- the table ---------------------------------------------------------------------------------
+// Each row: key, flag, the value's name in --help (NULL: a switch), kind, field, range (min, max);
+// the commands that take the flag, the rules, the check run when the flag is given, the --help
+// heading it starts; the --help text. The order is that of --help and config.json; the model's
+// rows come in DiTConfig's order (checkpoint metadata).
 #define OFF(field) offsetof(TrainConfig, field)
-// The order is that of --help and config.json; the model's rows come in DiTConfig's order
-// (checkpoint metadata).
+#define PARALLEL (FOR_TRAIN | FOR_PROBE) // the flags of the parallel layout and the micro-batches
 enum { FIRST_MODEL_ROW = 1 };
 const Setting settings[] = {
-    {"preset", "--model", "NAME", &PRESET_NAME, OFF(preset), 0, 0, FOR_TRAIN, RESUMED | AGREED, NULL, "model",
-     "preset (default {default}): {names};\nwidth/depth/heads S 384/12/6, B 768/12/12, L 1024/24/16,\n"
+    {"preset", "--model", "NAME", &PRESET_NAME, OFF(preset), 0, 0,
+     FOR_TRAIN, RESUMED | AGREED, NULL, "model",
+     "preset (default {default}): {names};\n"
+     "width/depth/heads S 384/12/6, B 768/12/12, L 1024/24/16,\n"
      "XL 1152/28/16, mini 64/4/4, tiny 32/2/2"},
-    {"input_size", "--input-size", "S", &INT_TEXT, OFF(model.input_size), 1, DIT_MAX_INPUT_SIZE, FOR_TRAIN,
-     FIXED | AGREED, NULL, NULL, "image size in pixels (default {default}; a multiple of the patch)"},
-    {"patch_size", "--patch", "P", &INT_TEXT, OFF(model.patch_size), 1, DIT_MAX_PATCH, FOR_TRAIN,
-     FIXED | AGREED, NULL, NULL, "patch size in pixels (default: the preset's)"},
-    {"in_channels", NULL, NULL, &INT_TEXT, OFF(model.in_channels), 0, 0, FOR_TRAIN, AGREED, NULL, NULL, NULL},
-    {"hidden_size", "--hidden", "D", &INT_TEXT, OFF(model.hidden_size), 4, DIT_MAX_HIDDEN, FOR_TRAIN,
-     FIXED | AGREED, NULL, NULL, "width (default: the preset's)"},
-    {"depth", "--depth", "L", &INT_TEXT, OFF(model.depth), 1, DIT_MAX_DEPTH, FOR_TRAIN, FIXED | AGREED, NULL,
-     NULL, "blocks (default: the preset's)"},
-    {"num_heads", "--heads", "H", &INT_TEXT, OFF(model.num_heads), 1, DIT_MAX_HEADS, FOR_TRAIN,
-     FIXED | AGREED, NULL, NULL, "attention heads, which divide the width (default: the preset's)"},
-    {"mlp_ratio", "--mlp-ratio", "R", &DOUBLE_TEXT, OFF(model.mlp_ratio), 0.01, DIT_MAX_MLP_RATIO, FOR_TRAIN,
-     FIXED | AGREED, NULL, NULL, "MLP width over the width (default: the preset's)"},
-    {"num_classes", "--num-classes", "N", &INT_TEXT, OFF(model.num_classes), 1, DIT_MAX_CLASSES, FOR_TRAIN,
-     FIXED | AGREED, NULL, NULL, "class labels (default {default}; at least the classes of the data)"},
-    {"learn_sigma", "--learn-sigma", NULL, &BOOL_TEXT, OFF(model.learn_sigma), 0, 0, FOR_TRAIN,
-     FIXED | AGREED, NULL, NULL,
+    {"input_size", "--input-size", "S", &INT_TEXT, OFF(model.input_size), 1, DIT_MAX_INPUT_SIZE,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "image size in pixels (default {default}; a multiple of the patch)"},
+    {"patch_size", "--patch", "P", &INT_TEXT, OFF(model.patch_size), 1, DIT_MAX_PATCH,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "patch size in pixels (default: the preset's)"},
+    {"in_channels", NULL, NULL, &INT_TEXT, OFF(model.in_channels), 0, 0,
+     FOR_TRAIN, AGREED, NULL, NULL,
+     NULL},
+    {"hidden_size", "--hidden", "D", &INT_TEXT, OFF(model.hidden_size), 4, DIT_MAX_HIDDEN,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "width (default: the preset's)"},
+    {"depth", "--depth", "L", &INT_TEXT, OFF(model.depth), 1, DIT_MAX_DEPTH,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "blocks (default: the preset's)"},
+    {"num_heads", "--heads", "H", &INT_TEXT, OFF(model.num_heads), 1, DIT_MAX_HEADS,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "attention heads, which divide the width (default: the preset's)"},
+    {"mlp_ratio", "--mlp-ratio", "R", &DOUBLE_TEXT, OFF(model.mlp_ratio), 0.01, DIT_MAX_MLP_RATIO,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "MLP width over the width (default: the preset's)"},
+    {"num_classes", "--num-classes", "N", &INT_TEXT, OFF(model.num_classes), 1, DIT_MAX_CLASSES,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "class labels (default {default}; at least the classes of the data)"},
+    {"learn_sigma", "--learn-sigma", NULL, &BOOL_TEXT, OFF(model.learn_sigma), 0, 0,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
      "output 2C channels as the reference does (only the velocity half is trained)"},
     {"class_dropout_prob", "--class-dropout", "P", &DOUBLE_TEXT, OFF(model.class_dropout_prob), 0, 0.99,
      FOR_TRAIN, FIXED | AGREED, NULL, NULL,
      "label dropout for classifier-free guidance (default {default}; 0 = none)"},
 
-    {"steps", "--steps", "N", &INT_TEXT, OFF(steps), 1, 1 << 30, FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED,
-     NULL, "training", "optimizer steps (default {default})"},
-    {"batch", "--batch", "B", &INT_TEXT, OFF(batch), 1, 1 << 16, FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+    {"steps", "--steps", "N", &INT_TEXT, OFF(steps), 1, 1 << 30,
+     FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, NULL, "training",
+     "optimizer steps (default {default})"},
+    {"batch", "--batch", "B", &INT_TEXT, OFF(batch), 1, 1 << 16,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
      "images per step, the same on every rank (default {default})"},
-    {"lr", "--lr", "LR", &DOUBLE_TEXT, OFF(lr), 1e-12, 10, FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+    {"lr", "--lr", "LR", &DOUBLE_TEXT, OFF(lr), 1e-12, 10,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
      "AdamW learning rate (default {default}; DiT uses 1e-4 at scale)"},
-    {"weight_decay", "--weight-decay", "W", &DOUBLE_TEXT, OFF(weight_decay), 0, 10, FOR_TRAIN,
-     FIXED | AGREED, NULL, NULL, "decoupled weight decay (default {default})"},
-    {"clip_norm", "--clip-norm", "C", &DOUBLE_TEXT, OFF(clip_norm), 0, 1e12, FOR_TRAIN, FIXED | AGREED, NULL,
-     NULL, "clip the global gradient norm (default {default}; 0 = off)"},
-    {"ema", "--ema", "DECAY", &DOUBLE_TEXT, OFF(ema), 0, 0.999999, FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED,
-     NULL, NULL,
+    {"weight_decay", "--weight-decay", "W", &DOUBLE_TEXT, OFF(weight_decay), 0, 10,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "decoupled weight decay (default {default})"},
+    {"clip_norm", "--clip-norm", "C", &DOUBLE_TEXT, OFF(clip_norm), 0, 1e12,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "clip the global gradient norm (default {default}; 0 = off)"},
+    {"ema", "--ema", "DECAY", &DOUBLE_TEXT, OFF(ema), 0, 0.999999,
+     FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "EMA of the weights, decay min(DECAY, (1+step)/(10+step)), used for\n"
      "samples (default {default}; 0 = off)"},
-    {"seed", "--seed", "S", &U64_TEXT, OFF(seed), 0, 0, FOR_TRAIN | FOR_SAMPLE, FIXED | AGREED, NULL, NULL,
+    {"seed", "--seed", "S", &U64_TEXT, OFF(seed), 0, 0,
+     FOR_TRAIN | FOR_SAMPLE, FIXED | AGREED, NULL, NULL,
      "every random value is a function of the seed (default {default})"},
-    {"data", "--data", "shapes|DIR", &PATH_TEXT, OFF(data), 0, 0, FOR_TRAIN | FOR_SAMPLE, FIXED | AGREED, NULL,
-     NULL,
+    {"data", "--data", "shapes|DIR", &PATH_TEXT, OFF(data), 0, 0,
+     FOR_TRAIN | FOR_SAMPLE, FIXED | AGREED, NULL, NULL,
      "procedural shapes (10 classes) or a folder of PNG/JPEG images,\n"
      "one subfolder per class (default {default})"},
-    {"threads", "--threads", "T", &INT_TEXT, OFF(threads), 1, 1024, FOR_TRAIN, NOT_COMPARED | AGREED, NULL,
-     NULL, "threads per rank, GEMM and other loops (default: cores / ranks\non this machine)"},
+    {"threads", "--threads", "T", &INT_TEXT, OFF(threads), 1, 1024,
+     FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
+     "threads per rank, GEMM and other loops (default: cores / ranks\n"
+     "on this machine)"},
 
-    {"out", "--out", "DIR", &PATH_TEXT, OFF(out), 0, 0, FOR_TRAIN, NOT_COMPARED | AGREED, NULL, "output",
+    {"out", "--out", "DIR", &PATH_TEXT, OFF(out), 0, 0,
+     FOR_TRAIN, NOT_COMPARED | AGREED, NULL, "output",
      "run folder: config.json, loss.csv, model.safetensors,\n"
      "optimizer.safetensors, ema.safetensors (unless --ema 0), samples.png\n"
      "(unless --samples-per-class 0), loss.png (default runs/<yyyymmdd>-<n>,\n"
      "the first n not yet there)"},
-    {"log_every", "--log-every", "N", &INT_TEXT, OFF(log_every), 1, 1 << 30, FOR_TRAIN,
-     NOT_COMPARED | AGREED, NULL, NULL, "progress line every N steps (default: 20 lines per run)"},
-    {"sample_every", "--sample-every", "N", &INT_TEXT, OFF(sample_every), 1, 1 << 30, FOR_TRAIN,
-     NOT_COMPARED | AGREED, NULL, NULL, "write samples.png every N steps (default: at the end)"},
-    {"save_every", "--save-every", "N", &INT_TEXT, OFF(save_every), 0, 1 << 30, FOR_TRAIN,
-     NOT_COMPARED | AGREED, NULL, NULL,
+    {"log_every", "--log-every", "N", &INT_TEXT, OFF(log_every), 1, 1 << 30,
+     FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
+     "progress line every N steps (default: 20 lines per run)"},
+    {"sample_every", "--sample-every", "N", &INT_TEXT, OFF(sample_every), 1, 1 << 30,
+     FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
+     "write samples.png every N steps (default: at the end)"},
+    {"save_every", "--save-every", "N", &INT_TEXT, OFF(save_every), 0, 1 << 30,
+     FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
      "write the checkpoint every N steps; 0 = only at the end (default:\n"
      "every 10 minutes of wall time, and at the end)"},
-    {"resume", "--resume", "DIR", &PATH_TEXT, OFF(resume), 0, 0, FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
+    {"resume", "--resume", "DIR", &PATH_TEXT, OFF(resume), 0, 0,
+     FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
      "continue the run in DIR from its checkpoint, with its settings from\n"
      "DIR/config.json: give only what changes (--steps, logging,\n"
      "sampling); a flag that defines the run must agree with it"},
-    {"sample_steps", "--sample-steps", "N", &INT_TEXT, OFF(sample_steps), 1, 1000, FOR_TRAIN | FOR_SAMPLE,
-     RESUMED | NOT_COMPARED | AGREED, NULL, NULL, "Euler steps for samples (default {default})"},
+    {"sample_steps", "--sample-steps", "N", &INT_TEXT, OFF(sample_steps), 1, 1000,
+     FOR_TRAIN | FOR_SAMPLE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "Euler steps for samples (default {default})"},
     {"samples_per_class", "--samples-per-class", "K", &INT_TEXT, OFF(samples_per_class), 0, 64,
      FOR_TRAIN | FOR_SAMPLE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "columns of samples.png (default {default}; 0 = no samples)"},
-    {"cfg_scale", "--cfg-scale", "S", &DOUBLE_TEXT, OFF(cfg_scale), 0, 100, FOR_TRAIN | FOR_SAMPLE,
-     RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+    {"cfg_scale", "--cfg-scale", "S", &DOUBLE_TEXT, OFF(cfg_scale), 0, 100,
+     FOR_TRAIN | FOR_SAMPLE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "classifier-free guidance scale (default {default}; 1 = off)"},
 
-    {"sp", "--sp", "N", &INT_TEXT, OFF(parallel.sp), 0, 1 << 20, FOR_TRAIN | FOR_PROBE, RESUMED | NOT_COMPARED | AGREED | LAYOUT,
-     NULL, "sequence parallelism and micro-batches",
+    {"sp", "--sp", "N", &INT_TEXT, OFF(parallel.sp), 0, 1 << 20,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, "sequence parallelism and micro-batches",
      "ranks per sequence group; the ranks / N groups are data parallel,\n"
      "each training on its slice of --batch (default {default}: every rank)"},
     {"sp_attention", "--sp-attention", "NAME", &LAYOUT_NAME, OFF(parallel.layout), 0, 0,
-     FOR_TRAIN | FOR_PROBE, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
      "gather (all-gather K/V, default), all-to-all (heads over ranks),\n"
      "ring (K/V blocks travel the ring; one other rank's block at a time)\n"
      "or hybrid (all-to-all in groups of --ulysses-degree, ring across)"},
     {"ulysses_degree", "--ulysses-degree", "U", &INT_TEXT, OFF(parallel.ulysses), 0, 1 << 20,
-     FOR_TRAIN | FOR_PROBE, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
      "hybrid: ranks per all-to-all group (divides --sp, at most the heads)"},
     {"auto_pad", "--no-auto-pad", NULL, &BOOL_TEXT, OFF(parallel.policy.auto_pad), 0, 0,
-     FOR_TRAIN | FOR_PROBE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL, "refuse a token count that the rank count does not divide"},
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "refuse a token count that the rank count does not divide"},
     {"pad_multiple", "--pad-multiple", "N", &INT_TEXT, OFF(parallel.policy.pad_multiple), 1, 1 << 20,
-     FOR_TRAIN | FOR_PROBE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL, "pad tokens to a multiple of N * ranks (default {default})"},
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "pad tokens to a multiple of N * ranks (default {default})"},
     {"grad_accum", "--grad-accum", "K", &INT_TEXT, OFF(parallel.grad_accum), 1, 1 << 16,
-     FOR_TRAIN | FOR_PROBE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "run each data group's images as K micro-batches (sizes differ by at\n"
      "most one) and add up their gradients; each loss divides by the whole\n"
      "batch's element count, so any K gives one batch's gradient, with the\n"
      "activation memory of the largest micro-batch (default {default})"},
-    {"injected_bugs", "--inject-bug", "NAME", &BUG_NAMES, OFF(parallel.bugs), 0, 0, FOR_TRAIN | FOR_PROBE,
-     RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
+    {"injected_bugs", "--inject-bug", "NAME", &BUG_NAMES, OFF(parallel.bugs), 0, 0,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
      "reproduce a classic bug on purpose: local-kv, no-dkv-reduce-scatter,\n"
      "no-grad-allreduce, no-pad-mask, wrong-restore (gather);\n"
      "ring-wrong-merge, ring-dkv-not-returned, ring-stale-kv,\n"
@@ -259,14 +292,16 @@ const Setting settings[] = {
      "no-dp-allreduce, same-data-all-dp (with --sp below the ranks);\n"
      "accum-unweighted (with --grad-accum 2 or more); local-mean-loss"},
     {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
-     FOR_TRAIN | FOR_PROBE | FOR_SAMPLE | FOR_BUGS, NOT_COMPARED | AGREED, device_check, NULL,
+     FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,
      "where the step runs (default {default}); cuda: each rank on GPU local rank\n"
      "mod the GPUs of its machine"},
-    {"tf32", "--tf32", NULL, &BOOL_TEXT, OFF(parallel.tf32), 0, 0, FOR_TRAIN | FOR_PROBE | FOR_SAMPLE | FOR_BUGS,
-     NOT_COMPARED | AGREED, NULL, NULL,
+    {"tf32", "--tf32", NULL, &BOOL_TEXT, OFF(parallel.tf32), 0, 0,
+     FOR_ALL, NOT_COMPARED | AGREED, NULL, NULL,
      "cuda: float32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative)"},
 
-    {"ranks", NULL, NULL, &INT_TEXT, OFF(ranks), 0, 0, FOR_TRAIN, NOT_COMPARED, NULL, NULL, NULL},
+    {"ranks", NULL, NULL, &INT_TEXT, OFF(ranks), 0, 0,
+     FOR_TRAIN, NOT_COMPARED, NULL, NULL,
+     NULL},
 };
 _Static_assert(sizeof settings / sizeof settings[0] == SETTINGS, "SETTINGS must count the rows of settings[]");
 
@@ -468,7 +503,7 @@ const char *settings_read(TrainConfig *tc, const json_t *root, const char *path,
         const Setting *s = &settings[i];
         const json_t *v = json_object_get(root, s->key);
         if (!(s->rules & RESUMED) || !v) continue;
-        char text[PATH_LEN], why[1024];
+        char text[PATH_LEN + 1], why[1024]; // room for one character more than a path may hold
         if (!json_text(v, text, sizeof text))
             snprintf(buf, len, "%s has %s = %s, which is not valid for %s (it takes %s)", path,
                      s->key, text, name_of(s), s->kind->takes);
@@ -491,12 +526,15 @@ int settings_differ(const json_t *a, const json_t *b, char *list, size_t len) {
         json_object_foreach((json_t *)(side ? b : a), key, v) {
             const Setting *s = setting_by_key(key);
             const json_t *va = side ? json_object_get(a, key) : v, *vb = side ? v : json_object_get(b, key);
-            char ta[256], tb[256];
+            char ta[PATH_LEN + 1], tb[PATH_LEN + 1];
             json_text(va, ta, sizeof ta);
             json_text(vb, tb, sizeof tb);
-            if ((s && (s->rules & NOT_COMPARED)) || (side && va) || !strcmp(ta, tb)) continue;
+            // a row's values as it reads them (4 and 4.0 are one double); other keys as JSON
+            bool same = s ? !strcmp(ta, tb) : json_equal((json_t *)va, (json_t *)vb);
+            if ((s && (s->rules & NOT_COMPARED)) || (side && va) || same) continue;
             if (used < len)
-                used += (size_t)snprintf(list + used, len - used, "%s%s (%s vs %s)", n ? ", " : "", key, ta, tb);
+                used += (size_t)snprintf(list + used, len - used, "%s%s (%.100s vs %.100s)",
+                                         n ? ", " : "", key, ta, tb);
             n++;
         }
     }

@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 // The commands that take a flag (verify passes train's to its runs)
-enum { FOR_TRAIN = 1, FOR_PROBE = 2, FOR_SAMPLE = 4, FOR_BUGS = 8 };
+enum { FOR_TRAIN = 1, FOR_PROBE = 2, FOR_SAMPLE = 4, FOR_BUGS = 8, FOR_ALL = 15 };
 
 // A row's rules
 enum {
