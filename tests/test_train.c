@@ -615,6 +615,27 @@ START_TEST(settings_rank_check_holds_the_agreed_rows) {
 }
 END_TEST
 
+// The flags settings_args writes for a command (what bugs passes to each of its runs) give back
+// the values they were written from, and a default value writes no flag
+START_TEST(settings_args_give_back_the_values) {
+    TrainConfig tc, back;
+    char store[1024], line[4096], again[4096], *args[32];
+    train_config_defaults(&tc);
+    ck_assert_int_eq(settings_args(&tc, FOR_PROBE, args, 32, store, sizeof store), 0);
+    tc.parallel = (SpOptions){.policy = {.auto_pad = false, .pad_multiple = 3}, .layout = SP_RING,
+                              .sp = 2, .grad_accum = 3, .bugs = BUG_LOCAL_KV | BUG_NO_PAD_MASK,
+                              .tf32 = true};
+    int n = settings_args(&tc, FOR_PROBE, args, 32, store, sizeof store);
+    ck_assert_int_eq(n, 12); // --no-auto-pad and --tf32 alone, five flags with a value
+    train_config_defaults(&back);
+    for (int i = 0; i < n; i++) ck_assert_ptr_nonnull(settings_flag(&back, FOR_PROBE, n, args, &i));
+    settings_text(&tc, FOR_PROBE, line, sizeof line);
+    settings_text(&back, FOR_PROBE, again, sizeof again);
+    ck_assert_str_eq(again, line);
+    ck_assert_int_eq(settings_args(&tc, FOR_PROBE, args, 10, store, sizeof store), -1); // no room
+}
+END_TEST
+
 Suite *train_suite(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -638,6 +659,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, settings_resume_earlier_config);
     tcase_add_test(tc, settings_compare_ignores_exactly_its_rows);
     tcase_add_test(tc, settings_rank_check_holds_the_agreed_rows);
+    tcase_add_test(tc, settings_args_give_back_the_values);
     suite_add_tcase(s, tc);
     return s;
 }
