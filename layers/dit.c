@@ -143,11 +143,6 @@ bool dit_preset(const char *name, DiTConfig *c) {
 
 const char *dit_preset_names(void) { return "DiT-{S,B,L,XL,mini,tiny}/{2,4,8}"; }
 
-const char *dit_preset_sizes(void) {
-    return "width/depth/heads S 384/12/6, B 768/12/12, L 1024/24/16,\n"
-           "                        XL 1152/28/16, mini 64/4/4, tiny 32/2/2";
-}
-
 const char *dit_preset_like(const char *name, char *buf, size_t len) {
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         for (int p = 2; p <= 8; p *= 2) {

@@ -75,7 +75,6 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len);
 // Returns false for an unknown name. Sets the architecture fields only.
 bool dit_preset(const char *name, DiTConfig *c);
 const char *dit_preset_names(void); // one line: "DiT-{S,B,L,XL,mini,tiny}/{2,4,8}"
-const char *dit_preset_sizes(void); // width/depth/heads of each, for --help (two lines)
 // The preset spelled like `name` but for letter case ("dit-mini/4" -> "DiT-mini/4"), or NULL.
 const char *dit_preset_like(const char *name, char *buf, size_t len);
 

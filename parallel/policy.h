@@ -14,7 +14,8 @@ typedef struct SeqPolicy {
     bool auto_pad;          // pad T up instead of refusing it
     int pad_multiple;       // pad to a multiple of P * pad_multiple
     int exact_blocks;       // --exact: V canonical blocks (a multiple of P); T_pad is a multiple
-                            // of V * pad_multiple, the same for every P. 0: not exact
+                            // of V * pad_multiple, the same for every P. 0: not exact (sp_init
+                            // sets it from the options)
 } SeqPolicy;
 
 typedef struct SeqShard {

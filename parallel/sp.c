@@ -70,16 +70,18 @@ const char *seq_attention_names(void) {
 }
 
 SpOptions sp_options_default(void) {
-    return (SpOptions){.policy = seq_policy_default(), .layout = SP_GATHER, .grad_accum = 1};
+    return (SpOptions){.policy = seq_policy_default(), .layout = SP_GATHER, .grad_accum = 1,
+                       .virtual_shards = EXACT_BLOCKS};
 }
 
 const char *sp_layout_text(const SpOptions *o, int ranks, char *buf, size_t len) {
     int P = o->sp ? o->sp : ranks;
-    char dp[32] = "", hybrid[64] = "", accum[32] = "";
+    char dp[32] = "", hybrid[64] = "", accum[64] = "";
     if (P < ranks && P > 0) snprintf(dp, sizeof dp, "dp %d x ", ranks / P);
     if (o->layout == SP_HYBRID && o->ulysses > 0)
         snprintf(hybrid, sizeof hybrid, " (ulysses %d x ring %d)", o->ulysses, P / o->ulysses);
     if (o->grad_accum > 1) snprintf(accum, sizeof accum, ", grad-accum %d", o->grad_accum);
+    if (o->exact) snprintf(accum + strlen(accum), sizeof accum - strlen(accum), ", exact (%d blocks)", o->virtual_shards);
     snprintf(buf, len, "%ssp %d, %s%s%s", dp, P, layouts[o->layout]->name, hybrid, accum);
     return buf;
 }
@@ -123,9 +125,10 @@ static Comm *split(SeqParallel *sp, int color, int key) {
     return g;
 }
 
-// --exact runs on the CPU so far; NULL, or the sentence
+// --exact runs on the CPU so far; NULL, or the sentence. (V = 0 is refused by seq_validate's
+// positive-sizes check through the policy.)
 static const char *exact_error(const SpOptions *o, char *buf, size_t len) {
-    if (!o->policy.exact_blocks) return NULL;
+    if (!o->exact) return NULL;
     if (o->cuda)
         return snprintf(buf, len, "--exact runs on the CPU only so far; drop --device cuda or --exact"), buf;
     return NULL;
@@ -141,17 +144,19 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
         return snprintf(buf, len, "--ulysses-degree applies to --sp-attention hybrid only; leave it "
                         "out, or pass --sp-attention hybrid"), buf;
     const char *why = sp_device_error(o, buf, len);
-    if (!why) why = seq_validate(&o->policy, T, P, buf, len);
+    SeqPolicy policy = o->policy; // --exact pads to a multiple of the canonical blocks
+    policy.exact_blocks = o->exact ? o->virtual_shards : 0;
+    if (!why) why = seq_validate(&policy, T, P, buf, len);
     if (!why) why = exact_error(o, buf, len);
     if (!why) why = layouts[o->layout]->validate(o, heads, P, buf, len);
     for (int i = 0; i < N_BUGS && !why; i++)
         if (o->bugs & bugs[i].flag) why = bug_fits(i, o, ranks / P, buf, len);
     if (why) return why;
     int U = o->layout == SP_HYBRID ? o->ulysses : 1, sp_rank = rank % P, dp_rank = rank / P;
-    *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&o->policy, T, P, sp_rank),
+    *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&policy, T, P, sp_rank),
                         .layout = o->layout, .dp = ranks / P, .dp_rank = dp_rank, .ulysses = U,
                         .accum = o->grad_accum, .bugs = o->bugs, .cuda = o->cuda,
-                        .exact = o->policy.exact_blocks > 0, .policy_blocks = o->policy.exact_blocks};
+                        .exact = o->exact, .policy_blocks = policy.exact_blocks};
     if (!world) return NULL;
     sp->comm = split(sp, dp_rank, sp_rank); // consecutive ranks form a sequence group
     if (P < ranks) sp->data = split(sp, sp_rank, dp_rank);

@@ -74,6 +74,8 @@ bool seq_attention_from_name(const char *name, SeqAttention *out);
 const char *seq_attention_name(SeqAttention a);
 const char *seq_attention_names(void); // "gather, all-to-all, ..."
 
+#define EXACT_BLOCKS 12 // --exact's canonical blocks by default: 1, 2, 3, 4, 6 and 12 ranks divide it
+
 // What the flags choose
 typedef struct SpOptions {
     SeqPolicy policy;
@@ -84,6 +86,8 @@ typedef struct SpOptions {
     unsigned bugs;  // BUG_* injected on purpose
     bool cuda;      // --device cuda: tensors, parameters and kernels on the GPU
     bool tf32;      // --tf32: float32 GEMMs on TF32 tensor cores (cuda only)
+    bool exact;     // --exact: the same bits for every rank count that divides virtual_shards
+    int virtual_shards; // --virtual-shards: the canonical blocks V of --exact (default 12)
 } SpOptions;
 // gather, every rank one sequence group, the default policy, one micro-batch
 SpOptions sp_options_default(void);

@@ -153,6 +153,14 @@ if [ $rc = 2 ] && echo "$msg" | grep -q "ranks disagree on the training configur
    ! echo "$msg" | grep -q 'comm\.c:'; then
   ok "ranks with different seeds: exit 2, $(echo "$msg" | grep -m1 -o 'ranks disagree[^;]*')"
 else bad "ranks with different seeds (exit $rc)"; echo "$msg" | tail -3; fi
+# probe and sample check the settings they take the same way, before reading any file
+for cmd in "probe --ckpt x --batch y --out z.safetensors --grad-accum" "sample --ckpt x --out z.png --seed"; do
+  msg=$(timeout 60 $MPIRUN -np 1 "$TRAIN" $cmd 2 : -np 1 "$TRAIN" $cmd 3 2>&1); rc=$?
+  key=$(echo "${cmd##* }" | sed 's/^--//; s/-/_/g')
+  if [ $rc = 2 ] && echo "$msg" | grep -q "ranks disagree on the ${cmd%% *} arguments: rank 1 has $key=3 where rank 0 has $key=2"; then
+    ok "${cmd%% *} ranks with different ${cmd##* }: exit 2, $(echo "$msg" | grep -m1 -o 'ranks disagree[^;]*')"
+  else bad "${cmd%% *} ranks with different ${cmd##* } (exit $rc)"; echo "$msg" | tail -3; fi
+done
 
 # 4. bad input: a sentence naming the problem, exit code 2, no run folder half-written
 expect_usage() { # expected-text, flags...
@@ -420,6 +428,13 @@ if [ $rc = 1 ] && echo "$msg" | grep -q "the runs differ in lr (0.001 vs 0.002),
 else bad "newcomer: compare of runs with other settings (exit $rc): $msg"; fi
 msg=$($TRAIN compare "$WORK/full2" "$WORK/full1" --plot "$WORK/ranks21.png" 2>&1)
 echo "$msg" | grep -q "differ in" && bad "newcomer: compare of 2 ranks against 1 names settings: $msg"
+# ... but not the device: a CPU run against the config.json of a CUDA run with TF32
+mkdir -p "$WORK/cuda-config" && cp "$WORK/full1/loss.csv" "$WORK/cuda-config/"
+sed 's/"device": "cpu"/"device": "cuda"/; s/"tf32": false/"tf32": true/' "$WORK/full1/config.json" > "$WORK/cuda-config/config.json"
+msg=$($TRAIN compare "$WORK/full1" "$WORK/cuda-config" --plot "$WORK/cuda-config.png" 2>&1); rc=$?
+if [ $rc = 0 ] && grep -q '"device": "cuda"' "$WORK/cuda-config/config.json" && grep -q '"tf32": true' "$WORK/cuda-config/config.json" &&
+   ! echo "$msg" | grep -q "differ in"; then ok "newcomer: compare of a CPU run with a device: cuda, tf32 config.json names no setting"
+else bad "newcomer: compare of a CPU run with a CUDA config.json (exit $rc): $msg"; fi
 # the README points to no file the repository lacks
 # (a file under DIR/, the output folder a command is given, is not one of the repository's)
 missing=$(grep -o '[A-Za-z0-9_./-]*\.md' "$ROOT/README.md" | grep -v '^DIR/' | sort -u | while read -r f; do [ -e "$ROOT/$f" ] || echo "$f"; done)

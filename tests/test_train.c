@@ -1,12 +1,15 @@
 // test_train.c: checkpoints (round trip, and every kind of mismatch named), the config's text
-// form, the diffusion formulas, model config validation, and `compare` on hand-written runs and
-// probe results.
+// form, the diffusion formulas, model config validation, `compare` on hand-written runs and
+// probe results, and the settings table against --help, --resume, compare and the rank check.
 #include "../core/safetensors.h"
 #include "../kernels/kernels.h"
 #include "../train/checkpoint.h"
 #include "../train/compare.h"
-#include "../train/ditconfig.h"
+#include "../train/settings.h"
+#include "../train/bugs.h"
 #include "../train/flow.h"
+#include "../train/probe.h"
+#include "../train/sample.h"
 #include "testutil.h"
 #include <math.h>
 #include <fcntl.h>
@@ -308,19 +311,15 @@ static void write_run(const char *name, const char *rows) {
     fclose(f);
 }
 
-// `train compare dir/a dir/b` with stdout and stderr captured into out; returns its exit code.
-static int compare_captured(char *out, size_t len, const char *a, const char *b) {
-    char pa[256], pb[256], plot[256], log[256];
-    tmp_path(pa, sizeof pa, a);
-    tmp_path(pb, sizeof pb, b);
-    tmp_path(plot, sizeof plot, "compare.png");
-    tmp_path(log, sizeof log, "compare.log");
-    char *argv[] = {pa, pb, "--plot", plot};
+// fn(argc, argv) with stdout and stderr captured into out; returns its exit code.
+static int captured(char *out, size_t len, int (*fn)(int, char **), int argc, char **argv) {
+    char log[256];
+    tmp_path(log, sizeof log, "captured.log");
     fflush(stdout), fflush(stderr);
     int saved[2] = {dup(1), dup(2)}, fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ck_assert(saved[0] >= 0 && saved[1] >= 0 && fd >= 0);
     dup2(fd, 1), dup2(fd, 2), close(fd);
-    int rc = compare_main(4, argv);
+    int rc = fn(argc, argv);
     fflush(stdout), fflush(stderr);
     dup2(saved[0], 1), dup2(saved[1], 2), close(saved[0]), close(saved[1]);
     FILE *f = fopen(log, "r");
@@ -328,6 +327,16 @@ static int compare_captured(char *out, size_t len, const char *a, const char *b)
     out[fread(out, 1, len - 1, f)] = 0;
     fclose(f);
     return rc;
+}
+
+// `train compare dir/a dir/b` with stdout and stderr captured into out; returns its exit code.
+static int compare_captured(char *out, size_t len, const char *a, const char *b) {
+    char pa[256], pb[256], plot[256];
+    tmp_path(pa, sizeof pa, a);
+    tmp_path(pb, sizeof pb, b);
+    tmp_path(plot, sizeof plot, "compare.png");
+    char *argv[] = {pa, pb, "--plot", plot};
+    return captured(out, len, compare_main, 4, argv);
 }
 
 #define EXPECT_COMPARE(a, b, want_rc, want_text)                                                   \
@@ -410,6 +419,223 @@ START_TEST(compare_results_shapes_must_match) {
 }
 END_TEST
 
+// ---- the settings table --------------------------------------------------------------------------
+// Its rows fit their fields (no two overlap: a kind of the wrong size would write into the next
+// field), keys and each command's flags are distinct, a switch is a boolean, a resumed row has a
+// flag (a given flag is held against it), and the flags bugs passes on are flags of train and probe.
+START_TEST(settings_table_is_consistent) {
+    for (int i = 0; i < SETTINGS; i++) {
+        const Setting *s = &settings[i];
+        ck_assert_msg(s->off + s->kind->size <= sizeof(TrainConfig), "%s lies outside TrainConfig", s->key);
+        ck_assert_ptr_eq(setting_by_key(s->key), s);
+        for (int j = 0; j < i; j++)
+            ck_assert_msg(s->off >= settings[j].off + settings[j].kind->size ||
+                              settings[j].off >= s->off + s->kind->size,
+                          "the fields of %s and %s overlap", s->key, settings[j].key);
+        for (unsigned c = FOR_TRAIN; c <= FOR_BUGS; c <<= 1)
+            if (s->flag && (s->commands & c)) ck_assert_ptr_eq(setting_by_flag(s->flag, c), s);
+        ck_assert_msg(s->arg || !s->flag || s->kind->json == AS_BOOLEAN, "%s is a switch but not a boolean", s->key);
+        ck_assert_msg(!(s->rules & RESUMED) || s->flag, "%s is resumed but has no flag", s->key);
+        ck_assert_msg(!(s->commands & FOR_BUGS) || (s->commands & FOR_TRAIN && s->commands & FOR_PROBE),
+                      "bugs passes %s to train and probe, which do not take it", s->flag);
+        ck_assert_msg(!(s->rules & LAYOUT) || (s->flag && s->commands & FOR_TRAIN), "verify cannot drop %s", s->key);
+    }
+}
+END_TEST
+
+static Comm rank0 = {.rank = 0, .size = 1};
+static int train_help(int argc, char **argv) {
+    TrainConfig tc;
+    return train_config_parse(&tc, argc, argv, 0);
+}
+static int probe_help(int argc, char **argv) { return probe_main(argc, argv, &rank0); }
+static int sample_help(int argc, char **argv) { return sample_main(argc, argv, &rank0); }
+
+// Each command's --help has one entry for each of its rows of the table, and its other entries
+// are its own flags (probe's --ckpt, ...): none is written by hand
+START_TEST(settings_help_lists_exactly_the_rows) {
+    const struct { unsigned command; int (*main)(int, char **); const char *own; } commands[] = {
+        {FOR_TRAIN, train_help, ""}, {FOR_PROBE, probe_help, " --ckpt --batch --out --dump-tape --make-batch "},
+        {FOR_SAMPLE, sample_help, ""}, {FOR_BUGS, bugs_main, ""}};
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+        char out[16384];
+        ck_assert_int_eq(captured(out, sizeof out, commands[c].main, 1, (char *[]){"--help", NULL}), 0);
+        int entries = 0, rows = 0;
+        for (const char *line = out; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+            char flag[64], own[70];
+            if (strncmp(line, "  --", 4) || sscanf(line, "%63s", flag) != 1) continue;
+            snprintf(own, sizeof own, " %s ", flag);
+            if (strstr(commands[c].own, own)) continue;
+            ck_assert_msg(setting_by_flag(flag, commands[c].command),
+                          "--help of command %u lists %s, which is none of its rows", commands[c].command, flag);
+            entries++;
+        }
+        for (int i = 0; i < SETTINGS; i++) {
+            char entry[64];
+            if (!settings[i].flag || !(settings[i].commands & commands[c].command)) continue;
+            snprintf(entry, sizeof entry, "\n  %s ", settings[i].flag);
+            ck_assert_msg(strstr(out, entry), "--help of command %u lacks %s", commands[c].command, settings[i].flag);
+            rows++;
+        }
+        ck_assert_int_eq(entries, rows); // each once
+    }
+}
+END_TEST
+
+// config.json written by a run and read back by --resume gives every RESUMED row its value (text
+// with quotes and control characters too, a seed past 2^63); the test's flags move every such row
+// off its default, so a row --resume dropped would fail
+START_TEST(settings_resume_round_trip) {
+    char data[] = "my \"data\"\\ \x01\t\n folder", run[256], path[300], err[1024];
+    char *argv[] = {"--model", "DiT-tiny/2", "--input-size", "12", "--mlp-ratio", "2.5",
+                    "--num-classes", "7", "--learn-sigma", "--class-dropout", "0.25", "--steps", "30",
+                    "--batch", "6", "--lr", "3e-4", "--weight-decay", "0.01", "--clip-norm", "0.5",
+                    "--ema", "0.9", "--seed", "18446744073709551615", "--data", data,
+                    "--sample-steps", "3", "--samples-per-class", "2", "--cfg-scale", "1.5", "--sp", "2",
+                    "--sp-attention", "hybrid", "--ulysses-degree", "2", "--no-auto-pad",
+                    "--pad-multiple", "3", "--grad-accum", "2", "--inject-bug", "ring-wrong-merge",
+                    "--inject-bug", "no-pad-mask", "--exact", "--virtual-shards", "6", "--out", "elsewhere"};
+    TrainConfig tc, plain, back;
+    tmp_path(run, sizeof run, "run");
+    ck_assert(!mkdir(run, 0700));
+    snprintf(path, sizeof path, "%s/config.json", run);
+    ck_assert(train_config_parse(&tc, sizeof argv / sizeof *argv, argv, 1));
+    tc.ranks = 2;
+    ck_assert_msg(!train_config_write_json(&tc, path, err, sizeof err), "%s", err);
+    ck_assert(train_config_parse(&back, 2, (char *[]){"--resume", run, NULL}, 1));
+    train_config_defaults(&plain);
+    for (int i = 0; i < SETTINGS; i++) {
+        const Setting *s = &settings[i];
+        char want[PATH_LEN], got[PATH_LEN], initial[PATH_LEN];
+        if (!(s->rules & RESUMED)) continue;
+        setting_text(s, &tc, want, sizeof want);
+        setting_text(s, &back, got, sizeof got);
+        setting_text(s, &plain, initial, sizeof initial);
+        ck_assert_msg(strcmp(want, initial), "the test leaves %s at its default; give it another value", s->key);
+        ck_assert_msg(!strcmp(got, want), "--resume read %s = '%s' back as '%s'", s->key, want, got);
+    }
+    ck_assert_str_eq(back.data, data);
+    ck_assert_str_eq(back.out, run); // not resumed: the run continues in its folder
+}
+END_TEST
+
+// A config.json as the writer before the settings table wrote it (whole doubles as integers,
+// another key order, no device) still resumes
+START_TEST(settings_resume_earlier_config) {
+    char run[256], path[300];
+    tmp_path(run, sizeof run, "old");
+    ck_assert(!mkdir(run, 0700));
+    snprintf(path, sizeof path, "%s/config.json", run);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\n  \"ranks\": 2,\n  \"objective\": \"rectified flow\",\n  \"preset\": \"DiT-tiny/2\",\n"
+          "  \"input_size\": 8,\n  \"patch_size\": 2,\n  \"in_channels\": 3,\n  \"hidden_size\": 32,\n"
+          "  \"depth\": 2,\n  \"num_heads\": 2,\n  \"mlp_ratio\": 4,\n  \"num_classes\": 10,\n"
+          "  \"learn_sigma\": true,\n  \"class_dropout_prob\": 0,\n  \"steps\": 8000,\n  \"batch\": 32,\n"
+          "  \"lr\": 0.001,\n  \"weight_decay\": 0,\n  \"clip_norm\": 1,\n  \"ema\": 0.999,\n  \"seed\": 5,\n"
+          "  \"data\": \"images/cats\",\n  \"out\": \"runs/b\",\n  \"resume\": \"\",\n  \"threads\": 0,\n"
+          "  \"log_every\": 400,\n  \"sample_every\": 0,\n  \"save_every\": -1,\n  \"sample_steps\": 25,\n"
+          "  \"samples_per_class\": 8,\n  \"cfg_scale\": 1,\n  \"auto_pad\": false,\n  \"pad_multiple\": 1,\n"
+          "  \"sp_attention\": \"gather\",\n  \"injected_bugs\": \"local-kv,no-pad-mask\"\n}\n", f);
+    fclose(f);
+    TrainConfig tc;
+    ck_assert(train_config_parse(&tc, 4, (char *[]){"--resume", run, "--steps", "9000", NULL}, 1));
+    ck_assert(tc.model.hidden_size == 32 && tc.model.learn_sigma && tc.model.class_dropout_prob == 0 &&
+              tc.model.mlp_ratio == 4 && tc.seed == 5 && tc.steps == 9000 && tc.cfg_scale == 1);
+    ck_assert(!tc.parallel.policy.auto_pad && tc.parallel.bugs == (BUG_LOCAL_KV | BUG_NO_PAD_MASK));
+    ck_assert_str_eq(tc.preset, "DiT-tiny/2");
+    ck_assert_str_eq(tc.data, "images/cats");
+}
+END_TEST
+
+// compare names a setting that two runs' config.json differ in exactly when its row is not marked
+// NOT_COMPARED: each row's value is changed alone; a key no row knows counts, the same value
+// written as 4 or 4.0 does not, and a CPU run against a CUDA one names nothing
+START_TEST(settings_compare_ignores_exactly_its_rows) {
+    TrainConfig tc;
+    char err[256], list[1024];
+    ck_assert(train_config_parse(&tc, 2, (char *[]){"--out", "x", NULL}, 1));
+    json_t *a = json_object();
+    ck_assert_msg(!settings_to_json(&tc, a, err, sizeof err), "%s", err);
+    for (int i = 0; i < SETTINGS; i++) {
+        const Setting *s = &settings[i];
+        json_t *b = json_deep_copy(a), *v = json_object_get(a, s->key), *other = NULL;
+        char text[PATH_LEN + 1];
+        switch (json_typeof(v)) {
+        case JSON_INTEGER: other = json_integer(json_integer_value(v) + 1); break;
+        case JSON_REAL: other = json_real(json_real_value(v) * 2 + 1); break;
+        case JSON_TRUE: case JSON_FALSE: other = json_boolean(!json_is_true(v)); break;
+        case JSON_STRING: snprintf(text, sizeof text, "%sx", json_string_value(v)), other = json_string(text); break;
+        default: ck_abort_msg("%s is written as neither a number, a boolean nor a string", s->key);
+        }
+        json_object_set_new(b, s->key, other);
+        int n = settings_differ(a, b, list, sizeof list);
+        if (s->rules & NOT_COMPARED) ck_assert_msg(n == 0, "compare names %s, a NOT_COMPARED row: %s", s->key, list);
+        else ck_assert_msg(n == 1 && !strncmp(list, s->key, strlen(s->key)) && list[strlen(s->key)] == ' ',
+                           "compare does not name %s alone: %s", s->key, list);
+        json_decref(b);
+    }
+    json_t *b = json_deep_copy(a);
+    json_object_set_new(b, "device", json_string("cuda"));
+    json_object_set_new(b, "tf32", json_true());
+    json_object_set_new(b, "mlp_ratio", json_integer(4)); // a has 4.0
+    ck_assert_msg(settings_differ(a, b, list, sizeof list) == 0, "%s", list);
+    json_object_set_new(b, "objective", json_string("ddpm"));
+    ck_assert_int_eq(settings_differ(a, b, list, sizeof list), 1);
+    ck_assert_str_eq(list, "objective (none vs ddpm)");
+    json_decref(a);
+    json_decref(b);
+}
+END_TEST
+
+// The ranks' check line holds each AGREED row of a command: changing that row alone changes the
+// line; the other rows leave it as it was
+START_TEST(settings_rank_check_holds_the_agreed_rows) {
+    const char *others[] = {"7", "1", "0.5", "true", "false", "ring", "cuda", "local-kv", "DiT-S/2", "elsewhere"};
+    for (unsigned c = FOR_TRAIN; c <= FOR_BUGS; c <<= 1)
+        for (int i = 0; i < SETTINGS; i++) {
+            const Setting *s = &settings[i];
+            TrainConfig tc, changed;
+            char line[8192], again[8192], value[PATH_LEN], before[PATH_LEN], why[512];
+            train_config_defaults(&tc);
+            settings_text(&tc, c, line, sizeof line);
+            setting_text(s, &tc, before, sizeof before);
+            bool moved = false; // another value the row takes
+            for (size_t k = 0; k < sizeof others / sizeof *others && !moved; k++) {
+                changed = tc;
+                moved = !setting_set(s, &changed, others[k], why, sizeof why) &&
+                        (setting_text(s, &changed, value, sizeof value), strcmp(value, before));
+            }
+            ck_assert_msg(moved, "found no other value for %s", s->key);
+            settings_text(&changed, c, again, sizeof again);
+            bool checked = (s->rules & AGREED) && (s->commands & c);
+            ck_assert_msg(checked == (strcmp(line, again) != 0), "%s %s the rank check of command %u",
+                          s->key, checked ? "is missing from" : "should not be in", c);
+        }
+}
+END_TEST
+
+// The flags settings_args writes for a command (what bugs passes to each of its runs) give back
+// the values they were written from, and a default value writes no flag
+START_TEST(settings_args_give_back_the_values) {
+    TrainConfig tc, back;
+    char store[1024], line[4096], again[4096], *args[32];
+    train_config_defaults(&tc);
+    ck_assert_int_eq(settings_args(&tc, FOR_PROBE, args, 32, store, sizeof store), 0);
+    tc.parallel = (SpOptions){.policy = {.auto_pad = false, .pad_multiple = 3}, .layout = SP_RING,
+                              .sp = 2, .grad_accum = 3, .bugs = BUG_LOCAL_KV | BUG_NO_PAD_MASK,
+                              .tf32 = true, .exact = true, .virtual_shards = 6};
+    int n = settings_args(&tc, FOR_PROBE, args, 32, store, sizeof store);
+    ck_assert_int_eq(n, 15); // --no-auto-pad, --tf32 and --exact alone, six flags with a value
+    train_config_defaults(&back);
+    for (int i = 0; i < n; i++) ck_assert_ptr_nonnull(settings_flag(&back, FOR_PROBE, n, args, &i));
+    settings_text(&tc, FOR_PROBE, line, sizeof line);
+    settings_text(&back, FOR_PROBE, again, sizeof again);
+    ck_assert_str_eq(again, line);
+    ck_assert_int_eq(settings_args(&tc, FOR_PROBE, args, 10, store, sizeof store), -1); // no room
+}
+END_TEST
+
 Suite *train_suite(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -427,6 +653,13 @@ Suite *train_suite(void) {
     tcase_add_test(tc, compare_loss_csv_steps_must_increase);
     tcase_add_test(tc, compare_loss_csv_steps_are_whole_numbers);
     tcase_add_test(tc, compare_results_shapes_must_match);
+    tcase_add_test(tc, settings_table_is_consistent);
+    tcase_add_test(tc, settings_help_lists_exactly_the_rows);
+    tcase_add_test(tc, settings_resume_round_trip);
+    tcase_add_test(tc, settings_resume_earlier_config);
+    tcase_add_test(tc, settings_compare_ignores_exactly_its_rows);
+    tcase_add_test(tc, settings_rank_check_holds_the_agreed_rows);
+    tcase_add_test(tc, settings_args_give_back_the_values);
     suite_add_tcase(s, tc);
     return s;
 }

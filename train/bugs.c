@@ -14,6 +14,7 @@
 #include "outfile.h"
 #include "plot.h"
 #include "probe.h"
+#include "settings.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,10 +29,10 @@ static const char *const base[] = {"--model", "DiT-tiny/2", "--input-size", "22"
 #define N_BASE (int)(sizeof base / sizeof base[0])
 enum { OUT_LEN = 1024, DIR_LEN = OUT_LEN + 64, PATH_LEN_ = DIR_LEN + 64 }; // --out, its folders, files
 
-static SpOptions device; // --device and --tf32: where every run of the catalogue runs
+static TrainConfig shared; // the settings every run of the catalogue gets (settings.h, FOR_BUGS)
 
 static void help(void) {
-    printf("usage: train/train bugs [--ranks N] [--steps S] [--out DIR] [--device cpu|cuda] [--tf32]\n"
+    printf("usage: train/train bugs [--ranks N] [--steps S] [--out DIR] [flags]\n"
            "  The catalogue of injectable sequence-parallel bugs: for the correct code and for every\n"
            "  bug (--inject-bug), a training run of S steps (default 30) on N ranks (default 4) in the\n"
            "  layout the bug lives in, compared with one rank: the first step whose loss differs by\n"
@@ -39,9 +40,10 @@ static void help(void) {
            "  output's and the worst gradient's relative error (tolerances %g and %g).\n"
            "  Writes DIR/bugs.md (the table, also printed) and DIR/bugs.png (each row's loss\n"
            "  difference per step); DIR defaults to runs/bugs, and its earlier results are replaced.\n"
-           "  --device cuda runs every training and probe on the GPU (--tf32 too, with TF32 GEMMs).\n"
-           "  Exit 0 when the correct code agrees and every bug is caught, 1 otherwise.\n",
+           "  Exit 0 when the correct code agrees and every bug is caught, 1 otherwise.\n"
+           "  These flags go to every training and probe run:\n",
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
+    settings_help(stdout, FOR_BUGS);
 }
 
 typedef struct Row {
@@ -67,7 +69,7 @@ static void layout_flags(const BugInfo *b, int ranks, char *buf, size_t len) {
 static int run(char **lead, int n_lead, const char *const *words, int n_words, const Row *r,
                const char *log) {
     enum { MAX_ARGS = 64 };
-    char *argv[MAX_ARGS], flags[sizeof r->layout];
+    char *argv[MAX_ARGS], flags[sizeof r->layout], values[PATH_LEN_];
     int n = 0;
     for (int i = 0; i < n_lead; i++) argv[n++] = lead[i];
     for (int i = 0; i < n_words; i++) argv[n++] = (char *)words[i];
@@ -76,9 +78,9 @@ static int run(char **lead, int n_lead, const char *const *words, int n_words, c
          w = strtok_r(NULL, " ", &save))
         argv[n++] = w;
     if (r && r->bug) argv[n++] = "--inject-bug", argv[n++] = (char *)r->bug->name;
-    if (device.cuda) argv[n++] = "--device", argv[n++] = "cuda";
-    if (device.tf32) argv[n++] = "--tf32";
-    argv[n] = NULL;
+    int k = settings_args(&shared, FOR_BUGS, argv + n, MAX_ARGS - 1 - n, values, sizeof values);
+    CHECK(k >= 0, "the shared settings do not fit in %d arguments", MAX_ARGS);
+    argv[n + k] = NULL;
     return launch(argv, log);
 }
 
@@ -167,15 +169,17 @@ static void write_plot(const Row *rows, int n, int ranks, const char *path) {
 int bugs_main(int argc, char **argv) {
     int ranks = 4, steps = 30;
     const char *out = "runs/bugs";
+    train_config_defaults(&shared);
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(), 0;
         else if (!strcmp(argv[i], "--ranks")) ranks = flag_int("--ranks", flag_value(argc, argv, &i), 2, 64);
         else if (!strcmp(argv[i], "--steps")) steps = flag_int("--steps", flag_value(argc, argv, &i), 2, 100000);
         else if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
-        else if (!device_flag(argc, argv, &i, &device)) usage_error("bugs: unknown argument '%s'", argv[i]);
+        else if (!settings_flag(&shared, FOR_BUGS, argc, argv, &i))
+            usage_error("bugs: unknown argument '%s'", argv[i]);
     }
     char why[512];
-    if (sp_device_error(&device, why, sizeof why)) usage_error("%s", why); // --tf32 without cuda
+    if (sp_device_error(&shared.parallel, why, sizeof why)) usage_error("%s", why); // --tf32 without cuda
     char path[PATH_LEN_], ref[DIR_LEN], batch[PATH_LEN_], ref_probe[PATH_LEN_], self[4096], np[16], nsteps[16];
     if (strlen(out) >= OUT_LEN) usage_error("--out: the path is longer than %d characters", OUT_LEN - 1);
     out_runs_folder_check("--out", out, "bugs");

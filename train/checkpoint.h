@@ -1,11 +1,11 @@
 // checkpoint.h: DiT checkpoints in safetensors with the reference's state_dict names and layouts
-// and the config in __metadata__ (ditconfig.h), so a checkpoint loads into the PyTorch reference
+// and the config in __metadata__ (settings.h), so a checkpoint loads into the PyTorch reference
 // with load_state_dict(strict=True). Training state (Adam moments, step) goes to a second file
 // named in the model's metadata, so the model file holds exactly the state_dict.
 #pragma once
 #include "../autograd/optim.h"
 #include "../layers/dit.h"
-#include "ditconfig.h" // the metadata's config keys and their text
+#include "settings.h" // the metadata's config keys and their text (the model's rows)
 
 // Writes pos_embed and every parameter, taking the parameter values from `flat` (laid out like
 // m->ps.params, e.g. EMA weights) or from the model when flat is NULL. step >= 0 records the

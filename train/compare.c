@@ -5,7 +5,7 @@
 #include "flags.h"
 #include "losslog.h"
 #include "outfile.h"
-#include <jansson.h>
+#include "settings.h"
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,58 +27,17 @@ static void help(void) {
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
 
-// config.json keys that do not change a loss curve (where and how long a run went, its logging,
-// sampling, EMA and threads) or that a comparison is there to check (the sequence parallelism,
-// the micro-batches)
-static const char *const not_compared[] = {
-    "ranks", "out", "steps", "resume", "threads", "log_every", "sample_every", "save_every",
-    "sample_steps", "samples_per_class", "cfg_scale", "ema", "sp_attention", "sp",
-    "ulysses_degree", "auto_pad", "pad_multiple", "grad_accum", "injected_bugs", "virtual_shards"};
-
-static bool compared(const char *key) {
-    for (size_t i = 0; i < sizeof not_compared / sizeof *not_compared; i++)
-        if (!strcmp(key, not_compared[i])) return false;
-    return true;
-}
-
-static void value_text(const json_t *v, char *buf, size_t len) {
-    if (json_is_string(v)) snprintf(buf, len, "%s", json_string_value(v));
-    else if (!v) snprintf(buf, len, "none");
-    else {
-        char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-        snprintf(buf, len, "%s", s ? s : "?");
-        free(s);
-    }
-}
-
-// Says which settings of the runs' config.json differ (beyond not_compared): their loss curves
-// are then expected to part. Silent when either run has no readable config.json.
+// Says which settings of the runs' config.json differ, beyond those the settings table marks
+// NOT_COMPARED (where and how long a run went, its logging, sampling, EMA, threads and device, and
+// what a comparison is there to check: the parallel layout, the micro-batches, the bugs): their
+// loss curves are then expected to part. Silent when either run has no readable config.json.
 static void note_settings(const char *a, const char *b) {
-    char pa[1024], pb[1024], list[1024] = "", va[64], vb[64];
-    snprintf(pa, sizeof pa, "%s/config.json", a);
-    snprintf(pb, sizeof pb, "%s/config.json", b);
-    json_t *ja = json_load_file(pa, 0, NULL), *jb = json_load_file(pb, 0, NULL);
-    if (json_is_object(ja) && json_is_object(jb)) {
-        size_t used = 0;
-        int n = 0;
-        for (int side = 0; side < 2; side++) { // keys of a, then keys only b has
-            const char *key;
-            json_t *v;
-            json_object_foreach(side ? jb : ja, key, v) {
-                json_t *other = json_object_get(side ? ja : jb, key);
-                if (!compared(key) || (side && other) || json_equal(v, other)) continue;
-                value_text(side ? other : v, va, sizeof va);
-                value_text(side ? v : other, vb, sizeof vb);
-                if (used < sizeof list)
-                    used += (size_t)snprintf(list + used, sizeof list - used, "%s%s (%s vs %s)",
-                                             n ? ", " : "", key, va, vb);
-                n++;
-            }
-        }
-        if (n)
-            printf("note: the runs differ in %s (their config.json), so their losses are expected "
-                   "to diverge; compare runs of the same settings to check the parallelism\n", list);
-    }
+    char pa[PATH_LEN + 16], pb[PATH_LEN + 16], err[PATH_LEN + 128], list[1024];
+    json_t *ja = settings_load(a, pa, sizeof pa, err, sizeof err);
+    json_t *jb = settings_load(b, pb, sizeof pb, err, sizeof err);
+    if (ja && jb && settings_differ(ja, jb, list, sizeof list))
+        printf("note: the runs differ in %s (their config.json), so their losses are expected "
+               "to diverge; compare runs of the same settings to check the parallelism\n", list);
     json_decref(ja);
     json_decref(jb);
 }

@@ -10,23 +10,14 @@
 
 static UsageHandler usage_handler;
 
-static char usage_before[1024], usage_after[256];
-
 void set_usage_handler(UsageHandler h) { usage_handler = h; }
 
-void set_usage_context(const char *before, const char *after) {
-    snprintf(usage_before, sizeof usage_before, "%s", before ? before : "");
-    snprintf(usage_after, sizeof usage_after, "%s", after ? after : "");
-}
-
 void usage_error(const char *fmt, ...) {
-    char what[2048], msg[2048];
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    int n = snprintf(msg, sizeof msg, "%s%s%s", usage_before, what, usage_after);
-    set_usage_context(NULL, NULL);
     if (usage_handler) usage_handler(msg);
     if (n >= 0 && (size_t)n < sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, "\n(see --help)");
     // the other ranks may not have hit the same error (a file one node lacks): stop them all
@@ -39,33 +30,40 @@ static bool starts_number(const char *text) {
     return text[0] && !isspace((unsigned char)text[0]);
 }
 
-int flag_int(const char *flag, const char *text, long min, long max) {
+bool text_long(const char *text, long *v) {
     char *end;
     errno = 0;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end || errno || !starts_number(text))
-        usage_error("%s expects a whole number, got '%s'", flag, text);
+    *v = strtol(text, &end, 10);
+    return end != text && !*end && !errno && starts_number(text);
+}
+
+bool text_double(const char *text, double *v) {
+    char *end;
+    errno = 0;
+    *v = strtod(text, &end);
+    return end != text && !*end && !errno && isfinite(*v) && starts_number(text);
+}
+
+bool text_u64(const char *text, uint64_t *v) {
+    char *end;
+    errno = 0;
+    unsigned long long u = strtoull(text, &end, 10);
+    *v = (uint64_t)u;
+    return end != text && !*end && !errno && starts_number(text) && text[0] != '-';
+}
+
+int flag_int(const char *flag, const char *text, long min, long max) {
+    long v;
+    if (!text_long(text, &v)) usage_error("%s expects a whole number, got '%s'", flag, text);
     if (v < min || v > max) usage_error("%s must be between %ld and %ld, got %ld", flag, min, max, v);
     return (int)v;
 }
 
 double flag_double(const char *flag, const char *text, double min, double max) {
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (end == text || *end || errno || !isfinite(v) || !starts_number(text))
-        usage_error("%s expects a number, got '%s'", flag, text);
+    double v;
+    if (!text_double(text, &v)) usage_error("%s expects a number, got '%s'", flag, text);
     if (v < min || v > max) usage_error("%s must be between %g and %g, got %g", flag, min, max, v);
     return v;
-}
-
-uint64_t flag_u64(const char *flag, const char *text) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (end == text || *end || errno || !starts_number(text) || text[0] == '-')
-        usage_error("%s expects a non-negative whole number, got '%s'", flag, text);
-    return (uint64_t)v;
 }
 
 const char *flag_value(int argc, char **argv, int *i) {

@@ -13,13 +13,14 @@ _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1
 // input in one process. NULL (the default): none; usage_error prints and exits.
 typedef void (*UsageHandler)(const char *msg);
 void set_usage_handler(UsageHandler h);
-// Where the values being parsed come from, when not the command line: while set, a usage error
-// says "<before><its message><after>". Both are copied; (NULL, NULL) clears them, and so does the
-// next usage error (a handler that jumps out of it leaves none behind).
-void set_usage_context(const char *before, const char *after);
+// A value is the whole text, without white space before it: false if text is not one (a double
+// must also be finite, a u64 unsigned).
+bool text_long(const char *text, long *v);
+bool text_double(const char *text, double *v);
+bool text_u64(const char *text, uint64_t *v);
+// The value of a flag within [min, max], or a usage error that names the flag.
 int flag_int(const char *flag, const char *text, long min, long max);
 double flag_double(const char *flag, const char *text, double min, double max);
-uint64_t flag_u64(const char *flag, const char *text);
 // argv[*i] is the flag; returns argv[*i + 1] and advances *i, or a usage error if missing.
 const char *flag_value(int argc, char **argv, int *i);
 

@@ -9,6 +9,7 @@
 #include "data.h"
 #include "flags.h"
 #include "outfile.h"
+#include "settings.h"
 #include "step.h"
 #include "tapedump.h"
 #include <stdio.h>
@@ -24,8 +25,9 @@ static void help(void) {
            "  --dump-tape PATH      also every named tensor of the step and its gradient, in the\n"
            "                        one-rank layout, for `train locate` (one micro-batch)\n"
            "  --make-batch B        instead: write a batch of B images (procedural shapes, step %d of\n"
-           "                        seed 0, with times, labels and velocity targets) for --ckpt to --out\n"
-           SEQ_FLAGS_HELP, PROBE_BATCH_STEP);
+           "                        seed 0, with times, labels and velocity targets) for --ckpt to --out\n",
+           PROBE_BATCH_STEP);
+    settings_help(stdout, FOR_PROBE);
 }
 
 // The batch tensor `name`, which this checkpoint needs to be a float tensor (F32 or F64) or, if
@@ -60,13 +62,14 @@ static void batch_into(Tensor *dst, const StTensor *t) {
 
 typedef struct ProbeArgs {
     const char *ckpt, *batch, *out, *dump; // dump: --dump-tape, or NULL
-    int make_batch; // > 0: write a batch of this many images to --out instead
-    SpOptions parallel;
+    int make_batch;  // > 0: write a batch of this many images to --out instead
+    TrainConfig run; // the settings probe takes (settings.h, FOR_PROBE): the parallel options
 } ProbeArgs;
 
 // false when --help was printed; usage errors exit
 static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
-    *a = (ProbeArgs){.parallel = sp_options_default()};
+    *a = (ProbeArgs){0};
+    train_config_defaults(&a->run);
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             if (c->rank == 0) help();
@@ -77,22 +80,19 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
         else if (!strcmp(argv[i], "--dump-tape")) a->dump = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--make-batch"))
             a->make_batch = flag_int(argv[i], flag_value(argc, argv, &i), 1, 4096);
-        else if (!seq_flag(argc, argv, &i, &a->parallel))
+        else if (!settings_flag(&a->run, FOR_PROBE, argc, argv, &i))
             usage_error("probe: unknown argument '%s'", argv[i]);
     }
     if (a->make_batch && a->batch) usage_error("probe --make-batch writes a batch to --out; leave out --batch");
     if (a->make_batch) a->batch = "";
     if (!a->ckpt || !a->batch || !a->out) usage_error("probe needs --ckpt, --batch and --out");
     if (a->dump && a->make_batch) usage_error("probe --make-batch writes a batch; leave out --dump-tape");
-    if (a->dump && a->parallel.grad_accum > 1)
+    if (a->dump && a->run.parallel.grad_accum > 1)
         usage_error("probe --dump-tape dumps one micro-batch; drop --grad-accum");
-    char text[4096];
-    const SpOptions *o = &a->parallel;
-    snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s auto_pad=%d pad_multiple=%d layout=%s "
-             "sp=%d ulysses=%d grad_accum=%d bugs=%u cuda=%d tf32=%d exact=%d dump=%s", a->ckpt, a->batch,
-             a->out, o->policy.auto_pad, o->policy.pad_multiple, seq_attention_name(o->layout), o->sp,
-             o->ulysses, o->grad_accum, o->bugs, o->cuda, o->tf32, o->policy.exact_blocks,
-             a->dump ? a->dump : "");
+    char text[4096], settings_line[2048];
+    settings_text(&a->run, FOR_PROBE, settings_line, sizeof settings_line);
+    snprintf(text, sizeof text, "ckpt=%s batch=%s out=%s dump=%s make_batch=%d %s", a->ckpt, a->batch,
+             a->out, a->dump ? a->dump : "", a->make_batch, settings_line);
     comm_check_same(c, "probe arguments", text);
     if (c->rank == 0) { // the rank that writes the result
         out_file_check("--out", a->out, NULL);
@@ -194,7 +194,7 @@ int probe_main(int argc, char **argv, Comm *c) {
     const StTensor *xs = st_find(&st, "x");
     int B = xs && xs->ndim == 4 && xs->shape[0] >= 1 && xs->shape[0] <= PROBE_MAX_BATCH ? (int)xs->shape[0] : 1;
     SeqParallel sp;
-    sp_setup(&sp, c, c->size, c->rank, &a.parallel, &m.cfg);
+    sp_setup(&sp, c, c->size, c->rank, &a.run.parallel, &m.cfg);
     int first, count, micro_first, micro;
     if (sp_batch_slice(&sp, B, &first, &count, err, sizeof err)) usage_error("--batch %s: %s", a.batch, err);
     sp_micro_batch(&sp, count, 0, &micro_first, &micro); // the largest
@@ -229,14 +229,14 @@ int probe_main(int argc, char **argv, Comm *c) {
         img = all;
     }
     char layout_text[128];
-    sp_layout_text(&a.parallel, c->size, layout_text, sizeof layout_text);
+    sp_layout_text(&a.run.parallel, c->size, layout_text, sizeof layout_text);
     if (a.dump && tape_dump_write(&dump, a.dump, layout_text, err, sizeof err)) usage_error("--dump-tape: %s", err);
     if (c->rank == 0) {
         write_result(&m, img, total_loss, a.out);
         char layout[128], device[256] = "";
         if (sp.cuda) snprintf(device, sizeof device, " on %s", sp_device_text(&sp, layout, sizeof layout));
         printf("probe: %d rank%s (%s)%s, %d tokens (padded to %d), loss %.9g, wrote %s\n", c->size,
-               c->size > 1 ? "s" : "", sp_layout_text(&a.parallel, c->size, layout, sizeof layout),
+               c->size > 1 ? "s" : "", sp_layout_text(&a.run.parallel, c->size, layout, sizeof layout),
                device, sp.shard.T, sp.shard.T_pad, total_loss, a.out);
     }
     arena_destroy(&arena);

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "flags.h"
 #include "outfile.h"
+#include "settings.h"
 #include <jansson.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -201,53 +202,51 @@ static const char *checkpoint_in(const char *ckpt, char *path, char *run, size_t
 
 // The data source in run/config.json (a training run's), into data; false when there is none
 static bool run_data(const char *run, char *data, size_t len) {
-    char path[2 * PATH_LEN];
-    snprintf(path, sizeof path, "%s/config.json", run);
-    json_t *cfg = json_load_file(path, 0, NULL);
-    const char *source = json_string_value(json_object_get(cfg, "data"));
-    bool found = source && source[0] && strlen(source) < len;
-    if (found) snprintf(data, len, "%s", source);
-    json_decref(cfg);
+    char path[2 * PATH_LEN], err[2 * PATH_LEN];
+    json_t *root = settings_load(run, path, sizeof path, err, sizeof err);
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    const char *why = root ? settings_read(&tc, root, path, err, sizeof err) : NULL;
+    bool found = root && json_object_get(root, "data") && tc.data[0];
+    json_decref(root);
+    if (why) usage_error("--ckpt: %s; correct it there, or pass --data", why);
+    if (found) snprintf(data, len, "%s", tc.data);
     return found;
 }
 
 static void sample_help(void) {
     printf("usage: mpirun -np N train/train sample --ckpt M.safetensors|RUN --out S.png [flags]\n"
            "  A grid of class-conditional samples (one row per class) from a checkpoint, or from a\n"
-           "  run folder: its ema.safetensors, else its model.safetensors.\n"
-           "  --data shapes|DIR      where the class names come from (default: the data in the\n"
-           "                         run's config.json, else shapes)\n"
-           "  --sample-steps N       Euler steps (default 25)\n"
-           "  --cfg-scale S          classifier-free guidance scale (default 3; 1 = off)\n"
-           "  --samples-per-class K  columns (default 8)\n"
-           "  --seed S               noise seed (default 0)\n" DEVICE_FLAGS_HELP);
+           "  run folder: its ema.safetensors, else its model.safetensors. The class names come from\n"
+           "  the --data given, else the data in the run's config.json, else the shapes; the seed\n"
+           "  draws the noise; --samples-per-class is at least 1.\n");
+    settings_help(stdout, FOR_SAMPLE);
 }
 
 int sample_main(int argc, char **argv, Comm *c) {
     const char *ckpt = NULL, *out = NULL;
     bool cfg_given = false, data_given = false;
-    TrainConfig tc = {.sample_steps = 25, .cfg_scale = 3, .samples_per_class = 8, .parallel = sp_options_default()};
-    strcpy(tc.data, "shapes");
+    TrainConfig tc; // the settings sample takes (settings.h, FOR_SAMPLE)
+    train_config_defaults(&tc);
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
+        const Setting *s;
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) return c->rank == 0 ? sample_help(), 0 : 0;
         else if (!strcmp(f, "--ckpt")) ckpt = flag_value(argc, argv, &i);
         else if (!strcmp(f, "--out")) out = flag_value(argc, argv, &i);
-        else if (!strcmp(f, "--data"))
-            snprintf(tc.data, sizeof tc.data, "%s", flag_value(argc, argv, &i)), data_given = true;
-        else if (!strcmp(f, "--sample-steps")) tc.sample_steps = flag_int(f, flag_value(argc, argv, &i), 1, 1000);
-        else if (!strcmp(f, "--cfg-scale"))
-            tc.cfg_scale = flag_double(f, flag_value(argc, argv, &i), 0, 100), cfg_given = true;
-        else if (!strcmp(f, "--samples-per-class")) tc.samples_per_class = flag_int(f, flag_value(argc, argv, &i), 1, 64);
-        else if (!strcmp(f, "--seed")) tc.seed = flag_u64(f, flag_value(argc, argv, &i));
-        else if (!device_flag(argc, argv, &i, &tc.parallel)) usage_error("sample: unknown argument '%s'", f);
+        else if ((s = settings_flag(&tc, FOR_SAMPLE, argc, argv, &i))) {
+            data_given = data_given || !strcmp(s->key, "data");
+            cfg_given = cfg_given || !strcmp(s->key, "cfg_scale");
+        } else usage_error("sample: unknown argument '%s'", f);
     }
     if (!ckpt || !out) usage_error("sample needs --ckpt and --out");
-    char text[2 * PATH_LEN + 128];
-    snprintf(text, sizeof text, "ckpt=%s out=%s data=%s steps=%d cfg=%.17g per_class=%d seed=%llu "
-             "cuda=%d tf32=%d", ckpt, out, tc.data, tc.sample_steps, tc.cfg_scale,
-             tc.samples_per_class, (unsigned long long)tc.seed, tc.parallel.cuda, tc.parallel.tf32);
-    comm_check_same(c, "sample arguments", text);
+    if (tc.samples_per_class < 1)
+        usage_error("sample --samples-per-class 0 draws no samples; pass 1 or more");
+    char text[3 * PATH_LEN + 256];
+    settings_text(&tc, FOR_SAMPLE, text, sizeof text);
+    char line[sizeof text + 2 * PATH_LEN];
+    snprintf(line, sizeof line, "ckpt=%s out=%s %s", ckpt, out, text);
+    comm_check_same(c, "sample arguments", line);
     if (c->rank == 0) out_file_check("--out", out, ".png"); // the rank that writes the grid
     char path[PATH_LEN + 32], run[PATH_LEN + 32], err[1024];
     const char *weights = checkpoint_in(ckpt, path, run, sizeof path);

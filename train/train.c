@@ -358,7 +358,8 @@ static void setup(Run *r) {
     if (c->rank == 0) {
         make_dirs(tc->out);
         path_in(path, sizeof path, tc->out, "config.json");
-        CHECK(!train_config_write_json(tc, c->size, path, err, sizeof err), "%s", err);
+        tc->ranks = c->size;
+        CHECK(!train_config_write_json(tc, path, err, sizeof err), "%s", err);
     }
     comm_barrier(c);
     char layout[128];

@@ -9,6 +9,7 @@
 #include "flags.h"
 #include "launch.h"
 #include "outfile.h"
+#include "settings.h"
 #include "train.h"
 #include <stdbool.h>
 #include <stdio.h>
@@ -26,18 +27,15 @@ static void help(void) {
            "  An earlier verify's results in DIR are replaced; a DIR that is a training run is refused.\n"
            "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check).\n"
            "  Training flags are passed to both runs (see train/train --help; --samples-per-class 0\n"
-           "  skips their sample grids; --grad-accum too), except --inject-bug, --sp,\n"
-           "  --sp-attention and --ulysses-degree, which go to the N-rank run only.\n"
-           "  With --exact the runs must also be the same bit for bit: every logged loss and every\n"
-           "  value of the model, EMA and optimizer files (\"identical: 0 of N values differ\").\n",
+           "  skips their sample grids; --grad-accum too), but these go to the N-rank run only:\n ",
            COMPARE_LOSS_TOL);
-}
-
-// The flags that set the N-rank run's parallel layout and bugs: the 1-rank reference runs
-// without them
-static bool layout_flag(const char *f) {
-    return !strcmp(f, "--inject-bug") || !strcmp(f, "--sp") || !strcmp(f, "--sp-attention") ||
-           !strcmp(f, "--ulysses-degree");
+    for (int i = 0, n = 0; i < SETTINGS; i++) // the rows marked LAYOUT
+        if (settings[i].rules & LAYOUT) printf("%s %s", n++ ? "," : "", settings[i].flag);
+    printf(".\n"
+           "  With --exact the runs must also be the same bit for bit: every logged loss and every\n"
+           "  value of the model, EMA and optimizer files (\"identical: 0 of N values differ\").\n"
+           "  When the runs disagree, one step of the 1-rank run's final weights is dumped on N ranks\n"
+           "  and on one (probe --dump-tape into DIR) and `train locate` says where they part.\n");
 }
 
 // Runs lead... (mpirun and its options, then this program) with the training flags, without the
@@ -48,8 +46,13 @@ static int train_run(char **lead, int n_lead, char **flags, int n_flags, bool wi
     int n = 0;
     for (int i = 0; i < n_lead; i++) cmd[n++] = lead[i];
     for (int i = 0; i < n_flags; i++) {
-        if (!with_layout && layout_flag(flags[i]) && i + 1 < n_flags) i++;
-        else cmd[n++] = flags[i];
+        const Setting *s = setting_by_flag(flags[i], FOR_TRAIN);
+        bool keep = with_layout || !s || !(s->rules & LAYOUT);
+        if (keep) cmd[n++] = flags[i];
+        if (s && s->arg && i + 1 < n_flags) { // its value goes with it
+            i++;
+            if (keep) cmd[n++] = flags[i];
+        }
     }
     if (steps) cmd[n++] = "--steps", cmd[n++] = steps; // the last --steps wins
     cmd[n++] = "--out", cmd[n++] = dir;
@@ -73,22 +76,20 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
         usage_error("--data: %s", err);
     data_close(&data);
     train_check(&tc, ranks, ranks);
-    int grad_accum = tc.parallel.grad_accum; // not a layout flag: the reference takes it too
-    tc.parallel = sp_options_default(); // the reference: one rank, no layout flags
-    tc.parallel.grad_accum = grad_accum;
+    TrainConfig plain; // the reference: one rank, without the layout flags
+    train_config_defaults(&plain);
+    for (int i = 0; i < SETTINGS; i++)
+        if (settings[i].rules & LAYOUT) setting_copy(&settings[i], &tc, &plain);
     train_check(&tc, 1, 1);
     return true;
 }
 
-// The training flags a probe takes too (exact mode, padding, the device; with_layout, the layout
-// and bugs that only the N-rank run gets): how many values follow, or -1 for another flag
+// Of the training flags, those a probe takes too (the table's FOR_PROBE rows but --grad-accum:
+// a dump is one micro-batch; the LAYOUT rows only with_layout): how many values follow, or -1
 static int probe_flag(const char *f, bool with_layout) {
-    static const struct { const char *flag; int values; } both[] = {
-        {"--exact", 0}, {"--virtual-shards", 1}, {"--no-auto-pad", 0}, {"--pad-multiple", 1},
-        {"--device", 1}, {"--tf32", 0}};
-    for (size_t i = 0; i < sizeof both / sizeof *both; i++)
-        if (!strcmp(f, both[i].flag)) return both[i].values;
-    return with_layout && layout_flag(f) ? 1 : -1;
+    const Setting *s = setting_by_flag(f, FOR_PROBE);
+    if (!s || !strcmp(s->key, "grad_accum") || (!with_layout && (s->rules & LAYOUT))) return -1;
+    return s->arg != NULL;
 }
 
 // After runs that disagree: one step of the 1-rank run's final weights on a fresh batch, dumped

@@ -185,9 +185,10 @@ static void image_seed(const char *name, int size, int w, int h, int comp, bool 
 // ---- resume: run folders' config.json as training writes them ----------------------------------
 static void resume_seed(const char *name, int argc, char **argv) {
     TrainConfig tc;
-    char path[512], err[1024];
-    if (!train_config_parse(&tc, argc, argv, 1) ||
-        train_config_write_json(&tc, 2, seed_path(path, "resume", name), err, sizeof err)) {
+    char path[512], err[1024] = "the flags print --help";
+    bool parsed = train_config_parse(&tc, argc, argv, 1);
+    tc.ranks = 2;
+    if (!parsed || train_config_write_json(&tc, seed_path(path, "resume", name), err, sizeof err)) {
         fprintf(stderr, "make_seeds: %s\n", err);
         exit(1);
     }

@@ -41,7 +41,7 @@ SMI=$([ "$DEVICE" = cuda ] && command -v nvidia-smi)
 # seconds left for one run, or nothing when under 20
 left() { local l=$((DEADLINE - $(date +%s))); [ $l -ge 20 ] && echo $l; }
 
-# the preset's width, depth and heads (train/ditconfig.c)
+# the preset's width, depth and heads (layers/dit.c)
 dims() { # MODEL
   local size=${1#DiT-}; size=${size%/*}
   case $size in S) echo "384 12 6" ;; B) echo "768 12 12" ;; L) echo "1024 24 16" ;; XL) echo "1152 28 16" ;;

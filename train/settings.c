@@ -1,0 +1,568 @@
+// settings.c: see settings.h.
+#include "settings.h"
+#include "flags.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+// ---- kinds: how a value is read and written ----------------------------------------------------
+// The fewest significant digits that read back as exactly v
+static int shortest_digits(double v) {
+    char text[32];
+    int digits = 1;
+    while (digits < 17 && (snprintf(text, sizeof text, "%.*g", digits, v), strtod(text, NULL) != v))
+        digits++;
+    return digits;
+}
+
+void double_text(char *buf, size_t len, double v) { snprintf(buf, len, "%.*g", shortest_digits(v), v); }
+
+// The flag of a row, or its key when it has none
+static const char *name_of(const Setting *s) { return s->flag ? s->flag : s->key; }
+
+static const char *expects(const Setting *s, const char *text, char *buf, size_t len) {
+    snprintf(buf, len, "%s expects %s, got '%s'", name_of(s), s->kind->takes, text);
+    return buf;
+}
+
+static const char *unknown(const Setting *s, const char *noun, const char *text, char *buf, size_t len) {
+    snprintf(buf, len, "%s: unknown %s '%s' (known: %s)", name_of(s), noun, text, s->kind->names());
+    return buf;
+}
+
+static const char *parse_int(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    long v;
+    if (!text_long(text, &v) || v < INT_MIN || v > INT_MAX) return expects(s, text, buf, len);
+    *(int *)field = (int)v;
+    return NULL;
+}
+static void format_int(const void *field, char *buf, size_t len) {
+    snprintf(buf, len, "%d", *(const int *)field);
+}
+
+static const char *parse_double(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    double v;
+    if (!text_double(text, &v)) return expects(s, text, buf, len);
+    *(double *)field = v;
+    return NULL;
+}
+static void format_double(const void *field, char *buf, size_t len) {
+    double_text(buf, len, *(const double *)field);
+}
+
+static const char *parse_u64(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    uint64_t v;
+    if (!text_u64(text, &v)) return expects(s, text, buf, len);
+    *(uint64_t *)field = v;
+    return NULL;
+}
+static void format_u64(const void *field, char *buf, size_t len) {
+    snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)field);
+}
+
+// also Python's spelling, and 1 / 0
+static const char *parse_bool(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    bool yes = !strcmp(text, "true") || !strcmp(text, "True") || !strcmp(text, "1");
+    bool no = !strcmp(text, "false") || !strcmp(text, "False") || !strcmp(text, "0");
+    if (!yes && !no) return expects(s, text, buf, len);
+    *(bool *)field = yes;
+    return NULL;
+}
+static void format_bool(const void *field, char *buf, size_t len) {
+    snprintf(buf, len, "%s", *(const bool *)field ? "true" : "false");
+}
+
+// A path: config.json holds it, so it must be UTF-8 (control characters are escaped there)
+static const char *parse_path(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    if (strlen(text) >= PATH_LEN) {
+        snprintf(buf, len, "%s: the path is longer than %d characters", name_of(s), PATH_LEN - 1);
+        return buf;
+    }
+    json_t *utf8 = json_string(text); // NULL if it is not UTF-8
+    json_decref(utf8);
+    if (!utf8) {
+        snprintf(buf, len, "%s: the path is not UTF-8 text, which config.json cannot hold; rename it",
+                 name_of(s));
+        return buf;
+    }
+    strcpy(field, text);
+    return NULL;
+}
+static void format_text(const void *field, char *buf, size_t len) { snprintf(buf, len, "%s", (const char *)field); }
+
+// A preset's name, or "custom" (sizes of no preset), which config.json may hold
+static const char *parse_preset(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    DiTConfig sizes;
+    if (strcmp(text, "custom") && (strlen(text) >= sizeof ((TrainConfig *)0)->preset || !dit_preset(text, &sizes)))
+        return unknown(s, "preset", text, buf, len);
+    strcpy(field, text);
+    return NULL;
+}
+
+static const char *parse_layout(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    return seq_attention_from_name(text, field) ? NULL : unknown(s, "layout", text, buf, len);
+}
+static void format_layout(const void *field, char *buf, size_t len) {
+    snprintf(buf, len, "%s", seq_attention_name(*(const SeqAttention *)field));
+}
+
+static const char *device_names(void) { return "cpu, cuda"; }
+static const char *parse_device(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    if (strcmp(text, "cpu") && strcmp(text, "cuda")) return unknown(s, "device", text, buf, len);
+    *(bool *)field = !strcmp(text, "cuda");
+    return NULL;
+}
+static void format_device(const void *field, char *buf, size_t len) {
+    snprintf(buf, len, "%s", *(const bool *)field ? "cuda" : "cpu");
+}
+
+// Bug names, comma-separated, or "none": each is added to the set (--inject-bug may repeat)
+static const char *parse_bugs(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    unsigned set = 0;
+    for (const char *b = strcmp(text, "none") ? text : NULL; b;) {
+        char name[64];
+        size_t n = strcspn(b, ",");
+        snprintf(name, sizeof name, "%.*s", (int)n, b);
+        unsigned bug = n < sizeof name ? bug_from_name(name) : 0;
+        if (!bug) return unknown(s, "bug", n < sizeof name ? name : text, buf, len);
+        set |= bug;
+        b = b[n] ? b + n + 1 : NULL;
+    }
+    *(unsigned *)field |= set;
+    return NULL;
+}
+static void format_bugs(const void *field, char *buf, size_t len) { bug_list(*(const unsigned *)field, buf, len); }
+
+static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole number", NULL, parse_int, format_int},
+    DOUBLE_TEXT = {sizeof(double), AS_REAL, "%g", "a number", NULL, parse_double, format_double},
+    U64_TEXT = {sizeof(uint64_t), AS_INTEGER, NULL, "a non-negative whole number", NULL, parse_u64, format_u64},
+    BOOL_TEXT = {sizeof(bool), AS_BOOLEAN, NULL, "true or false", NULL, parse_bool, format_bool},
+    PATH_TEXT = {PATH_LEN, AS_STRING, NULL, "a path", NULL, parse_path, format_text},
+    PRESET_NAME = {sizeof((TrainConfig *)0)->preset, AS_STRING, NULL, "a preset", dit_preset_names,
+                   parse_preset, format_text},
+    LAYOUT_NAME = {sizeof(SeqAttention), AS_STRING, NULL, "a layout", seq_attention_names,
+                   parse_layout, format_layout},
+    DEVICE_NAME = {sizeof(bool), AS_STRING, NULL, "a device", device_names, parse_device, format_device},
+    BUG_NAMES = {sizeof(unsigned), AS_STRING, NULL, "bug names", bug_names, parse_bugs, format_bugs};
+
+// --device cuda needs a GPU here: said before any work
+static const char *device_check(const TrainConfig *tc, char *buf, size_t len) {
+    return tc->parallel.cuda ? sp_device_error(&tc->parallel, buf, len) : NULL;
+}
+
+// ---- the table ---------------------------------------------------------------------------------
+// Each row: key, flag, the value's name in --help (NULL: a switch), kind, field, range (min, max);
+// the commands that take the flag, the rules, the check run when the flag is given, the --help
+// heading it starts; the --help text. The order is that of --help and config.json; the model's
+// rows come in DiTConfig's order (checkpoint metadata).
+#define OFF(field) offsetof(TrainConfig, field)
+#define PARALLEL (FOR_TRAIN | FOR_PROBE) // the flags of the parallel layout and the micro-batches
+enum { FIRST_MODEL_ROW = 1 };
+const Setting settings[] = {
+    {"preset", "--model", "NAME", &PRESET_NAME, OFF(preset), 0, 0,
+     FOR_TRAIN, RESUMED | AGREED, NULL, "model",
+     "preset (default {default}): {names};\n"
+     "width/depth/heads S 384/12/6, B 768/12/12, L 1024/24/16,\n"
+     "XL 1152/28/16, mini 64/4/4, tiny 32/2/2"},
+    {"input_size", "--input-size", "S", &INT_TEXT, OFF(model.input_size), 1, DIT_MAX_INPUT_SIZE,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "image size in pixels (default {default}; a multiple of the patch)"},
+    {"patch_size", "--patch", "P", &INT_TEXT, OFF(model.patch_size), 1, DIT_MAX_PATCH,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "patch size in pixels (default: the preset's)"},
+    {"in_channels", NULL, NULL, &INT_TEXT, OFF(model.in_channels), 0, 0,
+     FOR_TRAIN, AGREED, NULL, NULL,
+     NULL},
+    {"hidden_size", "--hidden", "D", &INT_TEXT, OFF(model.hidden_size), 4, DIT_MAX_HIDDEN,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "width (default: the preset's)"},
+    {"depth", "--depth", "L", &INT_TEXT, OFF(model.depth), 1, DIT_MAX_DEPTH,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "blocks (default: the preset's)"},
+    {"num_heads", "--heads", "H", &INT_TEXT, OFF(model.num_heads), 1, DIT_MAX_HEADS,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "attention heads, which divide the width (default: the preset's)"},
+    {"mlp_ratio", "--mlp-ratio", "R", &DOUBLE_TEXT, OFF(model.mlp_ratio), 0.01, DIT_MAX_MLP_RATIO,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "MLP width over the width (default: the preset's)"},
+    {"num_classes", "--num-classes", "N", &INT_TEXT, OFF(model.num_classes), 1, DIT_MAX_CLASSES,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "class labels (default {default}; at least the classes of the data)"},
+    {"learn_sigma", "--learn-sigma", NULL, &BOOL_TEXT, OFF(model.learn_sigma), 0, 0,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "output 2C channels as the reference does (only the velocity half is trained)"},
+    {"class_dropout_prob", "--class-dropout", "P", &DOUBLE_TEXT, OFF(model.class_dropout_prob), 0, 0.99,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "label dropout for classifier-free guidance (default {default}; 0 = none)"},
+
+    {"steps", "--steps", "N", &INT_TEXT, OFF(steps), 1, 1 << 30,
+     FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, NULL, "training",
+     "optimizer steps (default {default})"},
+    {"batch", "--batch", "B", &INT_TEXT, OFF(batch), 1, 1 << 16,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "images per step, the same on every rank (default {default})"},
+    {"lr", "--lr", "LR", &DOUBLE_TEXT, OFF(lr), 1e-12, 10,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "AdamW learning rate (default {default}; DiT uses 1e-4 at scale)"},
+    {"weight_decay", "--weight-decay", "W", &DOUBLE_TEXT, OFF(weight_decay), 0, 10,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "decoupled weight decay (default {default})"},
+    {"clip_norm", "--clip-norm", "C", &DOUBLE_TEXT, OFF(clip_norm), 0, 1e12,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "clip the global gradient norm (default {default}; 0 = off)"},
+    {"ema", "--ema", "DECAY", &DOUBLE_TEXT, OFF(ema), 0, 0.999999,
+     FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "EMA of the weights, decay min(DECAY, (1+step)/(10+step)), used for\n"
+     "samples (default {default}; 0 = off)"},
+    {"seed", "--seed", "S", &U64_TEXT, OFF(seed), 0, 0,
+     FOR_TRAIN | FOR_SAMPLE, FIXED | AGREED, NULL, NULL,
+     "every random value is a function of the seed (default {default})"},
+    {"data", "--data", "shapes|DIR", &PATH_TEXT, OFF(data), 0, 0,
+     FOR_TRAIN | FOR_SAMPLE, FIXED | AGREED, NULL, NULL,
+     "procedural shapes (10 classes) or a folder of PNG/JPEG images,\n"
+     "one subfolder per class (default {default})"},
+    {"threads", "--threads", "T", &INT_TEXT, OFF(threads), 1, 1024,
+     FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
+     "threads per rank, GEMM and other loops (default: cores / ranks\n"
+     "on this machine)"},
+
+    {"out", "--out", "DIR", &PATH_TEXT, OFF(out), 0, 0,
+     FOR_TRAIN, NOT_COMPARED | AGREED, NULL, "output",
+     "run folder: config.json, loss.csv, model.safetensors,\n"
+     "optimizer.safetensors, ema.safetensors (unless --ema 0), samples.png\n"
+     "(unless --samples-per-class 0), loss.png (default runs/<yyyymmdd>-<n>,\n"
+     "the first n not yet there)"},
+    {"log_every", "--log-every", "N", &INT_TEXT, OFF(log_every), 1, 1 << 30,
+     FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
+     "progress line every N steps (default: 20 lines per run)"},
+    {"sample_every", "--sample-every", "N", &INT_TEXT, OFF(sample_every), 1, 1 << 30,
+     FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
+     "write samples.png every N steps (default: at the end)"},
+    {"save_every", "--save-every", "N", &INT_TEXT, OFF(save_every), 0, 1 << 30,
+     FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
+     "write the checkpoint every N steps; 0 = only at the end (default:\n"
+     "every 10 minutes of wall time, and at the end)"},
+    {"resume", "--resume", "DIR", &PATH_TEXT, OFF(resume), 0, 0,
+     FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
+     "continue the run in DIR from its checkpoint, with its settings from\n"
+     "DIR/config.json: give only what changes (--steps, logging,\n"
+     "sampling); a flag that defines the run must agree with it"},
+    {"sample_steps", "--sample-steps", "N", &INT_TEXT, OFF(sample_steps), 1, 1000,
+     FOR_TRAIN | FOR_SAMPLE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "Euler steps for samples (default {default})"},
+    {"samples_per_class", "--samples-per-class", "K", &INT_TEXT, OFF(samples_per_class), 0, 64,
+     FOR_TRAIN | FOR_SAMPLE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "columns of samples.png (default {default}; 0 = no samples)"},
+    {"cfg_scale", "--cfg-scale", "S", &DOUBLE_TEXT, OFF(cfg_scale), 0, 100,
+     FOR_TRAIN | FOR_SAMPLE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "classifier-free guidance scale (default {default}; 1 = off)"},
+
+    {"sp", "--sp", "N", &INT_TEXT, OFF(parallel.sp), 0, 1 << 20,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, "sequence parallelism and micro-batches",
+     "ranks per sequence group; the ranks / N groups are data parallel,\n"
+     "each training on its slice of --batch (default {default}: every rank)"},
+    {"sp_attention", "--sp-attention", "NAME", &LAYOUT_NAME, OFF(parallel.layout), 0, 0,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
+     "gather (all-gather K/V, default), all-to-all (heads over ranks),\n"
+     "ring (K/V blocks travel the ring; one other rank's block at a time)\n"
+     "or hybrid (all-to-all in groups of --ulysses-degree, ring across)"},
+    {"ulysses_degree", "--ulysses-degree", "U", &INT_TEXT, OFF(parallel.ulysses), 0, 1 << 20,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
+     "hybrid: ranks per all-to-all group (divides --sp, at most the heads)"},
+    {"auto_pad", "--no-auto-pad", NULL, &BOOL_TEXT, OFF(parallel.policy.auto_pad), 0, 0,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "refuse a token count that the rank count does not divide"},
+    {"pad_multiple", "--pad-multiple", "N", &INT_TEXT, OFF(parallel.policy.pad_multiple), 1, 1 << 20,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "pad tokens to a multiple of N * ranks (default {default})"},
+    {"grad_accum", "--grad-accum", "K", &INT_TEXT, OFF(parallel.grad_accum), 1, 1 << 16,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "run each data group's images as K micro-batches (sizes differ by at\n"
+     "most one) and add up their gradients; each loss divides by the whole\n"
+     "batch's element count, so any K gives one batch's gradient, with the\n"
+     "activation memory of the largest micro-batch (default {default})"},
+    {"exact", "--exact", NULL, &BOOL_TEXT, OFF(parallel.exact), 0, 0,
+     FOR_ALL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "the same bits as one rank for every rank count per sequence group that\n"
+     "divides --virtual-shards, every layout, data groups and micro-batches:\n"
+     "per-token work on canonical blocks, every sum over tokens, images or\n"
+     "ranks order-independent (CPU only; about 2x the step time)"},
+    {"virtual_shards", "--virtual-shards", "V", &INT_TEXT, OFF(parallel.virtual_shards), 1, 4096,
+     FOR_ALL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "--exact: canonical blocks of the sequence, which pads to a multiple\n"
+     "of V (default {default}: 1, 2, 3, 4, 6 or 12 ranks per sequence group)"},
+    {"injected_bugs", "--inject-bug", "NAME", &BUG_NAMES, OFF(parallel.bugs), 0, 0,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
+     "reproduce a classic bug on purpose: local-kv, no-dkv-reduce-scatter,\n"
+     "no-grad-allreduce, no-pad-mask, wrong-restore (gather);\n"
+     "ring-wrong-merge, ring-dkv-not-returned, ring-stale-kv,\n"
+     "ring-block-delta (ring, hybrid);\n"
+     "no-dp-allreduce, same-data-all-dp (with --sp below the ranks);\n"
+     "accum-unweighted (with --grad-accum 2 or more); local-mean-loss"},
+    {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
+     FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,
+     "where the step runs (default {default}); cuda: each rank on GPU local rank\n"
+     "mod the GPUs of its machine"},
+    {"tf32", "--tf32", NULL, &BOOL_TEXT, OFF(parallel.tf32), 0, 0,
+     FOR_ALL, NOT_COMPARED | AGREED, NULL, NULL,
+     "cuda: float32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative)"},
+
+    {"ranks", NULL, NULL, &INT_TEXT, OFF(ranks), 0, 0,
+     FOR_TRAIN, NOT_COMPARED, NULL, NULL,
+     NULL},
+};
+_Static_assert(sizeof settings / sizeof settings[0] == SETTINGS, "SETTINGS must count the rows of settings[]");
+
+// ---- a row ------------------------------------------------------------------------------------
+static const TrainConfig *defaults(void) {
+    static TrainConfig d;
+    static bool made;
+    if (!made) train_config_defaults(&d), made = true;
+    return &d;
+}
+
+static void *field_of(const Setting *s, TrainConfig *tc) { return (char *)tc + s->off; }
+static const void *cfield_of(const Setting *s, const TrainConfig *tc) {
+    return (const char *)tc + s->off;
+}
+
+const Setting *setting_by_key(const char *key) {
+    for (int i = 0; i < SETTINGS; i++)
+        if (!strcmp(settings[i].key, key)) return &settings[i];
+    return NULL;
+}
+
+const Setting *setting_by_flag(const char *flag, unsigned command) {
+    for (int i = 0; i < SETTINGS; i++)
+        if (settings[i].flag && (settings[i].commands & command) && !strcmp(settings[i].flag, flag))
+            return &settings[i];
+    return NULL;
+}
+
+void setting_text(const Setting *s, const TrainConfig *tc, char *buf, size_t len) {
+    s->kind->format(cfield_of(s, tc), buf, len);
+}
+
+const char *setting_set(const Setting *s, TrainConfig *tc, const char *text, char *buf, size_t len) {
+    const char *why = s->kind->parse(s, field_of(s, tc), text, buf, len);
+    if (why || !s->kind->range_format || !(s->min < s->max)) return why;
+    double v = strtod(text, NULL);
+    if (v >= s->min && v <= s->max) return NULL;
+    char lo[32], hi[32];
+    snprintf(lo, sizeof lo, s->kind->range_format, s->min);
+    snprintf(hi, sizeof hi, s->kind->range_format, s->max);
+    snprintf(buf, len, "%s must be between %s and %s, got %s", name_of(s), lo, hi, text);
+    return buf;
+}
+
+void setting_copy(const Setting *s, TrainConfig *dst, const TrainConfig *src) {
+    memcpy(field_of(s, dst), cfield_of(s, src), s->kind->size);
+}
+
+// ---- the command line --------------------------------------------------------------------------
+const Setting *settings_flag(TrainConfig *tc, unsigned command, int argc, char **argv, int *i) {
+    const Setting *s = setting_by_flag(argv[*i], command);
+    if (!s) return NULL;
+    char buf[1024];
+    if (s->arg) {
+        const char *why = setting_set(s, tc, flag_value(argc, argv, i), buf, sizeof buf);
+        if (why) usage_error("%s", why);
+    } else { // a switch: the opposite of the default
+        *(bool *)field_of(s, tc) = !*(const bool *)cfield_of(s, defaults());
+    }
+    const char *why = s->check ? s->check(tc, buf, sizeof buf) : NULL;
+    if (why) usage_error("%s", why);
+    return s;
+}
+
+// The help text of s with {default} and {names} filled in, into buf
+static void help_text(const Setting *s, char *buf, size_t len) {
+    size_t n = 0;
+    for (const char *h = s->help; *h && n < len;) {
+        char value[PATH_LEN];
+        if (!strncmp(h, "{default}", 9)) setting_text(s, defaults(), value, sizeof value), h += 9;
+        else if (!strncmp(h, "{names}", 7)) snprintf(value, sizeof value, "%s", s->kind->names()), h += 7;
+        else {
+            buf[n++] = *h++;
+            continue;
+        }
+        n += (size_t)snprintf(buf + n, len - n, "%s", value);
+    }
+    buf[n < len ? n : len - 1] = 0;
+}
+
+void settings_help(FILE *f, unsigned command) {
+    for (int i = 0; i < SETTINGS; i++) {
+        const Setting *s = &settings[i];
+        if (!s->flag || !(s->commands & command)) continue;
+        if (s->section && command == FOR_TRAIN) fprintf(f, "\n%s:\n", s->section);
+        char left[64], text[1024];
+        snprintf(left, sizeof left, "%s%s%s", s->flag, s->arg ? " " : "", s->arg ? s->arg : "");
+        help_text(s, text, sizeof text);
+        fprintf(f, "  %-21s ", left);
+        for (const char *line = text; *line;) { // continuation lines under the first
+            int n = (int)strcspn(line, "\n");
+            fprintf(f, "%s%.*s\n", line == text ? "" : "                        ", n, line);
+            line += n + (line[n] == '\n');
+        }
+    }
+}
+
+void settings_text(const TrainConfig *tc, unsigned command, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < SETTINGS && used < len; i++) {
+        const Setting *s = &settings[i];
+        if (!(s->rules & AGREED) || !(s->commands & command)) continue;
+        char value[PATH_LEN];
+        setting_text(s, tc, value, sizeof value);
+        used += (size_t)snprintf(buf + used, len - used, "%s%s=%s", used ? " " : "", s->key, value);
+    }
+}
+
+int settings_args(const TrainConfig *tc, unsigned command, char **args, int max, char *store,
+                  size_t cap) {
+    int n = 0;
+    size_t used = 0;
+    for (int i = 0; i < SETTINGS; i++) {
+        const Setting *s = &settings[i];
+        char value[PATH_LEN], plain[PATH_LEN];
+        if (!s->flag || !(s->commands & command)) continue;
+        setting_text(s, tc, value, sizeof value);
+        setting_text(s, defaults(), plain, sizeof plain);
+        if (!strcmp(value, plain)) continue;
+        size_t k = strlen(value) + 1;
+        if (n + 2 > max || (s->arg && k > cap - used)) return -1;
+        args[n++] = (char *)s->flag;
+        if (s->arg) args[n++] = memcpy(store + used, value, k), used += k;
+    }
+    return n;
+}
+
+// ---- config.json --------------------------------------------------------------------------------
+int settings_to_json(const TrainConfig *tc, json_t *obj, char *err, size_t len) {
+    for (int i = 0; i < SETTINGS; i++) {
+        const Setting *s = &settings[i];
+        char text[PATH_LEN];
+        setting_text(s, tc, text, sizeof text);
+        json_t *v = NULL;
+        switch (s->kind->json) {
+        case AS_INTEGER: { // a seed beyond jansson's signed 64 bits is written as text
+            errno = 0;
+            long long n = strtoll(text, NULL, 10);
+            v = errno ? json_string(text) : json_integer(n);
+            break;
+        }
+        case AS_REAL: v = json_real(strtod(text, NULL)); break;
+        case AS_BOOLEAN: v = json_boolean(!strcmp(text, "true")); break;
+        case AS_STRING: v = json_string(text); break;
+        }
+        if (json_object_set_new(obj, s->key, v)) {
+            snprintf(err, len, "config.json cannot hold %s = '%s' (not UTF-8 text)", s->key, text);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int settings_json_digits(const TrainConfig *tc) {
+    int most = 1;
+    for (int i = 0; i < SETTINGS; i++) {
+        if (settings[i].kind->json != AS_REAL) continue;
+        int digits = shortest_digits(*(const double *)cfield_of(&settings[i], tc));
+        most = digits > most ? digits : most;
+    }
+    return most;
+}
+
+json_t *settings_load(const char *dir, char *path, size_t path_len, char *err, size_t len) {
+    snprintf(path, path_len, "%s/config.json", dir);
+    err[0] = 0;
+    if (access(path, F_OK)) return NULL;
+    json_error_t e;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
+    if (json_is_object(root)) return root;
+    if (root) snprintf(err, len, "%s is not a JSON object", path);
+    else snprintf(err, len, "%s is not valid JSON (line %d: %s)", path, e.line, e.text);
+    json_decref(root);
+    return NULL;
+}
+
+// A config.json value as the text a row reads ("none" when absent); false for an array, an
+// object or null, which no row takes (then their JSON, shortened)
+static bool json_text(const json_t *v, char *buf, size_t len) {
+    if (json_is_string(v)) snprintf(buf, len, "%s", json_string_value(v));
+    else if (json_is_integer(v)) snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v)) double_text(buf, len, json_real_value(v));
+    else if (json_is_boolean(v)) snprintf(buf, len, "%s", json_is_true(v) ? "true" : "false");
+    else if (!v) snprintf(buf, len, "none");
+    else {
+        char *dump = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        snprintf(buf, len, "%.60s", dump ? dump : "?");
+        free(dump);
+        return false;
+    }
+    return true;
+}
+
+const char *settings_read(TrainConfig *tc, const json_t *root, const char *path, char *buf,
+                          size_t len) {
+    for (int i = 0; i < SETTINGS; i++) {
+        const Setting *s = &settings[i];
+        const json_t *v = json_object_get(root, s->key);
+        if (!(s->rules & RESUMED) || !v) continue;
+        char text[PATH_LEN + 1], why[1024]; // room for one character more than a path may hold
+        if (!json_text(v, text, sizeof text))
+            snprintf(buf, len, "%s has %s = %s, which is not valid for %s (it takes %s)", path,
+                     s->key, text, name_of(s), s->kind->takes);
+        else if (setting_set(s, tc, text, why, sizeof why))
+            snprintf(buf, len, "%s has %s = '%.200s', which is not valid for %s (%s)", path, s->key,
+                     text, name_of(s), why);
+        else continue;
+        return buf;
+    }
+    return NULL;
+}
+
+int settings_differ(const json_t *a, const json_t *b, char *list, size_t len) {
+    size_t used = 0;
+    int n = 0;
+    list[0] = 0;
+    for (int side = 0; side < 2; side++) { // keys of a, then keys only b has
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)(side ? b : a), key, v) {
+            const Setting *s = setting_by_key(key);
+            const json_t *va = side ? json_object_get(a, key) : v, *vb = side ? v : json_object_get(b, key);
+            char ta[PATH_LEN + 1], tb[PATH_LEN + 1];
+            json_text(va, ta, sizeof ta);
+            json_text(vb, tb, sizeof tb);
+            // a row's values as it reads them (4 and 4.0 are one double); other keys as JSON
+            bool same = s ? !strcmp(ta, tb) : json_equal((json_t *)va, (json_t *)vb);
+            if ((s && (s->rules & NOT_COMPARED)) || (side && va) || same) continue;
+            if (used < len)
+                used += (size_t)snprintf(list + used, len - used, "%s%s (%.100s vs %.100s)",
+                                         n ? ", " : "", key, ta, tb);
+            n++;
+        }
+    }
+    return n;
+}
+
+// ---- checkpoint metadata -------------------------------------------------------------------------
+// A DiTConfig field of row FIRST_MODEL_ROW + i
+static const Setting *model_row(int i) { return &settings[FIRST_MODEL_ROW + i]; }
+static size_t model_off(int i) { return model_row(i)->off - offsetof(TrainConfig, model); }
+
+const char *dit_config_key(int i) { return model_row(i)->key; }
+
+void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len) {
+    model_row(i)->kind->format((const char *)c + model_off(i), buf, len);
+}
+
+int dit_config_set(DiTConfig *c, int i, const char *text) {
+    char why[256];
+    return model_row(i)->kind->parse(model_row(i), (char *)c + model_off(i), text, why, sizeof why) ? -1 : 0;
+}
