@@ -10,6 +10,7 @@
 #include "data.h"
 #include "flags.h"
 #include "launch.h"
+#include "locate.h"
 #include "losslog.h"
 #include "outfile.h"
 #include "plot.h"
@@ -52,6 +53,7 @@ typedef struct Row {
     double out_err, grad_err;
     int flagged; // the first step over the tolerance; 0 if none
     LossLog diff; // relative loss difference per step
+    char where[192]; // locate's first divergence of the probe's step ("" if none); "-": no dump
 } Row;
 
 // The layout flags that put a bug on its code path over `ranks` ranks
@@ -95,12 +97,28 @@ static int train(char **lead, int n_lead, const char *steps, const Row *r, const
     return run(lead, n_lead, words, n, r, log);
 }
 
-// A probe of the row (NULL: the reference) of ckpt on batch into out; its exit status
+// A probe of the row (NULL: the reference) of ckpt on batch into out, its tape into dump (NULL:
+// none); its exit status
 static int probe(char **lead, int n_lead, const char *ckpt, const char *batch, const Row *r,
-                 const char *out, const char *log) {
+                 const char *out, const char *dump, const char *log) {
     remove(out);
-    const char *words[] = {"probe", "--ckpt", ckpt, "--batch", batch, "--out", out};
-    return run(lead, n_lead, words, 7, r, log);
+    if (dump) remove(dump);
+    const char *words[] = {"probe", "--ckpt", ckpt, "--batch", batch, "--out", out, "--dump-tape", dump};
+    return run(lead, n_lead, words, dump ? 9 : 7, r, log);
+}
+
+// A probe's tape dumps one micro-batch: rows that need --grad-accum are not dumped
+static bool dumped(const Row *r) { return !strstr(r->layout, "--grad-accum"); }
+
+// locate's verdict on the row's tape against the reference's, as "NAME (forward)" or "" if none
+static void first_divergence(Row *r, const char *dump, const char *ref_dump) {
+    char verdict[1024];
+    int rc = locate_dumps(dump, ref_dump, 0, verdict, sizeof verdict);
+    CHECK(rc >= 0, "%s", verdict);
+    r->where[0] = 0;
+    const char *name = verdict + strlen("first divergence: "), *open = strchr(verdict, '('), *comma = open ? strchr(open, ',') : NULL;
+    if (rc == 1 && open && comma)
+        snprintf(r->where, sizeof r->where, "%.*s(%.*s)", (int)(open - name), name, (int)(comma - open - 1), open + 1);
 }
 
 // The relative loss difference of run dir against the reference, per step, and its first step
@@ -116,7 +134,7 @@ static void loss_difference(Row *r, const char dir[DIR_LEN], const char ref_dir[
     int m = losslog_rel_diff(&a, &b, steps, rel);
     r->flagged = 0;
     for (int k = 0; k < m; k++) {
-        if (!r->flagged && !(rel[k] <= COMPARE_LOSS_TOL)) r->flagged = (int)steps[k];
+        if (!r->flagged && !(rel[k] <= (shared.parallel.exact ? 0 : COMPARE_LOSS_TOL))) r->flagged = (int)steps[k];
         losslog_add(&r->diff, steps[k], rel[k] > 1e-12 ? rel[k] : 1e-12); // the plot's floor
     }
     free(steps), free(rel);
@@ -124,20 +142,23 @@ static void loss_difference(Row *r, const char dir[DIR_LEN], const char ref_dir[
 }
 
 static bool caught(const Row *r) {
-    return r->flagged || !(r->out_err <= PROBE_OUT_TOL) || !(r->grad_err <= PROBE_GRAD_TOL);
+    return r->flagged || !(r->out_err <= PROBE_OUT_TOL) || !(r->grad_err <= PROBE_GRAD_TOL) ||
+           (r->where[0] && strcmp(r->where, "-"));
 }
 
-static void write_table(FILE *f, const Row *rows, int n, int ranks, int steps) {
+static void write_table(FILE *f, const Row *rows, int n, int ranks, int steps, bool exact) {
     fprintf(f, "| bug | reproduces | layout on %d ranks | probe: output error | probe: worst gradient "
-               "error | flagged by verify at step (of %d) |\n| --- | --- | --- | --- | --- | --- |\n",
-            ranks, steps);
+               "error | flagged by verify at step (of %d) | first divergence (locate, one step) |\n"
+               "| --- | --- | --- | --- | --- | --- | --- |\n", ranks, steps);
     for (int i = 0; i < n; i++) {
         const Row *r = &rows[i];
         char step[32];
         snprintf(step, sizeof step, r->flagged ? "%d" : "not flagged", r->flagged);
-        fprintf(f, "| %s | %s | %s | %.1e | %.1e | %s |\n", r->bug ? r->bug->name : "(correct code)",
+        fprintf(f, "| %s | %s | %s | %.1e | %.1e | %s | %s |\n", r->bug ? r->bug->name : "(correct code)",
                 !r->bug ? "-" : r->bug->report ? r->bug->report : "this project's own",
-                r->layout[0] ? r->layout : "gather", r->out_err, r->grad_err, step);
+                r->layout[0] ? r->layout : "gather", r->out_err, r->grad_err, step,
+                !strcmp(r->where, "-") ? "- (micro-batches: not dumped)" : r->where[0] ? r->where
+                : exact ? "identical" : "none (within tolerance)");
     }
 }
 
@@ -194,6 +215,8 @@ int bugs_main(int argc, char **argv) {
     snprintf(ref, sizeof ref, "%s/reference", out);
     snprintf(batch, sizeof batch, "%s/probe-batch.safetensors", out);
     snprintf(ref_probe, sizeof ref_probe, "%s/probe.safetensors", ref);
+    char ref_dump[PATH_LEN_];
+    snprintf(ref_dump, sizeof ref_dump, "%s/tape.safetensors", ref);
     printf("== the reference: 1 rank, %d steps -> %s (each run's output: %s/NAME.log)\n", steps, ref, out);
     fflush(stdout);
     snprintf(path, sizeof path, "%s/model.safetensors", ref);
@@ -203,7 +226,7 @@ int bugs_main(int argc, char **argv) {
     if (train(one, n_one, nsteps, NULL, ref, log))
         return fprintf(stderr, "error: the 1-rank reference failed; see %s\n", log), 1;
     probe_write_batch(path, batch, 12, PROBE_BATCH_STEP);
-    if (probe(one, n_one, path, batch, NULL, ref_probe, log))
+    if (probe(one, n_one, path, batch, NULL, ref_probe, ref_dump, log))
         return fprintf(stderr, "error: the 1-rank reference's probe failed; see %s\n", log), 1;
 
     int n = 1;
@@ -215,27 +238,30 @@ int bugs_main(int argc, char **argv) {
         r->bug = i ? bug_info(i - 1) : NULL;
         layout_flags(r->bug, ranks, r->layout, sizeof r->layout);
         const char *name = r->bug ? r->bug->name : "correct";
-        char dir[DIR_LEN], result[PATH_LEN_], err[1024];
+        char dir[DIR_LEN], result[PATH_LEN_], dump[PATH_LEN_], err[1024];
         snprintf(dir, sizeof dir, "%s/%s", out, name);
         snprintf(result, sizeof result, "%s/probe.safetensors", dir);
+        snprintf(dump, sizeof dump, "%s/tape.safetensors", dir);
         printf("== %s: %d ranks %s\n", name, ranks, r->layout);
         fflush(stdout);
         snprintf(log, sizeof log, "%s/%s.log", out, name);
         remove(log);
         if (train(many, n_many, nsteps, r, dir, log) ||
-            probe(many, n_many, path, batch, r, result, log))
+            probe(many, n_many, path, batch, r, result, dumped(r) ? dump : NULL, log))
             return fprintf(stderr, "error: the %d-rank run of %s failed; see %s\n", ranks, name, log), 1;
         loss_difference(r, dir, ref);
+        if (dumped(r)) first_divergence(r, dump, ref_dump);
+        else snprintf(r->where, sizeof r->where, "-");
         if (compare_probe_errors(result, ref_probe, &r->out_err, &r->grad_err, err, sizeof err))
             return fprintf(stderr, "error: %s\n", err), 1;
         ok = ok && (r->bug ? caught(r) : !caught(r));
     }
     printf("\n");
-    write_table(stdout, rows, n, ranks, steps);
+    write_table(stdout, rows, n, ranks, steps, shared.parallel.exact);
     snprintf(path, sizeof path, "%s/bugs.md", out);
     FILE *f = fopen(path, "w");
     if (!f) usage_error("--out: cannot write %s: %s", path, strerror(errno));
-    write_table(f, rows, n, ranks, steps);
+    write_table(f, rows, n, ranks, steps, shared.parallel.exact);
     fclose(f);
     snprintf(path, sizeof path, "%s/bugs.png", out);
     write_plot(rows, n, ranks, path);
