@@ -47,9 +47,11 @@ static const StTensor *named(const Dump *d, const char *name) {
     return NULL;
 }
 
-// How x and y (same name and shape) differ: the count of differing values, the largest |x - y|
-// and |y|, and for tokens (B, T, X) the first and last token where they do
+// How x and y (same name and shape) differ: whether they do (any bit under --exact, else
+// ||x - y|| / ||y|| over tol), the count of differing values (beyond tol times the largest |y|),
+// the largest |x - y| and |y|, and for tokens (B, T, X) the first and last token where they do
 typedef struct Diff {
+    bool differs;
     size_t count;
     double max_diff, max_ref;
     int t_lo, t_hi;
@@ -61,9 +63,14 @@ static Diff diff_of(const StTensor *x, const StTensor *y, bool exact, double tol
     real *a = xmalloc(n * sizeof(real)), *b = xmalloc(n * sizeof(real));
     char err[256];
     st_to_real(x, a, n, err, sizeof err), st_to_real(y, b, n, err, sizeof err);
-    for (size_t i = 0; i < n; i++) f.max_ref = fmax(f.max_ref, fabs((double)b[i]));
-    int T = x->ndim == 3 ? (int)x->shape[1] : 0, X = x->ndim == 3 ? (int)x->shape[2] : 1;
+    double dd = 0, bb = 0;
     for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        f.max_ref = fmax(f.max_ref, fabs((double)b[i])), dd += d * d, bb += (double)b[i] * b[i];
+    }
+    f.differs = exact ? memcmp(a, b, n * sizeof(real)) != 0 : !(sqrt(dd) <= tol * sqrt(bb));
+    int T = x->ndim == 3 ? (int)x->shape[1] : 0, X = x->ndim == 3 ? (int)x->shape[2] : 1;
+    for (size_t i = 0; f.differs && i < n; i++) {
         double d = fabs((double)a[i] - b[i]);
         bool differs = exact ? memcmp(&a[i], &b[i], sizeof(real)) != 0 : !(d <= tol * f.max_ref);
         if (!differs) continue;
@@ -103,8 +110,8 @@ int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t l
         }
         bool grad = !strncmp(name_of(x), "grad.", 5);
         Diff d = diff_of(x, y, exact, tol > 0 ? tol : grad ? PROBE_GRAD_TOL : PROBE_OUT_TOL);
-        if (first >= 0) after++, later += d.count > 0;
-        else if (d.count) first = pos, fd = d;
+        if (first >= 0) after++, later += d.differs;
+        else if (d.differs) first = pos, fd = d;
     }
     if (rc == 0 && first < 0)
         snprintf(buf, len, "no divergence: every tensor of the step is %s", exact ? "identical, bit for bit" : "within tolerance");
@@ -136,8 +143,8 @@ static void help(void) {
     printf("usage: train/train locate A B [--tol T]\n"
            "  A and B are dumps of one step (probe --dump-tape) of the same model and batch, say N ranks\n"
            "  and one. Names the first tensor, in execution order (forward, then backward), where they\n"
-           "  part: bit for bit when both were dumped with --exact, else beyond --tol relative to the\n"
-           "  tensor's largest value (default %g forward, %g for gradients); with its block, op, the\n"
+           "  part: bit for bit when both were dumped with --exact, else ||a - b|| / ||b|| beyond --tol\n"
+           "  (default %g forward, %g for gradients); with its block, op, the\n"
            "  tokens that differ and the ranks owning them in each layout, the size of the difference,\n"
            "  and how many later tensors differ too. Exit 0 when nothing parts, 1 when it does.\n",
            PROBE_OUT_TOL, PROBE_GRAD_TOL);

@@ -1,7 +1,7 @@
 // locate.h: `train locate A B`: where two dumps of one step (probe --dump-tape) part. Tensors are
 // compared in execution order (forward, then backward): bit for bit when both dumps are --exact,
-// else beyond a tolerance (relative to the tensor's largest value: PROBE_OUT_TOL forward,
-// PROBE_GRAD_TOL for gradients). The first that differs is named with its block and op, the
+// else by ||a - b|| / ||b|| beyond a tolerance (PROBE_OUT_TOL forward, PROBE_GRAD_TOL for
+// gradients, as the probe's own comparison). The first that differs is named with its block and op, the
 // token range where it differs and the ranks that own those tokens in each dump's layout, the
 // size of the difference, and how many later tensors differ too.
 #pragma once

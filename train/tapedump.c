@@ -33,6 +33,9 @@ static real *one_rank_layout(Tape *tp, SeqParallel *sp, const Tensor *t, bool gr
         per_image = t->size / (size_t)B;
         local = xmalloc(t->size * sizeof(real));
         device_copy(local, src, t->size * sizeof(real));
+        // its gradient is each rank's share (its tokens'), but under --exact, where the spread
+        // of the adaLN vectors already summed it over the group
+        if (grad && !tp->exact) comm_all_reduce(sp->comm, local, t->size);
         *ndim = t->ndim;
         for (int i = 1; i < t->ndim; i++) shape[i] = t->shape[i];
     }
