@@ -128,6 +128,9 @@ static Comm *split(SeqParallel *sp, int color, int key) {
 // --exact runs on the CPU so far; NULL, or the sentence. (V = 0 is refused by seq_validate's
 // positive-sizes check through the policy.)
 static const char *exact_error(const SpOptions *o, char *buf, size_t len) {
+    if (!o->exact && o->virtual_shards != EXACT_BLOCKS)
+        return snprintf(buf, len, "--virtual-shards sets the canonical blocks of --exact; add --exact, "
+                        "or drop --virtual-shards"), buf;
     if (!o->exact) return NULL;
     if (o->cuda)
         return snprintf(buf, len, "--exact runs on the CPU only so far; drop --device cuda or --exact"), buf;
