@@ -1,6 +1,6 @@
 // config.c: see config.h.
 #include "config.h"
-#include "../core/atomic.h"
+#include "../core/safefile.h"
 #include "ditconfig.h"
 #include "flags.h"
 #include <jansson.h>
@@ -459,8 +459,8 @@ int train_config_write_json(const TrainConfig *tc, int ranks, const char *path, 
                             size_t len) {
     Setting s[MAX_SETTINGS];
     int n = settings(tc, s);
-    AtomicFile a;
-    if (atomic_open(&a, path, err, len)) return -1;
+    SafeFile a;
+    if (safefile_open(&a, path, err, len)) return -1;
     fprintf(a.f, "{\n  \"ranks\": %d,\n", ranks);
     fprintf(a.f, "  \"objective\": \"rectified flow: v = eps - x0, t ~ logit-normal(0, 1), model "
                  "time 1000 t\",\n  \"sampler\": \"Euler from t = 1 to 0, classifier-free guidance\"");
@@ -470,7 +470,7 @@ int train_config_write_json(const TrainConfig *tc, int ranks, const char *path, 
         else fputs(s[i].value, a.f);
     }
     fputs("\n}\n", a.f);
-    return atomic_commit(&a, !ferror(a.f), err, len);
+    return safefile_commit(&a, !ferror(a.f), err, len);
 }
 
 // A flag given again with --resume must agree with the run on what defines it; each that does not

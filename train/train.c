@@ -3,11 +3,11 @@
 // by micro-batch (step.c), all-reduces the flat gradient buffer, and applies the same AdamW
 // update, so parameters stay identical on every rank.
 #include "train.h"
-#include "../core/atomic.h"
 #include "../core/blas.h"
-#include "../kernels/kernels.h"
 #include "../core/check.h"
 #include "../core/device.h"
+#include "../core/safefile.h"
+#include "../kernels/kernels.h"
 #include "../kernels/run.h"
 #include "checkpoint.h"
 #include "config.h"
@@ -122,7 +122,7 @@ static void start_ema(Run *r) {
                     "state (%d) (a save was interrupted?)", tc->resume, r->opt.step);
 }
 
-// The folder of --resume, brought to whole saves (core/atomic.h: a save killed half-way is
+// The folder of --resume, brought to whole saves (core/safefile.h: a save killed half-way is
 // finished or rolled back) on rank 0 before any rank reads it. false when it holds no checkpoint
 // yet: a run killed before its first save starts again from step 0.
 static bool recover_run(Run *r) {
@@ -138,7 +138,7 @@ static bool recover_run(Run *r) {
         usage_error("--resume: %s %s; give the --out folder of an earlier training run, or leave "
                     "out --resume to start a new one", tc->resume, why);
     int finished = 0, removed = 0;
-    if (r->comm->rank == 0 && atomic_recover(tc->resume, &finished, &removed, err, sizeof err))
+    if (r->comm->rank == 0 && safefile_recover(tc->resume, &finished, &removed, err, sizeof err))
         usage_error("--resume: %s", err);
     if (finished) print0(r->comm, "--resume: finished a save that was interrupted (%d files)\n", finished);
     if (removed) print0(r->comm, "--resume: removed %d temporary file%s of an interrupted save\n",
@@ -184,11 +184,11 @@ static void write_loss_files(Run *r) {
     char err[1024], path[PATH_LEN + 32];
     if (r->comm->rank != 0) return;
     path_in(path, sizeof path, r->tc.out, "loss.csv");
-    AtomicFile a;
-    CHECK(!atomic_open(&a, path, err, sizeof err), "%s", err);
+    SafeFile a;
+    CHECK(!safefile_open(&a, path, err, sizeof err), "%s", err);
     fprintf(a.f, "step,loss\n");
     for (int i = 0; i < r->log.n; i++) fprintf(a.f, "%.0f,%.9g\n", r->log.step[i], r->log.loss[i]);
-    CHECK(!atomic_commit(&a, !ferror(a.f), err, sizeof err), "%s", err);
+    CHECK(!safefile_commit(&a, !ferror(a.f), err, sizeof err), "%s", err);
     path_in(path, sizeof path, r->tc.out, "loss.png");
     const char *names[] = {"training loss"};
     char title[160];
@@ -197,7 +197,7 @@ static void write_loss_files(Run *r) {
     CHECK(!losslog_plot(path, title, &r->log, names, 1, false, 0, err, sizeof err), "%s", err);
 }
 
-// the checkpoint and the loss log as one group (core/atomic.h): all are written before any is
+// the checkpoint and the loss log as one group (core/safefile.h): all are written before any is
 // renamed into place, so a run folder holds files of one step and can be resumed, even when the
 // job is killed while saving
 static void save(Run *r, int step) {
@@ -211,7 +211,7 @@ static void save(Run *r, int step) {
             device_copy(ema, r->ema, r->m.ps.total * sizeof(real));
         }
     }
-    atomic_group_begin();
+    safefile_group_begin();
     path_in(path, sizeof path, r->tc.out, "optimizer.safetensors");
     CHECK(!ckpt_save_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err), "%s", err);
     path_in(path, sizeof path, r->tc.out, "model.safetensors");
@@ -221,7 +221,7 @@ static void save(Run *r, int step) {
         CHECK(!ckpt_save_model(&r->m, ema, path, step, NULL, err, sizeof err), "%s", err);
     }
     write_loss_files(r);
-    CHECK(!atomic_group_end(err, sizeof err), "%s", err);
+    CHECK(!safefile_group_end(err, sizeof err), "%s", err);
     if (ema != r->ema) free(ema);
     if (!r->ema) { // an average from an earlier --ema would not match this model any more
         path_in(path, sizeof path, r->tc.out, "ema.safetensors");
