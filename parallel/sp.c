@@ -3,7 +3,7 @@
 #include "../core/check.h"
 #include "../core/device.h"
 #include "../kernels/run.h"
-#include "collectives.h"
+#include "autograd_collectives.h"
 #include <stdio.h>
 #include <string.h>
 
