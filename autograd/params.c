@@ -30,7 +30,7 @@ Tensor *ps_add(ParamStore *ps, const char *name, int ndim, const int *shape) {
 void ps_alloc(ParamStore *ps, bool device) {
     size_t bytes = 4 * ps->total * sizeof(real);
     real *flat = device ? device_alloc(bytes) : xcalloc(4 * ps->total + 1, sizeof(real));
-    if (device) device_zero(flat, bytes);
+    if (device) zero_bytes(flat, bytes);
     ps->device = device;
     ps->params = flat;
     ps->grads = flat + ps->total;
@@ -47,7 +47,7 @@ void ps_copy(ParamStore *dst, const ParamStore *src) {
     CHECK(dst->n == src->n && dst->total == src->total,
           "ps_copy: the stores hold different parameters (%d, %zu values vs %d, %zu)", dst->n,
           dst->total, src->n, src->total);
-    device_copy(dst->params, src->params, 4 * src->total * sizeof(real)); // the four, in one piece
+    copy_bytes(dst->params, src->params, 4 * src->total * sizeof(real)); // the four, in one piece
 }
 
 void ps_free(ParamStore *ps) {
@@ -67,7 +67,7 @@ Tensor *ps_find(const ParamStore *ps, const char *name) {
 }
 
 void ps_zero_grad(ParamStore *ps) {
-    device_zero(ps->grads, ps->total * sizeof(real));
+    zero_bytes(ps->grads, ps->total * sizeof(real));
     for (int i = 0; i < ps->n; i++) ps->t[i]->got_grad = false;
 }
 

@@ -218,7 +218,7 @@ DiT *dit_place(DiT *host, DiT *dev, bool device) {
     if (!device) return host;
     dit_layout(dev, &host->cfg);
     dit_alloc(dev, true);
-    device_copy(dev->pos_embed.data, host->pos_embed.data, host->pos_embed.size * sizeof(real));
+    copy_bytes(dev->pos_embed.data, host->pos_embed.data, host->pos_embed.size * sizeof(real));
     dit_copy(dev, host);
     return dev;
 }
@@ -311,7 +311,7 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     Tensor *x = patch_embed(tp, img, m->x_w, m->x_b, sh.t0, sh.n);
     Tensor *pos = tensor_new(tp->arena, 3, 1, sh.n, D);
     int rows = sh.t0 >= T ? 0 : T - sh.t0 < sh.n ? T - sh.t0 : sh.n; // the shard's real tokens
-    device_copy(pos->data, m->pos_embed.data + (size_t)sh.t0 * D, (size_t)rows * D * sizeof(real));
+    copy_bytes(pos->data, m->pos_embed.data + (size_t)sh.t0 * D, (size_t)rows * D * sizeof(real));
     x = add(tp, x, pos);
     // c = t_embedder(t) + y_embedder(y)
     Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);

@@ -58,7 +58,7 @@ static void ring_bwd(Node *nd) {
     real *cur = arena_alloc(a, 8 * g.blk * sizeof(real)), *next = cur + 4 * g.blk; // K V dK dV
     bool stale = g.bugs & BUG_RING_STALE_KV, block_delta = g.bugs & BUG_RING_BLOCK_DELTA;
     real *os = block_delta ? arena_alloc(a, (g.blk + (size_t)g.B * g.H * g.n) * sizeof(real)) : NULL;
-    device_copy(cur, last, 2 * g.blk * sizeof(real));
+    copy_bytes(cur, last, 2 * g.blk * sizeof(real));
     for (int s = 0; s < P; s++) { // block of rank r + 1 + s: the last is this rank's own
         int owner = (r + 1 + s) % P;
         bool keep_here = (g.bugs & BUG_RING_DKV_NOT_RETURNED) && owner != r;
@@ -97,7 +97,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     size_t mark = arena_mark(a);
     real *cur = arena_alloc(a, 4 * g->blk * sizeof(real)), *next = cur + 2 * g->blk;
     real *os = arena_alloc(a, (g->blk + (size_t)B * heads * n) * sizeof(real)), *ls = os + g->blk;
-    device_copy(cur, k->data, g->blk * sizeof(real)), device_copy(cur + g->blk, v->data, g->blk * sizeof(real));
+    copy_bytes(cur, k->data, g->blk * sizeof(real)), copy_bytes(cur + g->blk, v->data, g->blk * sizeof(real));
     for (int s = 0; s < P; s++) { // block of rank r - s; the first is the merge's start
         int owner = (r - s + P) % P;
         block_forward(a, g, s ? os : out->data, s ? ls : lse, q->data, cur, cur + g->blk, owner);
@@ -109,7 +109,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
         real *t = cur;
         cur = next, next = t;
     }
-    device_copy(last, cur, 2 * g->blk * sizeof(real));
+    copy_bytes(last, cur, 2 * g->blk * sizeof(real));
     arena_release(a, mark);
     Node *nd = tape_record(tp, "ring_attention", ring_bwd, out, 3, q, k, v);
     if (nd) nd->saved = saved, nd->ptr = g;

@@ -158,7 +158,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
         if (sp->nccl) comm_use_nccl(world);
         if (sp->shard.key_mask) { // up once, not with every attention call
             sp->key_mask_device = device_alloc((size_t)sp->shard.T_pad);
-            device_copy(sp->key_mask_device, sp->shard.key_mask, (size_t)sp->shard.T_pad);
+            copy_bytes(sp->key_mask_device, sp->shard.key_mask, (size_t)sp->shard.T_pad);
         }
     }
     return NULL;
@@ -261,7 +261,7 @@ void sp_reset_bytes(SeqParallel *sp) {
 
 void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size) {
     if (sp->data) comm_all_gather(sp->data, out, in, size);
-    else device_copy(out, in, size * sizeof(real));
+    else copy_bytes(out, in, size * sizeof(real));
 }
 
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {

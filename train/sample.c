@@ -105,7 +105,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             memset(x, 0, (size_t)k * chw * sizeof(real));
             continue;
         }
-        if (xd) device_copy(xd, x, (size_t)k * chw * sizeof(real));
+        if (xd) copy_bytes(xd, x, (size_t)k * chw * sizeof(real));
         for (int s = 0; s < steps; s++) {
             double t = flow_time(s, steps), t_next = flow_time(s + 1, steps);
             arena_reset(arena);
@@ -129,7 +129,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             tape_free(&tp);
             if (rank0) progress_step(&prog, s + 1, steps, start, k, n);
         }
-        if (xd) device_copy(x, xd, (size_t)k * chw * sizeof(real));
+        if (xd) copy_bytes(x, xd, (size_t)k * chw * sizeof(real));
     }
     device_free(xd);
     if (sp->data) comm_all_reduce(sp->data, out, (size_t)n * chw);

@@ -168,7 +168,7 @@ static void start_run(Run *r) {
     if (r->sp.cuda && r->ema) {
         size_t bytes = r->m.ps.total * sizeof(real);
         real *dev = device_alloc(bytes);
-        device_copy(dev, r->ema, bytes);
+        copy_bytes(dev, r->ema, bytes);
         free(r->ema);
         r->ema = dev;
     }
@@ -208,7 +208,7 @@ static void save(Run *r, int step) {
         dit_copy(&r->m, r->work);
         if (r->ema) {
             ema = xmalloc(r->m.ps.total * sizeof(real));
-            device_copy(ema, r->ema, r->m.ps.total * sizeof(real));
+            copy_bytes(ema, r->ema, r->m.ps.total * sizeof(real));
         }
     }
     safefile_group_begin();
@@ -236,14 +236,14 @@ static void write_samples(Run *r, Arena *arena) {
     size_t bytes = r->work->ps.total * sizeof(real);
     if (r->ema) { // sample with the EMA weights (copies on the host or the device, where they are)
         saved = xmalloc(bytes);
-        device_copy(saved, params, bytes);
-        device_copy(params, r->ema, bytes);
+        copy_bytes(saved, params, bytes);
+        copy_bytes(params, r->ema, bytes);
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
     int rc = sample_grid(r->work, &r->sp, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
                          r->tc.cfg_scale, r->tc.seed, path, err, sizeof err);
     if (saved) {
-        device_copy(params, saved, bytes);
+        copy_bytes(params, saved, bytes);
         free(saved);
     }
     if (rc) {

@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
     if (device_count() > 0) {
         device_select(0);
         real *dx = device_alloc(n * sizeof(real)), *dy = device_alloc(n * sizeof(real));
-        device_copy(dx, x, n * sizeof(real));
+        copy_bytes(dx, x, n * sizeof(real));
         double cpu = TIME(gelu_forward(y, x, n));
         double gpu = TIME((gelu_forward_cuda(dy, dx, n, 0), device_sync()));
         printf("\nCUDA (device vs this CPU, same sizes)\n");
@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
             real *hb = malloc(m * sizeof(real));
             for (int part = 0; part < 8; part++) { // q k v dout out dq dk dv: random, then overwritten
                 rng_fill_normal(hb, m, 1, 10 + part, 0, 1);
-                device_copy(buf + part * m, hb, m * sizeof(real));
+                copy_bytes(buf + part * m, hb, m * sizeof(real));
             }
             free(hb);
             double f = TIME((attention_forward_cuda(buf + 4 * m, lse_d, buf, buf + m, buf + 2 * m, NULL,
