@@ -202,8 +202,8 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
     m->pos_embed = (Tensor){.ndim = 3, .shape = {1, T, D}, .size = (size_t)T * D, .name = "pos_embed"};
 }
 
-void dit_alloc(DiT *m, bool device) {
-    ps_alloc(&m->ps, device);
+void dit_alloc(DiT *m, bool device, bool ema) {
+    ps_alloc(&m->ps, device, ema);
     size_t bytes = m->pos_embed.size * sizeof(real);
     m->pos_embed.data = device ? device_alloc(bytes) : xcalloc(m->pos_embed.size, sizeof(real));
     m->pos_embed.device = device;
@@ -211,13 +211,13 @@ void dit_alloc(DiT *m, bool device) {
 
 void dit_create(DiT *m, const DiTConfig *cfg) {
     dit_layout(m, cfg);
-    dit_alloc(m, false);
+    dit_alloc(m, false, false);
 }
 
 DiT *dit_place(DiT *host, DiT *dev, bool device) {
     if (!device) return host;
     dit_layout(dev, &host->cfg);
-    dit_alloc(dev, true);
+    dit_alloc(dev, true, host->ps.ema != NULL);
     copy_bytes(dev->pos_embed.data, host->pos_embed.data, host->pos_embed.size * sizeof(real));
     dit_copy(dev, host);
     return dev;

@@ -31,11 +31,10 @@
 typedef struct Run {
     TrainConfig tc;
     Comm *comm;
-    DiT m;     // on the host: initialized or resumed here, saved from here
+    DiT m;     // on the host: initialized or resumed here, saved from here (with its EMA)
     DiT dev;   // --device cuda: the model on the GPU, which trains (copied to m to save)
     DiT *work; // the model that trains: &m, or &dev
     AdamW opt;
-    real *ema; // (ps.total) or NULL, on the side of work
     Arena arena; // the steps' and the sampling's, on the side of work
     Data data;
     SeqParallel sp;
@@ -104,18 +103,18 @@ static void resume_run(Run *r) {
     while (r->log.n && r->log.step[r->log.n - 1] > r->opt.step) r->log.n--;
 }
 
-// The EMA weights: the model's at a fresh start, the run's ema.safetensors when resuming
+// The EMA slice of the model's store: its weights at a fresh start, the run's ema.safetensors
+// when resuming
 static void start_ema(Run *r) {
     char err[1024], path[PATH_LEN + 32];
     const TrainConfig *tc = &r->tc;
-    r->ema = xmalloc(r->m.ps.total * sizeof(real));
-    memcpy(r->ema, r->m.ps.params, r->m.ps.total * sizeof(real));
+    ps_add_ema(&r->m.ps);
     path_in(path, sizeof path, tc->resume, "ema.safetensors");
     if (!tc->resume[0] || r->opt.step == 0) return; // a fresh start
     if (access(path, F_OK))
         usage_error("--resume: %s has no ema.safetensors: was the run started with --ema 0? "
                     "Then resume it with --ema 0", tc->resume);
-    if (ckpt_load_params(&r->m, r->ema, path, err, sizeof err))
+    if (ckpt_load_params(&r->m, r->m.ps.ema, path, err, sizeof err))
         usage_error("--resume: the EMA weights: %s", err);
     if (ckpt_step(path, err, sizeof err) != r->opt.step)
         usage_error("--resume: %s holds EMA weights of another step than the optimizer "
@@ -164,19 +163,7 @@ static void start_run(Run *r) {
         dit_init(&r->m, tc->seed);
     }
     if (tc->ema > 0) start_ema(r);
-    r->work = dit_place(&r->m, &r->dev, r->sp.cuda); // on the device: the model goes up
-    if (r->sp.cuda && r->ema) {
-        size_t bytes = r->m.ps.total * sizeof(real);
-        real *dev = device_alloc(bytes);
-        copy_bytes(dev, r->ema, bytes);
-        free(r->ema);
-        r->ema = dev;
-    }
-}
-
-static void free_ema(Run *r) {
-    if (r->sp.cuda) device_free(r->ema);
-    else free(r->ema);
+    r->work = dit_place(&r->m, &r->dev, r->sp.cuda); // on the device: the model goes up, EMA too
 }
 
 // ---- outputs ---------------------------------------------------------------------------------
@@ -203,14 +190,8 @@ static void write_loss_files(Run *r) {
 static void save(Run *r, int step) {
     char err[1024], path[PATH_LEN + 32];
     if (r->comm->rank != 0) return;
-    real *ema = r->ema;
-    if (r->sp.cuda) { // the host copy of what trained on the device
-        dit_copy(&r->m, r->work);
-        if (r->ema) {
-            ema = xmalloc(r->m.ps.total * sizeof(real));
-            copy_bytes(ema, r->ema, r->m.ps.total * sizeof(real));
-        }
-    }
+    if (r->work != &r->m) dit_copy(&r->m, r->work); // the host copy of what trained on the device
+    const real *ema = r->m.ps.ema;
     safefile_group_begin();
     path_in(path, sizeof path, r->tc.out, "optimizer.safetensors");
     CHECK(!ckpt_save_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err), "%s", err);
@@ -222,8 +203,7 @@ static void save(Run *r, int step) {
     }
     write_loss_files(r);
     CHECK(!safefile_group_end(err, sizeof err), "%s", err);
-    if (ema != r->ema) free(ema);
-    if (!r->ema) { // an average from an earlier --ema would not match this model any more
+    if (!ema) { // an average from an earlier --ema would not match this model any more
         path_in(path, sizeof path, r->tc.out, "ema.safetensors");
         remove(path);
     }
@@ -232,18 +212,19 @@ static void save(Run *r, int step) {
 static void write_samples(Run *r, Arena *arena) {
     char err[1024], path[PATH_LEN + 32];
     if (!r->tc.samples_per_class) return;
-    real *saved = NULL, *params = r->work->ps.params;
-    size_t bytes = r->work->ps.total * sizeof(real);
-    if (r->ema) { // sample with the EMA weights (copies on the host or the device, where they are)
+    ParamStore *ps = &r->work->ps;
+    real *saved = NULL;
+    size_t bytes = ps->total * sizeof(real);
+    if (ps->ema) { // sample with the EMA weights (copies on the host or the device, where they are)
         saved = xmalloc(bytes);
-        copy_bytes(saved, params, bytes);
-        copy_bytes(params, r->ema, bytes);
+        copy_bytes(saved, ps->params, bytes);
+        copy_bytes(ps->params, ps->ema, bytes);
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
     int rc = sample_grid(r->work, &r->sp, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
                          r->tc.cfg_scale, r->tc.seed, path, err, sizeof err);
     if (saved) {
-        copy_bytes(params, saved, bytes);
+        copy_bytes(ps->params, saved, bytes);
         free(saved);
     }
     if (rc) {
@@ -263,9 +244,9 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     ParamStore *ps = &r->work->ps;
     double loss = step_gradients(r->work, &r->sp, arena, b->xt, b->t, b->y, b->v, r->tc.batch, NULL);
     *grad_norm = adamw_step(&r->opt, ps);
-    if (r->ema) { // warm-up: early on the average must not be dominated by the initial weights
+    if (ps->ema) { // warm-up: early on the average must not be dominated by the initial weights
         double d = fmin(r->tc.ema, (1.0 + r->opt.step) / (10.0 + r->opt.step));
-        RUN(ps->device, ema_update, r->ema, ps->params, ps->total, d);
+        RUN(ps->device, ema_update, ps->ema, ps->params, ps->total, d);
     }
     return loss;
 }
@@ -452,10 +433,10 @@ int train_main(int argc, char **argv, Comm *c) {
            "gradients %.3f); wrote %s/{config.json,loss.csv,loss.png,model.safetensors,"
            "optimizer.safetensors%s%s}\n", steps, elapsed, steps / (elapsed > 0 ? elapsed : 1),
            r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena->peak / 1048576.0,
-           layout_mib + world_mib, layout_mib, world_mib, tc->out, r.ema ? ",ema.safetensors" : "",
+           layout_mib + world_mib, layout_mib, world_mib, tc->out, r.m.ps.ema ? ",ema.safetensors" : "",
            tc->samples_per_class ? ",samples.png" : "");
     if (r.sp.cuda) {
-        double params = 4.0 * r.dev.ps.total * sizeof(real) / 1048576.0, ema = r.ema ? params / 4 : 0;
+        double params = 4.0 * r.dev.ps.total * sizeof(real) / 1048576.0, ema = r.dev.ps.ema ? params / 4 : 0;
         double peak = (train_peak > arena->peak ? train_peak : arena->peak) / 1048576.0;
         double pos = r.dev.pos_embed.size * sizeof(real) / 1048576.0;
         print0(c, "device memory: at most %.1f MiB per rank: the arena's peak %.1f MiB, parameters, "
@@ -466,7 +447,6 @@ int train_main(int argc, char **argv, Comm *c) {
     sp_free(&r.sp);
     data_close(&r.data);
     losslog_free(&r.log);
-    free_ema(&r);
     if (r.work != &r.m) dit_free(r.work);
     dit_free(&r.m);
     return 0;
