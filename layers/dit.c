@@ -108,9 +108,8 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, bool ba
     // in double: sizes of configs that cannot fit anywhere must not wrap around
     double b = B, block = sum_lines(l, block_lines(l, c, n)) + attn.kept, rest = sum_lines(l, rest_lines(l, c, n, b));
     int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
-    double scratch = (double)attention_scratch_count(attn.queries < ATTN_BQ ? attn.queries : ATTN_BQ,
-                                                     attn.keys < ATTN_BK ? attn.keys : ATTN_BK, dh,
-                                                     kernel_threads());
+    double scratch = (double)attention_scratch_count(B, attn.queries, attn.keys, c->num_heads, dh,
+                                                     backward);
     double reals;
     if (backward) // every block's activations, the gradients of one block at a time (tape.c frees
         // the rest as it goes), the residual stream's gradient, and the largest transient

@@ -43,8 +43,7 @@ static const uint8_t *block_mask(const Ring *g, int owner) {
 // attention of the local queries to one visiting block, on the host or the device (the arena's)
 static void block_forward(Arena *a, const Ring *g, real *o, real *l, const real *q, const real *k,
                           const real *v, int owner) {
-    attention_kernel_forward(a, o, l, q, k, v, block_mask(g, owner), g->B, g->n, g->n, g->H, g->dh,
-                             ATTN_BQ, ATTN_BK);
+    attention_kernel_forward(a, o, l, q, k, v, block_mask(g, owner), g->B, g->n, g->n, g->H, g->dh);
 }
 
 static void ring_bwd(Node *nd) {
@@ -71,7 +70,7 @@ static void ring_bwd(Node *nd) {
         }
         attention_kernel_backward(a, dq, keep_here ? dk : cur + 2 * g.blk, keep_here ? dv : cur + 3 * g.blk,
                                   nd->out->grad, o, lse, q, k, v, block_mask(&g, owner), g.B, g.n,
-                                  g.n, g.H, g.dh, ATTN_BQ, ATTN_BK);
+                                  g.n, g.H, g.dh);
         if (s == P - 1) break;
         comm_shift(c, next, cur, 4 * g.blk, -1);
         real *t = cur;

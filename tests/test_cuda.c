@@ -456,14 +456,13 @@ static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bo
     real *dout_d = to_device(dout, nq), *dq_d = to_device(dq, nq), *dk_d = to_device(dk, nk);
     real *dv_d = to_device(dv, nk), *out_d = device_alloc(nq * sizeof(real));
     real *lse_d = device_alloc(nl * sizeof(real));
-    real *scratch_d = device_alloc(attention_cuda_scratch_count(B, H, Tq) * sizeof(real));
+    real *scratch_d = device_alloc(attention_scratch_count_cuda(B, Tq, Tk, H, dh, true) * sizeof(real));
     uint8_t *mask_d = NULL;
     if (mask) mask_d = device_alloc((size_t)Tk), copy_bytes(mask_d, mask, (size_t)Tk);
 
-    int bq = Tq < ATTN_BQ ? Tq : ATTN_BQ, bk = Tk < ATTN_BK ? Tk : ATTN_BK;
-    real *scratch = xmalloc(attention_scratch_count(bq, bk, dh, kernel_threads()) * sizeof(real));
-    attention_forward(out, lse, scratch, q, k, v, mask, B, Tq, Tk, H, dh, bq, bk);
-    attention_forward_cuda(out_d, lse_d, q_d, k_d, v_d, mask_d, B, Tq, Tk, H, dh, 0);
+    real *scratch = xmalloc(attention_scratch_count(B, Tq, Tk, H, dh, true) * sizeof(real));
+    attention_forward(out, lse, scratch, q, k, v, mask, B, Tq, Tk, H, dh);
+    attention_forward_cuda(out_d, lse_d, scratch_d, q_d, k_d, v_d, mask_d, B, Tq, Tk, H, dh, 0);
     char what[64];
     snprintf(what, sizeof what, "attention out %dx%dx%d h%d", B, Tq, Tk, dh);
     expect_close(what, out_d, out, nq);
@@ -480,7 +479,7 @@ static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bo
     copy_bytes(out_d, out, nq * sizeof(real));
     copy_bytes(lse_d, lse, nl * sizeof(real));
     attention_backward(with_dq ? dq : NULL, dk, dv, scratch, dout, out, lse, q, k, v, mask, B, Tq,
-                       Tk, H, dh, bq, bk);
+                       Tk, H, dh);
     attention_backward_cuda(with_dq ? dq_d : NULL, dk_d, dv_d, scratch_d, dout_d, out_d, lse_d, q_d,
                             k_d, v_d, mask_d, B, Tq, Tk, H, dh, 0);
     snprintf(what, sizeof what, "attention dq %dx%dx%d h%d", B, Tq, Tk, dh);
@@ -556,7 +555,7 @@ START_TEST(cuda_launchers_check_sizes) {
     EXPECT_FATAL(mse_forward_cuda(&x, &x, NULL, 1, 0, 0), "must be positive");
     EXPECT_FATAL(patch_gather_cuda(&x, &x, 1, 3, 7, 8, 2, 0, 4, false, 0), "bad shape");
     EXPECT_FATAL(embedding_forward_cuda(&x, &x, NULL, 1, 0, 4, 0), "bad shape");
-    EXPECT_FATAL(attention_forward_cuda(&x, &x, &x, &x, &x, NULL, 1, 4, 4, 1, ATTN_CUDA_MAX_DH + 1, 0),
+    EXPECT_FATAL(attention_forward_cuda(&x, &x, &x, &x, &x, &x, NULL, 1, 4, 4, 1, ATTN_CUDA_MAX_DH + 1, 0),
                  "bad shape");
     EXPECT_FATAL(attention_backward_cuda(&x, &x, &x, &x, &x, &x, &x, &x, &x, &x, NULL, 1, 0, 4, 1, 8, 0),
                  "bad shape");

@@ -72,14 +72,14 @@ int main(int argc, char **argv) {
     int B = 1, T = 1024, H = 6, dh = 64, D = H * dh;
     static const int tiles[][2] = {{ATTN_BQ, ATTN_BK}, {32, 64}, {64, 128}};
     real *lse = malloc((size_t)B * H * T * sizeof(real)), *d = calloc((size_t)3 * B * T * D, sizeof(real));
-    real *sc = malloc(attention_scratch_count(ATTN_BQ, ATTN_BK, dh, kernel_threads()) * sizeof(real));
+    real *sc = malloc(attention_tiled_scratch_count(ATTN_BQ, ATTN_BK, dh, kernel_threads()) * sizeof(real));
     double base = 0, fl = 4.0 * B * H * T * T * dh; // forward; backward recomputes S: 2.5x that
     for (int v = 0; v < 3; v++) {
         int bq = tiles[v][0], bk = tiles[v][1];
         const real *q = x, *k = x + (size_t)B * T * D, *vv = x + (size_t)2 * B * T * D;
-        double af = TIME(attention_forward(o, lse, sc, q, k, vv, NULL, B, T, T, H, dh, bq, bk));
-        double ab = TIME(attention_backward(d, d + (size_t)B * T * D, d + (size_t)2 * B * T * D, sc, g,
-                                            o, lse, q, k, vv, NULL, B, T, T, H, dh, bq, bk));
+        double af = TIME(attention_forward_tiled(o, lse, sc, q, k, vv, NULL, B, T, T, H, dh, bq, bk));
+        double ab = TIME(attention_backward_tiled(d, d + (size_t)B * T * D, d + (size_t)2 * B * T * D,
+                                                  sc, g, o, lse, q, k, vv, NULL, B, T, T, H, dh, bq, bk));
         if (!v) base = af + ab;
         char name[96];
         snprintf(name, sizeof name, "attention fwd+bwd T1024 H6 dh64, variant %d (%dx%d%s)", v + 1, bq,
