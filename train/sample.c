@@ -4,6 +4,7 @@
 #include "../core/device.h"
 #include "../core/rng.h"
 #include "../kernels/run.h"
+#include "budget.h"
 #include "canvas.h"
 #include "checkpoint.h"
 #include "config.h"
@@ -17,8 +18,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#define SAMPLE_CHUNK 16 // images per forward pass at most (twice that many rows with guidance)
 
 static bool is_guided(const DiTConfig *c, double cfg_scale) {
     return cfg_scale != 1 && c->class_dropout_prob > 0;
@@ -268,15 +267,7 @@ int sample_main(int argc, char **argv, Comm *c) {
            data_given ? "--data" : data_from_run ? "the run's config.json" : "the default");
     SeqParallel sp;
     sp_setup(&sp, c, c->size, c->rank, &tc.parallel, &m.cfg);
-    // a full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory (the
-    // machine's, or its GPU's) allows
-    int node = comm_node_size(c), gpus = sp.cuda ? device_count() : 1;
-    double have = sp.cuda ? (double)device_memory(0) / 4 / ((node + gpus - 1) / gpus)
-                          : (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 4 / node;
-    size_t full = sp_step_bytes(&sp, &m.cfg, 2 * SAMPLE_CHUNK, false);
-    size_t least = sample_min_bytes(&sp, &m.cfg, tc.cfg_scale);
-    size_t bytes = full < have ? full : least > have ? least : (size_t)have;
-    Arena arena = arena_create_on(sp.cuda, bytes);
+    Arena arena = arena_create_on(sp.cuda, budget_sample_arena(&sp, &m.cfg, tc.cfg_scale, comm_node_size(c)));
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
     if (sample_grid(work, &sp, &arena, &data, tc.samples_per_class, tc.sample_steps,
                     tc.cfg_scale, tc.seed, out, err, sizeof err))

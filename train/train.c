@@ -9,6 +9,7 @@
 #include "../core/safefile.h"
 #include "../kernels/kernels.h"
 #include "../kernels/run.h"
+#include "budget.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "data.h"
@@ -251,60 +252,6 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     return loss;
 }
 
-// One arena serves the training steps (one micro-batch of this data group's images at a time) and
-// the sampling (which fits its passes into it); on the device it also holds the uploaded batch.
-static size_t arena_bytes(const SeqParallel *sp, const TrainConfig *tc) {
-    int first, largest; // micro-batch 0
-    sp_micro_batch(sp, tc->batch / sp->dp, 0, &first, &largest);
-    double image = (double)tc->model.in_channels * tc->model.input_size * tc->model.input_size;
-    size_t upload = sp->cuda ? (size_t)((3 * image + 1) * (tc->batch / sp->dp) * sizeof(real)) + 8 * ARENA_ALIGN : 0;
-    size_t step = sp_step_bytes(sp, &tc->model, largest, true) + upload;
-    size_t sample = sample_min_bytes(sp, &tc->model, tc->cfg_scale);
-    return step > sample ? step : sample;
-}
-
-void train_check(const TrainConfig *tc, int ranks, int node_ranks) {
-    const DiTConfig *mc = &tc->model;
-    // a rank holds parameters, gradients and Adam moments (4 copies), the EMA copy and the copy
-    // sampling swaps out, pos_embed, the arena for the steps and the sampling, the batch and the
-    // sampled images (every shard has the same length); with --device cuda the arena, the four
-    // copies, the EMA and pos_embed are on its GPU, which node_ranks / GPUs ranks share
-    SeqParallel sp;
-    sp_setup(&sp, NULL, ranks, 0, &tc->parallel, mc);
-    char err[512];
-    int first, count;
-    if (sp_batch_slice(&sp, tc->batch, &first, &count, err, sizeof err)) usage_error("%s", err);
-    double step = (double)arena_bytes(&sp, tc);
-    sp_free(&sp);
-    DiT shape;
-    dit_layout(&shape, mc);
-    double image = (double)mc->in_channels * mc->input_size * mc->input_size;
-    double copies = 4 + 2 * (tc->ema > 0), batch = 3.0 * count * image;
-    double samples = (double)mc->num_classes * tc->samples_per_class * image;
-    double model = ((double)shape.ps.total * copies + (double)shape.pos_embed.size) * sizeof(real);
-    double host = (batch + samples) * sizeof(real), need = model + host + step, GiB = 1073741824.0;
-    double one_copy = (double)shape.ps.total * sizeof(real);
-    dit_free(&shape);
-    if (tc->parallel.cuda) {
-        int gpus = device_count(), sharing = (node_ranks + gpus - 1) / gpus;
-        double device = model - (tc->ema > 0 ? one_copy : 0) + step; // no swap copy there
-        double gpu = (double)device_memory(0);
-        if (gpu > 0 && device * sharing > gpu)
-            usage_error("this run needs about %.1f GiB of GPU memory per rank (%.1f GiB of "
-                        "activations), %.1f GiB for the %d rank%s sharing a GPU, which has %.1f GiB; "
-                        "lower --batch (or use --grad-accum), --input-size or the model size, or "
-                        "spread the sequence over more GPUs", device / GiB, step / GiB,
-                        device * sharing / GiB, sharing, sharing > 1 ? "s" : "", gpu / GiB);
-        need = model + host, step = 0; // the host keeps a copy of the model and sampling's swap
-    }
-    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (have > 0 && need * node_ranks > have)
-        usage_error("this run needs about %.1f GiB per rank (%.1f GiB of activations), %.1f GiB for "
-                    "the %d rank%s on this machine, which has %.1f GiB; lower --batch, --input-size "
-                    "or the model size, or spread the sequence over more machines", need / GiB,
-                    step / GiB, need * node_ranks / GiB, node_ranks, node_ranks > 1 ? "s" : "", have / GiB);
-}
-
 // Checks and opens everything a run needs (memory, data, the checkpoint to resume), then writes
 // config.json: the first file, written only when all of that worked
 static void setup(Run *r) {
@@ -325,7 +272,7 @@ static void setup(Run *r) {
     if (data_open(&r->data, tc->data, tc->model.input_size, tc->model.in_channels,
                   tc->model.num_classes, err, sizeof err))
         usage_error("--data: %s", err);
-    train_check(tc, c->size, comm_node_size(c));
+    budget_train_check(tc, c->size, comm_node_size(c));
     // the model's config is the flags' (a resumed checkpoint must match them)
     sp_setup(&r->sp, c, c->size, c->rank, &tc->parallel, &tc->model);
     start_run(r);
@@ -333,8 +280,7 @@ static void setup(Run *r) {
         usage_error("--resume: %s is already at step %d; pass --steps above %d to train further",
                     tc->resume, r->opt.step, r->opt.step);
     // every rank has its memory (a GPU's may be too small) before the run folder is written
-    size_t bytes = arena_bytes(&r->sp, tc);
-    r->arena = arena_create_on(r->sp.cuda, bytes);
+    r->arena = arena_create_on(r->sp.cuda, budget_train_arena(&r->sp, tc));
     comm_barrier(c);
     if (c->rank == 0) {
         make_dirs(tc->out);

@@ -1,6 +1,7 @@
 // verify.c: see verify.h.
 #include "verify.h"
 #include "../core/check.h"
+#include "budget.h"
 #include "compare.h"
 #include "config.h"
 #include "data.h"
@@ -68,11 +69,11 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
                   err, sizeof err))
         usage_error("--data: %s", err);
     data_close(&data);
-    train_check(&tc, ranks, ranks);
+    budget_train_check(&tc, ranks, ranks);
     int grad_accum = tc.parallel.grad_accum; // not a layout flag: the reference takes it too
     tc.parallel = sp_options_default(); // the reference: one rank, no layout flags
     tc.parallel.grad_accum = grad_accum;
-    train_check(&tc, 1, 1);
+    budget_train_check(&tc, 1, 1);
     return true;
 }
 
