@@ -10,13 +10,13 @@
 #include "config.h"
 #include "flags.h"
 #include "outfile.h"
+#include "timing.h"
 #include <jansson.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 static bool is_guided(const DiTConfig *c, double cfg_scale) {
@@ -34,19 +34,6 @@ static int chunk_images(const SeqParallel *sp, const DiTConfig *c, bool guided, 
     return k;
 }
 
-static double seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static const char *duration(double s, char *buf, size_t len) {
-    if (s < 60) snprintf(buf, len, "%.0fs", s);
-    else if (s < 3600) snprintf(buf, len, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s / 60 % 60);
-    return buf;
-}
-
 // Progress of sampling on rank 0: once the passes done and the estimate of the rest add up to
 // more than SAMPLE_QUIET_SECONDS (or the seconds in the environment variable of that name), a
 // line per Euler step (at most one a second, and the last)
@@ -62,18 +49,18 @@ static Progress progress_start(int total) {
     char *end = NULL;
     double quiet = e ? strtod(e, &end) : SAMPLE_QUIET_SECONDS;
     if (!e || end == e || *end || !(quiet >= 0)) quiet = SAMPLE_QUIET_SECONDS;
-    return (Progress){.t0 = seconds(), .quiet = quiet, .total = total};
+    return (Progress){.t0 = now_seconds(), .quiet = quiet, .total = total};
 }
 
 static void progress_step(Progress *p, int step, int steps, int first, int k, int n) {
     p->done++;
-    double t = seconds(), eta = (t - p->t0) / p->done * (p->total - p->done);
+    double t = now_seconds(), eta = (t - p->t0) / p->done * (p->total - p->done);
     p->talk = p->talk || t - p->t0 + eta > p->quiet;
     if (!p->talk || (t - p->t_line < 1 && p->done < p->total)) return;
     char images[64] = "", a[32], b[32];
     if (k < n) snprintf(images, sizeof images, " of images %d-%d of %d", first + 1, first + k, n);
     printf("sampling: Euler step %d/%d%s | %s | ETA %s\n", step, steps, images,
-           duration(t - p->t0, a, sizeof a), duration(eta, b, sizeof b));
+           duration_text(t - p->t0, a, sizeof a), duration_text(eta, b, sizeof b));
     fflush(stdout);
     p->t_line = t;
 }

@@ -18,6 +18,7 @@
 #include "outfile.h"
 #include "sample.h"
 #include "step.h"
+#include "timing.h"
 #include <cblas.h>
 #include <errno.h>
 #include <sched.h>
@@ -26,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 typedef struct Run {
@@ -42,12 +42,6 @@ typedef struct Run {
     LossLog log;
     char run_text[128]; // what a resumed run must share: seed and batch
 } Run;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void path_in(char *buf, size_t len, const char *dir, const char *file) {
     int n = snprintf(buf, len, "%s/%s", dir, file);
@@ -66,13 +60,6 @@ static void make_dirs(const char *dir) {
     if (mkdir(buf, 0755) && errno != EEXIST)
         usage_error("--out: cannot create the run folder %s: %s; pass a folder you can write to",
                     dir, strerror(errno));
-}
-
-static const char *duration(double s, char *buf, size_t len) {
-    if (s < 60) snprintf(buf, len, "%.0fs", s);
-    else if (s < 3600) snprintf(buf, len, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s / 60 % 60);
-    return buf;
 }
 
 // ---- start: fresh or resumed -------------------------------------------------------------------
@@ -337,27 +324,28 @@ static double train_loop(Run *r, Arena *arena) {
     CHECK(!sp_batch_slice(&r->sp, tc->batch, &first_image, &images, err, sizeof err), "%s", err);
     Batch batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, tc->model.input_size);
     int first = r->opt.step + 1, step_last = first - 1, saved_step = r->opt.step;
-    double t0 = now(), t_last = t0, t_save = t0; // the rate is measured since the last line
+    double t0 = now_seconds(), t_last = t0, t_save = t0; // the rate is measured since the last line
     for (int step = first; step <= tc->steps; step++) {
         double gnorm, loss = train_step(r, arena, &batch, step, &gnorm);
         if (!isfinite(loss)) stop_diverged(r, step, loss, saved_step);
         losslog_add(&r->log, step, loss);
         if (step % tc->log_every == 0 || step == tc->steps || step == first) {
-            double t = now(), per_step = (t - t_last) / (step - step_last);
-            char eta[32], ago[64];
+            double t = now_seconds(), per_step = (t - t_last) / (step - step_last);
+            char eta[32], since[32], ago[64] = "not yet";
             t_last = t, step_last = step;
+            if (saved_step)
+                snprintf(ago, sizeof ago, "step %d, %s ago", saved_step,
+                         duration_text(t - t_save, since, sizeof since));
             print0(r->comm, "step %*d/%d | loss %.5f | grad norm %.3f | %.0f tok/s | ETA %s | saved %s\n",
                    (int)snprintf(NULL, 0, "%d", tc->steps), step, tc->steps, loss, gnorm,
                    tc->batch * dit_tokens(&tc->model) / per_step,
-                   duration(per_step * (tc->steps - step), eta, sizeof eta),
-                   saved_step ? (snprintf(ago, sizeof ago, "step %d, %s ago", saved_step,
-                                          duration(t - t_save, eta, sizeof eta)), ago) : "not yet");
+                   duration_text(per_step * (tc->steps - step), eta, sizeof eta), ago);
         }
-        if (save_due(r, step, now() - t_save)) save(r, step), saved_step = step, t_save = now();
+        if (save_due(r, step, now_seconds() - t_save)) save(r, step), saved_step = step, t_save = now_seconds();
         if (tc->sample_every && step % tc->sample_every == 0 && step < tc->steps) write_samples(r, arena);
     }
     batch_free(&batch);
-    return now() - t0;
+    return now_seconds() - t0;
 }
 
 int train_main(int argc, char **argv, Comm *c) {
