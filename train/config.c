@@ -32,6 +32,7 @@ static void help(void) {
         "       train/train compare RUN_A RUN_B         compare two runs' loss curves\n"
         "       train/train verify --ranks N [flags]    train with N ranks and with 1, then compare\n"
         "       train/train sample --help              a sample grid from a checkpoint\n"
+        "       train/train bugs --help                every injectable bug caught, as a table\n"
         "\nmodel:\n"
         "  --model NAME          preset (default %s): %s;\n"
         "                        %s\n"
