@@ -109,15 +109,15 @@ int main(int argc, char **argv) {
             int Hc = 8, Dc = Hc * dh;
             size_t m = (size_t)Tc * Dc;
             real *buf = device_alloc(8 * m * sizeof(real)), *lse_d = device_alloc((size_t)Hc * Tc * sizeof(real));
-            real *sc_d = device_alloc(attention_cuda_scratch_count(1, Hc, Tc) * sizeof(real));
+            real *sc_d = device_alloc(attention_scratch_count_cuda(1, Tc, Tc, Hc, dh, true) * sizeof(real));
             real *hb = malloc(m * sizeof(real));
             for (int part = 0; part < 8; part++) { // q k v dout out dq dk dv: random, then overwritten
                 rng_fill_normal(hb, m, 1, 10 + part, 0, 1);
                 copy_bytes(buf + part * m, hb, m * sizeof(real));
             }
             free(hb);
-            double f = TIME((attention_forward_cuda(buf + 4 * m, lse_d, buf, buf + m, buf + 2 * m, NULL,
-                                                    1, Tc, Tc, Hc, dh, 0), device_sync()));
+            double f = TIME((attention_forward_cuda(buf + 4 * m, lse_d, sc_d, buf, buf + m, buf + 2 * m,
+                                                    NULL, 1, Tc, Tc, Hc, dh, 0), device_sync()));
             double bw = TIME((attention_backward_cuda(buf + 5 * m, buf + 6 * m, buf + 7 * m, sc_d, buf + 3 * m,
                                                       buf + 4 * m, lse_d, buf, buf + m, buf + 2 * m, NULL,
                                                       1, Tc, Tc, Hc, dh, 0), device_sync()));
