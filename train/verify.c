@@ -1,6 +1,7 @@
 // verify.c: see verify.h.
 #include "verify.h"
 #include "../core/check.h"
+#include "budget.h"
 #include "compare.h"
 #include "config.h"
 #include "data.h"
@@ -32,27 +33,24 @@ static void help(void) {
     printf(".\n");
 }
 
-// Runs lead... (mpirun and its options, then this program) with the training flags, without the
-// layout flags when with_layout is false, then --steps steps (if given) and --out dir.
-static int train_run(char **lead, int n_lead, char **flags, int n_flags, bool with_layout,
-                     char *steps, char *dir) {
-    char **cmd = xcalloc((size_t)(n_lead + n_flags + 5), sizeof *cmd);
-    int n = 0;
-    for (int i = 0; i < n_lead; i++) cmd[n++] = lead[i];
+// Runs this program (self) on `ranks` ranks with the training flags, without the layout flags
+// when with_layout is false, then --steps steps (if given) and --out dir.
+static int train_run(const char *self, int ranks, char **flags, int n_flags, bool with_layout,
+                     const char *steps, const char *dir) {
+    Command cmd;
+    command_start(&cmd, ranks, self);
     for (int i = 0; i < n_flags; i++) {
         const Setting *s = setting_by_flag(flags[i], FOR_TRAIN);
         bool keep = with_layout || !s || !(s->rules & LAYOUT);
-        if (keep) cmd[n++] = flags[i];
+        if (keep) command_add(&cmd, flags[i], NULL);
         if (s && s->arg && i + 1 < n_flags) { // its value goes with it
             i++;
-            if (keep) cmd[n++] = flags[i];
+            if (keep) command_add(&cmd, flags[i], NULL);
         }
     }
-    if (steps) cmd[n++] = "--steps", cmd[n++] = steps; // the last --steps wins
-    cmd[n++] = "--out", cmd[n++] = dir;
-    int rc = launch(cmd, NULL);
-    free(cmd);
-    return rc;
+    if (steps) command_add(&cmd, "--steps", steps, NULL); // the last --steps wins
+    command_add(&cmd, "--out", dir, NULL);
+    return command_run(&cmd, NULL);
 }
 
 // The training flags (pass) are checked here, and what the runs check before they start, so
@@ -69,12 +67,12 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
                   err, sizeof err))
         usage_error("--data: %s", err);
     data_close(&data);
-    train_check(&tc, ranks, ranks);
+    budget_train_check(&tc, ranks, ranks);
     TrainConfig plain; // the reference: one rank, without the layout flags
     train_config_defaults(&plain);
     for (int i = 0; i < SETTINGS; i++)
         if (settings[i].rules & LAYOUT) setting_copy(&settings[i], &tc, &plain);
-    train_check(&tc, 1, 1);
+    budget_train_check(&tc, 1, 1);
     return true;
 }
 
@@ -82,25 +80,22 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
 // ref_steps steps when not 0) into out/ranks-1, and compares them; self is this program.
 static int run_both(char *self, int ranks, const char *out, char **pass, int np,
                     int ref_steps, double tol) {
-    char dir_n[4096], dir_1[4096], nbuf[16], plot[4096], sbuf[16], label[64];
+    char dir_n[4096], dir_1[4096], plot[4096], sbuf[16], label[64];
     snprintf(dir_n, sizeof dir_n, "%s/ranks-%d", out, ranks);
     snprintf(dir_1, sizeof dir_1, "%s/ranks-1", out);
     snprintf(plot, sizeof plot, "%s/loss.png", out);
     snprintf(sbuf, sizeof sbuf, "%d", ref_steps);
     snprintf(label, sizeof label, "%d ranks", ranks);
-    char *mpirun[LAUNCH_LEAD];
-    int n = launch_lead(mpirun, ranks, self, nbuf, sizeof nbuf);
     if (run_folder_clear(dir_n) + run_folder_clear(dir_1) + (remove(plot) == 0))
         printf("== replacing the earlier results in %s/ranks-*\n", out);
     printf("== %d ranks -> %s\n", ranks, dir_n);
     fflush(stdout);
-    if (train_run(mpirun, n, pass, np, true, NULL, dir_n))
+    if (train_run(self, ranks, pass, np, true, NULL, dir_n))
         return fprintf(stderr, "error: the %d-rank run failed\n", ranks), 2;
     // the single-rank reference: the same flags and seed, no layout flags, no injected bug
     printf("== 1 rank -> %s\n", dir_1);
     fflush(stdout);
-    char *lead[1] = {self};
-    if (train_run(lead, 1, pass, np, false, ref_steps ? sbuf : NULL, dir_1))
+    if (train_run(self, 1, pass, np, false, ref_steps ? sbuf : NULL, dir_1))
         return fprintf(stderr, "error: the 1-rank run failed\n"), 2;
     printf("== comparing %d ranks against 1 rank\n", ranks);
     return compare_runs(dir_n, dir_1, tol, plot, label, "1 rank");
