@@ -93,8 +93,11 @@ $(1)/libdit.a: $(patsubst %.c,$(1)/%.o,$(LIB_SRC)) $(if $(filter 1,$(USE_CUDA)),
 $(1)/tests/attention_planted.o: kernels/attention.c
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $(2) -DATTENTION_PLANTED_BUG -Dattention_forward=planted_attention_forward \
-	  -Dattention_backward=planted_attention_backward \
-	  -Dattention_scratch_count=planted_attention_scratch_count -Dattention_merge=planted_attention_merge -c $$< -o $$@
+	  -Dattention_backward=planted_attention_backward -Dattention_scratch_count=planted_attention_scratch_count \
+	  -Dattention_forward_tiled=planted_attention_forward_tiled \
+	  -Dattention_backward_tiled=planted_attention_backward_tiled \
+	  -Dattention_tiled_scratch_count=planted_attention_tiled_scratch_count \
+	  -Dattention_merge=planted_attention_merge -c $$< -o $$@
 $(1)/test_all: $(patsubst %.c,$(1)/%.o,$(TEST_SRC)) $(1)/tests/attention_planted.o $(1)/libdit.a
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(CHECK_LIBS) $$(LDLIBS)
 $(1)/test_parallel: $(1)/tests/mpi/test_parallel.o $(1)/libdit.a

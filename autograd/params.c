@@ -27,27 +27,53 @@ Tensor *ps_add(ParamStore *ps, const char *name, int ndim, const int *shape) {
     return t;
 }
 
-void ps_alloc(ParamStore *ps, bool device) {
-    size_t bytes = 4 * ps->total * sizeof(real);
-    real *flat = device ? device_alloc(bytes) : xcalloc(4 * ps->total + 1, sizeof(real));
-    if (device) device_zero(flat, bytes);
-    ps->device = device;
+// Points the slices and the tensors into flat, (4 or 5) x total reals on the store's side
+static void point(ParamStore *ps, real *flat, bool ema) {
     ps->params = flat;
     ps->grads = flat + ps->total;
     ps->m = flat + 2 * ps->total;
     ps->v = flat + 3 * ps->total;
+    ps->ema = ema ? flat + 4 * ps->total : NULL;
     for (int i = 0; i < ps->n; i++) {
         ps->t[i]->data = ps->params + ps->offset[i];
         ps->t[i]->grad = ps->grads + ps->offset[i];
-        ps->t[i]->device = device;
+        ps->t[i]->device = ps->device;
     }
 }
 
+// n zero reals on the host or the device
+static real *zeros(size_t n, bool device) {
+    if (!device) return xcalloc(n + 1, sizeof(real));
+    real *p = device_alloc(n * sizeof(real));
+    zero_bytes(p, n * sizeof(real));
+    return p;
+}
+
+static void free_flat(real *flat, bool device) {
+    if (device) device_free(flat);
+    else free(flat);
+}
+
+void ps_alloc(ParamStore *ps, bool device, bool ema) {
+    ps->device = device;
+    point(ps, zeros((4 + (size_t)ema) * ps->total, device), ema);
+}
+
+void ps_add_ema(ParamStore *ps) {
+    CHECK(ps->params && !ps->ema, "ps_add_ema: the store is not allocated, or has an EMA already");
+    real *old = ps->params, *flat = zeros(5 * ps->total, ps->device);
+    copy_bytes(flat, old, 4 * ps->total * sizeof(real));
+    copy_bytes(flat + 4 * ps->total, old, ps->total * sizeof(real)); // the average starts at params
+    free_flat(old, ps->device);
+    point(ps, flat, true);
+}
+
 void ps_copy(ParamStore *dst, const ParamStore *src) {
-    CHECK(dst->n == src->n && dst->total == src->total,
-          "ps_copy: the stores hold different parameters (%d, %zu values vs %d, %zu)", dst->n,
-          dst->total, src->n, src->total);
-    device_copy(dst->params, src->params, 4 * src->total * sizeof(real)); // the four, in one piece
+    CHECK(dst->n == src->n && dst->total == src->total && !dst->ema == !src->ema,
+          "ps_copy: the stores hold different parameters (%d, %zu values%s vs %d, %zu%s)", dst->n,
+          dst->total, dst->ema ? " and an EMA" : "", src->n, src->total, src->ema ? " and an EMA" : "");
+    size_t slices = src->ema ? 5 : 4; // in one piece
+    copy_bytes(dst->params, src->params, slices * src->total * sizeof(real));
 }
 
 void ps_free(ParamStore *ps) {
@@ -56,8 +82,7 @@ void ps_free(ParamStore *ps) {
         free(ps->t[i]);
     }
     free(ps->exact_mem);
-    if (ps->device) device_free(ps->params);
-    else free(ps->params);
+    free_flat(ps->params, ps->device);
     *ps = (ParamStore){0};
 }
 
@@ -79,7 +104,7 @@ void ps_exact_grads(ParamStore *ps) { exact_result(ps->grads, &ps->exact, 0, ps-
 
 void ps_zero_grad(ParamStore *ps) {
     if (ps->exact_mem) exact_clear(&ps->exact);
-    device_zero(ps->grads, ps->total * sizeof(real));
+    zero_bytes(ps->grads, ps->total * sizeof(real));
     for (int i = 0; i < ps->n; i++) ps->t[i]->got_grad = false;
 }
 

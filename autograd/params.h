@@ -1,7 +1,8 @@
 // params.h: the parameter store. All trainable parameters live in one flat buffer, with the
-// same layout for their gradients and the two Adam moments, so the optimizer, the gradient
-// all-reduce and checkpointing each run over one pointer. Register with ps_add, then ps_alloc. A
-// store on the device keeps all four there (its tensors' device is true).
+// same layout for their gradients, the two Adam moments and, when training keeps one, the moving
+// average of the weights (EMA), so the optimizer, the gradient all-reduce and checkpointing each
+// run over one pointer. Register with ps_add, then ps_alloc. A store on the device keeps every
+// slice there (its tensors' device is true).
 #pragma once
 #include "../core/exact.h"
 #include "../core/tensor.h"
@@ -14,6 +15,7 @@ typedef struct ParamStore {
     size_t offset[MAX_PARAMS];  // element offset of each parameter
     size_t total;               // elements in each flat buffer
     real *params, *grads, *m, *v; // [total] each
+    real *ema;                    // [total]: the EMA of params (ps_add_ema), or NULL: none
     bool device;                  // the buffers are device memory
     ExactSum exact;               // --exact: the gradients as order-independent sums [total]
     void *exact_mem;              // its memory (NULL: not exact)
@@ -21,9 +23,14 @@ typedef struct ParamStore {
 
 // Register a parameter (name copied). Its data/grad point into the store after ps_alloc.
 Tensor *ps_add(ParamStore *ps, const char *name, int ndim, const int *shape);
-void ps_alloc(ParamStore *ps, bool device); // zero-filled, on the host or the device
+// zero-filled, on the host or the device, with the EMA slice when ema
+void ps_alloc(ParamStore *ps, bool device, bool ema);
+// Adds the EMA slice to an allocated store without one, equal to the parameters (the flat buffer
+// moves; the tensors follow it).
+void ps_add_ema(ParamStore *ps);
 void ps_free(ParamStore *ps);
-// dst's four buffers = src's: the same parameters registered in the same order, either side
+// dst's slices = src's: the same parameters registered in the same order, the EMA on both or
+// neither, either side
 void ps_copy(ParamStore *dst, const ParamStore *src);
 Tensor *ps_find(const ParamStore *ps, const char *name); // NULL if absent
 void ps_zero_grad(ParamStore *ps); // and the exact sums

@@ -105,7 +105,7 @@ void backward_from(Tape *tp, Tensor *out, const real *dout) {
     Live *stack = xmalloc(((size_t)tp->n * NODE_MAX_IN + 1) * sizeof(Live));
     int top = 0;
     bool fresh = !root_of(out)->grad;
-    device_copy(tensor_grad(a, out), dout, out->size * sizeof(real)); // host dout, onto the device too
+    copy_bytes(tensor_grad(a, out), dout, out->size * sizeof(real)); // host dout, onto the device too
     if (fresh) push(stack, &top, a, root_of(out));
     for (int i = tp->n - 1; i >= 0; i--) {
         Node *n = &tp->nodes[i];

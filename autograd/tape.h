@@ -20,7 +20,7 @@ struct Node {
     Tensor *in[NODE_MAX_IN]; // NULL entries allowed (e.g. a linear without bias)
     int iarg[NODE_MAX_INT];  // op-specific sizes
     double farg[2];          // op-specific scalars
-    Tensor *saved;           // op-specific buffer kept from forward (e.g. attention weights)
+    Tensor *saved;           // op-specific buffer kept from forward (e.g. attention's log-sum-exp)
     const void *ptr;         // op-specific read-only data (e.g. integer labels, masks)
     ExactMode *exact;        // the tape's, when the op was recorded
 };

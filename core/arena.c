@@ -48,7 +48,7 @@ void *arena_alloc(Arena *a, size_t bytes) {
     void *p = a->base + a->used;
     a->used += need;
     if (a->used > a->peak) a->peak = a->used;
-    if (a->device) device_zero(p, need);
+    if (a->device) zero_bytes(p, need);
     else memset(p, 0, need);
     return p;
 }
@@ -76,7 +76,7 @@ void *arena_keep(Arena *a, size_t mark, const void *src, size_t bytes) {
     if (!a->device) memmove(p, src, bytes);
     else if (gap)
         for (size_t at = 0; at < bytes; at += gap)
-            device_copy((uint8_t *)p + at, (const uint8_t *)src + at, at + gap < bytes ? gap : bytes - at);
+            copy_bytes((uint8_t *)p + at, (const uint8_t *)src + at, at + gap < bytes ? gap : bytes - at);
     a->used += need;
     if (a->used > a->peak) a->peak = a->used;
     return p;

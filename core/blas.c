@@ -6,8 +6,12 @@
 #include <stdlib.h>
 #include <strings.h>
 
-// OpenBLAS built with DYNAMIC_ARCH (Debian's) exports these: quit forgets the chosen kernels and
-// init chooses again, reading OPENBLAS_CORETYPE. Weak, so that another build still links.
+// OpenBLAS built with DYNAMIC_ARCH (Debian's) exports these internals, which are not its public
+// API: quit forgets the chosen kernels and init chooses again, reading OPENBLAS_CORETYPE. Weak, so
+// that another build still links (blas_use_core then says it cannot switch); tests/test_core.c
+// fails when an OpenBLAS drops them or they stop switching. The supported route, OPENBLAS_CORETYPE
+// set before the library loads, would need every program to execute itself again before MPI
+// starts, and would hand the setting to the runs that verify and bugs start.
 extern void gotoblas_dynamic_init(void) __attribute__((weak));
 extern void gotoblas_dynamic_quit(void) __attribute__((weak));
 

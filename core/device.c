@@ -12,8 +12,8 @@ const char *device_name(void) { return "none"; }
 void *device_alloc(size_t bytes) { FATAL("device_alloc(%zu): this build has no CUDA", bytes); }
 void device_free(void *ptr) { CHECK(!ptr, "device_free: this build has no CUDA"); }
 bool device_pointer(const void *ptr) { return (void)ptr, false; }
-void device_copy(void *dst, const void *src, size_t bytes) { if (bytes) memmove(dst, src, bytes); }
-void device_zero(void *ptr, size_t bytes) { if (bytes) memset(ptr, 0, bytes); }
+void copy_bytes(void *dst, const void *src, size_t bytes) { if (bytes) memmove(dst, src, bytes); }
+void zero_bytes(void *ptr, size_t bytes) { if (bytes) memset(ptr, 0, bytes); }
 void device_sync(void) {}
 void device_set_tf32(bool on) { CHECK(!on, "--tf32: this build has no CUDA"); }
 #endif

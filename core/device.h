@@ -20,8 +20,9 @@ const char *device_name(void);   // of the selected device, e.g. "NVIDIA H200"
 void *device_alloc(size_t bytes); // device memory, never NULL (aborts naming the size)
 void device_free(void *ptr);      // NULL is fine
 bool device_pointer(const void *ptr); // ptr is device memory
-void device_copy(void *dst, const void *src, size_t bytes); // host or device, either way
-void device_zero(void *ptr, size_t bytes);
+// memmove and memset for host or device memory, in any combination: host paths use them too
+void copy_bytes(void *dst, const void *src, size_t bytes);
+void zero_bytes(void *ptr, size_t bytes);
 void device_sync(void); // waits for the device, then reports any error of its kernels
 // Tensor-core TF32 for float32 GEMMs (cuBLAS): off unless asked for (--tf32)
 void device_set_tf32(bool on);

@@ -5,8 +5,8 @@
 #define _POSIX_C_SOURCE 200809L // fileno, fstat, fsync
 #endif
 #include "safetensors.h"
-#include "atomic.h"
 #include "check.h"
+#include "safefile.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -719,8 +719,8 @@ int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen) {
 
     int rc = -1;
     char msg[1024];
-    AtomicFile a;
-    if (atomic_open(&a, path, msg, sizeof msg)) {
+    SafeFile a;
+    if (safefile_open(&a, path, msg, sizeof msg)) {
         report(err, errlen, path, "%s", msg);
         goto done;
     }
@@ -730,7 +730,7 @@ int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen) {
     for (int i = 0; ok && i < w->n; i++)
         ok = order[i]->nbytes == 0 ||
              fwrite(order[i]->data, 1, order[i]->nbytes, a.f) == order[i]->nbytes;
-    if (atomic_commit(&a, ok, msg, sizeof msg)) {
+    if (safefile_commit(&a, ok, msg, sizeof msg)) {
         report(err, errlen, path, "%s", msg);
         goto done;
     }

@@ -45,13 +45,13 @@ Tensor *tensor_like(Arena *a, const Tensor *t) { return tensor_new_shape(a, t->n
 
 Tensor *tensor_to(Arena *a, const Tensor *t) {
     Tensor *c = tensor_like(a, t);
-    device_copy(c->data, t->data, t->size * sizeof(real));
+    copy_bytes(c->data, t->data, t->size * sizeof(real));
     return c;
 }
 
 double tensor_item(const Tensor *t) {
     real x;
-    device_copy(&x, t->data, sizeof x);
+    copy_bytes(&x, t->data, sizeof x);
     return x;
 }
 

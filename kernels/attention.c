@@ -9,7 +9,7 @@
 #include <cblas.h>
 #include <math.h>
 
-size_t attention_scratch_count(int bq, int bk, int dh, int threads) {
+size_t attention_tiled_scratch_count(int bq, int bk, int dh, int threads) {
     return (size_t)threads * (2 * (size_t)bq * bk + (size_t)bq * dh + 2 * (size_t)bq);
 }
 
@@ -24,16 +24,16 @@ static void scores(real *S, const real *Q, const real *K, const uint8_t *mask, i
 }
 
 // q, out (B,Tq,D); k, v (B,Tk,D); lse (B,H,Tq); key_mask (Tk) or NULL
-void attention_forward(real *out, real *lse, real *scratch, const real *q, const real *k,
-                       const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                       int dh, int bq, int bk) {
+void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q, const real *k,
+                             const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                             int dh, int bq, int bk) {
     int D = H * dh, tiles = (Tq + bq - 1) / bq;
     real scale = (real)(1 / sqrt((double)dh));
 #pragma omp parallel for schedule(dynamic)
     for (long job = 0; job < (long)B * H * tiles; job++) {
         int b = (int)(job / ((long)H * tiles)), h = (int)(job / tiles % H), i0 = (int)(job % tiles) * bq;
         int nq = Tq - i0 < bq ? Tq - i0 : bq;
-        real *S = scratch + (size_t)omp_thread() * attention_scratch_count(bq, bk, dh, 1);
+        real *S = scratch + (size_t)omp_thread() * attention_tiled_scratch_count(bq, bk, dh, 1);
         real *acc = S + 2 * (size_t)bq * bk, *m = acc + (size_t)bq * dh, *l = m + bq;
         const real *Q = q + ((size_t)b * Tq + i0) * D + h * dh;
         for (int r = 0; r < nq; r++) m[r] = -INFINITY, l[r] = 0;
@@ -73,16 +73,16 @@ void attention_forward(real *out, real *lse, real *scratch, const real *q, const
 
 // Per tile and block: P = exp(S - L), dV += P^T dO, dP = dO V^T, dS = P (dP - Delta) with
 // Delta = rowsum(dO * O), dQ += scale dS K, dK += scale dS^T Q.
-void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real *dout,
-                        const real *out, const real *lse, const real *q, const real *k,
-                        const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                        int dh, int bq, int bk) {
+void attention_backward_tiled(real *dq, real *dk, real *dv, real *scratch, const real *dout,
+                              const real *out, const real *lse, const real *q, const real *k,
+                              const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                              int dh, int bq, int bk) {
     int D = H * dh;
     real scale = (real)(1 / sqrt((double)dh));
 #pragma omp parallel for schedule(dynamic)
     for (int bh = 0; bh < B * H; bh++) {
         int b = bh / H, h = bh % H;
-        real *P = scratch + (size_t)omp_thread() * attention_scratch_count(bq, bk, dh, 1);
+        real *P = scratch + (size_t)omp_thread() * attention_tiled_scratch_count(bq, bk, dh, 1);
         real *dP = P + (size_t)bq * bk, *delta = dP + (size_t)bq * bk;
         for (int i0 = 0; i0 < Tq; i0 += bq) {
             int nq = Tq - i0 < bq ? Tq - i0 : bq;
@@ -122,6 +122,29 @@ void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real 
             }
         }
     }
+}
+
+// ---- with the tiles chosen here: the launchers' arguments ---------------------------------------
+static int tile(int rows, int most) { return rows < most ? rows : most; }
+
+size_t attention_scratch_count(int B, int Tq, int Tk, int H, int dh, bool backward) {
+    (void)B, (void)H, (void)backward; // per thread, the same in both directions
+    return attention_tiled_scratch_count(tile(Tq, ATTN_BQ), tile(Tk, ATTN_BK), dh, kernel_threads());
+}
+
+void attention_forward(real *out, real *lse, real *scratch, const real *q, const real *k,
+                       const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                       int dh) {
+    attention_forward_tiled(out, lse, scratch, q, k, v, key_mask, B, Tq, Tk, H, dh,
+                            tile(Tq, ATTN_BQ), tile(Tk, ATTN_BK));
+}
+
+void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real *dout,
+                        const real *out, const real *lse, const real *q, const real *k,
+                        const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                        int dh) {
+    attention_backward_tiled(dq, dk, dv, scratch, dout, out, lse, q, k, v, key_mask, B, Tq, Tk, H,
+                             dh, tile(Tq, ATTN_BQ), tile(Tk, ATTN_BK));
 }
 
 void attention_merge(real *o, real *lse, const real *o_blk, const real *lse_blk, int B, int n,

@@ -214,11 +214,15 @@ static void check_shape(int B, int Tq, int Tk, int H, int dh) {
 
 static real scale_of(int dh) { return (real)(1 / sqrt((double)dh)); }
 
-size_t attention_cuda_scratch_count(int B, int H, int Tq) { return (size_t)B * H * Tq; }
+size_t attention_scratch_count_cuda(int B, int Tq, int Tk, int H, int dh, bool backward) {
+    (void)Tk, (void)dh;
+    return backward ? (size_t)B * H * Tq : 0;
+}
 
-void attention_forward_cuda(real *out, real *lse, const real *q, const real *k, const real *v,
-                            const uint8_t *key_mask, int B, int Tq, int Tk, int H, int dh,
-                            cudaStream_t stream) {
+void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, const real *k,
+                            const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                            int dh, cudaStream_t stream) {
+    (void)scratch; // none needed: the argument is the CPU kernel's
     check_shape(B, Tq, Tk, H, dh);
     dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
     size_t smem = 2 * (size_t)TILE * dh * sizeof(real);

@@ -63,13 +63,13 @@ bool device_pointer(const void *ptr) {
     return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
-void device_copy(void *dst, const void *src, size_t bytes) {
+void copy_bytes(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     if (!selected) memmove(dst, src, bytes);
     else CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 }
 
-void device_zero(void *ptr, size_t bytes) {
+void zero_bytes(void *ptr, size_t bytes) {
     if (!bytes) return;
     if (device_pointer(ptr)) CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, 0));
     else memset(ptr, 0, bytes);

@@ -55,7 +55,7 @@ static double squares(const real *a, const real *b, const uint8_t *mask, size_t 
     CUDA_CHECK(cudaGetLastError());
     add_sums_kernel<<<1, CUDA_BLOCK, 0, stream>>>(out, sums, k, denom);
     CUDA_CHECK(cudaGetLastError());
-    device_copy(&total, out, sizeof total);
+    copy_bytes(&total, out, sizeof total);
     return total;
 }
 

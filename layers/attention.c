@@ -1,62 +1,45 @@
 // attention.c: multi-head scaled dot-product attention of queries (B,Tq,D) over keys and values
 // (B,Tk,D). Tq may differ from Tk: in sequence parallelism, local queries attend to all keys.
 // Masked keys get weight exactly 0 and therefore exactly zero gradient; a query whose keys are all
-// masked gets a zero output. Fused (kernels/attention.c): the tape keeps the output and one
-// log-sum-exp per query row and head, so memory grows linearly with the sequence. On the device
-// the CUDA kernels (kernels/attention.cu) do the same with their own tiles.
+// masked gets a zero output. Fused (kernels/attention.c, and kernels/attention.cu on the device):
+// the tape keeps the output and one log-sum-exp per query row and head, so memory grows linearly
+// with the sequence.
 #include "common.h"
 
-// scratch for the CPU kernels' tiles, taken from the arena for the duration of one call
-static real *scratch(Arena *a, int bq, int bk, int dh) {
-    return arena_alloc(a, attention_scratch_count(bq, bk, dh, kernel_threads()) * sizeof(real));
+// the kernels' scratch, taken from the arena for the duration of one call
+static real *scratch(Arena *a, int B, int Tq, int Tk, int H, int dh, bool backward) {
+    size_t n = PICK(a->device, attention_scratch_count)(B, Tq, Tk, H, dh, backward);
+    return arena_alloc(a, n * sizeof(real));
 }
 
 void attention_kernel_forward(Arena *a, real *out, real *lse, const real *q, const real *k,
                               const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                              int dh, int bq, int bk) {
+                              int dh) {
     size_t mark = arena_mark(a);
-    bq = bq < Tq ? bq : Tq, bk = bk < Tk ? bk : Tk; // no larger than the sequence
-#ifdef USE_CUDA
-    if (a->device) // the device kernel picks its own tiles
-        attention_forward_cuda(out, lse, q, k, v, key_mask, B, Tq, Tk, H, dh, 0);
-    else
-#endif
-        attention_forward(out, lse, scratch(a, bq, bk, dh), q, k, v, key_mask, B, Tq, Tk, H, dh, bq,
-                          bk);
+    RUN(a->device, attention_forward, out, lse, scratch(a, B, Tq, Tk, H, dh, false), q, k, v,
+        key_mask, B, Tq, Tk, H, dh);
     arena_release(a, mark);
 }
 
 void attention_kernel_backward(Arena *a, real *dq, real *dk, real *dv, const real *dout,
                                const real *out, const real *lse, const real *q, const real *k,
                                const real *v, const uint8_t *key_mask, int B, int Tq, int Tk,
-                               int H, int dh, int bq, int bk) {
+                               int H, int dh) {
     size_t mark = arena_mark(a);
-    bq = bq < Tq ? bq : Tq, bk = bk < Tk ? bk : Tk;
-#ifdef USE_CUDA
-    if (a->device) {
-        real *sc = arena_alloc(a, attention_cuda_scratch_count(B, H, Tq) * sizeof(real));
-        attention_backward_cuda(dq, dk, dv, sc, dout, out, lse, q, k, v, key_mask, B, Tq, Tk, H, dh, 0);
-    } else
-#endif
-        attention_backward(dq, dk, dv, scratch(a, bq, bk, dh), dout, out, lse, q, k, v, key_mask,
-                           B, Tq, Tk, H, dh, bq, bk);
+    RUN(a->device, attention_backward, dq, dk, dv, scratch(a, B, Tq, Tk, H, dh, true), dout, out,
+        lse, q, k, v, key_mask, B, Tq, Tk, H, dh);
     arena_release(a, mark);
 }
 
 static void attention_bwd(Node *n) {
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    int *i = n->iarg; // B, Tq, Tk, H, dh, bq, bk
+    int *i = n->iarg; // B, Tq, Tk, H, dh
     attention_kernel_backward(n->arena, node_grad(n, 0), node_grad(n, 1), node_grad(n, 2),
                               n->out->grad, n->out->data, n->saved->data, q->data, k->data, v->data,
-                              n->ptr, i[0], i[1], i[2], i[3], i[4], i[5], i[6]);
+                              n->ptr, i[0], i[1], i[2], i[3], i[4]);
 }
 
 Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const uint8_t *key_mask) {
-    return attention_tiled(tp, q, k, v, heads, key_mask, ATTN_BQ, ATTN_BK);
-}
-
-Tensor *attention_tiled(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
-                        const uint8_t *key_mask, int bq, int bk) {
     char qs[64], ks[64], vs[64];
     CHECK(q->ndim == 3 && k->ndim == 3 && tensor_same_shape(k, v) && q->shape[0] == k->shape[0] &&
               q->shape[2] == k->shape[2],
@@ -65,15 +48,13 @@ Tensor *attention_tiled(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
           tensor_shape_str(v, vs, sizeof vs));
     int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], D = q->shape[2];
     CHECK(heads > 0 && D % heads == 0, "attention: %d heads do not divide the width %d", heads, D);
-    CHECK(bq > 0 && bk > 0, "attention: tiles of %d x %d rows", bq, bk);
     Tensor *out = tensor_like(tp->arena, q), *lse = tensor_new(tp->arena, 3, B, heads, Tq);
     key_mask = op_input(tp->arena, key_mask, (size_t)Tk);
     attention_kernel_forward(tp->arena, out->data, lse->data, q->data, k->data, v->data, key_mask,
-                             B, Tq, Tk, heads, D / heads, bq, bk);
+                             B, Tq, Tk, heads, D / heads);
     Node *n = tape_record(tp, "attention", attention_bwd, out, 3, q, k, v);
     if (n) {
         n->iarg[0] = B, n->iarg[1] = Tq, n->iarg[2] = Tk, n->iarg[3] = heads, n->iarg[4] = D / heads;
-        n->iarg[5] = bq, n->iarg[6] = bk;
         n->saved = lse;
         n->ptr = key_mask;
     }

@@ -15,7 +15,7 @@ static inline bool node_on_device(const Node *n) { return n->arena->device; }
 static inline const void *op_input(Arena *a, const void *host, size_t bytes) {
     if (!a->device || !host || device_pointer(host)) return host;
     void *d = arena_alloc(a, bytes);
-    device_copy(d, host, bytes);
+    copy_bytes(d, host, bytes);
     return d;
 }
 

@@ -108,9 +108,8 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, bool ba
     // in double: sizes of configs that cannot fit anywhere must not wrap around
     double b = B, block = sum_lines(l, block_lines(l, c, n)) + attn.kept, rest = sum_lines(l, rest_lines(l, c, n, b));
     int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
-    double scratch = (double)attention_scratch_count(attn.queries < ATTN_BQ ? attn.queries : ATTN_BQ,
-                                                     attn.keys < ATTN_BK ? attn.keys : ATTN_BK, dh,
-                                                     kernel_threads());
+    double scratch = (double)attention_scratch_count(B, attn.queries, attn.keys, c->num_heads, dh,
+                                                     backward);
     double reals;
     if (backward) // every block's activations, the gradients of one block at a time (tape.c frees
         // the rest as it goes), the residual stream's gradient, and the largest transient
@@ -197,8 +196,8 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
     m->pos_embed = (Tensor){.ndim = 3, .shape = {1, T, D}, .size = (size_t)T * D, .name = "pos_embed"};
 }
 
-void dit_alloc(DiT *m, bool device) {
-    ps_alloc(&m->ps, device);
+void dit_alloc(DiT *m, bool device, bool ema) {
+    ps_alloc(&m->ps, device, ema);
     size_t bytes = m->pos_embed.size * sizeof(real);
     m->pos_embed.data = device ? device_alloc(bytes) : xcalloc(m->pos_embed.size, sizeof(real));
     m->pos_embed.device = device;
@@ -206,14 +205,14 @@ void dit_alloc(DiT *m, bool device) {
 
 void dit_create(DiT *m, const DiTConfig *cfg) {
     dit_layout(m, cfg);
-    dit_alloc(m, false);
+    dit_alloc(m, false, false);
 }
 
 DiT *dit_place(DiT *host, DiT *dev, bool device) {
     if (!device) return host;
     dit_layout(dev, &host->cfg);
-    dit_alloc(dev, true);
-    device_copy(dev->pos_embed.data, host->pos_embed.data, host->pos_embed.size * sizeof(real));
+    dit_alloc(dev, true, host->ps.ema != NULL);
+    copy_bytes(dev->pos_embed.data, host->pos_embed.data, host->pos_embed.size * sizeof(real));
     dit_copy(dev, host);
     return dev;
 }
@@ -310,7 +309,7 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     Tensor *x = patch_embed(tp, img, m->x_w, m->x_b, sh.t0, sh.n);
     Tensor *pos = tensor_new(tp->arena, 3, 1, sh.n, D);
     int rows = sh.t0 >= T ? 0 : T - sh.t0 < sh.n ? T - sh.t0 : sh.n; // the shard's real tokens
-    device_copy(pos->data, m->pos_embed.data + (size_t)sh.t0 * D, (size_t)rows * D * sizeof(real));
+    copy_bytes(pos->data, m->pos_embed.data + (size_t)sh.t0 * D, (size_t)rows * D * sizeof(real));
     x = tape_name(tp, add(tp, x, pos), "x_embedder");
     // c = t_embedder(t) + y_embedder(y)
     Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);

@@ -96,10 +96,10 @@ void dit_create(DiT *m, const DiTConfig *cfg);
 // taken: dit_layout registers every parameter and pos_embed's shape with no data (dit_free
 // frees such a model), dit_alloc allocates them.
 void dit_layout(DiT *m, const DiTConfig *cfg);
-void dit_alloc(DiT *m, bool device); // zero-filled, on the host or the device
-// Where a model runs: host itself, or (device) a copy of it (parameters, gradients, Adam moments,
-// pos_embed) on the GPU in *dev, freed with dit_free. dit_copy: dst's parameters, gradients and
-// moments = src's, either side.
+void dit_alloc(DiT *m, bool device, bool ema); // zero-filled, on the host or the device (ps_alloc)
+// Where a model runs: host itself, or (device) a copy of it (its store's slices: parameters,
+// gradients, Adam moments and the EMA if it has one; pos_embed) on the GPU in *dev, freed with
+// dit_free. dit_copy: dst's store = src's (ps_copy), either side.
 DiT *dit_place(DiT *host, DiT *dev, bool device);
 void dit_copy(DiT *dst, const DiT *src);
 // The reference initialization (xavier-uniform linears, N(0, 0.02) embeddings, adaLN-Zero),

@@ -45,20 +45,16 @@ Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all
 // q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D).
 // Labels and masks may be host memory for ops on the device too (they are copied up).
 Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const uint8_t *key_mask);
-// The same with explicit tiles: queries in tiles of bq rows, keys in blocks of bk rows (attention
-// uses ATTN_BQ x ATTN_BK; the tests sweep sizes that do and do not divide the sequence).
-Tensor *attention_tiled(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
-                        const uint8_t *key_mask, int bq, int bk);
-// The fused attention kernels alone, on the host (tiles of at most bq x bk rows, scratch from the
-// arena) or on the device when the arena is (its own tiles): for layouts that attend block by
-// block (ring attention). Arguments as in kernels.h; backward adds into dq, dk, dv.
+// The fused attention kernels alone, where the arena is (RUN), their scratch from the arena: for
+// layouts that attend block by block (ring attention). Arguments as in kernels.h; backward adds
+// into dq, dk, dv.
 void attention_kernel_forward(Arena *a, real *out, real *lse, const real *q, const real *k,
                               const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                              int dh, int bq, int bk);
+                              int dh);
 void attention_kernel_backward(Arena *a, real *dq, real *dk, real *dv, const real *dout,
                                const real *out, const real *lse, const real *q, const real *k,
                                const real *v, const uint8_t *key_mask, int B, int Tq, int Tk,
-                               int H, int dh, int bq, int bk);
+                               int H, int dh);
 // x (..., C) -> (..., len): columns [off, off + len)
 Tensor *slice_last(Tape *tp, Tensor *x, int off, int len);
 // scalar sum(mask * (pred - target)^2) / denom; mask (pred->size) or NULL = all ones

@@ -5,7 +5,7 @@
 static void mse_bwd(Node *n) {
     Tensor *pred = n->in[0], *target = n->in[1];
     real dloss;
-    device_copy(&dloss, n->out->grad, sizeof dloss);
+    copy_bytes(&dloss, n->out->grad, sizeof dloss);
     RUN(node_on_device(n), mse_backward, node_grad(n, 0), node_grad(n, 1), dloss, pred->data,
         target->data, n->ptr, pred->size, n->farg[0]);
 }
@@ -27,7 +27,7 @@ Tensor *mse_loss(Tape *tp, Tensor *pred, Tensor *target, const uint8_t *mask, do
             exact_add_double(&tp->exact->loss, 0, &share, 1);
         }
     }
-    device_copy(out->data, &loss, sizeof loss);
+    copy_bytes(out->data, &loss, sizeof loss);
     Node *n = tape_record(tp, "mse_loss", mse_bwd, out, 2, pred, target);
     if (n) n->ptr = mask, n->farg[0] = denom;
     return out;

@@ -1,7 +1,7 @@
 // all_to_all.c: the all-to-all layout (DeepSpeed-Ulysses, see sp.h): Q, K and V from the token
 // shard to a head shard, attention on this rank's heads over all T_pad tokens, the output back to
 // the token shard. The heads need not divide: the first H mod P ranks take one more.
-#include "collectives.h"
+#include "autograd_collectives.h"
 #include "sp.h"
 #include <stdio.h>
 

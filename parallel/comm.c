@@ -93,7 +93,6 @@ static bool over_nccl(const Comm *c, const void *buf) { return c->nccl && device
 #else
 bool comm_have_nccl(void) { return false; }
 bool comm_use_nccl(Comm *c) { return (void)c, false; }
-static bool over_nccl(const Comm *c, const void *buf) { return (void)c, (void)buf, false; }
 #endif
 
 // MPI's view of a call's buffers: the buffers themselves on the host, else host copies of them
@@ -107,13 +106,13 @@ typedef struct Staged {
 static Staged stage(const real *in, size_t in_n, real *out, size_t out_n) {
     if (!device_pointer(in) && !device_pointer(out)) return (Staged){in, out, NULL, 0};
     real *host = xmalloc((in == out ? out_n : in_n + out_n) * sizeof(real) + 1);
-    device_copy(host, in, in_n * sizeof(real));
+    copy_bytes(host, in, in_n * sizeof(real));
     return (Staged){host, in == out ? host : host + in_n, out, out_n};
 }
 
 static void unstage(Staged *s) {
     if (!s->dev_out) return;
-    device_copy(s->dev_out, s->out, s->out_n * sizeof(real));
+    copy_bytes(s->dev_out, s->out, s->out_n * sizeof(real));
     free((real *)s->in);
 }
 
@@ -133,7 +132,7 @@ static int count(size_t n) {
 // staging) or nothing
 static bool alone(const Comm *c, real *out, const real *in, size_t n) {
     if (c->size > 1) return false;
-    if (out != in) device_copy(out, in, n * sizeof(real));
+    if (out != in) copy_bytes(out, in, n * sizeof(real));
     return true;
 }
 
@@ -258,7 +257,6 @@ void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *i
 }
 
 void comm_barrier(Comm *c) {
-    (void)c;
     MPI_CHECK(MPI_Barrier(c->group));
 }
 

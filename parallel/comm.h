@@ -1,5 +1,7 @@
-// comm.h: a communicator that owns its group: the world, or a group split from it
-// (sequence-parallel and data-parallel groups), and every call goes over that group.
+// comm.h: the raw collectives (MPI, NCCL) on plain buffers, not differentiated
+// (autograd_collectives.h makes autograd ops of them). A communicator owns its group: the world,
+// or a group split from it (sequence-parallel and data-parallel groups), and every call goes over
+// that group.
 // Every collective counts the bytes this rank sends, as a ring implementation would: (P-1)/P of
 // the gathered or reduced data, so communication volume can be checked against a formula.
 // Buffers may be host or device memory (core/device.h). Device buffers go over NCCL when the

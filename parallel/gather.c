@@ -3,7 +3,7 @@
 // wrong-restore bugs are code paths of this file.
 #include "../core/check.h"
 #include "../kernels/run.h"
-#include "collectives.h"
+#include "autograd_collectives.h"
 #include "sp.h"
 #include <stdio.h>
 

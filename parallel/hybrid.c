@@ -3,7 +3,7 @@
 // (the first H mod U ranks of a group one more); those blocks run ring attention (ring.c) over the
 // P/U head groups, whose ranks at one place hold the same heads; the output comes back
 // all-to-all. The ring-* bugs apply to its ring.
-#include "collectives.h"
+#include "autograd_collectives.h"
 #include "sp.h"
 #include <stdio.h>
 

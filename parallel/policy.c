@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 SeqPolicy seq_policy_default(void) {
-    return (SeqPolicy){.require_divisible = true, .auto_pad = true, .pad_multiple = 1};
+    return (SeqPolicy){.auto_pad = true, .pad_multiple = 1};
 }
 
 int seq_padded_len(const SeqPolicy *p, int T, int P) {
@@ -18,9 +18,6 @@ const char *seq_validate(const SeqPolicy *p, int T, int P, char *buf, size_t len
     if (T <= 0 || P <= 0 || p->pad_multiple <= 0)
         snprintf(buf, len, "sequence length %d, rank count %d and pad multiple %d must be positive",
                  T, P, p->pad_multiple);
-    else if (!p->require_divisible)
-        snprintf(buf, len, "require_divisible cannot be turned off: sequence parallelism splits the sequence "
-                 "into equal shards; enable auto-pad instead");
     else if (!p->auto_pad && p->pad_multiple != 1)
         snprintf(buf, len, "pad_multiple %d applies only with auto-pad; drop --pad-multiple or "
                  "--no-auto-pad", p->pad_multiple);

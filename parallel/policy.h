@@ -9,13 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Ulysses' require_divisible has no field: it is always so (T_pad is a multiple of P, the shards
+// are equal).
 typedef struct SeqPolicy {
-    bool require_divisible; // T_pad must be a multiple of P: shards are equal (validate refuses false)
-    bool auto_pad;          // pad T up instead of refusing it
-    int pad_multiple;       // pad to a multiple of P * pad_multiple
-    int exact_blocks;       // --exact: V canonical blocks (a multiple of P); T_pad is a multiple
-                            // of V * pad_multiple, the same for every P. 0: not exact (sp_init
-                            // sets it from the options)
+    bool auto_pad;    // pad T up instead of refusing it
+    int pad_multiple; // pad to a multiple of P * pad_multiple
+    int exact_blocks; // --exact: V canonical blocks (a multiple of P); T_pad is a multiple of
+                      // V * pad_multiple, the same for every P. 0: not exact (sp_init sets it
+                      // from the options)
 } SeqPolicy;
 
 typedef struct SeqShard {
@@ -24,7 +25,7 @@ typedef struct SeqShard {
     uint8_t *key_mask;      // (T_pad): 1 for real tokens, 0 for padding
 } SeqShard;
 
-SeqPolicy seq_policy_default(void); // divisible, auto-pad, pad_multiple 1
+SeqPolicy seq_policy_default(void); // auto-pad, pad_multiple 1
 int seq_padded_len(const SeqPolicy *p, int T, int P);
 // NULL if T tokens can be split over P ranks; else a sentence naming T, P and the fix.
 const char *seq_validate(const SeqPolicy *p, int T, int P, char *buf, size_t len);

@@ -45,8 +45,7 @@ static const uint8_t *block_mask(const Ring *g, int owner) {
 // attention of the local queries to one visiting block, on the host or the device (the arena's)
 static void block_forward(Arena *a, const Ring *g, real *o, real *l, const real *q, const real *k,
                           const real *v, int owner) {
-    attention_kernel_forward(a, o, l, q, k, v, block_mask(g, owner), g->B, g->n, g->n, g->H, g->dh,
-                             ATTN_BQ, ATTN_BK);
+    attention_kernel_forward(a, o, l, q, k, v, block_mask(g, owner), g->B, g->n, g->n, g->H, g->dh);
 }
 
 static void ring_bwd(Node *nd) {
@@ -60,7 +59,7 @@ static void ring_bwd(Node *nd) {
     real *cur = arena_alloc(a, 8 * g.blk * sizeof(real)), *next = cur + 4 * g.blk; // K V dK dV
     bool stale = g.bugs & BUG_RING_STALE_KV, block_delta = g.bugs & BUG_RING_BLOCK_DELTA;
     real *os = block_delta ? arena_alloc(a, (g.blk + (size_t)g.B * g.H * g.n) * sizeof(real)) : NULL;
-    device_copy(cur, last, 2 * g.blk * sizeof(real));
+    copy_bytes(cur, last, 2 * g.blk * sizeof(real));
     for (int s = 0; s < P; s++) { // block of rank r + 1 + s: the last is this rank's own
         int owner = (r + 1 + s) % P;
         bool keep_here = (g.bugs & BUG_RING_DKV_NOT_RETURNED) && owner != r;
@@ -73,7 +72,7 @@ static void ring_bwd(Node *nd) {
         }
         attention_kernel_backward(a, dq, keep_here ? dk : cur + 2 * g.blk, keep_here ? dv : cur + 3 * g.blk,
                                   nd->out->grad, o, lse, q, k, v, block_mask(&g, owner), g.B, g.n,
-                                  g.n, g.H, g.dh, ATTN_BQ, ATTN_BK);
+                                  g.n, g.H, g.dh);
         if (s == P - 1) break;
         comm_shift(c, next, cur, 4 * g.blk, -1);
         real *t = cur;
@@ -191,7 +190,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     size_t mark = arena_mark(a);
     real *cur = arena_alloc(a, 4 * g->blk * sizeof(real)), *next = cur + 2 * g->blk;
     real *os = arena_alloc(a, (g->blk + (size_t)B * heads * n) * sizeof(real)), *ls = os + g->blk;
-    device_copy(cur, k->data, g->blk * sizeof(real)), device_copy(cur + g->blk, v->data, g->blk * sizeof(real));
+    copy_bytes(cur, k->data, g->blk * sizeof(real)), copy_bytes(cur + g->blk, v->data, g->blk * sizeof(real));
     for (int s = 0; s < P; s++) { // block of rank r - s; the first is the merge's start
         int owner = (r - s + P) % P;
         block_forward(a, g, s ? os : out->data, s ? ls : lse, q->data, cur, cur + g->blk, owner);
@@ -203,7 +202,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
         real *t = cur;
         cur = next, next = t;
     }
-    device_copy(last, cur, 2 * g->blk * sizeof(real));
+    copy_bytes(last, cur, 2 * g->blk * sizeof(real));
     arena_release(a, mark);
     Node *nd = tape_record(tp, "ring_attention", ring_bwd, out, 3, q, k, v);
     if (nd) nd->saved = saved, nd->ptr = g;

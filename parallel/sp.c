@@ -1,73 +1,11 @@
-// sp.c: see sp.h. The table of layouts and of injectable bugs, and what every layout shares.
+// sp.c: see sp.h. The parallel context of one rank: the groups it splits from the world, the
+// device and the collectives' backend they use, and the bytes they sent.
 #include "sp.h"
 #include "../core/check.h"
 #include "../core/device.h"
-#include "../kernels/run.h"
-#include "collectives.h"
-#include <math.h>
+#include "usage.h"
 #include <stdio.h>
 #include <string.h>
-
-static const SpLayout *const layouts[SP_LAYOUTS] = {
-    [SP_GATHER] = &sp_gather, [SP_ALL_TO_ALL] = &sp_all_to_all, [SP_RING] = &sp_ring,
-    [SP_HYBRID] = &sp_hybrid};
-
-enum { ANY = BUG_ANY_LAYOUT, DATA_PARALLEL = BUG_DATA_PARALLEL, MICRO_BATCHES = BUG_MICRO_BATCHES };
-
-static const BugInfo bugs[] = {
-    {"local-kv", BUG_LOCAL_KV, SP_GATHER, NULL, ""},
-    {"no-dkv-reduce-scatter", BUG_NO_DKV_REDUCE_SCATTER, SP_GATHER, NULL, ""},
-    {"no-grad-allreduce", BUG_NO_GRAD_ALLREDUCE, ANY, NULL, ""},
-    {"no-pad-mask", BUG_NO_PAD_MASK, ANY, NULL, ""},
-    {"wrong-restore", BUG_WRONG_RESTORE, SP_GATHER, NULL, ""},
-    {"ring-wrong-merge", BUG_RING_WRONG_MERGE, SP_RING, NULL, ""},
-    {"ring-dkv-not-returned", BUG_RING_DKV_NOT_RETURNED, SP_RING, NULL, ""},
-    {"no-dp-allreduce", BUG_NO_DP_ALLREDUCE, DATA_PARALLEL, NULL, ""},
-    {"same-data-all-dp", BUG_SAME_DATA_ALL_DP, DATA_PARALLEL, NULL, ""},
-    {"ring-stale-kv", BUG_RING_STALE_KV, SP_RING, "diffusers #14265", ""},
-    {"ring-block-delta", BUG_RING_BLOCK_DELTA, SP_RING, "picotron #37", ""},
-    {"accum-unweighted", BUG_ACCUM_UNWEIGHTED, MICRO_BATCHES, "verl #2857", "--grad-accum 5"},
-    {"local-mean-loss", BUG_LOCAL_MEAN_LOSS, ANY, "DeepSpeed #5248, VeOmni #338", ""},
-};
-#define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
-
-const BugInfo *bug_info(int i) { return i >= 0 && i < N_BUGS ? &bugs[i] : NULL; }
-
-unsigned bug_from_name(const char *name) {
-    for (int i = 0; i < N_BUGS; i++)
-        if (!strcmp(bugs[i].name, name)) return bugs[i].flag;
-    return 0;
-}
-
-const char *bug_list(unsigned set, char *buf, size_t len) {
-    size_t n = 0;
-    buf[0] = 0;
-    for (int i = 0; i < N_BUGS && n < len; i++)
-        if (set & bugs[i].flag) n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", bugs[i].name);
-    if (!n) snprintf(buf, len, "none");
-    return buf;
-}
-
-const char *bug_names(void) {
-    static char names[256];
-    return bug_list(~0u, names, sizeof names);
-}
-
-bool seq_attention_from_name(const char *name, SeqAttention *out) {
-    for (int a = 0; a < SP_LAYOUTS; a++)
-        if (!strcmp(layouts[a]->name, name)) return *out = (SeqAttention)a, true;
-    return false;
-}
-
-const char *seq_attention_name(SeqAttention a) { return layouts[a]->name; }
-
-const char *seq_attention_names(void) {
-    static char names[128];
-    size_t n = 0;
-    for (int a = 0; a < SP_LAYOUTS; a++)
-        n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", a ? ", " : "", layouts[a]->name);
-    return names;
-}
 
 SpOptions sp_options_default(void) {
     return (SpOptions){.policy = seq_policy_default(), .layout = SP_GATHER, .grad_accum = 1,
@@ -82,24 +20,8 @@ const char *sp_layout_text(const SpOptions *o, int ranks, char *buf, size_t len)
         snprintf(hybrid, sizeof hybrid, " (ulysses %d x ring %d)", o->ulysses, P / o->ulysses);
     if (o->grad_accum > 1) snprintf(accum, sizeof accum, ", grad-accum %d", o->grad_accum);
     if (o->exact) snprintf(accum + strlen(accum), sizeof accum - strlen(accum), ", exact (%d blocks)", o->virtual_shards);
-    snprintf(buf, len, "%ssp %d, %s%s%s", dp, P, layouts[o->layout]->name, hybrid, accum);
+    snprintf(buf, len, "%ssp %d, %s%s%s", dp, P, seq_attention_name(o->layout), hybrid, accum);
     return buf;
-}
-
-// The bug's place: NULL if it can run with these options, else the sentence
-static const char *bug_fits(int i, const SpOptions *o, int dp, char *buf, size_t len) {
-    int at = bugs[i].layout;
-    if (at >= 0 && at != (int)o->layout && !(at == SP_RING && o->layout == SP_HYBRID))
-        return snprintf(buf, len, "the %s bug lives in the %s layout; inject it with "
-                        "--sp-attention %s", bugs[i].name, layouts[at]->name, layouts[at]->name), buf;
-    if (at == DATA_PARALLEL && dp < 2)
-        return snprintf(buf, len, "the %s bug needs data parallelism: pass --sp N with N a divisor "
-                        "of the ranks below their count (e.g. --sp 1 for 2 ranks)", bugs[i].name), buf;
-    if (at == MICRO_BATCHES && o->grad_accum < 2)
-        return snprintf(buf, len, "the %s bug needs micro-batches: pass --grad-accum K with K >= 2, "
-                        "and a K that does not divide the images of a data group to see it (e.g. "
-                        "--grad-accum 3 for 8 images)", bugs[i].name), buf;
-    return NULL;
 }
 
 const char *sp_device_error(const SpOptions *o, char *buf, size_t len) {
@@ -120,19 +42,20 @@ const char *sp_device_error(const SpOptions *o, char *buf, size_t len) {
 
 // a group split from the world, owned by sp
 static Comm *split(SeqParallel *sp, int color, int key) {
+    CHECK(sp->n_groups < SP_MAX_GROUPS, "a parallel context splits at most %d groups",
+          SP_MAX_GROUPS);
     Comm *g = &sp->groups[sp->n_groups++];
     comm_split(sp->world, color, key, g);
     return g;
 }
 
-// --exact runs on the CPU so far; NULL, or the sentence. (V = 0 is refused by seq_validate's
-// positive-sizes check through the policy.)
+// --exact runs on the CPU so far, and --virtual-shards only with it; NULL, or the sentence (the
+// policy checks that the rank count divides the blocks)
 static const char *exact_error(const SpOptions *o, char *buf, size_t len) {
     if (!o->exact && o->virtual_shards != EXACT_BLOCKS)
         return snprintf(buf, len, "--virtual-shards sets the canonical blocks of --exact; add --exact, "
                         "or drop --virtual-shards"), buf;
-    if (!o->exact) return NULL;
-    if (o->cuda)
+    if (o->exact && o->cuda)
         return snprintf(buf, len, "--exact runs on the CPU only so far; drop --device cuda or --exact"), buf;
     return NULL;
 }
@@ -146,14 +69,13 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     if (o->ulysses && o->layout != SP_HYBRID)
         return snprintf(buf, len, "--ulysses-degree applies to --sp-attention hybrid only; leave it "
                         "out, or pass --sp-attention hybrid"), buf;
-    const char *why = sp_device_error(o, buf, len);
+    const char *why = exact_error(o, buf, len);
     SeqPolicy policy = o->policy; // --exact pads to a multiple of the canonical blocks
     policy.exact_blocks = o->exact ? o->virtual_shards : 0;
+    if (!why) why = sp_device_error(o, buf, len);
     if (!why) why = seq_validate(&policy, T, P, buf, len);
-    if (!why) why = exact_error(o, buf, len);
-    if (!why) why = layouts[o->layout]->validate(o, heads, P, buf, len);
-    for (int i = 0; i < N_BUGS && !why; i++)
-        if (o->bugs & bugs[i].flag) why = bug_fits(i, o, ranks / P, buf, len);
+    if (!why) why = sp_layout_error(o, heads, P, buf, len);
+    if (!why) why = bug_check(o, ranks / P, buf, len);
     if (why) return why;
     int U = o->layout == SP_HYBRID ? o->ulysses : 1, sp_rank = rank % P, dp_rank = rank / P;
     *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&policy, T, P, sp_rank),
@@ -177,10 +99,17 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
         if (sp->nccl) comm_use_nccl(world);
         if (sp->shard.key_mask) { // up once, not with every attention call
             sp->key_mask_device = device_alloc((size_t)sp->shard.T_pad);
-            device_copy(sp->key_mask_device, sp->shard.key_mask, (size_t)sp->shard.T_pad);
+            copy_bytes(sp->key_mask_device, sp->shard.key_mask, (size_t)sp->shard.T_pad);
         }
     }
     return NULL;
+}
+
+void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
+              const DiTConfig *m) {
+    char err[1024];
+    const char *why = sp_init(sp, world, ranks, rank, o, dit_tokens(m), m->num_heads, err, sizeof err);
+    if (why) usage_error("%s", why);
 }
 
 const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len) {
@@ -201,100 +130,6 @@ void sp_free(SeqParallel *sp) {
     seq_shard_free(&sp->shard);
 }
 
-const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count, char *buf, size_t len) {
-    if (B % sp->dp)
-        return snprintf(buf, len, "the batch of %d images does not split over the %d data groups "
-                        "(ranks / --sp); pass a --batch that %d divides, or another --sp", B,
-                        sp->dp, sp->dp), buf;
-    *count = B / sp->dp;
-    *first = (sp->bugs & BUG_SAME_DATA_ALL_DP) ? 0 : sp->dp_rank * *count;
-    if (sp->accum > *count) {
-        char whose[96] = "the batch";
-        if (sp->dp > 1)
-            snprintf(whose, sizeof whose, "each data group (the batch of %d over %d groups)", B, sp->dp);
-        return snprintf(buf, len, "--grad-accum %d is more than the %d images of %s, so a "
-                        "micro-batch would be empty; pass --grad-accum at most %d, or a larger "
-                        "--batch", sp->accum, *count, whose, *count), buf;
-    }
-    return NULL;
-}
-
-void sp_micro_batch(const SeqParallel *sp, int count, int i, int *first, int *n) {
-    // split as heads are over ranks: the first count mod K micro-batches take one image more
-    *first = seq_first_head(count, sp->accum, i);
-    *n = seq_heads(count, sp->accum, i);
-}
-
-// --exact adds: K and V of all tokens (kept), the exact sums of their gradients, of dQ and of the
-// output (the ring's: dQ, dK and dV travelling and arriving, and those kept), the key blocks'
-// log-sum-exp and the blocks' shares (transient), the adaLN vectors once per canonical block, and
-// a linear's block gradients (the largest, the adaLN modulation's 6D x D)
-size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    size_t bytes = layouts[sp->layout]->step_bytes(sp, c, B, backward);
-    if (!sp->exact) return bytes;
-    double T = sp->shard.T_pad, D = c->hidden_size, V = sp->policy_blocks, G = V / sp->shard.P;
-    double n = sp->shard.n, linear = 6 * D * D + 6 * D; // the largest linear's block gradient
-    double reals = 2 * B * T * D * (c->depth + 1) + B * (G - 1) * 12 * D * (c->depth + 1) +
-                   fmax(fmin(LINEAR_EXACT_BLOCKS * linear, LINEAR_EXACT_TERMS), linear) +
-                   V * B * T * c->num_heads + 6 * B * T * D;
-    return bytes + exact_bytes((size_t)(2 * B * T * D + 7 * B * n * D)) + (size_t)(reals * sizeof(real));
-}
-
-static Tensor *spread(Tape *tp, Tensor *per_image, void *ctx) {
-    SeqParallel *sp = ctx;
-    return seq_spread_exact(tp, sp->comm, per_image, sp->policy_blocks / sp->comm->size);
-}
-
-DiTShard sp_dit_shard(SeqParallel *sp) {
-    return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .attend = layouts[sp->layout]->attend,
-                      .attend_ctx = sp, .spread = sp->exact ? spread : NULL};
-}
-
-void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em) {
-    if (!sp->exact) return;
-    *em = (ExactMode){.block = sp->shard.T_pad / sp->policy_blocks, .replica = sp->comm->rank != 0};
-    em->loss = exact_view(em->loss_mem, 1);
-    tp->exact = em;
-}
-
-double sp_exact_loss(SeqParallel *sp, ExactMode *em) {
-    double loss;
-    comm_all_reduce_exact(sp->world, &em->loss);
-    exact_result_double(&loss, &em->loss, 0, 1);
-    return loss;
-}
-
-DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch) {
-    DiTShard sh = sp_dit_shard(sp);
-    sh.images = batch, sh.tokens = sp->shard.T;
-    if (sp->bugs & BUG_ACCUM_UNWEIGHTED) sh.images = images * sp->accum * sp->dp; // 1/K each
-    if (sp->bugs & BUG_LOCAL_MEAN_LOSS) { // this rank's images and its real tokens [t0, T)
-        int real_tokens = sp->shard.T - sp->shard.t0;
-        if (real_tokens > sp->shard.n) real_tokens = sp->shard.n;
-        sh.images = images;
-        sh.tokens = real_tokens > 0 ? real_tokens : 1; // a rank of padding only: its zero sum / 1
-    }
-    return sh;
-}
-
-const uint8_t *sp_key_mask(const SeqParallel *sp) {
-    return (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->key_mask_device ? sp->key_mask_device : sp->shard.key_mask;
-}
-
-Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c) {
-    bool grad = tp->grad_enabled;
-    tp->grad_enabled = false;
-    int B = tokens->shape[0], row = tokens->shape[2], T = sp->shard.T, Tp = sp->shard.T_pad;
-    Tensor *all = seq_all_gather(tp, sp->comm, tokens);
-    Tensor *real_tokens = tensor_new(tp->arena, 3, B, T, row);
-    RUN(real_tokens->device, add_rows, real_tokens->data, (size_t)T * row, all->data,
-        (size_t)Tp * row, (size_t)T * row, B);
-    Tensor *img = unpatchify(tp, real_tokens, dit_out_channels(c), c->input_size, c->input_size,
-                             c->patch_size);
-    tp->grad_enabled = grad;
-    return img;
-}
-
 size_t sp_layout_bytes(const SeqParallel *sp) {
     size_t n = 0;
     for (int i = 0; i < sp->n_groups; i++) n += sp->groups[i].bytes_sent;
@@ -306,19 +141,4 @@ size_t sp_world_bytes(const SeqParallel *sp) { return sp->world->bytes_sent; }
 void sp_reset_bytes(SeqParallel *sp) {
     for (int i = 0; i < sp->n_groups; i++) sp->groups[i].bytes_sent = 0;
     sp->world->bytes_sent = 0;
-}
-
-void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size) {
-    if (sp->data) comm_all_gather(sp->data, out, in, size);
-    else device_copy(out, in, size * sizeof(real));
-}
-
-void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
-    // under no-grad-allreduce each rank keeps its partial sums, under no-dp-allreduce each data
-    // group the gradient of its own images
-    Comm *over = (sp->bugs & BUG_NO_GRAD_ALLREDUCE) ? NULL : (sp->bugs & BUG_NO_DP_ALLREDUCE) ? sp->comm : sp->world;
-    if (sp->exact) {
-        if (over) comm_all_reduce_exact(over, &ps->exact);
-        ps_exact_grads(ps);
-    } else if (over) comm_all_reduce(over, ps->grads, ps->total);
 }

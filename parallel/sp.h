@@ -6,7 +6,7 @@
 // partial per rank and sp_sync_grads sums them over every rank (the loss is the mean over the
 // global batch, so the sum is its gradient). With --grad-accum K a data group runs its images as K
 // micro-batches, each loss divided by the same global element count (sp_loss_shard), so their
-// gradients add up to the batch's. The layouts (one file each, one row each in sp.c's table):
+// gradients add up to the batch's. The layouts (one file each, one row each in layouts.c's table):
 //  - gather (gather.c, default): K and V are all-gathered along the sequence, so local queries
 //    attend to all T_pad keys (padded keys masked). Backward: the all-gather's adjoint
 //    reduce-scatters dK and dV to their owners. Sends 4 B T_pad D (P-1)/P values per layer and
@@ -29,46 +29,19 @@
 //    the sum of its two parts per layer for rank r: 4 B T_pad D (H + (U-2) h_r) / (P H) values for
 //    the all-to-all and 6 B T_pad D U h_r (P/U-1) / (P H) for the ring; when U divides the heads,
 //    8 B T_pad D (U-1)/(U P) and 6 B T_pad D (P/U-1)/P.
-// The classic bugs can be injected (--inject-bug), each a real code path, so that a comparison
-// against one rank can be seen catching them; the bug mask alone decides.
+// The classic bugs can be injected (--inject-bug, inject.h), each a real code path.
+//
+// The files: sp.c the context (its groups, their backend, what they sent), layouts.c the table of
+// layouts, batch.c a batch over the mesh (slices, micro-batches, the loss's denominator, gathering
+// outputs and summing gradients), inject.c the table of bugs.
 #pragma once
 #include "../autograd/params.h"
 #include "../layers/dit.h"
 #include "comm.h"
+#include "inject.h"
 #include "policy.h"
 
-enum {
-    BUG_LOCAL_KV = 1 << 0,              // gather: attend only to local keys (no gather)
-    BUG_NO_DKV_REDUCE_SCATTER = 1 << 1, // gather: keep only the local part of dK/dV
-    BUG_NO_GRAD_ALLREDUCE = 1 << 2,     // any: parameter gradients stay per-rank partial sums
-    BUG_NO_PAD_MASK = 1 << 3,           // any: padded keys take part in attention
-    BUG_WRONG_RESTORE = 1 << 4,         // gather: output taken from the wrong rows
-    BUG_RING_WRONG_MERGE = 1 << 5,      // ring: partial outputs averaged, not merged by log-sum-exp
-    BUG_RING_DKV_NOT_RETURNED = 1 << 6, // ring: dK/dV kept where computed, not sent to the owner
-    BUG_NO_DP_ALLREDUCE = 1 << 7,       // data parallel: gradients summed in the sequence group only
-    BUG_SAME_DATA_ALL_DP = 1 << 8,      // data parallel: every data group trains on the first slice
-    BUG_RING_STALE_KV = 1 << 9,         // ring: backward recomputes against the local K/V every step
-    BUG_RING_BLOCK_DELTA = 1 << 10,     // ring: backward's row term from a block's partial output
-    BUG_ACCUM_UNWEIGHTED = 1 << 11,     // --grad-accum: each micro-batch's mean weighted 1/K
-    BUG_LOCAL_MEAN_LOSS = 1 << 12,      // any: each rank's loss the mean over its own real tokens
-};
-enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2, BUG_MICRO_BATCHES = -3 };
-typedef struct BugInfo { // a row of the bug table
-    const char *name;
-    unsigned flag;
-    int layout;         // the SeqAttention whose code path it is, BUG_ANY_LAYOUT,
-                        // BUG_DATA_PARALLEL (any layout with data groups) or BUG_MICRO_BATCHES
-                        // (any layout with --grad-accum 2 or more)
-    const char *report; // the public report it reproduces; NULL: one of this project's own
-    const char *flags;  // the further training flags it needs to show ("" if none)
-} BugInfo;
-const BugInfo *bug_info(int i);           // row i of the table; NULL past its end
-unsigned bug_from_name(const char *name); // a bug's flag from its name; 0 if unknown
-const char *bug_names(void);              // for --help and error messages
-// The names of the bugs in a set, comma-separated, or "none", into buf.
-const char *bug_list(unsigned bugs, char *buf, size_t len);
-
-typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_RING, SP_HYBRID, SP_LAYOUTS } SeqAttention; // the layout table
+typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_RING, SP_HYBRID, SP_LAYOUTS } SeqAttention; // layouts.c
 // The layout of a name ("gather", "all-to-all", ...); false for another name.
 bool seq_attention_from_name(const char *name, SeqAttention *out);
 const char *seq_attention_name(SeqAttention a);
@@ -76,7 +49,7 @@ const char *seq_attention_names(void); // "gather, all-to-all, ..."
 
 #define EXACT_BLOCKS 12 // --exact's canonical blocks by default: 1, 2, 3, 4, 6 and 12 ranks divide it
 
-// What the flags choose
+// What the flags choose (sp.c)
 typedef struct SpOptions {
     SeqPolicy policy;
     SeqAttention layout;
@@ -94,6 +67,10 @@ SpOptions sp_options_default(void);
 // "dp 2 x sp 2, hybrid (ulysses 2 x ring 1)", or "sp 4, ring" without data parallelism, with
 // ", grad-accum K" for K > 1 micro-batches, into buf
 const char *sp_layout_text(const SpOptions *o, int ranks, char *buf, size_t len);
+
+// The most groups a context splits from the world: the sequence group, the data group, and with
+// the hybrid layout its head group and its ring
+#define SP_MAX_GROUPS 4
 
 typedef struct SeqParallel {
     Comm *comm;         // the sequence group (split from the world, even when it is all of it);
@@ -114,10 +91,11 @@ typedef struct SeqParallel {
     int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
     TapeWatch watch;    // a step's tapes are watched by this (probe --dump-tape); NULL: not
     void *watch_ctx;
-    Comm groups[4];     // the groups split from the world, owned
+    Comm groups[SP_MAX_GROUPS]; // split from the world, owned
     int n_groups;
 } SeqParallel;
 
+// ---- the context (sp.c) -----------------------------------------------------------------------
 // Checks that T tokens and `heads` heads can run over `ranks` ranks with these options (NULL, and
 // *sp set up for rank `rank`, its groups split from `world` when that is not NULL, a collective;
 // or the sentence naming the problem and the fix). With --device cuda and a world, it also picks
@@ -125,23 +103,29 @@ typedef struct SeqParallel {
 // its own and the build has NCCL, else MPI on host copies.
 const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o, int T,
                     int heads, char *buf, size_t len);
+// sp_init for model m, or a usage error (usage.h) that names the problem; world may be NULL for a
+// context that only sizes memory.
+void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
+              const DiTConfig *m);
 void sp_free(SeqParallel *sp);
 // NULL when the device options can run here (a GPU for --device cuda, --tf32 only with cuda);
 // else the sentence. sp_init checks it first; the flags' parser too.
 const char *sp_device_error(const SpOptions *o, char *buf, size_t len);
 // "cpu", or "cuda (NVIDIA H200, collectives over NCCL)" and the like, into buf
 const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len);
+// Bytes this rank sent over its groups (the layout's exchanges, and the images the probe gathers)
+// and over the world (gradients and the loss) since sp_init or the last sp_reset_bytes
+size_t sp_layout_bytes(const SeqParallel *sp);
+size_t sp_world_bytes(const SeqParallel *sp);
+void sp_reset_bytes(SeqParallel *sp);
+
+// ---- a batch over the mesh (batch.c) ---------------------------------------------------------
 // This rank's images of a global batch of B: [*first, *first + *count); NULL, or the sentence
 // when the data groups do not divide B or a group has fewer images than micro-batches.
 const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count, char *buf, size_t len);
 // Micro-batch i of a data group's `count` images: [*first, *first + *n). The first count % K are
 // one image larger (8 images, K = 3: 3, 3 and 2), so micro-batch 0 is the largest.
 void sp_micro_batch(const SeqParallel *sp, int count, int i, int *first, int *n);
-
-// Arena bytes for one forward + backward (or forward only) of B images on this rank.
-size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
-// The DiTShard that runs a DiT forward on this rank's tokens with the layout's attention.
-DiTShard sp_dit_shard(SeqParallel *sp);
 // sp_dit_shard for a micro-batch of `images` images of a step whose global batch is `batch`, with
 // the count its loss divides by: batch x T tokens, the same for every rank and micro-batch (the
 // accum-unweighted and local-mean-loss bugs choose theirs here).
@@ -155,18 +139,21 @@ void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size);
 // One all-reduce (sum) of the flat gradient buffer over every rank; under --exact, of the store's
 // exact sums, rounded into the buffer.
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps);
-// --exact: tp runs in exact mode with *em (this rank's canonical block size, whether it repeats
-// another rank's per-image work); nothing otherwise
+// --exact (batch.c): tp runs in exact mode with *em (this rank's canonical block size, whether it
+// repeats another rank's per-image work); nothing otherwise
 void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em);
 // --exact: the loss of a step from the tapes' exact sums, summed over every rank
 double sp_exact_loss(SeqParallel *sp, ExactMode *em);
-// Bytes this rank sent over its groups (the layout's exchanges, and the images the probe gathers)
-// and over the world (gradients and the loss) since sp_init or the last sp_reset_bytes
-size_t sp_layout_bytes(const SeqParallel *sp);
-size_t sp_world_bytes(const SeqParallel *sp);
-void sp_reset_bytes(SeqParallel *sp);
 
-// ---- for the layout files ---------------------------------------------------------------------
+// ---- the layouts (layouts.c) -----------------------------------------------------------------
+// NULL if the layout can run `heads` heads over a sequence group of P ranks; else the sentence.
+const char *sp_layout_error(const SpOptions *o, int heads, int P, char *buf, size_t len);
+// Arena bytes for one forward + backward (or forward only) of B images on this rank.
+size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
+// The DiTShard that runs a DiT forward on this rank's tokens with the layout's attention.
+DiTShard sp_dit_shard(SeqParallel *sp);
+
+// for the layout files
 typedef struct SpLayout {
     const char *name;
     // NULL if `heads` heads can run over a sequence group of P ranks; else the sentence

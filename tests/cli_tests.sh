@@ -467,5 +467,13 @@ help=$($TRAIN --help | grep -A4 -- '--out DIR')
 if echo "$help" | grep -q optimizer.safetensors && echo "$help" | grep -q ema.safetensors && echo "$help" | grep -q samples.png; then
   ok "newcomer: --help of --out names every file of a run"
 else bad "newcomer: --help of --out: $help"; fi
+missing=""
+for sub in probe sample compare verify bugs; do # each named by --help and a bare train/train
+  $TRAIN --help | grep -q "train/train $sub " || missing="$missing --help:$sub"
+  (cd "$WORK/bare" && $TRAIN) | grep -q "$sub" || missing="$missing usage:$sub"
+  $TRAIN $sub --help | grep -q "^usage: .*train/train $sub " || missing="$missing $sub--help"
+done
+if [ -z "$missing" ]; then ok "newcomer: --help and a bare train/train name every subcommand, each with its --help"
+else bad "newcomer: subcommands not named:$missing"; fi
 echo "cli tests: $pass passed, $fail failed"
 [ $fail = 0 ]

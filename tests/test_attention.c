@@ -1,8 +1,8 @@
-// test_attention.c: the fused attention (kernels/attention.c) against an independent reference
-// (the materialized softmax in double precision, the only place a Tq x Tk matrix still exists) and
-// against central differences, over masks, Tq != Tk and tile sizes that do and do not divide the
-// sequence. A copy of the kernel built with a planted bug (the running sum not rescaled when the
-// row maximum grows; see the Makefile) must fail both checks.
+// test_attention.c: the fused attention (kernels/attention.c, its tiled form) against an
+// independent reference (the materialized softmax in double precision, the only place a Tq x Tk
+// matrix still exists) and against central differences, over masks, Tq != Tk and tile sizes that
+// do and do not divide the sequence. A copy of the kernel built with a planted bug (the running
+// sum not rescaled when the row maximum grows; see the Makefile) must fail both checks.
 #include "../autograd/gradcheck.h"
 #include "../kernels/kernels.h"
 #include "../layers/layers.h"
@@ -18,9 +18,9 @@
 #endif
 
 // the same kernel compiled with ATTENTION_PLANTED_BUG
-void planted_attention_forward(real *out, real *lse, real *scratch, const real *q, const real *k,
-                               const real *v, const uint8_t *key_mask, int B, int Tq, int Tk,
-                               int H, int dh, int bq, int bk);
+void planted_attention_forward_tiled(real *out, real *lse, real *scratch, const real *q,
+                                     const real *k, const real *v, const uint8_t *key_mask, int B,
+                                     int Tq, int Tk, int H, int dh, int bq, int bk);
 
 typedef struct Case {
     const char *name;
@@ -115,14 +115,14 @@ static Run run_case(const Case *c, bool planted) {
     double **rb[] = {&r.rout, &r.rdq}, **rk[] = {&r.rdk, &r.rdv};
     for (int i = 0; i < 2; i++) *rb[i] = malloc(r.nq * sizeof(double)), *rk[i] = malloc(r.nk * sizeof(double));
     r.lse = malloc((size_t)c->B * c->H * c->Tq * sizeof(real));
-    r.scratch = malloc(attention_scratch_count(c->bq, c->bk, c->dh, threads) * sizeof(real));
+    r.scratch = malloc(attention_tiled_scratch_count(c->bq, c->bk, c->dh, threads) * sizeof(real));
     rng_fill_normal(r.q, r.nq, 7, 1, 0, 1), rng_fill_normal(r.k, r.nk, 7, 2, 0, 1);
     rng_fill_normal(r.v, r.nk, 7, 3, 0, 1), rng_fill_normal(r.dout, r.nq, 7, 4, 0, 1);
     const uint8_t *m = mask_of(c, r.mask);
-    (planted ? planted_attention_forward : attention_forward)(
+    (planted ? planted_attention_forward_tiled : attention_forward_tiled)(
         r.out, r.lse, r.scratch, r.q, r.k, r.v, m, c->B, c->Tq, c->Tk, c->H, c->dh, c->bq, c->bk);
-    attention_backward(r.dq, r.dk, r.dv, r.scratch, r.dout, r.out, r.lse, r.q, r.k, r.v, m, c->B,
-                       c->Tq, c->Tk, c->H, c->dh, c->bq, c->bk);
+    attention_backward_tiled(r.dq, r.dk, r.dv, r.scratch, r.dout, r.out, r.lse, r.q, r.k, r.v, m,
+                             c->B, c->Tq, c->Tk, c->H, c->dh, c->bq, c->bk);
     reference(r.rout, r.rdq, r.rdk, r.rdv, r.q, r.k, r.v, r.dout, m, c);
     return r;
 }
@@ -161,11 +161,37 @@ START_TEST(fused_matches_reference) {
 }
 END_TEST
 
-// ---- central differences through the op (attention_tiled) -------------------------------------
+// ---- central differences through the kernels at the case's tiles, as an op --------------------
+typedef void (*AttnForward)(real *out, real *lse, real *scratch, const real *q, const real *k,
+                            const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                            int dh, int bq, int bk);
+
+static void tiled_bwd(Node *n) {
+    const Case *c = n->ptr;
+    uint8_t buf[256];
+    attention_backward_tiled(node_grad(n, 0), node_grad(n, 1), node_grad(n, 2), n->saved[1].data,
+                             n->out->grad, n->out->data, n->saved->data, n->in[0]->data,
+                             n->in[1]->data, n->in[2]->data, mask_of(c, buf), c->B, c->Tq, c->Tk,
+                             c->H, c->dh, c->bq, c->bk);
+}
+
+// attention of the inputs q, k, v by `forward` (and the real backward), at the case's tiles
+static Tensor *tiled_op(Tape *tp, Tensor **in, const Case *c, AttnForward forward) {
+    uint8_t buf[256];
+    Tensor *out = tensor_like(tp->arena, in[0]);
+    Tensor *saved = arena_alloc(tp->arena, 2 * sizeof(Tensor)); // lse, then scratch
+    saved[0] = *tensor_new(tp->arena, 1, c->B * c->H * c->Tq);
+    saved[1] = *tensor_new(tp->arena, 1, (int)attention_tiled_scratch_count(c->bq, c->bk, c->dh,
+                                                                            kernel_threads()));
+    forward(out->data, saved[0].data, saved[1].data, in[0]->data, in[1]->data, in[2]->data,
+            mask_of(c, buf), c->B, c->Tq, c->Tk, c->H, c->dh, c->bq, c->bk);
+    Node *n = tape_record(tp, "tiled attention", tiled_bwd, out, 3, in[0], in[1], in[2]);
+    if (n) n->saved = saved, n->ptr = c;
+    return out;
+}
+
 static Tensor *f_tiled(Tape *tp, Tensor **in, void *ctx) {
-    const Case *c = ctx;
-    static uint8_t buf[256];
-    return attention_tiled(tp, in[0], in[1], in[2], c->H, mask_of(c, buf), c->bq, c->bk);
+    return tiled_op(tp, in, ctx, attention_forward_tiled);
 }
 
 static GradCheck check_case(const Case *c, GradFn f) {
@@ -189,25 +215,8 @@ START_TEST(fused_gradcheck) {
 END_TEST
 
 // ---- the planted bug: both checks must fail --------------------------------------------------------
-static void planted_bwd(Node *n) {
-    const Case *c = n->ptr;
-    attention_backward(node_grad(n, 0), node_grad(n, 1), node_grad(n, 2), n->saved[1].data,
-                       n->out->grad, n->out->data, n->saved->data, n->in[0]->data,
-                       n->in[1]->data, n->in[2]->data, NULL, c->B, c->Tq, c->Tk, c->H, c->dh,
-                       c->bq, c->bk);
-}
-
 static Tensor *f_planted(Tape *tp, Tensor **in, void *ctx) {
-    const Case *c = ctx;
-    Tensor *out = tensor_like(tp->arena, in[0]);
-    Tensor *saved = arena_alloc(tp->arena, 2 * sizeof(Tensor)); // lse, then scratch
-    saved[0] = *tensor_new(tp->arena, 1, c->B * c->H * c->Tq);
-    saved[1] = *tensor_new(tp->arena, 1, (int)attention_scratch_count(c->bq, c->bk, c->dh, kernel_threads()));
-    planted_attention_forward(out->data, saved[0].data, saved[1].data, in[0]->data, in[1]->data,
-                              in[2]->data, NULL, c->B, c->Tq, c->Tk, c->H, c->dh, c->bq, c->bk);
-    Node *n = tape_record(tp, "planted attention", planted_bwd, out, 3, in[0], in[1], in[2]);
-    if (n) n->saved = saved, n->ptr = c;
-    return out;
+    return tiled_op(tp, in, ctx, planted_attention_forward_tiled);
 }
 
 START_TEST(planted_bug_is_caught) {

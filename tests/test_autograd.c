@@ -1,5 +1,5 @@
-// test_autograd.c: tape errors that tell the user what to do, the parameter store's flat layout,
-// and AdamW against its formula.
+// test_autograd.c: tape errors that tell the user what to do, the parameter store's flat layout
+// (with its EMA slice), and AdamW against its formula.
 #include "../autograd/optim.h"
 #include "../layers/layers.h"
 #include "testutil.h"
@@ -29,7 +29,7 @@ START_TEST(unreached_parameter_is_named) {
     ParamStore ps = {0};
     Tensor *w = ps_add(&ps, "blocks.0.attn.qkv.weight", 2, (int[]){4, 3});
     ps_add(&ps, "blocks.0.attn.qkv.bias", 1, (int[]){4});
-    ps_alloc(&ps, false);
+    ps_alloc(&ps, false, false);
     Arena a = arena_create(1 << 16);
     Tape tp = tape_create(&a);
     Tensor *x = randn(&a, 1, 1, false, 2, (int[]){2, 3});
@@ -63,7 +63,7 @@ START_TEST(param_store_is_one_flat_buffer) {
     ParamStore ps = {0};
     Tensor *a = ps_add(&ps, "a", 2, (int[]){2, 3});
     Tensor *b = ps_add(&ps, "b", 1, (int[]){5});
-    ps_alloc(&ps, false);
+    ps_alloc(&ps, false, false);
     ck_assert_uint_eq(ps.total, 11);
     ck_assert_ptr_eq(a->data, ps.params);
     ck_assert_ptr_eq(b->data, ps.params + 6);
@@ -79,11 +79,42 @@ START_TEST(param_store_is_one_flat_buffer) {
 }
 END_TEST
 
+// The EMA is a fifth slice of the store: added later it starts at the parameters and keeps the
+// other four; copies carry it, and a copy between stores with and without one is refused.
+static void two_params(ParamStore *ps, bool ema) {
+    ps_add(ps, "a", 2, (int[]){2, 3});
+    ps_add(ps, "b", 1, (int[]){5});
+    ps_alloc(ps, false, ema);
+}
+
+START_TEST(param_store_ema_is_a_fifth_slice) {
+    ParamStore ps = {0}, with = {0}, without = {0};
+    two_params(&ps, false);
+    ck_assert_ptr_null(ps.ema);
+    for (int i = 0; i < 4 * 11; i++) ps.params[i] = (real)(i + 1); // params, grads, m, v
+    ps_add_ema(&ps);
+    Tensor *b = ps_find(&ps, "b");
+    ck_assert_ptr_eq(ps.ema, ps.params + 4 * 11);
+    ck_assert_ptr_eq(b->data, ps.params + 6);
+    ck_assert_ptr_eq(b->grad, ps.grads + 6);
+    for (int i = 0; i < 4 * 11; i++) ck_assert(ps.params[i] == i + 1);
+    for (int i = 0; i < 11; i++) ck_assert(ps.ema[i] == i + 1);
+    EXPECT_FATAL(ps_add_ema(&ps), "has an EMA already");
+    ps.ema[3] = -7;
+    two_params(&with, true);
+    ps_copy(&with, &ps);
+    for (int i = 0; i < 5 * 11; i++) ck_assert(with.params[i] == ps.params[i]);
+    two_params(&without, false);
+    EXPECT_FATAL(ps_copy(&without, &ps), "the stores hold different parameters");
+    ps_free(&ps), ps_free(&with), ps_free(&without);
+}
+END_TEST
+
 // AdamW against its definition computed here in double, over three steps with decay and clipping.
 START_TEST(adamw_matches_formula) {
     ParamStore ps = {0};
     ps_add(&ps, "w", 1, (int[]){3});
-    ps_alloc(&ps, false);
+    ps_alloc(&ps, false, false);
     double p[3] = {0.5, -1.0, 2.0}, m[3] = {0}, v[3] = {0};
     for (int i = 0; i < 3; i++) ps.params[i] = (real)p[i];
     AdamW opt = adamw_default(0.1);
@@ -134,6 +165,7 @@ Suite *autograd_suite(void) {
     tcase_add_test(tc, unreached_parameter_is_named);
     tcase_add_test(tc, shape_errors_are_clear);
     tcase_add_test(tc, param_store_is_one_flat_buffer);
+    tcase_add_test(tc, param_store_ema_is_a_fifth_slice);
     tcase_add_test(tc, adamw_matches_formula);
     tcase_add_test(tc, no_grad_mode_records_nothing);
     suite_add_tcase(s, tc);

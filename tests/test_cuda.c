@@ -50,7 +50,7 @@ static real *host_randn(size_t n, uint64_t stream, double std, double shift) {
 
 static real *to_device(const real *h, size_t n) {
     real *d = device_alloc(n * sizeof(real));
-    device_copy(d, h, n * sizeof(real));
+    copy_bytes(d, h, n * sizeof(real));
     return d;
 }
 
@@ -69,7 +69,7 @@ static double normalized_error(const real *gpu, const real *cpu, size_t n) {
 static void expect_close(const char *what, const real *dev, const real *cpu, size_t n) {
     device_sync();
     real *h = xmalloc(n * sizeof(real));
-    device_copy(h, dev, n * sizeof(real));
+    copy_bytes(h, dev, n * sizeof(real));
     double err = normalized_error(h, cpu, n);
     free(h);
     printf("cuda %-24s n=%-8zu normalized error %.2e (tolerance %.0e, %s)\n", what, n, err, TOL,
@@ -180,8 +180,8 @@ START_TEST(cuda_layernorm) {
         expect_close("layernorm_forward rstd", rstd_d, rstd, N);
 
         // backward from the CPU statistics on both sides, so that it is tested on its own
-        device_copy(mean_d, mean, N * sizeof(real));
-        device_copy(rstd_d, rstd, N * sizeof(real));
+        copy_bytes(mean_d, mean, N * sizeof(real));
+        copy_bytes(rstd_d, rstd, N * sizeof(real));
         layernorm_backward(dinp, dout, inp, mean, rstd, N, C);
         layernorm_backward_cuda(dinp_d, dout_d, inp_d, mean_d, rstd_d, N, C, 0);
         expect_close("layernorm_backward dinp", dinp_d, dinp, n);
@@ -362,7 +362,7 @@ START_TEST(cuda_loss) {
         for (size_t i = 0; i < n; i++) mask[i] = i % 7 != 3;
         real *p_d = to_device(p, n), *t_d = to_device(t, n), *dp_d = to_device(dp, n), *dt_d = to_device(dt, n);
         uint8_t *mask_d = device_alloc(n);
-        device_copy(mask_d, mask, n);
+        copy_bytes(mask_d, mask, n);
         for (int masked = 0; masked < 2; masked++) {
             const uint8_t *m = masked ? mask : NULL, *m_d = masked ? mask_d : NULL;
             expect_close_double(masked ? "mse_forward, masked" : "mse_forward",
@@ -416,7 +416,7 @@ START_TEST(cuda_embedding) {
     real *dout_d = to_device(dout, (size_t)B * D), *out_d = device_alloc((size_t)B * D * sizeof(real));
     real *t_d = to_device(t, B), *dt_d = to_device(dt, B), *gt_d = to_device(gt, (size_t)B * dim);
     int64_t *idx_d = device_alloc(sizeof idx);
-    device_copy(idx_d, idx, sizeof idx);
+    copy_bytes(idx_d, idx, sizeof idx);
     embedding_forward(out, table, idx, B, V, D);
     embedding_forward_cuda(out_d, table_d, idx_d, B, V, D, 0);
     expect_close("embedding_forward", out_d, out, (size_t)B * D);
@@ -456,14 +456,13 @@ static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bo
     real *dout_d = to_device(dout, nq), *dq_d = to_device(dq, nq), *dk_d = to_device(dk, nk);
     real *dv_d = to_device(dv, nk), *out_d = device_alloc(nq * sizeof(real));
     real *lse_d = device_alloc(nl * sizeof(real));
-    real *scratch_d = device_alloc(attention_cuda_scratch_count(B, H, Tq) * sizeof(real));
+    real *scratch_d = device_alloc(attention_scratch_count_cuda(B, Tq, Tk, H, dh, true) * sizeof(real));
     uint8_t *mask_d = NULL;
-    if (mask) mask_d = device_alloc((size_t)Tk), device_copy(mask_d, mask, (size_t)Tk);
+    if (mask) mask_d = device_alloc((size_t)Tk), copy_bytes(mask_d, mask, (size_t)Tk);
 
-    int bq = Tq < ATTN_BQ ? Tq : ATTN_BQ, bk = Tk < ATTN_BK ? Tk : ATTN_BK;
-    real *scratch = xmalloc(attention_scratch_count(bq, bk, dh, kernel_threads()) * sizeof(real));
-    attention_forward(out, lse, scratch, q, k, v, mask, B, Tq, Tk, H, dh, bq, bk);
-    attention_forward_cuda(out_d, lse_d, q_d, k_d, v_d, mask_d, B, Tq, Tk, H, dh, 0);
+    real *scratch = xmalloc(attention_scratch_count(B, Tq, Tk, H, dh, true) * sizeof(real));
+    attention_forward(out, lse, scratch, q, k, v, mask, B, Tq, Tk, H, dh);
+    attention_forward_cuda(out_d, lse_d, scratch_d, q_d, k_d, v_d, mask_d, B, Tq, Tk, H, dh, 0);
     char what[64];
     snprintf(what, sizeof what, "attention out %dx%dx%d h%d", B, Tq, Tk, dh);
     expect_close(what, out_d, out, nq);
@@ -472,15 +471,15 @@ static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bo
         expect_close(what, lse_d, lse, nl);
     } else {
         real *h = xmalloc(nl * sizeof(real));
-        device_copy(h, lse_d, nl * sizeof(real));
+        copy_bytes(h, lse_d, nl * sizeof(real));
         for (size_t i = 0; i < nl; i++) ck_assert(h[i] == -INFINITY && lse[i] == -INFINITY);
         free(h);
     }
     // backward from the CPU's out and lse on both sides, so that it is tested on its own
-    device_copy(out_d, out, nq * sizeof(real));
-    device_copy(lse_d, lse, nl * sizeof(real));
+    copy_bytes(out_d, out, nq * sizeof(real));
+    copy_bytes(lse_d, lse, nl * sizeof(real));
     attention_backward(with_dq ? dq : NULL, dk, dv, scratch, dout, out, lse, q, k, v, mask, B, Tq,
-                       Tk, H, dh, bq, bk);
+                       Tk, H, dh);
     attention_backward_cuda(with_dq ? dq_d : NULL, dk_d, dv_d, scratch_d, dout_d, out_d, lse_d, q_d,
                             k_d, v_d, mask_d, B, Tq, Tk, H, dh, 0);
     snprintf(what, sizeof what, "attention dq %dx%dx%d h%d", B, Tq, Tk, dh);
@@ -524,7 +523,7 @@ START_TEST(cuda_attention_merge) {
         attention_merge_cuda(o_d, l_d, ob_d, lb_d, B, n, H, dh, mean_of, 0);
         expect_close(mean_of ? "attention_merge, averaged o" : "attention_merge o", o_d, o, no);
         real *lh = xmalloc(nl * sizeof(real));
-        device_copy(lh, l_d, nl * sizeof(real));
+        copy_bytes(lh, l_d, nl * sizeof(real));
         bool same_inf = true; // -inf where the CPU has it, finite values close
         for (size_t i = 0; i < nl; i++) {
             same_inf = same_inf && isinf(lh[i]) == isinf(l[i]);
@@ -556,7 +555,7 @@ START_TEST(cuda_launchers_check_sizes) {
     EXPECT_FATAL(mse_forward_cuda(&x, &x, NULL, 1, 0, 0), "must be positive");
     EXPECT_FATAL(patch_gather_cuda(&x, &x, 1, 3, 7, 8, 2, 0, 4, false, 0), "bad shape");
     EXPECT_FATAL(embedding_forward_cuda(&x, &x, NULL, 1, 0, 4, 0), "bad shape");
-    EXPECT_FATAL(attention_forward_cuda(&x, &x, &x, &x, &x, NULL, 1, 4, 4, 1, ATTN_CUDA_MAX_DH + 1, 0),
+    EXPECT_FATAL(attention_forward_cuda(&x, &x, &x, &x, &x, &x, NULL, 1, 4, 4, 1, ATTN_CUDA_MAX_DH + 1, 0),
                  "bad shape");
     EXPECT_FATAL(attention_backward_cuda(&x, &x, &x, &x, &x, &x, &x, &x, &x, &x, NULL, 1, 0, 4, 1, 8, 0),
                  "bad shape");

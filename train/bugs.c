@@ -17,7 +17,6 @@
 #include "probe.h"
 #include "settings.h"
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,45 +65,39 @@ static void layout_flags(const BugInfo *b, int ranks, char *buf, size_t len) {
     if (b->flags[0]) snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", b->flags);
 }
 
-// Runs lead, then words, then the row's layout flags (space-separated) and its bug, with its
+// Runs cmd with the row's layout flags and its bug (r NULL: neither) and the shared settings, its
 // output appended to log; the exit status
-static int run(char **lead, int n_lead, const char *const *words, int n_words, const Row *r,
-               const char *log) {
-    enum { MAX_ARGS = 64 };
-    char *argv[MAX_ARGS], flags[sizeof r->layout], values[PATH_LEN_];
-    int n = 0;
-    for (int i = 0; i < n_lead; i++) argv[n++] = lead[i];
-    for (int i = 0; i < n_words; i++) argv[n++] = (char *)words[i];
-    snprintf(flags, sizeof flags, "%s", r ? r->layout : "");
-    for (char *save = NULL, *w = strtok_r(flags, " ", &save); w && n < MAX_ARGS - 6;
-         w = strtok_r(NULL, " ", &save))
-        argv[n++] = w;
-    if (r && r->bug) argv[n++] = "--inject-bug", argv[n++] = (char *)r->bug->name;
-    int k = settings_args(&shared, FOR_BUGS, argv + n, MAX_ARGS - 1 - n, values, sizeof values);
-    CHECK(k >= 0, "the shared settings do not fit in %d arguments", MAX_ARGS);
-    argv[n + k] = NULL;
-    return launch(argv, log);
+static int run(Command *cmd, const Row *r, const char *log) {
+    if (r) command_add_words(cmd, r->layout);
+    if (r && r->bug) command_add(cmd, "--inject-bug", r->bug->name, NULL);
+    char *args[32], values[PATH_LEN_];
+    int k = settings_args(&shared, FOR_BUGS, args, 32, values, sizeof values);
+    CHECK(k >= 0, "the shared settings do not fit in 32 arguments");
+    for (int i = 0; i < k; i++) command_add(cmd, args[i], NULL);
+    return command_run(cmd, log);
 }
 
-// A training run of the row (NULL: the 1-rank reference) into dir; its exit status
-static int train(char **lead, int n_lead, const char *steps, const Row *r, const char *dir,
+// A training run on `ranks` ranks of the row (NULL: the reference) into dir; its exit status
+static int train(const char *self, int ranks, const char *steps, const Row *r, const char *dir,
                  const char *log) {
     run_folder_clear(dir);
-    const char *words[N_BASE + 4];
-    int n = 0;
-    for (int i = 0; i < N_BASE; i++) words[n++] = base[i];
-    words[n++] = "--steps", words[n++] = steps, words[n++] = "--out", words[n++] = dir;
-    return run(lead, n_lead, words, n, r, log);
+    Command cmd;
+    command_start(&cmd, ranks, self);
+    for (int i = 0; i < N_BASE; i++) command_add(&cmd, base[i], NULL);
+    command_add(&cmd, "--steps", steps, "--out", dir, NULL);
+    return run(&cmd, r, log);
 }
 
-// A probe of the row (NULL: the reference) of ckpt on batch into out, its tape into dump (NULL:
-// none); its exit status
-static int probe(char **lead, int n_lead, const char *ckpt, const char *batch, const Row *r,
+// A probe on `ranks` ranks of the row (NULL: the reference) of ckpt on batch into out, its tape
+// into dump (NULL: none); its exit status
+static int probe(const char *self, int ranks, const char *ckpt, const char *batch, const Row *r,
                  const char *out, const char *dump, const char *log) {
     remove(out);
-    if (dump) remove(dump);
-    const char *words[] = {"probe", "--ckpt", ckpt, "--batch", batch, "--out", out, "--dump-tape", dump};
-    return run(lead, n_lead, words, dump ? 9 : 7, r, log);
+    Command cmd;
+    command_start(&cmd, ranks, self);
+    command_add(&cmd, "probe", "--ckpt", ckpt, "--batch", batch, "--out", out, NULL);
+    if (dump) remove(dump), command_add(&cmd, "--dump-tape", dump, NULL);
+    return run(&cmd, r, log);
 }
 
 // A probe's tape dumps one micro-batch: rows that need --grad-accum are not dumped
@@ -130,14 +123,11 @@ static void loss_difference(Row *r, const char dir[DIR_LEN], const char ref_dir[
     CHECK(!losslog_read(&a, path, err, sizeof err), "%s", err);
     snprintf(path, sizeof path, "%s/loss.csv", ref_dir);
     CHECK(!losslog_read(&b, path, err, sizeof err), "%s", err);
-    double *steps = xcalloc((size_t)a.n, sizeof(double)), *rel = xcalloc((size_t)a.n, sizeof(double));
-    int m = losslog_rel_diff(&a, &b, steps, rel);
-    r->flagged = 0;
-    for (int k = 0; k < m; k++) {
-        if (!r->flagged && !(rel[k] <= (shared.parallel.exact ? 0 : COMPARE_LOSS_TOL))) r->flagged = (int)steps[k];
-        losslog_add(&r->diff, steps[k], rel[k] > 1e-12 ? rel[k] : 1e-12); // the plot's floor
-    }
-    free(steps), free(rel);
+    LossDiff d = losslog_diff(&a, &b, shared.parallel.exact ? 0 : COMPARE_LOSS_TOL);
+    r->flagged = d.first_over < 0 ? 0 : (int)d.step[d.first_over];
+    for (int k = 0; k < d.n; k++) // 1e-12: the plot's floor
+        losslog_add(&r->diff, d.step[k], d.rel[k] > 1e-12 ? d.rel[k] : 1e-12);
+    losslog_diff_free(&d);
     losslog_free(&a), losslog_free(&b);
 }
 
@@ -201,15 +191,13 @@ int bugs_main(int argc, char **argv) {
     }
     char why[512];
     if (sp_device_error(&shared.parallel, why, sizeof why)) usage_error("%s", why); // --tf32 without cuda
-    char path[PATH_LEN_], ref[DIR_LEN], batch[PATH_LEN_], ref_probe[PATH_LEN_], self[4096], np[16], nsteps[16];
+    char path[PATH_LEN_], ref[DIR_LEN], batch[PATH_LEN_], ref_probe[PATH_LEN_], self[4096], nsteps[16];
     if (strlen(out) >= OUT_LEN) usage_error("--out: the path is longer than %d characters", OUT_LEN - 1);
     out_runs_folder_check("--out", out, "bugs");
     if (mkdir(out, 0755) && errno != EEXIST)
         usage_error("--out: cannot create %s: %s", out, strerror(errno));
     if (!launch_self(self, sizeof self)) usage_error("cannot find the train program itself");
     snprintf(nsteps, sizeof nsteps, "%d", steps);
-    char *one[LAUNCH_LEAD], *many[LAUNCH_LEAD];
-    int n_one = launch_lead(one, 1, self, np, sizeof np), n_many = launch_lead(many, ranks, self, np, sizeof np);
 
     // the reference: one rank, then the probe batch and its probe of the reference's weights
     snprintf(ref, sizeof ref, "%s/reference", out);
@@ -223,10 +211,10 @@ int bugs_main(int argc, char **argv) {
     char log[PATH_LEN_];
     snprintf(log, sizeof log, "%s/reference.log", out);
     remove(log);
-    if (train(one, n_one, nsteps, NULL, ref, log))
+    if (train(self, 1, nsteps, NULL, ref, log))
         return fprintf(stderr, "error: the 1-rank reference failed; see %s\n", log), 1;
     probe_write_batch(path, batch, 12, PROBE_BATCH_STEP);
-    if (probe(one, n_one, path, batch, NULL, ref_probe, ref_dump, log))
+    if (probe(self, 1, path, batch, NULL, ref_probe, ref_dump, log))
         return fprintf(stderr, "error: the 1-rank reference's probe failed; see %s\n", log), 1;
 
     int n = 1;
@@ -246,8 +234,8 @@ int bugs_main(int argc, char **argv) {
         fflush(stdout);
         snprintf(log, sizeof log, "%s/%s.log", out, name);
         remove(log);
-        if (train(many, n_many, nsteps, r, dir, log) ||
-            probe(many, n_many, path, batch, r, result, dumped(r) ? dump : NULL, log))
+        if (train(self, ranks, nsteps, r, dir, log) ||
+            probe(self, ranks, path, batch, r, result, dumped(r) ? dump : NULL, log))
             return fprintf(stderr, "error: the %d-rank run of %s failed; see %s\n", ranks, name, log), 1;
         loss_difference(r, dir, ref);
         if (dumped(r)) first_divergence(r, dump, ref_dump);

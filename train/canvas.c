@@ -1,7 +1,7 @@
 // canvas.c: see canvas.h. stb_image_write comes compiled in -lstb; stb_easy_font is header-only
 // (all static), so it is included here and nowhere else.
 #include "canvas.h"
-#include "../core/atomic.h"
+#include "../core/safefile.h"
 #include "../core/check.h"
 #include <math.h>
 #include <stdio.h>
@@ -125,12 +125,12 @@ void canvas_paste(Canvas *c, int x, int y, const real *img, int ih, int iw, int 
 
 // stb's writer callback: a short write sets the stream's error flag, checked before the commit
 static void write_to_file(void *context, void *data, int size) {
-    fwrite(data, 1, (size_t)size, ((AtomicFile *)context)->f);
+    fwrite(data, 1, (size_t)size, ((SafeFile *)context)->f);
 }
 
 int canvas_write_png(const Canvas *c, const char *path, char *err, size_t err_size) {
-    AtomicFile a;
-    if (atomic_open(&a, path, err, err_size)) return -1;
+    SafeFile a;
+    if (safefile_open(&a, path, err, err_size)) return -1;
     int ok = stbi_write_png_to_func(write_to_file, &a, c->w, c->h, 3, c->px, c->w * 3);
-    return atomic_commit(&a, ok && !ferror(a.f), err, err_size);
+    return safefile_commit(&a, ok && !ferror(a.f), err, err_size);
 }

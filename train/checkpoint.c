@@ -174,7 +174,7 @@ static void load_tensor(const SafeTensors *st, const Tensor *t, real *dst, char 
 int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
     SafeTensors st;
     if (open_checked(&st, m, path, err, len)) return -1;
-    dit_alloc(m, false);
+    dit_alloc(m, false, false);
     int problems = 0;
     snprintf(err, len, UNUSABLE, path);
     for (int i = -1; i < m->ps.n; i++) { // -1: pos_embed

@@ -53,12 +53,8 @@ int compare_runs(const char *a, const char *b, double tol, const char *plot, con
         losslog_free(&runs[0]);
         return fprintf(stderr, "error: %s\n", err), 2;
     }
-    double *steps = xcalloc((size_t)runs[0].n, sizeof(double)), *rel = xcalloc((size_t)runs[0].n, sizeof(double));
-    int common = losslog_rel_diff(&runs[0], &runs[1], steps, rel), worst = 0, first_over = -1;
-    for (int k = 0; k < common; k++) {
-        if (!isnan(rel[worst]) && !(rel[k] <= rel[worst])) worst = k; // a NaN (or inf) is the worst
-        if (first_over < 0 && !(rel[k] <= tol)) first_over = k;
-    }
+    LossDiff d = losslog_diff(&runs[0], &runs[1], tol);
+    int common = d.n;
     const char *names[2] = {label_a ? label_a : a, label_b ? label_b : b};
     int rc = 0;
     if (!common) {
@@ -70,15 +66,14 @@ int compare_runs(const char *a, const char *b, double tol, const char *plot, con
             printf("%s logged %d steps and %s %d: comparing the %d steps both logged\n", names[0],
                    runs[0].n, names[1], runs[1].n, common);
         printf("compared %d steps: largest relative loss difference %.3e at step %.0f (tolerance %.1e)\n",
-               common, rel[worst], steps[worst], tol);
-        if (first_over >= 0) printf("first step over tolerance: %.0f -> the runs DIVERGE\n", steps[first_over]), rc = 1;
+               common, d.rel[d.worst], d.step[d.worst], tol);
+        if (d.first_over >= 0) printf("first step over tolerance: %.0f -> the runs DIVERGE\n", d.step[d.first_over]), rc = 1;
         else printf("every step within tolerance -> the runs AGREE\n");
         if (losslog_plot(plot, "loss curves", runs, names, 2, true, tol, err, sizeof err))
             fprintf(stderr, "error: %s\n", err), rc = 2;
         else printf("plot: %s\n", plot);
     }
-    free(steps);
-    free(rel);
+    losslog_diff_free(&d);
     losslog_free(&runs[0]);
     losslog_free(&runs[1]);
     return rc;

@@ -1,6 +1,6 @@
 // config.c: see config.h.
 #include "config.h"
-#include "../core/atomic.h"
+#include "../core/safefile.h"
 #include "flags.h"
 #include "settings.h"
 #include <jansson.h>
@@ -29,7 +29,8 @@ void train_config_help(FILE *f) {
         "       train/train probe --help               one forward+backward on a given batch\n"
         "       train/train compare RUN_A RUN_B         compare two runs' loss curves\n"
         "       train/train verify --ranks N [flags]    train with N ranks and with 1, then compare\n"
-        "       train/train sample --help              a sample grid from a checkpoint\n");
+        "       train/train sample --help              a sample grid from a checkpoint\n"
+        "       train/train bugs --help                every injectable bug caught, as a table\n");
     settings_help(f, FOR_TRAIN);
 }
 
@@ -177,11 +178,11 @@ int train_config_write_json(const TrainConfig *tc, const char *path, char *err, 
         if (!err[0]) snprintf(err, len, "%s: the settings cannot be written as JSON", path);
         return -1;
     }
-    AtomicFile a;
-    int rc = atomic_open(&a, path, err, len);
+    SafeFile a;
+    int rc = safefile_open(&a, path, err, len);
     if (!rc) {
         fprintf(a.f, "%s\n", text);
-        rc = atomic_commit(&a, !ferror(a.f), err, len);
+        rc = safefile_commit(&a, !ferror(a.f), err, len);
     }
     free(text);
     return rc;

@@ -1,28 +1,10 @@
 // flags.c: see flags.h.
 #include "flags.h"
-#include "../parallel/comm.h"
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-static UsageHandler usage_handler;
-
-void set_usage_handler(UsageHandler h) { usage_handler = h; }
-
-void usage_error(const char *fmt, ...) {
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (usage_handler) usage_handler(msg);
-    if (n >= 0 && (size_t)n < sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, "\n(see --help)");
-    // the other ranks may not have hit the same error (a file one node lacks): stop them all
-    comm_stop_all(msg, 2);
-}
 
 // strtol and friends skip leading spaces (and strtoull accepts "-1"): a value may not start
 // with white space
@@ -69,11 +51,4 @@ double flag_double(const char *flag, const char *text, double min, double max) {
 const char *flag_value(int argc, char **argv, int *i) {
     if (*i + 1 >= argc) usage_error("%s needs a value", argv[*i]);
     return argv[++*i];
-}
-
-void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
-              const DiTConfig *m) {
-    char err[1024];
-    const char *why = sp_init(sp, world, ranks, rank, o, dit_tokens(m), m->num_heads, err, sizeof err);
-    if (why) usage_error("%s", why);
 }

@@ -1,14 +1,18 @@
 // launch.c: see launch.h.
 #include "launch.h"
+#include "../core/check.h"
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
 
-int launch(char **argv, const char *log) {
+static int launch(char **argv, const char *log) {
     pid_t pid;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -34,14 +38,43 @@ bool launch_self(char *buf, size_t len) {
     return true;
 }
 
-int launch_lead(char **lead, int ranks, char *self, char *np_buf, size_t np_len) {
-    int n = 0;
+static void add_word(Command *c, const char *word) {
+    if (c->n + 2 > c->cap) c->cap = 2 * c->cap + 16, c->argv = xrealloc(c->argv, (size_t)c->cap, sizeof *c->argv);
+    c->argv[c->n] = xmalloc(strlen(word) + 1);
+    strcpy(c->argv[c->n++], word);
+    c->argv[c->n] = NULL;
+}
+
+void command_add(Command *c, ...) {
+    va_list ap;
+    va_start(ap, c);
+    for (const char *w = va_arg(ap, const char *); w; w = va_arg(ap, const char *)) add_word(c, w);
+    va_end(ap);
+}
+
+void command_start(Command *c, int ranks, const char *self) {
+    *c = (Command){0};
     if (ranks > 1) {
-        snprintf(np_buf, np_len, "%d", ranks);
-        lead[n++] = "mpirun", lead[n++] = "-np", lead[n++] = np_buf;
-        if (geteuid() == 0) lead[n++] = "--allow-run-as-root";
-        if (ranks > sysconf(_SC_NPROCESSORS_ONLN)) lead[n++] = "--oversubscribe";
+        char np[16];
+        snprintf(np, sizeof np, "%d", ranks);
+        command_add(c, "mpirun", "-np", np, NULL);
+        if (geteuid() == 0) command_add(c, "--allow-run-as-root", NULL);
+        if (ranks > sysconf(_SC_NPROCESSORS_ONLN)) command_add(c, "--oversubscribe", NULL);
     }
-    lead[n++] = self;
-    return n;
+    command_add(c, self, NULL);
+}
+
+void command_add_words(Command *c, const char *text) {
+    char *copy = xmalloc(strlen(text) + 1), *save = NULL;
+    strcpy(copy, text);
+    for (char *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save)) add_word(c, w);
+    free(copy);
+}
+
+int command_run(Command *c, const char *log) {
+    int rc = launch(c->argv, log);
+    for (int i = 0; i < c->n; i++) free(c->argv[i]);
+    free(c->argv);
+    *c = (Command){0};
+    return rc;
 }

@@ -4,14 +4,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-// Runs argv (argv[0] looked up in PATH) to completion, its output appended to the file `log`
-// (NULL: this program's own output); its exit status, or -1 (with a sentence on stderr) if it
-// could not start or did not exit.
-int launch(char **argv, const char *log);
 // The path of this program; false if it cannot be found.
 bool launch_self(char *buf, size_t len);
-// Fills lead with the command that starts `self` on `ranks` ranks (mpirun and its options, then
-// self; just self for one rank); np_buf holds the rank count's text. Returns the words written
-// (at most LAUNCH_LEAD).
-#define LAUNCH_LEAD 6
-int launch_lead(char **lead, int ranks, char *self, char *np_buf, size_t np_len);
+
+// A child's command line, built word by word (each word copied): command_start puts the lead
+// that starts `self` on `ranks` ranks (mpirun and its options, then self; self alone for one
+// rank), command_add the words up to a NULL, command_add_words each space-separated word of a
+// text; command_run runs it to completion (argv[0] looked up in PATH; its output appended to the
+// file log, NULL: this program's), frees it and returns its exit status, or -1 (with a sentence
+// on stderr) if it could not start or did not exit.
+typedef struct Command {
+    char **argv; // NULL-terminated
+    int n, cap;
+} Command;
+void command_start(Command *c, int ranks, const char *self);
+void command_add(Command *c, ...) __attribute__((sentinel));
+void command_add_words(Command *c, const char *text);
+int command_run(Command *c, const char *log);

@@ -73,6 +73,23 @@ int losslog_rel_diff(const LossLog *a, const LossLog *b, double *steps, double *
     return m;
 }
 
+LossDiff losslog_diff(const LossLog *a, const LossLog *b, double tol) {
+    LossDiff d = {.first_over = -1, .step = xcalloc((size_t)a->n, sizeof(double)),
+                  .rel = xcalloc((size_t)a->n, sizeof(double))};
+    d.n = losslog_rel_diff(a, b, d.step, d.rel);
+    for (int k = 0; k < d.n; k++) {
+        if (!isnan(d.rel[d.worst]) && !(d.rel[k] <= d.rel[d.worst])) d.worst = k;
+        if (d.first_over < 0 && !(d.rel[k] <= tol)) d.first_over = k;
+    }
+    return d;
+}
+
+void losslog_diff_free(LossDiff *d) {
+    free(d->step);
+    free(d->rel);
+    *d = (LossDiff){0};
+}
+
 static const uint8_t palette[][3] = {{31, 119, 180}, {214, 39, 40}, {44, 160, 44}, {148, 103, 189}};
 
 int losslog_plot(const char *path, const char *title, const LossLog *runs, const char *const *names,

@@ -18,6 +18,15 @@ int losslog_read(LossLog *l, const char *path, char *err, size_t len);
 // |a - b| / |b| at every step both logged (each sorted by step, as losslog_read guarantees), into steps and rel (room for min(a->n, b->n) each);
 // returns how many.
 int losslog_rel_diff(const LossLog *a, const LossLog *b, double *steps, double *rel);
+// The same with its verdict, what compare, verify and the bug catalogue report: step[i] and
+// rel[i] for i < n; worst, the index of the largest difference, and first_over, of the first
+// above tol, or -1 (a NaN counts as the largest, and as above tol). Freed by losslog_diff_free.
+typedef struct LossDiff {
+    int n, worst, first_over;
+    double *step, *rel;
+} LossDiff;
+LossDiff losslog_diff(const LossLog *a, const LossLog *b, double tol);
+void losslog_diff_free(LossDiff *d);
 // One panel with each run's curve (log scale); with two runs and `diff`, a second panel with
 // |a - b| / |b| per common step (log scale) and the tolerance as a line (tol > 0).
 int losslog_plot(const char *path, const char *title, const LossLog *runs, const char *const *names,

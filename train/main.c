@@ -1,4 +1,4 @@
-// main.c: the `train` program: training (default), probe, sample, compare and verify
+// main.c: the `train` program: training (default), probe, sample, compare, verify and bugs
 // subcommands; with no arguments at all, a short usage.
 #include "../core/blas.h"
 #include "../parallel/comm.h"
@@ -27,8 +27,8 @@ static int default_threads(const Comm *c) {
 // `train/train` alone: what to run first, instead of an 8000-step run nobody asked for
 static void usage(const Comm *c) {
     print0(c, "usage: mpirun -np N train/train [flags]   train a DiT, its sequence split over N ranks\n"
-              "       train/train --help                 every flag (probe, sample, compare and verify\n"
-              "                                          take --help too)\n"
+              "       train/train --help                 every flag (probe, sample, compare, verify and\n"
+              "                                          bugs take --help too)\n"
               "try:   make demo                          2 ranks against 1 rank, with pictures (minutes)\n"
               "       train/train --steps 1000 --out runs/first\n"
               "       train/train verify --ranks 2 --steps 300 --out runs/check\n");

@@ -4,6 +4,7 @@
 #include "../core/check.h"
 #include "../core/safetensors.h"
 #include "../parallel/sp.h"
+#include "budget.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "data.h"
@@ -198,22 +199,15 @@ int probe_main(int argc, char **argv, Comm *c) {
     int first, count, micro_first, micro;
     if (sp_batch_slice(&sp, B, &first, &count, err, sizeof err)) usage_error("--batch %s: %s", a.batch, err);
     sp_micro_batch(&sp, count, 0, &micro_first, &micro); // the largest
-    // on the host: the batch (x, t, target, y), the output images of the data group's slice and of
-    // the batch; where the step runs: a step of the largest micro-batch with the gather of its
-    // output (all T_pad tokens, the T real ones, the images), and on the device the slice uploaded
-    int S = m.cfg.input_size, Co = dit_out_channels(&m.cfg), T = sp.shard.T;
-    size_t in = ((size_t)m.cfg.in_channels + Co) * S * S + 1, out = (size_t)Co * S * S;
-    size_t reals = (size_t)B * (in + out) + (size_t)count * out;
-    size_t step = (size_t)micro * out * (sp.shard.T_pad + 2 * T) / T + (sp.cuda ? count * in : 0);
-    Arena host = arena_create(reals * sizeof(real) + (size_t)B * sizeof(int64_t) + 64 * ARENA_ALIGN);
-    size_t step_bytes = sp_step_bytes(&sp, &m.cfg, micro, true) + step * sizeof(real) + 64 * ARENA_ALIGN;
-    Arena arena = arena_create_on(sp.cuda, step_bytes);
+    ProbeArenas bytes = budget_probe(&sp, &m.cfg, B, count, micro);
+    Arena host = arena_create(bytes.host), arena = arena_create_on(sp.cuda, bytes.step);
     ProbeBatch whole = probe_load_batch(&m, a.batch, &st, &host);
     st_free(&st);
 
     // forward and backward of this rank's shard of its data group's images, then the sums over
     // ranks, and the data group's output images
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
+    int S = m.cfg.input_size, Co = dit_out_channels(&m.cfg);
     TapeDump dump;
     if (a.dump) tape_dump_start(&dump, &sp, c->rank);
     Tensor *img = tensor_new(&host, 4, count, Co, S, S);

@@ -4,22 +4,21 @@
 #include "../core/device.h"
 #include "../core/rng.h"
 #include "../kernels/run.h"
+#include "budget.h"
 #include "canvas.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "flags.h"
 #include "outfile.h"
 #include "settings.h"
+#include "timing.h"
 #include <jansson.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-
-#define SAMPLE_CHUNK 16 // images per forward pass at most (twice that many rows with guidance)
 
 static bool is_guided(const DiTConfig *c, double cfg_scale) {
     return cfg_scale != 1 && c->class_dropout_prob > 0;
@@ -34,19 +33,6 @@ static int chunk_images(const SeqParallel *sp, const DiTConfig *c, bool guided, 
     int k = SAMPLE_CHUNK;
     while (k > 1 && sp_step_bytes(sp, c, guided ? 2 * k : k, false) > bytes) k--;
     return k;
-}
-
-static double seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static const char *duration(double s, char *buf, size_t len) {
-    if (s < 60) snprintf(buf, len, "%.0fs", s);
-    else if (s < 3600) snprintf(buf, len, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s / 60 % 60);
-    return buf;
 }
 
 // Progress of sampling on rank 0: once the passes done and the estimate of the rest add up to
@@ -64,18 +50,18 @@ static Progress progress_start(int total) {
     char *end = NULL;
     double quiet = e ? strtod(e, &end) : SAMPLE_QUIET_SECONDS;
     if (!e || end == e || *end || !(quiet >= 0)) quiet = SAMPLE_QUIET_SECONDS;
-    return (Progress){.t0 = seconds(), .quiet = quiet, .total = total};
+    return (Progress){.t0 = now_seconds(), .quiet = quiet, .total = total};
 }
 
 static void progress_step(Progress *p, int step, int steps, int first, int k, int n) {
     p->done++;
-    double t = seconds(), eta = (t - p->t0) / p->done * (p->total - p->done);
+    double t = now_seconds(), eta = (t - p->t0) / p->done * (p->total - p->done);
     p->talk = p->talk || t - p->t0 + eta > p->quiet;
     if (!p->talk || (t - p->t_line < 1 && p->done < p->total)) return;
     char images[64] = "", a[32], b[32];
     if (k < n) snprintf(images, sizeof images, " of images %d-%d of %d", first + 1, first + k, n);
     printf("sampling: Euler step %d/%d%s | %s | ETA %s\n", step, steps, images,
-           duration(t - p->t0, a, sizeof a), duration(eta, b, sizeof b));
+           duration_text(t - p->t0, a, sizeof a), duration_text(eta, b, sizeof b));
     fflush(stdout);
     p->t_line = t;
 }
@@ -106,7 +92,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             memset(x, 0, (size_t)k * chw * sizeof(real));
             continue;
         }
-        if (xd) device_copy(xd, x, (size_t)k * chw * sizeof(real));
+        if (xd) copy_bytes(xd, x, (size_t)k * chw * sizeof(real));
         for (int s = 0; s < steps; s++) {
             double t = flow_time(s, steps), t_next = flow_time(s + 1, steps);
             arena_reset(arena);
@@ -132,7 +118,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             tape_free(&tp);
             if (rank0) progress_step(&prog, s + 1, steps, start, k, n);
         }
-        if (xd) device_copy(x, xd, (size_t)k * chw * sizeof(real));
+        if (xd) copy_bytes(x, xd, (size_t)k * chw * sizeof(real));
     }
     device_free(xd);
     if (sp->data) comm_all_reduce(sp->data, out, (size_t)n * chw);
@@ -269,15 +255,7 @@ int sample_main(int argc, char **argv, Comm *c) {
            data_given ? "--data" : data_from_run ? "the run's config.json" : "the default");
     SeqParallel sp;
     sp_setup(&sp, c, c->size, c->rank, &tc.parallel, &m.cfg);
-    // a full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory (the
-    // machine's, or its GPU's) allows
-    int node = comm_node_size(c), gpus = sp.cuda ? device_count() : 1;
-    double have = sp.cuda ? (double)device_memory(0) / 4 / ((node + gpus - 1) / gpus)
-                          : (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 4 / node;
-    size_t full = sp_step_bytes(&sp, &m.cfg, 2 * SAMPLE_CHUNK, false);
-    size_t least = sample_min_bytes(&sp, &m.cfg, tc.cfg_scale);
-    size_t bytes = full < have ? full : least > have ? least : (size_t)have;
-    Arena arena = arena_create_on(sp.cuda, bytes);
+    Arena arena = arena_create_on(sp.cuda, budget_sample_arena(&sp, &m.cfg, tc.cfg_scale, comm_node_size(c)));
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
     if (sample_grid(work, &sp, &arena, &data, tc.samples_per_class, tc.sample_steps,
                     tc.cfg_scale, tc.seed, out, err, sizeof err))

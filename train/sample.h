@@ -12,6 +12,7 @@
 // with its ETA on rank 0 (at most one a second).
 void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, int n, int steps,
                    double cfg_scale, uint64_t seed, real *out);
+#define SAMPLE_CHUNK 16 // images per forward pass at most (twice that many rows with guidance)
 // The least arena that sampling needs: one image per pass (two rows with guidance).
 size_t sample_min_bytes(const SeqParallel *sp, const DiTConfig *c, double cfg_scale);
 // Samples per_class images of each class and writes the grid PNG on rank 0.

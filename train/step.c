@@ -27,7 +27,7 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         loss += tensor_item(l);
         if (out) {
             Tensor *img = sp_gather_image(&tp, sp, tokens, &m->cfg);
-            device_copy(out + img->size / n * first, img->data, img->size * sizeof(real));
+            copy_bytes(out + img->size / n * first, img->data, img->size * sizeof(real));
         }
         tape_free(&tp);
         arena_release(arena, mark);

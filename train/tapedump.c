@@ -3,7 +3,7 @@
 #include "../core/check.h"
 #include "../core/device.h"
 #include "../kernels/run.h"
-#include "../parallel/collectives.h"
+#include "../parallel/autograd_collectives.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +27,12 @@ static real *one_rank_layout(Tape *tp, SeqParallel *sp, const Tensor *t, bool gr
         per_image = (size_t)T * X;
         local = xmalloc((size_t)B * per_image * sizeof(real));
         for (int b = 0; b < B; b++)
-            device_copy(local + b * per_image, all->data + (size_t)b * Tp * X, per_image * sizeof(real));
+            copy_bytes(local + b * per_image, all->data + (size_t)b * Tp * X, per_image * sizeof(real));
         *ndim = 3, shape[1] = T, shape[2] = X;
     } else { // one row per image (every rank of the group has it), or a scalar
         per_image = t->size / (size_t)B;
         local = xmalloc(t->size * sizeof(real));
-        device_copy(local, src, t->size * sizeof(real));
+        copy_bytes(local, src, t->size * sizeof(real));
         // its gradient is each rank's share (its tokens'), but under --exact, where the spread
         // of the adaLN vectors already summed it over the group
         if (grad && !tp->exact) comm_all_reduce(sp->comm, local, t->size);
@@ -84,7 +84,7 @@ void tape_dump_params(TapeDump *d, const ParamStore *ps) {
     for (int i = 0; d->w && i < ps->n; i++) {
         const Tensor *t = ps->t[i];
         real *v = xmalloc(t->size * sizeof(real));
-        device_copy(v, t->grad, t->size * sizeof(real));
+        copy_bytes(v, t->grad, t->size * sizeof(real));
         char name[160];
         snprintf(name, sizeof name, "%04d grad.%s", d->index, t->name);
         st_writer_add_real(d->w, name, t->ndim, t->shape, v);

@@ -3,12 +3,13 @@
 // by micro-batch (step.c), all-reduces the flat gradient buffer, and applies the same AdamW
 // update, so parameters stay identical on every rank.
 #include "train.h"
-#include "../core/atomic.h"
 #include "../core/blas.h"
-#include "../kernels/kernels.h"
 #include "../core/check.h"
 #include "../core/device.h"
+#include "../core/safefile.h"
+#include "../kernels/kernels.h"
 #include "../kernels/run.h"
+#include "budget.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "data.h"
@@ -17,6 +18,7 @@
 #include "outfile.h"
 #include "sample.h"
 #include "step.h"
+#include "timing.h"
 #include <cblas.h>
 #include <errno.h>
 #include <sched.h>
@@ -25,29 +27,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 typedef struct Run {
     TrainConfig tc;
     Comm *comm;
-    DiT m;     // on the host: initialized or resumed here, saved from here
+    DiT m;     // on the host: initialized or resumed here, saved from here (with its EMA)
     DiT dev;   // --device cuda: the model on the GPU, which trains (copied to m to save)
     DiT *work; // the model that trains: &m, or &dev
     AdamW opt;
-    real *ema; // (ps.total) or NULL, on the side of work
     Arena arena; // the steps' and the sampling's, on the side of work
     Data data;
     SeqParallel sp;
     LossLog log;
     char run_text[128]; // what a resumed run must share: seed and batch
 } Run;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void path_in(char *buf, size_t len, const char *dir, const char *file) {
     int n = snprintf(buf, len, "%s/%s", dir, file);
@@ -66,13 +60,6 @@ static void make_dirs(const char *dir) {
     if (mkdir(buf, 0755) && errno != EEXIST)
         usage_error("--out: cannot create the run folder %s: %s; pass a folder you can write to",
                     dir, strerror(errno));
-}
-
-static const char *duration(double s, char *buf, size_t len) {
-    if (s < 60) snprintf(buf, len, "%.0fs", s);
-    else if (s < 3600) snprintf(buf, len, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(buf, len, "%dh%02dm", (int)s / 3600, (int)s / 60 % 60);
-    return buf;
 }
 
 // ---- start: fresh or resumed -------------------------------------------------------------------
@@ -104,25 +91,25 @@ static void resume_run(Run *r) {
     while (r->log.n && r->log.step[r->log.n - 1] > r->opt.step) r->log.n--;
 }
 
-// The EMA weights: the model's at a fresh start, the run's ema.safetensors when resuming
+// The EMA slice of the model's store: its weights at a fresh start, the run's ema.safetensors
+// when resuming
 static void start_ema(Run *r) {
     char err[1024], path[PATH_LEN + 32];
     const TrainConfig *tc = &r->tc;
-    r->ema = xmalloc(r->m.ps.total * sizeof(real));
-    memcpy(r->ema, r->m.ps.params, r->m.ps.total * sizeof(real));
+    ps_add_ema(&r->m.ps);
     path_in(path, sizeof path, tc->resume, "ema.safetensors");
     if (!tc->resume[0] || r->opt.step == 0) return; // a fresh start
     if (access(path, F_OK))
         usage_error("--resume: %s has no ema.safetensors: was the run started with --ema 0? "
                     "Then resume it with --ema 0", tc->resume);
-    if (ckpt_load_params(&r->m, r->ema, path, err, sizeof err))
+    if (ckpt_load_params(&r->m, r->m.ps.ema, path, err, sizeof err))
         usage_error("--resume: the EMA weights: %s", err);
     if (ckpt_step(path, err, sizeof err) != r->opt.step)
         usage_error("--resume: %s holds EMA weights of another step than the optimizer "
                     "state (%d) (a save was interrupted?)", tc->resume, r->opt.step);
 }
 
-// The folder of --resume, brought to whole saves (core/atomic.h: a save killed half-way is
+// The folder of --resume, brought to whole saves (core/safefile.h: a save killed half-way is
 // finished or rolled back) on rank 0 before any rank reads it. false when it holds no checkpoint
 // yet: a run killed before its first save starts again from step 0.
 static bool recover_run(Run *r) {
@@ -138,7 +125,7 @@ static bool recover_run(Run *r) {
         usage_error("--resume: %s %s; give the --out folder of an earlier training run, or leave "
                     "out --resume to start a new one", tc->resume, why);
     int finished = 0, removed = 0;
-    if (r->comm->rank == 0 && atomic_recover(tc->resume, &finished, &removed, err, sizeof err))
+    if (r->comm->rank == 0 && safefile_recover(tc->resume, &finished, &removed, err, sizeof err))
         usage_error("--resume: %s", err);
     if (finished) print0(r->comm, "--resume: finished a save that was interrupted (%d files)\n", finished);
     if (removed) print0(r->comm, "--resume: removed %d temporary file%s of an interrupted save\n",
@@ -164,19 +151,7 @@ static void start_run(Run *r) {
         dit_init(&r->m, tc->seed);
     }
     if (tc->ema > 0) start_ema(r);
-    r->work = dit_place(&r->m, &r->dev, r->sp.cuda); // on the device: the model goes up
-    if (r->sp.cuda && r->ema) {
-        size_t bytes = r->m.ps.total * sizeof(real);
-        real *dev = device_alloc(bytes);
-        device_copy(dev, r->ema, bytes);
-        free(r->ema);
-        r->ema = dev;
-    }
-}
-
-static void free_ema(Run *r) {
-    if (r->sp.cuda) device_free(r->ema);
-    else free(r->ema);
+    r->work = dit_place(&r->m, &r->dev, r->sp.cuda); // on the device: the model goes up, EMA too
 }
 
 // ---- outputs ---------------------------------------------------------------------------------
@@ -184,11 +159,11 @@ static void write_loss_files(Run *r) {
     char err[1024], path[PATH_LEN + 32];
     if (r->comm->rank != 0) return;
     path_in(path, sizeof path, r->tc.out, "loss.csv");
-    AtomicFile a;
-    CHECK(!atomic_open(&a, path, err, sizeof err), "%s", err);
+    SafeFile a;
+    CHECK(!safefile_open(&a, path, err, sizeof err), "%s", err);
     fprintf(a.f, "step,loss\n");
     for (int i = 0; i < r->log.n; i++) fprintf(a.f, "%.0f,%.9g\n", r->log.step[i], r->log.loss[i]);
-    CHECK(!atomic_commit(&a, !ferror(a.f), err, sizeof err), "%s", err);
+    CHECK(!safefile_commit(&a, !ferror(a.f), err, sizeof err), "%s", err);
     path_in(path, sizeof path, r->tc.out, "loss.png");
     const char *names[] = {"training loss"};
     char title[160];
@@ -197,21 +172,15 @@ static void write_loss_files(Run *r) {
     CHECK(!losslog_plot(path, title, &r->log, names, 1, false, 0, err, sizeof err), "%s", err);
 }
 
-// the checkpoint and the loss log as one group (core/atomic.h): all are written before any is
+// the checkpoint and the loss log as one group (core/safefile.h): all are written before any is
 // renamed into place, so a run folder holds files of one step and can be resumed, even when the
 // job is killed while saving
 static void save(Run *r, int step) {
     char err[1024], path[PATH_LEN + 32];
     if (r->comm->rank != 0) return;
-    real *ema = r->ema;
-    if (r->sp.cuda) { // the host copy of what trained on the device
-        dit_copy(&r->m, r->work);
-        if (r->ema) {
-            ema = xmalloc(r->m.ps.total * sizeof(real));
-            device_copy(ema, r->ema, r->m.ps.total * sizeof(real));
-        }
-    }
-    atomic_group_begin();
+    if (r->work != &r->m) dit_copy(&r->m, r->work); // the host copy of what trained on the device
+    const real *ema = r->m.ps.ema;
+    safefile_group_begin();
     path_in(path, sizeof path, r->tc.out, "optimizer.safetensors");
     CHECK(!ckpt_save_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err), "%s", err);
     path_in(path, sizeof path, r->tc.out, "model.safetensors");
@@ -221,9 +190,8 @@ static void save(Run *r, int step) {
         CHECK(!ckpt_save_model(&r->m, ema, path, step, NULL, err, sizeof err), "%s", err);
     }
     write_loss_files(r);
-    CHECK(!atomic_group_end(err, sizeof err), "%s", err);
-    if (ema != r->ema) free(ema);
-    if (!r->ema) { // an average from an earlier --ema would not match this model any more
+    CHECK(!safefile_group_end(err, sizeof err), "%s", err);
+    if (!ema) { // an average from an earlier --ema would not match this model any more
         path_in(path, sizeof path, r->tc.out, "ema.safetensors");
         remove(path);
     }
@@ -232,18 +200,19 @@ static void save(Run *r, int step) {
 static void write_samples(Run *r, Arena *arena) {
     char err[1024], path[PATH_LEN + 32];
     if (!r->tc.samples_per_class) return;
-    real *saved = NULL, *params = r->work->ps.params;
-    size_t bytes = r->work->ps.total * sizeof(real);
-    if (r->ema) { // sample with the EMA weights (copies on the host or the device, where they are)
+    ParamStore *ps = &r->work->ps;
+    real *saved = NULL;
+    size_t bytes = ps->total * sizeof(real);
+    if (ps->ema) { // sample with the EMA weights (copies on the host or the device, where they are)
         saved = xmalloc(bytes);
-        device_copy(saved, params, bytes);
-        device_copy(params, r->ema, bytes);
+        copy_bytes(saved, ps->params, bytes);
+        copy_bytes(ps->params, ps->ema, bytes);
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
     int rc = sample_grid(r->work, &r->sp, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
                          r->tc.cfg_scale, r->tc.seed, path, err, sizeof err);
     if (saved) {
-        device_copy(params, saved, bytes);
+        copy_bytes(ps->params, saved, bytes);
         free(saved);
     }
     if (rc) {
@@ -263,65 +232,11 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     ParamStore *ps = &r->work->ps;
     double loss = step_gradients(r->work, &r->sp, arena, b->xt, b->t, b->y, b->v, r->tc.batch, NULL);
     *grad_norm = adamw_step(&r->opt, ps);
-    if (r->ema) { // warm-up: early on the average must not be dominated by the initial weights
+    if (ps->ema) { // warm-up: early on the average must not be dominated by the initial weights
         double d = fmin(r->tc.ema, (1.0 + r->opt.step) / (10.0 + r->opt.step));
-        RUN(ps->device, ema_update, r->ema, ps->params, ps->total, d);
+        RUN(ps->device, ema_update, ps->ema, ps->params, ps->total, d);
     }
     return loss;
-}
-
-// One arena serves the training steps (one micro-batch of this data group's images at a time) and
-// the sampling (which fits its passes into it); on the device it also holds the uploaded batch.
-static size_t arena_bytes(const SeqParallel *sp, const TrainConfig *tc) {
-    int first, largest; // micro-batch 0
-    sp_micro_batch(sp, tc->batch / sp->dp, 0, &first, &largest);
-    double image = (double)tc->model.in_channels * tc->model.input_size * tc->model.input_size;
-    size_t upload = sp->cuda ? (size_t)((3 * image + 1) * (tc->batch / sp->dp) * sizeof(real)) + 8 * ARENA_ALIGN : 0;
-    size_t step = sp_step_bytes(sp, &tc->model, largest, true) + upload;
-    size_t sample = sample_min_bytes(sp, &tc->model, tc->cfg_scale);
-    return step > sample ? step : sample;
-}
-
-void train_check(const TrainConfig *tc, int ranks, int node_ranks) {
-    const DiTConfig *mc = &tc->model;
-    // a rank holds parameters, gradients and Adam moments (4 copies), the EMA copy and the copy
-    // sampling swaps out, pos_embed, the arena for the steps and the sampling, the batch and the
-    // sampled images (every shard has the same length); with --device cuda the arena, the four
-    // copies, the EMA and pos_embed are on its GPU, which node_ranks / GPUs ranks share
-    SeqParallel sp;
-    sp_setup(&sp, NULL, ranks, 0, &tc->parallel, mc);
-    char err[512];
-    int first, count;
-    if (sp_batch_slice(&sp, tc->batch, &first, &count, err, sizeof err)) usage_error("%s", err);
-    double step = (double)arena_bytes(&sp, tc);
-    sp_free(&sp);
-    DiT shape;
-    dit_layout(&shape, mc);
-    double image = (double)mc->in_channels * mc->input_size * mc->input_size;
-    double copies = 4 + 2 * (tc->ema > 0), batch = 3.0 * count * image;
-    double samples = (double)mc->num_classes * tc->samples_per_class * image;
-    double model = ((double)shape.ps.total * copies + (double)shape.pos_embed.size) * sizeof(real);
-    double host = (batch + samples) * sizeof(real), need = model + host + step, GiB = 1073741824.0;
-    double one_copy = (double)shape.ps.total * sizeof(real);
-    dit_free(&shape);
-    if (tc->parallel.cuda) {
-        int gpus = device_count(), sharing = (node_ranks + gpus - 1) / gpus;
-        double device = model - (tc->ema > 0 ? one_copy : 0) + step; // no swap copy there
-        double gpu = (double)device_memory(0);
-        if (gpu > 0 && device * sharing > gpu)
-            usage_error("this run needs about %.1f GiB of GPU memory per rank (%.1f GiB of "
-                        "activations), %.1f GiB for the %d rank%s sharing a GPU, which has %.1f GiB; "
-                        "lower --batch (or use --grad-accum), --input-size or the model size, or "
-                        "spread the sequence over more GPUs", device / GiB, step / GiB,
-                        device * sharing / GiB, sharing, sharing > 1 ? "s" : "", gpu / GiB);
-        need = model + host, step = 0; // the host keeps a copy of the model and sampling's swap
-    }
-    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (have > 0 && need * node_ranks > have)
-        usage_error("this run needs about %.1f GiB per rank (%.1f GiB of activations), %.1f GiB for "
-                    "the %d rank%s on this machine, which has %.1f GiB; lower --batch, --input-size "
-                    "or the model size, or spread the sequence over more machines", need / GiB,
-                    step / GiB, need * node_ranks / GiB, node_ranks, node_ranks > 1 ? "s" : "", have / GiB);
 }
 
 // Checks and opens everything a run needs (memory, data, the checkpoint to resume), then writes
@@ -344,7 +259,7 @@ static void setup(Run *r) {
     if (data_open(&r->data, tc->data, tc->model.input_size, tc->model.in_channels,
                   tc->model.num_classes, err, sizeof err))
         usage_error("--data: %s", err);
-    train_check(tc, c->size, comm_node_size(c));
+    budget_train_check(tc, c->size, comm_node_size(c));
     // the model's config is the flags' (a resumed checkpoint must match them)
     sp_setup(&r->sp, c, c->size, c->rank, &tc->parallel, &tc->model);
     start_run(r);
@@ -352,8 +267,7 @@ static void setup(Run *r) {
         usage_error("--resume: %s is already at step %d; pass --steps above %d to train further",
                     tc->resume, r->opt.step, r->opt.step);
     // every rank has its memory (a GPU's may be too small) before the run folder is written
-    size_t bytes = arena_bytes(&r->sp, tc);
-    r->arena = arena_create_on(r->sp.cuda, bytes);
+    r->arena = arena_create_on(r->sp.cuda, budget_train_arena(&r->sp, tc));
     comm_barrier(c);
     if (c->rank == 0) {
         make_dirs(tc->out);
@@ -411,27 +325,28 @@ static double train_loop(Run *r, Arena *arena) {
     CHECK(!sp_batch_slice(&r->sp, tc->batch, &first_image, &images, err, sizeof err), "%s", err);
     Batch batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, tc->model.input_size);
     int first = r->opt.step + 1, step_last = first - 1, saved_step = r->opt.step;
-    double t0 = now(), t_last = t0, t_save = t0; // the rate is measured since the last line
+    double t0 = now_seconds(), t_last = t0, t_save = t0; // the rate is measured since the last line
     for (int step = first; step <= tc->steps; step++) {
         double gnorm, loss = train_step(r, arena, &batch, step, &gnorm);
         if (!isfinite(loss)) stop_diverged(r, step, loss, saved_step);
         losslog_add(&r->log, step, loss);
         if (step % tc->log_every == 0 || step == tc->steps || step == first) {
-            double t = now(), per_step = (t - t_last) / (step - step_last);
-            char eta[32], ago[64];
+            double t = now_seconds(), per_step = (t - t_last) / (step - step_last);
+            char eta[32], since[32], ago[64] = "not yet";
             t_last = t, step_last = step;
+            if (saved_step)
+                snprintf(ago, sizeof ago, "step %d, %s ago", saved_step,
+                         duration_text(t - t_save, since, sizeof since));
             print0(r->comm, "step %*d/%d | loss %.5f | grad norm %.3f | %.0f tok/s | ETA %s | saved %s\n",
                    (int)snprintf(NULL, 0, "%d", tc->steps), step, tc->steps, loss, gnorm,
                    tc->batch * dit_tokens(&tc->model) / per_step,
-                   duration(per_step * (tc->steps - step), eta, sizeof eta),
-                   saved_step ? (snprintf(ago, sizeof ago, "step %d, %s ago", saved_step,
-                                          duration(t - t_save, eta, sizeof eta)), ago) : "not yet");
+                   duration_text(per_step * (tc->steps - step), eta, sizeof eta), ago);
         }
-        if (save_due(r, step, now() - t_save)) save(r, step), saved_step = step, t_save = now();
+        if (save_due(r, step, now_seconds() - t_save)) save(r, step), saved_step = step, t_save = now_seconds();
         if (tc->sample_every && step % tc->sample_every == 0 && step < tc->steps) write_samples(r, arena);
     }
     batch_free(&batch);
-    return now() - t0;
+    return now_seconds() - t0;
 }
 
 int train_main(int argc, char **argv, Comm *c) {
@@ -453,10 +368,10 @@ int train_main(int argc, char **argv, Comm *c) {
            "gradients %.3f); wrote %s/{config.json,loss.csv,loss.png,model.safetensors,"
            "optimizer.safetensors%s%s}\n", steps, elapsed, steps / (elapsed > 0 ? elapsed : 1),
            r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena->peak / 1048576.0,
-           layout_mib + world_mib, layout_mib, world_mib, tc->out, r.ema ? ",ema.safetensors" : "",
+           layout_mib + world_mib, layout_mib, world_mib, tc->out, r.m.ps.ema ? ",ema.safetensors" : "",
            tc->samples_per_class ? ",samples.png" : "");
     if (r.sp.cuda) {
-        double params = 4.0 * r.dev.ps.total * sizeof(real) / 1048576.0, ema = r.ema ? params / 4 : 0;
+        double params = 4.0 * r.dev.ps.total * sizeof(real) / 1048576.0, ema = r.dev.ps.ema ? params / 4 : 0;
         double peak = (train_peak > arena->peak ? train_peak : arena->peak) / 1048576.0;
         double pos = r.dev.pos_embed.size * sizeof(real) / 1048576.0;
         print0(c, "device memory: at most %.1f MiB per rank: the arena's peak %.1f MiB, parameters, "
@@ -467,7 +382,6 @@ int train_main(int argc, char **argv, Comm *c) {
     sp_free(&r.sp);
     data_close(&r.data);
     losslog_free(&r.log);
-    free_ema(&r);
     if (r.work != &r.m) dit_free(r.work);
     dit_free(&r.m);
     return 0;

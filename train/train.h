@@ -6,6 +6,3 @@
 #include "config.h"
 
 int train_main(int argc, char **argv, Comm *c);
-// The checks a run makes before it allocates or writes anything, as usage errors: the sequence
-// split over `ranks`, and the memory that `node_ranks` of them on one machine will need.
-void train_check(const TrainConfig *tc, int ranks, int node_ranks);

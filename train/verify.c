@@ -1,6 +1,7 @@
 // verify.c: see verify.h.
 #include "verify.h"
 #include "../core/check.h"
+#include "budget.h"
 #include "compare.h"
 #include "identical.h"
 #include "locate.h"
@@ -38,27 +39,24 @@ static void help(void) {
            "  and on one (probe --dump-tape into DIR) and `train locate` says where they part.\n");
 }
 
-// Runs lead... (mpirun and its options, then this program) with the training flags, without the
-// layout flags when with_layout is false, then --steps steps (if given) and --out dir.
-static int train_run(char **lead, int n_lead, char **flags, int n_flags, bool with_layout,
-                     char *steps, char *dir) {
-    char **cmd = xcalloc((size_t)(n_lead + n_flags + 5), sizeof *cmd);
-    int n = 0;
-    for (int i = 0; i < n_lead; i++) cmd[n++] = lead[i];
+// Runs this program (self) on `ranks` ranks with the training flags, without the layout flags
+// when with_layout is false, then --steps steps (if given) and --out dir.
+static int train_run(const char *self, int ranks, char **flags, int n_flags, bool with_layout,
+                     const char *steps, const char *dir) {
+    Command cmd;
+    command_start(&cmd, ranks, self);
     for (int i = 0; i < n_flags; i++) {
         const Setting *s = setting_by_flag(flags[i], FOR_TRAIN);
         bool keep = with_layout || !s || !(s->rules & LAYOUT);
-        if (keep) cmd[n++] = flags[i];
+        if (keep) command_add(&cmd, flags[i], NULL);
         if (s && s->arg && i + 1 < n_flags) { // its value goes with it
             i++;
-            if (keep) cmd[n++] = flags[i];
+            if (keep) command_add(&cmd, flags[i], NULL);
         }
     }
-    if (steps) cmd[n++] = "--steps", cmd[n++] = steps; // the last --steps wins
-    cmd[n++] = "--out", cmd[n++] = dir;
-    int rc = launch(cmd, NULL);
-    free(cmd);
-    return rc;
+    if (steps) command_add(&cmd, "--steps", steps, NULL); // the last --steps wins
+    command_add(&cmd, "--out", dir, NULL);
+    return command_run(&cmd, NULL);
 }
 
 // The training flags (pass) are checked here, and what the runs check before they start, so
@@ -75,12 +73,12 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
                   err, sizeof err))
         usage_error("--data: %s", err);
     data_close(&data);
-    train_check(&tc, ranks, ranks);
+    budget_train_check(&tc, ranks, ranks);
     TrainConfig plain; // the reference: one rank, without the layout flags
     train_config_defaults(&plain);
     for (int i = 0; i < SETTINGS; i++)
         if (settings[i].rules & LAYOUT) setting_copy(&settings[i], &tc, &plain);
-    train_check(&tc, 1, 1);
+    budget_train_check(&tc, 1, 1);
     return true;
 }
 
@@ -95,29 +93,27 @@ static int probe_flag(const char *f, bool with_layout) {
 // After runs that disagree: one step of the 1-rank run's final weights on a fresh batch, dumped
 // on N ranks (with the layout and bug flags) and on one, and `locate`'s verdict on where they part
 static void locate_runs(char *self, int ranks, const char *out, char **pass, int np, const char *dir_1) {
-    char ckpt[4200], batch[4200], dump[2][4200], res[4200], nbuf[16], verdict[1024];
+    char ckpt[4200], batch[4200], dump[2][4200], res[4200], verdict[1024];
     snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir_1);
     snprintf(batch, sizeof batch, "%s/locate-batch.safetensors", out);
     snprintf(res, sizeof res, "%s/locate-probe.safetensors", out);
-    char *make[] = {self, "probe", "--ckpt", ckpt, "--make-batch", "6", "--out", batch, NULL};
+    Command cmd;
+    command_start(&cmd, 1, self);
+    command_add(&cmd, "probe", "--ckpt", ckpt, "--make-batch", "6", "--out", batch, NULL);
     remove(batch);
-    if (launch(make, NULL)) return (void)printf("locate: could not write a probe batch\n");
+    if (command_run(&cmd, NULL)) return (void)printf("locate: could not write a probe batch\n");
     for (int side = 0; side < 2; side++) { // N ranks with the layout, then one without
-        char *cmd[LAUNCH_LEAD + 50];
-        int n = side ? 0 : launch_lead(cmd, ranks, self, nbuf, sizeof nbuf);
-        if (side) cmd[n++] = self;
         snprintf(dump[side], sizeof dump[side], "%s/locate-%d.safetensors", out, side ? 1 : ranks);
         remove(dump[side]), remove(res);
-        char *args[] = {"probe", "--ckpt", ckpt, "--batch", batch, "--out", res, "--dump-tape", dump[side]};
-        for (size_t i = 0; i < sizeof args / sizeof *args; i++) cmd[n++] = args[i];
-        for (int i = 0; i < np && n < LAUNCH_LEAD + 40; i++) {
+        command_start(&cmd, side ? 1 : ranks, self);
+        command_add(&cmd, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res, "--dump-tape", dump[side], NULL);
+        for (int i = 0; i < np; i++) {
             int values = probe_flag(pass[i], !side);
             if (values < 0 || i + values >= np) continue;
-            cmd[n++] = pass[i];
-            if (values) cmd[n++] = pass[++i];
+            command_add(&cmd, pass[i], NULL);
+            if (values) command_add(&cmd, pass[++i], NULL);
         }
-        cmd[n] = NULL;
-        if (launch(cmd, NULL)) return (void)printf("locate: the %s probe failed\n", side ? "1-rank" : "N-rank");
+        if (command_run(&cmd, NULL)) return (void)printf("locate: the %s probe failed\n", side ? "1-rank" : "N-rank");
     }
     remove(res);
     if (locate_dumps(dump[0], dump[1], 0, verdict, sizeof verdict) < 0) printf("locate: %s\n", verdict);
@@ -128,25 +124,22 @@ static void locate_runs(char *self, int ranks, const char *out, char **pass, int
 // ref_steps steps when not 0) into out/ranks-1, and compares them; self is this program.
 static int run_both(char *self, int ranks, const char *out, char **pass, int np,
                     int ref_steps, double tol, bool exact) {
-    char dir_n[4096], dir_1[4096], nbuf[16], plot[4096], sbuf[16], label[64];
+    char dir_n[4096], dir_1[4096], plot[4096], sbuf[16], label[64];
     snprintf(dir_n, sizeof dir_n, "%s/ranks-%d", out, ranks);
     snprintf(dir_1, sizeof dir_1, "%s/ranks-1", out);
     snprintf(plot, sizeof plot, "%s/loss.png", out);
     snprintf(sbuf, sizeof sbuf, "%d", ref_steps);
     snprintf(label, sizeof label, "%d ranks", ranks);
-    char *mpirun[LAUNCH_LEAD];
-    int n = launch_lead(mpirun, ranks, self, nbuf, sizeof nbuf);
     if (run_folder_clear(dir_n) + run_folder_clear(dir_1) + (remove(plot) == 0))
         printf("== replacing the earlier results in %s/ranks-*\n", out);
     printf("== %d ranks -> %s\n", ranks, dir_n);
     fflush(stdout);
-    if (train_run(mpirun, n, pass, np, true, NULL, dir_n))
+    if (train_run(self, ranks, pass, np, true, NULL, dir_n))
         return fprintf(stderr, "error: the %d-rank run failed\n", ranks), 2;
     // the single-rank reference: the same flags and seed, no layout flags, no injected bug
     printf("== 1 rank -> %s\n", dir_1);
     fflush(stdout);
-    char *lead[1] = {self};
-    if (train_run(lead, 1, pass, np, false, ref_steps ? sbuf : NULL, dir_1))
+    if (train_run(self, 1, pass, np, false, ref_steps ? sbuf : NULL, dir_1))
         return fprintf(stderr, "error: the 1-rank run failed\n"), 2;
     printf("== comparing %d ranks against 1 rank\n", ranks);
     int rc = compare_runs(dir_n, dir_1, tol, plot, label, "1 rank");

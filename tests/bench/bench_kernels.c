@@ -72,14 +72,14 @@ int main(int argc, char **argv) {
     int B = 1, T = 1024, H = 6, dh = 64, D = H * dh;
     static const int tiles[][2] = {{ATTN_BQ, ATTN_BK}, {32, 64}, {64, 128}};
     real *lse = malloc((size_t)B * H * T * sizeof(real)), *d = calloc((size_t)3 * B * T * D, sizeof(real));
-    real *sc = malloc(attention_scratch_count(ATTN_BQ, ATTN_BK, dh, kernel_threads()) * sizeof(real));
+    real *sc = malloc(attention_tiled_scratch_count(ATTN_BQ, ATTN_BK, dh, kernel_threads()) * sizeof(real));
     double base = 0, fl = 4.0 * B * H * T * T * dh; // forward; backward recomputes S: 2.5x that
     for (int v = 0; v < 3; v++) {
         int bq = tiles[v][0], bk = tiles[v][1];
         const real *q = x, *k = x + (size_t)B * T * D, *vv = x + (size_t)2 * B * T * D;
-        double af = TIME(attention_forward(o, lse, sc, q, k, vv, NULL, B, T, T, H, dh, bq, bk));
-        double ab = TIME(attention_backward(d, d + (size_t)B * T * D, d + (size_t)2 * B * T * D, sc, g,
-                                            o, lse, q, k, vv, NULL, B, T, T, H, dh, bq, bk));
+        double af = TIME(attention_forward_tiled(o, lse, sc, q, k, vv, NULL, B, T, T, H, dh, bq, bk));
+        double ab = TIME(attention_backward_tiled(d, d + (size_t)B * T * D, d + (size_t)2 * B * T * D,
+                                                  sc, g, o, lse, q, k, vv, NULL, B, T, T, H, dh, bq, bk));
         if (!v) base = af + ab;
         char name[96];
         snprintf(name, sizeof name, "attention fwd+bwd T1024 H6 dh64, variant %d (%dx%d%s)", v + 1, bq,
@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
     if (device_count() > 0) {
         device_select(0);
         real *dx = device_alloc(n * sizeof(real)), *dy = device_alloc(n * sizeof(real));
-        device_copy(dx, x, n * sizeof(real));
+        copy_bytes(dx, x, n * sizeof(real));
         double cpu = TIME(gelu_forward(y, x, n));
         double gpu = TIME((gelu_forward_cuda(dy, dx, n, 0), device_sync()));
         printf("\nCUDA (device vs this CPU, same sizes)\n");
@@ -109,15 +109,15 @@ int main(int argc, char **argv) {
             int Hc = 8, Dc = Hc * dh;
             size_t m = (size_t)Tc * Dc;
             real *buf = device_alloc(8 * m * sizeof(real)), *lse_d = device_alloc((size_t)Hc * Tc * sizeof(real));
-            real *sc_d = device_alloc(attention_cuda_scratch_count(1, Hc, Tc) * sizeof(real));
+            real *sc_d = device_alloc(attention_scratch_count_cuda(1, Tc, Tc, Hc, dh, true) * sizeof(real));
             real *hb = malloc(m * sizeof(real));
             for (int part = 0; part < 8; part++) { // q k v dout out dq dk dv: random, then overwritten
                 rng_fill_normal(hb, m, 1, 10 + part, 0, 1);
-                device_copy(buf + part * m, hb, m * sizeof(real));
+                copy_bytes(buf + part * m, hb, m * sizeof(real));
             }
             free(hb);
-            double f = TIME((attention_forward_cuda(buf + 4 * m, lse_d, buf, buf + m, buf + 2 * m, NULL,
-                                                    1, Tc, Tc, Hc, dh, 0), device_sync()));
+            double f = TIME((attention_forward_cuda(buf + 4 * m, lse_d, sc_d, buf, buf + m, buf + 2 * m,
+                                                    NULL, 1, Tc, Tc, Hc, dh, 0), device_sync()));
             double bw = TIME((attention_backward_cuda(buf + 5 * m, buf + 6 * m, buf + 7 * m, sc_d, buf + 3 * m,
                                                       buf + 4 * m, lse_d, buf, buf + m, buf + 2 * m, NULL,
                                                       1, Tc, Tc, Hc, dh, 0), device_sync()));

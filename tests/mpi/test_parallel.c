@@ -3,7 +3,7 @@
 // computed in the same process by the plain model: all tokens, plain attention, no collectives.
 #include "../../core/check.h"
 #include "../../core/rng.h"
-#include "../../parallel/collectives.h"
+#include "../../parallel/autograd_collectives.h"
 #include "../../core/safetensors.h"
 #include "../../parallel/sp.h"
 #include "../../train/checkpoint.h"

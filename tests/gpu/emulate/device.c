@@ -64,13 +64,13 @@ bool device_pointer(const void *ptr) {
     return false;
 }
 
-void device_copy(void *dst, const void *src, size_t bytes) {
+void copy_bytes(void *dst, const void *src, size_t bytes) {
     emulated_device_open();
     if (bytes) memmove(dst, src, bytes);
     emulated_device_close();
 }
 
-void device_zero(void *ptr, size_t bytes) {
+void zero_bytes(void *ptr, size_t bytes) {
     emulated_device_open();
     if (bytes) memset(ptr, 0, bytes);
     emulated_device_close();

@@ -1,5 +1,5 @@
-// atomic.c: see atomic.h.
-#include "atomic.h"
+// safefile.c: see safefile.h.
+#include "safefile.h"
 #include "check.h"
 #include <dirent.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 // process at once. The handler is installed only where the signal has its default action (a
 // program or test harness that handles it itself keeps its handler).
 static volatile sig_atomic_t held, pending; // open files and groups; a signal that arrived meanwhile
-static int grouped;                          // depth of atomic_group_begin
+static int grouped;                          // depth of safefile_group_begin
 static struct { char *tmp, *path; } queue[16]; // written and synced, to be renamed
 static int queued;
 
@@ -55,17 +55,17 @@ static void release(void) {
     }
 }
 
-void atomic_group_begin(void) {
+void safefile_group_begin(void) {
     hold();
     grouped++;
 }
 
 // The group's manifest: one line "<tmp> <path>" per member (names within the group's folder),
 // written and synced as "<folder>/.group.tmp" and renamed to "<folder>/.group" before any member
-// is renamed. Once it exists the group is committed, and atomic_recover finishes it.
+// is renamed. Once it exists the group is committed, and safefile_recover finishes it.
 static int write_manifest(const char *dir, char *err, size_t len) {
     char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/%s", dir, ATOMIC_MANIFEST);
+    snprintf(path, sizeof path, "%s/%s", dir, SAFEFILE_MANIFEST);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     bool ok = f != NULL;
@@ -88,15 +88,15 @@ static const char *folder_of(const char *path, char *buf, size_t len) {
     return buf;
 }
 
-int atomic_group_end(char *err, size_t len) {
-    CHECK(grouped > 0, "atomic_group_end without a matching atomic_group_begin");
+int safefile_group_end(char *err, size_t len) {
+    CHECK(grouped > 0, "safefile_group_end without a matching safefile_group_begin");
     int rc = 0;
     if (--grouped == 0 && queued) {
         char dir[4096], other[4096];
         folder_of(queue[0].path, dir, sizeof dir);
         for (int i = 1; i < queued; i++)
             CHECK(!strcmp(folder_of(queue[i].path, other, sizeof other), dir),
-                  "an atomic group spans folders %s and %s", dir, other);
+                  "a file group spans folders %s and %s", dir, other);
         rc = write_manifest(dir, err, len);
         for (int i = 0; i < queued; i++) {
             if (!rc && rename(queue[i].tmp, queue[i].path) != 0)
@@ -107,7 +107,7 @@ int atomic_group_end(char *err, size_t len) {
         }
         if (!rc) { // every member in place: the manifest has done its job
             char manifest[4200];
-            snprintf(manifest, sizeof manifest, "%s/%s", dir, ATOMIC_MANIFEST);
+            snprintf(manifest, sizeof manifest, "%s/%s", dir, SAFEFILE_MANIFEST);
             sync_dir(dir);
             remove(manifest);
         }
@@ -117,10 +117,10 @@ int atomic_group_end(char *err, size_t len) {
     return rc;
 }
 
-int atomic_recover(const char *dir, int *finished, int *removed, char *err, size_t len) {
+int safefile_recover(const char *dir, int *finished, int *removed, char *err, size_t len) {
     char path[4200], a[4700], b[4700], line[1024];
     *finished = *removed = 0;
-    snprintf(path, sizeof path, "%s/%s", dir, ATOMIC_MANIFEST);
+    snprintf(path, sizeof path, "%s/%s", dir, SAFEFILE_MANIFEST);
     FILE *f = fopen(path, "rb");
     while (f && fgets(line, sizeof line, f)) { // roll forward: the group was committed
         char tmp[512], dst[512];
@@ -146,9 +146,9 @@ int atomic_recover(const char *dir, int *finished, int *removed, char *err, size
     return 0;
 }
 
-int atomic_open(AtomicFile *a, const char *path, char *err, size_t len) {
+int safefile_open(SafeFile *a, const char *path, char *err, size_t len) {
     size_t n = strlen(path);
-    *a = (AtomicFile){.path = xmalloc(n + 1), .tmp = xmalloc(n + 5)};
+    *a = (SafeFile){.path = xmalloc(n + 1), .tmp = xmalloc(n + 5)};
     memcpy(a->path, path, n + 1);
     memcpy(a->tmp, path, n);
     memcpy(a->tmp + n, ".tmp", 5);
@@ -159,11 +159,11 @@ int atomic_open(AtomicFile *a, const char *path, char *err, size_t len) {
     snprintf(err, len, "cannot create %s: %s; check that the folder exists and is writable",
              a->tmp, strerror(errno));
     free(a->path), free(a->tmp);
-    *a = (AtomicFile){0};
+    *a = (SafeFile){0};
     return -1;
 }
 
-int atomic_commit(AtomicFile *a, bool writes_ok, char *err, size_t len) {
+int safefile_commit(SafeFile *a, bool writes_ok, char *err, size_t len) {
     int e = errno;
     bool ok = writes_ok && fflush(a->f) == 0 && fsync(fileno(a->f)) == 0;
     if (!ok && writes_ok) e = errno;
@@ -173,7 +173,7 @@ int atomic_commit(AtomicFile *a, bool writes_ok, char *err, size_t len) {
         snprintf(err, len, "writing %s failed: %s; is the disk full?", a->tmp, strerror(e));
         rc = -1;
     } else if (grouped) { // renamed with the rest of its group
-        CHECK(queued < 16, "more than 16 files in one atomic group");
+        CHECK(queued < 16, "more than 16 files in one file group");
         queue[queued].tmp = a->tmp, queue[queued++].path = a->path;
         a->tmp = a->path = NULL;
     } else if (rename(a->tmp, a->path) != 0) {
@@ -182,7 +182,7 @@ int atomic_commit(AtomicFile *a, bool writes_ok, char *err, size_t len) {
     }
     if (rc) remove(a->tmp);
     free(a->path), free(a->tmp);
-    *a = (AtomicFile){0};
+    *a = (SafeFile){0};
     release();
     return rc;
 }

@@ -1,6 +1,7 @@
-// collectives.h: collectives along the sequence dimension as autograd ops, so the backward of a
-// parallel layer is derived rather than hand-written: the adjoint of an all-gather is a
-// reduce-scatter (sum) and vice versa; the adjoint of an all-to-all is the inverse all-to-all.
+// autograd_collectives.h: the differentiable collectives: comm.h's raw collectives along the
+// sequence dimension as autograd ops on tensors, so the backward of a parallel layer is derived
+// rather than hand-written: the adjoint of an all-gather is a reduce-scatter (sum) and vice versa;
+// the adjoint of an all-to-all is the inverse all-to-all.
 #pragma once
 #include "../autograd/tape.h"
 #include "comm.h"

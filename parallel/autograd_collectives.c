@@ -1,7 +1,8 @@
-// collectives.c: see collectives.h. MPI and NCCL exchange contiguous per-rank blocks, so the
-// sequence layout (B, P*n, D) is packed to and from rank-major blocks (P, B, n, D) around each
-// call, by strided row adds (add_rows) on the host or the device, where the tensors are.
-#include "collectives.h"
+// autograd_collectives.c: see autograd_collectives.h. MPI and NCCL exchange contiguous per-rank
+// blocks, so the sequence layout (B, P*n, D) is packed to and from rank-major blocks (P, B, n, D)
+// around each call, by strided row adds (add_rows) on the host or the device, where the tensors
+// are.
+#include "autograd_collectives.h"
 #include "../core/check.h"
 #include "../kernels/run.h"
 #include <stdlib.h>

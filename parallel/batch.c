@@ -1,0 +1,88 @@
+// batch.c: a batch over the mesh: the images of each data group, their micro-batches, the count
+// each loss divides by, and putting the results back together (output images gathered over the
+// sequence group and the data groups, gradients summed over every rank).
+#include "../core/device.h"
+#include "../kernels/run.h"
+#include "autograd_collectives.h"
+#include "sp.h"
+#include <stdio.h>
+
+const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count, char *buf, size_t len) {
+    if (B % sp->dp)
+        return snprintf(buf, len, "the batch of %d images does not split over the %d data groups "
+                        "(ranks / --sp); pass a --batch that %d divides, or another --sp", B,
+                        sp->dp, sp->dp), buf;
+    *count = B / sp->dp;
+    *first = (sp->bugs & BUG_SAME_DATA_ALL_DP) ? 0 : sp->dp_rank * *count;
+    if (sp->accum > *count) {
+        char whose[96] = "the batch";
+        if (sp->dp > 1)
+            snprintf(whose, sizeof whose, "each data group (the batch of %d over %d groups)", B, sp->dp);
+        return snprintf(buf, len, "--grad-accum %d is more than the %d images of %s, so a "
+                        "micro-batch would be empty; pass --grad-accum at most %d, or a larger "
+                        "--batch", sp->accum, *count, whose, *count), buf;
+    }
+    return NULL;
+}
+
+void sp_micro_batch(const SeqParallel *sp, int count, int i, int *first, int *n) {
+    // split as heads are over ranks: the first count mod K micro-batches take one image more
+    *first = seq_first_head(count, sp->accum, i);
+    *n = seq_heads(count, sp->accum, i);
+}
+
+DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch) {
+    DiTShard sh = sp_dit_shard(sp);
+    sh.images = batch, sh.tokens = sp->shard.T;
+    if (sp->bugs & BUG_ACCUM_UNWEIGHTED) sh.images = images * sp->accum * sp->dp; // 1/K each
+    if (sp->bugs & BUG_LOCAL_MEAN_LOSS) { // this rank's images and its real tokens [t0, T)
+        int real_tokens = sp->shard.T - sp->shard.t0;
+        if (real_tokens > sp->shard.n) real_tokens = sp->shard.n;
+        sh.images = images;
+        sh.tokens = real_tokens > 0 ? real_tokens : 1; // a rank of padding only: its zero sum / 1
+    }
+    return sh;
+}
+
+Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c) {
+    bool grad = tp->grad_enabled;
+    tp->grad_enabled = false;
+    int B = tokens->shape[0], row = tokens->shape[2], T = sp->shard.T, Tp = sp->shard.T_pad;
+    Tensor *all = seq_all_gather(tp, sp->comm, tokens);
+    Tensor *real_tokens = tensor_new(tp->arena, 3, B, T, row);
+    RUN(real_tokens->device, add_rows, real_tokens->data, (size_t)T * row, all->data,
+        (size_t)Tp * row, (size_t)T * row, B);
+    Tensor *img = unpatchify(tp, real_tokens, dit_out_channels(c), c->input_size, c->input_size,
+                             c->patch_size);
+    tp->grad_enabled = grad;
+    return img;
+}
+
+void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size) {
+    if (sp->data) comm_all_gather(sp->data, out, in, size);
+    else copy_bytes(out, in, size * sizeof(real));
+}
+
+void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
+    // under no-grad-allreduce each rank keeps its partial sums, under no-dp-allreduce each data
+    // group the gradient of its own images
+    Comm *over = (sp->bugs & BUG_NO_GRAD_ALLREDUCE) ? NULL : (sp->bugs & BUG_NO_DP_ALLREDUCE) ? sp->comm : sp->world;
+    if (sp->exact) {
+        if (over) comm_all_reduce_exact(over, &ps->exact);
+        ps_exact_grads(ps);
+    } else if (over) comm_all_reduce(over, ps->grads, ps->total);
+}
+
+void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em) {
+    if (!sp->exact) return;
+    *em = (ExactMode){.block = sp->shard.T_pad / sp->policy_blocks, .replica = sp->comm->rank != 0};
+    em->loss = exact_view(em->loss_mem, 1);
+    tp->exact = em;
+}
+
+double sp_exact_loss(SeqParallel *sp, ExactMode *em) {
+    double loss;
+    comm_all_reduce_exact(sp->world, &em->loss);
+    exact_result_double(&loss, &em->loss, 0, 1);
+    return loss;
+}

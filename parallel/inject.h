@@ -1,0 +1,41 @@
+// inject.h: the classic sequence-parallel bugs, injected on purpose (--inject-bug) so that a
+// comparison against one rank can be seen catching them. Each is a real code path of the layout,
+// the data groups or the micro-batches it names; the bug mask alone decides. One row each in
+// inject.c's table; `train bugs` runs them all.
+#pragma once
+#include <stddef.h>
+
+enum {
+    BUG_LOCAL_KV = 1 << 0,              // gather: attend only to local keys (no gather)
+    BUG_NO_DKV_REDUCE_SCATTER = 1 << 1, // gather: keep only the local part of dK/dV
+    BUG_NO_GRAD_ALLREDUCE = 1 << 2,     // any: parameter gradients stay per-rank partial sums
+    BUG_NO_PAD_MASK = 1 << 3,           // any: padded keys take part in attention
+    BUG_WRONG_RESTORE = 1 << 4,         // gather: output taken from the wrong rows
+    BUG_RING_WRONG_MERGE = 1 << 5,      // ring: partial outputs averaged, not merged by log-sum-exp
+    BUG_RING_DKV_NOT_RETURNED = 1 << 6, // ring: dK/dV kept where computed, not sent to the owner
+    BUG_NO_DP_ALLREDUCE = 1 << 7,       // data parallel: gradients summed in the sequence group only
+    BUG_SAME_DATA_ALL_DP = 1 << 8,      // data parallel: every data group trains on the first slice
+    BUG_RING_STALE_KV = 1 << 9,         // ring: backward recomputes against the local K/V every step
+    BUG_RING_BLOCK_DELTA = 1 << 10,     // ring: backward's row term from a block's partial output
+    BUG_ACCUM_UNWEIGHTED = 1 << 11,     // --grad-accum: each micro-batch's mean weighted 1/K
+    BUG_LOCAL_MEAN_LOSS = 1 << 12,      // any: each rank's loss the mean over its own real tokens
+};
+enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2, BUG_MICRO_BATCHES = -3 };
+typedef struct BugInfo { // a row of the bug table
+    const char *name;
+    unsigned flag;
+    int layout;         // the SeqAttention whose code path it is, BUG_ANY_LAYOUT,
+                        // BUG_DATA_PARALLEL (any layout with data groups) or BUG_MICRO_BATCHES
+                        // (any layout with --grad-accum 2 or more)
+    const char *report; // the public report it reproduces; NULL: one of this project's own
+    const char *flags;  // the further training flags it needs to show ("" if none)
+} BugInfo;
+const BugInfo *bug_info(int i);           // row i of the table; NULL past its end
+unsigned bug_from_name(const char *name); // a bug's flag from its name; 0 if unknown
+const char *bug_names(void);              // for --help and error messages
+// The names of the bugs in a set, comma-separated, or "none", into buf.
+const char *bug_list(unsigned bugs, char *buf, size_t len);
+// NULL when every bug the options inject can run with them and dp data groups; else the sentence
+// that names the first one that cannot and the flags it needs.
+struct SpOptions;
+const char *bug_check(const struct SpOptions *o, int dp, char *buf, size_t len);

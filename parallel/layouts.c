@@ -1,0 +1,62 @@
+// layouts.c: the table of attention layouts (one file each: gather.c, all_to_all.c, ring.c,
+// hybrid.c) and what a rank asks of its layout: its name, whether it can run, its arena bytes and
+// its attention.
+#include "autograd_collectives.h"
+#include "sp.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const SpLayout *const layouts[SP_LAYOUTS] = {
+    [SP_GATHER] = &sp_gather, [SP_ALL_TO_ALL] = &sp_all_to_all, [SP_RING] = &sp_ring,
+    [SP_HYBRID] = &sp_hybrid};
+
+bool seq_attention_from_name(const char *name, SeqAttention *out) {
+    for (int a = 0; a < SP_LAYOUTS; a++)
+        if (!strcmp(layouts[a]->name, name)) return *out = (SeqAttention)a, true;
+    return false;
+}
+
+const char *seq_attention_name(SeqAttention a) { return layouts[a]->name; }
+
+const char *seq_attention_names(void) {
+    static char names[128];
+    size_t n = 0;
+    for (int a = 0; a < SP_LAYOUTS; a++)
+        n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", a ? ", " : "", layouts[a]->name);
+    return names;
+}
+
+const char *sp_layout_error(const SpOptions *o, int heads, int P, char *buf, size_t len) {
+    return layouts[o->layout]->validate(o, heads, P, buf, len);
+}
+
+// --exact adds: K and V of all tokens (kept), the exact sums of their gradients, of dQ and of the
+// output (the ring's: dQ, dK and dV travelling and arriving, and those kept), the key blocks'
+// log-sum-exp and the blocks' shares (transient), the adaLN vectors once per canonical block, and
+// a linear's block gradients (the largest, the adaLN modulation's 6D x D)
+size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
+    size_t bytes = layouts[sp->layout]->step_bytes(sp, c, B, backward);
+    if (!sp->exact) return bytes;
+    double T = sp->shard.T_pad, D = c->hidden_size, V = sp->policy_blocks, G = V / sp->shard.P;
+    double n = sp->shard.n, linear = 6 * D * D + 6 * D; // the largest linear's block gradient
+    double reals = 2 * B * T * D * (c->depth + 1) + B * (G - 1) * 12 * D * (c->depth + 1) +
+                   fmax(fmin(LINEAR_EXACT_BLOCKS * linear, LINEAR_EXACT_TERMS), linear) +
+                   V * B * T * c->num_heads + 6 * B * T * D;
+    return bytes + exact_bytes((size_t)(2 * B * T * D + 7 * B * n * D)) + (size_t)(reals * sizeof(real));
+}
+
+// --exact: the adaLN vectors of each image spread over this rank's canonical blocks
+static Tensor *spread(Tape *tp, Tensor *per_image, void *ctx) {
+    SeqParallel *sp = ctx;
+    return seq_spread_exact(tp, sp->comm, per_image, sp->policy_blocks / sp->comm->size);
+}
+
+DiTShard sp_dit_shard(SeqParallel *sp) {
+    return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .attend = layouts[sp->layout]->attend,
+                      .attend_ctx = sp, .spread = sp->exact ? spread : NULL};
+}
+
+const uint8_t *sp_key_mask(const SeqParallel *sp) {
+    return (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->key_mask_device ? sp->key_mask_device : sp->shard.key_mask;
+}

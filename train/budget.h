@@ -1,0 +1,34 @@
+// budget.h: the memory each command needs and the memory a rank has, in one place: the arenas of
+// training, probe and sample, sized from the model, the layout and the batch, and the check of a
+// training run against its ranks' share of their machine's memory, or of their GPU's, made before
+// anything is allocated.
+#pragma once
+#include "config.h"
+
+// The memory a rank shares and how many ranks share it: its machine's among the node_ranks ranks
+// on it, or with cuda its GPU's among the ranks on that GPU (node_ranks over the machine's GPUs).
+typedef struct Memory {
+    double bytes; // 0: unknown
+    int sharing;
+} Memory;
+Memory budget_memory(bool cuda, int node_ranks);
+
+// Training: its one arena, for the steps (one micro-batch of this data group's images at a time)
+// and the sampling, on the side of the step (with cuda it also holds the uploaded batch).
+size_t budget_train_arena(const SeqParallel *sp, const TrainConfig *tc);
+// The checks a run makes before it allocates or writes anything, as usage errors: the sequence
+// split over `ranks`, and the memory that `node_ranks` of them on one machine will need.
+void budget_train_check(const TrainConfig *tc, int ranks, int node_ranks);
+
+// Probe of a batch of B images, `count` of them this data group's, in micro-batches of at most
+// `micro`: the host arena (the batch, the output images of the group's slice and of the batch)
+// and the step's (a micro-batch with the gather of its output, and with cuda the uploaded slice).
+typedef struct ProbeArenas {
+    size_t host, step;
+} ProbeArenas;
+ProbeArenas budget_probe(const SeqParallel *sp, const DiTConfig *c, int B, int count, int micro);
+
+// Sample: a full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory
+// (budget_memory) allows, else what that quarter allows, and at least one image per pass.
+size_t budget_sample_arena(const SeqParallel *sp, const DiTConfig *c, double cfg_scale,
+                           int node_ranks);
