@@ -20,29 +20,24 @@ train() { # name ranks flags...
     { echo "FAIL $name: the run failed:"; tail -n 3 "$WORK/$name.log"; return 1; }
 }
 
-# name of the reference, name, ranks, flags...: every file identical to the reference's
-same() {
-  local ref=$1 name=$2 np=$3; shift 3
+# expected (same: every file identical to the reference's; differs: an injected bug must make
+# one differ), name of the reference, name, ranks, flags...
+expect() {
+  local want=$1 ref=$2 name=$3 np=$4 first=""; shift 4
   train "$name" "$np" "$@" || { fail=$((fail + 1)); return; }
   for f in $FILES; do
-    if ! cmp -s "$WORK/$ref/$f" "$WORK/$name/$f"; then
-      echo "FAIL $name ($np ranks $*): $f differs from one rank's"; fail=$((fail + 1)); return
-    fi
+    cmp -s "$WORK/$ref/$f" "$WORK/$name/$f" || { first=$f; break; }
   done
-  echo "ok   $name ($np ranks $*): identical to one rank"; pass=$((pass + 1))
+  if [ "$want" = same ] && [ -z "$first" ]; then echo "ok   $name ($np ranks $*): identical to one rank"
+  elif [ "$want" = differs ] && [ -n "$first" ]; then echo "ok   $name ($np ranks $*): $first differs"
+  else
+    echo "FAIL $name ($np ranks $*): ${first:-no file} differs from one rank's (expected: $want)"
+    fail=$((fail + 1)); return
+  fi
+  pass=$((pass + 1))
 }
-
-# the same, but an injected bug must make some file differ
-differs() {
-  local ref=$1 name=$2 np=$3; shift 3
-  train "$name" "$np" "$@" || { fail=$((fail + 1)); return; }
-  for f in $FILES; do
-    if ! cmp -s "$WORK/$ref/$f" "$WORK/$name/$f"; then
-      echo "ok   $name ($np ranks $*): $f differs"; pass=$((pass + 1)); return
-    fi
-  done
-  echo "FAIL $name ($np ranks $*): the injected bug left every file identical"; fail=$((fail + 1))
-}
+same() { expect same "$@"; }
+differs() { expect differs "$@"; }
 
 train one 1 || exit 1
 if [ -n "$QUICK" ]; then
