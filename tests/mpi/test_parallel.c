@@ -13,6 +13,7 @@
 #include "../../train/step.h"
 #include "../../train/train.h"
 #include "../gradchecked.h"
+#include "../testutil.h"
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -910,8 +911,8 @@ START_TEST(train_step_matches_formulas) {
         ck_assert_double_le(worst_ema, 1e-5);
         ck_assert_double_le(worst_clipped, 1e-2);
         free(p0), free(p1), free(e1), free(p2);
+        test_rm_rf(dir);
     }
-    comm_barrier(&comm);
 }
 END_TEST
 
