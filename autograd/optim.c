@@ -16,3 +16,5 @@ double adamw_step(AdamW *opt, ParamStore *ps) {
         opt->step);
     return norm;
 }
+
+double ema_decay(double target, int step) { return fmin(target, (1.0 + step) / (10.0 + step)); }

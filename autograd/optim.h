@@ -12,3 +12,6 @@ typedef struct AdamW {
 AdamW adamw_default(double lr); // betas (0.9, 0.999), eps 1e-8, no decay, no clipping
 // One update from ps->grads; returns the gradient norm before clipping.
 double adamw_step(AdamW *opt, ParamStore *ps);
+// The EMA's decay for the update after optimizer step `step`: `target`, but at most
+// (1 + step) / (10 + step), so that early on the average is not dominated by the initial weights.
+double ema_decay(double target, int step);

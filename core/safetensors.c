@@ -183,13 +183,29 @@ static int duplicate(Parser *p, size_t end) {
     return 1;
 }
 
-// jansson's error, at the last byte it read (its position counts the bytes read).
+// What is wrong, by jansson's error code, in this project's words.
+static const char *json_error_kind(enum json_error_code code) {
+    switch (code) {
+    case json_error_premature_end_of_input: return "the header ends inside a value";
+    case json_error_end_of_input_expected: return "text after the header's closing brace";
+    case json_error_invalid_utf8: return "bytes that are not UTF-8";
+    case json_error_null_character: case json_error_null_byte_in_key: return "a \\u0000 escape";
+    case json_error_duplicate_key: return "a key twice in one object";
+    case json_error_numeric_overflow: return "an integer beyond 64 bits";
+    case json_error_stack_overflow: return "arrays or objects nested too deep";
+    default: return "a syntax error";
+    }
+}
+
+// jansson's error, at the last byte it read (its position counts the bytes read): the place, what
+// is wrong, and jansson's own sentence for the details.
 static int json_failure(Parser *p, const json_error_t *je) {
     enum json_error_code code = json_error_code(je);
     CHECK(code != json_error_out_of_memory, "%s: out of host memory parsing the header", p->file);
     size_t end = je->position > 0 ? (size_t)je->position : 1;
     if (code == json_error_duplicate_key && duplicate(p, end)) return -1;
-    return syntax(p, end - 1, "%s (line %d, column %d)", je->text, je->line, je->column);
+    return syntax(p, end - 1, "%s (line %d, column %d; jansson: %s)", json_error_kind(code), je->line,
+                  je->column, je->text);
 }
 
 // A JSON array of at most `max` non-negative integers (int64) into vals; `what` names it.

@@ -356,6 +356,27 @@ expect_out "is a folder" "$WORK/folder" probe --ckpt "$CK" --batch "$WORK/batch.
 TRAIN=$TRAIN_REAL
 msg=$($TRAIN sample --ckpt "$CK" --sample-steps 1 --samples-per-class 1 --out "$WORK/s.PNG" 2>&1)
 if [ $? = 0 ] && [ -s "$WORK/s.PNG" ]; then ok "sample --out s.PNG: written"; else bad "sample --out s.PNG: $msg"; fi
+# a checkpoint whose final layer overflows (its input shifted by 10 and weights of 3e38: finite, so
+# it loads, but their products are not): sampling gives NaN, an error with exit 1 and no picture,
+# on 1 and 2 ranks. set_tensor FILE NAME VALUE: every float32 of tensor NAME in FILE becomes VALUE
+set_tensor() {
+  local hlen span
+  hlen=$(od -An -tu8 -N8 "$1" | tr -d ' ')
+  span=$(head -c $((8 + hlen)) "$1" | grep -ao "\"$2\":{[^}]*}" | grep -o '"data_offsets":\[[0-9]*,[0-9]*\]' |
+         grep -o '[0-9]*,[0-9]*')
+  perl -e 'print pack("f<*", ($ARGV[0]) x $ARGV[1])' "$3" $(( (${span#*,} - ${span%,*}) / 4 )) |
+    dd of="$1" bs=1 seek=$((8 + hlen + ${span%,*})) conv=notrunc status=none
+}
+cp "$CK" "$WORK/overflow.safetensors"
+set_tensor "$WORK/overflow.safetensors" final_layer.adaLN_modulation.1.bias 10
+set_tensor "$WORK/overflow.safetensors" final_layer.linear.weight 3e38
+for np in 1 2; do
+  msg=$($MPIRUN -np $np "$TRAIN" sample --ckpt "$WORK/overflow.safetensors" --sample-steps 1 --samples-per-class 1 \
+        --out "$WORK/nan.png" 2>&1); rc=$?
+  if [ $rc = 1 ] && echo "$msg" | grep -Eq "sampling gave (NaN|an infinite value) in image [0-9]+ of 10 \(class '[a-z ]*'\)" &&
+     ! ls "$WORK" | grep -q nan.png; then ok "sample of an overflowing model on $np rank(s): exit 1, no picture, $(echo "$msg" | grep -o 'sampling gave [^:]*' | head -1)"
+  else bad "sample of an overflowing model on $np rank(s) (exit $rc): $msg"; fi
+done
 
 # 6. what a newcomer hits (issue 13)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,32 +1,56 @@
 #!/usr/bin/env bash
 # run_all.sh: every suite of `make test`, in order. A failing suite does not stop the others; the
 # last line sums them up ("tests: N passed, N failed, N skipped"), with what failed or was skipped
-# and why just above it. Exit status 1 when any suite failed.
+# and why just above it. A suite that could not run part of itself says so in a line
+# "skipped: WHAT (WHY)" (the unit tests without a GPU), and each such line counts as skipped too.
+# Exit status 1 when any suite failed.
 # usage (from the repository root): run_all.sh BUILD "MPIRUN" PYTHON
 set -u
 BUILD=$1; MPIRUN=$2; PY=$3
 passed=0 failed=0 skipped=0 notes=""
+LOG=$(mktemp); trap 'rm -f "$LOG"' EXIT
 
 suite() { # name, command...
-  local name=$1; shift
+  local name=$1 part; shift
   echo "== $name =="
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); notes+="failed: $name"$'\n'; fi
+  "$@" 2>&1 | tee "$LOG"
+  if [ "${PIPESTATUS[0]}" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); notes+="failed: $name"$'\n'; fi
+  while IFS= read -r part; do
+    skipped=$((skipped + 1)); notes+="skipped: $name: ${part#skipped: }"$'\n'
+  done < <(grep '^skipped: ' "$LOG")
 }
 skip() { # name, why
   echo "== $1 =="; echo "$1: skipped ($2)"
   skipped=$((skipped + 1)); notes+="skipped: $1 ($2)"$'\n'
 }
+# planted SUBSTITUTION EXPECTED: the emulated device suite with SUBSTITUTION planted in the kernels
+# (tests/gpu/emulate.sh) must build, run, and fail with EXPECTED (an extended regular expression)
+# in its output; a planted build that does not compile, or a failure for another reason, fails
+planted() {
+  local log=$BUILD/emulate-planted/log
+  mkdir -p "$BUILD/emulate-planted"
+  if tests/gpu/emulate.sh "$BUILD" "$1" > "$log" 2>&1; then echo "not caught: the suite passed with the bug planted (see $log)"; return 1; fi
+  if ! grep -q '^Running suite(s): cuda' "$log"; then echo "the planted build did not reach the suite:"; tail -5 "$log"; return 1; fi
+  if ! grep -qE "$2" "$log"; then echo "failed, but not for the expected reason /$2/:"; grep -E ':[FE]:|^emulated' "$log" | head -5; return 1; fi
+  echo "$(grep '^planted in:' "$log"); caught: $(grep -E "$2" "$log" | head -1)"
+}
 
 suite "unit tests, float32" "$BUILD/f32/test_all"
 suite "unit tests, float64" "$BUILD/f64/test_all"
 for v in f32 f64; do
-  for np in 1 2 3 4; do
+  # one process: the sequence-parallel code with nothing to exchange against the plain model,
+  # micro-batches, the memory estimate; a baseline, the parallel runs compare ranks
+  suite "one rank through the sequence-parallel code (the single-rank baseline), $v" $MPIRUN -np 1 "$BUILD/$v/test_parallel"
+  for np in 2 3 4; do
     suite "sequence parallel vs one rank, $v, $np ranks" $MPIRUN -np $np "$BUILD/$v/test_parallel"
   done
 done
-suite "the CUDA kernels on an emulated device, device vs CPU" tests/gpu/emulate.sh "$BUILD"
-suite "the same with a planted bug (a warp sum one shuffle short): caught" \
-  bash -c '! tests/gpu/emulate.sh "$0" "s/off > 0; off >>= 1/off > 1; off >>= 1/" > /dev/null 2>&1' "$BUILD"
+suite "the CUDA kernels on an emulated device, device vs CPU, under three schedules" tests/gpu/emulate.sh "$BUILD"
+suite "a planted warp sum one shuffle short: caught by the LayerNorm test" \
+  planted 's/off > 0; off >>= 1/off > 1; off >>= 1/' ':F:cuda:cuda_layernorm:.*layernorm_forward (out|mean|rstd)'
+suite "a planted missing __syncthreads in the attention forward: its schedules disagree" \
+  planted 's/__syncthreads\(\);(\n    \}\n    if \(!active\) return;\n    real inv)/$1/' \
+  '^emulated kernel forward_kernel .*: the (reverse|shuffled) schedule leaves device memory different'
 suite "the train program on the emulated device (--device cuda) against the CPU, f32" \
   tests/gpu/device_cli.sh "$BUILD/emulate/f32/train"
 suite "the same probes in float64" \

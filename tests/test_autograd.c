@@ -1,7 +1,8 @@
 // test_autograd.c: tape errors that tell the user what to do, the parameter store's flat layout
-// (with its EMA slice), and AdamW against its formula.
+// (with its EMA slice), and AdamW and the EMA against their formulas.
 #include "../autograd/optim.h"
 #include "../layers/layers.h"
+#include "formulas.h"
 #include "testutil.h"
 #include <math.h>
 
@@ -110,38 +111,10 @@ START_TEST(param_store_ema_is_a_fifth_slice) {
 }
 END_TEST
 
-// AdamW against its definition computed here in double, over three steps with decay and clipping.
-START_TEST(adamw_matches_formula) {
-    ParamStore ps = {0};
-    ps_add(&ps, "w", 1, (int[]){3});
-    ps_alloc(&ps, false, false);
-    double p[3] = {0.5, -1.0, 2.0}, m[3] = {0}, v[3] = {0};
-    for (int i = 0; i < 3; i++) ps.params[i] = (real)p[i];
-    AdamW opt = adamw_default(0.1);
-    opt.weight_decay = 0.01;
-    opt.clip_norm = 1.0;
-    for (int step = 1; step <= 3; step++) {
-        double g[3] = {0.3 * step, -2.0, 0.01}, norm = 0;
-        for (int i = 0; i < 3; i++) ps.grads[i] = (real)g[i], norm += g[i] * g[i];
-        norm = sqrt(norm);
-        double got_norm = adamw_step(&opt, &ps), s = norm > 1 ? 1 / norm : 1;
-        ck_assert_double_eq_tol(got_norm, norm, 1e-6);
-        for (int i = 0; i < 3; i++) {
-            m[i] = 0.9 * m[i] + 0.1 * g[i] * s;
-            v[i] = 0.999 * v[i] + 0.001 * g[i] * s * g[i] * s;
-            double mh = m[i] / (1 - pow(0.9, step)), vh = v[i] / (1 - pow(0.999, step));
-            p[i] -= 0.1 * (mh / (sqrt(vh) + 1e-8) + 0.01 * p[i]);
-            ck_assert_double_eq_tol(ps.params[i], p[i], 1e-5);
-        }
-    }
-    // first-step property: without decay, each parameter moves by lr * sign(g)
-    ps.params[0] = 0, ps.grads[0] = (real)-4.0;
-    ps.m[0] = ps.v[0] = 0;
-    AdamW fresh = adamw_default(0.01);
-    adamw_step(&fresh, &ps);
-    ck_assert_double_eq_tol(ps.params[0], 0.01, 1e-6);
-    ps_free(&ps);
-}
+START_TEST(adamw_matches_formula) { check_adamw_formula(false); }
+END_TEST
+
+START_TEST(ema_matches_formula) { check_ema_formula(false); }
 END_TEST
 
 START_TEST(no_grad_mode_records_nothing) {
@@ -167,6 +140,7 @@ Suite *autograd_suite(void) {
     tcase_add_test(tc, param_store_is_one_flat_buffer);
     tcase_add_test(tc, param_store_ema_is_a_fifth_slice);
     tcase_add_test(tc, adamw_matches_formula);
+    tcase_add_test(tc, ema_matches_formula);
     tcase_add_test(tc, no_grad_mode_records_nothing);
     suite_add_tcase(s, tc);
     return s;

@@ -252,11 +252,11 @@ START_TEST(canvas_png_round_trip) {
 }
 END_TEST
 
-START_TEST(canvas_paste_clamps_and_upscales) {
+START_TEST(canvas_paste_clamps_upscales_and_refuses_nan) {
     const uint8_t bg[3] = {9, 9, 9};
     Canvas c = canvas_create(10, 10, bg);
-    // (3, 2, 2): pixel (0,0) = (-1, 1, 0); (0,1) = (5, -5, 0.5); (1,0) = (NaN -> 0); (1,1) = 1
-    real img[12] = {-1, 5, NAN, 1, 1, -5, NAN, 1, 0, 0.5, NAN, 1};
+    // (3, 2, 2): pixel (0,0) = (-1, 1, 0); (0,1) = (5, -5, 0.5); (1,0) = 0; (1,1) = 1
+    real img[12] = {-1, 5, 0, 1, 1, -5, 0, 1, 0, 0.5, 0, 1};
     canvas_paste(&c, 1, 2, img, 2, 2, 3);
     const uint8_t want[4][3] = {{0, 255, 128}, {255, 0, 191}, {128, 128, 128}, {255, 255, 255}};
     for (int y = 0; y < 10; y++)
@@ -266,6 +266,10 @@ START_TEST(canvas_paste_clamps_and_upscales) {
             REQUIRE(!memcmp(p, q, 3), "pixel (%d, %d) = (%d, %d, %d), want (%d, %d, %d)", x,
                           y, p[0], p[1], p[2], q[0], q[1], q[2]);
         }
+    img[6] = NAN; // no colour stands for a value that is not a number
+    EXPECT_FATAL(canvas_paste(&c, 1, 2, img, 2, 2, 3), "canvas_paste: pixel (0, 1) is nan");
+    img[6] = -INFINITY;
+    EXPECT_FATAL(canvas_paste(&c, 1, 2, img, 2, 2, 3), "pixel (0, 1) is -inf");
     canvas_free(&c);
 }
 END_TEST
@@ -564,7 +568,7 @@ Suite *data_suite(void) {
     tcase_add_test(tc, shapes_match_their_class_geometrically);
     tcase_add_test(tc, shapes_reject_bad_arguments);
     tcase_add_test(tc, canvas_png_round_trip);
-    tcase_add_test(tc, canvas_paste_clamps_and_upscales);
+    tcase_add_test(tc, canvas_paste_clamps_upscales_and_refuses_nan);
     tcase_add_test(tc, canvas_text_scales_and_stays_in_its_box);
     tcase_add_test(tc, canvas_line_covers_its_path);
     tcase_add_test(tc, image_folder_reads_classes);

@@ -363,32 +363,29 @@ START_TEST(test_err_not_safetensors) {
 }
 END_TEST
 
-// Syntax errors are jansson's words, placed at the last byte it read; the other messages are ours.
+// A syntax error names its place (byte in the header, offset in the file) and what is wrong in
+// this project's words; jansson's own sentence follows, but is not pinned here. The other
+// messages are ours.
 START_TEST(test_err_bad_json) {
     const char *h = "{\"w\" {\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
-    expect_error(
-        h, "abcd", 4,
-        "malformed JSON header at byte 5 (file offset 13): ':' expected near '{' (line 1, "
-        "column 6)");
+    expect_error(h, "abcd", 4,
+                 "malformed JSON header at byte 5 (file offset 13): a syntax error (line 1, column 6;");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},}", "abcd", 4,
-                 "at byte 54 (file offset 62): string or '}' expected near '}'");
-    expect_error("{\"w", NULL, 0,
-                 "at byte 2 (file offset 10): premature end of input near '\"w'");
+                 "at byte 54 (file offset 62): a syntax error");
+    expect_error("{\"w", NULL, 0, "at byte 2 (file offset 10): the header ends inside a value");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", "abcd", 4,
                  "floating-point number in the shape of tensor 'w'");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-1,4]}}", "abcd", 4,
                  "negative number in the data_offsets of tensor 'w'");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[01],\"data_offsets\":[0,4]}}", "abcd", 4,
-                 "invalid token near '0'");
+                 "at byte 29 (file offset 37): a syntax error"); // a leading zero
     expect_error("{\"caf\\u00e9\":{}}", NULL, 0, "tensor 'caf\xc3\xa9' has no 'dtype' field");
-    expect_error("{\"a\\x\":{}}", NULL, 0,
-                 "at byte 4 (file offset 12): invalid escape near '\"a\\x'");
-    expect_error("{\"a\tb\":{}}", NULL, 0, "control character 0x9 near");
-    expect_error("{} x", NULL, 0,
-                 "at byte 3 (file offset 11): end of file expected near 'x'");
+    expect_error("{\"a\\x\":{}}", NULL, 0, "at byte 4 (file offset 12): a syntax error"); // no escape
+    expect_error("{\"a\tb\":{}}", NULL, 0, "at byte 2 (file offset 10): a syntax error"); // a raw tab
+    expect_error("{} x", NULL, 0, "at byte 3 (file offset 11): text after the header's closing brace");
     expect_error("[]", NULL, 0, "at byte 0 (file offset 8): expected '{' to start the header");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1] \"data_offsets\":[0,4]}}", "abcd", 4,
-                 "'}' expected near '\"data_offsets\"'");
+                 "at byte 45 (file offset 53): a syntax error"); // no comma
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"extra\":1}}",
                  "abcd", 4, "tensor 'w' has the unknown field 'extra'");
     expect_error("{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}", "abcd", 4,
@@ -399,7 +396,7 @@ START_TEST(test_err_bad_json) {
                  "abcd", 4, "the shape of tensor 'w' has more than 8 entries");
     expect_error(
         "{\"w\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],\"data_offsets\":[0,4]}}",
-        "abcd", 4, "too big integer");
+        "abcd", 4, "at byte 48 (file offset 56): an integer beyond 64 bits");
 }
 END_TEST
 
@@ -410,10 +407,10 @@ START_TEST(test_err_syntax_position) {
                     "       \"shape\": [1]\n"
                     "       \"data_offsets\": [0, 4]}}";
     expect_error(h, "abcd", 4,
-                 "<buffer>: malformed JSON header at byte 63 (file offset 71): '}' expected near "
-                 "'\"data_offsets\"' (line 3, column 21)");
-    expect_error("{\"w\":{}}\n\n  x", NULL, 0, "at byte 12 (file offset 20): end of file expected "
-                 "near 'x' (line 3, column 3)");
+                 "<buffer>: malformed JSON header at byte 63 (file offset 71): a syntax error (line 3, "
+                 "column 21;");
+    expect_error("{\"w\":{}}\n\n  x", NULL, 0, "at byte 12 (file offset 20): text after the header's "
+                 "closing brace (line 3, column 3;");
 }
 END_TEST
 
@@ -432,9 +429,9 @@ START_TEST(test_err_duplicate_key) {
                  "tensor 'w' has field 'shape' twice");
     expect_error("{\"__metadata__\":{\"x\":\"[{\\\"k\\\"\",\"k\":\"1\",\"k\":\"2\"}}", NULL, 0,
                  "metadata key 'k' appears twice"); // brackets and quotes inside a string
-    // deeper than a safetensors header goes: jansson's own words, with the place
+    // deeper than a safetensors header goes: the place and the kind
     expect_error("{\"w\":{\"shape\":[{\"k\":1,\"k\":2}]}}", NULL, 0,
-                 "at byte 24 (file offset 32): duplicate object key near '\"k\"'");
+                 "at byte 24 (file offset 32): a key twice in one object");
 }
 END_TEST
 
@@ -469,9 +466,10 @@ START_TEST(test_unicode) {
     ck_assert_str_eq(st_meta(&st, "note"), "\xe2\x86\x92");
     st_free(&st);
 
-    expect_error("{\"a\\u0000\":{}}", NULL, 0, "malformed JSON header at byte 9");
-    expect_error("{\"a\\ud800\":{}}", NULL, 0, "invalid Unicode '\\uD800'");
-    expect_error("{\"a\xff\":{}}", NULL, 0, "unable to decode byte 0xff");
+    expect_error("{\"a\\u0000\":{}}", NULL, 0,
+                 "malformed JSON header at byte 9 (file offset 17): a \\u0000 escape");
+    expect_error("{\"a\\ud800\":{}}", NULL, 0, "at byte 9 (file offset 17): a syntax error"); // alone
+    expect_error("{\"a\xff\":{}}", NULL, 0, "at byte 2 (file offset 10): bytes that are not UTF-8");
 }
 END_TEST
 

@@ -10,6 +10,7 @@
 #include "../train/flow.h"
 #include "../train/probe.h"
 #include "../train/sample.h"
+#include "formulas.h"
 #include "testutil.h"
 #include <math.h>
 #include <fcntl.h>
@@ -255,14 +256,7 @@ START_TEST(flow_formulas) {
             euler_step(x, v, 1, 4, 4, false, 1, flow_time(k + 1, steps) - flow_time(k, steps));
         for (int i = 0; i < 4; i++) ck_assert_double_eq_tol(x[i], x0[i], 1e-5);
     }
-    // guidance: two images of 2 values, predictions of 3 values each (the third not a velocity),
-    // conditional first, then unconditional: x += dt (u + s (c - u))
-    real g[2][2] = {{1, 2}, {3, 4}}, pred[4][3] = {{1, 2, 9}, {3, 4, 9}, {0.5, 1, 9}, {-1, 2, 9}};
-    euler_step(&g[0][0], &pred[0][0], 2, 2, 3, true, 3, -0.5);
-    const double want[2][2] = {{1 - 0.5 * (0.5 + 3 * 0.5), 2 - 0.5 * (1 + 3 * 1)},
-                               {3 - 0.5 * (-1 + 3 * 4), 4 - 0.5 * (2 + 3 * 2)}};
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++) ck_assert_double_eq_tol(g[i][j], want[i][j], 1e-6);
+    check_euler_formula(false); // guidance
     int n = 20000, below[3] = {0};
     const double z[3] = {-1, 0, 1}, phi[3] = {0.158655, 0.5, 0.841345};
     for (int i = 0; i < n; i++) {

@@ -116,7 +116,8 @@ void canvas_paste(Canvas *c, int x, int y, const real *img, int ih, int iw, int 
             uint8_t rgb[3];
             for (int k = 0; k < 3; k++) {
                 double v = img[k * plane + (size_t)j * iw + i];
-                v = isnan(v) ? 0 : fmin(fmax(v, -1), 1);
+                CHECK(isfinite(v), "canvas_paste: pixel (%d, %d) is %g; check images before drawing them", i, j, v);
+                v = fmin(fmax(v, -1), 1);
                 rgb[k] = (uint8_t)lround((v + 1) * 127.5);
             }
             canvas_fill_rect(c, x + i * upscale, y + j * upscale, upscale, upscale, rgb);

@@ -26,8 +26,8 @@ void canvas_text(Canvas *c, int x, int y, const char *text, int scale, const uin
 int canvas_text_width(const char *text, int scale); // pixels, widest line with its spacing
 // pixels from the top of the first line's capitals to the bottom of the last line's descenders
 int canvas_text_height(const char *text, int scale);
-// img is (3, ih, iw) CHW in [-1, 1] (clamped); its top-left goes to (x, y), each pixel drawn as
-// upscale x upscale pixels.
+// img is (3, ih, iw) CHW in [-1, 1] (clamped; a value that is not finite is an error, not a
+// colour); its top-left goes to (x, y), each pixel drawn as upscale x upscale pixels.
 void canvas_paste(Canvas *c, int x, int y, const real *img, int ih, int iw, int upscale);
 // Writes "<path>.tmp" then renames it onto path, so readers never see a partial file.
 // Returns 0, or -1 with the reason in err (and no file left behind).

@@ -14,6 +14,7 @@
 #include "timing.h"
 #include <jansson.h>
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,12 +131,19 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
     const DiTConfig *c = &m->cfg;
     int n = data->classes * per_class, S = c->input_size, up = 96 / S;
     up = up < 1 ? 1 : up > 4 ? 4 : up; // small images are drawn 2-4x larger
+    size_t chw = (size_t)3 * S * S, bad = 0;
     int64_t *labels = xmalloc((size_t)n * sizeof(int64_t));
-    real *imgs = xmalloc((size_t)n * 3 * S * S * sizeof(real));
+    real *imgs = xmalloc(n * chw * sizeof(real));
     for (int i = 0; i < n; i++) labels[i] = i / per_class;
     sample_images(m, sp, arena, labels, n, steps, cfg_scale, seed, imgs);
     int rc = 0;
-    if (sp->world->rank == 0) {
+    while (bad < n * chw && isfinite(imgs[bad])) bad++;
+    if (bad < n * chw) { // every rank has every image, so every rank stops here
+        snprintf(err, len, "sampling gave %s in image %zu of %d (class '%s'): the model's velocity "
+                 "overflowed, so no picture was drawn", isnan(imgs[bad]) ? "NaN" : "an infinite value",
+                 bad / chw + 1, n, data_class_name(data, (int)labels[bad / chw]));
+        rc = SAMPLE_NOT_FINITE;
+    } else if (!sp->world || sp->world->rank == 0) {
         int label_w = 0, cell = S * up + 4, text = 2;
         for (int k = 0; k < data->classes; k++) {
             int w = canvas_text_width(data_class_name(data, k), text);
@@ -149,10 +157,13 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
             canvas_text(&cv, 6, y + (S * up - canvas_text_height("A", text)) / 2,
                         data_class_name(data, k), text, fg);
             for (int j = 0; j < per_class; j++)
-                canvas_paste(&cv, label_w + j * cell, y, imgs + (size_t)(k * per_class + j) * 3 * S * S,
-                             S, S, up);
+                canvas_paste(&cv, label_w + j * cell, y, imgs + (k * per_class + j) * chw, S, S, up);
         }
-        rc = canvas_write_png(&cv, path, err, len);
+        char why[1024];
+        if (canvas_write_png(&cv, path, why, sizeof why)) {
+            snprintf(err, len, "writing %s failed: %s", path, why);
+            rc = SAMPLE_WRITE_FAILED;
+        }
         canvas_free(&cv);
     }
     free(labels);
@@ -257,9 +268,10 @@ int sample_main(int argc, char **argv, Comm *c) {
     sp_setup(&sp, c, c->size, c->rank, &tc.parallel, &m.cfg);
     Arena arena = arena_create_on(sp.cuda, budget_sample_arena(&sp, &m.cfg, tc.cfg_scale, comm_node_size(c)));
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
-    if (sample_grid(work, &sp, &arena, &data, tc.samples_per_class, tc.sample_steps,
-                    tc.cfg_scale, tc.seed, out, err, sizeof err))
-        usage_error("--out: %s", err);
+    int rc = sample_grid(work, &sp, &arena, &data, tc.samples_per_class, tc.sample_steps,
+                         tc.cfg_scale, tc.seed, out, err, sizeof err);
+    if (rc == SAMPLE_WRITE_FAILED) usage_error("--out: %s", err);
+    if (rc == SAMPLE_NOT_FINITE) comm_stop_all(err, 1);
     if (work != &m) dit_free(work);
     arena_destroy(&arena);
     print0(c, "wrote %s\n", out);

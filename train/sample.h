@@ -15,7 +15,10 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
 #define SAMPLE_CHUNK 16 // images per forward pass at most (twice that many rows with guidance)
 // The least arena that sampling needs: one image per pass (two rows with guidance).
 size_t sample_min_bytes(const SeqParallel *sp, const DiTConfig *c, double cfg_scale);
-// Samples per_class images of each class and writes the grid PNG on rank 0.
+// Samples per_class images of each class and writes the grid PNG on rank 0. Returns 0, or with
+// the reason in err: SAMPLE_NOT_FINITE (on every rank) when an image holds NaN or an infinite
+// value (nothing is written), SAMPLE_WRITE_FAILED when the PNG cannot be written (no file left).
+enum { SAMPLE_WRITE_FAILED = -1, SAMPLE_NOT_FINITE = -2 };
 int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per_class, int steps,
                 double cfg_scale, uint64_t seed, const char *path, char *err, size_t len);
 // `train sample --ckpt M.safetensors --out S.png ...`: a sample grid from a checkpoint.

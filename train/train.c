@@ -216,10 +216,12 @@ static void write_samples(Run *r, Arena *arena) {
         free(saved);
     }
     if (rc) {
-        char msg[4 * PATH_LEN + 1536];
-        snprintf(msg, sizeof msg, "writing %s failed: %s; the checkpoint of step %d is saved in %s, "
-                 "and train/train sample --ckpt %s --out S.png draws the samples later", path, err,
-                 r->opt.step, r->tc.out, r->tc.out);
+        char msg[4 * PATH_LEN + 1536], later[2 * PATH_LEN + 96] = "";
+        if (rc == SAMPLE_WRITE_FAILED)
+            snprintf(later, sizeof later, ", and train/train sample --ckpt %s --out S.png draws the "
+                     "samples later", r->tc.out);
+        snprintf(msg, sizeof msg, "%s; the checkpoint of step %d is saved in %s%s", err, r->opt.step,
+                 r->tc.out, later);
         comm_stop_all(msg, 1);
     }
 }
@@ -232,10 +234,7 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     ParamStore *ps = &r->work->ps;
     double loss = step_gradients(r->work, &r->sp, arena, b->xt, b->t, b->y, b->v, r->tc.batch, NULL);
     *grad_norm = adamw_step(&r->opt, ps);
-    if (ps->ema) { // warm-up: early on the average must not be dominated by the initial weights
-        double d = fmin(r->tc.ema, (1.0 + r->opt.step) / (10.0 + r->opt.step));
-        RUN(ps->device, ema_update, ps->ema, ps->params, ps->total, d);
-    }
+    if (ps->ema) RUN(ps->device, ema_update, ps->ema, ps->params, ps->total, ema_decay(r->tc.ema, r->opt.step));
     return loss;
 }
 

@@ -6,9 +6,11 @@
 # --device cuda runs on the emulated device. So the kernels' indexing, tiles, barriers and
 # shuffles, and the device path of the whole program (device arenas, parameters, host-staged
 # collectives), are checked on machines without a GPU; the emulated device's memory is closed to
-# the host, so a host access to device memory crashes here as it would on a GPU. An optional perl
-# substitution is planted in the kernels first (into BUILD/emulate-planted), to show a planted
-# bug failing the suite.
+# the host, so a host access to device memory crashes here as it would on a GPU, and every launch
+# runs under three schedules of its threads that must agree (tests/gpu/emulate/cuda_runtime.h).
+# An optional perl substitution (perl -0pe, on each kernel file) is planted in the kernels first
+# (into BUILD/emulate-planted), to show a planted bug failing the suite; one that changes no file
+# is an error (exit 2).
 # usage (from the repository root): tests/gpu/emulate.sh BUILD [PLANTED_SUBSTITUTION]
 set -eu -o pipefail # a rewrite that fails (emulate.pl) fails the script
 BUILD=$1; PLANT=${2:-}
@@ -27,14 +29,27 @@ for v in f32 f64; do
       while read -r c; do o=$LIB/$(echo "$c" | tr / _).o; [ "$o" -nt "$c" ] && [ "$o" -nt "$newest" ] || echo "$c"; done |
       xargs -r -P 2 -I{} sh -c 'gcc '"$CFLAGS"' -c {} -o '"$LIB"'/$(echo {} | tr / _).o'
   fi
-  cu_objs=""
+  cu_objs="" planted=""
   for cu in kernels/*.cu; do
     [ "$cu" = kernels/device.cu ] && continue # the emulator's own: $E/device.c
-    name=$(basename "$cu" .cu)
-    perl "$E/emulate.pl" "$cu" | { [ -n "$PLANT" ] && perl -0pe "$PLANT" || cat; } > "$OUT/cu/$name.cpp"
+    name=$(basename "$cu" .cu) src=$cu
+    if [ -n "$PLANT" ]; then
+      src=$OUT/cu/$name.cu
+      perl -0pe "$PLANT" "$cu" > "$src"
+      if cmp -s "$cu" "$src" && [ -f "$LIB/../cu/$name.o" ]; then # unchanged: the plain build's
+        cu_objs="$cu_objs $LIB/../cu/$name.o"
+        continue
+      fi
+      cmp -s "$cu" "$src" || planted="$planted $cu"
+    fi
+    perl "$E/emulate.pl" "$src" > "$OUT/cu/$name.cpp"
     g++ -std=c++17 $FLAGS -Wno-unused-function -c "$OUT/cu/$name.cpp" -o "$OUT/cu/$name.o"
     cu_objs="$cu_objs $OUT/cu/$name.o"
   done
+  if [ -n "$PLANT" ]; then # a substitution that matches nothing would test nothing
+    [ -n "$planted" ] || { echo "emulate.sh: the planted substitution changes no kernel file: $PLANT" >&2; exit 2; }
+    echo "planted in:$planted"
+  fi
   # the objects of today's sources only: one left by a renamed or removed file would define twice
   lib_objs=$(ls core/*.c autograd/*.c layers/*.c kernels/*.c parallel/*.c train/*.c "$E/device.c" | grep -vx train/main.c |
     while read -r c; do echo "$LIB/$(echo "$c" | tr / _).o"; done)

@@ -11,8 +11,11 @@
 #include "../../train/probe.h"
 #include "../../train/sample.h"
 #include "../../train/step.h"
+#include "../../train/train.h"
 #include "../gradchecked.h"
+#include "../testutil.h"
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -810,6 +813,109 @@ START_TEST(probe_command_matches_single_rank) {
 }
 END_TEST
 
+// ---- what no comparison of runs can check ---------------------------------------------------------
+
+// A folder made on rank 0, its name on every rank
+static void shared_tmpdir(char *dir, size_t len) {
+    snprintf(dir, len, "/tmp/dit-test-XXXXXX");
+    if (comm.rank == 0) ck_assert_ptr_nonnull(mkdtemp(dir));
+    MPI_Bcast(dir, (int)len, MPI_CHAR, 0, comm.group);
+}
+
+// A sampler whose velocity overflows (a final layer of the largest weights of either sign: its
+// products are infinite, of both signs, and their sum NaN) gives an error that names the image, on every rank,
+// and writes no picture: canvas.c would draw NaN in some colour.
+START_TEST(samples_not_finite_are_refused) {
+    cfg = configs[1]; // 10 classes, as many as the shapes have
+    DiT m;
+    random_model(&m);
+    Tensor *w = ps_find(&m.ps, "final_layer.linear.weight");
+    real big = sizeof(real) == sizeof(float) ? FLT_MAX : DBL_MAX;
+    for (size_t i = 0; i < w->size; i++) w->data[i] = i % 2 ? big : -big;
+    SeqParallel sp;
+    SpOptions o = options(SP_GATHER, 0);
+    ck_assert(init_mesh(&sp, &o));
+    Arena a = arena_create(sample_min_bytes(&sp, &cfg, 1.0));
+    Data data;
+    char dir[64], path[128], err[1024];
+    ck_assert_msg(!data_open(&data, "shapes", cfg.input_size, cfg.in_channels, 10, err, sizeof err), "%s", err);
+    shared_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/samples.png", dir);
+    ck_assert_int_eq(sample_grid(&m, &sp, &a, &data, 1, 1, 1.0, 3, path, err, sizeof err), SAMPLE_NOT_FINITE);
+    ck_assert_msg(strstr(err, "sampling gave NaN in image 1 of 10 (class 'circle')") &&
+                  strstr(err, "no picture was drawn"), "%s", err);
+    comm_barrier(&comm);
+    if (comm.rank == 0) ck_assert_int_eq(rmdir(dir), 0); // empty: no picture, no temporary
+    data_close(&data);
+    arena_destroy(&a);
+    sp_free(&sp);
+    dit_free(&m);
+    cfg = configs[0];
+}
+END_TEST
+
+// the parameters (or the EMA weights, ema) of the run in dir, *total of them
+static double *run_weights(const char *dir, bool ema, size_t *total) {
+    char path[160], err[1024];
+    snprintf(path, sizeof path, "%s/%s.safetensors", dir, ema ? "ema" : "model");
+    DiT m;
+    ck_assert_msg(!ckpt_load_model(&m, path, err, sizeof err), "%s", err);
+    double *p = xmalloc(m.ps.total * sizeof(double));
+    for (size_t i = 0; i < m.ps.total; i++) p[i] = m.ps.params[i];
+    *total = m.ps.total;
+    dit_free(&m);
+    return p;
+}
+
+// One training step of the train program against the formulas (the pieces tests/formulas.h
+// checks, here as the program wires them from its flags). A first AdamW step moves every
+// parameter by lr g / (|g| + eps) (lr where |g| >> eps, 0 where g = 0) plus the decay lr wd p; a
+// clip norm far below the gradient's norm shrinks every move below lr/100 (|g| scaled under eps);
+// the EMA after it is d p0 + (1 - d) p1 with the warm-up's d = min(--ema, 2/11). p0, the initial
+// weights, come from a run of --lr 1e-12, which moves nothing by more than 1e-12.
+START_TEST(train_step_matches_formulas) {
+    char dir[64], out[3][128];
+    shared_tmpdir(dir, sizeof dir);
+    const char *flags[3][8] = {{"--lr", "1e-12", "--weight-decay", "0", "--ema", "0", NULL},
+                               {"--lr", "0.01", "--weight-decay", "0.5", "--ema", "0.5", "--clip-norm", "0"},
+                               {"--lr", "0.01", "--weight-decay", "0", "--ema", "0", "--clip-norm", "1e-12"}};
+    for (int r = 0; r < 3; r++) {
+        snprintf(out[r], sizeof out[r], "%s/run%d", dir, r);
+        char *args[24] = {"--model", "DiT-tiny/2", "--input-size", "8", "--batch", "4", "--steps", "1",
+                          "--samples-per-class", "0", "--out", out[r]};
+        int n = 12;
+        for (int i = 0; i < 8 && flags[r][i]; i++) args[n++] = (char *)flags[r][i];
+        ck_assert_int_eq(train_main(n, args, &comm), 0);
+    }
+    if (comm.rank == 0) {
+        size_t total;
+        double *p0 = run_weights(out[0], false, &total), *p1 = run_weights(out[1], false, &total);
+        double *e1 = run_weights(out[1], true, &total), *p2 = run_weights(out[2], false, &total);
+        double lr = 0.01, wd = 0.5, d = fmin(0.5, 2.0 / 11);
+        double worst_move = 0, worst_ema = 0, worst_clipped = 0;
+        size_t full = 0, none = 0; // parameters moved by lr (|g| >> eps), by the decay alone (g = 0)
+        for (size_t i = 0; i < total; i++) {
+            double u = fabs((p0[i] - p1[i]) / lr - wd * p0[i]); // |g| / (|g| + eps)
+            worst_move = fmax(worst_move, u);
+            full += fabs(u - 1) < 1e-3;
+            none += u < 1e-3;
+            worst_ema = fmax(worst_ema, fabs(e1[i] - (d * p0[i] + (1 - d) * p1[i])) / (fabs(p1[i]) + 1e-3));
+            worst_clipped = fmax(worst_clipped, fabs(p2[i] - p0[i]) / lr);
+        }
+        printf("one training step on %d ranks against the formulas: %zu of %zu parameters moved by "
+               "lr, the other %zu by the decay alone (largest move %.6f lr); EMA off by %.1e; clipped "
+               "moves at most %.1e lr\n", comm.size, full, total, none, worst_move, worst_ema, worst_clipped);
+        ck_assert_double_le(worst_move, 1 + 1e-3);
+        ck_assert_uint_eq(full + none, total);
+        ck_assert_uint_gt(full, 0);
+        ck_assert_double_le(worst_ema, 1e-5);
+        ck_assert_double_le(worst_clipped, 1e-2);
+        free(p0), free(p1), free(e1), free(p2);
+        test_rm_rf(dir);
+    }
+}
+END_TEST
+
 int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
     cfg = configs[0];
@@ -833,6 +939,8 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, grad_accum_memory);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);
     tcase_add_loop_test(tc, probe_command_matches_single_rank, 0, 5);
+    tcase_add_test(tc, samples_not_finite_are_refused);
+    tcase_add_test(tc, train_step_matches_formulas);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); // MPI and fork do not mix

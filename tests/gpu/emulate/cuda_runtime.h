@@ -1,19 +1,25 @@
 // cuda_runtime.h for the emulated device (tests/gpu/emulate.sh): just enough of CUDA to run this
 // project's kernel files on the CPU, so that their logic (indexing, tiles, barriers, warp
-// shuffles) is checked where no GPU exists. Every block of a launch runs in turn. A kernel that
-// meets at __syncthreads or shuffles within warps runs its block's threads as fibers (ucontext)
-// on this thread: each runs until it waits at a barrier (the block's, or its warp's for a
-// shuffle), and a barrier opens when every thread of its block or warp that has not returned
-// waits there. Any other kernel runs its threads one after another. Shared memory is one buffer,
-// as blocks do not overlap. Device numerics (FMA contraction, exp, tanh) and speed are not
+// shuffles) is checked where no GPU exists. A kernel that meets at __syncthreads or shuffles
+// within warps runs its block's threads as fibers on this thread: each runs until it waits at a
+// barrier (the block's, or its warp's for a shuffle), and a barrier opens when every thread of
+// its block or warp that has not returned waits there; the runs between two openings are a
+// phase. Any other kernel runs each thread to its end, one after another (one phase).
+// A GPU runs a block's threads and a grid's blocks in no set order, so each launch runs under
+// several schedules (device.c: EMULATE_SCHEDULES, default all three): forward (blocks and threads
+// in index order), reverse, and a seeded shuffle (blocks shuffled, and the threads anew in each
+// phase), each from the device memory as it was before the launch. Results must be identical
+// bit for bit: where they differ, threads race (a missing __syncthreads, two threads writing one
+// place), and the program stops saying which kernel and where. Shared memory is one buffer, as
+// blocks do not overlap. Device numerics (FMA contraction, exp, tanh) and speed are not
 // emulated: the device run (tests/gpu/device_check.sh) checks those.
 #pragma once
 #include "cuda_runtime_api.h"
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ucontext.h>
 
 struct dim3 {
     unsigned x, y, z;
@@ -27,12 +33,12 @@ static double shared_memory[1 << 16]; // dynamic shared memory of the running bl
 
 enum { FIBER_STACK = 1 << 17, MAX_THREADS = 1024, BLOCK_SCOPE = -1 };
 struct Fiber {
-    ucontext_t ctx;
+    void *sp;         // its stack pointer while it is switched out (emulated_fiber_switch)
     int state, scope; // state: 0 ready, 1 waiting at the barrier of scope (a warp, or the block), 2 returned
 };
 static Fiber fibers[MAX_THREADS];
 static char *fiber_stacks;
-static ucontext_t scheduler;
+static void *scheduler_sp;
 static unsigned current;
 static double warp_slots[MAX_THREADS];
 static void (*fiber_entry)(void *);
@@ -42,7 +48,7 @@ static unsigned linear_thread(void) { return threadIdx.y * blockDim.x + threadId
 
 static void wait_at(int scope) {
     fibers[current].state = 1, fibers[current].scope = scope;
-    swapcontext(&fibers[current].ctx, &scheduler);
+    emulated_fiber_switch(&fibers[current].sp, scheduler_sp);
 }
 #define __syncthreads() wait_at(BLOCK_SCOPE)
 
@@ -59,7 +65,8 @@ template <typename T> static T __shfl_xor_sync(unsigned, T v, int lane_mask) {
 static void fiber_main(void) {
     fiber_entry(fiber_arg);
     fibers[current].state = 2;
-} // returns to the scheduler (uc_link)
+    emulated_fiber_switch(&fibers[current].sp, scheduler_sp); // never comes back
+}
 
 // opens the barriers every live thread of their scope waits at; false when none opens
 static bool open_barriers(unsigned n) {
@@ -80,42 +87,93 @@ static bool open_barriers(unsigned n) {
     return opened;
 }
 
+// ---- schedules -----------------------------------------------------------------------------------
+enum Schedule { FORWARD, REVERSE, SHUFFLE };
+static const char *const schedule_names[] = {"forward", "reverse", "shuffled"};
+static uint64_t shuffle_state;
+
+static uint64_t splitmix(void) {
+    uint64_t z = (shuffle_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// order[0..n) = 0..n-1 in the schedule's order (a fresh permutation at each call when shuffled)
+static void schedule_order(Schedule s, unsigned *order, size_t n) {
+    for (size_t i = 0; i < n; i++) order[i] = (unsigned)(s == REVERSE ? n - 1 - i : i);
+    if (s == SHUFFLE)
+        for (size_t i = n; i > 1; i--) { // Fisher-Yates
+            size_t j = splitmix() % i;
+            unsigned tmp = order[i - 1];
+            order[i - 1] = order[j], order[j] = tmp;
+        }
+}
+
 template <typename F> static void call(void *f) { (*(F *)f)(); }
 
-// kernel<<<grid, block, shared, stream>>>(...) becomes run_grid(grid, block, meets, [&] { kernel(...); })
-template <typename F> static void run_grid(dim3 grid, dim3 block, bool meets, F kernel) {
+// the launch's blocks, in the schedule's order
+template <typename F> static void run_blocks(Schedule s, dim3 grid, dim3 block, bool meets, F &kernel) {
+    static unsigned order[MAX_THREADS];
+    unsigned n = block.x * block.y;
+    size_t nb = (size_t)grid.x * grid.y;
+    unsigned *blocks = (unsigned *)malloc(nb * sizeof(unsigned));
+    schedule_order(s, blocks, nb);
+    fiber_entry = call<F>, fiber_arg = &kernel;
+    for (size_t b = 0; b < nb; b++) {
+        blockIdx = dim3(blocks[b] % grid.x, blocks[b] / grid.x);
+        if (!meets) {
+            schedule_order(s, order, n);
+            for (unsigned i = 0; i < n; i++) threadIdx = dim3(order[i] % block.x, order[i] / block.x), kernel();
+            continue;
+        }
+        for (unsigned t = 0; t < n; t++) {
+            fibers[t].sp = emulated_fiber_start(fiber_stacks + (size_t)(t + 1) * FIBER_STACK, fiber_main);
+            fibers[t].state = 0;
+        }
+        for (;;) { // a phase: every ready thread runs until it waits or returns
+            schedule_order(s, order, n);
+            for (unsigned i = 0; i < n; i++) {
+                unsigned t = order[i];
+                if (fibers[t].state != 0) continue;
+                current = t, threadIdx = dim3(t % block.x, t / block.x);
+                emulated_fiber_switch(&scheduler_sp, fibers[t].sp);
+            }
+            bool done = true;
+            for (unsigned t = 0; t < n; t++) done = done && fibers[t].state == 2;
+            if (done) break;
+            if (!open_barriers(n)) fprintf(stderr, "emulated block: threads wait forever\n"), exit(1);
+        }
+    }
+    free(blocks);
+}
+
+// kernel<<<grid, block, shared, stream>>>(...) becomes
+// run_grid("kernel", grid, block, meets, [&] { kernel(...); }): the launch under each schedule,
+// each from the device memory as it was before it, compared with the forward schedule's
+template <typename F>
+static void run_grid(const char *name, dim3 grid, dim3 block, bool meets, F kernel) {
+    static uint64_t launches;
     unsigned n = block.x * block.y;
     if (n > MAX_THREADS) fprintf(stderr, "emulated launch of %u threads a block\n", n), exit(1);
     blockDim = block, gridDim = grid;
     emulated_device_open();
     if (meets && !fiber_stacks) fiber_stacks = (char *)malloc((size_t)MAX_THREADS * FIBER_STACK);
-    fiber_entry = call<F>, fiber_arg = &kernel;
-    for (unsigned by = 0; by < grid.y; by++)
-        for (unsigned bx = 0; bx < grid.x; bx++) {
-            blockIdx = dim3(bx, by);
-            if (!meets) {
-                for (unsigned t = 0; t < n; t++) threadIdx = dim3(t % block.x, t / block.x), kernel();
-                continue;
-            }
-            for (unsigned t = 0; t < n; t++) {
-                getcontext(&fibers[t].ctx);
-                fibers[t].ctx.uc_stack.ss_sp = fiber_stacks + (size_t)t * FIBER_STACK;
-                fibers[t].ctx.uc_stack.ss_size = FIBER_STACK;
-                fibers[t].ctx.uc_link = &scheduler;
-                makecontext(&fibers[t].ctx, fiber_main, 0);
-                fibers[t].state = 0;
-            }
-            for (;;) {
-                for (unsigned t = 0; t < n; t++)
-                    if (fibers[t].state == 0) {
-                        current = t, threadIdx = dim3(t % block.x, t / block.x);
-                        swapcontext(&scheduler, &fibers[t].ctx);
-                    }
-                bool done = true;
-                for (unsigned t = 0; t < n; t++) done = done && fibers[t].state == 2;
-                if (done) break;
-                if (!open_barriers(n)) fprintf(stderr, "emulated block: threads wait forever\n"), exit(1);
-            }
+    int schedules = emulated_schedules();
+    shuffle_state = emulated_seed() ^ (launches++ * 0xd1b54a32d192ed03ull);
+    if (schedules > 1) emulated_memory_save();
+    for (int s = 0; s < schedules; s++) {
+        if (s > 0) emulated_memory_restore();
+        run_blocks((Schedule)s, grid, block, meets, kernel);
+        if (s == 0 && schedules > 1) emulated_memory_keep();
+        char where[160];
+        if (s > 0 && emulated_memory_differs(where, sizeof where)) {
+            fprintf(stderr, "emulated kernel %s (grid %ux%u, block %ux%u): the %s schedule leaves "
+                    "device memory different from the forward one (%s): its threads race, e.g. a "
+                    "missing __syncthreads\n", name, grid.x, grid.y, block.x, block.y,
+                    schedule_names[s], where);
+            exit(1);
         }
+    }
     emulated_device_close();
 }

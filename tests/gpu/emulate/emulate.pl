@@ -1,7 +1,7 @@
 # emulate.pl: rewrites a kernel file (.cu) for the emulated device (cuda_runtime.h here): dynamic
 # shared memory becomes the emulator's buffer, and each launch kernel<<<grid, block, shared,
-# stream>>>(args) (or kernel<template args><<<...) becomes run_grid(dim3(grid), dim3(block),
-# meets, [&] { kernel<template args>(args); }), with
+# stream>>>(args) (or kernel<template args><<<...) becomes run_grid("kernel", dim3(grid),
+# dim3(block), meets, [&] { kernel<template args>(args); }), with
 # meets true for a kernel that reaches __syncthreads or a warp shuffle (itself or through the
 # device functions it calls).
 # usage: perl emulate.pl FILE.cu > FILE.cpp
@@ -29,7 +29,7 @@ sub launch {
     push @parts, $cur;
     die "emulate.pl: no kernel $name" unless exists $meets{$name};
     my $m = $meets{$name} ? 'true' : 'false';
-    return "run_grid(dim3($parts[0]), dim3($parts[1]), $m, [&] { $name$targs($args); });";
+    return "run_grid(\"$name\", dim3($parts[0]), dim3($parts[1]), $m, [&] { $name$targs($args); });";
 }
 $src =~ s/(\w+)(<[^<>;]*>)?<<<(.*?)>>>\((.*?)\);/launch($1, $2 \/\/ '', $3, $4)/gse;
 print $src;
