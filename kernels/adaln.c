@@ -18,17 +18,19 @@ void modulate_forward(real *out, const real *x, const real *shift, const real *s
 void modulate_backward(real *dx, real *dshift, real *dscale, const real *dout, const real *x,
                        const real *scale, int B, int T, int D) {
 #pragma omp parallel for if ((size_t)B * T * D > PAR_MIN)
-    for (int d0 = 0; d0 < D; d0 += COLS)
+    for (int d0 = 0; d0 < D; d0 += COLS) {
+        int d1 = d0 + COLS < D ? d0 + COLS : D; // one loop per gradient, so that each vectorizes
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
                 size_t o = ((size_t)b * T + t) * D;
-                for (int d = d0; d < D && d < d0 + COLS; d++) {
-                    real g = dout[o + d];
-                    if (dx) dx[o + d] += g * (1 + scale[b * D + d]);
-                    if (dshift) dshift[b * D + d] += g;
-                    if (dscale) dscale[b * D + d] += g * x[o + d];
-                }
+                if (dx)
+                    for (int d = d0; d < d1; d++) dx[o + d] += dout[o + d] * (1 + scale[b * D + d]);
+                if (dshift)
+                    for (int d = d0; d < d1; d++) dshift[b * D + d] += dout[o + d];
+                if (dscale)
+                    for (int d = d0; d < d1; d++) dscale[b * D + d] += dout[o + d] * x[o + d];
             }
+    }
 }
 
 // out, x, y are (B,T,D); gate is (B,D): out = x + gate * y
@@ -44,15 +46,17 @@ void gated_add_forward(real *out, const real *x, const real *gate, const real *y
 void gated_add_backward(real *dx, real *dgate, real *dy, const real *dout, const real *gate,
                         const real *y, int B, int T, int D) {
 #pragma omp parallel for if ((size_t)B * T * D > PAR_MIN)
-    for (int d0 = 0; d0 < D; d0 += COLS)
+    for (int d0 = 0; d0 < D; d0 += COLS) {
+        int d1 = d0 + COLS < D ? d0 + COLS : D;
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
                 size_t o = ((size_t)b * T + t) * D;
-                for (int d = d0; d < D && d < d0 + COLS; d++) {
-                    real g = dout[o + d];
-                    if (dx) dx[o + d] += g;
-                    if (dgate) dgate[b * D + d] += g * y[o + d];
-                    if (dy) dy[o + d] += g * gate[b * D + d];
-                }
+                if (dx)
+                    for (int d = d0; d < d1; d++) dx[o + d] += dout[o + d];
+                if (dgate)
+                    for (int d = d0; d < d1; d++) dgate[b * D + d] += dout[o + d] * y[o + d];
+                if (dy)
+                    for (int d = d0; d < d1; d++) dy[o + d] += dout[o + d] * gate[b * D + d];
             }
+    }
 }

@@ -22,7 +22,9 @@ void linear_backward(real *dinp, real *dweight, real *dbias, const real *dout, c
              C);
     if (dbias) // blocks of 16 columns on the threads, each summing its rows in order
 #pragma omp parallel for if ((size_t)N * OC > PAR_MIN)
-        for (int o0 = 0; o0 < OC; o0 += 16)
+        for (int o0 = 0; o0 < OC; o0 += 16) {
+            int o1 = o0 + 16 < OC ? o0 + 16 : OC; // a bound without && lets the loop vectorize
             for (int n = 0; n < N; n++)
-                for (int o = o0; o < OC && o < o0 + 16; o++) dbias[o] += dout[(size_t)n * OC + o];
+                for (int o = o0; o < o1; o++) dbias[o] += dout[(size_t)n * OC + o];
+        }
 }
