@@ -40,6 +40,7 @@ static void help(void) {
            "  Writes DIR/bugs.md (the table, also printed) and DIR/bugs.png (each row's loss\n"
            "  difference per step); DIR defaults to runs/bugs, and its earlier results are replaced.\n"
            "  --device cuda runs every training and probe on the GPU (--tf32 too, with TF32 GEMMs).\n"
+           "  It starts its own ranks with mpirun: run it without mpirun.\n"
            "  Exit 0 when the correct code agrees and every bug is caught, 1 otherwise.\n",
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }

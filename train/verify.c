@@ -25,7 +25,8 @@ static void help(void) {
            "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check).\n"
            "  Training flags are passed to both runs (see train/train --help; --samples-per-class 0\n"
            "  skips their sample grids; --grad-accum too), except --inject-bug, --sp,\n"
-           "  --sp-attention and --ulysses-degree, which go to the N-rank run only.\n",
+           "  --sp-attention and --ulysses-degree, which go to the N-rank run only.\n"
+           "  It starts its own ranks with mpirun: run it without mpirun.\n",
            COMPARE_LOSS_TOL);
 }
 
