@@ -1,6 +1,6 @@
 // adaln.c: adaptive LayerNorm pieces of a DiT block; per-sample vectors broadcast over tokens.
 // Forward runs rows on the threads; backward runs blocks of 16 columns, each thread summing its
-// columns' shift, scale or gate gradients over the rows in order.
+// columns' shift, scale or gate gradients over the rows in order (in registers).
 #include "kernels.h"
 
 #define COLS 16
@@ -19,17 +19,23 @@ void modulate_backward(real *dx, real *dshift, real *dscale, const real *dout, c
                        const real *scale, int B, int T, int D) {
 #pragma omp parallel for if ((size_t)B * T * D > PAR_MIN)
     for (int d0 = 0; d0 < D; d0 += COLS) {
-        int d1 = d0 + COLS < D ? d0 + COLS : D; // one loop per gradient, so that each vectorizes
-        for (int b = 0; b < B; b++)
+        int w = D - d0 < COLS ? D - d0 : COLS;
+        for (int b = 0; b < B; b++) { // the sums of shift and scale stay in registers over tokens
+            real sh[COLS], sc[COLS];
+            const real *scl = scale + (size_t)b * D + d0;
+            for (int j = 0; j < w; j++)
+                sh[j] = dshift ? dshift[b * D + d0 + j] : 0, sc[j] = dscale ? dscale[b * D + d0 + j] : 0;
             for (int t = 0; t < T; t++) {
-                size_t o = ((size_t)b * T + t) * D;
+                size_t o = ((size_t)b * T + t) * D + d0;
                 if (dx)
-                    for (int d = d0; d < d1; d++) dx[o + d] += dout[o + d] * (1 + scale[b * D + d]);
-                if (dshift)
-                    for (int d = d0; d < d1; d++) dshift[b * D + d] += dout[o + d];
-                if (dscale)
-                    for (int d = d0; d < d1; d++) dscale[b * D + d] += dout[o + d] * x[o + d];
+                    for (int j = 0; j < w; j++) dx[o + j] += dout[o + j] * (1 + scl[j]);
+                for (int j = 0; j < w; j++) sh[j] += dout[o + j], sc[j] += dout[o + j] * x[o + j];
             }
+            for (int j = 0; j < w; j++) {
+                if (dshift) dshift[b * D + d0 + j] = sh[j];
+                if (dscale) dscale[b * D + d0 + j] = sc[j];
+            }
+        }
     }
 }
 
@@ -47,16 +53,21 @@ void gated_add_backward(real *dx, real *dgate, real *dy, const real *dout, const
                         const real *y, int B, int T, int D) {
 #pragma omp parallel for if ((size_t)B * T * D > PAR_MIN)
     for (int d0 = 0; d0 < D; d0 += COLS) {
-        int d1 = d0 + COLS < D ? d0 + COLS : D;
-        for (int b = 0; b < B; b++)
+        int w = D - d0 < COLS ? D - d0 : COLS;
+        for (int b = 0; b < B; b++) { // the gate's sums stay in registers over the tokens
+            real dg[COLS];
+            const real *g = gate + (size_t)b * D + d0;
+            for (int j = 0; j < w; j++) dg[j] = dgate ? dgate[b * D + d0 + j] : 0;
             for (int t = 0; t < T; t++) {
-                size_t o = ((size_t)b * T + t) * D;
+                size_t o = ((size_t)b * T + t) * D + d0;
                 if (dx)
-                    for (int d = d0; d < d1; d++) dx[o + d] += dout[o + d];
-                if (dgate)
-                    for (int d = d0; d < d1; d++) dgate[b * D + d] += dout[o + d] * y[o + d];
+                    for (int j = 0; j < w; j++) dx[o + j] += dout[o + j];
                 if (dy)
-                    for (int d = d0; d < d1; d++) dy[o + d] += dout[o + d] * gate[b * D + d];
+                    for (int j = 0; j < w; j++) dy[o + j] += dout[o + j] * g[j];
+                for (int j = 0; j < w; j++) dg[j] += dout[o + j] * y[o + j];
             }
+            if (dgate)
+                for (int j = 0; j < w; j++) dgate[b * D + d0 + j] = dg[j];
+        }
     }
 }
