@@ -228,7 +228,7 @@ static ArgKind arg_kind(const char *path, char *what, size_t len) {
         usage_error("compare: %s; pass two run folders or two probe results", err);
     ArgKind k = ARG_OTHER;
     const char *w = "a safetensors file of none of this program's kinds";
-    if (st_find(&st, "out") && st_find(&st, "loss")) k = ARG_RESULT, w = "a probe result";
+    if (st_find(&st, "out")) k = ARG_RESULT, w = "a probe result";
     else if (st_find(&st, "adam.m")) w = "an optimizer state (a run's optimizer.safetensors)";
     else if (st_find(&st, "x") && st_find(&st, "target")) w = "a probe batch";
     else if (st_find(&st, "pos_embed")) { // the training run's model names its optimizer state

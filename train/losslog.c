@@ -46,10 +46,6 @@ int losslog_read(LossLog *l, const char *path, char *err, size_t len) {
             snprintf(err, len, "%s: line %d has step %g, but a step is a whole number >= 0 (the "
                      "training step of the row); correct or remove the row", path, lineno, s);
             rc = -1;
-        } else if (!isfinite(v)) {
-            snprintf(err, len, "%s: line %d has loss %g, but a run logs only finite losses (it stops "
-                     "at the first that is not); correct or remove the row", path, lineno, v);
-            rc = -1;
         } else if (l->n && !(s > l->step[l->n - 1])) { // comparisons merge runs by step
             snprintf(err, len, "%s: line %d has step %.0f after step %.0f, but steps must increase "
                      "strictly from row to row; remove the repeated or out-of-order rows",
