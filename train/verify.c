@@ -22,7 +22,8 @@ static void help(void) {
            "  largest per-step relative difference and the first step over --tol (default %g),\n"
            "  and plots both curves and the difference into DIR/loss.png. Exit 0 when they agree.\n"
            "  An earlier verify's results in DIR are replaced; a DIR that is a training run is refused.\n"
-           "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check).\n"
+           "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check)\n"
+           "  and draws no samples.\n"
            "  Training flags are passed to both runs (see train/train --help; --samples-per-class 0\n"
            "  skips their sample grids; --grad-accum too), except --inject-bug, --sp,\n"
            "  --sp-attention and --ulysses-degree, which go to the N-rank run only.\n"
@@ -38,17 +39,19 @@ static bool layout_flag(const char *f) {
 }
 
 // Runs lead... (mpirun and its options, then this program) with the training flags, without the
-// layout flags when with_layout is false, then --steps steps (if given) and --out dir.
+// layout flags when with_layout is false, then --steps steps (if given: a shortened reference,
+// whose samples would show a half-trained model, so it draws none) and --out dir.
 static int train_run(char **lead, int n_lead, char **flags, int n_flags, bool with_layout,
                      char *steps, char *dir) {
-    char **cmd = xcalloc((size_t)(n_lead + n_flags + 5), sizeof *cmd);
+    char **cmd = xcalloc((size_t)(n_lead + n_flags + 7), sizeof *cmd);
     int n = 0;
     for (int i = 0; i < n_lead; i++) cmd[n++] = lead[i];
     for (int i = 0; i < n_flags; i++) {
         if (!with_layout && layout_flag(flags[i]) && i + 1 < n_flags) i++;
         else cmd[n++] = flags[i];
     }
-    if (steps) cmd[n++] = "--steps", cmd[n++] = steps; // the last --steps wins
+    if (steps) // the last of a flag given twice wins
+        cmd[n++] = "--steps", cmd[n++] = steps, cmd[n++] = "--samples-per-class", cmd[n++] = "0";
     cmd[n++] = "--out", cmd[n++] = dir;
     int rc = launch(cmd, NULL);
     free(cmd);
