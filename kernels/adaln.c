@@ -1,6 +1,6 @@
 // adaln.c: adaptive LayerNorm pieces of a DiT block; per-sample vectors broadcast over tokens.
 // Forward runs rows on the threads; backward runs blocks of 16 columns, each thread summing its
-// columns' shift, scale or gate gradients over the rows in order.
+// columns' shift, scale or gate gradients over the rows in order (in registers).
 #include "kernels.h"
 
 #define COLS 16
@@ -18,17 +18,25 @@ void modulate_forward(real *out, const real *x, const real *shift, const real *s
 void modulate_backward(real *dx, real *dshift, real *dscale, const real *dout, const real *x,
                        const real *scale, int B, int T, int D) {
 #pragma omp parallel for if ((size_t)B * T * D > PAR_MIN)
-    for (int d0 = 0; d0 < D; d0 += COLS)
-        for (int b = 0; b < B; b++)
+    for (int d0 = 0; d0 < D; d0 += COLS) {
+        int w = D - d0 < COLS ? D - d0 : COLS;
+        for (int b = 0; b < B; b++) { // the sums of shift and scale stay in registers over tokens
+            real sh[COLS], sc[COLS];
+            const real *scl = scale + (size_t)b * D + d0;
+            for (int j = 0; j < w; j++)
+                sh[j] = dshift ? dshift[b * D + d0 + j] : 0, sc[j] = dscale ? dscale[b * D + d0 + j] : 0;
             for (int t = 0; t < T; t++) {
-                size_t o = ((size_t)b * T + t) * D;
-                for (int d = d0; d < D && d < d0 + COLS; d++) {
-                    real g = dout[o + d];
-                    if (dx) dx[o + d] += g * (1 + scale[b * D + d]);
-                    if (dshift) dshift[b * D + d] += g;
-                    if (dscale) dscale[b * D + d] += g * x[o + d];
-                }
+                size_t o = ((size_t)b * T + t) * D + d0;
+                if (dx)
+                    for (int j = 0; j < w; j++) dx[o + j] += dout[o + j] * (1 + scl[j]);
+                for (int j = 0; j < w; j++) sh[j] += dout[o + j], sc[j] += dout[o + j] * x[o + j];
             }
+            for (int j = 0; j < w; j++) {
+                if (dshift) dshift[b * D + d0 + j] = sh[j];
+                if (dscale) dscale[b * D + d0 + j] = sc[j];
+            }
+        }
+    }
 }
 
 // out, x, y are (B,T,D); gate is (B,D): out = x + gate * y
@@ -44,15 +52,22 @@ void gated_add_forward(real *out, const real *x, const real *gate, const real *y
 void gated_add_backward(real *dx, real *dgate, real *dy, const real *dout, const real *gate,
                         const real *y, int B, int T, int D) {
 #pragma omp parallel for if ((size_t)B * T * D > PAR_MIN)
-    for (int d0 = 0; d0 < D; d0 += COLS)
-        for (int b = 0; b < B; b++)
+    for (int d0 = 0; d0 < D; d0 += COLS) {
+        int w = D - d0 < COLS ? D - d0 : COLS;
+        for (int b = 0; b < B; b++) { // the gate's sums stay in registers over the tokens
+            real dg[COLS];
+            const real *g = gate + (size_t)b * D + d0;
+            for (int j = 0; j < w; j++) dg[j] = dgate ? dgate[b * D + d0 + j] : 0;
             for (int t = 0; t < T; t++) {
-                size_t o = ((size_t)b * T + t) * D;
-                for (int d = d0; d < D && d < d0 + COLS; d++) {
-                    real g = dout[o + d];
-                    if (dx) dx[o + d] += g;
-                    if (dgate) dgate[b * D + d] += g * y[o + d];
-                    if (dy) dy[o + d] += g * gate[b * D + d];
-                }
+                size_t o = ((size_t)b * T + t) * D + d0;
+                if (dx)
+                    for (int j = 0; j < w; j++) dx[o + j] += dout[o + j];
+                if (dy)
+                    for (int j = 0; j < w; j++) dy[o + j] += dout[o + j] * g[j];
+                for (int j = 0; j < w; j++) dg[j] += dout[o + j] * y[o + j];
             }
+            if (dgate)
+                for (int j = 0; j < w; j++) dgate[b * D + d0 + j] = dg[j];
+        }
+    }
 }

@@ -22,13 +22,26 @@ void ema_update(real *ema, const real *params, size_t n, double decay) {
     for (size_t i = 0; i < n; i++) ema[i] = (real)(decay * ema[i] + (1 - decay) * params[i]);
 }
 
-// in 64 fixed chunks summed in order, so the result does not depend on the thread count
+// in 64 fixed chunks summed in order, so the result does not depend on the thread count; a
+// thread sums 8 chunks side by side, so their additions are independent chains
 double sum_squares(const real *x, size_t n) {
-    enum { CHUNKS = 64 };
+    enum { CHUNKS = 64, SIDE = 8 };
     double part[CHUNKS] = {0}, s = 0;
 #pragma omp parallel for if (n > PAR_MIN)
-    for (int c = 0; c < CHUNKS; c++)
-        for (size_t i = n * c / CHUNKS; i < n * (c + 1) / CHUNKS; i++) part[c] += (double)x[i] * x[i];
+    for (int c0 = 0; c0 < CHUNKS; c0 += SIDE) {
+        size_t lo[SIDE], hi[SIDE], common = n;
+        for (int j = 0; j < SIDE; j++) {
+            lo[j] = n * (c0 + j) / CHUNKS, hi[j] = n * (c0 + j + 1) / CHUNKS;
+            common = hi[j] - lo[j] < common ? hi[j] - lo[j] : common;
+        }
+        double acc[SIDE] = {0};
+        for (size_t i = 0; i < common; i++)
+            for (int j = 0; j < SIDE; j++) acc[j] += (double)x[lo[j] + i] * x[lo[j] + i];
+        for (int j = 0; j < SIDE; j++) { // a chunk may be one longer than the shortest
+            for (size_t i = lo[j] + common; i < hi[j]; i++) acc[j] += (double)x[i] * x[i];
+            part[c0 + j] = acc[j];
+        }
+    }
     for (int c = 0; c < CHUNKS; c++) s += part[c];
     return s;
 }

@@ -20,9 +20,14 @@ void linear_backward(real *dinp, real *dweight, real *dbias, const real *dout, c
     if (dweight) // dweight (OC,C) += dout^T (OC,N) @ inp (N,C)
         GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1, dout, OC, inp, C, 1, dweight,
              C);
-    if (dbias) // blocks of 16 columns on the threads, each summing its rows in order
+    if (dbias) // blocks of 16 columns on the threads, each summing its rows in order in registers
 #pragma omp parallel for if ((size_t)N * OC > PAR_MIN)
-        for (int o0 = 0; o0 < OC; o0 += 16)
+        for (int o0 = 0; o0 < OC; o0 += 16) {
+            int w = OC - o0 < 16 ? OC - o0 : 16;
+            real acc[16];
+            for (int j = 0; j < w; j++) acc[j] = dbias[o0 + j];
             for (int n = 0; n < N; n++)
-                for (int o = o0; o < OC && o < o0 + 16; o++) dbias[o] += dout[(size_t)n * OC + o];
+                for (int j = 0; j < w; j++) acc[j] += dout[(size_t)n * OC + o0 + j];
+            for (int j = 0; j < w; j++) dbias[o0 + j] = acc[j];
+        }
 }

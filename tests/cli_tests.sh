@@ -489,12 +489,42 @@ if echo "$help" | grep -q optimizer.safetensors && echo "$help" | grep -q ema.sa
   ok "newcomer: --help of --out names every file of a run"
 else bad "newcomer: --help of --out: $help"; fi
 missing=""
-for sub in probe sample compare verify bugs; do # each named by --help and a bare train/train
+for sub in probe sample compare verify bugs locate; do # each named by --help and a bare train/train
   $TRAIN --help | grep -q "train/train $sub " || missing="$missing --help:$sub"
   (cd "$WORK/bare" && $TRAIN) | grep -q "$sub" || missing="$missing usage:$sub"
   $TRAIN $sub --help | grep -q "^usage: .*train/train $sub " || missing="$missing $sub--help"
 done
 if [ -z "$missing" ]; then ok "newcomer: --help and a bare train/train name every subcommand, each with its --help"
 else bad "newcomer: subcommands not named:$missing"; fi
+# a value that is no finite float in a probe batch: exit 2 naming the tensor and its first index
+# (singleton, and on 2 ranks); set_bytes FILE OFFSET BYTES writes BYTES at OFFSET of the data
+set_bytes() { printf "$3" | dd of="$1" bs=1 seek=$((8 + $(od -An -tu8 -N8 "$1") + $2)) conv=notrunc status=none; }
+st "$WORK/nan.safetensors" $X $T $Y $G # data: x (1536 bytes), t, y, target (from 1560)
+set_bytes "$WORK/nan.safetensors" $(( ((1 * 3 + 2) * 64 + 3 * 8 + 4) * 4 )) '\x00\x00\xc0\x7f' # x[1,2,3,4]
+expect_usage "'x' holds NaN at x\[1, 2, 3, 4\], its first value that is no finite float" probe --ckpt "$CK" --batch "$WORK/nan.safetensors"
+st "$WORK/nan.safetensors" $X $T $Y $G
+set_bytes "$WORK/nan.safetensors" $((1560 + 65 * 4)) '\x00\x00\x80\xff' # target[0,1,0,1]
+TRAIN="$MPIRUN -np 2 $TRAIN_REAL"
+expect_usage "'target' holds -infinity at target\[0, 1, 0, 1\]" probe --ckpt "$CK" --batch "$WORK/nan.safetensors"
+TRAIN=$TRAIN_REAL
+st "$WORK/nan.safetensors" $X t:F64:2 $Y $G
+set_bytes "$WORK/nan.safetensors" $((1536 + 8)) '\x9c\x75\x00\x88\x3c\xe4\x37\x7e' # t[1] = 1e300
+expect_usage "'t' holds 1e+300 at t\[1\], its first value that is no finite float32" probe --ckpt "$CK" --batch "$WORK/nan.safetensors"
+# compare, verify and bugs under mpirun: exit 2, one sentence saying to run them without it,
+# nothing written
+for args in "compare $WORK/full1 $WORK/full2" "verify --ranks 2 $RES --steps 3 --out $WORK/nested" "bugs --ranks 2 --out $WORK/nested"; do
+  msg=$($MPIRUN -np 2 $TRAIN $args 2>&1); rc=$?
+  if [ $rc = 2 ] && [ "$(echo "$msg" | grep -c "^error: train/train ${args%% *} .*: run it without mpirun, as train/train $args$")" = 1 ] &&
+     ! echo "$msg" | grep -q "recursive" && [ ! -e "$WORK/nested" ] && [ ! -e "$WORK/full1/compare.png.tmp" ]; then
+    ok "newcomer: mpirun -np 2 train/train ${args%% *}: exit 2, $(echo "$msg" | grep -o "^error: train/train [a-z]* [^:]*")"
+  else bad "newcomer: mpirun -np 2 train/train ${args%% *} (exit $rc): $msg"; fi
+done
+# compare of a probe result with a checkpoint: exit 2 saying what each file is
+st "$WORK/batch.safetensors" $X $T $Y $G
+$TRAIN probe --ckpt "$CK" --batch "$WORK/batch.safetensors" --out "$WORK/result.safetensors" >/dev/null 2>&1
+msg=$($TRAIN compare "$WORK/result.safetensors" "$CK" 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$msg" | grep -q "result.safetensors is a probe result and $CK is a model checkpoint (a run's model.safetensors), but compare takes two run folders (their loss curves) or two probe results" &&
+   ! echo "$msg" | grep -q "missing in"; then ok "newcomer: compare of a probe result with a checkpoint: exit 2, what each file is"
+else bad "newcomer: compare of a probe result with a checkpoint (exit $rc): $msg"; fi
 echo "cli tests: $pass passed, $fail failed"
 [ $fail = 0 ]

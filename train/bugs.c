@@ -40,6 +40,7 @@ static void help(void) {
            "  output's and the worst gradient's relative error (tolerances %g and %g).\n"
            "  Writes DIR/bugs.md (the table, also printed) and DIR/bugs.png (each row's loss\n"
            "  difference per step); DIR defaults to runs/bugs, and its earlier results are replaced.\n"
+           "  It starts its own ranks with mpirun: run it without mpirun.\n"
            "  Exit 0 when the correct code agrees and every bug is caught, 1 otherwise.\n"
            "  These flags go to every training and probe run:\n",
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);

@@ -23,6 +23,8 @@ static void help(void) {
            "        loss curve and differ are named: the runs are then expected to diverge.\n"
            "  Probe results: ||a - b|| / ||b|| for every tensor; 'out' and 'loss' against --tol\n"
            "        (default %g), 'grad.*' against --grad-tol (default %g).\n"
+           "  Other files (checkpoints, EMA weights, optimizer states, probe batches) are refused.\n"
+           "  Runs without mpirun.\n"
            "  Exit status: 0 within tolerance, 1 over it, 2 for bad arguments or files.\n",
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
@@ -160,6 +162,40 @@ static int compare_results(const char *a, const char *b, double tol, double grad
     return bad ? 1 : 0;
 }
 
+// What a compare argument is: a folder is taken for a run (compare_runs says what it lacks), a
+// file is named by the tensors it holds; what is the words for a message.
+typedef enum { ARG_RUN, ARG_RESULT, ARG_WEIGHTS, ARG_OTHER } ArgKind;
+
+static ArgKind arg_kind(const char *path, char *what, size_t len) {
+    struct stat sb;
+    if (stat(path, &sb))
+        usage_error("compare: %s does not exist; pass two run folders or two probe results", path);
+    if (S_ISDIR(sb.st_mode)) return snprintf(what, len, "a run folder"), ARG_RUN;
+    char dir[1024], base[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    snprintf(base, sizeof base, "%s", path);
+    if (!strcmp(basename(base), "loss.csv"))
+        usage_error("compare: %s is a run's loss log; pass the run folder, %s", path, dirname(dir));
+    SafeTensors st;
+    char err[1024];
+    if (st_read(path, &st, err, sizeof err))
+        usage_error("compare: %s; pass two run folders or two probe results", err);
+    ArgKind k = ARG_OTHER;
+    const char *w = "a safetensors file of none of this program's kinds";
+    if (st_find(&st, "out")) k = ARG_RESULT, w = "a probe result";
+    else if (st_find(&st, "adam.m")) w = "an optimizer state (a run's optimizer.safetensors)";
+    else if (st_find(&st, "x") && st_find(&st, "target")) w = "a probe batch";
+    else if (st_find(&st, "pos_embed")) { // the training run's model names its optimizer state
+        k = ARG_WEIGHTS;
+        w = st_meta(&st, "optimizer_state") ? "a model checkpoint (a run's model.safetensors)"
+            : st_meta(&st, "step")          ? "EMA weights (a run's ema.safetensors)"
+                                            : "a model checkpoint";
+    }
+    snprintf(what, len, "%s", w);
+    st_free(&st);
+    return k;
+}
+
 int compare_main(int argc, char **argv) {
     const char *files[2] = {0}, *plot = NULL;
     double tol = -1, grad_tol = PROBE_GRAD_TOL;
@@ -174,9 +210,17 @@ int compare_main(int argc, char **argv) {
         else usage_error("compare takes two runs or two probe results, not '%s' as well", argv[i]);
     }
     if (nf != 2) usage_error("compare needs two runs (folders) or two probe results (.safetensors)");
-    size_t la = strlen(files[0]);
-    if (la > 12 && !strcmp(files[0] + la - 12, ".safetensors"))
+    char what[2][96];
+    ArgKind ka = arg_kind(files[0], what[0], sizeof what[0]);
+    ArgKind kb = arg_kind(files[1], what[1], sizeof what[1]);
+    if (ka == ARG_RESULT && kb == ARG_RESULT)
         return compare_results(files[0], files[1], tol < 0 ? PROBE_OUT_TOL : tol, grad_tol);
+    if (ka != ARG_RUN || kb != ARG_RUN)
+        usage_error("compare: %s is %s and %s is %s, but compare takes two run folders (their "
+                    "loss curves) or two probe results (probe --out)%s", files[0], what[0],
+                    files[1], what[1], ka == ARG_WEIGHTS || kb == ARG_WEIGHTS
+                        ? "; to compare two checkpoints, probe both on one batch (probe "
+                          "--make-batch writes one) and compare the results" : "");
     char def[1024];
     snprintf(def, sizeof def, "%s/compare.png", files[0]);
     if (plot) { // an existing file is replaced only when it is a plot compare wrote: a compare.png

@@ -43,7 +43,7 @@ const char *data_class_name(const Data *d, int c) {
 
 Batch batch_alloc(int first, int B, int total, int C, int S) {
     size_t n = (size_t)B * C * S * S;
-    Batch b = {.B = B, .first = first, .total = total, .arena = arena_create(3 * (n * sizeof(real) + 2 * ARENA_ALIGN) + 4096 +
+    Batch b = {.B = B, .first = first, .total = total, .row0 = 0, .row1 = S, .arena = arena_create(3 * (n * sizeof(real) + 2 * ARENA_ALIGN) + 4096 +
                                              (size_t)B * (sizeof(real) + sizeof(int64_t)))};
     b.x0 = tensor_new(&b.arena, 4, B, C, S, S);
     b.xt = tensor_new(&b.arena, 4, B, C, S, S);
@@ -53,18 +53,25 @@ Batch batch_alloc(int first, int B, int total, int C, int S) {
     return b;
 }
 
+void batch_rows_of_tokens(Batch *b, int t0, int n, int T, int p) {
+    int grid = b->x0->shape[3] / p, last = (t0 + n < T ? t0 + n : T) - 1; // the last real token
+    b->row0 = last < t0 ? 0 : t0 / grid * p;
+    b->row1 = last < t0 ? 0 : (last / grid + 1) * p;
+}
+
 void batch_free(Batch *b) {
     arena_destroy(&b->arena);
     *b = (Batch){0};
 }
 
 void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null_class, int step) {
-    size_t chw = (size_t)b->x0->shape[1] * d->size * d->size;
+    size_t plane = (size_t)d->size * d->size, chw = (size_t)b->x0->shape[1] * plane;
+    size_t row = (size_t)b->row0 * d->size, rows = (size_t)(b->row1 - b->row0) * d->size;
     char err[512];
     for (int i = 0; i < b->B; i++) {
         uint64_t k = (uint64_t)step * b->total + b->first + i;
         real *x0 = b->x0->data + i * chw;
-        if (d->shapes) shapes_sample(x0, &b->y[i], d->size, seed, k);
+        if (d->shapes) shapes_sample_rows(x0, &b->y[i], d->size, seed, k, b->row0, b->row1);
         else {
             int item = (int)(rng_u32(seed, STREAM_PICK, k) % (uint32_t)d->folder.n);
             CHECK(!image_folder_load(&d->folder, item, x0, err, sizeof err), "%s", err);
@@ -72,9 +79,12 @@ void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null
         }
         double t = flow_sample_t(seed, STREAM_T, k);
         b->t->data[i] = (real)(FLOW_T_SCALE * t);
-        real *v = b->v->data + i * chw; // the noise first, then the velocity in its place
-        rng_fill_normal(v, chw, seed, STREAM_NOISE, k * chw, 1.0);
-        flow_interpolate(b->xt->data + i * chw, v, x0, v, t, chw);
+        for (size_t c = 0; c < chw; c += plane) { // the rows built, in each channel
+            size_t at = i * chw + c + row;
+            real *v = b->v->data + at; // the noise first, then the velocity in its place
+            rng_fill_normal(v, rows, seed, STREAM_NOISE, k * chw + c + row, 1.0);
+            flow_interpolate(b->xt->data + at, v, b->x0->data + at, v, t, rows);
+        }
         if (label_dropout > 0 && rng_uniform(seed, STREAM_DROP, k) < label_dropout) b->y[i] = null_class;
     }
 }

@@ -1,5 +1,6 @@
-// data.h: training batches. Every rank builds the same batch from the counter-based RNG, so the
-// batch of step s is a pure function of (seed, s) whatever the number of ranks:
+// data.h: training batches. Every rank builds the same batch (or the pixel rows of it that its
+// tokens cover) from the counter-based RNG, so the batch of step s is a pure function of (seed, s)
+// whatever the number of ranks:
 //   image i of step s is dataset item k = s * B + i (B the global batch; a data group builds its
 //   own slice of it, images first .. first + count - 1) (shapes: generated from k; a folder: item
 //   rng_u32(seed, STREAM_PICK, k) mod n), its time flow_sample_t(seed, STREAM_T, k), its noise
@@ -27,6 +28,7 @@ const char *data_class_name(const Data *d, int c);
 typedef struct Batch {
     int B;          // the images built here: [first, first + B) of the step's `total`
     int first, total;
+    int row0, row1; // the pixel rows built (all by default): the rest stay 0
     Arena arena;    // holds the tensors below for the whole run
     Tensor *x0;     // (B, C, H, W) clean images in [-1, 1]
     Tensor *xt;     // (B, C, H, W) points on the path, fed to the model
@@ -36,6 +38,9 @@ typedef struct Batch {
 } Batch;
 
 Batch batch_alloc(int first, int B, int total, int C, int S);
+// Builds only the pixel rows that the tokens [t0, t0 + n) of T (patches of p x p, row-major;
+// those past T are padding) cover: the rows a rank of a sequence group reads.
+void batch_rows_of_tokens(Batch *b, int t0, int n, int T, int p);
 void batch_free(Batch *b);
 // The batch of step `step` (see the top of this file): labels are dropped to null_class (the
 // model's num_classes) with probability label_dropout.

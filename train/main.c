@@ -1,4 +1,4 @@
-// main.c: the `train` program: training (default), probe, sample, compare, verify and bugs
+// main.c: the `train` program: training (default), probe, sample, compare, verify, bugs and locate
 // subcommands; with no arguments at all, a short usage.
 #include "../core/blas.h"
 #include "../parallel/comm.h"
@@ -11,6 +11,8 @@
 #include "bugs.h"
 #include <cblas.h>
 #include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -27,24 +29,47 @@ static int default_threads(const Comm *c) {
 // `train/train` alone: what to run first, instead of an 8000-step run nobody asked for
 static void usage(const Comm *c) {
     print0(c, "usage: mpirun -np N train/train [flags]   train a DiT, its sequence split over N ranks\n"
-              "       train/train --help                 every flag (probe, sample, compare, verify and\n"
-              "                                          bugs take --help too)\n"
+              "       train/train --help                 every flag (probe, sample, compare, verify,\n"
+              "                                          bugs and locate take --help too)\n"
               "try:   make demo                          2 ranks against 1 rank, with pictures (minutes)\n"
               "       train/train --steps 1000 --out runs/first\n"
               "       train/train verify --ranks 2 --steps 300 --out runs/check\n");
 }
 
+// compare, locate, verify and bugs run outside MPI: verify and bugs start mpirun themselves, which Open
+// MPI refuses inside mpirun, and ranks that each ran one compare would all write its plot. Started
+// by a launcher (mpirun, or srun with PMIx, which put the rank in the environment), they stop
+// with exit code 2 and a sentence from the first rank. -1 when argv names none of them.
+static int outside_mpi(int argc, char **argv) {
+    static const struct { const char *name, *what; int (*run)(int, char **); } cmds[] = {
+        {"compare", "is a single process, not an MPI job", compare_main},
+        {"locate", "is a single process, not an MPI job", locate_main},
+        {"verify", "starts its own ranks with mpirun, which cannot run inside mpirun", verify_main},
+        {"bugs", "starts its own ranks with mpirun, which cannot run inside mpirun", bugs_main}};
+    for (size_t i = 0; argc > 1 && i < sizeof cmds / sizeof *cmds; i++) {
+        if (strcmp(argv[1], cmds[i].name)) continue;
+        const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+        if (!rank) rank = getenv("PMIX_RANK");
+        if (!rank) return cmds[i].run(argc - 2, argv + 2);
+        if (!strcmp(rank, "0")) {
+            fprintf(stderr, "error: train/train %s %s: run it without mpirun, as train/train",
+                    cmds[i].name, cmds[i].what);
+            for (int k = 1; k < argc; k++) fprintf(stderr, " %s", argv[k]);
+            fprintf(stderr, "\n");
+        }
+        return 2;
+    }
+    return -1;
+}
+
 int main(int argc, char **argv) {
-    // compare, verify and bugs run outside MPI (verify and bugs start mpirun themselves)
-    if (argc > 1 && !strcmp(argv[1], "compare")) return compare_main(argc - 2, argv + 2);
-    if (argc > 1 && !strcmp(argv[1], "verify")) return verify_main(argc - 2, argv + 2);
-    if (argc > 1 && !strcmp(argv[1], "locate")) return locate_main(argc - 2, argv + 2);
-    if (argc > 1 && !strcmp(argv[1], "bugs")) return bugs_main(argc - 2, argv + 2);
+    int rc = outside_mpi(argc, argv);
+    if (rc >= 0) return rc;
     Comm c;
     comm_init(&c, &argc, &argv);
     blas_setup(); // OpenBLAS's kernels for this CPU, before any GEMM
     openblas_set_num_threads(default_threads(&c)); // OpenMP's too (train: --threads)
-    int rc = 0;
+    rc = 0;
     if (argc == 1) usage(&c);
     else if (!strcmp(argv[1], "probe")) rc = probe_main(argc - 2, argv + 2, &c);
     else if (!strcmp(argv[1], "sample")) rc = sample_main(argc - 2, argv + 2, &c);

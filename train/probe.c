@@ -13,6 +13,7 @@
 #include "settings.h"
 #include "step.h"
 #include "tapedump.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,10 +56,27 @@ static const StTensor *batch_tensor(const SafeTensors *st, const char *path, con
                 name, want, st_dtype_name(t->dtype), st_shape_str(got, sizeof got, t->shape, t->ndim));
 }
 
-// Converts a batch tensor that batch_tensor accepted into dst, which has its shape.
-static void batch_into(Tensor *dst, const StTensor *t) {
+// Converts a batch tensor that batch_tensor accepted into dst, which has its shape. A value that
+// is NaN or infinite (or, in an F64 file, beyond the build's range) is a usage error naming the
+// tensor and the index of the first one.
+static void batch_into(Tensor *dst, const StTensor *t, const char *path) {
     char err[512];
     CHECK(!st_to_real(t, dst->data, dst->size, err, sizeof err), "%s", err);
+    size_t i = 0;
+    while (i < dst->size && isfinite(dst->data[i])) i++;
+    if (i == dst->size) return;
+    size_t idx[MAX_DIMS], rest = i;
+    for (int d = dst->ndim - 1; d >= 0; d--)
+        idx[d] = rest % (size_t)dst->shape[d], rest /= (size_t)dst->shape[d];
+    char at[128], what[64];
+    for (int d = 0, n = 0; d < dst->ndim; d++)
+        n += snprintf(at + n, sizeof at - (size_t)n, "%s%zu", d ? ", " : "", idx[d]);
+    double v = dst->data[i];
+    if (t->dtype == ST_F64) memcpy(&v, (const char *)t->data + 8 * i, 8); // unaligned is fine
+    if (isfinite(v)) snprintf(what, sizeof what, "%g", v);
+    else snprintf(what, sizeof what, "%s", isnan(v) ? "NaN" : v > 0 ? "+infinity" : "-infinity");
+    usage_error("--batch %s: '%s' holds %s at %s[%s], its first value that is no finite " REAL_NAME
+                "; a probe batch must hold finite numbers", path, t->name, what, t->name, at);
 }
 
 typedef struct ProbeArgs {
@@ -123,9 +141,9 @@ ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *s
     int B = (int)B64;
     ProbeBatch b = {tensor_new(arena, 4, B, cfg->in_channels, S, S), tensor_new(arena, 1, B),
                     tensor_new(arena, 4, B, Co, S, S), arena_alloc(arena, (size_t)B * sizeof(int64_t))};
-    batch_into(b.x, xs);
-    batch_into(b.t, ts);
-    batch_into(b.target, gs);
+    batch_into(b.x, xs, path);
+    batch_into(b.t, ts, path);
+    batch_into(b.target, gs, path);
     int classes = cfg->num_classes, rows = m->y_table->shape[0]; // rows: +1 for a null class
     for (int i = 0; i < B; i++) { // memcpy: other writers may leave the data unaligned
         int64_t v64;

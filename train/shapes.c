@@ -60,8 +60,13 @@ static void hsv_to_rgb(double h, double s, double v, double rgb[3]) {
     for (int k = 0; k < 3; k++) rgb[k] = table[i][k];
 }
 
-// img is (3, size, size)
 void shapes_sample(real *img, int64_t *label, int size, uint64_t seed, uint64_t index) {
+    shapes_sample_rows(img, label, size, seed, index, 0, size);
+}
+
+// img is (3, size, size)
+void shapes_sample_rows(real *img, int64_t *label, int size, uint64_t seed, uint64_t index, int y0,
+                        int y1) {
     CHECK(size >= SHAPES_MIN_SIZE && size <= SHAPES_MAX_SIZE,
           "shapes: image size %d is not in [%d, %d]; pick an image size in that range", size,
           SHAPES_MIN_SIZE, SHAPES_MAX_SIZE);
@@ -84,7 +89,7 @@ void shapes_sample(real *img, int64_t *label, int size, uint64_t seed, uint64_t 
     hsv_to_rgb(u[7], 0.5, 0.03 + 0.12 * u[6], bg);
 
     size_t plane = (size_t)size * (size_t)size;
-    for (int y = 0; y < size; y++)
+    for (int y = y0; y < y1; y++)
         for (int x = 0; x < size; x++) {
             // clipped to the shape's box: the distances to polygon edges (triangle, diamond)
             // run on past the corners and would let the anti-aliased rim leak out of it

@@ -26,3 +26,7 @@ int64_t shapes_label(uint64_t seed, uint64_t index);
 // img is (3, size, size) CHW with values in [-1, 1]; *label in [0, SHAPES_CLASSES).
 // size must be in [SHAPES_MIN_SIZE, SHAPES_MAX_SIZE]; any value, odd ones included.
 void shapes_sample(real *img, int64_t *label, int size, uint64_t seed, uint64_t index);
+// The same image's rows [y0, y1) only (the others are left as they are): what a rank whose
+// tokens cover those rows needs.
+void shapes_sample_rows(real *img, int64_t *label, int size, uint64_t seed, uint64_t index, int y0,
+                        int y1);

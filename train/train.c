@@ -323,6 +323,8 @@ static double train_loop(Run *r, Arena *arena) {
     char err[512];
     CHECK(!sp_batch_slice(&r->sp, tc->batch, &first_image, &images, err, sizeof err), "%s", err);
     Batch batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, tc->model.input_size);
+    const SeqShard *sh = &r->sp.shard; // this rank reads the pixels of its tokens only
+    batch_rows_of_tokens(&batch, sh->t0, sh->n, sh->T, tc->model.patch_size);
     int first = r->opt.step + 1, step_last = first - 1, saved_step = r->opt.step;
     double t0 = now_seconds(), t_last = t0, t_save = t0; // the rate is measured since the last line
     for (int step = first; step <= tc->steps; step++) {

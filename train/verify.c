@@ -26,9 +26,11 @@ static void help(void) {
            "  largest per-step relative difference and the first step over --tol (default %g),\n"
            "  and plots both curves and the difference into DIR/loss.png. Exit 0 when they agree.\n"
            "  An earlier verify's results in DIR are replaced; a DIR that is a training run is refused.\n"
-           "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check).\n"
+           "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check)\n"
+           "  and draws no samples.\n"
            "  Training flags are passed to both runs (see train/train --help; --samples-per-class 0\n"
-           "  skips their sample grids; --grad-accum too), but these go to the N-rank run only:\n ",
+           "  skips their sample grids; --grad-accum too). verify starts its own ranks with mpirun: run\n"
+           "  it without mpirun. These go to the N-rank run only:\n ",
            COMPARE_LOSS_TOL);
     for (int i = 0, n = 0; i < SETTINGS; i++) // the rows marked LAYOUT
         if (settings[i].rules & LAYOUT) printf("%s %s", n++ ? "," : "", settings[i].flag);
@@ -40,7 +42,8 @@ static void help(void) {
 }
 
 // Runs this program (self) on `ranks` ranks with the training flags, without the layout flags
-// when with_layout is false, then --steps steps (if given) and --out dir.
+// when with_layout is false, then --steps steps (if given: a shortened reference,
+// whose samples would show a half-trained model, so it draws none) and --out dir.
 static int train_run(const char *self, int ranks, char **flags, int n_flags, bool with_layout,
                      const char *steps, const char *dir) {
     Command cmd;
@@ -54,7 +57,8 @@ static int train_run(const char *self, int ranks, char **flags, int n_flags, boo
             if (keep) command_add(&cmd, flags[i], NULL);
         }
     }
-    if (steps) command_add(&cmd, "--steps", steps, NULL); // the last --steps wins
+    if (steps) // the last of a flag given twice wins
+        command_add(&cmd, "--steps", steps, "--samples-per-class", "0", NULL);
     command_add(&cmd, "--out", dir, NULL);
     return command_run(&cmd, NULL);
 }

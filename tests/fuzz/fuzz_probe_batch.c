@@ -1,7 +1,7 @@
 // fuzz_probe_batch.c: the probe batch reader (probe_load_batch, train/probe.c) on arbitrary files,
 // against a small model with learn_sigma (C_out = 2C) and a null class: every tensor is checked
-// (names, dtypes, shapes, the same B throughout, labels in range) and either the batch loads
-// into the arena or the run stops with a usage error that names the problem.
+// (names, dtypes, shapes, the same B throughout, labels in range, finite values) and either the
+// batch loads into the arena or the run stops with a usage error that names the problem.
 #include "../../train/probe.h"
 #include "fuzz.h"
 
@@ -27,6 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (b.t->shape[0] != B || b.target->shape[0] != B) abort();
         for (int i = 0; i < B; i++)
             if (b.y[i] < 0 || b.y[i] > model.cfg.num_classes) abort();
+        const Tensor *values[] = {b.x, b.t, b.target};
+        for (int k = 0; k < 3; k++)
+            for (size_t i = 0; i < values[k]->size; i++)
+                if (!isfinite(values[k]->data[i])) abort();
     });
     arena_destroy(&arena);
     st_free(&st);
