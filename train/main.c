@@ -51,11 +51,13 @@ static int outside_mpi(int argc, char **argv) {
         const char *rank = getenv("OMPI_COMM_WORLD_RANK");
         if (!rank) rank = getenv("PMIX_RANK");
         if (!rank) return cmds[i].run(argc - 2, argv + 2);
-        if (!strcmp(rank, "0")) {
-            fprintf(stderr, "error: train/train %s %s: run it without mpirun, as train/train",
-                    cmds[i].name, cmds[i].what);
-            for (int k = 1; k < argc; k++) fprintf(stderr, " %s", argv[k]);
-            fprintf(stderr, "\n");
+        if (!strcmp(rank, "0")) { // one write, which mpirun's own messages cannot split
+            char line[4096];
+            size_t n = (size_t)snprintf(line, sizeof line, "error: train/train %s %s: run it "
+                                        "without mpirun, as train/train", cmds[i].name, cmds[i].what);
+            for (int k = 1; k < argc && n < sizeof line; k++)
+                n += (size_t)snprintf(line + n, sizeof line - n, " %s", argv[k]);
+            fprintf(stderr, "%s\n", line);
         }
         return 2;
     }
