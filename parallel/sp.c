@@ -49,9 +49,7 @@ static Comm *split(SeqParallel *sp, int color, int key) {
     return g;
 }
 
-// --exact runs on the CPU so far, and --virtual-shards only with it; NULL, or the sentence (the
-// policy checks that the rank count divides the blocks)
-static const char *exact_error(const SpOptions *o, char *buf, size_t len) {
+const char *sp_exact_error(const SpOptions *o, char *buf, size_t len) {
     if (!o->exact && o->virtual_shards != EXACT_BLOCKS)
         return snprintf(buf, len, "--virtual-shards sets the canonical blocks of --exact; add --exact, "
                         "or drop --virtual-shards"), buf;
@@ -69,7 +67,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     if (o->ulysses && o->layout != SP_HYBRID)
         return snprintf(buf, len, "--ulysses-degree applies to --sp-attention hybrid only; leave it "
                         "out, or pass --sp-attention hybrid"), buf;
-    const char *why = exact_error(o, buf, len);
+    const char *why = sp_exact_error(o, buf, len);
     SeqPolicy policy = o->policy; // --exact pads to a multiple of the canonical blocks
     policy.exact_blocks = o->exact ? o->virtual_shards : 0;
     if (!why) why = sp_device_error(o, buf, len);

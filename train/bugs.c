@@ -191,7 +191,8 @@ int bugs_main(int argc, char **argv) {
             usage_error("bugs: unknown argument '%s'", argv[i]);
     }
     char why[512];
-    if (sp_device_error(&shared.parallel, why, sizeof why)) usage_error("%s", why); // --tf32 without cuda
+    if (sp_device_error(&shared.parallel, why, sizeof why) || sp_exact_error(&shared.parallel, why, sizeof why))
+        usage_error("%s", why); // --tf32 without cuda, --virtual-shards without --exact
     char path[PATH_LEN_], ref[DIR_LEN], batch[PATH_LEN_], ref_probe[PATH_LEN_], self[4096], nsteps[16];
     if (strlen(out) >= OUT_LEN) usage_error("--out: the path is longer than %d characters", OUT_LEN - 1);
     out_runs_folder_check("--out", out, "bugs");
