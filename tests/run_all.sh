@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # run_all.sh: every suite of `make test`, in order. A failing suite does not stop the others; the
-# last line sums them up ("tests: N passed, N failed, N skipped"), with what failed or was skipped
-# and why just above it. A suite that could not run part of itself says so in a line
+# last line sums them up ("tests: N passed, N failed, N skipped"); above it, the seconds each suite
+# took, and what failed or was skipped and why. A suite that could not run part of itself says so in a line
 # "skipped: WHAT (WHY)" (the unit tests without a GPU), and each such line counts as skipped too.
 # Exit status 1 when any suite failed.
 # usage (from the repository root): run_all.sh BUILD "MPIRUN" PYTHON
 set -u
 BUILD=$1; MPIRUN=$2; PY=$3
-passed=0 failed=0 skipped=0 notes=""
+passed=0 failed=0 skipped=0 notes="" times=""
 LOG=$(mktemp); trap 'rm -f "$LOG"' EXIT
 
 suite() { # name, command...
-  local name=$1 part; shift
+  local name=$1 part start=$SECONDS; shift
   echo "== $name =="
   "$@" 2>&1 | tee "$LOG"
   if [ "${PIPESTATUS[0]}" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); notes+="failed: $name"$'\n'; fi
+  times+="$(printf '%5d s  %s' $((SECONDS - start)) "$name")"$'\n'
   while IFS= read -r part; do
     skipped=$((skipped + 1)); notes+="skipped: $name: ${part#skipped: }"$'\n'
   done < <(grep '^skipped: ' "$LOG")
@@ -78,6 +79,7 @@ else
   skip "fuzzing, 10 s per target" "$fuzz_why"
 fi
 echo
+echo "time per suite:"; printf "%s" "$times"
 printf "%s" "$notes"
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ $failed = 0 ]
