@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run_all.sh: every suite of `make test`, in order. A failing suite does not stop the others; the
 # last line sums them up ("tests: N passed, N failed, N skipped"); above it, the seconds each suite
-# took, and what failed or was skipped and why. A suite that could not run part of itself says so in a line
-# "skipped: WHAT (WHY)" (the unit tests without a GPU), and each such line counts as skipped too.
+# took, and what failed or was skipped and why. A suite that could not run part of itself says so
+# in a line "skipped: WHAT (WHY)" (the unit tests without a GPU), and each such line counts as
+# skipped too.
 # Exit status 1 when any suite failed.
 # usage (from the repository root): run_all.sh BUILD "MPIRUN" PYTHON
 set -u
