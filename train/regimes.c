@@ -312,7 +312,11 @@ static void write_md(FILE *f, const RegimeRow *rows, int n, int ranks, int steps
         }
         fprintf(f, "\n");
     }
-    fprintf(f, "\nThe measured errors (a cell is caught when one of its errors is over the level in its "
+    fprintf(f, "\nThe attention-level tests backpropagate an output gradient of unit size (randn, or "
+               "out.sum()); the probe's loss, a mean, makes it ~1e-5, so dq, dk and dv are compared "
+               "divided by the root mean square of the reference's gradient of that block's attention "
+               "output (the backward is linear in it).\n"
+               "\nThe measured errors (a cell is caught when one of its errors is over the level in its "
                "column; allclose errors are the largest |a - b| / (atol + rtol |b|), so 1 is the "
                "tolerance; - : not measured, a tape holds one micro-batch):\n\n");
     error_table(f, rows, n);
@@ -340,31 +344,47 @@ static void write_csv(FILE *f, const RegimeRow *rows, int n) {
     }
 }
 
-// The heat map: a row per run, a column per regime, caught green and missed red (on the correct
-// code's row, a caught cell is a false alarm)
+// The heat map: a row per run and a column per regime, caught green and missed red; on the
+// correct code's row, agreeing grey and a false alarm orange; under them each regime's misses
 static int write_png(const RegimeRow *rows, int n, const char *path, char *err, size_t len) {
-    const uint8_t white[3] = {255, 255, 255}, ink[3] = {30, 30, 30}, green[3] = {76, 175, 80},
-                  red[3] = {229, 57, 53};
-    int label_w = 0, cw = 0, ch = 26, top = 70, left = 12;
-    for (int i = 0; i < n; i++) label_w = canvas_text_width(rows[i].name, 2) > label_w ? canvas_text_width(rows[i].name, 2) : label_w;
-    for (int g = 0; g < N_REGIMES; g++) cw = canvas_text_width(regimes[g].label, 1) + 16 > cw ? canvas_text_width(regimes[g].label, 1) + 16 : cw;
+    const uint8_t white[3] = {255, 255, 255}, ink[3] = {30, 30, 30}, green[3] = {67, 160, 71},
+                  red[3] = {229, 57, 53}, grey[3] = {150, 150, 150}, orange[3] = {251, 140, 0};
+    enum { ch = 26, top = 70, left = 12 };
+    int label_w = 0, cw = 0, bugs = 0, missed[N_REGIMES] = {0};
+    for (int i = 0; i < n; i++) {
+        int w = canvas_text_width(rows[i].name, 2);
+        label_w = w > label_w ? w : label_w;
+        bugs += rows[i].bug && !rows[i].hidden;
+        for (int g = 0; g < N_REGIMES; g++) missed[g] += rows[i].bug && !rows[i].hidden && !caught(&rows[i], g);
+    }
+    for (int g = 0; g < N_REGIMES; g++) {
+        int w = canvas_text_width(regimes[g].label, 1) + 16;
+        cw = w > cw ? w : cw;
+    }
     label_w += 24;
-    Canvas cv = canvas_create(left + label_w + N_REGIMES * cw + 12, top + n * ch + 40, white);
+    Canvas cv = canvas_create(left + label_w + N_REGIMES * cw + 12, top + (n + 1) * ch + 40, white);
     canvas_text(&cv, left, 10, "which bugs each regime catches (green: caught, red: missed)", 2, ink);
-    for (int g = 0; g < N_REGIMES; g++)
-        canvas_text(&cv, left + label_w + g * cw + 8, top - 18, regimes[g].label, 1, ink);
+    char line[64];
+    for (int g = 0; g < N_REGIMES; g++) {
+        int x = left + label_w + g * cw;
+        canvas_text(&cv, x + 8, top - 18, regimes[g].label, 1, ink);
+        snprintf(line, sizeof line, "%d missed", missed[g]);
+        canvas_text(&cv, x + 8, top + n * ch + 9, line, 1, ink);
+    }
+    snprintf(line, sizeof line, "of %d bugs", bugs);
+    canvas_text(&cv, left, top + n * ch + 6, line, 2, ink);
     for (int i = 0; i < n; i++) {
         int y = top + i * ch;
         canvas_text(&cv, left, y + 6, rows[i].name, 2, ink);
         for (int g = 0; g < N_REGIMES; g++) {
-            bool c = caught(&rows[i], g);
+            bool c = caught(&rows[i], g), bug = rows[i].bug;
             int x = left + label_w + g * cw;
-            canvas_fill_rect(&cv, x + 1, y + 1, cw - 2, ch - 2, c ? green : red);
-            canvas_text(&cv, x + 8, y + 9, c ? "caught" : "missed", 1, white);
+            canvas_fill_rect(&cv, x + 1, y + 1, cw - 2, ch - 2, bug ? (c ? green : red) : c ? orange : grey);
+            canvas_text(&cv, x + 8, y + 9, bug ? (c ? "caught" : "missed") : c ? "false alarm" : "agrees", 1, white);
         }
     }
-    canvas_text(&cv, left, top + n * ch + 12, "the correct code's row: a caught cell is a false alarm; "
-                "a bug's row under 'hidden': run where it does not show", 1, ink);
+    canvas_text(&cv, left, top + (n + 1) * ch + 12, "(where it hides): the bug run in a config where it "
+                "does not show; it counts in no total", 1, ink);
     int rc = canvas_write_png(&cv, path, err, len);
     canvas_free(&cv);
     return rc;
