@@ -64,9 +64,10 @@ typedef struct Reference {
 typedef struct Row {
     const BugInfo *bug; // NULL: the correct code
     bool hidden;        // run with the bug's `hides` flags, where it does not show
-    char name[96];      // the bug, and where it hides
+    char name[160];     // the bug, and where it hides; the correct code, and its layout
+    const char *flags;  // the further flags: its bug's (or where it hides); the reference's
     const Reference *ref;
-    char layout[128];   // its flags: "--sp-attention ring", "--sp 2", ...
+    char layout[128];   // its layout and further flags: "--sp-attention ring", "--sp 2", ...
     double out_err, grad_err;
     int flagged; // the first step over the tolerance; 0 if none
     LossLog diff; // relative loss difference per step
@@ -151,6 +152,13 @@ static int probes(const char *self, int ranks, const char *ckpt, const char *bat
     return probe(self, ranks, ckpt, batch, exact, bug, out, dumped(layout) ? dump : NULL, log);
 }
 
+// OUT/BASE, or OUT/BASE-FLAGS with each space of the flags a '-'
+static void folder(char dir[DIR_LEN], const char *out, const char *base, const char *flags) {
+    int k = snprintf(dir, DIR_LEN, "%s/%s%s", out, base, flags[0] ? "-" : "");
+    for (int i = 0; flags[i] && k < DIR_LEN - 1; i++) dir[k++] = flags[i] == ' ' ? '-' : flags[i];
+    dir[k < DIR_LEN ? k : DIR_LEN - 1] = 0;
+}
+
 // The reference for runs given `flags`, run the first time a row asks (one rank, `steps` steps,
 // then a probe batch of its final weights and its probes) in OUT/reference, or
 // OUT/reference-FLAGS; NULL (with the sentence on stderr) if it failed
@@ -161,8 +169,7 @@ static const Reference *reference(Reference *refs, int *n, const char *flags, co
     CHECK(*n < MAX_REFS, "more than %d different bug configs", MAX_REFS);
     Reference *r = &refs[(*n)++];
     r->flags = flags;
-    int k = snprintf(r->dir, sizeof r->dir, "%s/reference%s%s", out, flags[0] ? "-" : "", flags);
-    for (char *c = r->dir + k - strlen(flags); *c; c++) *c = *c == ' ' ? '-' : *c;
+    folder(r->dir, out, "reference", flags);
     snprintf(r->model, sizeof r->model, "%s/model.safetensors", r->dir);
     snprintf(r->batch, sizeof r->batch, "%s/probe-batch.safetensors", r->dir);
     char log[PATH_LEN_];
@@ -243,7 +250,7 @@ static void write_plot(const Row *rows, int n, int ranks, const char *path) {
         double tx[2] = {d->n ? d->step[0] : 0, d->n ? d->step[d->n - 1] : 1}, ty[2] = {COMPARE_LOSS_TOL, COMPARE_LOSS_TOL};
         PlotSeries s[2] = {{NULL, d->step, d->loss, d->n, {214, 39, 40}},
                            {NULL, tx, ty, 2, {120, 120, 120}}};
-        char title[128];
+        char title[200];
         snprintf(title, sizeof title, rows[i].flagged ? "%s: step %d" : "%s: not flagged",
                  rows[i].name, rows[i].flagged);
         plot_panel(&cv, i % cols * W, i / cols * H + TOP, W, H, title, "step", s, 2, true);
@@ -280,30 +287,41 @@ int bugs_main(int argc, char **argv) {
     if (!launch_self(self, sizeof self)) usage_error("cannot find the train program itself");
     snprintf(nsteps, sizeof nsteps, "%d", steps);
 
-    // the rows: the correct code, each bug, and with --regimes each bug where it hides
-    int n = 1;
-    for (int i = 0; bug_info(i); i++) n += 1 + (regimes && bug_info(i)->hides);
-    Row *rows = xcalloc((size_t)n, sizeof *rows);
-    n = 1;
-    snprintf(rows[0].name, sizeof rows[0].name, "(correct code)");
-    for (int i = 0; bug_info(i); i++)
+    // the rows: the correct code, each bug; with --regimes each bug where it hides too, and the
+    // correct code in every layout the bugs run in (a regime may flag that as well)
+    int bugs = 0;
+    for (int i = 0; bug_info(i); i++) bugs += 1 + (regimes && bug_info(i)->hides);
+    Row *rows = xcalloc((size_t)(2 * bugs + 1), sizeof *rows), *bug_rows = rows + bugs + 1;
+    for (int i = 0, k = 0; bug_info(i); i++)
         for (int hidden = 0; hidden <= (regimes && bug_info(i)->hides); hidden++) {
-            Row *r = &rows[n++];
-            r->bug = bug_info(i), r->hidden = hidden;
+            Row *r = &bug_rows[k++];
+            r->bug = bug_info(i), r->hidden = hidden, r->flags = hidden ? r->bug->hides : r->bug->flags;
             snprintf(r->name, sizeof r->name, "%s%s", r->bug->name, hidden ? " (where it hides)" : "");
+            layout_flags(r->bug, r->flags, ranks, r->layout, sizeof r->layout);
         }
+    int n = 1;
+    rows[0] = (Row){.name = "(correct code)", .flags = ""};
+    for (int k = 0; regimes && k < bugs; k++) {
+        bool have = false;
+        for (int i = 0; i < n; i++) have = have || !strcmp(rows[i].layout, bug_rows[k].layout);
+        if (have) continue;
+        rows[n] = (Row){.flags = bug_rows[k].flags};
+        snprintf(rows[n].layout, sizeof rows[n].layout, "%s", bug_rows[k].layout);
+        snprintf(rows[n].name, sizeof rows[n].name, "(correct code: %s)", rows[n].layout);
+        n++;
+    }
+    memmove(rows + n, bug_rows, (size_t)bugs * sizeof *rows);
+    n += bugs;
     RegimeRow *reg = regimes ? xcalloc((size_t)n, sizeof *reg) : NULL;
     Reference refs[MAX_REFS];
     int n_refs = 0;
     bool ok = true;
     for (int i = 0; i < n; i++) {
         Row *r = &rows[i];
-        const char *flags = !r->bug ? "" : r->hidden ? r->bug->hides : r->bug->flags;
-        if (!(r->ref = reference(refs, &n_refs, flags, self, nsteps, out, regimes))) return 1;
-        layout_flags(r->bug, flags, ranks, r->layout, sizeof r->layout);
-        const char *name = r->bug ? r->bug->name : "correct", *bug = r->bug ? r->bug->name : NULL;
+        if (!(r->ref = reference(refs, &n_refs, r->flags, self, nsteps, out, regimes))) return 1;
+        const char *bug = r->bug ? r->bug->name : NULL;
         char dir[DIR_LEN], log[PATH_LEN_], err[1024];
-        snprintf(dir, sizeof dir, "%s/%s%s", out, name, r->hidden ? "-hidden" : "");
+        folder(dir, out, bug ? bug : "correct", r->hidden ? "hidden" : bug ? "" : r->layout);
         printf("== %s: %d ranks %s\n", r->name, ranks, r->layout);
         fflush(stdout);
         snprintf(log, sizeof log, "%s.log", dir);

@@ -20,7 +20,7 @@
 enum { REGIMES_CHECKS = 19 }; // the rows of regimes.c's table of checks
 
 typedef struct RegimeRow {
-    char name[96];              // the bug ("(correct code)" for none), and where it hides
+    char name[160];             // the bug ("(correct code)" for none), and where it hides
     char flags[128];            // what the N-rank runs were given: layout and further flags
     bool bug, hidden;           // a bug (else the correct code); run where it hides (bug->hides)
     double err[REGIMES_CHECKS]; // each check's measured error; -1: not measured (no tape)
