@@ -177,6 +177,7 @@ expect_usage "must be between 1 and" --batch 0
 expect_usage "--heads 5 does not divide the width 64 (--hidden)" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
+expect_usage "runs its own --exact column" bugs --regimes --exact
 # --device cuda where there is no GPU (the GPU path itself: tests/gpu/device_cli.sh)
 if ! nvidia-smi -L > /dev/null 2>&1; then
   expect_usage "--device cuda: .*no GPU is visible here\|--device cuda: this build has no CUDA" --device cuda

@@ -259,25 +259,45 @@ static bool caught(const RegimeRow *r, int g) {
     return any;
 }
 
+// Regime g's totals: the bugs it misses where they show, the correct runs it flags (false
+// alarms), and the bugs it misses or catches only where it flags the correct code of the same
+// layout too (a catch that does not tell the bug from rounding)
+typedef struct Totals {
+    int bugs, correct, missed, alarms, blind;
+} Totals;
+static Totals totals(const RegimeRow *rows, int n, int g) {
+    Totals t = {0};
+    for (int i = 0; i < n; i++) {
+        const RegimeRow *r = &rows[i];
+        if (!r->bug) t.correct++, t.alarms += caught(r, g);
+        if (!r->bug || r->hidden) continue;
+        bool alarm = false;
+        for (int j = 0; j < n; j++) alarm = alarm || (!rows[j].bug && !strcmp(rows[j].flags, r->flags) && caught(&rows[j], g));
+        t.bugs++, t.missed += !caught(r, g), t.blind += !caught(r, g) || alarm;
+    }
+    return t;
+}
+
 static void verdict_table(FILE *f, const RegimeRow *rows, int n, int ranks) {
     fprintf(f, "| bug | runs on %d ranks with |", ranks);
     for (int g = 0; g < N_REGIMES; g++) fprintf(f, " %s |", regimes[g].label);
     fprintf(f, "\n| --- | --- |");
     for (int g = 0; g < N_REGIMES; g++) fprintf(f, " --- |");
     fprintf(f, "\n");
-    int bugs = 0, missed[N_REGIMES] = {0};
     for (int i = 0; i < n; i++) {
         const RegimeRow *r = &rows[i];
         fprintf(f, "| %s | %s |", r->name, r->flags[0] ? r->flags : "gather");
-        bugs += r->bug && !r->hidden;
-        for (int g = 0; g < N_REGIMES; g++) {
-            fprintf(f, " %s |", caught(r, g) ? "caught" : "missed");
-            missed[g] += r->bug && !r->hidden && !caught(r, g);
-        }
+        for (int g = 0; g < N_REGIMES; g++) fprintf(f, " %s |", caught(r, g) ? "caught" : "missed");
         fprintf(f, "\n");
     }
-    fprintf(f, "| **missed, of %d bugs** | |", bugs);
-    for (int g = 0; g < N_REGIMES; g++) fprintf(f, " **%d** |", missed[g]);
+    Totals t[N_REGIMES];
+    for (int g = 0; g < N_REGIMES; g++) t[g] = totals(rows, n, g);
+    fprintf(f, "| **missed, of %d bugs** | |", t[0].bugs);
+    for (int g = 0; g < N_REGIMES; g++) fprintf(f, " **%d** |", t[g].missed);
+    fprintf(f, "\n| **false alarms, of %d correct runs** | |", t[0].correct);
+    for (int g = 0; g < N_REGIMES; g++) fprintf(f, " **%d** |", t[g].alarms);
+    fprintf(f, "\n| **missed, or caught only where the correct code is flagged too** | |");
+    for (int g = 0; g < N_REGIMES; g++) fprintf(f, " **%d** |", t[g].blind);
     fprintf(f, "\n");
 }
 
@@ -350,29 +370,34 @@ static int write_png(const RegimeRow *rows, int n, const char *path, char *err, 
     const uint8_t white[3] = {255, 255, 255}, ink[3] = {30, 30, 30}, green[3] = {67, 160, 71},
                   red[3] = {229, 57, 53}, grey[3] = {150, 150, 150}, orange[3] = {251, 140, 0};
     enum { ch = 26, top = 70, left = 12 };
-    int label_w = 0, cw = 0, bugs = 0, missed[N_REGIMES] = {0};
+    int label_w = 0, cw = 0;
     for (int i = 0; i < n; i++) {
         int w = canvas_text_width(rows[i].name, 2);
         label_w = w > label_w ? w : label_w;
-        bugs += rows[i].bug && !rows[i].hidden;
-        for (int g = 0; g < N_REGIMES; g++) missed[g] += rows[i].bug && !rows[i].hidden && !caught(&rows[i], g);
     }
     for (int g = 0; g < N_REGIMES; g++) {
         int w = canvas_text_width(regimes[g].label, 1) + 16;
         cw = w > cw ? w : cw;
     }
     label_w += 24;
-    Canvas cv = canvas_create(left + label_w + N_REGIMES * cw + 12, top + (n + 1) * ch + 40, white);
+    Canvas cv = canvas_create(left + label_w + N_REGIMES * cw + 12, top + (n + 2) * ch + 40, white);
     canvas_text(&cv, left, 10, "which bugs each regime catches (green: caught, red: missed)", 2, ink);
     char line[64];
     for (int g = 0; g < N_REGIMES; g++) {
         int x = left + label_w + g * cw;
         canvas_text(&cv, x + 8, top - 18, regimes[g].label, 1, ink);
-        snprintf(line, sizeof line, "%d missed", missed[g]);
+        Totals t = totals(rows, n, g);
+        snprintf(line, sizeof line, "%d missed", t.missed);
         canvas_text(&cv, x + 8, top + n * ch + 9, line, 1, ink);
+        snprintf(line, sizeof line, "%d false alarm%s", t.alarms, t.alarms == 1 ? "" : "s");
+        canvas_text(&cv, x + 8, top + (n + 1) * ch + 9, line, 1, ink);
+        if (!g) {
+            snprintf(line, sizeof line, "of %d bugs", t.bugs);
+            canvas_text(&cv, left, top + n * ch + 6, line, 2, ink);
+            snprintf(line, sizeof line, "of %d correct runs", t.correct);
+            canvas_text(&cv, left, top + (n + 1) * ch + 6, line, 2, ink);
+        }
     }
-    snprintf(line, sizeof line, "of %d bugs", bugs);
-    canvas_text(&cv, left, top + n * ch + 6, line, 2, ink);
     for (int i = 0; i < n; i++) {
         int y = top + i * ch;
         canvas_text(&cv, left, y + 6, rows[i].name, 2, ink);
@@ -383,7 +408,7 @@ static int write_png(const RegimeRow *rows, int n, const char *path, char *err, 
             canvas_text(&cv, x + 8, y + 9, bug ? (c ? "caught" : "missed") : c ? "false alarm" : "agrees", 1, white);
         }
     }
-    canvas_text(&cv, left, top + (n + 1) * ch + 12, "(where it hides): the bug run in a config where it "
+    canvas_text(&cv, left, top + (n + 2) * ch + 12, "(where it hides): the bug run in a config where it "
                 "does not show; it counts in no total", 1, ink);
     int rc = canvas_write_png(&cv, path, err, len);
     canvas_free(&cv);
