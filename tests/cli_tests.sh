@@ -71,11 +71,12 @@ expect_caught 2 accum-unweighted --grad-accum 3
 expect_caught 2 local-mean-loss
 
 # the bug catalogue: every injectable bug caught on 4 ranks, the correct code agrees (exit 0),
-# one row per bug (an unknown bug's error lists them all) plus the correct code's, and with
-# --regimes one more for each bug where it hides; the regimes' cells recomputed from their errors
-out=$("$TRAIN" bugs --regimes --ranks 4 --steps 20 --out "$WORK/bugs" 2>&1); rc=$?
+# one row per bug (an unknown bug's error lists them all) plus the correct code's (with --regimes,
+# also each bug where it hides and the correct code in each layout); the regimes' cells recomputed
+# from their errors. 5 steps: the probe catches every bug in one
+out=$("$TRAIN" bugs --regimes --ranks 4 --steps 5 --out "$WORK/bugs" 2>&1); rc=$?
 known=$("$TRAIN" --inject-bug nonsense 2>&1 | sed -nE 's/.*\(known: ([^)]*)\).*/\1/p' | tr ',' '\n' | wc -l)
-rows=$(grep '^| [a-z(]' "$WORK/bugs/bugs.md" 2>/dev/null | grep -vc 'where it hides') # the header's too
+rows=$(grep '^| [a-z(]' "$WORK/bugs/bugs.md" 2>/dev/null | grep -vc 'where it hides\|correct code:') # the header's too
 if [ $rc = 0 ] && [ "$rows" = $((known + 2)) ] && [ -s "$WORK/bugs/bugs.png" ]; then ok "train bugs --ranks 4: $known bugs, every one caught, the correct code agrees"
 else bad "train bugs --ranks 4 (exit $rc, $rows rows for $known bugs)"; echo "$out" | tail -20; fi
 if res=$("$(dirname "$0")/regimes_check.sh" "$WORK/bugs/regimes.csv" 2>&1) && [ -s "$WORK/bugs/regimes.png" ]; then ok "bugs --regimes: $res"
