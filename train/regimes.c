@@ -113,7 +113,6 @@ static bool over(double err, double tau) { return isnan(err) || err > tau; }
 
 // ---- measuring ---------------------------------------------------------------------------------
 
-
 // A tape's names are "NNNN name", a probe's just the name
 static const char *name_of(const StTensor *t) { return strchr(t->name, ' ') ? strchr(t->name, ' ') + 1 : t->name; }
 static bool ends_with(const char *s, const char *tail) {
@@ -130,11 +129,13 @@ static bool reads(Tensors what, const char *name) {
     case ATTN_DQ: return grad && !strncmp(base, "blocks.", 7) && ends_with(base, ".attn.q");
     case ATTN_DK: return grad && !strncmp(base, "blocks.", 7) && ends_with(base, ".attn.k");
     case ATTN_DV: return grad && !strncmp(base, "blocks.", 7) && ends_with(base, ".attn.v");
-    case OUTPUT: return !strcmp(name, "out");
+    case OUTPUT: case OUTPUT_MEAN: return !strcmp(name, "out");
+    case Q_PROJ_GRAD: return !strcmp(name, "grad.blocks.0.attn.qkv.weight");
     case PARAM_GRADS: case EXACT_BACKWARD: return grad;
     case EXACT_FORWARD: return !grad;
-    default: return false;
+    case LOSS_CURVE: return false;
     }
+    return false;
 }
 
 static real *values(const StTensor *t, size_t *n) {
@@ -185,8 +186,7 @@ static double measure_files(const SafeTensors *A, const SafeTensors *B, const Ch
     for (int i = 0; i < A->n; i++) {
         const StTensor *x = &A->tensors[i], *y = NULL;
         const char *name = name_of(x);
-        bool q_proj = c->what == Q_PROJ_GRAD && !strcmp(name, "grad.blocks.0.attn.qkv.weight");
-        if (!q_proj && !(c->what == OUTPUT_MEAN ? !strcmp(name, "out") : reads(c->what, name))) continue;
+        if (!reads(c->what, name)) continue;
         for (int j = 0; j < B->n && !y; j++)
             if (!strcmp(name_of(&B->tensors[j]), name)) y = &B->tensors[j];
         if (!y || x->nbytes != y->nbytes || x->ndim != y->ndim || memcmp(x->shape, y->shape, sizeof x->shape))
@@ -194,7 +194,7 @@ static double measure_files(const SafeTensors *A, const SafeTensors *B, const Ch
         size_t n;
         real *a = values(x, &n), *b = values(y, &n);
         if (c->what == OUTPUT_MEAN) a[0] = (real)mean(a, n), b[0] = (real)mean(b, n), n = 1;
-        if (q_proj) n = (size_t)(x->shape[1] * x->shape[1]); // qkv.weight is (3D, D): q's rows first
+        if (c->what == Q_PROJ_GRAD) n = (size_t)(x->shape[1] * x->shape[1]); // (3D, D): q's rows first
         if (c->what >= ATTN_DQ && c->what <= ATTN_DV) {
             double s = unit_dout(B, name);
             for (size_t k = 0; k < n; k++) a[k] = (real)(a[k] * s), b[k] = (real)(b[k] * s);
