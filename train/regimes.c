@@ -342,12 +342,17 @@ static void write_md(FILE *f, const RegimeRow *rows, int n, int ranks, int steps
     error_table(f, rows, n);
 }
 
+const char *regimes_check_name(int k, char *buf, size_t len) {
+    snprintf(buf, len, "%s/%s", regimes[checks[k].regime].id, checks[k].name);
+    return buf;
+}
+
 // The CSV: the row, then each check's error and level, then each regime's verdict
 static void write_csv(FILE *f, const RegimeRow *rows, int n) {
     fprintf(f, "bug,flags,kind");
+    char name[96];
     for (int k = 0; k < REGIMES_CHECKS; k++)
-        fprintf(f, ",%s/%s error,%s/%s tau", regimes[checks[k].regime].id, checks[k].name,
-                regimes[checks[k].regime].id, checks[k].name);
+        fprintf(f, ",%s error,%s tau", regimes_check_name(k, name, sizeof name), name);
     for (int g = 0; g < N_REGIMES; g++) fprintf(f, ",%s verdict", regimes[g].id);
     fprintf(f, "\n");
     for (int i = 0; i < n; i++) {

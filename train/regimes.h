@@ -26,6 +26,8 @@ typedef struct RegimeRow {
     double err[REGIMES_CHECKS]; // each check's measured error; -1: not measured (no tape)
 } RegimeRow;
 
+// Check k's name in the CSV, "REGIME/WHAT" ("forward-only/attn.out"), into buf
+const char *regimes_check_name(int k, char *buf, size_t len);
 // Measures every check for the run in folder dir against the reference in ref_dir (the files
 // above and loss.csv in each; `tape`: whether the runs wrote tapes). A file that cannot be read is
 // a fatal error: the catalogue has just written them.
