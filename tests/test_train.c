@@ -1,6 +1,7 @@
 // test_train.c: checkpoints (round trip, and every kind of mismatch named), the config's text
 // form, the diffusion formulas, model config validation, `compare` on hand-written runs and
-// probe results, and the settings table against --help, --resume, compare and the rank check.
+// probe results, the checks of `bugs --regimes` on hand-made runs, and the settings table against
+// --help, --resume, compare and the rank check.
 #include "../core/safetensors.h"
 #include "../kernels/kernels.h"
 #include "../train/checkpoint.h"
