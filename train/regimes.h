@@ -3,8 +3,8 @@
 // tensors, the same torch.allclose tolerances), applied to the catalogue's runs of every bug: the
 // N-rank probe, its tape (probe --dump-tape: attention outputs and the gradients of q, k and v),
 // its loss curve and its --exact probe, each against the 1-rank reference's. The result is a
-// table with one row per run and one column per regime, each cell caught or missed, with every
-// measured error beside it: DIR/regimes.md, DIR/regimes.csv (what tests/regimes_check.sh
+// table with one row per run (each bug, each bug where it hides, the correct code in each layout)
+// and one column per regime, each cell caught or missed, with every measured error beside it: DIR/regimes.md, DIR/regimes.csv (what tests/regimes_check.sh
 // recomputes the cells from) and DIR/regimes.png (a heat map).
 #pragma once
 #include <stdbool.h>
@@ -20,8 +20,9 @@
 enum { REGIMES_CHECKS = 19 }; // the rows of regimes.c's table of checks
 
 typedef struct RegimeRow {
-    char name[160];             // the bug ("(correct code)" for none), and where it hides
-    char flags[128];            // what the N-rank runs were given: layout and further flags
+    char name[160];             // the bug and where it hides, or the correct code and its layout
+    char flags[128];            // what the N-rank runs were given: layout and further flags (a
+                                // correct run's and a bug's in the same layout are the same)
     bool bug, hidden;           // a bug (else the correct code); run where it hides (bug->hides)
     double err[REGIMES_CHECKS]; // each check's measured error; -1: not measured (no tape)
 } RegimeRow;
