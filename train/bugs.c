@@ -108,6 +108,27 @@ static int train(const char *self, int ranks, const char *steps, const char *lay
     return run(&cmd, layout, bug, log);
 }
 
+// Whether the training run in dir stopped because its loss became NaN or infinite (train exits 1
+// and says at which step in log, loss.csv holding the steps before it): then that step's loss is
+// added to its loss.csv, so that the comparisons see where it diverged
+static bool diverged(const char *dir, const char *log) {
+    FILE *f = fopen(log, "r");
+    char line[1024], what[16] = "", path[PATH_LEN_];
+    int step = 0;
+    while (f && !step && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, "the loss became ");
+        if (!at || !strstr(line, "training diverged") || sscanf(at, "the loss became %15s at step %d", what, &step) != 2)
+            step = 0;
+    }
+    if (f) fclose(f);
+    snprintf(path, sizeof path, "%s/loss.csv", dir);
+    FILE *csv = step > 0 ? fopen(path, "a") : NULL;
+    if (!csv) return false;
+    if (!fseek(csv, 0, SEEK_END) && ftell(csv) == 0) fprintf(csv, "step,loss\n");
+    fprintf(csv, "%d,%s\n", step, strcmp(what, "NaN") ? "inf" : "nan");
+    return !fclose(csv);
+}
+
 // The words of the flags that a probe takes: a training run's others (the input size, ...) are
 // the checkpoint's
 static void probe_flags(const char *flags, char *buf, size_t len) {
@@ -326,7 +347,7 @@ int bugs_main(int argc, char **argv) {
         fflush(stdout);
         snprintf(log, sizeof log, "%s.log", dir);
         remove(log);
-        if (train(self, ranks, nsteps, r->layout, bug, dir, log) ||
+        if ((train(self, ranks, nsteps, r->layout, bug, dir, log) && !diverged(dir, log)) ||
             probes(self, ranks, r->ref->model, r->ref->batch, r->layout, bug, dir, regimes, log))
             return fprintf(stderr, "error: the %d-rank run of %s failed; see %s\n", ranks, r->name, log), 1;
         loss_difference(r, dir, r->ref->dir);
