@@ -29,6 +29,8 @@ typedef struct BugInfo { // a row of the bug table
                         // (any layout with --grad-accum 2 or more)
     const char *report; // the public report it reproduces; NULL: one of this project's own
     const char *flags;  // the further training flags it needs to show ("" if none)
+    const char *hides;  // flags under which it hides, in place of `flags` (T divisible by P, small
+                        // logits): a test that runs only those misses it; NULL: none
 } BugInfo;
 const BugInfo *bug_info(int i);           // row i of the table; NULL past its end
 unsigned bug_from_name(const char *name); // a bug's flag from its name; 0 if unknown

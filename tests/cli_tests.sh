@@ -71,12 +71,16 @@ expect_caught 2 accum-unweighted --grad-accum 3
 expect_caught 2 local-mean-loss
 
 # the bug catalogue: every injectable bug caught on 4 ranks, the correct code agrees (exit 0),
-# one row per bug (an unknown bug's error lists them all) plus the correct code's
-out=$("$TRAIN" bugs --ranks 4 --steps 20 --out "$WORK/bugs" 2>&1); rc=$?
+# one row per bug (an unknown bug's error lists them all) plus the correct code's (with --regimes,
+# also each bug where it hides and the correct code in each layout); the regimes' cells recomputed
+# from their errors. 5 steps: the probe catches every bug in one
+out=$("$TRAIN" bugs --regimes --ranks 4 --steps 5 --out "$WORK/bugs" 2>&1); rc=$?
 known=$("$TRAIN" --inject-bug nonsense 2>&1 | sed -nE 's/.*\(known: ([^)]*)\).*/\1/p' | tr ',' '\n' | wc -l)
-rows=$(grep -c '^| [a-z(]' "$WORK/bugs/bugs.md" 2>/dev/null) # the header's too
+rows=$(grep '^| [a-z(]' "$WORK/bugs/bugs.md" 2>/dev/null | grep -vc 'where it hides\|correct code:') # the header's too
 if [ $rc = 0 ] && [ "$rows" = $((known + 2)) ] && [ -s "$WORK/bugs/bugs.png" ]; then ok "train bugs --ranks 4: $known bugs, every one caught, the correct code agrees"
 else bad "train bugs --ranks 4 (exit $rc, $rows rows for $known bugs)"; echo "$out" | tail -20; fi
+if res=$("$(dirname "$0")/regimes_check.sh" "$WORK/bugs/regimes.csv" 2>&1) && [ -s "$WORK/bugs/regimes.png" ]; then ok "bugs --regimes: $res"
+else bad "bugs --regimes: the table breaks its rules"; echo "$res"; fi
 
 # 2. resume: 10 steps + 10 resumed steps == 20 uninterrupted steps, bit for bit (1 and 2 ranks)
 RES="--model DiT-tiny/2 --input-size 8 --batch 4 --sample-steps 1 --samples-per-class 1 --ema 0.9"
@@ -174,6 +178,7 @@ expect_usage "must be between 1 and" --batch 0
 expect_usage "--heads 5 does not divide the width 64 (--hidden)" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
+expect_usage "runs its own --exact column" bugs --regimes --exact
 # --device cuda where there is no GPU (the GPU path itself: tests/gpu/device_cli.sh)
 if ! nvidia-smi -L > /dev/null 2>&1; then
   expect_usage "--device cuda: .*no GPU is visible here\|--device cuda: this build has no CUDA" --device cuda

@@ -1,6 +1,7 @@
 // test_train.c: checkpoints (round trip, and every kind of mismatch named), the config's text
 // form, the diffusion formulas, model config validation, `compare` on hand-written runs and
-// probe results, and the settings table against --help, --resume, compare and the rank check.
+// probe results, the checks of `bugs --regimes` on hand-made runs, and the settings table against
+// --help, --resume, compare and the rank check.
 #include "../core/safetensors.h"
 #include "../kernels/kernels.h"
 #include "../train/checkpoint.h"
@@ -9,6 +10,7 @@
 #include "../train/bugs.h"
 #include "../train/flow.h"
 #include "../train/probe.h"
+#include "../train/regimes.h"
 #include "../train/sample.h"
 #include "formulas.h"
 #include "testutil.h"
@@ -413,6 +415,81 @@ START_TEST(compare_results_shapes_must_match) {
 }
 END_TEST
 
+// ---- bugs --regimes: each check's error against its formula, on hand-made runs ------------------
+
+// A run folder for the regimes: its probe, tape (both also as the --exact ones) and loss curve
+static void write_regimes_run(const char *name, const float out[4], const float qkv[12],
+                              const float bias[2], const float attn[4], const float dq[4],
+                              const float dv[4], const char *loss) {
+    static const float dout[4] = {2, 2, 2, 2}, dk[4] = {1, 2, 3, 4}, one[1] = {0.5f};
+    char path[256], err[256];
+    write_run(name, loss);
+    StWriter *p = st_writer_new(), *t = st_writer_new();
+    st_writer_add(p, "out", ST_F32, 1, (int64_t[]){4}, out);
+    st_writer_add(p, "loss", ST_F32, 1, (int64_t[]){1}, one);
+    st_writer_add(p, "grad.blocks.0.attn.qkv.weight", ST_F32, 2, (int64_t[]){6, 2}, qkv); // D = 2
+    st_writer_add(p, "grad.final_layer.linear.bias", ST_F32, 1, (int64_t[]){2}, bias);
+    const int64_t tok[3] = {1, 2, 2};
+    st_writer_add(t, "0000 blocks.0.attn.out", ST_F32, 3, tok, attn);
+    st_writer_add(t, "0001 grad.blocks.0.attn.out", ST_F32, 3, tok, dout);
+    st_writer_add(t, "0002 grad.blocks.0.attn.v", ST_F32, 3, tok, dv);
+    st_writer_add(t, "0003 grad.blocks.0.attn.k", ST_F32, 3, tok, dk);
+    st_writer_add(t, "0004 grad.blocks.0.attn.q", ST_F32, 3, tok, dq);
+    const char *files[4] = {REGIMES_PROBE, REGIMES_EXACT_PROBE, REGIMES_TAPE, REGIMES_EXACT_TAPE};
+    for (int f = 0; f < 4; f++) {
+        snprintf(path, sizeof path, "%s/%s/%s", dir, name, files[f]);
+        ck_assert_msg(!st_writer_write(f < 2 ? p : t, path, err, sizeof err), "%s", err);
+    }
+    st_writer_free(p), st_writer_free(t);
+}
+
+static double regimes_err(const RegimeRow *r, const char *check) {
+    char name[96];
+    for (int k = 0; k < REGIMES_CHECKS; k++)
+        if (!strcmp(regimes_check_name(k, name, sizeof name), check)) return r->err[k];
+    ck_abort_msg("no check %s", check);
+    return 0;
+}
+
+// The run differs from the reference in one attention output (by 0.005), one model output (by 1),
+// one value of q_proj's gradient (by 1e-3) and one of k_proj's, one gradient bias (inf), one
+// value of dq (by 4e-6; the output gradient's rms is 2) and one of dv (NaN), and in the loss by 4%
+START_TEST(regimes_errors_by_formula) {
+    const float out[4] = {1, 2, 3, 4}, out_run[4] = {1, 2, 3, 5}, attn[4] = {1, 2, 3, 4},
+                attn_run[4] = {1, 2, 3, 4.005f}, bias[2] = {0, 1}, bias_run[2] = {INFINITY, 1},
+                dq[4] = {1e-3f, 0, 0, 0}, dq_run[4] = {1e-3f + 4e-6f, 0, 0, 0}, dv[4] = {1, 1, 1, 1},
+                dv_run[4] = {1, NAN, 1, 1};
+    float qkv[12], qkv_run[12];
+    for (int i = 0; i < 12; i++) qkv[i] = qkv_run[i] = 1;
+    qkv_run[1] = 1.001f, qkv_run[6] = 9; // q's rows are the first 2 (4 values), k's the next
+    write_regimes_run("ref", out, qkv, bias, attn, dq, dv, "1,2.0\n2,1.0\n");
+    write_regimes_run("run", out_run, qkv_run, bias_run, attn_run, dq_run, dv_run, "1,2.0\n2,1.04\n");
+    char run[256], ref[256];
+    tmp_path(run, sizeof run, "run"), tmp_path(ref, sizeof ref, "ref");
+    RegimeRow r = {.bug = true};
+    regimes_measure(&r, run, ref, true);
+    double d_attn = (double)attn_run[3] - 4, d_q = ((double)dq_run[0] - dq[0]) / 2;
+    ck_assert_double_eq_tol(regimes_err(&r, "forward-only/attn.out"), d_attn / 1e-2, 1e-9);
+    ck_assert_double_eq_tol(regimes_err(&r, "bf16-attention/attn.out"), d_attn / (2.5e-2 + 2.5e-2 * 4), 1e-9);
+    ck_assert_double_eq_tol(regimes_err(&r, "fp32-attention/attn.out"), d_attn / (1e-8 + 1e-5 * attn_run[3]), 1e-6);
+    ck_assert_double_eq_tol(regimes_err(&r, "fp32-attention/dq"), d_q / (2e-6 + 1e-5 * dq_run[0] / 2), 1e-6);
+    ck_assert_double_eq(regimes_err(&r, "fp32-attention/dk"), 0);
+    ck_assert(isinf(regimes_err(&r, "fp32-attention/dv")));
+    ck_assert_double_eq_tol(regimes_err(&r, "model-output/out"), 1 / (1e-4 + 1e-4 * 5), 1e-9);
+    ck_assert_double_eq_tol(regimes_err(&r, "mean-and-one-grad/out mean"), 0.25 / (3e-5 + 1e-2 * 2.75), 1e-6);
+    ck_assert_double_eq_tol(regimes_err(&r, "mean-and-one-grad/q_proj grad"), ((double)qkv_run[1] - 1) / (3e-5 + 1e-2), 1e-6);
+    ck_assert_double_eq(regimes_err(&r, "finite-gradients/grads"), 1); // dv's NaN is no parameter's
+    ck_assert_double_eq_tol(regimes_err(&r, "loss-5pct/loss"), 0.04, 1e-12);
+    ck_assert_double_eq_tol(regimes_err(&r, "ours/loss"), 0.04, 1e-12);
+    ck_assert(!(regimes_err(&r, "ours/grads") <= PROBE_GRAD_TOL)); // an inf
+    ck_assert_double_eq(regimes_err(&r, "ours-exact/forward"), 2);  // out and attn.out
+    ck_assert_double_eq(regimes_err(&r, "ours-exact/backward"), 5); // qkv twice, bias, dq, dv
+    regimes_measure(&r, run, ref, false); // no tape: the attention's checks are not measured
+    ck_assert_double_eq(regimes_err(&r, "bf16-attention/dq"), -1);
+    ck_assert_double_eq(regimes_err(&r, "ours-exact/forward"), 1);
+}
+END_TEST
+
 // ---- the settings table --------------------------------------------------------------------------
 // Its rows fit their fields (no two overlap: a kind of the wrong size would write into the next
 // field), keys and each command's flags are distinct, a switch is a boolean, a resumed row has a
@@ -450,7 +527,7 @@ static int sample_help(int argc, char **argv) { return sample_main(argc, argv, &
 START_TEST(settings_help_lists_exactly_the_rows) {
     const struct { unsigned command; int (*main)(int, char **); const char *own; } commands[] = {
         {FOR_TRAIN, train_help, ""}, {FOR_PROBE, probe_help, " --ckpt --batch --out --dump-tape --make-batch "},
-        {FOR_SAMPLE, sample_help, ""}, {FOR_BUGS, bugs_main, ""}};
+        {FOR_SAMPLE, sample_help, ""}, {FOR_BUGS, bugs_main, " --regimes "}};
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
         char out[16384];
         ck_assert_int_eq(captured(out, sizeof out, commands[c].main, 1, (char *[]){"--help", NULL}), 0);
@@ -647,6 +724,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, compare_loss_csv_steps_must_increase);
     tcase_add_test(tc, compare_loss_csv_steps_are_whole_numbers);
     tcase_add_test(tc, compare_results_shapes_must_match);
+    tcase_add_test(tc, regimes_errors_by_formula);
     tcase_add_test(tc, settings_table_is_consistent);
     tcase_add_test(tc, settings_help_lists_exactly_the_rows);
     tcase_add_test(tc, settings_resume_round_trip);

@@ -15,6 +15,7 @@
 #include "outfile.h"
 #include "plot.h"
 #include "probe.h"
+#include "regimes.h"
 #include "settings.h"
 #include <errno.h>
 #include <stdio.h>
@@ -28,11 +29,12 @@ static const char *const base[] = {"--model", "DiT-tiny/2", "--input-size", "22"
                                    "--samples-per-class", "0", "--save-every", "0", "--log-every", "1000"};
 #define N_BASE (int)(sizeof base / sizeof base[0])
 enum { OUT_LEN = 1024, DIR_LEN = OUT_LEN + 64, PATH_LEN_ = DIR_LEN + 64 }; // --out, its folders, files
+enum { MAX_REFS = 16 }; // different configs of the bugs
 
 static TrainConfig shared; // the settings every run of the catalogue gets (settings.h, FOR_BUGS)
 
 static void help(void) {
-    printf("usage: train/train bugs [--ranks N] [--steps S] [--out DIR] [flags]\n"
+    printf("usage: train/train bugs [--ranks N] [--steps S] [--out DIR] [--regimes] [flags]\n"
            "  The catalogue of injectable sequence-parallel bugs: for the correct code and for every\n"
            "  bug (--inject-bug), a training run of S steps (default 30) on N ranks (default 4) in the\n"
            "  layout the bug lives in, compared with one rank: the first step whose loss differs by\n"
@@ -40,6 +42,13 @@ static void help(void) {
            "  output's and the worst gradient's relative error (tolerances %g and %g).\n"
            "  Writes DIR/bugs.md (the table, also printed) and DIR/bugs.png (each row's loss\n"
            "  difference per step); DIR defaults to runs/bugs, and its earlier results are replaced.\n"
+           "  A bug whose layout needs further flags (its config) is compared with a 1-rank run given\n"
+           "  them too.\n"
+           "  --regimes also runs each probe under --exact, each bug that hides under some config\n"
+           "  (T divisible by P, small logits) there too, and the correct code in every layout the\n"
+           "  bugs use, and judges every row by the checks other libraries' own tests make (forward\n"
+           "  only, finite gradients, bf16 tolerances, ...): a table of which regime catches which\n"
+           "  bug, with every measured error, in DIR/regimes.md, .csv and .png.\n"
            "  It starts its own ranks with mpirun: run it without mpirun.\n"
            "  Exit 0 when the correct code agrees and every bug is caught, 1 otherwise.\n"
            "  These flags go to every training and probe run:\n",
@@ -47,30 +56,40 @@ static void help(void) {
     settings_help(stdout, FOR_BUGS);
 }
 
+// The 1-rank reference of the runs given further flags (a bug's config: "--grad-accum 5"; "": none)
+typedef struct Reference {
+    const char *flags;
+    char dir[DIR_LEN], model[PATH_LEN_], batch[PATH_LEN_];
+} Reference;
+
 typedef struct Row {
     const BugInfo *bug; // NULL: the correct code
-    char layout[64];    // its flags: "--sp-attention ring", "--sp 2", ...
+    bool hidden;        // run with the bug's `hides` flags, where it does not show
+    char name[160];     // the bug, and where it hides; the correct code, and its layout
+    const char *flags;  // the further flags: its bug's (or where it hides); the reference's
+    const Reference *ref;
+    char layout[128];   // its layout and further flags: "--sp-attention ring", "--sp 2", ...
     double out_err, grad_err;
     int flagged; // the first step over the tolerance; 0 if none
     LossLog diff; // relative loss difference per step
     char where[192]; // locate's first divergence of the probe's step ("" if none); "-": no dump
 } Row;
 
-// The layout flags that put a bug on its code path over `ranks` ranks
-static void layout_flags(const BugInfo *b, int ranks, char *buf, size_t len) {
+// The layout flags that put a bug on its code path over `ranks` ranks, and its further flags
+static void layout_flags(const BugInfo *b, const char *flags, int ranks, char *buf, size_t len) {
     buf[0] = 0;
     if (!b) return;
     if (b->layout == BUG_DATA_PARALLEL) snprintf(buf, len, "--sp %d", ranks % 2 ? 1 : ranks / 2);
     else if (b->layout >= 0 && b->layout != SP_GATHER)
         snprintf(buf, len, "--sp-attention %s", seq_attention_name((SeqAttention)b->layout));
-    if (b->flags[0]) snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", b->flags);
+    if (flags[0]) snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", flags);
 }
 
-// Runs cmd with the row's layout flags and its bug (r NULL: neither) and the shared settings, its
-// output appended to log; the exit status
-static int run(Command *cmd, const Row *r, const char *log) {
-    if (r) command_add_words(cmd, r->layout);
-    if (r && r->bug) command_add(cmd, "--inject-bug", r->bug->name, NULL);
+// Runs cmd with the layout flags, the bug (NULL: none) and the shared settings, its output
+// appended to log; the exit status
+static int run(Command *cmd, const char *layout, const char *bug, const char *log) {
+    command_add_words(cmd, layout);
+    if (bug) command_add(cmd, "--inject-bug", bug, NULL);
     char *args[32], values[PATH_LEN_];
     int k = settings_args(&shared, FOR_BUGS, args, 32, values, sizeof values);
     CHECK(k >= 0, "the shared settings do not fit in 32 arguments");
@@ -78,31 +97,116 @@ static int run(Command *cmd, const Row *r, const char *log) {
     return command_run(cmd, log);
 }
 
-// A training run on `ranks` ranks of the row (NULL: the reference) into dir; its exit status
-static int train(const char *self, int ranks, const char *steps, const Row *r, const char *dir,
-                 const char *log) {
+// A training run on `ranks` ranks with the layout flags and the bug (NULL: none) into dir; its
+// exit status
+static int train(const char *self, int ranks, const char *steps, const char *layout, const char *bug,
+                 const char *dir, const char *log) {
     run_folder_clear(dir);
     Command cmd;
     command_start(&cmd, ranks, self);
     for (int i = 0; i < N_BASE; i++) command_add(&cmd, base[i], NULL);
     command_add(&cmd, "--steps", steps, "--out", dir, NULL);
-    return run(&cmd, r, log);
+    return run(&cmd, layout, bug, log);
 }
 
-// A probe on `ranks` ranks of the row (NULL: the reference) of ckpt on batch into out, its tape
-// into dump (NULL: none); its exit status
-static int probe(const char *self, int ranks, const char *ckpt, const char *batch, const Row *r,
-                 const char *out, const char *dump, const char *log) {
+// Whether the training run in dir stopped because its loss became NaN or infinite (train exits 1
+// and says at which step in log, loss.csv holding the steps before it): then that step's loss is
+// added to its loss.csv, so that the comparisons see where it diverged
+static bool diverged(const char *dir, const char *log) {
+    FILE *f = fopen(log, "r");
+    char line[1024], what[16] = "", path[PATH_LEN_];
+    int step = 0;
+    while (f && !step && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, "the loss became ");
+        if (!at || !strstr(line, "training diverged") || sscanf(at, "the loss became %15s at step %d", what, &step) != 2)
+            step = 0;
+    }
+    if (f) fclose(f);
+    snprintf(path, sizeof path, "%s/loss.csv", dir);
+    FILE *csv = step > 0 ? fopen(path, "a") : NULL;
+    if (!csv) return false;
+    if (!fseek(csv, 0, SEEK_END) && ftell(csv) == 0) fprintf(csv, "step,loss\n");
+    fprintf(csv, "%d,%s\n", step, strcmp(what, "NaN") ? "inf" : "nan");
+    return !fclose(csv);
+}
+
+// The words of the flags that a probe takes: a training run's others (the input size, ...) are
+// the checkpoint's
+static void probe_flags(const char *flags, char *buf, size_t len) {
+    char words[256];
+    snprintf(words, sizeof words, "%s", flags);
+    buf[0] = 0;
+    for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        const Setting *s = setting_by_flag(w, FOR_PROBE), *t = s ? s : setting_by_flag(w, FOR_TRAIN);
+        char *value = t && t->arg ? strtok_r(NULL, " ", &save) : NULL;
+        if (s) snprintf(buf + strlen(buf), len - strlen(buf), "%s%s%s%s", buf[0] ? " " : "", w,
+                        value ? " " : "", value ? value : "");
+    }
+}
+
+// A probe on `ranks` ranks with the layout flags and the bug (NULL: none) of ckpt on batch into
+// out, its tape into dump (NULL: none); its exit status
+static int probe(const char *self, int ranks, const char *ckpt, const char *batch, const char *layout,
+                 const char *bug, const char *out, const char *dump, const char *log) {
+    char flags[256];
+    probe_flags(layout, flags, sizeof flags);
     remove(out);
     Command cmd;
     command_start(&cmd, ranks, self);
     command_add(&cmd, "probe", "--ckpt", ckpt, "--batch", batch, "--out", out, NULL);
     if (dump) remove(dump), command_add(&cmd, "--dump-tape", dump, NULL);
-    return run(&cmd, r, log);
+    return run(&cmd, flags, bug, log);
 }
 
-// A probe's tape dumps one micro-batch: rows that need --grad-accum are not dumped
-static bool dumped(const Row *r) { return !strstr(r->layout, "--grad-accum"); }
+// A probe's tape dumps one micro-batch: runs given --grad-accum are not dumped
+static bool dumped(const char *flags) { return !strstr(flags, "--grad-accum"); }
+
+// The probe of ckpt into dir/probe.safetensors and its tape (where dumped), and with --regimes the
+// same under --exact (dir/exact-*); the exit status
+static int probes(const char *self, int ranks, const char *ckpt, const char *batch, const char *layout,
+                  const char *bug, const char *dir, bool regimes, const char *log) {
+    char out[PATH_LEN_], dump[PATH_LEN_], exact[160];
+    snprintf(out, sizeof out, "%s/" REGIMES_PROBE, dir), snprintf(dump, sizeof dump, "%s/" REGIMES_TAPE, dir);
+    int rc = probe(self, ranks, ckpt, batch, layout, bug, out, dumped(layout) ? dump : NULL, log);
+    if (rc || !regimes) return rc;
+    snprintf(exact, sizeof exact, "%s --exact", layout);
+    snprintf(out, sizeof out, "%s/" REGIMES_EXACT_PROBE, dir), snprintf(dump, sizeof dump, "%s/" REGIMES_EXACT_TAPE, dir);
+    return probe(self, ranks, ckpt, batch, exact, bug, out, dumped(layout) ? dump : NULL, log);
+}
+
+// OUT/BASE, or OUT/BASE-FLAGS with each space of the flags a '-'
+static void folder(char dir[DIR_LEN], const char *out, const char *base, const char *flags) {
+    int k = snprintf(dir, DIR_LEN, "%s/%s%s", out, base, flags[0] ? "-" : "");
+    for (int i = 0; flags[i] && k < DIR_LEN - 1; i++) dir[k++] = flags[i] == ' ' ? '-' : flags[i];
+    dir[k < DIR_LEN ? k : DIR_LEN - 1] = 0;
+}
+
+// The reference for runs given `flags`, run the first time a row asks (one rank, `steps` steps,
+// then a probe batch of its final weights and its probes) in OUT/reference, or
+// OUT/reference-FLAGS; NULL (with the sentence on stderr) if it failed
+static const Reference *reference(Reference *refs, int *n, const char *flags, const char *self,
+                                  const char *steps, const char *out, bool regimes) {
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(refs[i].flags, flags)) return &refs[i];
+    CHECK(*n < MAX_REFS, "more than %d different bug configs", MAX_REFS);
+    Reference *r = &refs[(*n)++];
+    r->flags = flags;
+    folder(r->dir, out, "reference", flags);
+    snprintf(r->model, sizeof r->model, "%s/model.safetensors", r->dir);
+    snprintf(r->batch, sizeof r->batch, "%s/probe-batch.safetensors", r->dir);
+    char log[PATH_LEN_];
+    snprintf(log, sizeof log, "%s.log", r->dir);
+    remove(log);
+    printf("== the reference: 1 rank, %s steps%s%s -> %s (each run's output: %s/NAME.log)\n", steps,
+           flags[0] ? ", " : "", flags, r->dir, out);
+    fflush(stdout);
+    if (train(self, 1, steps, flags, NULL, r->dir, log))
+        return fprintf(stderr, "error: the 1-rank reference failed; see %s\n", log), NULL;
+    probe_write_batch(r->model, r->batch, 12, PROBE_BATCH_STEP);
+    if (probes(self, 1, r->model, r->batch, flags, NULL, r->dir, regimes, log))
+        return fprintf(stderr, "error: the 1-rank reference's probe failed; see %s\n", log), NULL;
+    return r;
+}
 
 // locate's verdict on the row's tape against the reference's, as "NAME (forward)" or "" if none
 static void first_divergence(Row *r, const char *dump, const char *ref_dump) {
@@ -145,7 +249,7 @@ static void write_table(FILE *f, const Row *rows, int n, int ranks, int steps, b
         const Row *r = &rows[i];
         char step[32];
         snprintf(step, sizeof step, r->flagged ? "%d" : "not flagged", r->flagged);
-        fprintf(f, "| %s | %s | %s | %.1e | %.1e | %s | %s |\n", r->bug ? r->bug->name : "(correct code)",
+        fprintf(f, "| %s | %s | %s | %.1e | %.1e | %s | %s |\n", r->name,
                 !r->bug ? "-" : r->bug->report ? r->bug->report : "this project's own",
                 r->layout[0] ? r->layout : "gather", r->out_err, r->grad_err, step,
                 !strcmp(r->where, "-") ? "- (micro-batches: not dumped)" : r->where[0] ? r->where
@@ -168,9 +272,9 @@ static void write_plot(const Row *rows, int n, int ranks, const char *path) {
         double tx[2] = {d->n ? d->step[0] : 0, d->n ? d->step[d->n - 1] : 1}, ty[2] = {COMPARE_LOSS_TOL, COMPARE_LOSS_TOL};
         PlotSeries s[2] = {{NULL, d->step, d->loss, d->n, {214, 39, 40}},
                            {NULL, tx, ty, 2, {120, 120, 120}}};
-        char title[96];
+        char title[200];
         snprintf(title, sizeof title, rows[i].flagged ? "%s: step %d" : "%s: not flagged",
-                 rows[i].bug ? rows[i].bug->name : "correct code", rows[i].flagged);
+                 rows[i].name, rows[i].flagged);
         plot_panel(&cv, i % cols * W, i / cols * H + TOP, W, H, title, "step", s, 2, true);
     }
     char err[1024];
@@ -180,6 +284,7 @@ static void write_plot(const Row *rows, int n, int ranks, const char *path) {
 
 int bugs_main(int argc, char **argv) {
     int ranks = 4, steps = 30;
+    bool regimes = false;
     const char *out = "runs/bugs";
     train_config_defaults(&shared);
     for (int i = 0; i < argc; i++) {
@@ -187,64 +292,81 @@ int bugs_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ranks")) ranks = flag_int("--ranks", flag_value(argc, argv, &i), 2, 64);
         else if (!strcmp(argv[i], "--steps")) steps = flag_int("--steps", flag_value(argc, argv, &i), 2, 100000);
         else if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--regimes")) regimes = true;
         else if (!settings_flag(&shared, FOR_BUGS, argc, argv, &i))
             usage_error("bugs: unknown argument '%s'", argv[i]);
     }
     char why[512];
     if (sp_device_error(&shared.parallel, why, sizeof why) || sp_exact_error(&shared.parallel, why, sizeof why))
         usage_error("%s", why); // --tf32 without cuda, --virtual-shards without --exact
-    char path[PATH_LEN_], ref[DIR_LEN], batch[PATH_LEN_], ref_probe[PATH_LEN_], self[4096], nsteps[16];
+    char path[PATH_LEN_], self[4096], nsteps[16];
     if (strlen(out) >= OUT_LEN) usage_error("--out: the path is longer than %d characters", OUT_LEN - 1);
+    if (regimes && shared.parallel.exact)
+        usage_error("bugs --regimes runs its own --exact column beside the default mode: drop --exact");
     out_runs_folder_check("--out", out, "bugs");
     if (mkdir(out, 0755) && errno != EEXIST)
         usage_error("--out: cannot create %s: %s", out, strerror(errno));
     if (!launch_self(self, sizeof self)) usage_error("cannot find the train program itself");
     snprintf(nsteps, sizeof nsteps, "%d", steps);
 
-    // the reference: one rank, then the probe batch and its probe of the reference's weights
-    snprintf(ref, sizeof ref, "%s/reference", out);
-    snprintf(batch, sizeof batch, "%s/probe-batch.safetensors", out);
-    snprintf(ref_probe, sizeof ref_probe, "%s/probe.safetensors", ref);
-    char ref_dump[PATH_LEN_];
-    snprintf(ref_dump, sizeof ref_dump, "%s/tape.safetensors", ref);
-    printf("== the reference: 1 rank, %d steps -> %s (each run's output: %s/NAME.log)\n", steps, ref, out);
-    fflush(stdout);
-    snprintf(path, sizeof path, "%s/model.safetensors", ref);
-    char log[PATH_LEN_];
-    snprintf(log, sizeof log, "%s/reference.log", out);
-    remove(log);
-    if (train(self, 1, nsteps, NULL, ref, log))
-        return fprintf(stderr, "error: the 1-rank reference failed; see %s\n", log), 1;
-    probe_write_batch(path, batch, 12, PROBE_BATCH_STEP);
-    if (probe(self, 1, path, batch, NULL, ref_probe, ref_dump, log))
-        return fprintf(stderr, "error: the 1-rank reference's probe failed; see %s\n", log), 1;
-
+    // the rows: the correct code, each bug; with --regimes each bug where it hides too, and the
+    // correct code in every layout the bugs run in (a regime may flag that as well)
+    int bugs = 0;
+    for (int i = 0; bug_info(i); i++) bugs += 1 + (regimes && bug_info(i)->hides);
+    Row *rows = xcalloc((size_t)(2 * bugs + 1), sizeof *rows), *bug_rows = rows + bugs + 1;
+    for (int i = 0, k = 0; bug_info(i); i++)
+        for (int hidden = 0; hidden <= (regimes && bug_info(i)->hides); hidden++) {
+            Row *r = &bug_rows[k++];
+            r->bug = bug_info(i), r->hidden = hidden, r->flags = hidden ? r->bug->hides : r->bug->flags;
+            snprintf(r->name, sizeof r->name, "%s%s", r->bug->name, hidden ? " (where it hides)" : "");
+            layout_flags(r->bug, r->flags, ranks, r->layout, sizeof r->layout);
+        }
     int n = 1;
-    while (bug_info(n - 1)) n++;
-    Row *rows = xcalloc((size_t)n, sizeof *rows);
+    rows[0] = (Row){.name = "(correct code)", .flags = ""};
+    for (int k = 0; regimes && k < bugs; k++) {
+        bool have = false;
+        for (int i = 0; i < n; i++) have = have || !strcmp(rows[i].layout, bug_rows[k].layout);
+        if (have) continue;
+        rows[n] = (Row){.flags = bug_rows[k].flags};
+        snprintf(rows[n].layout, sizeof rows[n].layout, "%s", bug_rows[k].layout);
+        snprintf(rows[n].name, sizeof rows[n].name, "(correct code: %s)", rows[n].layout);
+        n++;
+    }
+    memmove(rows + n, bug_rows, (size_t)bugs * sizeof *rows);
+    n += bugs;
+    RegimeRow *reg = regimes ? xcalloc((size_t)n, sizeof *reg) : NULL;
+    Reference refs[MAX_REFS];
+    int n_refs = 0;
     bool ok = true;
     for (int i = 0; i < n; i++) {
         Row *r = &rows[i];
-        r->bug = i ? bug_info(i - 1) : NULL;
-        layout_flags(r->bug, ranks, r->layout, sizeof r->layout);
-        const char *name = r->bug ? r->bug->name : "correct";
-        char dir[DIR_LEN], result[PATH_LEN_], dump[PATH_LEN_], err[1024];
-        snprintf(dir, sizeof dir, "%s/%s", out, name);
-        snprintf(result, sizeof result, "%s/probe.safetensors", dir);
-        snprintf(dump, sizeof dump, "%s/tape.safetensors", dir);
-        printf("== %s: %d ranks %s\n", name, ranks, r->layout);
+        if (!(r->ref = reference(refs, &n_refs, r->flags, self, nsteps, out, regimes))) return 1;
+        const char *bug = r->bug ? r->bug->name : NULL;
+        char dir[DIR_LEN], log[PATH_LEN_], err[1024];
+        folder(dir, out, bug ? bug : "correct", r->hidden ? "hidden" : bug ? "" : r->layout);
+        printf("== %s: %d ranks %s\n", r->name, ranks, r->layout);
         fflush(stdout);
-        snprintf(log, sizeof log, "%s/%s.log", out, name);
+        snprintf(log, sizeof log, "%s.log", dir);
         remove(log);
-        if (train(self, ranks, nsteps, r, dir, log) ||
-            probe(self, ranks, path, batch, r, result, dumped(r) ? dump : NULL, log))
-            return fprintf(stderr, "error: the %d-rank run of %s failed; see %s\n", ranks, name, log), 1;
-        loss_difference(r, dir, ref);
-        if (dumped(r)) first_divergence(r, dump, ref_dump);
+        if ((train(self, ranks, nsteps, r->layout, bug, dir, log) && !diverged(dir, log)) ||
+            probes(self, ranks, r->ref->model, r->ref->batch, r->layout, bug, dir, regimes, log))
+            return fprintf(stderr, "error: the %d-rank run of %s failed; see %s\n", ranks, r->name, log), 1;
+        loss_difference(r, dir, r->ref->dir);
+        char result[PATH_LEN_], ref_probe[PATH_LEN_], dump[PATH_LEN_], ref_dump[PATH_LEN_];
+        snprintf(result, sizeof result, "%s/" REGIMES_PROBE, dir);
+        snprintf(ref_probe, sizeof ref_probe, "%s/" REGIMES_PROBE, r->ref->dir);
+        snprintf(dump, sizeof dump, "%s/" REGIMES_TAPE, dir);
+        snprintf(ref_dump, sizeof ref_dump, "%s/" REGIMES_TAPE, r->ref->dir);
+        if (dumped(r->layout)) first_divergence(r, dump, ref_dump);
         else snprintf(r->where, sizeof r->where, "-");
         if (compare_probe_errors(result, ref_probe, &r->out_err, &r->grad_err, err, sizeof err))
             return fprintf(stderr, "error: %s\n", err), 1;
-        ok = ok && (r->bug ? caught(r) : !caught(r));
+        ok = ok && (r->hidden || (r->bug ? caught(r) : !caught(r)));
+        if (!regimes) continue;
+        snprintf(reg[i].name, sizeof reg[i].name, "%s", r->name);
+        snprintf(reg[i].flags, sizeof reg[i].flags, "%s", r->layout);
+        reg[i].bug = r->bug, reg[i].hidden = r->hidden;
+        regimes_measure(&reg[i], dir, r->ref->dir, dumped(r->layout));
     }
     printf("\n");
     write_table(stdout, rows, n, ranks, steps, shared.parallel.exact);
@@ -258,7 +380,10 @@ int bugs_main(int argc, char **argv) {
     printf("\nwrote %s/bugs.md and %s/bugs.png: %s\n", out, out,
            ok ? "the correct code agrees with one rank and every bug is caught"
               : "NOT every row is as it should be (the correct code agrees, every bug is caught)");
+    char err[1024];
+    if (regimes && regimes_write(reg, n, ranks, steps, out, err, sizeof err)) usage_error("--out: %s", err);
+    if (regimes) printf("wrote %s/regimes.md, %s/regimes.csv and %s/regimes.png\n", out, out, out);
     for (int i = 0; i < n; i++) losslog_free(&rows[i].diff);
-    free(rows);
+    free(rows), free(reg);
     return ok ? 0 : 1;
 }
