@@ -1,6 +1,7 @@
 // bench_kernels.c: CPU kernel throughput, with numbered variants next to the kernel the library
 // uses, measured in one run so the ratios hold on a noisy machine. With a GPU (USE_CUDA build and
 // a device), the CUDA kernels too. usage: bench_kernels [seconds per case]
+#include "../../core/cpu.h"
 #include "../../core/rng.h"
 #include "../../kernels/kernels.h"
 #include <math.h>
@@ -55,7 +56,8 @@ int main(int argc, char **argv) {
     real *x = malloc(n * sizeof(real)), *y = malloc(n * sizeof(real)), *g = malloc(n * sizeof(real));
     rng_fill_normal(x, n, 1, 1, 0, 1);
     rng_fill_normal(g, n, 1, 2, 0, 1);
-    printf("%s CPU kernels (%zu elements for elementwise ops)\n", REAL_NAME, n);
+    char cpu[256];
+    printf("%s CPU kernels (%zu elements for elementwise ops); CPU: %s\n", REAL_NAME, n, cpu_text(cpu, sizeof cpu));
     double b1 = TIME(gelu_v1(y, x, n));
     report("gelu forward, variant 1 (libm tanh)", b1, 2.0 * n * sizeof(real), 0, b1);
     report("gelu forward, variant 2 (libm exp)", TIME(gelu_v2(y, x, n)), 2.0 * n * sizeof(real), 0, b1);
