@@ -41,7 +41,8 @@ static void model_name(char *out, size_t len) {
 #if defined(__x86_64__) && defined(__GNUC__)
     unsigned r[12], top = __get_cpuid_max(0x80000000u, NULL);
     if (top < 0x80000004u) return;
-    for (unsigned i = 0; i < 3; i++) __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+    for (unsigned i = 0; i < 3; i++)
+        __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
     char brand[49] = {0};
     memcpy(brand, r, 48);
     char *b = brand, *e = brand + strlen(brand);

@@ -55,7 +55,8 @@ void modulate_backward(real *dx, real *dshift, real *dscale, const real *dout, c
                        const real *scale, int B, int T, int D) {
 #pragma omp parallel for if ((size_t)B * T * D > PAR_MIN)
     for (int d0 = 0; d0 < D; d0 += COLS)
-        modulate_columns_simd(dx, dshift, dscale, dout, x, scale, B, T, D, d0, D - d0 < COLS ? D - d0 : COLS);
+        modulate_columns_simd(dx, dshift, dscale, dout, x, scale, B, T, D, d0,
+                              D - d0 < COLS ? D - d0 : COLS);
 }
 
 SIMD_BODY void gated_add_rows(real *out, const real *x, const real *gate, const real *y, int T, int D,
@@ -103,5 +104,6 @@ void gated_add_backward(real *dx, real *dgate, real *dy, const real *dout, const
                         const real *y, int B, int T, int D) {
 #pragma omp parallel for if ((size_t)B * T * D > PAR_MIN)
     for (int d0 = 0; d0 < D; d0 += COLS)
-        gated_add_columns_simd(dx, dgate, dy, dout, gate, y, B, T, D, d0, D - d0 < COLS ? D - d0 : COLS);
+        gated_add_columns_simd(dx, dgate, dy, dout, gate, y, B, T, D, d0,
+                               D - d0 < COLS ? D - d0 : COLS);
 }

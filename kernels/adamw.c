@@ -40,7 +40,8 @@ SIMD_CLONES(ema_span, (real *ema, const real *params, size_t n, double decay), (
 // ema = decay ema + (1 - decay) params, the decay in double
 void ema_update(real *ema, const real *params, size_t n, double decay) {
 #pragma omp parallel for if (n > PAR_MIN)
-    for (size_t i = 0; i < n; i += SPAN) ema_span_simd(ema + i, params + i, span_len(i, n, SPAN), decay);
+    for (size_t i = 0; i < n; i += SPAN)
+        ema_span_simd(ema + i, params + i, span_len(i, n, SPAN), decay);
 }
 
 enum { CHUNKS = 64, SIDE = 8 };

@@ -77,10 +77,11 @@ void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q,
                              const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
                              int dh, int bq, int bk) {
     int tiles = (Tq + bq - 1) / bq;
+    size_t per_thread = attention_tiled_scratch_count(bq, bk, dh, 1);
 #pragma omp parallel for schedule(dynamic)
     for (long job = 0; job < (long)B * H * tiles; job++)
-        forward_tile_simd(out, lse, scratch + (size_t)omp_thread() * attention_tiled_scratch_count(bq, bk, dh, 1),
-                          q, k, v, key_mask, Tq, Tk, H, dh, bq, bk, (int)(job / ((long)H * tiles)),
+        forward_tile_simd(out, lse, scratch + (size_t)omp_thread() * per_thread, q, k, v, key_mask,
+                          Tq, Tk, H, dh, bq, bk, (int)(job / ((long)H * tiles)),
                           (int)(job / tiles % H), (int)(job % tiles) * bq);
 }
 
@@ -142,10 +143,11 @@ void attention_backward_tiled(real *dq, real *dk, real *dv, real *scratch, const
                               const real *out, const real *lse, const real *q, const real *k,
                               const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
                               int dh, int bq, int bk) {
+    size_t per_thread = attention_tiled_scratch_count(bq, bk, dh, 1);
 #pragma omp parallel for schedule(dynamic)
     for (int bh = 0; bh < B * H; bh++)
-        backward_pair_simd(dq, dk, dv, scratch + (size_t)omp_thread() * attention_tiled_scratch_count(bq, bk, dh, 1),
-                           dout, out, lse, q, k, v, key_mask, Tq, Tk, H, dh, bq, bk, bh);
+        backward_pair_simd(dq, dk, dv, scratch + (size_t)omp_thread() * per_thread, dout, out, lse,
+                           q, k, v, key_mask, Tq, Tk, H, dh, bq, bk, bh);
 }
 
 // ---- with the tiles chosen here: the launchers' arguments ---------------------------------------

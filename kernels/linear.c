@@ -42,5 +42,6 @@ void linear_backward(real *dinp, real *dweight, real *dbias, const real *dout, c
              C);
     if (dbias) // blocks of 16 columns on the threads, each summing its rows in order in registers
 #pragma omp parallel for if ((size_t)N * OC > PAR_MIN)
-        for (int o0 = 0; o0 < OC; o0 += 16) bias_columns_simd(dbias, dout, N, OC, o0, OC - o0 < 16 ? OC - o0 : 16);
+        for (int o0 = 0; o0 < OC; o0 += 16)
+            bias_columns_simd(dbias, dout, N, OC, o0, OC - o0 < 16 ? OC - o0 : 16);
 }
