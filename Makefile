@@ -44,7 +44,6 @@ HAVE_NCCL  := $(if $(HAVE_CUDA:0=),$(call probe,'$(H)include <nccl.h>',$(CUDA_FL
 USE_CUDA   ?= $(HAVE_CUDA)
 BUILD      := build$(if $(filter 1,$(USE_CUDA)),,-cpu)
 mark = $(if $(filter 1,$(1)),✓,✗)
-comma := ,
 
 # ---- sources -----------------------------------------------------------------------------------
 LIB_SRC  := $(filter-out train/main.c,$(wildcard core/*.c autograd/*.c layers/*.c kernels/*.c parallel/*.c train/*.c))
@@ -55,13 +54,9 @@ ifeq ($(HAVE_MPI),1)
 override CFLAGS += $(shell mpicc --showme:compile)
 LDLIBS   += $(shell mpicc --showme:link)
 endif
-# The CPU-only build is compiled for this machine's CPU (-march=native: the loops that are not GEMMs
-# run in its widest vectors; a step of the default model on one rank takes 20% less time with AVX2
-# or AVX-512 than in generic x86-64). The CUDA build stays generic: tests/gpu/device_check.sh
-# copies it to GPU machines. -std=c17 keeps products and sums apart (no FMA contraction), so an
-# elementwise loop gives the same values either way; vectorized sums may round differently.
-NATIVE     := $(if $(filter 1,$(USE_CUDA)),,$(if $(filter 1,$(call probe,'',-march=native)),-march=native))
-override CFLAGS += $(NATIVE)
+# Every build runs on any x86-64: the kernels' hot loops are compiled for 128-, 256- and 512-bit
+# vectors and run the widest the CPU has, chosen at start (core/cpu.h), so a binary copied to
+# another machine (tests/gpu/device_check.sh copies the CUDA build to GPU machines) uses its vectors.
 ifeq ($(USE_CUDA),1)
 override CFLAGS += -DUSE_CUDA -I$(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart -lcublas -lstdc++
@@ -81,10 +76,10 @@ train/train: $(BUILD)/f32/bin/train FORCE
 FORCE:
 
 found:
-	@echo "found: $(call mark,$(HAVE_NVCC)) nvcc  $(call mark,$(HAVE_CUDA)) CUDA runtime+cuBLAS  $(call mark,$(HAVE_NCCL)) NCCL  $(call mark,$(HAVE_MPI)) MPI  $(call mark,$(HAVE_BLAS)) OpenBLAS  $(call mark,$(HAVE_CHECK)) Check   (building: CUDA=$(USE_CUDA)$(if $(NATIVE),$(comma) for this CPU: $(NATIVE)))"
+	@echo "found: $(call mark,$(HAVE_NVCC)) nvcc  $(call mark,$(HAVE_CUDA)) CUDA runtime+cuBLAS  $(call mark,$(HAVE_NCCL)) NCCL  $(call mark,$(HAVE_MPI)) MPI  $(call mark,$(HAVE_BLAS)) OpenBLAS  $(call mark,$(HAVE_CHECK)) Check   (building: CUDA=$(USE_CUDA))"
 	@test "$(HAVE_BLAS)$(HAVE_CHECK)$(HAVE_MPI)" = 111 || { echo "Open MPI, OpenBLAS and Check are required: run 'make deps' (as root) to install them"; exit 1; }
-	@mkdir -p $(BUILD) && printf '$(H)include "core/blas.h"\n$(H)include <stdio.h>\nint main(void) { puts(blas_setup()); }\n' | \
-	  $(CC) -x c - core/blas.c -I. $(BLAS_FLAGS) -o $(BUILD)/gemm-probe && echo "GEMM: $$($(BUILD)/gemm-probe)"
+	@mkdir -p $(BUILD) && printf '$(H)include "core/blas.h"\n$(H)include "core/cpu.h"\n$(H)include <stdio.h>\nint main(void) { char b[256]; printf("GEMM: %%s\\nCPU: %%s\\n", blas_setup(), cpu_text(b, sizeof b)); }\n' | \
+	  $(CC) -x c - core/blas.c core/cpu.c -I. $(BLAS_FLAGS) -lpthread -o $(BUILD)/gemm-probe && $(BUILD)/gemm-probe
 
 # ---- one build variant: $(1) = folder, $(2) = extra compile/link flags -------------------------
 define variant

@@ -3,6 +3,7 @@
 // any gradient pointer may be NULL when that input needs none. CUDA counterparts live in the
 // .cu files and are declared in cuda.h.
 #pragma once
+#include "../core/cpu.h"
 #include "../core/real.h"
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,6 +22,10 @@ static inline int kernel_threads(void) {
     return 1;
 #endif
 }
+// loops cut into spans for the vector-width clones (core/cpu.h): SPAN elements at a time; the
+// length of the span of at most `per` that starts at i of n
+#define SPAN 8192
+static inline size_t span_len(size_t i, size_t n, size_t per) { return n - i < per ? n - i : per; }
 static inline int omp_thread(void) {
 #ifdef _OPENMP
     return omp_get_thread_num();
@@ -87,14 +92,14 @@ void timestep_embedding_backward(real *dt, const real *dout, const real *t, int 
                                  real max_period);
 
 // ---- attention: q (B,Tq,H*dh), k, v (B,Tk,H*dh), out (B,Tq,H*dh) ---------------------------------
-// Fused (see attention.c): queries in tiles of ATTN_BQ rows against key blocks of ATTN_BK rows
-// (fewer when the sequence is shorter); lse (B,H,Tq) is the per-row log-sum-exp, written by
+// Fused (see attention.c): queries in tiles of attn_bq() rows against key blocks of attn_bk() rows
+// (fewer when the sequence is shorter), sizes chosen for the machine at start (core/cpu.h); lse (B,H,Tq) is the per-row log-sum-exp, written by
 // forward (-inf where every key is masked) and read by backward, which also reads out. key_mask
 // (Tk): 1 = attend, 0 = masked (weight exactly 0); NULL = all keys valid. scratch holds
 // attention_scratch_count(B, Tq, Tk, H, dh, backward) reals for kernel_threads() threads. The
 // arguments are the CUDA launchers' (cuda.h), so a layer runs either through RUN.
-#define ATTN_BQ 128 // query tile rows (make bench compares others)
-#define ATTN_BK 256 // key block rows
+static inline int attn_bq(void) { return cpu_plan()->bq; } // query tile rows
+static inline int attn_bk(void) { return cpu_plan()->bk; } // key block rows
 size_t attention_scratch_count(int B, int Tq, int Tk, int H, int dh, bool backward);
 void attention_forward(real *out, real *lse, real *scratch, const real *q, const real *k,
                        const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,

@@ -1,7 +1,9 @@
 // layernorm.c: LayerNorm over the last dim without affine parameters (DiT uses eps 1e-6).
 // Statistics are accumulated in double so the float32 build stays close to the float64 one. Each
 // row's sums run over its columns in order, ROWS rows side by side: their additions are then
-// independent chains, not one chain that waits on each add (a 64-wide row is that short).
+// independent chains, not one chain that waits on each add (a 64-wide row is that short). A block of
+// ROWS rows runs at the CPU's vector width (SIMD_CLONES).
+#include "../core/cpu.h"
 #include "kernels.h"
 #include <math.h>
 
@@ -27,13 +29,20 @@ static inline void forward_rows(real *out, real *mean, real *rstd, const real *x
     }
 }
 
+SIMD_BODY void forward_block(real *out, real *mean, real *rstd, const real *x, int k, int C,
+                             real eps) {
+    if (k == ROWS) forward_rows(out, mean, rstd, x, ROWS, C, eps);
+    else forward_rows(out, mean, rstd, x, k, C, eps);
+}
+SIMD_CLONES(forward_block, (real *out, real *mean, real *rstd, const real *x, int k, int C, real eps),
+            (out, mean, rstd, x, k, C, eps))
+
 // out, inp are (N,C); mean, rstd are (N)
 void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, int N, int C, real eps) {
 #pragma omp parallel for if ((size_t)N * C > PAR_MIN)
     for (int n = 0; n < N; n += ROWS) {
         size_t o = (size_t)n * C;
-        if (N - n >= ROWS) forward_rows(out + o, mean + n, rstd + n, inp + o, ROWS, C, eps);
-        else forward_rows(out + o, mean + n, rstd + n, inp + o, N - n, C, eps);
+        forward_block_simd(out + o, mean + n, rstd + n, inp + o, N - n < ROWS ? N - n : ROWS, C, eps);
     }
 }
 
@@ -59,12 +68,20 @@ static inline void backward_rows(real *dinp, const real *g, const real *x, const
     }
 }
 
+SIMD_BODY void backward_block(real *dinp, const real *g, const real *x, const real *mean,
+                              const real *rstd, int k, int C) {
+    if (k == ROWS) backward_rows(dinp, g, x, mean, rstd, ROWS, C);
+    else backward_rows(dinp, g, x, mean, rstd, k, C);
+}
+SIMD_CLONES(backward_block, (real *dinp, const real *g, const real *x, const real *mean,
+                             const real *rstd, int k, int C), (dinp, g, x, mean, rstd, k, C))
+
 void layernorm_backward(real *dinp, const real *dout, const real *inp, const real *mean,
                         const real *rstd, int N, int C) {
 #pragma omp parallel for if ((size_t)N * C > PAR_MIN)
     for (int n = 0; n < N; n += ROWS) {
         size_t o = (size_t)n * C;
-        if (N - n >= ROWS) backward_rows(dinp + o, dout + o, inp + o, mean + n, rstd + n, ROWS, C);
-        else backward_rows(dinp + o, dout + o, inp + o, mean + n, rstd + n, N - n, C);
+        backward_block_simd(dinp + o, dout + o, inp + o, mean + n, rstd + n,
+                            N - n < ROWS ? N - n : ROWS, C);
     }
 }

@@ -1,6 +1,7 @@
 // comm.c: see comm.h.
 #include "comm.h"
 #include "../core/check.h"
+#include "../core/cpu.h"
 #include "../core/device.h"
 #include <mpi.h>
 #ifdef USE_NCCL
@@ -288,6 +289,13 @@ void comm_check_same(Comm *c, const char *what, const char *text) {
     }
     free(root);
     free(other);
+}
+
+void comm_agree_cpu(Comm *c) {
+    const CpuPlan *p = cpu_plan();
+    int mine[2] = {p->width, p->bq}, least[2];
+    MPI_CHECK(MPI_Allreduce(mine, least, 2, MPI_INT, MPI_MIN, c->group));
+    cpu_use(least[0], least[1], 2 * least[1]);
 }
 
 int comm_node_size(const Comm *c) { return comm_node_place(c, NULL); }

@@ -64,5 +64,8 @@ int comm_node_place(const Comm *c, int *local_rank);
 // Every rank passes its own text; when they do not all agree, every rank says so, naming `what`
 // and the first rank that differs from rank 0, and the job ends with exit code 2 (bad arguments).
 void comm_check_same(Comm *c, const char *what, const char *text);
+// Every rank runs the least vector width and attention tiles of the group's CPUs (core/cpu.h), so
+// that ranks on different machines compute alike (collective).
+void comm_agree_cpu(Comm *c);
 // printf on rank 0 only
 void print0(const Comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -35,7 +35,7 @@ static const Case cases[] = {
     {"first key block all masked", 2, 9, 13, 3, 2, 4, 5, "0000011011111", 0},
     {"every key masked", 1, 3, 6, 2, 2, 1, 1, "000000", 0},
     {"1 x 1 tiles", 1, 4, 5, 1, 3, 1, 1, "10111", 0},
-    {"padding at the end, default tiles", 2, 70, 150, 2, 8, ATTN_BQ, ATTN_BK, NULL, 5},
+    {"padding at the end, 128 x 256 tiles", 2, 70, 150, 2, 8, 128, 256, NULL, 5},
     {"long rows, several blocks", 1, 33, 200, 1, 5, 16, 32, NULL, 0},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])

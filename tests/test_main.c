@@ -1,5 +1,6 @@
 // test_main.c: runs every Check suite; exit status is non-zero when any test fails.
 #include "../core/blas.h"
+#include "../core/cpu.h"
 #include "../core/real.h"
 #include <check.h>
 #include <stdio.h>
@@ -14,9 +15,11 @@ Suite *cuda_suite(void);
 Suite *train_suite(void);
 Suite *data_suite(void);
 Suite *exact_suite(void);
+Suite *cpu_suite(void);
 
 int main(void) {
-    printf("real type: %s; GEMM: %s\n", REAL_NAME, blas_setup());
+    char cpu[256];
+    printf("real type: %s; GEMM: %s\nCPU: %s\n", REAL_NAME, blas_setup(), cpu_text(cpu, sizeof cpu));
     SRunner *sr = srunner_create(core_suite());
     srunner_add_suite(sr, safetensors_suite());
     srunner_add_suite(sr, autograd_suite());
@@ -26,6 +29,7 @@ int main(void) {
     srunner_add_suite(sr, train_suite());
     srunner_add_suite(sr, data_suite());
     srunner_add_suite(sr, exact_suite());
+    srunner_add_suite(sr, cpu_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

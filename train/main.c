@@ -1,6 +1,7 @@
 // main.c: the `train` program: training (default), probe, sample, compare, verify, bugs and locate
 // subcommands; with no arguments at all, a short usage.
 #include "../core/blas.h"
+#include "../core/cpu.h"
 #include "../parallel/comm.h"
 #include "compare.h"
 #include "locate.h"
@@ -36,6 +37,13 @@ static void usage(const Comm *c) {
               "       train/train verify --ranks 2 --steps 300 --out runs/check\n");
 }
 
+// this process's rank when a launcher started it (mpirun, or srun with PMIx, which put the rank in
+// the environment), else NULL
+static const char *launcher_rank(void) {
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    return rank ? rank : getenv("PMIX_RANK");
+}
+
 // compare, locate, verify and bugs run outside MPI: verify and bugs start mpirun themselves, which Open
 // MPI refuses inside mpirun, and ranks that each ran one compare would all write its plot. Started
 // by a launcher (mpirun, or srun with PMIx, which put the rank in the environment), they stop
@@ -48,8 +56,7 @@ static int outside_mpi(int argc, char **argv) {
         {"bugs", "starts its own ranks with mpirun, which cannot run inside mpirun", bugs_main}};
     for (size_t i = 0; argc > 1 && i < sizeof cmds / sizeof *cmds; i++) {
         if (strcmp(argv[1], cmds[i].name)) continue;
-        const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-        if (!rank) rank = getenv("PMIX_RANK");
+        const char *rank = launcher_rank();
         if (!rank) return cmds[i].run(argc - 2, argv + 2);
         if (!strcmp(rank, "0")) { // one write, which mpirun's own messages cannot split
             char line[4096];
@@ -65,11 +72,20 @@ static int outside_mpi(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    // a DIT_CPU_WIDTH this CPU cannot run stops every subcommand before it starts ranks or runs a
+    // kernel; under mpirun the first rank says so
+    const char *bad = cpu_setup();
+    if (bad) {
+        const char *rank = launcher_rank();
+        if (!rank || !strcmp(rank, "0")) fprintf(stderr, "error: %s\n", bad);
+        return 2;
+    }
     int rc = outside_mpi(argc, argv);
     if (rc >= 0) return rc;
     Comm c;
     comm_init(&c, &argc, &argv);
     blas_setup(); // OpenBLAS's kernels for this CPU, before any GEMM
+    comm_agree_cpu(&c); // every rank runs the same vector width and tiles
     openblas_set_num_threads(default_threads(&c)); // OpenMP's too (train: --threads)
     rc = 0;
     if (argc == 1) usage(&c);

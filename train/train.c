@@ -4,6 +4,7 @@
 // update, so parameters stay identical on every rank.
 #include "train.h"
 #include "../core/blas.h"
+#include "../core/cpu.h"
 #include "../core/check.h"
 #include "../core/device.h"
 #include "../core/safefile.h"
@@ -282,8 +283,11 @@ static void setup(Run *r) {
            sp_layout_text(&tc->parallel, c->size, layout, sizeof layout), r->sp.shard.n,
            r->sp.shard.T_pad, tc->batch, tc->data, r->opt.step + 1, tc->steps, tc->out);
     if (r->sp.cuda) print0(c, "device: %s\n", sp_device_text(&r->sp, layout, sizeof layout));
-    else print0(c, "GEMM: %s; %d thread%s per rank\n", blas_setup(), kernel_threads(),
-                kernel_threads() > 1 ? "s" : "");
+    else {
+        char cpu[256];
+        print0(c, "GEMM: %s; %d thread%s per rank\nCPU: %s\n", blas_setup(), kernel_threads(),
+               kernel_threads() > 1 ? "s" : "", cpu_text(cpu, sizeof cpu));
+    }
 }
 
 // A loss that is NaN or infinite stops every rank (they all see the same global loss): loss.csv

@@ -1,8 +1,10 @@
 // bench_gemm.c: the sgemm (dgemm in float64) throughput of this machine through the library's own
 // setup (core/blas.c: the kernels chosen for this CPU), for the step benchmark's "fraction of
 // GEMM throughput". usage: bench_gemm THREADS [M N K]; prints "gemm THREADS threads MxNxK: X GFLOP/s"
-// (best of 10 calls after one warm-up call).
+// (best of 10 calls after one warm-up call), then "CPU: " the CPU's model and the vector width and
+// tiles the kernels run with (core/cpu.h).
 #include "../../core/blas.h"
+#include "../../core/cpu.h"
 #include "../../core/real.h"
 #include "../../core/rng.h"
 #include <cblas.h>
@@ -35,7 +37,9 @@ int main(int argc, char **argv) {
         t = now() - t;
         if (r && t < best) best = t;
     }
-    printf("gemm %d threads %dx%dx%d: %.1f GFLOP/s (%s)\n", threads, M, N, K, 2.0 * M * N * K / best / 1e9, blas_setup());
+    char cpu[256];
+    printf("gemm %d threads %dx%dx%d: %.1f GFLOP/s (%s)\nCPU: %s\n", threads, M, N, K,
+           2.0 * M * N * K / best / 1e9, blas_setup(), cpu_text(cpu, sizeof cpu));
     free(a), free(b), free(c);
     return 0;
 }

@@ -1,6 +1,7 @@
 // bench_kernels.c: CPU kernel throughput, with numbered variants next to the kernel the library
 // uses, measured in one run so the ratios hold on a noisy machine. With a GPU (USE_CUDA build and
 // a device), the CUDA kernels too. usage: bench_kernels [seconds per case]
+#include "../../core/cpu.h"
 #include "../../core/rng.h"
 #include "../../kernels/kernels.h"
 #include <math.h>
@@ -55,7 +56,8 @@ int main(int argc, char **argv) {
     real *x = malloc(n * sizeof(real)), *y = malloc(n * sizeof(real)), *g = malloc(n * sizeof(real));
     rng_fill_normal(x, n, 1, 1, 0, 1);
     rng_fill_normal(g, n, 1, 2, 0, 1);
-    printf("%s CPU kernels (%zu elements for elementwise ops)\n", REAL_NAME, n);
+    char cpu[256];
+    printf("%s CPU kernels (%zu elements for elementwise ops); CPU: %s\n", REAL_NAME, n, cpu_text(cpu, sizeof cpu));
     double b1 = TIME(gelu_v1(y, x, n));
     report("gelu forward, variant 1 (libm tanh)", b1, 2.0 * n * sizeof(real), 0, b1);
     report("gelu forward, variant 2 (libm exp)", TIME(gelu_v2(y, x, n)), 2.0 * n * sizeof(real), 0, b1);
@@ -68,23 +70,27 @@ int main(int argc, char **argv) {
     rng_fill_normal(w, (size_t)OC * C, 1, 3, 0, 0.05);
     double lf = TIME(linear_forward(o, x, w, NULL, N, C, OC));
     report("linear forward 2048x256 -> 1024", lf, 4.0 * ((size_t)N * C + (size_t)OC * C + (size_t)N * OC), 2.0 * N * C * OC, lf);
-    // fused attention, forward and backward, at the tiles the layer uses and two others
+    // fused attention, forward and backward, at three tile sizes; the ratios are to those the
+    // layer uses on this machine (core/cpu.h)
     int B = 1, T = 1024, H = 6, dh = 64, D = H * dh;
-    static const int tiles[][2] = {{ATTN_BQ, ATTN_BK}, {32, 64}, {64, 128}};
+    static const int tiles[][2] = {{32, 64}, {64, 128}, {128, 256}};
     real *lse = malloc((size_t)B * H * T * sizeof(real)), *d = calloc((size_t)3 * B * T * D, sizeof(real));
-    real *sc = malloc(attention_tiled_scratch_count(ATTN_BQ, ATTN_BK, dh, kernel_threads()) * sizeof(real));
-    double base = 0, fl = 4.0 * B * H * T * T * dh; // forward; backward recomputes S: 2.5x that
+    real *sc = malloc(attention_tiled_scratch_count(128, 256, dh, kernel_threads()) * sizeof(real));
+    double base = 0, fl = 4.0 * B * H * T * T * dh, times[3]; // forward; backward recomputes S: 2.5x that
     for (int v = 0; v < 3; v++) {
         int bq = tiles[v][0], bk = tiles[v][1];
         const real *q = x, *k = x + (size_t)B * T * D, *vv = x + (size_t)2 * B * T * D;
         double af = TIME(attention_forward_tiled(o, lse, sc, q, k, vv, NULL, B, T, T, H, dh, bq, bk));
         double ab = TIME(attention_backward_tiled(d, d + (size_t)B * T * D, d + (size_t)2 * B * T * D,
                                                   sc, g, o, lse, q, k, vv, NULL, B, T, T, H, dh, bq, bk));
-        if (!v) base = af + ab;
+        times[v] = af + ab;
+        if (bq == attn_bq()) base = times[v];
+    }
+    for (int v = 0; v < 3; v++) {
         char name[96];
-        snprintf(name, sizeof name, "attention fwd+bwd T1024 H6 dh64, variant %d (%dx%d%s)", v + 1, bq,
-                 bk, v ? "" : ", used");
-        report(name, af + ab, 0, 3.5 * fl, base);
+        snprintf(name, sizeof name, "attention fwd+bwd T1024 H6 dh64, variant %d (%dx%d%s)", v + 1,
+                 tiles[v][0], tiles[v][1], tiles[v][0] == attn_bq() ? ", used" : "");
+        report(name, times[v], 0, 3.5 * fl, base ? base : times[2]);
     }
     free(lse), free(d), free(sc);
 #ifdef USE_CUDA

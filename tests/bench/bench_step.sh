@@ -33,10 +33,12 @@ step_time() { # ranks threads tokens_per_step flags...
     awk -v tok="$tok" '{ a[NR] = $1 } END { printf "%.4f", tok / a[int((NR + 1) / 2)] }'
 }
 
-sgemm=$("$GEMM" 2 | sed -E 's/.*: ([0-9.]+) GFLOP.*/\1/')
-gemm_line=$("$GEMM" 2 | sed -E 's/^[^(]*\((.*)\)$/\1/')
+gemm_out=$("$GEMM" 2)
+sgemm=$(echo "$gemm_out" | sed -nE 's/^gemm.*: ([0-9.]+) GFLOP.*/\1/p')
+gemm_line=$(echo "$gemm_out" | sed -nE 's/^gemm[^(]*\((.*)\)$/\1/p')
 core=$(echo "$gemm_line" | sed -nE 's/^OpenBLAS [0-9.]+ ([A-Za-z0-9]+) kernels.*/\1/p')
 echo "GEMM: $gemm_line; sgemm 1024^3 with 2 threads: $sgemm GFLOP/s"
+echo "$gemm_out" | grep '^CPU: '
 have_torch=0
 "$PY" -c 'import torch' 2>/dev/null && have_torch=1
 [ $have_torch = 1 ] && echo "PyTorch: $("$PY" -c 'import torch; print(torch.__version__)'), OPENBLAS_CORETYPE=$core (the kernels this project runs); torch.set_num_threads 1 and 2, best kept (its OpenBLAS threads stay at the core count)"
