@@ -16,6 +16,7 @@
 #include "flags.h"
 #include "losslog.h"
 #include "outfile.h"
+#include "plan.h"
 #include "sample.h"
 #include "step.h"
 #include "timing.h"
@@ -354,6 +355,7 @@ int train_main(int argc, char **argv, Comm *c) {
     Run r = {.comm = c};
     TrainConfig *tc = &r.tc;
     if (!train_config_parse(tc, argc, argv, c->rank)) return 0;
+    if (tc->parallel.layout == SP_AUTO) plan_choose(tc, c);
     setup(&r);
     Arena *arena = &r.arena;
     int first = r.opt.step + 1, steps = tc->steps - first + 1;

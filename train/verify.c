@@ -77,7 +77,7 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
                   err, sizeof err))
         usage_error("--data: %s", err);
     data_close(&data);
-    budget_train_check(&tc, ranks, ranks);
+    if (tc.parallel.layout != SP_AUTO) budget_train_check(&tc, ranks, ranks); // auto: its run checks its pick
     TrainConfig plain; // the reference: one rank, without the layout flags
     train_config_defaults(&plain);
     for (int i = 0; i < SETTINGS; i++)
