@@ -286,8 +286,8 @@ void plan_choose(TrainConfig *tc, Comm *c) {
                  rows[1].time);
     mesh_flags(&rows[0].parallel, mesh, sizeof mesh);
     print0(c, "--sp-attention auto: %s, the fastest of %d meshes the planner predicts (%.3f s/step: "
-           "compute %.3f, communication %.3f; %.1f MiB per rank)%s; link %s: %.1f MB/s per rank, "
-           "%.0f us a message\n", mesh, k, rows[0].time, rows[0].compute, rows[0].comm,
+           "compute %.3f, communication %.3f; %.1f MiB per rank)%s; link %s: %.3g MB/s per rank, "
+           "%.3g us a message\n", mesh, k, rows[0].time, rows[0].compute, rows[0].comm,
            rows[0].memory / 1048576.0, next, c->size > 1 ? "measured" : "unused",
            c->size > 1 ? link.bandwidth / 1e6 : 0, link.latency * 1e6);
 }
@@ -350,8 +350,8 @@ int plan_main(int argc, char **argv, Comm *c) {
     int k = plan_rows(&tc, ranks, &rates, &link, memory, rows, MAX_ROWS);
     if (c->rank == 0) {
         printf("plan: %s, %d tokens per image, batch %d, %d rank%s; rates per rank (measured, %d "
-               "rank%s at once): GEMM %.1f GFLOP/s, attention %.1f GFLOP/s, rest %.3f M tokens/s "
-               "per block, optimizer %.1f M parameters/s; link %s: %.2f MB/s per rank, %.1f us a "
+               "rank%s at once): GEMM %.3g GFLOP/s, attention %.3g GFLOP/s, rest %.3g M tokens/s "
+               "per block, optimizer %.3g M parameters/s; link %s: %.3g MB/s per rank, %.3g us a "
                "message; memory %.1f GiB per rank\n", tc.preset, dit_tokens(&tc.model), tc.batch,
                ranks, ranks > 1 ? "s" : "", c->size, c->size > 1 ? "s" : "", rates.gemm / 1e9,
                rates.attention / 1e9, rates.rest / 1e6, rates.optimizer / 1e6,

@@ -247,6 +247,7 @@ static void setup(Run *r) {
     char text[4096], err[1024], path[PATH_LEN + 32];
     train_config_text(tc, text, sizeof text);
     comm_check_same(c, "training configuration (flags)", text);
+    if (tc->parallel.layout == SP_AUTO) plan_choose(tc, c); // every rank, as they all agree
     if (c->rank == 0) out_folder_check("--out", tc->out, tc->resume); // rank 0 writes the run
     if (tc->threads) {
         cpu_set_t mask;
@@ -355,7 +356,6 @@ int train_main(int argc, char **argv, Comm *c) {
     Run r = {.comm = c};
     TrainConfig *tc = &r.tc;
     if (!train_config_parse(tc, argc, argv, c->rank)) return 0;
-    if (tc->parallel.layout == SP_AUTO) plan_choose(tc, c);
     setup(&r);
     Arena *arena = &r.arena;
     int first = r.opt.step + 1, steps = tc->steps - first + 1;
