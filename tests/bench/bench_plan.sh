@@ -20,10 +20,11 @@ fi
 ip link set lo up
 WORK=$(mktemp -d /tmp/dit-plan.XXXXXX); trap 'tc qdisc del dev lo root 2>/dev/null; rm -rf "$WORK"' EXIT
 MPIRUN="mpirun --oversubscribe --allow-run-as-root --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"
-# configs: a = 256 tokens of DiT-mini/4, batch 8; b = 1024 tokens of DiT-mini/2, batch 2
-declare -A CONFIG=([a]="--model DiT-mini/4 --input-size 64 --batch 8" [b]="--model DiT-mini/2 --input-size 64 --batch 2")
-IFS='|' read -r NAMES RANKS RATES <<< "${BENCH_PLAN_GRID:-a b|2 4|20mbit 100mbit 1gbit}"
-shape() { tc qdisc replace dev lo root tbf rate "$1" burst 4mb latency 500ms; }
+# configs: a = 256 tokens of DiT-mini/4, batch 8 (data groups or sequence groups); b = 1024
+# tokens of DiT-mini/2, batch 1 (one sequence group: the layout alone)
+declare -A CONFIG=([a]="--model DiT-mini/4 --input-size 64 --batch 8" [b]="--model DiT-mini/2 --input-size 64 --batch 1")
+IFS='|' read -r NAMES RANKS RATES <<< "${BENCH_PLAN_GRID:-a b|2 4|20mbit 200mbit 2gbit}"
+shape() { tc qdisc replace dev lo root tbf rate "$1" burst 256kb latency 500ms; }
 
 printf "%-6s %5s %8s  %-52s %10s %10s %7s\n" config ranks link mesh "predicted" "measured" "ratio"
 cases=0 picks=0 within=0 predictions=0
@@ -34,7 +35,7 @@ for name in $NAMES; do for np in $RANKS; do for rate in $RATES; do
   rows=$(echo "$plan" | awk '$1 ~ /^[0-9]+$/ && NF >= 10 && !/does not fit/')
   best=""; best_t=""; pick_t=""
   while read -r rank _ _ _ _ _ _ _ predicted mesh; do
-    line=$($MPIRUN -np $np "$TRAIN" $cfg $mesh --steps "$STEPS" --samples-per-class 0 --log-every 1000 \
+    line=$($MPIRUN -np $np "$TRAIN" $cfg $mesh --steps "$STEPS" --samples-per-class 0 --log-every 1000 < /dev/null \
            --out "$WORK/run" 2>&1 | grep '^done:') || { echo "$mesh failed"; exit 1; }
     rm -rf "$WORK/run"
     measured=$(echo "$line" | sed -E 's/.*\(([0-9.]+) steps\/s\).*/\1/' | awk '{ printf "%.4f", 1 / $1 }')
