@@ -1,6 +1,5 @@
 // plan.c: see plan.h.
 #include "plan.h"
-#include "../core/arena.h"
 #include "../core/check.h"
 #include "../kernels/kernels.h"
 #include "../parallel/autograd_collectives.h"
