@@ -226,17 +226,18 @@ PlanLink plan_measure_link(Comm *c) {
     // latency: one value to the next rank; bandwidth: blocks from 64 KiB up, doubled until a step
     // takes 50 ms or 16 MiB (every rank decides alike: per_call's times are the ranks' mean), from
     // the last doubling's extra time, which leaves out what every step pays whatever its size (a
-    // shaper's burst, the latency)
+    // shaper's burst, the latency); when the first block already takes that long, from its time
+    // less the latency
     enum { MOST = 1 << 22 };
     Shift s = {c, xcalloc(MOST, sizeof(real)), xcalloc(MOST, sizeof(real)), 1};
     PlanLink link = {.latency = per_call(c, shift_pass, &s)};
-    double t = 0, before = 0;
+    double t = 0, before = -1; // before: the time of n / 2 values, once measured
     for (s.n = 16384; s.n <= MOST; s.n *= 2) {
-        before = t;
         if ((t = per_call(c, shift_pass, &s)) >= 0.05 || s.n == MOST) break;
+        before = t;
     }
-    double extra = t - before; // of the last doubling's n / 2 values
-    link.bandwidth = s.n / 2 * sizeof(real) / (extra > 0 ? extra : fmax(t - link.latency, 1e-9));
+    link.bandwidth = before >= 0 && t > before ? s.n / 2 * sizeof(real) / (t - before)
+                                               : s.n * sizeof(real) / fmax(t - link.latency, 1e-9);
     free(s.out), free(s.in);
     return link;
 }
