@@ -515,6 +515,7 @@ expect_usage "plan needs the link of 2 ranks: --link-bandwidth MB/s and --link-l
 expect_usage "plan --measure measures the link between the job's ranks: start it with mpirun -np 2" plan --measure $SMALL
 expect_usage "plan tries every layout of a fresh run; leave out --sp-attention" plan --ranks 2 --sp-attention ring
 expect_usage "--sp-attention auto picks --ulysses-degree itself" $SMALL --sp-attention auto --ulysses-degree 2
+expect_usage "plan predicts the default mode; --exact's sums" plan --ranks 1 --exact $SMALL
 st "$WORK/auto.safetensors" $X $T $Y $G
 expect_usage "--sp-attention auto picks the layout of a training run; give this command a layout" probe --ckpt "$CK" --batch "$WORK/auto.safetensors" --sp-attention auto
 msg=$($TRAIN plan --ranks 4 --link-bandwidth 100 --link-latency 50 $SMALL 2>&1); rc=$?

@@ -263,17 +263,21 @@ static void print_rows(const PlanRow *rows, int k) {
     }
 }
 
-// The mesh flags --sp-attention auto and plan leave to the planner
-static void refuse_mesh_flags(const TrainConfig *tc, const char *who) {
+// The mesh flags --sp-attention auto and plan leave to the planner, and the runs it does not model;
+// `or` says what else the user may do
+static void refuse_mesh_flags(const TrainConfig *tc, const char *who, const char *or) {
     if (tc->parallel.ulysses)
         usage_error("%s picks --ulysses-degree itself; leave it out (--sp fixes the sequence group)", who);
     if (tc->parallel.cuda)
         usage_error("%s measures the CPU's rates; the device's are not modelled yet: drop --device "
                     "cuda, or give --sp-attention a layout", who);
+    if (tc->parallel.exact)
+        usage_error("%s predicts the default mode; --exact's sums travel as 64-bit integers and its "
+                    "GEMMs run on canonical blocks, which it does not model: drop --exact%s", who, or);
 }
 
 void plan_choose(TrainConfig *tc, Comm *c) {
-    refuse_mesh_flags(tc, "--sp-attention auto");
+    refuse_mesh_flags(tc, "--sp-attention auto", ", or give --sp-attention a layout");
     PlanRates rates = plan_measure_rates(tc, c->size, c);
     PlanLink link = {1e300, 0}; // one rank sends nothing
     if (c->size > 1) link = plan_measure_link(c);
@@ -346,7 +350,7 @@ int plan_main(int argc, char **argv, Comm *c) {
                     "or --measure under mpirun -np %d", ranks, ranks);
     TrainConfig tc;
     if (!train_config_parse(&tc, np, pass, c->rank)) return free(pass), 0;
-    refuse_mesh_flags(&tc, "plan");
+    refuse_mesh_flags(&tc, "plan", "");
     PlanRates rates = plan_measure_rates(&tc, ranks, c);
     PlanLink link = measure ? plan_measure_link(c) : (PlanLink){bandwidth > 0 ? bandwidth : 1e300, latency > 0 ? latency : 0};
     static PlanRow rows[MAX_ROWS];
