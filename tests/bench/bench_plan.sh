@@ -38,7 +38,7 @@ for name in $NAMES; do for np in $RANKS; do for rate in $RATES; do
     line=$($MPIRUN -np $np "$TRAIN" $cfg $mesh --steps "$STEPS" --samples-per-class 0 --log-every 1000 < /dev/null \
            --out "$WORK/run" 2>&1 | grep '^done:') || { echo "$mesh failed"; exit 1; }
     rm -rf "$WORK/run"
-    measured=$(echo "$line" | sed -E 's/.*\(([0-9.]+) steps\/s\).*/\1/' | awk '{ printf "%.4f", 1 / $1 }')
+    measured=$(echo "$line" | sed -E 's/^done: ([0-9]+) steps in ([0-9.]+)s.*/\1 \2/' | awk '{ printf "%.4f", $2 / $1 }')
     ratio=$(awk -v p="$predicted" -v m="$measured" 'BEGIN { printf "%.2f", p / m }')
     printf "%-6s %5s %8s  %-52s %10s %10s %7s\n" "$name" "$np" "$rate" "$mesh" "$predicted" "$measured" "$ratio"
     predictions=$((predictions + 1))
