@@ -148,6 +148,7 @@ bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm
 	@echo "== kernels =="; $(BUILD)/f32/bench_kernels
 	@echo "== a training step against PyTorch, and memory at long sequences =="; tests/bench/bench_step.sh train/train $(BUILD)/f32/bench_gemm $(PYTHON)
 	@echo "== training throughput, default model (DiT-mini/4, 20x20 shapes, 25 tokens), batch 32 =="; tests/bench/bench_train.sh train/train
+	@echo "== the planner against measured steps on a shaped network (TCP over loopback, tc tbf) =="; tests/bench/bench_plan.sh train/train
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
 asan:

@@ -38,4 +38,13 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void
     return seq_all_to_all(tp, c, o, heads, TO_TOKEN_SHARD);
 }
 
-const SpLayout sp_all_to_all = {"all-to-all", validate, step_bytes, attend};
+// forward: Q, K and V to the head shard and the output back; backward: the output's gradient to
+// the head shard and dQ, dK, dV back; each exchange one message to each of the P - 1 others
+static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
+    int P = sp->shard.P, r = sp->shard.rank, H = c->num_heads, dh = c->hidden_size / H;
+    double rows = (double)B * sp->shard.n, heads = seq_all_to_all_values(H, P, r, rows, dh, TO_HEAD_SHARD);
+    double tokens = seq_all_to_all_values(H, P, r, rows, dh, TO_TOKEN_SHARD);
+    return (SpTraffic){backward ? heads + 3 * tokens : 3 * heads + tokens, 4.0 * (P - 1)};
+}
+
+const SpLayout sp_all_to_all = {"all-to-all", validate, step_bytes, traffic, attend};

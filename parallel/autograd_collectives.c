@@ -112,6 +112,11 @@ int seq_first_head(int H, int P, int r) { return r * (H / P) + (r < H % P ? r : 
 
 int seq_heads(int H, int P, int r) { return seq_first_head(H, P, r + 1) - seq_first_head(H, P, r); }
 
+double seq_all_to_all_values(int H, int P, int r, double rows, int dh, A2ADir dir) {
+    int h = seq_heads(H, P, r);
+    return rows * dh * (dir == TO_HEAD_SHARD ? H - h : (P - 1) * h);
+}
+
 typedef struct Heads { // one exchange: H heads of dh columns over the ranks of c, B n rows each
     Comm *c;
     int B, n, H, dh;

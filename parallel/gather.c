@@ -89,4 +89,12 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void
     return attention(tp, q, k_all, v_all, heads, mask);
 }
 
-const SpLayout sp_gather = {"gather", validate, step_bytes, attend};
+// forward all-gathers K and V (P - 1 shards of B n D each, one ring step per shard), backward
+// reduce-scatters their gradients the same way
+static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
+    (void)backward;
+    double P = sp->shard.P;
+    return (SpTraffic){2 * (P - 1) * B * sp->shard.n * c->hidden_size, 2 * (P - 1)};
+}
+
+const SpLayout sp_gather = {"gather", validate, step_bytes, traffic, attend};

@@ -47,4 +47,16 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void
     return seq_all_to_all(tp, h, o, heads, TO_TOKEN_SHARD);
 }
 
-const SpLayout sp_hybrid = {"hybrid", validate, step_bytes, attend};
+// the all-to-all layout's exchanges over the U ranks of the head group, and the ring's P/U - 1
+// steps of blocks of U n rows of this rank's heads (K and V forward, K, V, dK and dV backward)
+static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
+    int U = sp->ulysses, u = sp->shard.rank % U, H = c->num_heads, dh = c->hidden_size / H;
+    double rows = (double)B * sp->shard.n, steps = sp->shard.P / U - 1;
+    double heads = seq_all_to_all_values(H, U, u, rows, dh, TO_HEAD_SHARD);
+    double tokens = seq_all_to_all_values(H, U, u, rows, dh, TO_TOKEN_SHARD);
+    double block = U * rows * dh * seq_heads(H, U, u);
+    return (SpTraffic){(backward ? heads + 3 * tokens + 4 * steps * block : 3 * heads + tokens + 2 * steps * block),
+                       4.0 * (U - 1) + steps};
+}
+
+const SpLayout sp_hybrid = {"hybrid", validate, step_bytes, traffic, attend};

@@ -46,6 +46,10 @@ size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool back
     return bytes + exact_bytes((size_t)(2 * B * T * D + 7 * B * n * D)) + (size_t)(reals * sizeof(real));
 }
 
+SpTraffic sp_layer_traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
+    return layouts[sp->layout]->traffic(sp, c, B, backward);
+}
+
 // --exact: the adaLN vectors of each image spread over this rank's canonical blocks
 static Tensor *spread(Tape *tp, Tensor *per_image, void *ctx) {
     SeqParallel *sp = ctx;

@@ -215,4 +215,10 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void
     return ring_attention(tp, sp->comm, q, k, v, heads, sp_key_mask(sp), sp->bugs);
 }
 
-const SpLayout sp_ring = {"ring", validate, step_bytes, attend};
+// P - 1 steps, each one message: K and V of B n tokens forward, K, V, dK and dV backward
+static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
+    double P = sp->shard.P;
+    return (SpTraffic){(backward ? 4 : 2) * (P - 1) * B * sp->shard.n * c->hidden_size, P - 1};
+}
+
+const SpLayout sp_ring = {"ring", validate, step_bytes, traffic, attend};

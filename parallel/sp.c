@@ -64,6 +64,9 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     if (P > ranks || ranks % P)
         return snprintf(buf, len, "--sp %d must divide the %d ranks (the data groups are ranks / "
                         "--sp); pass a divisor of %d", P, ranks, ranks), buf;
+    if (o->layout == SP_AUTO)
+        return snprintf(buf, len, "--sp-attention auto picks the layout of a training run; give "
+                        "this command a layout (train/train plan shows the one it picks)"), buf;
     if (o->ulysses && o->layout != SP_HYBRID)
         return snprintf(buf, len, "--ulysses-degree applies to --sp-attention hybrid only; leave it "
                         "out, or pass --sp-attention hybrid"), buf;

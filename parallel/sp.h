@@ -41,7 +41,8 @@
 #include "inject.h"
 #include "policy.h"
 
-typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_RING, SP_HYBRID, SP_LAYOUTS } SeqAttention; // layouts.c
+// layouts.c; SP_AUTO is --sp-attention auto, which training resolves (train/plan.c) before sp_init
+typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_RING, SP_HYBRID, SP_LAYOUTS, SP_AUTO = SP_LAYOUTS } SeqAttention;
 // The layout of a name ("gather", "all-to-all", ...); false for another name.
 bool seq_attention_from_name(const char *name, SeqAttention *out);
 const char *seq_attention_name(SeqAttention a);
@@ -156,6 +157,13 @@ const char *sp_layout_error(const SpOptions *o, int heads, int P, char *buf, siz
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
 // The DiTShard that runs a DiT forward on this rank's tokens with the layout's attention.
 DiTShard sp_dit_shard(SeqParallel *sp);
+// What this rank sends in one attention layer of B images, forward or backward (default mode,
+// no bug): the values its counters count, and the messages it waits for one after the other
+// (each costs the link's latency once); the planner's communication model (train/plan.c)
+typedef struct SpTraffic {
+    double values, messages;
+} SpTraffic;
+SpTraffic sp_layer_traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
 
 // for the layout files
 typedef struct SpLayout {
@@ -164,6 +172,7 @@ typedef struct SpLayout {
     const char *(*validate)(const SpOptions *o, int heads, int P, char *buf, size_t len);
     // arena bytes of a step (dit_step_bytes with the queries and keys one layer's attention has)
     size_t (*step_bytes)(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
+    SpTraffic (*traffic)(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
     AttendFn attend; // ctx is the SeqParallel
 } SpLayout;
 extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;

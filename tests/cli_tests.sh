@@ -236,7 +236,7 @@ TRAIN_REAL=$TRAIN; TRAIN="$MPIRUN -np 4 $TRAIN_REAL"
 expect_usage "context_parallel_size=4 but sequence length 81 is not divisible by it; pad to 84 or enable auto-pad (drop --no-auto-pad)" $SMALL --no-auto-pad
 expect_usage "--sp-attention all-to-all splits the 2 heads over 4 ranks, fewer heads than ranks; use --sp-attention gather or ring, or hybrid with a --ulysses-degree that divides 4 and is at most 2" $SMALL --sp-attention all-to-all
 expect_usage "the wrong-restore bug lives in the gather layout; inject it with --sp-attention gather" $SMALL --heads 4 --sp-attention all-to-all --inject-bug wrong-restore
-expect_usage "unknown layout 'spiral' (known: gather, all-to-all, ring, hybrid)" $SMALL --sp-attention spiral
+expect_usage "unknown layout 'spiral' (known: gather, all-to-all, ring, hybrid, auto)" $SMALL --sp-attention spiral
 expect_usage "--sp 3 must divide the 4 ranks" $SMALL --sp 3
 expect_usage "the batch of 6 images does not split over the 4 data groups" $SMALL --sp 1 --batch 6
 expect_usage "--ulysses-degree 4 splits the 2 heads over 4 ranks, fewer heads than ranks; pick a --ulysses-degree that divides 4 and is at most 2" $SMALL --sp-attention hybrid --ulysses-degree 4
@@ -515,6 +515,23 @@ TRAIN=$TRAIN_REAL
 st "$WORK/nan.safetensors" $X t:F64:2 $Y $G
 set_bytes "$WORK/nan.safetensors" $((1536 + 8)) '\x9c\x75\x00\x88\x3c\xe4\x37\x7e' # t[1] = 1e300
 expect_usage "'t' holds 1e+300 at t\[1\], its first value that is no finite float32" probe --ckpt "$CK" --batch "$WORK/nan.safetensors"
+# the planner: its flags, the layouts it leaves to itself, and --sp-attention auto
+expect_usage "plan needs the link of 2 ranks: --link-bandwidth MB/s and --link-latency US, or --measure under mpirun -np 2" plan --ranks 2 $SMALL
+expect_usage "plan --measure measures the link between the job's ranks: start it with mpirun -np 2" plan --measure $SMALL
+expect_usage "plan tries every layout of a fresh run; leave out --sp-attention" plan --ranks 2 --sp-attention ring
+expect_usage "--sp-attention auto picks --ulysses-degree itself" $SMALL --sp-attention auto --ulysses-degree 2
+expect_usage "plan predicts the default mode; --exact's sums" plan --ranks 1 --exact $SMALL
+st "$WORK/auto.safetensors" $X $T $Y $G
+expect_usage "--sp-attention auto picks the layout of a training run; give this command a layout" probe --ckpt "$CK" --batch "$WORK/auto.safetensors" --sp-attention auto
+msg=$($TRAIN plan --ranks 4 --link-bandwidth 100 --link-latency 50 $SMALL 2>&1); rc=$?
+if [ $rc = 0 ] && [ "$(echo "$msg" | grep -c '^ *[0-9]* *no ')" = 7 ] && echo "$msg" | grep -q "^best: mpirun -np 4 train/train $SMALL --sp [124] --sp-attention "; then
+  ok "plan --ranks 4: 7 meshes ranked, $(echo "$msg" | grep -o '^best: .*')"
+else bad "plan --ranks 4 (exit $rc): $msg"; fi
+msg=$($MPIRUN -np 2 $TRAIN $SMALL --steps 2 --sp-attention auto --out "$WORK/auto" 2>&1); rc=$?
+picked=$(grep -o '"sp_attention": "[a-z-]*"' "$WORK/auto/config.json" 2>/dev/null)
+if [ $rc = 0 ] && echo "$msg" | grep -q "^--sp-attention auto: --sp [12] --sp-attention [a-z-]*, the fastest of 4 meshes" && [ -n "$picked" ] && [ "$picked" != '"sp_attention": "auto"' ]; then
+  ok "--sp-attention auto on 2 ranks: $(echo "$msg" | grep -o '^--sp-attention auto: [^,]*'), config.json has $picked"
+else bad "--sp-attention auto on 2 ranks (exit $rc): $msg"; fi
 # compare, verify and bugs under mpirun: exit 2, one sentence saying to run them without it,
 # nothing written
 for args in "compare $WORK/full1 $WORK/full2" "verify --ranks 2 $RES --steps 3 --out $WORK/nested" "bugs --ranks 2 --out $WORK/nested"; do

@@ -6,6 +6,7 @@
 #include "../kernels/kernels.h"
 #include "../train/checkpoint.h"
 #include "../train/compare.h"
+#include "../train/plan.h"
 #include "../train/settings.h"
 #include "../train/bugs.h"
 #include "../train/flow.h"
@@ -707,6 +708,50 @@ START_TEST(settings_args_give_back_the_values) {
 }
 END_TEST
 
+// The planner's ranking on a hand case: 4 ranks, 4 images of 256 tokens, 64 wide, 2 blocks, with
+// compute free and a link of 1 MB/s without latency, so that the bytes rank: per attention layer
+// a rank sends B T D values times 4(P-1)/P (gather), 8(P-1)/P^2 (all-to-all), 6(P-1)/P (ring) and
+// 8(U-1)/(U P) + 6(P/U-1)/P (hybrid) of its data group's B images, and every mesh all-reduces
+// the same gradients. Then the memory: with room for the leanest mesh only, it comes first and
+// the rest are marked as not fitting.
+START_TEST(planner_ranks_a_hand_case) {
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    tc.model = (DiTConfig){.input_size = 32, .patch_size = 2, .in_channels = 3, .hidden_size = 64,
+                           .depth = 2, .num_heads = 4, .mlp_ratio = 4, .num_classes = 10};
+    tc.batch = 4;
+    PlanRates free_compute = {1e30, 1e30, 1e30, 1e30};
+    PlanLink link = {1e6, 0};
+    PlanRow rows[32];
+    int k = plan_rows(&tc, 4, &free_compute, &link, 0, rows, 32);
+    static const struct { int sp; SeqAttention layout; double units; } hand[] = { // B T D values
+        {1, SP_GATHER, 0}, {2, SP_GATHER, 2 * 4 * 0.5}, {2, SP_ALL_TO_ALL, 2 * 8 * 0.25},
+        {2, SP_RING, 2 * 6 * 0.5}, {4, SP_GATHER, 4 * 4 * 0.75}, {4, SP_ALL_TO_ALL, 4 * 8 * 0.1875},
+        {4, SP_RING, 4 * 6 * 0.75}, {4, SP_HYBRID, 4 * (8 * 0.125 + 6 * 0.25)}};
+    ck_assert_int_eq(k, 8);
+    DiT shape;
+    dit_layout(&shape, &tc.model);
+    double grads = 1.5 * (shape.ps.total * sizeof(real) + sizeof(double)), TD = 256.0 * 64;
+    dit_free(&shape);
+    for (int i = 0; i < k; i++) {
+        if (i) ck_assert_double_le(rows[i - 1].time, rows[i].time);
+        int j = 0;
+        while (hand[j].sp != rows[i].parallel.sp || hand[j].layout != rows[i].parallel.layout) j++;
+        ck_assert_double_eq_tol(rows[i].sent, 2 * hand[j].units * TD * sizeof(real) + grads, 1e-6);
+        ck_assert_double_eq_tol(rows[i].time, rows[i].sent / 1e6, 1e-9);
+    }
+    ck_assert_int_eq(rows[0].parallel.sp, 1);
+    ck_assert_int_eq(rows[k - 1].parallel.layout, SP_RING);
+    ck_assert_int_eq(rows[k - 1].parallel.sp, 4);
+    double least = rows[0].memory;
+    for (int i = 1; i < k; i++) least = fmin(least, rows[i].memory);
+    plan_rows(&tc, 4, &free_compute, &link, least, rows, 32);
+    ck_assert(rows[0].fits);
+    ck_assert_double_eq(rows[0].memory, least);
+    for (int i = 1; i < k; i++) ck_assert(!rows[i].fits || rows[i].memory == least);
+}
+END_TEST
+
 Suite *train_suite(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -732,6 +777,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, settings_compare_ignores_exactly_its_rows);
     tcase_add_test(tc, settings_rank_check_holds_the_agreed_rows);
     tcase_add_test(tc, settings_args_give_back_the_values);
+    tcase_add_test(tc, planner_ranks_a_hand_case);
     suite_add_tcase(s, tc);
     return s;
 }

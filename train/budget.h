@@ -16,6 +16,14 @@ Memory budget_memory(bool cuda, int node_ranks);
 // Training: its one arena, for the steps (one micro-batch of this data group's images at a time)
 // and the sampling, on the side of the step (with cuda it also holds the uploaded batch).
 size_t budget_train_arena(const SeqParallel *sp, const TrainConfig *tc);
+// What a training run of tc over `ranks` ranks needs per rank, in bytes: its arena (activations),
+// the model's copies (parameters, gradients, Adam moments, EMA and sampling's swap copy, pos_embed)
+// and the host's batch and samples. recompute: each block's forward runs again in backward, so a
+// step keeps only the blocks' inputs; zero (1): the Adam moments are split over the ranks.
+typedef struct TrainNeed {
+    double arena, model, host, one_copy; // one_copy: one copy of the parameters
+} TrainNeed;
+TrainNeed budget_train_need(const TrainConfig *tc, int ranks, bool recompute, int zero);
 // The checks a run makes before it allocates or writes anything, as usage errors: the sequence
 // split over `ranks`, and the memory that `node_ranks` of them on one machine will need.
 void budget_train_check(const TrainConfig *tc, int ranks, int node_ranks);

@@ -30,6 +30,7 @@ void train_config_help(FILE *f) {
         "       train/train compare RUN_A RUN_B         compare two runs' loss curves\n"
         "       train/train verify --ranks N [flags]    train with N ranks and with 1, then compare\n"
         "       train/train sample --help              a sample grid from a checkpoint\n"
+        "       train/train plan --help                every mesh of N ranks ranked by predicted time\n"
         "       train/train bugs --help                every injectable bug caught, as a table\n"
         "       train/train locate A B                 where two tape dumps (probe --dump-tape) part\n");
     settings_help(f, FOR_TRAIN);

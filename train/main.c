@@ -1,10 +1,11 @@
-// main.c: the `train` program: training (default), probe, sample, compare, verify, bugs and locate
+// main.c: the `train` program: training (default), probe, sample, plan, compare, verify, bugs and locate
 // subcommands; with no arguments at all, a short usage.
 #include "../core/blas.h"
 #include "../core/cpu.h"
 #include "../parallel/comm.h"
 #include "compare.h"
 #include "locate.h"
+#include "plan.h"
 #include "probe.h"
 #include "sample.h"
 #include "train.h"
@@ -30,8 +31,8 @@ static int default_threads(const Comm *c) {
 // `train/train` alone: what to run first, instead of an 8000-step run nobody asked for
 static void usage(const Comm *c) {
     print0(c, "usage: mpirun -np N train/train [flags]   train a DiT, its sequence split over N ranks\n"
-              "       train/train --help                 every flag (probe, sample, compare, verify,\n"
-              "                                          bugs and locate take --help too)\n"
+              "       train/train --help                 every flag (probe, sample, plan, compare,\n"
+              "                                          verify, bugs and locate take --help too)\n"
               "try:   make demo                          2 ranks against 1 rank, with pictures (minutes)\n"
               "       train/train --steps 1000 --out runs/first\n"
               "       train/train verify --ranks 2 --steps 300 --out runs/check\n");
@@ -91,6 +92,7 @@ int main(int argc, char **argv) {
     if (argc == 1) usage(&c);
     else if (!strcmp(argv[1], "probe")) rc = probe_main(argc - 2, argv + 2, &c);
     else if (!strcmp(argv[1], "sample")) rc = sample_main(argc - 2, argv + 2, &c);
+    else if (!strcmp(argv[1], "plan")) rc = plan_main(argc - 2, argv + 2, &c);
     else rc = train_main(argc - 1, argv + 1, &c);
     comm_finalize();
     return rc;

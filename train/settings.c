@@ -101,11 +101,19 @@ static const char *parse_preset(const Setting *s, void *field, const char *text,
     return NULL;
 }
 
+// a layout, or auto: training asks the planner (plan.c)
+static const char *layout_names(void) {
+    static char names[160];
+    snprintf(names, sizeof names, "%s, auto", seq_attention_names());
+    return names;
+}
 static const char *parse_layout(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    if (!strcmp(text, "auto")) return *(SeqAttention *)field = SP_AUTO, NULL;
     return seq_attention_from_name(text, field) ? NULL : unknown(s, "layout", text, buf, len);
 }
 static void format_layout(const void *field, char *buf, size_t len) {
-    snprintf(buf, len, "%s", seq_attention_name(*(const SeqAttention *)field));
+    SeqAttention a = *(const SeqAttention *)field;
+    snprintf(buf, len, "%s", a == SP_AUTO ? "auto" : seq_attention_name(a));
 }
 
 static const char *device_names(void) { return "cpu, cuda"; }
@@ -142,7 +150,7 @@ static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole n
     PATH_TEXT = {PATH_LEN, AS_STRING, NULL, "a path", NULL, parse_path, format_text},
     PRESET_NAME = {sizeof((TrainConfig *)0)->preset, AS_STRING, NULL, "a preset", dit_preset_names,
                    parse_preset, format_text},
-    LAYOUT_NAME = {sizeof(SeqAttention), AS_STRING, NULL, "a layout", seq_attention_names,
+    LAYOUT_NAME = {sizeof(SeqAttention), AS_STRING, NULL, "a layout", layout_names,
                    parse_layout, format_layout},
     DEVICE_NAME = {sizeof(bool), AS_STRING, NULL, "a device", device_names, parse_device, format_device},
     BUG_NAMES = {sizeof(unsigned), AS_STRING, NULL, "bug names", bug_names, parse_bugs, format_bugs};
@@ -267,7 +275,9 @@ const Setting settings[] = {
      PARALLEL, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
      "gather (all-gather K/V, default), all-to-all (heads over ranks),\n"
      "ring (K/V blocks travel the ring; one other rank's block at a time)\n"
-     "or hybrid (all-to-all in groups of --ulysses-degree, ring across)"},
+     "or hybrid (all-to-all in groups of --ulysses-degree, ring across);\n"
+     "auto: the planner's fastest mesh for these ranks (layout, U and --sp\n"
+     "unless given; train/train plan shows its table)"},
     {"ulysses_degree", "--ulysses-degree", "U", &INT_TEXT, OFF(parallel.ulysses), 0, 1 << 20,
      PARALLEL, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
      "hybrid: ranks per all-to-all group (divides --sp, at most the heads)"},

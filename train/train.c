@@ -17,6 +17,7 @@
 #include "flags.h"
 #include "losslog.h"
 #include "outfile.h"
+#include "plan.h"
 #include "sample.h"
 #include "step.h"
 #include "timing.h"
@@ -247,6 +248,7 @@ static void setup(Run *r) {
     char text[4096], err[1024], path[PATH_LEN + 32];
     train_config_text(tc, text, sizeof text);
     comm_check_same(c, "training configuration (flags)", text);
+    if (tc->parallel.layout == SP_AUTO) plan_choose(tc, c); // every rank, as they all agree
     if (c->rank == 0) out_folder_check("--out", tc->out, tc->resume); // rank 0 writes the run
     if (tc->threads) {
         cpu_set_t mask;

@@ -77,7 +77,7 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
                   err, sizeof err))
         usage_error("--data: %s", err);
     data_close(&data);
-    budget_train_check(&tc, ranks, ranks);
+    if (tc.parallel.layout != SP_AUTO) budget_train_check(&tc, ranks, ranks); // auto: its run checks its pick
     TrainConfig plain; // the reference: one rank, without the layout flags
     train_config_defaults(&plain);
     for (int i = 0; i < SETTINGS; i++)
@@ -92,6 +92,23 @@ static int probe_flag(const char *f, bool with_layout) {
     const Setting *s = setting_by_flag(f, FOR_PROBE);
     if (!s || !strcmp(s->key, "grad_accum") || (!with_layout && (s->rules & LAYOUT))) return -1;
     return s->arg != NULL;
+}
+
+// --sp-attention auto: the mesh the N-rank run in dir picked, from its config.json, as the flags
+// of the rows --sp, --sp-attention and --ulysses-degree
+static void add_picked_mesh(Command *cmd, const char *dir) {
+    static const char *const keys[] = {"sp", "sp_attention", "ulysses_degree"};
+    char path[4200], err[1024], value[64];
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    json_t *root = settings_load(dir, path, sizeof path, err, sizeof err);
+    if (root) settings_read(&tc, root, path, err, sizeof err);
+    json_decref(root);
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        const Setting *s = setting_by_key(keys[k]);
+        setting_text(s, &tc, value, sizeof value);
+        command_add(cmd, s->flag, value, NULL);
+    }
 }
 
 // After runs that disagree: one step of the 1-rank run's final weights on a fresh batch, dumped
@@ -114,6 +131,13 @@ static void locate_runs(char *self, int ranks, const char *out, char **pass, int
         for (int i = 0; i < np; i++) {
             int values = probe_flag(pass[i], !side);
             if (values < 0 || i + values >= np) continue;
+            if (!side && !strcmp(pass[i], "--sp-attention") && !strcmp(pass[i + 1], "auto")) {
+                char dir_n[4200];
+                snprintf(dir_n, sizeof dir_n, "%s/ranks-%d", out, ranks);
+                add_picked_mesh(&cmd, dir_n);
+                i++;
+                continue;
+            }
             command_add(&cmd, pass[i], NULL);
             if (values) command_add(&cmd, pass[++i], NULL);
         }
