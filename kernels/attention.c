@@ -13,19 +13,43 @@ size_t attention_tiled_scratch_count(int bq, int bk, int dh, int threads) {
     return (size_t)threads * (2 * (size_t)bq * bk + (size_t)bq * dh + 2 * (size_t)bq);
 }
 
-// S (nq,nk) = scale * Q K^T for the rows of one tile and block; masked keys get -inf
-static void scores(real *S, const real *Q, const real *K, const uint8_t *mask, int nq, int nk,
-                   int D, int dh, real scale) {
+// S (nq,nk) = scale * Q K^T for the rows of one tile and block; masked keys, and keys of another
+// image than the query's (qs, ks: the tile's and the block's image ids, or NULL), get -inf
+static void scores(real *S, const real *Q, const real *K, const uint8_t *mask, const int32_t *qs,
+                   const int32_t *ks, int nq, int nk, int D, int dh, real scale) {
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, dh, scale, Q, D, K, D, 0, S, nk);
     if (mask)
         for (int j = 0; j < nk; j++)
             if (!mask[j])
                 for (int r = 0; r < nq; r++) S[(size_t)r * nk + j] = -INFINITY;
+    if (qs)
+        for (int r = 0; r < nq; r++)
+            for (int j = 0; j < nk; j++)
+                if (qs[r] != ks[j]) S[(size_t)r * nk + j] = -INFINITY;
 }
 
-// q, out (B,Tq,D); k, v (B,Tk,D); lse (B,H,Tq); key_mask (Tk) or NULL
+// the image ids from token `at` of row b (NULL without segments)
+static const int32_t *seg_ids(Segments s, int b, int at) {
+    return s.id ? s.id + (size_t)b * s.T + at : NULL;
+}
+
+// What queries of ids qs (nq) see of keys of ids ks (nk): SEE_NONE when their ranges of ids do
+// not overlap, SEE_ALL when all are of one image (or there are no segments), else SEE_SOME. A
+// block that none of a tile's queries sees is skipped: the cost follows the images' own
+// attention, not the pack's length squared.
+enum { SEE_NONE, SEE_SOME, SEE_ALL };
+static int sight(const int32_t *qs, int nq, const int32_t *ks, int nk) {
+    if (!qs) return SEE_ALL;
+    int32_t qlo = qs[0], qhi = qs[0], klo = ks[0], khi = ks[0];
+    for (int r = 1; r < nq; r++) qlo = qs[r] < qlo ? qs[r] : qlo, qhi = qs[r] > qhi ? qs[r] : qhi;
+    for (int j = 1; j < nk; j++) klo = ks[j] < klo ? ks[j] : klo, khi = ks[j] > khi ? ks[j] : khi;
+    if (qhi < klo || khi < qlo) return SEE_NONE;
+    return qlo == qhi && klo == khi ? SEE_ALL : SEE_SOME;
+}
+
+// q, out (B,Tq,D); k, v (B,Tk,D); lse (B,H,Tq); key_mask (Tk) or NULL; seg (segments.h)
 void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q, const real *k,
-                             const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                             const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
                              int dh, int bq, int bk) {
     int D = H * dh, tiles = (Tq + bq - 1) / bq;
     real scale = (real)(1 / sqrt((double)dh));
@@ -36,12 +60,17 @@ void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q,
         real *S = scratch + (size_t)omp_thread() * attention_tiled_scratch_count(bq, bk, dh, 1);
         real *acc = S + 2 * (size_t)bq * bk, *m = acc + (size_t)bq * dh, *l = m + bq;
         const real *Q = q + ((size_t)b * Tq + i0) * D + h * dh;
+        const int32_t *qs = seg_ids(seg, b, seg.q0 + i0);
         for (int r = 0; r < nq; r++) m[r] = -INFINITY, l[r] = 0;
         for (size_t x = 0; x < (size_t)nq * dh; x++) acc[x] = 0;
         for (int j0 = 0; j0 < Tk; j0 += bk) {
             int nk = Tk - j0 < bk ? Tk - j0 : bk;
             const real *K = k + ((size_t)b * Tk + j0) * D + h * dh, *V = v + ((size_t)b * Tk + j0) * D + h * dh;
-            scores(S, Q, K, key_mask ? key_mask + j0 : NULL, nq, nk, D, dh, scale);
+            const int32_t *ks = seg_ids(seg, b, seg.k0 + j0);
+            int see = sight(qs, nq, ks, nk);
+            if (see == SEE_NONE) continue;
+            scores(S, Q, K, key_mask ? key_mask + j0 : NULL, see == SEE_SOME ? qs : NULL, ks, nq, nk,
+                   D, dh, scale);
             for (int r = 0; r < nq; r++) {
                 real *p = S + (size_t)r * nk, mx = m[r];
 #pragma omp simd reduction(max : mx)
@@ -75,7 +104,7 @@ void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q,
 // Delta = rowsum(dO * O), dQ += scale dS K, dK += scale dS^T Q.
 void attention_backward_tiled(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                               const real *out, const real *lse, const real *q, const real *k,
-                              const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                              const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
                               int dh, int bq, int bk) {
     int D = H * dh;
     real scale = (real)(1 / sqrt((double)dh));
@@ -88,6 +117,7 @@ void attention_backward_tiled(real *dq, real *dk, real *dv, real *scratch, const
             int nq = Tq - i0 < bq ? Tq - i0 : bq;
             size_t qo = ((size_t)b * Tq + i0) * D + h * dh;
             const real *L = lse + (size_t)bh * Tq + i0;
+            const int32_t *qs = seg_ids(seg, b, seg.q0 + i0);
             for (int r = 0; r < nq; r++) {
                 double s = 0;
                 for (int d = 0; d < dh; d++) s += (double)dout[qo + (size_t)r * D + d] * out[qo + (size_t)r * D + d];
@@ -96,7 +126,11 @@ void attention_backward_tiled(real *dq, real *dk, real *dv, real *scratch, const
             for (int j0 = 0; j0 < Tk; j0 += bk) {
                 int nk = Tk - j0 < bk ? Tk - j0 : bk;
                 size_t ko = ((size_t)b * Tk + j0) * D + h * dh;
-                scores(P, q + qo, k + ko, key_mask ? key_mask + j0 : NULL, nq, nk, D, dh, scale);
+                const int32_t *ks = seg_ids(seg, b, seg.k0 + j0);
+                int see = sight(qs, nq, ks, nk);
+                if (see == SEE_NONE) continue;
+                scores(P, q + qo, k + ko, key_mask ? key_mask + j0 : NULL, see == SEE_SOME ? qs : NULL,
+                       ks, nq, nk, D, dh, scale);
                 for (int r = 0; r < nq; r++) { // masked keys (-inf) and fully masked rows: exactly 0
                     real *p = P + (size_t)r * nk, l = L[r] == -INFINITY ? INFINITY : L[r];
 #pragma omp simd
@@ -133,17 +167,17 @@ size_t attention_scratch_count(int B, int Tq, int Tk, int H, int dh, bool backwa
 }
 
 void attention_forward(real *out, real *lse, real *scratch, const real *q, const real *k,
-                       const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                       const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
                        int dh) {
-    attention_forward_tiled(out, lse, scratch, q, k, v, key_mask, B, Tq, Tk, H, dh,
+    attention_forward_tiled(out, lse, scratch, q, k, v, key_mask, seg, B, Tq, Tk, H, dh,
                             tile(Tq, ATTN_BQ), tile(Tk, ATTN_BK));
 }
 
 void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                         const real *out, const real *lse, const real *q, const real *k,
-                        const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
+                        const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
                         int dh) {
-    attention_backward_tiled(dq, dk, dv, scratch, dout, out, lse, q, k, v, key_mask, B, Tq, Tk, H,
+    attention_backward_tiled(dq, dk, dv, scratch, dout, out, lse, q, k, v, key_mask, seg, B, Tq, Tk, H,
                              dh, tile(Tq, ATTN_BQ), tile(Tk, ATTN_BK));
 }
 

@@ -20,6 +20,8 @@ static const BugInfo bugs[] = {
     {"ring-block-delta", BUG_RING_BLOCK_DELTA, SP_RING, "picotron #37", ""},
     {"accum-unweighted", BUG_ACCUM_UNWEIGHTED, MICRO_BATCHES, "verl #2857", "--grad-accum 5"},
     {"local-mean-loss", BUG_LOCAL_MEAN_LOSS, ANY, "DeepSpeed #5248, VeOmni #338", ""},
+    {"pack-mask-crosses-images", BUG_PACK_MASK_CROSSES, ANY, NULL, ""},
+    {"pack-positions-from-shard", BUG_PACK_POSITIONS_FROM_SHARD, ANY, "Megatron-LM #5243", ""},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 
@@ -41,7 +43,7 @@ const char *bug_list(unsigned set, char *buf, size_t len) {
 }
 
 const char *bug_names(void) {
-    static char names[256];
+    static char names[512];
     return bug_list(~0u, names, sizeof names);
 }
 

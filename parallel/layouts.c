@@ -53,8 +53,19 @@ static Tensor *spread(Tape *tp, Tensor *per_image, void *ctx) {
 }
 
 DiTShard sp_dit_shard(SeqParallel *sp) {
-    return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .attend = layouts[sp->layout]->attend,
-                      .attend_ctx = sp, .spread = sp->exact ? spread : NULL};
+    return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .T_pad = sp->shard.T_pad,
+                      .positions_from_shard = sp->bugs & BUG_PACK_POSITIONS_FROM_SHARD,
+                      .attend = layouts[sp->layout]->attend, .attend_ctx = sp,
+                      .spread = sp->exact ? spread : NULL};
+}
+
+const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg) {
+    return (sp->bugs & BUG_PACK_MASK_CROSSES) ? NULL : seg;
+}
+
+Segments sp_segments(const SeqParallel *sp, const int32_t *seg, int q0, int k0) {
+    seg = sp_images(sp, seg);
+    return seg ? (Segments){seg, sp->shard.T_pad, q0, k0} : NO_SEGMENTS;
 }
 
 const uint8_t *sp_key_mask(const SeqParallel *sp) {

@@ -169,7 +169,14 @@ typedef struct SpLayout {
 extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
 // Ring attention (ring.c) of q, k, v (B, n, D) over the ring `c`: rank r's block is the tokens
 // [r n, (r + 1) n) of `key_mask` (all tokens; NULL: none masked). The ring-* bugs apply.
+// [r n, (r + 1) n) of `key_mask` and of the image ids `seg` (B, P n) of a pack (NULL: none).
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
-                       const uint8_t *key_mask, unsigned bugs);
+                       const uint8_t *key_mask, const int32_t *seg, unsigned bugs);
 // The key mask of all T_pad tokens (NULL under the no-pad-mask bug), on the device with cuda.
 const uint8_t *sp_key_mask(const SeqParallel *sp);
+// The images of a pack's tokens for the attention: seg (B, T_pad) as the layout got it, or NULL
+// under the pack-mask-crosses-images bug (the block-diagonal mask dropped)
+const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg);
+// Segments (kernels/segments.h) of seg as sp_images gives it, for queries from token q0 and keys
+// from token k0 of the padded sequence
+Segments sp_segments(const SeqParallel *sp, const int32_t *seg, int q0, int k0);
