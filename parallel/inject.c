@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { ANY = BUG_ANY_LAYOUT, DATA_PARALLEL = BUG_DATA_PARALLEL, MICRO_BATCHES = BUG_MICRO_BATCHES };
+enum { ANY = BUG_ANY_LAYOUT, DATA_PARALLEL = BUG_DATA_PARALLEL, MICRO_BATCHES = BUG_MICRO_BATCHES, PACKS = BUG_PACKS };
 
 static const BugInfo bugs[] = {
     {"local-kv", BUG_LOCAL_KV, SP_GATHER, NULL, ""},
@@ -20,8 +20,8 @@ static const BugInfo bugs[] = {
     {"ring-block-delta", BUG_RING_BLOCK_DELTA, SP_RING, "picotron #37", ""},
     {"accum-unweighted", BUG_ACCUM_UNWEIGHTED, MICRO_BATCHES, "verl #2857", "--grad-accum 5"},
     {"local-mean-loss", BUG_LOCAL_MEAN_LOSS, ANY, "DeepSpeed #5248, VeOmni #338", ""},
-    {"pack-mask-crosses-images", BUG_PACK_MASK_CROSSES, ANY, NULL, ""},
-    {"pack-positions-from-shard", BUG_PACK_POSITIONS_FROM_SHARD, ANY, "Megatron-LM #5243", ""},
+    {"pack-mask-crosses-images", BUG_PACK_MASK_CROSSES, PACKS, NULL, ""},
+    {"pack-positions-from-shard", BUG_PACK_POSITIONS_FROM_SHARD, PACKS, "Megatron-LM #5243", ""},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 
@@ -62,6 +62,10 @@ static const char *bug_fits(int i, const SpOptions *o, int dp, char *buf, size_t
         return snprintf(buf, len, "the %s bug needs micro-batches: pass --grad-accum K with K >= 2, "
                         "and a K that does not divide the images of a data group to see it (e.g. "
                         "--grad-accum 3 for 8 images)", bugs[i].name), buf;
+    if (at == PACKS)
+        return snprintf(buf, len, "the %s bug needs packs of images of different sizes in one "
+                        "sequence, which the train program does not read yet; "
+                        "tests/mpi/test_parallel.c injects it", bugs[i].name), buf;
     return NULL;
 }
 
