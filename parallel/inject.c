@@ -62,10 +62,9 @@ static const char *bug_fits(int i, const SpOptions *o, int dp, char *buf, size_t
         return snprintf(buf, len, "the %s bug needs micro-batches: pass --grad-accum K with K >= 2, "
                         "and a K that does not divide the images of a data group to see it (e.g. "
                         "--grad-accum 3 for 8 images)", bugs[i].name), buf;
-    if (at == PACKS)
+    if (at == PACKS && !o->packs)
         return snprintf(buf, len, "the %s bug needs packs of images of different sizes in one "
-                        "sequence, which the train program does not read yet; "
-                        "tests/mpi/test_parallel.c injects it", bugs[i].name), buf;
+                        "sequence: pass --max-tokens N with --data DIR", bugs[i].name), buf;
     return NULL;
 }
 

@@ -29,8 +29,7 @@ typedef struct BugInfo { // a row of the bug table
     int layout;         // the SeqAttention whose code path it is, BUG_ANY_LAYOUT,
                         // BUG_DATA_PARALLEL (any layout with data groups) or BUG_MICRO_BATCHES
                         // (any layout with --grad-accum 2 or more) or BUG_PACKS (any layout
-                        // over packs of images, which only tests/mpi/test_parallel.c feeds so
-                        // far: `train` cannot inject it)
+                        // over packs of images: --max-tokens)
     const char *report; // the public report it reproduces; NULL: one of this project's own
     const char *flags;  // the further training flags it needs to show ("" if none)
 } BugInfo;

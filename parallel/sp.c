@@ -105,8 +105,13 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
 
 void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
               const DiTConfig *m) {
+    sp_setup_tokens(sp, world, ranks, rank, o, m, dit_tokens(m));
+}
+
+void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
+                     const DiTConfig *m, int T) {
     char err[1024];
-    const char *why = sp_init(sp, world, ranks, rank, o, dit_tokens(m), m->num_heads, err, sizeof err);
+    const char *why = sp_init(sp, world, ranks, rank, o, T, m->num_heads, err, sizeof err);
     if (why) usage_error("%s", why);
 }
 

@@ -61,6 +61,7 @@ typedef struct SpOptions {
     bool tf32;      // --tf32: float32 GEMMs on TF32 tensor cores (cuda only)
     bool exact;     // --exact: the same bits for every rank count that divides virtual_shards
     int virtual_shards; // --virtual-shards: the canonical blocks V of --exact (default 12)
+    bool packs;         // the rows are packs of images (--max-tokens): the pack bugs can show
 } SpOptions;
 // gather, every rank one sequence group, the default policy, one micro-batch
 SpOptions sp_options_default(void);
@@ -107,6 +108,9 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
 // context that only sizes memory.
 void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
               const DiTConfig *m);
+// sp_setup for sequences of T tokens (packs of images) instead of the model's square images
+void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
+                     const DiTConfig *m, int T);
 void sp_free(SeqParallel *sp);
 // NULL when the device options can run here (a GPU for --device cuda, --tf32 only with cuda);
 // else the sentence. sp_init checks it first; the flags' parser too.

@@ -514,7 +514,8 @@ START_TEST(settings_resume_round_trip) {
                     "--sample-steps", "3", "--samples-per-class", "2", "--cfg-scale", "1.5", "--sp", "2",
                     "--sp-attention", "hybrid", "--ulysses-degree", "2", "--no-auto-pad",
                     "--pad-multiple", "3", "--grad-accum", "2", "--inject-bug", "ring-wrong-merge",
-                    "--inject-bug", "no-pad-mask", "--exact", "--virtual-shards", "6", "--out", "elsewhere"};
+                    "--inject-bug", "no-pad-mask", "--exact", "--virtual-shards", "6", "--max-tokens", "9",
+                    "--out", "elsewhere"};
     TrainConfig tc, plain, back;
     tmp_path(run, sizeof run, "run");
     ck_assert(!mkdir(run, 0700));

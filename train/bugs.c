@@ -219,7 +219,7 @@ int bugs_main(int argc, char **argv) {
     if (probe(self, 1, path, batch, NULL, ref_probe, ref_dump, log))
         return fprintf(stderr, "error: the 1-rank reference's probe failed; see %s\n", log), 1;
 
-    int n = 1; // the correct code, and every bug the train program can inject (not BUG_PACKS)
+    int n = 1; // the correct code, and every bug the shapes data can show (not BUG_PACKS)
     for (int k = 0; bug_info(k); k++) n += bug_info(k)->layout != BUG_PACKS;
     Row *rows = xcalloc((size_t)n, sizeof *rows);
     bool ok = true;

@@ -116,7 +116,7 @@ static Result run(DiT *m, SeqParallel *sp, Arena *a) {
     Result r = {.out = xmalloc(B * image * sizeof(real)), .grads = xmalloc(m->ps.total * sizeof(real))};
     if (sp) {
         real *mine = xmalloc(count * image * sizeof(real));
-        r.loss = step_gradients(m, sp, a, x, t, y, target, B, mine);
+        r.loss = step_gradients(m, sp, a, x, t, y, target, B, NULL, mine);
         sp_gather_batch(sp, r.out, mine, count * image);
         free(mine);
     } else {
@@ -825,7 +825,7 @@ START_TEST(grad_accum_memory) {
     random_batch(&data, &x, &t, &target, y);
     size_t est = sp_step_bytes(&sp, &cfg, 2, true), whole = sp_step_bytes(&sp, &cfg, B, true);
     Arena a = arena_create(est); // an overflow aborts
-    step_gradients(&m, &sp, &a, x, t, y, target, B, NULL);
+    step_gradients(&m, &sp, &a, x, t, y, target, B, NULL, NULL);
     if (comm.rank == 0)
         printf("memory, %d ranks, %d tokens, 8 images as 4 micro-batches: peak %.2f MiB, estimate for "
                "2 images %.2f MiB, for 8 images %.2f MiB\n", comm.size, dit_tokens(&cfg),
