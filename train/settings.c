@@ -306,7 +306,8 @@ const Setting settings[] = {
      "ring-wrong-merge, ring-dkv-not-returned, ring-stale-kv,\n"
      "ring-block-delta (ring, hybrid);\n"
      "no-dp-allreduce, same-data-all-dp (with --sp below the ranks);\n"
-     "accum-unweighted (with --grad-accum 2 or more); local-mean-loss"},
+     "accum-unweighted (with --grad-accum 2 or more); local-mean-loss;\n"
+     "pack-mask-crosses-images, pack-positions-from-shard (with --max-tokens)"},
     {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
      FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,
      "where the step runs (default {default}); cuda: each rank on GPU local rank\n"

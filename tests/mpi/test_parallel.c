@@ -313,6 +313,7 @@ START_TEST(packs_match_single_rank) {
     const char *bugs[] = {NULL, "pack-mask-crosses-images", "pack-positions-from-shard"};
     for (int k = 0; k < 3; k++) {
         SpOptions o = options(layout, k ? bug_from_name(bugs[k]) : 0);
+        o.packs = true;
         if (layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
         SeqParallel sp;
         char err[256];
