@@ -49,8 +49,8 @@ static int sight(const int32_t *qs, int nq, const int32_t *ks, int nk) {
 
 // q, out (B,Tq,D); k, v (B,Tk,D); lse (B,H,Tq); key_mask (Tk) or NULL; seg (segments.h)
 void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q, const real *k,
-                             const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
-                             int dh, int bq, int bk) {
+                             const real *v, const uint8_t *key_mask, Segments seg,
+                             int B, int Tq, int Tk, int H, int dh, int bq, int bk) {
     int D = H * dh, tiles = (Tq + bq - 1) / bq;
     real scale = (real)(1 / sqrt((double)dh));
 #pragma omp parallel for schedule(dynamic)
@@ -69,8 +69,8 @@ void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q,
             const int32_t *ks = seg_ids(seg, b, seg.k0 + j0);
             int see = sight(qs, nq, ks, nk);
             if (see == SEE_NONE) continue;
-            scores(S, Q, K, key_mask ? key_mask + j0 : NULL, see == SEE_SOME ? qs : NULL, ks, nq, nk,
-                   D, dh, scale);
+            const int32_t *mixed = see == SEE_SOME ? qs : NULL; // else no key to mask by image
+            scores(S, Q, K, key_mask ? key_mask + j0 : NULL, mixed, ks, nq, nk, D, dh, scale);
             for (int r = 0; r < nq; r++) {
                 real *p = S + (size_t)r * nk, mx = m[r];
 #pragma omp simd reduction(max : mx)
@@ -104,8 +104,8 @@ void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q,
 // Delta = rowsum(dO * O), dQ += scale dS K, dK += scale dS^T Q.
 void attention_backward_tiled(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                               const real *out, const real *lse, const real *q, const real *k,
-                              const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
-                              int dh, int bq, int bk) {
+                              const real *v, const uint8_t *key_mask, Segments seg,
+                              int B, int Tq, int Tk, int H, int dh, int bq, int bk) {
     int D = H * dh;
     real scale = (real)(1 / sqrt((double)dh));
 #pragma omp parallel for schedule(dynamic)
@@ -129,8 +129,9 @@ void attention_backward_tiled(real *dq, real *dk, real *dv, real *scratch, const
                 const int32_t *ks = seg_ids(seg, b, seg.k0 + j0);
                 int see = sight(qs, nq, ks, nk);
                 if (see == SEE_NONE) continue;
-                scores(P, q + qo, k + ko, key_mask ? key_mask + j0 : NULL, see == SEE_SOME ? qs : NULL,
-                       ks, nq, nk, D, dh, scale);
+                const int32_t *mixed = see == SEE_SOME ? qs : NULL; // else no key to mask by image
+                scores(P, q + qo, k + ko, key_mask ? key_mask + j0 : NULL, mixed, ks, nq, nk, D, dh,
+                       scale);
                 for (int r = 0; r < nq; r++) { // masked keys (-inf) and fully masked rows: exactly 0
                     real *p = P + (size_t)r * nk, l = L[r] == -INFINITY ? INFINITY : L[r];
 #pragma omp simd
@@ -167,18 +168,18 @@ size_t attention_scratch_count(int B, int Tq, int Tk, int H, int dh, bool backwa
 }
 
 void attention_forward(real *out, real *lse, real *scratch, const real *q, const real *k,
-                       const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
-                       int dh) {
+                       const real *v, const uint8_t *key_mask, Segments seg,
+                       int B, int Tq, int Tk, int H, int dh) {
     attention_forward_tiled(out, lse, scratch, q, k, v, key_mask, seg, B, Tq, Tk, H, dh,
                             tile(Tq, ATTN_BQ), tile(Tk, ATTN_BK));
 }
 
 void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                         const real *out, const real *lse, const real *q, const real *k,
-                        const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
-                        int dh) {
-    attention_backward_tiled(dq, dk, dv, scratch, dout, out, lse, q, k, v, key_mask, seg, B, Tq, Tk, H,
-                             dh, tile(Tq, ATTN_BQ), tile(Tk, ATTN_BK));
+                        const real *v, const uint8_t *key_mask, Segments seg,
+                        int B, int Tq, int Tk, int H, int dh) {
+    attention_backward_tiled(dq, dk, dv, scratch, dout, out, lse, q, k, v, key_mask, seg, B, Tq, Tk,
+                             H, dh, tile(Tq, ATTN_BQ), tile(Tk, ATTN_BK));
 }
 
 void attention_merge(real *o, real *lse, const real *o_blk, const real *lse_blk, int B, int n,

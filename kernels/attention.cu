@@ -93,8 +93,8 @@ static __global__ void forward_kernel(real *out, real *lse, const real *q, const
             real s[TILE], mx = m;
 #pragma unroll
             for (int r = 0; r < TILE; r++) { // past nk: -inf, weight exactly 0
-                s[r] = r >= nk || (mask && !mask[j0 + r]) || image_of(seg, b, seg.k0 + j0 + r) != img
-                           ? -INFINITY : scale * dot<DH>(qr, Ks + r * dh, dh);
+                bool masked = (mask && !mask[j0 + r]) || image_of(seg, b, seg.k0 + j0 + r) != img;
+                s[r] = r >= nk || masked ? -INFINITY : scale * dot<DH>(qr, Ks + r * dh, dh);
                 mx = s[r] > mx ? s[r] : mx;
             }
             if (mx != -INFINITY) { // else every key so far masked: this tile adds nothing
@@ -256,8 +256,8 @@ size_t attention_scratch_count_cuda(int B, int Tq, int Tk, int H, int dh, bool b
 }
 
 void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, const real *k,
-                            const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
-                            int dh, cudaStream_t stream) {
+                            const real *v, const uint8_t *key_mask, Segments seg,
+                            int B, int Tq, int Tk, int H, int dh, cudaStream_t stream) {
     (void)scratch; // none needed: the argument is the CPU kernel's
     check_shape(B, Tq, Tk, H, dh);
     dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
@@ -271,8 +271,8 @@ void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, 
 
 void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                              const real *out, const real *lse, const real *q, const real *k,
-                             const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
-                             int dh, cudaStream_t stream) {
+                             const real *v, const uint8_t *key_mask, Segments seg,
+                             int B, int Tq, int Tk, int H, int dh, cudaStream_t stream) {
     check_shape(B, Tq, Tk, H, dh);
     size_t rows = (size_t)B * H * Tq;
     delta_kernel<<<cuda_blocks(rows), CUDA_BLOCK, 0, stream>>>(scratch, dout, out, B, Tq, H, dh);

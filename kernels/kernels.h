@@ -99,23 +99,23 @@ void timestep_embedding_backward(real *dt, const real *dout, const real *t, int 
 #define ATTN_BK 256 // key block rows
 size_t attention_scratch_count(int B, int Tq, int Tk, int H, int dh, bool backward);
 void attention_forward(real *out, real *lse, real *scratch, const real *q, const real *k,
-                       const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
-                       int dh);
+                       const real *v, const uint8_t *key_mask, Segments seg,
+                       int B, int Tq, int Tk, int H, int dh);
 void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                         const real *out, const real *lse, const real *q, const real *k,
-                        const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
-                        int dh);
+                        const real *v, const uint8_t *key_mask, Segments seg,
+                        int B, int Tq, int Tk, int H, int dh);
 // The same with the tiles given: queries in tiles of bq rows, keys in blocks of bk rows (the tests
 // sweep sizes that do and do not divide the sequence); scratch holds
 // attention_tiled_scratch_count(bq, bk, dh, threads) reals for up to `threads` OpenMP threads.
 size_t attention_tiled_scratch_count(int bq, int bk, int dh, int threads);
 void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q, const real *k,
-                             const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
-                             int dh, int bq, int bk);
+                             const real *v, const uint8_t *key_mask, Segments seg,
+                             int B, int Tq, int Tk, int H, int dh, int bq, int bk);
 void attention_backward_tiled(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                               const real *out, const real *lse, const real *q, const real *k,
-                              const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
-                              int dh, int bq, int bk);
+                              const real *v, const uint8_t *key_mask, Segments seg,
+                              int B, int Tq, int Tk, int H, int dh, int bq, int bk);
 
 // ---- merging partial attention (ring attention): o (B,n,H*dh), lse (B,H,n) become the merge by
 // log-sum-exp of themselves and a block's o_blk, lse_blk; rows whose block lse is -inf (every key

@@ -2,9 +2,9 @@
 // (B,Tk,D). Tq may differ from Tk: in sequence parallelism, local queries attend to all keys.
 // Masked keys get weight exactly 0 and therefore exactly zero gradient; a query whose keys are all
 // masked gets a zero output. In a pack of images a query sees only its own image's keys (seg,
-// kernels/segments.h; its ids may be host memory, copied up like the mask). Fused (kernels/attention.c, and kernels/attention.cu on the device):
-// the tape keeps the output and one log-sum-exp per query row and head, so memory grows linearly
-// with the sequence.
+// kernels/segments.h; its ids may be host memory, copied up like the mask). Fused
+// (kernels/attention.c, and kernels/attention.cu on the device): the tape keeps the output and
+// one log-sum-exp per query row and head, so memory grows linearly with the sequence.
 #include "common.h"
 
 // the kernels' scratch, taken from the arena for the duration of one call
@@ -14,8 +14,8 @@ static real *scratch(Arena *a, int B, int Tq, int Tk, int H, int dh, bool backwa
 }
 
 void attention_kernel_forward(Arena *a, real *out, real *lse, const real *q, const real *k,
-                              const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
-                              int dh) {
+                              const real *v, const uint8_t *key_mask, Segments seg,
+                              int B, int Tq, int Tk, int H, int dh) {
     size_t mark = arena_mark(a);
     RUN(a->device, attention_forward, out, lse, scratch(a, B, Tq, Tk, H, dh, false), q, k, v,
         key_mask, seg, B, Tq, Tk, H, dh);
@@ -24,8 +24,8 @@ void attention_kernel_forward(Arena *a, real *out, real *lse, const real *q, con
 
 void attention_kernel_backward(Arena *a, real *dq, real *dk, real *dv, const real *dout,
                                const real *out, const real *lse, const real *q, const real *k,
-                               const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk,
-                               int H, int dh) {
+                               const real *v, const uint8_t *key_mask, Segments seg,
+                               int B, int Tq, int Tk, int H, int dh) {
     size_t mark = arena_mark(a);
     RUN(a->device, attention_backward, dq, dk, dv, scratch(a, B, Tq, Tk, H, dh, true), dout, out,
         lse, q, k, v, key_mask, seg, B, Tq, Tk, H, dh);

@@ -52,12 +52,12 @@ Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const ui
 // layouts that attend block by block (ring attention). Arguments as in kernels.h; backward adds
 // into dq, dk, dv.
 void attention_kernel_forward(Arena *a, real *out, real *lse, const real *q, const real *k,
-                              const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk, int H,
-                              int dh);
+                              const real *v, const uint8_t *key_mask, Segments seg,
+                              int B, int Tq, int Tk, int H, int dh);
 void attention_kernel_backward(Arena *a, real *dq, real *dk, real *dv, const real *dout,
                                const real *out, const real *lse, const real *q, const real *k,
-                               const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq, int Tk,
-                               int H, int dh);
+                               const real *v, const uint8_t *key_mask, Segments seg,
+                               int B, int Tq, int Tk, int H, int dh);
 // x (..., C) -> (..., len): columns [off, off + len)
 Tensor *slice_last(Tape *tp, Tensor *x, int off, int len);
 // scalar sum(mask * (pred - target)^2) / denom; mask (pred->size) or NULL = all ones

@@ -100,7 +100,6 @@ void train_config_check_packs(const TrainConfig *tc) {
     const char *no = !strcmp(tc->data, "shapes")   ? "with the shapes data (pass --data DIR)"
                      : tc->parallel.exact          ? "under --exact"
                      : tc->parallel.grad_accum > 1 ? "in micro-batches (--grad-accum)"
-                     : tc->parallel.cuda           ? "on the device yet (--device cuda)"
                                                    : NULL;
     if (no) usage_error("--max-tokens packs the images of a folder; it does not run %s", no);
     if (tc->max_tokens > dit_tokens(m))
