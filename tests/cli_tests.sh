@@ -528,8 +528,8 @@ if [ $rc = 2 ] && echo "$msg" | grep -q "result.safetensors is a probe result an
 else bad "newcomer: compare of a probe result with a checkpoint (exit $rc): $msg"; fi
 
 # 7. mixed resolutions: a folder of images of six sizes and aspects packed into rows of 40 tokens
-# (--max-tokens): 3 and 4 ranks agree with one rank, both pack bugs diverge, and packs
-# refuse what they do not run with
+# (--max-tokens): 3 and 4 ranks agree with one rank and draw their (square) samples, both pack
+# bugs diverge, and packs refuse what they do not run with
 mkdir -p "$WORK/mixed"
 python3 - "$WORK/mixed" <<'PY'
 import struct, sys, zlib
@@ -541,10 +541,11 @@ def png(path, w, h, seed):  # RGB, 8 bits, no filter
 for i, (w, h) in enumerate([(12, 6), (8, 8), (6, 14), (16, 4), (10, 10), (4, 6)]):
     png(f'{sys.argv[1]}/img{i}.png', w, h, i)
 PY
-PACKS="--model DiT-tiny/2 --input-size 16 --data $WORK/mixed --max-tokens 40 --batch 2 --steps 10 --samples-per-class 0"
+PACKS="--model DiT-tiny/2 --input-size 16 --data $WORK/mixed --max-tokens 40 --batch 2 --steps 10 --sample-steps 1 --samples-per-class 1"
 for mesh in 3 4; do
   out=$("$TRAIN" verify --ranks $mesh $PACKS --out "$WORK/packs" 2>&1)
-  if [ $? = 0 ]; then ok "packs of mixed sizes, $mesh ranks vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
+  if [ $? = 0 ] && [ -s "$WORK/packs/ranks-$mesh/samples.png" ]; then
+    ok "packs of mixed sizes, $mesh ranks vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*'), samples.png (square)"
   else bad "packs of mixed sizes, $mesh ranks disagree with 1 rank"; echo "$out" | tail -5; fi
 done
 for bug in pack-mask-crosses-images pack-positions-from-shard; do

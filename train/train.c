@@ -39,6 +39,7 @@ typedef struct Run {
     Arena arena; // the steps' and the sampling's, on the side of work
     Data data;
     SeqParallel sp;
+    SeqParallel square; // packs (--max-tokens): the context of the square images sampling draws
     LossLog log;
     char run_text[128]; // what a resumed run must share: seed and batch
 } Run;
@@ -209,7 +210,7 @@ static void write_samples(Run *r, Arena *arena) {
         copy_bytes(ps->params, ps->ema, bytes);
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
-    int rc = sample_grid(r->work, &r->sp, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
+    int rc = sample_grid(r->work, r->tc.max_tokens ? &r->square : &r->sp, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
                          r->tc.cfg_scale, r->tc.seed, path, err, sizeof err);
     if (saved) {
         copy_bytes(ps->params, saved, bytes);
@@ -268,12 +269,18 @@ static void setup(Run *r) {
     if (tc->max_tokens && r->sp.dp > 1)
         usage_error("--max-tokens packs run in one data group; leave out --sp (now %d of %d ranks)",
                     tc->parallel.sp, c->size);
+    if (tc->max_tokens) sp_setup(&r->square, c, c->size, c->rank, &tc->parallel, &tc->model);
     start_run(r);
     if (r->opt.step >= tc->steps)
         usage_error("--resume: %s is already at step %d; pass --steps above %d to train further",
                     tc->resume, r->opt.step, r->opt.step);
     // every rank has its memory (a GPU's may be too small) before the run folder is written
-    r->arena = arena_create_on(r->sp.cuda, budget_train_arena(&r->sp, tc));
+    size_t bytes = budget_train_arena(&r->sp, tc);
+    if (tc->max_tokens) { // and the square images' sampling
+        size_t square = budget_train_arena(&r->square, tc);
+        bytes = square > bytes ? square : bytes;
+    }
+    r->arena = arena_create_on(r->sp.cuda, bytes);
     comm_barrier(c);
     if (c->rank == 0) {
         make_dirs(tc->out);
@@ -395,6 +402,7 @@ int train_main(int argc, char **argv, Comm *c) {
     }
     arena_destroy(arena);
     sp_free(&r.sp);
+    if (r.tc.max_tokens) sp_free(&r.square);
     data_close(&r.data);
     losslog_free(&r.log);
     if (r.work != &r.m) dit_free(r.work);
