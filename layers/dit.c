@@ -252,7 +252,8 @@ const char *dit_pack_error(const DiTPack *p, char *buf, size_t len) {
         }
         for (int k = 0; k < i; k++) {
             const DiTImage *o = &p->img[k];
-            if (o->row == a->row && o->start < a->start + a->gh * a->gw && a->start < o->start + o->gh * o->gw) {
+            if (o->row == a->row && o->start < a->start + a->gh * a->gw &&
+                a->start < o->start + o->gh * o->gw) {
                 snprintf(buf, len, "pack images %d and %d overlap in row %d", k, i, a->row);
                 return buf;
             }
@@ -282,7 +283,8 @@ void dit_pack_image(const DiTPack *p, int i, real *strip, real *img, int C, int 
         for (int Y = 0; Y < a->gh * patch; Y++)
             for (int X = 0; X < (int)w; X++) {
                 int t = a->start + (Y / patch) * a->gw + X / patch;
-                real *s = strip + (((size_t)a->row * C + c) * patch + Y % patch) * W + (size_t)t * patch + X % patch;
+                real *s = strip + (((size_t)a->row * C + c) * patch + Y % patch) * W +
+                          (size_t)t * patch + X % patch;
                 real *v = img + ((size_t)c * a->gh * patch + Y) * w + X;
                 if (pack) *s = *v;
                 else *v = *s;
@@ -354,7 +356,8 @@ static Tensor *block_forward(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tens
     Tensor *qkv = linear(tp, h, b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
-    Tensor *a = NAME((sh->attend ? sh->attend : local_attend)(tp, q, k, v, heads, seg, sh->attend_ctx), "attn.out");
+    AttendFn attend = sh->attend ? sh->attend : local_attend;
+    Tensor *a = NAME(attend(tp, q, k, v, heads, seg, sh->attend_ctx), "attn.out");
     x = NAME(gated_add(tp, x, m[2], NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
     h = NAME(modulate(tp, layernorm(tp, x, LN_EPS), m[3], m[4]), "norm2");
     h = NAME(gelu(tp, NAME(linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
@@ -370,7 +373,9 @@ static DiTShard whole(const DiT *m, const DiTShard *sh) {
 }
 
 // the tokens of a row: the pack's, or the square image's
-static int row_tokens(const DiT *m, const DiTShard *sh) { return sh->pack ? sh->pack->T : dit_tokens(&m->cfg); }
+static int row_tokens(const DiT *m, const DiTShard *sh) {
+    return sh->pack ? sh->pack->T : dit_tokens(&m->cfg);
+}
 
 // the input image batch, or the packs' strip, must be (B, C, ...) of the model and the shard
 static void check_images(const DiT *m, const DiTShard *sh, Tensor *img, int C, const char *what) {
