@@ -343,13 +343,31 @@ static Tensor *local_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads
     return attention(tp, q, k, v, heads, NULL, seg ? (Segments){seg, n, 0, 0} : NO_SEGMENTS);
 }
 
-// x (B,n,D), c_act = silu(c) (B,D). Watched tapes see the tensors by name (blocks.<i>.<what>).
+// The images of a pack: seg (B, T_pad) the image of every token of the padded rows (-1:
+// padding), for the attention; image_of (B, n) the image of each of the shard's tokens (padding:
+// image 0), for the conditioning. NULL both without packs.
+typedef struct PackTokens {
+    const int32_t *seg;
+    const int64_t *image_of;
+} PackTokens;
+
+// The adaLN vectors: per image (rows, K) as they are, or with packs each token's image's row
+// (B, n, K), which modulate and gated_add take as one vector per token
+static Tensor *per_token(Tape *tp, Tensor *per_image, const PackTokens *pt, int B, int n) {
+    if (!pt->image_of) return per_image;
+    Tensor *e = embedding(tp, per_image, pt->image_of, B * n);
+    return tensor_reshape(tp->arena, e, 3, (int[]){B, n, per_image->shape[1]});
+}
+
+// x (B,n,D), c_act = silu(c) (B,D), or with packs (images, D). Watched tapes see the tensors by
+// name (blocks.<i>.<what>).
 static Tensor *block_forward(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *c_act,
-                             int heads, const int32_t *seg, const DiTShard *sh) {
+                             int heads, const PackTokens *pt, const DiTShard *sh) {
     int D = x->shape[2];
 #define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
     Tensor *mod = NAME(linear(tp, c_act, b->ada_w, b->ada_b), "adaLN"), *m[6];
     if (sh->spread) mod = sh->spread(tp, mod, sh->attend_ctx);
+    mod = per_token(tp, mod, pt, x->shape[0], x->shape[1]);
     for (int j = 0; j < 6; j++) m[j] = slice_last(tp, mod, j * D, D);
     // m: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
     Tensor *h = NAME(modulate(tp, layernorm(tp, x, LN_EPS), m[0], m[1]), "norm1");
@@ -357,7 +375,7 @@ static Tensor *block_forward(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tens
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
     AttendFn attend = sh->attend ? sh->attend : local_attend;
-    Tensor *a = NAME(attend(tp, q, k, v, heads, seg, sh->attend_ctx), "attn.out");
+    Tensor *a = NAME(attend(tp, q, k, v, heads, pt->seg, sh->attend_ctx), "attn.out");
     x = NAME(gated_add(tp, x, m[2], NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
     h = NAME(modulate(tp, layernorm(tp, x, LN_EPS), m[3], m[4]), "norm2");
     h = NAME(gelu(tp, NAME(linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
@@ -403,12 +421,13 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     const DiTConfig *c = &m->cfg;
     DiTShard sh = whole(m, shard);
     int B = img->shape[0], D = c->hidden_size, T = row_tokens(m, &sh);
+    int images = sh.pack ? sh.pack->n : B; // what the conditioning is per
     check_images(m, &sh, img, c->in_channels, "the input image batch");
-    tensor_check_shape(t, "the timestep batch", 1, (int[]){B});
+    tensor_check_shape(t, "the timestep batch", 1, (int[]){images});
     CHECK(!sh.pack || !tp->exact, "packs of images do not run under --exact");
     // x = patch_embed(img) + pos_embed, on this shard's tokens (padding rows get no position)
     Tensor *x = patch_embed(tp, img, m->x_w, m->x_b, sh.t0, sh.n);
-    const int32_t *seg = NULL;
+    PackTokens pt = {0};
     Tensor *pos;
     if (sh.pack) { // each image's own grid
         int32_t *id = pack_ids(tp, &sh);
@@ -416,7 +435,14 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
         pack_positions(host, sh.pack, id, sh.T_pad, &sh, D);
         pos = tensor_new(tp->arena, 3, B, sh.n, D);
         copy_bytes(pos->data, host, pos->size * sizeof(real));
-        seg = op_input(tp->arena, id, (size_t)B * sh.T_pad * sizeof(int32_t)); // once for every block
+        int64_t *image_of = arena_alloc(arena_host(tp->arena), (size_t)B * sh.n * sizeof(int64_t));
+        for (int b = 0; b < B; b++)
+            for (int r = 0; r < sh.n; r++) {
+                int32_t i = id[(size_t)b * sh.T_pad + sh.t0 + r];
+                image_of[(size_t)b * sh.n + r] = i < 0 ? 0 : i;
+            }
+        // up once for every block
+        pt = (PackTokens){op_input(tp->arena, id, (size_t)B * sh.T_pad * sizeof(int32_t)), image_of};
     } else {
         pos = tensor_new(tp->arena, 3, 1, sh.n, D);
         int rows = sh.t0 >= T ? 0 : T - sh.t0 < sh.n ? T - sh.t0 : sh.n; // the shard's real tokens
@@ -426,15 +452,16 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     // c = t_embedder(t) + y_embedder(y)
     Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);
     temb = linear(tp, silu(tp, temb), m->t2_w, m->t2_b);
-    Tensor *c_act = silu(tp, tape_name(tp, add(tp, temb, embedding(tp, m->y_table, y, B)), "c"));
+    Tensor *c_act = silu(tp, tape_name(tp, add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
     for (int i = 0; i < c->depth; i++) {
         size_t mark = arena_mark(tp->arena);
-        x = block_forward(&m->blocks[i], i, tp, x, c_act, c->num_heads, seg, &sh);
+        x = block_forward(&m->blocks[i], i, tp, x, c_act, c->num_heads, &pt, &sh);
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates
     }
     // final layer
     Tensor *mod = tape_name(tp, linear(tp, c_act, m->f_ada_w, m->f_ada_b), "final_layer.adaLN");
     if (sh.spread) mod = sh.spread(tp, mod, sh.attend_ctx);
+    mod = per_token(tp, mod, &pt, B, sh.n);
     x = modulate(tp, layernorm(tp, x, LN_EPS), slice_last(tp, mod, 0, D), slice_last(tp, mod, D, D));
     return tape_name(tp, linear(tp, tape_name(tp, x, "final_layer.norm"), m->f_w, m->f_b), "final_layer.out");
 }

@@ -55,9 +55,9 @@ typedef struct DiT {
 // Image i is the gh x gw patch grid (row-major) at tokens [start, start + gh gw) of row `row`.
 // A pack's pixels travel as a strip image (B, C, p, T p): token t of a row is the patch at
 // column t of the strip (dit_pack_image), so the patch embedding, the targets and the outputs
-// are those of a 1 x T patch grid. Each image has its own 2-D sin-cos positions, a token attends
-// only to its own image's tokens, and the loss is the mean over the real elements of all images.
-// The images of a row share its timestep and label.
+// are those of a 1 x T patch grid. Each image has its own 2-D sin-cos positions, timestep and
+// label (its adaLN vectors reach its tokens alone), a token attends only to its own image's
+// tokens, and the loss is the mean over the real elements of all images.
 #define DIT_PACK_MAX 256 // images in a batch of packs
 typedef struct DiTImage {
     int row, start, gh, gw;
@@ -151,7 +151,8 @@ void dit_free(DiT *m);
 
 // img (B,C,H,W), t (B), y (B) -> tokens (B, n, p*p*C_out) for the shard's tokens, rows laid out
 // (i, j, c). Tokens past T are padding: their outputs are meaningless and must be masked. With
-// shard->pack, img is the packs' strip (B, C, p, T p) and padding is every token of no image.
+// shard->pack, img is the packs' strip (B, C, p, T p), t and y are per image of the pack (its
+// order), and padding is every token of no image.
 Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
                     const DiTShard *shard);
 // mean((out - target)^2) over the real tokens of all shards: out (B, n, p*p*C_out) from

@@ -88,6 +88,7 @@ typedef struct SeqParallel {
     bool cuda;          // the step runs on this rank's GPU (local rank mod the GPUs of its machine)
     bool nccl;          // and device buffers go over NCCL (every rank its own GPU); else host-staged
     bool exact;         // --exact: canonical blocks of T_pad / policy.exact_blocks tokens
+    bool packs;         // the rows are packs: the adaLN vectors reach each token (arena bytes)
     uint8_t *key_mask_device; // cuda: the shard's key mask on the device (NULL without padding)
     int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
     TapeWatch watch;    // a step's tapes are watched by this (probe --dump-tape); NULL: not

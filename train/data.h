@@ -41,8 +41,8 @@ typedef struct Batch {
     Tensor *t;      // (B) model timesteps, 1000 t
     int64_t *y;     // (B) labels, the null class where dropped
     // packs (--max-tokens): x0, xt, v are strips (B, C, p, T p) of rows that pack several images
-    // at their own sizes (layers/dit.h); a row's images share its class, time and label; NULL:
-    // one square image per row
+    // at their own sizes (layers/dit.h), t and y are per image (the first pack->n); NULL: one
+    // square image per row
     DiTPack *pack;
 } Batch;
 
@@ -54,7 +54,8 @@ Batch batch_alloc_packs(int first, int B, int total, int C, int p, int T);
 void batch_rows_of_tokens(Batch *b, int t0, int n, int T, int p);
 void batch_free(Batch *b);
 // The batch of step `step` (see the top of this file): labels are dropped to null_class (the
-// model's num_classes) with probability label_dropout. Packs: row i is item k's as above (its
-// first image, time, noise of the whole strip, label); further images of its class are drawn
-// from rng_u32(seed, STREAM_PACK, k * DIT_PACK_MAX + j) while they fit in the row.
+// model's num_classes) with probability label_dropout. Packs: row i is item k's, its first image
+// picked as above and image j > 0 by rng_u32(seed, STREAM_PACK, k * DIT_PACK_MAX + j), while they
+// fit in the row; image j's time and dropout draw at index k * DIT_PACK_MAX + j, and the noise of
+// strip row i at k times the size of a row.
 void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null_class, int step);

@@ -24,8 +24,9 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         else tp.exact = sp->exact ? &exact : NULL;
         DiTShard sh = sp_loss_shard(sp, n, batch);
         sh.pack = pack;
+        // packs: one micro-batch, and the times and labels are per image
         Tensor *tokens = dit_forward(m, &tp, tensor_rows(arena, x, first, n),
-                                     tensor_rows(arena, t, first, n), y + first, &sh);
+                                     pack ? t : tensor_rows(arena, t, first, n), pack ? y : y + first, &sh);
         Tensor *l = dit_loss(m, &tp, tokens, tensor_rows(arena, target, first, n), &sh);
         backward(&tp, l);
         loss += tensor_item(l);

@@ -233,7 +233,8 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     batch_make(b, &r->data, r->tc.seed, r->tc.model.class_dropout_prob, r->tc.model.num_classes, step - 1);
     arena_reset(arena);
     ParamStore *ps = &r->work->ps;
-    double loss = step_gradients(r->work, &r->sp, arena, b->xt, b->t, b->y, b->v, r->tc.batch, b->pack,
+    Tensor *t = b->pack ? tensor_rows(arena, b->t, 0, b->pack->n) : b->t; // packs: per image
+    double loss = step_gradients(r->work, &r->sp, arena, b->xt, t, b->y, b->v, r->tc.batch, b->pack,
                                  NULL);
     *grad_norm = adamw_step(&r->opt, ps);
     if (ps->ema) RUN(ps->device, ema_update, ps->ema, ps->params, ps->total, ema_decay(r->tc.ema, r->opt.step));

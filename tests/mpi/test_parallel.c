@@ -223,17 +223,22 @@ typedef struct PackResult {
     double loss;
 } PackResult;
 
-// One forward + backward of pack pk (strips from the same seed): on one rank with the plain
+// One forward + backward of pack pk (strips from the same seed; an image's time and label follow
+// from its place in them): on one rank with the plain
 // attention (sp NULL), or on this rank's shard with its layout, outputs and loss summed over the
 // ranks (each real token is one rank's).
 static PackResult pack_run(DiT *m, SeqParallel *sp, const DiTPack *pk, Arena *a) {
     const DiTConfig *c = &m->cfg;
     int p = c->patch_size, Co = dit_out_channels(c), row = p * p * Co, Bp = pk->B, T = pk->T;
-    Tensor *x = tensor_new(a, 4, Bp, c->in_channels, p, T * p), *t = tensor_new(a, 1, Bp);
+    Tensor *x = tensor_new(a, 4, Bp, c->in_channels, p, T * p), *t = tensor_new(a, 1, pk->n);
     Tensor *target = tensor_new(a, 4, Bp, Co, p, T * p);
     rng_fill_normal(x->data, x->size, 8, 1, 0, 1), rng_fill_normal(target->data, target->size, 8, 2, 0, 1);
-    rng_fill_uniform(t->data, Bp, 8, 3, 0, 0, 999);
-    int64_t y[2] = {3, 1};
+    int64_t y[DIT_PACK_MAX];
+    for (int i = 0; i < pk->n; i++) { // each image its own time and label, whatever pack holds it
+        int k = pk->img[i].row * T + pk->img[i].start;
+        rng_fill_uniform(t->data + i, 1, 8, 3, (uint64_t)k, 0, 999);
+        y[i] = k % cfg.num_classes;
+    }
     DiTShard sh = sp ? sp_dit_shard(sp) : (DiTShard){.n = T};
     sh.pack = pk;
     PackResult r = {.out = xcalloc((size_t)Bp * T * row, sizeof(real)), .grads = xmalloc(m->ps.total * sizeof(real))};
@@ -274,9 +279,9 @@ static void pack_errors(const DiT *m, const PackResult *a, const PackResult *b, 
 
 static void pack_free(PackResult *r) { free(r->out), free(r->grads); }
 
-// The one-rank pack against each image alone (a pack of one image in a row of its own size,
-// the same timestep and label), and every layout over the pack, with and without the two pack
-// bugs, against the one-rank pack.
+// The one-rank pack against each image alone (a pack of that image only, at its place in the same
+// strips, with its own timestep and label), and every layout over the pack, with and without the
+// two pack bugs, against the one-rank pack.
 START_TEST(packs_match_single_rank) {
     SeqAttention layout = (SeqAttention)_i;
     cfg = pack_cfg;
