@@ -20,6 +20,7 @@ enum {
     STREAM_GRAD_PROJECTION, // the gradient checker's random projection (autograd/gradcheck.c)
     STREAM_GRAD_DIRECTION,  // its random direction
     STREAM_GRAD_PREFILL,    // its random starting gradients
+    STREAM_PACK,            // the further images of a pack (train/data.c, --max-tokens)
     STREAM_NAMED_END,       // the first number no named stream uses
 };
 #define STREAM_PARAM(i) (((uint64_t)1 << 32) + (uint64_t)(i))

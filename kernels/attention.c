@@ -16,30 +16,59 @@ size_t attention_tiled_scratch_count(int bq, int bk, int dh, int threads) {
     return (size_t)threads * (2 * (size_t)bq * bk + (size_t)bq * dh + 2 * (size_t)bq);
 }
 
-// S (nq,nk) = scale * Q K^T for the rows of one tile and block; masked keys get -inf
-static void scores(real *S, const real *Q, const real *K, const uint8_t *mask, int nq, int nk,
-                   int D, int dh, real scale) {
+// S (nq,nk) = scale * Q K^T for the rows of one tile and block; masked keys, and keys of another
+// image than the query's (qs, ks: the tile's and the block's image ids, or NULL), get -inf
+static void scores(real *S, const real *Q, const real *K, const uint8_t *mask, const int32_t *qs,
+                   const int32_t *ks, int nq, int nk, int D, int dh, real scale) {
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, dh, scale, Q, D, K, D, 0, S, nk);
     if (mask)
         for (int j = 0; j < nk; j++)
             if (!mask[j])
                 for (int r = 0; r < nq; r++) S[(size_t)r * nk + j] = -INFINITY;
+    if (qs)
+        for (int r = 0; r < nq; r++)
+            for (int j = 0; j < nk; j++)
+                if (qs[r] != ks[j]) S[(size_t)r * nk + j] = -INFINITY;
+}
+
+// the image ids from token `at` of row b (NULL without segments)
+static const int32_t *seg_ids(Segments s, int b, int at) {
+    return s.id ? s.id + (size_t)b * s.T + at : NULL;
+}
+
+// What queries of ids qs (nq) see of keys of ids ks (nk): SEE_NONE when their ranges of ids do
+// not overlap, SEE_ALL when all are of one image (or there are no segments), else SEE_SOME. A
+// block that none of a tile's queries sees is skipped: the cost follows the images' own
+// attention, not the pack's length squared.
+enum { SEE_NONE, SEE_SOME, SEE_ALL };
+static int sight(const int32_t *qs, int nq, const int32_t *ks, int nk) {
+    if (!qs) return SEE_ALL;
+    int32_t qlo = qs[0], qhi = qs[0], klo = ks[0], khi = ks[0];
+    for (int r = 1; r < nq; r++) qlo = qs[r] < qlo ? qs[r] : qlo, qhi = qs[r] > qhi ? qs[r] : qhi;
+    for (int j = 1; j < nk; j++) klo = ks[j] < klo ? ks[j] : klo, khi = ks[j] > khi ? ks[j] : khi;
+    if (qhi < klo || khi < qlo) return SEE_NONE;
+    return qlo == qhi && klo == khi ? SEE_ALL : SEE_SOME;
 }
 
 // the query tile of rows i0.. of batch b, head h; S is the thread's scratch
 SIMD_BODY void forward_tile(real *out, real *lse, real *S, const real *q, const real *k,
-                            const real *v, const uint8_t *key_mask, int Tq, int Tk, int H, int dh,
-                            int bq, int bk, int b, int h, int i0) {
+                            const real *v, const uint8_t *key_mask, Segments seg, int Tq, int Tk,
+                            int H, int dh, int bq, int bk, int b, int h, int i0) {
     int D = H * dh, nq = Tq - i0 < bq ? Tq - i0 : bq;
     real scale = (real)(1 / sqrt((double)dh));
     real *acc = S + 2 * (size_t)bq * bk, *m = acc + (size_t)bq * dh, *l = m + bq;
     const real *Q = q + ((size_t)b * Tq + i0) * D + h * dh;
+    const int32_t *qs = seg_ids(seg, b, seg.q0 + i0);
     for (int r = 0; r < nq; r++) m[r] = -INFINITY, l[r] = 0;
     for (size_t x = 0; x < (size_t)nq * dh; x++) acc[x] = 0;
     for (int j0 = 0; j0 < Tk; j0 += bk) {
         int nk = Tk - j0 < bk ? Tk - j0 : bk;
         const real *K = k + ((size_t)b * Tk + j0) * D + h * dh, *V = v + ((size_t)b * Tk + j0) * D + h * dh;
-        scores(S, Q, K, key_mask ? key_mask + j0 : NULL, nq, nk, D, dh, scale);
+        const int32_t *ks = seg_ids(seg, b, seg.k0 + j0);
+        int see = sight(qs, nq, ks, nk);
+        if (see == SEE_NONE) continue;
+        const int32_t *mixed = see == SEE_SOME ? qs : NULL; // else no key to mask by image
+        scores(S, Q, K, key_mask ? key_mask + j0 : NULL, mixed, ks, nq, nk, D, dh, scale);
         for (int r = 0; r < nq; r++) {
             real *p = S + (size_t)r * nk, mx = m[r];
 #pragma omp simd reduction(max : mx)
@@ -68,20 +97,20 @@ SIMD_BODY void forward_tile(real *out, real *lse, real *S, const real *q, const 
     }
 }
 SIMD_CLONES(forward_tile, (real *out, real *lse, real *S, const real *q, const real *k, const real *v,
-                           const uint8_t *key_mask, int Tq, int Tk, int H, int dh, int bq, int bk,
-                           int b, int h, int i0),
-            (out, lse, S, q, k, v, key_mask, Tq, Tk, H, dh, bq, bk, b, h, i0))
+                           const uint8_t *key_mask, Segments seg, int Tq, int Tk, int H, int dh,
+                           int bq, int bk, int b, int h, int i0),
+            (out, lse, S, q, k, v, key_mask, seg, Tq, Tk, H, dh, bq, bk, b, h, i0))
 
-// q, out (B,Tq,D); k, v (B,Tk,D); lse (B,H,Tq); key_mask (Tk) or NULL
+// q, out (B,Tq,D); k, v (B,Tk,D); lse (B,H,Tq); key_mask (Tk) or NULL; seg (segments.h)
 void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q, const real *k,
-                             const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                             int dh, int bq, int bk) {
+                             const real *v, const uint8_t *key_mask, Segments seg,
+                             int B, int Tq, int Tk, int H, int dh, int bq, int bk) {
     int tiles = (Tq + bq - 1) / bq;
     size_t per_thread = attention_tiled_scratch_count(bq, bk, dh, 1);
 #pragma omp parallel for schedule(dynamic)
     for (long job = 0; job < (long)B * H * tiles; job++)
         forward_tile_simd(out, lse, scratch + (size_t)omp_thread() * per_thread, q, k, v, key_mask,
-                          Tq, Tk, H, dh, bq, bk, (int)(job / ((long)H * tiles)),
+                          seg, Tq, Tk, H, dh, bq, bk, (int)(job / ((long)H * tiles)),
                           (int)(job / tiles % H), (int)(job % tiles) * bq);
 }
 
@@ -90,8 +119,8 @@ void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q,
 // the thread's scratch P.
 SIMD_BODY void backward_pair(real *dq, real *dk, real *dv, real *P, const real *dout, const real *out,
                              const real *lse, const real *q, const real *k, const real *v,
-                             const uint8_t *key_mask, int Tq, int Tk, int H, int dh, int bq, int bk,
-                             int bh) {
+                             const uint8_t *key_mask, Segments seg, int Tq, int Tk, int H, int dh,
+                             int bq, int bk, int bh) {
     int D = H * dh, b = bh / H, h = bh % H;
     real scale = (real)(1 / sqrt((double)dh));
     real *dP = P + (size_t)bq * bk, *delta = dP + (size_t)bq * bk;
@@ -99,6 +128,7 @@ SIMD_BODY void backward_pair(real *dq, real *dk, real *dv, real *P, const real *
         int nq = Tq - i0 < bq ? Tq - i0 : bq;
         size_t qo = ((size_t)b * Tq + i0) * D + h * dh;
         const real *L = lse + (size_t)bh * Tq + i0;
+        const int32_t *qs = seg_ids(seg, b, seg.q0 + i0);
         for (int r = 0; r < nq; r++) {
             double s = 0;
             for (int d = 0; d < dh; d++) s += (double)dout[qo + (size_t)r * D + d] * out[qo + (size_t)r * D + d];
@@ -107,7 +137,12 @@ SIMD_BODY void backward_pair(real *dq, real *dk, real *dv, real *P, const real *
         for (int j0 = 0; j0 < Tk; j0 += bk) {
             int nk = Tk - j0 < bk ? Tk - j0 : bk;
             size_t ko = ((size_t)b * Tk + j0) * D + h * dh;
-            scores(P, q + qo, k + ko, key_mask ? key_mask + j0 : NULL, nq, nk, D, dh, scale);
+            const int32_t *ks = seg_ids(seg, b, seg.k0 + j0);
+            int see = sight(qs, nq, ks, nk);
+            if (see == SEE_NONE) continue;
+            const int32_t *mixed = see == SEE_SOME ? qs : NULL; // else no key to mask by image
+            scores(P, q + qo, k + ko, key_mask ? key_mask + j0 : NULL, mixed, ks, nq, nk, D, dh,
+                   scale);
             for (int r = 0; r < nq; r++) { // masked keys (-inf) and fully masked rows: exactly 0
                 real *p = P + (size_t)r * nk, l = L[r] == -INFINITY ? INFINITY : L[r];
 #pragma omp simd
@@ -135,19 +170,19 @@ SIMD_BODY void backward_pair(real *dq, real *dk, real *dv, real *P, const real *
 }
 SIMD_CLONES(backward_pair, (real *dq, real *dk, real *dv, real *P, const real *dout, const real *out,
                             const real *lse, const real *q, const real *k, const real *v,
-                            const uint8_t *key_mask, int Tq, int Tk, int H, int dh, int bq, int bk,
-                            int bh),
-            (dq, dk, dv, P, dout, out, lse, q, k, v, key_mask, Tq, Tk, H, dh, bq, bk, bh))
+                            const uint8_t *key_mask, Segments seg, int Tq, int Tk, int H, int dh,
+                            int bq, int bk, int bh),
+            (dq, dk, dv, P, dout, out, lse, q, k, v, key_mask, seg, Tq, Tk, H, dh, bq, bk, bh))
 
 void attention_backward_tiled(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                               const real *out, const real *lse, const real *q, const real *k,
-                              const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                              int dh, int bq, int bk) {
+                              const real *v, const uint8_t *key_mask, Segments seg,
+                              int B, int Tq, int Tk, int H, int dh, int bq, int bk) {
     size_t per_thread = attention_tiled_scratch_count(bq, bk, dh, 1);
 #pragma omp parallel for schedule(dynamic)
     for (int bh = 0; bh < B * H; bh++)
         backward_pair_simd(dq, dk, dv, scratch + (size_t)omp_thread() * per_thread, dout, out, lse,
-                           q, k, v, key_mask, Tq, Tk, H, dh, bq, bk, bh);
+                           q, k, v, key_mask, seg, Tq, Tk, H, dh, bq, bk, bh);
 }
 
 // ---- with the tiles chosen here: the launchers' arguments ---------------------------------------
@@ -159,18 +194,18 @@ size_t attention_scratch_count(int B, int Tq, int Tk, int H, int dh, bool backwa
 }
 
 void attention_forward(real *out, real *lse, real *scratch, const real *q, const real *k,
-                       const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                       int dh) {
-    attention_forward_tiled(out, lse, scratch, q, k, v, key_mask, B, Tq, Tk, H, dh,
+                       const real *v, const uint8_t *key_mask, Segments seg,
+                       int B, int Tq, int Tk, int H, int dh) {
+    attention_forward_tiled(out, lse, scratch, q, k, v, key_mask, seg, B, Tq, Tk, H, dh,
                             tile(Tq, attn_bq()), tile(Tk, attn_bk()));
 }
 
 void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                         const real *out, const real *lse, const real *q, const real *k,
-                        const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                        int dh) {
-    attention_backward_tiled(dq, dk, dv, scratch, dout, out, lse, q, k, v, key_mask, B, Tq, Tk, H,
-                             dh, tile(Tq, attn_bq()), tile(Tk, attn_bk()));
+                        const real *v, const uint8_t *key_mask, Segments seg,
+                        int B, int Tq, int Tk, int H, int dh) {
+    attention_backward_tiled(dq, dk, dv, scratch, dout, out, lse, q, k, v, key_mask, seg, B, Tq, Tk,
+                             H, dh, tile(Tq, attn_bq()), tile(Tk, attn_bk()));
 }
 
 void attention_merge(real *o, real *lse, const real *o_blk, const real *lse_blk, int B, int n,

@@ -1,6 +1,7 @@
 // attention.cu: the fused attention of attention.c on the device, with its semantics: heads are
 // column blocks of width dh in rows of width D = H*dh, masked keys weigh exactly 0, a query whose
-// keys are all masked outputs 0 with log-sum-exp -inf, and backward adds into the gradients.
+// keys are all masked outputs 0 with log-sum-exp -inf, a query sees only its own image's keys
+// in a pack (segments.h), and backward adds into the gradients.
 // One thread per query row (forward, dQ) or key row (dK, dV); the other side's rows are staged
 // in shared memory, TILE rows at a time, and the online softmax runs over each tile, so no
 // Tq x Tk buffer exists. The backward recomputes the probabilities P = exp(S - L) twice: once
@@ -38,6 +39,29 @@ __device__ static void stage(real *xs, real *ys, const real *x, const real *y, i
     }
 }
 
+// the image of token `at` of row b (segments.h); 0 without segments, where every key is its own
+__device__ static int32_t image_of(Segments seg, int b, int at) {
+    return seg.id ? seg.id[(size_t)b * seg.T + at] : 0;
+}
+
+// whether rows [a0, a0 + na) from token a of row b can see one of rows [c0, c0 + nc) from token c:
+// their ranges of image ids overlap (always without segments). Every thread of a block reaches
+// the same answer, so a tile none of the block's rows can see is skipped by all of them at once,
+// barriers included: the cost follows the images' own attention, not the pack's length squared.
+__device__ static bool meet(Segments seg, int b, int a, int na, int c, int nc) {
+    if (!seg.id) return true;
+    int32_t alo = INT32_MAX, ahi = INT32_MIN, clo = INT32_MAX, chi = INT32_MIN;
+    for (int r = 0; r < na; r++) {
+        int32_t x = image_of(seg, b, a + r);
+        alo = x < alo ? x : alo, ahi = x > ahi ? x : ahi;
+    }
+    for (int r = 0; r < nc; r++) {
+        int32_t x = image_of(seg, b, c + r);
+        clo = x < clo ? x : clo, chi = x > chi ? x : chi;
+    }
+    return alo <= chi && clo <= ahi;
+}
+
 template <int DH> __device__ static real dot(const real *a, const real *b, int dh) {
     real s = 0;
 #pragma unroll
@@ -48,25 +72,29 @@ template <int DH> __device__ static real dot(const real *a, const real *b, int d
 // out, lse: grid (query blocks, B*H), one thread per query row
 template <int DH>
 static __global__ void forward_kernel(real *out, real *lse, const real *q, const real *k,
-                                      const real *v, const uint8_t *mask, int Tq, int Tk, int H,
-                                      int dh, real scale) {
+                                      const real *v, const uint8_t *mask, Segments seg, int Tq,
+                                      int Tk, int H, int dh, real scale) {
     extern __shared__ double smem_d[]; // double: aligned for either real
     real *Ks = (real *)smem_d, *Vs = Ks + TILE * dh;
     int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, i = blockIdx.x * ROWS + threadIdx.x;
+    int i0 = blockIdx.x * ROWS, nq = Tq - i0 < ROWS ? Tq - i0 : ROWS;
     bool active = i < Tq;
+    int32_t img = active ? image_of(seg, b, seg.q0 + i) : 0;
     real qr[CAP(DH)], acc[CAP(DH)], m = -INFINITY, l = 0;
 #pragma unroll
     for (int d = 0; d < WIDTH(DH, dh); d++)
         qr[d] = active ? q[row_at(b, Tq, i, D, h, dh) + d] : 0, acc[d] = 0;
     for (int j0 = 0; j0 < Tk; j0 += TILE) {
         int nk = Tk - j0 < TILE ? Tk - j0 : TILE;
+        if (!meet(seg, b, seg.q0 + i0, nq, seg.k0 + j0, nk)) continue;
         stage(Ks, Vs, k, v, b, Tk, j0, nk, D, h, dh);
         __syncthreads();
         if (active) {
             real s[TILE], mx = m;
 #pragma unroll
             for (int r = 0; r < TILE; r++) { // past nk: -inf, weight exactly 0
-                s[r] = r >= nk || (mask && !mask[j0 + r]) ? -INFINITY : scale * dot<DH>(qr, Ks + r * dh, dh);
+                bool masked = (mask && !mask[j0 + r]) || image_of(seg, b, seg.k0 + j0 + r) != img;
+                s[r] = r >= nk || masked ? -INFINITY : scale * dot<DH>(qr, Ks + r * dh, dh);
                 mx = s[r] > mx ? s[r] : mx;
             }
             if (mx != -INFINITY) { // else every key so far masked: this tile adds nothing
@@ -118,11 +146,14 @@ __device__ static real prob(const real *qr, const real *kr, real L, int dh, real
 template <int DH>
 static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const real *lse,
                                   const real *delta, const real *q, const real *k, const real *v,
-                                  const uint8_t *mask, int Tq, int Tk, int H, int dh, real scale) {
+                                  const uint8_t *mask, Segments seg, int Tq, int Tk, int H, int dh,
+                                  real scale) {
     extern __shared__ double smem_d[];
     real *Qs = (real *)smem_d, *dOs = Qs + TILE * dh, *Ls = dOs + TILE * dh, *Ds = Ls + TILE;
     int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, j = blockIdx.x * ROWS + threadIdx.x;
+    int j0 = blockIdx.x * ROWS, nk = Tk - j0 < ROWS ? Tk - j0 : ROWS;
     bool active = j < Tk && !(mask && !mask[j]); // a masked key has no gradient
+    int32_t img = active ? image_of(seg, b, seg.k0 + j) : 0;
     const real *kr = k + row_at(b, Tk, active ? j : 0, D, h, dh);
     const real *vr = v + row_at(b, Tk, active ? j : 0, D, h, dh);
     real dkr[CAP(DH)], dvr[CAP(DH)];
@@ -130,6 +161,7 @@ static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const re
     for (int d = 0; d < WIDTH(DH, dh); d++) dkr[d] = dvr[d] = 0;
     for (int i0 = 0; i0 < Tq; i0 += TILE) {
         int nq = Tq - i0 < TILE ? Tq - i0 : TILE;
+        if (!meet(seg, b, seg.k0 + j0, nk, seg.q0 + i0, nq)) continue;
         stage(Qs, dOs, q, dout, b, Tq, i0, nq, D, h, dh);
         for (int r = threadIdx.x; r < nq; r += blockDim.x) {
             Ls[r] = lse[(size_t)blockIdx.y * Tq + i0 + r];
@@ -137,6 +169,7 @@ static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const re
         }
         __syncthreads();
         for (int r = 0; active && r < nq; r++) {
+            if (image_of(seg, b, seg.q0 + i0 + r) != img) continue;
             const real *qr = Qs + r * dh, *g = dOs + r * dh;
             real p = prob<DH>(qr, kr, Ls[r], dh, scale);
             if (p == 0) continue;
@@ -159,11 +192,13 @@ static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const re
 template <int DH>
 static __global__ void dq_kernel(real *dq, const real *dout, const real *lse, const real *delta,
                                  const real *q, const real *k, const real *v, const uint8_t *mask,
-                                 int Tq, int Tk, int H, int dh, real scale) {
+                                 Segments seg, int Tq, int Tk, int H, int dh, real scale) {
     extern __shared__ double smem_d[];
     real *Ks = (real *)smem_d, *Vs = Ks + TILE * dh;
     int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, i = blockIdx.x * ROWS + threadIdx.x;
+    int i0 = blockIdx.x * ROWS, nq = Tq - i0 < ROWS ? Tq - i0 : ROWS;
     bool active = i < Tq;
+    int32_t img = active ? image_of(seg, b, seg.q0 + i) : 0;
     const real *qr = q + row_at(b, Tq, active ? i : 0, D, h, dh);
     const real *g = dout + row_at(b, Tq, active ? i : 0, D, h, dh);
     real L = active ? lse[(size_t)blockIdx.y * Tq + i] : -INFINITY;
@@ -173,10 +208,11 @@ static __global__ void dq_kernel(real *dq, const real *dout, const real *lse, co
     for (int d = 0; d < WIDTH(DH, dh); d++) dqr[d] = 0;
     for (int j0 = 0; j0 < Tk; j0 += TILE) {
         int nk = Tk - j0 < TILE ? Tk - j0 : TILE;
+        if (!meet(seg, b, seg.q0 + i0, nq, seg.k0 + j0, nk)) continue;
         stage(Ks, Vs, k, v, b, Tk, j0, nk, D, h, dh);
         __syncthreads();
         for (int r = 0; active && r < nk; r++) {
-            if (mask && !mask[j0 + r]) continue;
+            if ((mask && !mask[j0 + r]) || image_of(seg, b, seg.k0 + j0 + r) != img) continue;
             real p = prob<DH>(qr, Ks + r * dh, L, dh, scale);
             if (p == 0) continue;
             real ds = p * (dot<DH>(g, Vs + r * dh, dh) - dl);
@@ -220,14 +256,14 @@ size_t attention_scratch_count_cuda(int B, int Tq, int Tk, int H, int dh, bool b
 }
 
 void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, const real *k,
-                            const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                            int dh, cudaStream_t stream) {
+                            const real *v, const uint8_t *key_mask, Segments seg,
+                            int B, int Tq, int Tk, int H, int dh, cudaStream_t stream) {
     (void)scratch; // none needed: the argument is the CPU kernel's
     check_shape(B, Tq, Tk, H, dh);
     dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
     size_t smem = 2 * (size_t)TILE * dh * sizeof(real);
     with_width(dh, [&](auto w) {
-        forward_kernel<decltype(w)::value><<<grid, ROWS, smem, stream>>>(out, lse, q, k, v, key_mask,
+        forward_kernel<decltype(w)::value><<<grid, ROWS, smem, stream>>>(out, lse, q, k, v, key_mask, seg,
                                                                          Tq, Tk, H, dh, scale_of(dh));
     });
     CUDA_CHECK(cudaGetLastError());
@@ -235,8 +271,8 @@ void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, 
 
 void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                              const real *out, const real *lse, const real *q, const real *k,
-                             const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                             int dh, cudaStream_t stream) {
+                             const real *v, const uint8_t *key_mask, Segments seg,
+                             int B, int Tq, int Tk, int H, int dh, cudaStream_t stream) {
     check_shape(B, Tq, Tk, H, dh);
     size_t rows = (size_t)B * H * Tq;
     delta_kernel<<<cuda_blocks(rows), CUDA_BLOCK, 0, stream>>>(scratch, dout, out, B, Tq, H, dh);
@@ -247,7 +283,7 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
         size_t smem = (2 * (size_t)TILE * dh + 2 * TILE) * sizeof(real);
         with_width(dh, [&](auto w) {
             dkv_kernel<decltype(w)::value><<<grid, ROWS, smem, stream>>>(
-                dk, dv, dout, lse, scratch, q, k, v, key_mask, Tq, Tk, H, dh, scale);
+                dk, dv, dout, lse, scratch, q, k, v, key_mask, seg, Tq, Tk, H, dh, scale);
         });
         CUDA_CHECK(cudaGetLastError());
     }
@@ -256,7 +292,7 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
         size_t smem = 2 * (size_t)TILE * dh * sizeof(real);
         with_width(dh, [&](auto w) {
             dq_kernel<decltype(w)::value><<<grid, ROWS, smem, stream>>>(
-                dq, dout, lse, scratch, q, k, v, key_mask, Tq, Tk, H, dh, scale);
+                dq, dout, lse, scratch, q, k, v, key_mask, seg, Tq, Tk, H, dh, scale);
         });
         CUDA_CHECK(cudaGetLastError());
     }

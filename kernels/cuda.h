@@ -8,6 +8,7 @@
 #include "../core/check.h"
 #include "../core/device.h"
 #include "../core/real.h"
+#include "segments.h"
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -71,18 +72,18 @@ void timestep_embedding_backward_cuda(real *dt, const real *dout, const real *t,
                                       real max_period, cudaStream_t stream);
 
 // ---- fused attention (attention.cu): q, out (B,Tq,H*dh); k, v (B,Tk,H*dh); lse (B,H,Tq); -------
-// key_mask (Tk) on the device or NULL; the CPU kernels' semantics and arguments (kernels.h), with
-// tiles of their own. scratch holds attention_scratch_count_cuda(B, Tq, Tk, H, dh, backward)
+// key_mask (Tk) and seg's ids on the device or NULL; the CPU kernels' semantics and arguments
+// (kernels.h), with tiles of their own. scratch holds attention_scratch_count_cuda(B, Tq, Tk, H, dh, backward)
 // reals: B H Tq for backward's row terms, none for forward.
 #define ATTN_CUDA_MAX_DH 128 // head width at most
 size_t attention_scratch_count_cuda(int B, int Tq, int Tk, int H, int dh, bool backward);
 void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, const real *k,
-                            const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                            int dh, cudaStream_t stream);
+                            const real *v, const uint8_t *key_mask, Segments seg,
+                            int B, int Tq, int Tk, int H, int dh, cudaStream_t stream);
 void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                              const real *out, const real *lse, const real *q, const real *k,
-                             const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                             int dh, cudaStream_t stream);
+                             const real *v, const uint8_t *key_mask, Segments seg,
+                             int B, int Tq, int Tk, int H, int dh, cudaStream_t stream);
 
 void attention_merge_cuda(real *o, real *lse, const real *o_blk, const real *lse_blk, int B, int n,
                           int H, int dh, int mean_of, cudaStream_t stream);

@@ -5,6 +5,7 @@
 #pragma once
 #include "../core/cpu.h"
 #include "../core/real.h"
+#include "segments.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,30 +96,31 @@ void timestep_embedding_backward(real *dt, const real *dout, const real *t, int 
 // Fused (see attention.c): queries in tiles of attn_bq() rows against key blocks of attn_bk() rows
 // (fewer when the sequence is shorter), sizes chosen for the machine at start (core/cpu.h); lse (B,H,Tq) is the per-row log-sum-exp, written by
 // forward (-inf where every key is masked) and read by backward, which also reads out. key_mask
-// (Tk): 1 = attend, 0 = masked (weight exactly 0); NULL = all keys valid. scratch holds
+// (Tk): 1 = attend, 0 = masked (weight exactly 0); NULL = all keys valid. seg: the images of a
+// pack (segments.h): a query sees only its own image's keys; NO_SEGMENTS: one image. scratch holds
 // attention_scratch_count(B, Tq, Tk, H, dh, backward) reals for kernel_threads() threads. The
 // arguments are the CUDA launchers' (cuda.h), so a layer runs either through RUN.
 static inline int attn_bq(void) { return cpu_plan()->bq; } // query tile rows
 static inline int attn_bk(void) { return cpu_plan()->bk; } // key block rows
 size_t attention_scratch_count(int B, int Tq, int Tk, int H, int dh, bool backward);
 void attention_forward(real *out, real *lse, real *scratch, const real *q, const real *k,
-                       const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                       int dh);
+                       const real *v, const uint8_t *key_mask, Segments seg,
+                       int B, int Tq, int Tk, int H, int dh);
 void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                         const real *out, const real *lse, const real *q, const real *k,
-                        const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                        int dh);
+                        const real *v, const uint8_t *key_mask, Segments seg,
+                        int B, int Tq, int Tk, int H, int dh);
 // The same with the tiles given: queries in tiles of bq rows, keys in blocks of bk rows (the tests
 // sweep sizes that do and do not divide the sequence); scratch holds
 // attention_tiled_scratch_count(bq, bk, dh, threads) reals for up to `threads` OpenMP threads.
 size_t attention_tiled_scratch_count(int bq, int bk, int dh, int threads);
 void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q, const real *k,
-                             const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                             int dh, int bq, int bk);
+                             const real *v, const uint8_t *key_mask, Segments seg,
+                             int B, int Tq, int Tk, int H, int dh, int bq, int bk);
 void attention_backward_tiled(real *dq, real *dk, real *dv, real *scratch, const real *dout,
                               const real *out, const real *lse, const real *q, const real *k,
-                              const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                              int dh, int bq, int bk);
+                              const real *v, const uint8_t *key_mask, Segments seg,
+                              int B, int Tq, int Tk, int H, int dh, int bq, int bk);
 
 // ---- merging partial attention (ring attention): o (B,n,H*dh), lse (B,H,n) become the merge by
 // log-sum-exp of themselves and a block's o_blk, lse_blk; rows whose block lse is -inf (every key

@@ -26,7 +26,7 @@ void exact_attn_lse(const ExactAttn *g, Arena *a, real *lparts, const real *q, c
             size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
             for (int qb = 0; qb < g->Tq / g->blk; qb++)
                 attention_forward_tiled(o, lparts + kb * lsize + l_at(g, b, qb), scr, q + q_at(g, b, qb), k + ko,
-                                  v + ko, g->mask ? g->mask + (size_t)kb * g->blk : NULL, 1, g->blk,
+                                  v + ko, g->mask ? g->mask + (size_t)kb * g->blk : NULL, NO_SEGMENTS, 1, g->blk,
                                   g->blk, g->H, g->dh, tile(g->blk, attn_bq()), tile(g->blk, attn_bk()));
         }
     arena_release(a, mark);
@@ -54,7 +54,7 @@ void exact_attn_out(const ExactAttn *g, Arena *a, ExactSum *o, const real *lse, 
             for (int qb = 0; qb < g->Tq / g->blk; qb++) {
                 const real *L = lse + l_at(g, b, qb);
                 attention_forward_tiled(ob, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
-                                  g->mask ? g->mask + (size_t)kb * g->blk : NULL, 1, g->blk, g->blk,
+                                  g->mask ? g->mask + (size_t)kb * g->blk : NULL, NO_SEGMENTS, 1, g->blk, g->blk,
                                   g->H, g->dh, tile(g->blk, attn_bq()), tile(g->blk, attn_bk()));
                 for (int h = 0; h < g->H; h++) // (B=1, H, blk) log-sum-exp of the block
                     for (int i = 0; i < g->blk; i++) {
@@ -89,12 +89,12 @@ void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, E
                 size_t qo = q_at(g, b, qb);
                 const uint8_t *mask = g->mask ? g->mask + (size_t)kb * g->blk : NULL;
                 if (g->block_delta) // the block's own partial output in place of the merged one
-                    attention_forward_tiled(ob, lb, scr, q + qo, k + ko, v + ko, mask, 1, g->blk, g->blk,
+                    attention_forward_tiled(ob, lb, scr, q + qo, k + ko, v + ko, mask, NO_SEGMENTS, 1, g->blk, g->blk,
                                       g->H, g->dh, tile(g->blk, attn_bq()), tile(g->blk, attn_bk()));
                 memset(pq, 0, part * sizeof(real));
                 attention_backward_tiled(pq, pk + qb * part, pv + qb * part, scr, dout + qo, g->block_delta ? ob : out + qo,
                                    lse + l_at(g, b, qb), q + qo, k + ko, v + ko,
-                                   g->mask ? g->mask + (size_t)kb * g->blk : NULL, 1, g->blk, g->blk,
+                                   g->mask ? g->mask + (size_t)kb * g->blk : NULL, NO_SEGMENTS, 1, g->blk, g->blk,
                                    g->H, g->dh, tile(g->blk, attn_bq()), tile(g->blk, attn_bk()));
                 if (dq) exact_add(dq, qo, pq, part);
             }

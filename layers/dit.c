@@ -1,6 +1,7 @@
 // dit.c: see dit.h. Module by module, as in the reference: patch embedding + pos_embed, timestep
 // and label embedders, N adaLN-Zero blocks, the final layer.
 #include "dit.h"
+#include "common.h"
 #include "../core/check.h"
 #include "../core/device.h"
 #include "../core/rng.h"
@@ -225,19 +226,86 @@ void dit_free(DiT *m) {
     ps_free(&m->ps);
 }
 
-// pos_embed[t = i*g + j] = [sincos(j) over D/2, sincos(i) over D/2], where sincos(x) over d is
-// [sin(x w_k), cos(x w_k)] for k < d/2 and w_k = 10000^(-k / (d/2)) (the reference's
-// get_2d_sincos_pos_embed: the first half encodes the column, the second the row).
-static void sincos_pos_embed(real *pe, int g, int D) {
+void dit_pos_embed_at(real *e, int i, int j, int D) {
     int quarter = D / 4;
-    for (int i = 0; i < g; i++)
-        for (int j = 0; j < g; j++) {
-            real *e = pe + (size_t)(i * g + j) * D;
-            for (int k = 0; k < quarter; k++) {
-                double w = 1.0 / pow(10000.0, (double)k / quarter);
-                e[k] = (real)sin(j * w), e[quarter + k] = (real)cos(j * w);
-                e[2 * quarter + k] = (real)sin(i * w), e[3 * quarter + k] = (real)cos(i * w);
+    for (int k = 0; k < quarter; k++) {
+        double w = 1.0 / pow(10000.0, (double)k / quarter);
+        e[k] = (real)sin(j * w), e[quarter + k] = (real)cos(j * w);
+        e[2 * quarter + k] = (real)sin(i * w), e[3 * quarter + k] = (real)cos(i * w);
+    }
+}
+
+// ---- packs ------------------------------------------------------------------------------------
+const char *dit_pack_error(const DiTPack *p, char *buf, size_t len) {
+    if (p->n < 1 || p->n > DIT_PACK_MAX || p->B < 1 || p->T < 1) {
+        snprintf(buf, len, "a pack needs 1 to %d images in 1 or more rows of 1 or more tokens, "
+                 "not %d images in %d rows of %d", DIT_PACK_MAX, p->n, p->B, p->T);
+        return buf;
+    }
+    for (int i = 0; i < p->n; i++) {
+        const DiTImage *a = &p->img[i];
+        if (a->row < 0 || a->row >= p->B || a->gh < 1 || a->gw < 1 || a->start < 0 ||
+            (long)a->gh * a->gw > p->T - a->start) {
+            snprintf(buf, len, "pack image %d (%dx%d patches at token %d of row %d) does not fit "
+                     "%d rows of %d tokens", i, a->gh, a->gw, a->start, a->row, p->B, p->T);
+            return buf;
+        }
+        for (int k = 0; k < i; k++) {
+            const DiTImage *o = &p->img[k];
+            if (o->row == a->row && o->start < a->start + a->gh * a->gw &&
+                a->start < o->start + o->gh * o->gw) {
+                snprintf(buf, len, "pack images %d and %d overlap in row %d", k, i, a->row);
+                return buf;
             }
+        }
+    }
+    return NULL;
+}
+
+void dit_pack_ids(const DiTPack *p, int32_t *id, int T_pad) {
+    for (size_t x = 0; x < (size_t)p->B * T_pad; x++) id[x] = -1;
+    for (int i = 0; i < p->n; i++) {
+        const DiTImage *a = &p->img[i];
+        for (int t = 0; t < a->gh * a->gw; t++) id[(size_t)a->row * T_pad + a->start + t] = i;
+    }
+}
+
+long dit_pack_tokens(const DiTPack *p) {
+    long n = 0;
+    for (int i = 0; i < p->n; i++) n += (long)p->img[i].gh * p->img[i].gw;
+    return n;
+}
+
+void dit_pack_image(const DiTPack *p, int i, real *strip, real *img, int C, int patch, bool pack) {
+    const DiTImage *a = &p->img[i];
+    size_t W = (size_t)p->T * patch, w = (size_t)a->gw * patch;
+    for (int c = 0; c < C; c++)
+        for (int Y = 0; Y < a->gh * patch; Y++)
+            for (int X = 0; X < (int)w; X++) {
+                int t = a->start + (Y / patch) * a->gw + X / patch;
+                real *s = strip + (((size_t)a->row * C + c) * patch + Y % patch) * W +
+                          (size_t)t * patch + X % patch;
+                real *v = img + ((size_t)c * a->gh * patch + Y) * w + X;
+                if (pack) *s = *v;
+                else *v = *s;
+            }
+}
+
+// pos (B, n, D): the positions of tokens [t0, t0 + n) of the pack's rows (ids as dit_pack_ids
+// gives them for T_pad tokens), zero for padding
+static void pack_positions(real *pos, const DiTPack *p, const int32_t *id, int T_pad,
+                           const DiTShard *sh, int D) {
+    for (int b = 0; b < p->B; b++)
+        for (int r = 0; r < sh->n; r++) {
+            int t = sh->t0 + r, i = id[(size_t)b * T_pad + t];
+            real *e = pos + ((size_t)b * sh->n + r) * D;
+            if (i < 0) {
+                memset(e, 0, (size_t)D * sizeof(real));
+                continue;
+            }
+            const DiTImage *a = &p->img[i];
+            int origin = sh->positions_from_shard && a->start < sh->t0 ? sh->t0 : a->start;
+            dit_pos_embed_at(e, (t - origin) / a->gw, (t - origin) % a->gw, D);
         }
 }
 
@@ -253,7 +321,9 @@ static bool is_xavier(const DiT *m, const Tensor *w) {
 
 void dit_init(DiT *m, uint64_t seed) {
     const DiTConfig *c = &m->cfg;
-    sincos_pos_embed(m->pos_embed.data, c->input_size / c->patch_size, c->hidden_size);
+    int g = c->input_size / c->patch_size;
+    for (int t = 0; t < g * g; t++)
+        dit_pos_embed_at(m->pos_embed.data + (size_t)t * c->hidden_size, t / g, t % g, c->hidden_size);
     for (int i = 0; i < m->ps.n; i++) { // parameter i draws from STREAM_PARAM(i)
         Tensor *w = m->ps.t[i];
         int fan_out = w->shape[0], fan_in = (int)(w->size / (size_t)fan_out);
@@ -266,25 +336,46 @@ void dit_init(DiT *m, uint64_t seed) {
 }
 
 // ---- forward ----------------------------------------------------------------------------------
-static Tensor *local_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
+static Tensor *local_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
+                           const int32_t *seg, void *ctx) {
     (void)ctx;
-    return attention(tp, q, k, v, heads, NULL);
+    int n = q->shape[1];
+    return attention(tp, q, k, v, heads, NULL, seg ? (Segments){seg, n, 0, 0} : NO_SEGMENTS);
 }
 
-// x (B,n,D), c_act = silu(c) (B,D). Watched tapes see the tensors by name (blocks.<i>.<what>).
+// The images of a pack: seg (B, T_pad) the image of every token of the padded rows (-1:
+// padding), for the attention; image_of (B, n) the image of each of the shard's tokens (padding:
+// image 0), for the conditioning. NULL both without packs.
+typedef struct PackTokens {
+    const int32_t *seg;
+    const int64_t *image_of;
+} PackTokens;
+
+// The adaLN vectors: per image (rows, K) as they are, or with packs each token's image's row
+// (B, n, K), which modulate and gated_add take as one vector per token
+static Tensor *per_token(Tape *tp, Tensor *per_image, const PackTokens *pt, int B, int n) {
+    if (!pt->image_of) return per_image;
+    Tensor *e = embedding(tp, per_image, pt->image_of, B * n);
+    return tensor_reshape(tp->arena, e, 3, (int[]){B, n, per_image->shape[1]});
+}
+
+// x (B,n,D), c_act = silu(c) (B,D), or with packs (images, D). Watched tapes see the tensors by
+// name (blocks.<i>.<what>).
 static Tensor *block_forward(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *c_act,
-                             int heads, const DiTShard *sh) {
+                             int heads, const PackTokens *pt, const DiTShard *sh) {
     int D = x->shape[2];
 #define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
     Tensor *mod = NAME(linear(tp, c_act, b->ada_w, b->ada_b), "adaLN"), *m[6];
     if (sh->spread) mod = sh->spread(tp, mod, sh->attend_ctx);
+    mod = per_token(tp, mod, pt, x->shape[0], x->shape[1]);
     for (int j = 0; j < 6; j++) m[j] = slice_last(tp, mod, j * D, D);
     // m: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
     Tensor *h = NAME(modulate(tp, layernorm(tp, x, LN_EPS), m[0], m[1]), "norm1");
     Tensor *qkv = linear(tp, h, b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
-    Tensor *a = NAME((sh->attend ? sh->attend : local_attend)(tp, q, k, v, heads, sh->attend_ctx), "attn.out");
+    AttendFn attend = sh->attend ? sh->attend : local_attend;
+    Tensor *a = NAME(attend(tp, q, k, v, heads, pt->seg, sh->attend_ctx), "attn.out");
     x = NAME(gated_add(tp, x, m[2], NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
     h = NAME(modulate(tp, layernorm(tp, x, LN_EPS), m[3], m[4]), "norm2");
     h = NAME(gelu(tp, NAME(linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
@@ -294,35 +385,83 @@ static Tensor *block_forward(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tens
 }
 
 static DiTShard whole(const DiT *m, const DiTShard *sh) {
-    return sh ? *sh : (DiTShard){.t0 = 0, .n = dit_tokens(&m->cfg)};
+    DiTShard w = sh ? *sh : (DiTShard){.t0 = 0, .n = dit_tokens(&m->cfg)};
+    if (!w.T_pad) w.T_pad = w.t0 + w.n;
+    return w;
+}
+
+// the tokens of a row: the pack's, or the square image's
+static int row_tokens(const DiT *m, const DiTShard *sh) {
+    return sh->pack ? sh->pack->T : dit_tokens(&m->cfg);
+}
+
+// the input image batch, or the packs' strip, must be (B, C, ...) of the model and the shard
+static void check_images(const DiT *m, const DiTShard *sh, Tensor *img, int C, const char *what) {
+    const DiTConfig *c = &m->cfg;
+    int B = img->shape[0];
+    if (!sh->pack) {
+        tensor_check_shape(img, what, 4, (int[]){B, C, c->input_size, c->input_size});
+        return;
+    }
+    char err[256];
+    const char *why = dit_pack_error(sh->pack, err, sizeof err);
+    CHECK(!why, "%s", why);
+    tensor_check_shape(img, what, 4, (int[]){sh->pack->B, C, c->patch_size, sh->pack->T * c->patch_size});
+}
+
+// the pack's image ids of all T_pad tokens, in the host side of the tape's arena
+static int32_t *pack_ids(Tape *tp, const DiTShard *sh) {
+    int32_t *id = arena_alloc(arena_host(tp->arena), (size_t)sh->pack->B * sh->T_pad * sizeof(int32_t));
+    dit_pack_ids(sh->pack, id, sh->T_pad);
+    return id;
 }
 
 Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
                     const DiTShard *shard) {
     const DiTConfig *c = &m->cfg;
     DiTShard sh = whole(m, shard);
-    int B = img->shape[0], D = c->hidden_size, T = dit_tokens(c);
-    tensor_check_shape(img, "the input image batch", 4,
-                       (int[]){B, c->in_channels, c->input_size, c->input_size});
-    tensor_check_shape(t, "the timestep batch", 1, (int[]){B});
+    int B = img->shape[0], D = c->hidden_size, T = row_tokens(m, &sh);
+    int images = sh.pack ? sh.pack->n : B; // what the conditioning is per
+    check_images(m, &sh, img, c->in_channels, "the input image batch");
+    tensor_check_shape(t, "the timestep batch", 1, (int[]){images});
+    CHECK(!sh.pack || !tp->exact, "packs of images do not run under --exact");
     // x = patch_embed(img) + pos_embed, on this shard's tokens (padding rows get no position)
     Tensor *x = patch_embed(tp, img, m->x_w, m->x_b, sh.t0, sh.n);
-    Tensor *pos = tensor_new(tp->arena, 3, 1, sh.n, D);
-    int rows = sh.t0 >= T ? 0 : T - sh.t0 < sh.n ? T - sh.t0 : sh.n; // the shard's real tokens
-    copy_bytes(pos->data, m->pos_embed.data + (size_t)sh.t0 * D, (size_t)rows * D * sizeof(real));
+    PackTokens pt = {0};
+    Tensor *pos;
+    if (sh.pack) { // each image's own grid
+        int32_t *id = pack_ids(tp, &sh);
+        real *host = arena_alloc(arena_host(tp->arena), (size_t)B * sh.n * D * sizeof(real));
+        pack_positions(host, sh.pack, id, sh.T_pad, &sh, D);
+        pos = tensor_new(tp->arena, 3, B, sh.n, D);
+        copy_bytes(pos->data, host, pos->size * sizeof(real));
+        int64_t *image_of = arena_alloc(arena_host(tp->arena), (size_t)B * sh.n * sizeof(int64_t));
+        for (int b = 0; b < B; b++)
+            for (int r = 0; r < sh.n; r++) {
+                int32_t i = id[(size_t)b * sh.T_pad + sh.t0 + r];
+                image_of[(size_t)b * sh.n + r] = i < 0 ? 0 : i;
+            }
+        // up once for every block
+        pt = (PackTokens){op_input(tp->arena, id, (size_t)B * sh.T_pad * sizeof(int32_t)), image_of};
+    } else {
+        pos = tensor_new(tp->arena, 3, 1, sh.n, D);
+        int rows = sh.t0 >= T ? 0 : T - sh.t0 < sh.n ? T - sh.t0 : sh.n; // the shard's real tokens
+        copy_bytes(pos->data, m->pos_embed.data + (size_t)sh.t0 * D, (size_t)rows * D * sizeof(real));
+    }
     x = tape_name(tp, add(tp, x, pos), "x_embedder");
     // c = t_embedder(t) + y_embedder(y)
     Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);
     temb = linear(tp, silu(tp, temb), m->t2_w, m->t2_b);
-    Tensor *c_act = silu(tp, tape_name(tp, add(tp, temb, embedding(tp, m->y_table, y, B)), "c"));
+    Tensor *c_act = silu(tp, tape_name(tp, add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
     for (int i = 0; i < c->depth; i++) {
         size_t mark = arena_mark(tp->arena);
-        x = block_forward(&m->blocks[i], i, tp, x, c_act, c->num_heads, &sh);
+        x = block_forward(&m->blocks[i], i, tp, x, c_act, c->num_heads, &pt, &sh);
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates
     }
     // final layer
     Tensor *mod = tape_name(tp, linear(tp, c_act, m->f_ada_w, m->f_ada_b), "final_layer.adaLN");
     if (sh.spread) mod = sh.spread(tp, mod, sh.attend_ctx);
+    mod = per_token(tp, mod, &pt, B, sh.n);
     x = modulate(tp, layernorm(tp, x, LN_EPS), slice_last(tp, mod, 0, D), slice_last(tp, mod, D, D));
     return tape_name(tp, linear(tp, tape_name(tp, x, "final_layer.norm"), m->f_w, m->f_b), "final_layer.out");
 }
@@ -330,10 +469,10 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
 Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *shard) {
     const DiTConfig *c = &m->cfg;
     DiTShard sh = whole(m, shard);
-    int B = out->shape[0], p = c->patch_size, Co = dit_out_channels(c), T = dit_tokens(c);
+    int B = out->shape[0], p = c->patch_size, Co = dit_out_channels(c), T = row_tokens(m, &sh);
     int Ct = target->ndim == 4 ? target->shape[1] : 0;
     CHECK(Ct >= 1 && Ct <= Co, "the target batch must have 1 to %d channels", Co);
-    tensor_check_shape(target, "the target batch", 4, (int[]){B, Ct, c->input_size, c->input_size});
+    check_images(m, &sh, target, Ct, "the target batch");
     if (Ct < Co) { // rows are laid out (i, j, c): keep the first Ct of every pixel's channels
         Tensor *px = tensor_reshape(tp->arena, out, 2, (int[]){B * sh.n * p * p, Co});
         out = tensor_reshape(tp->arena, slice_last(tp, px, 0, Ct), 3, (int[]){B, sh.n, p * p * Ct});
@@ -341,9 +480,11 @@ Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *
     Tensor *tgt = patchify(tp, target, p, sh.t0, sh.n, true);
     size_t row = (size_t)p * p * Ct;
     uint8_t *mask = arena_alloc(arena_host(tp->arena), out->size); // real tokens only
+    const int32_t *id = sh.pack ? pack_ids(tp, &sh) : NULL;
     for (int b = 0; b < B; b++)
         for (int r = 0; r < sh.n && sh.t0 + r < T; r++)
-            memset(mask + ((size_t)b * sh.n + r) * row, 1, row);
-    double count = (double)(sh.images ? sh.images : B) * (sh.tokens ? sh.tokens : T) * row;
+            memset(mask + ((size_t)b * sh.n + r) * row, !id || id[(size_t)b * sh.T_pad + sh.t0 + r] >= 0, row);
+    double count = sh.pack ? (double)dit_pack_tokens(sh.pack) * row
+                           : (double)(sh.images ? sh.images : B) * (sh.tokens ? sh.tokens : T) * row;
     return tape_name(tp, mse_loss(tp, out, tgt, mask, count), "loss");
 }

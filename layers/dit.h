@@ -50,11 +50,37 @@ typedef struct DiT {
     Tensor *f_ada_w, *f_ada_b; // (2D, D), (2D): final_layer.adaLN_modulation.1
 } DiT;
 
+// A batch of packs: each row of the batch is a sequence of T tokens that holds several images of
+// their own sizes one after another (NaViT's packing); tokens that no image covers are padding.
+// Image i is the gh x gw patch grid (row-major) at tokens [start, start + gh gw) of row `row`.
+// A pack's pixels travel as a strip image (B, C, p, T p): token t of a row is the patch at
+// column t of the strip (dit_pack_image), so the patch embedding, the targets and the outputs
+// are those of a 1 x T patch grid. Each image has its own 2-D sin-cos positions, timestep and
+// label (its adaLN vectors reach its tokens alone), a token attends only to its own image's
+// tokens, and the loss is the mean over the real elements of all images.
+#define DIT_PACK_MAX 256 // images in a batch of packs
+typedef struct DiTImage {
+    int row, start, gh, gw;
+} DiTImage;
+typedef struct DiTPack {
+    int B, T; // rows, and tokens per row (the token budget)
+    int n;    // images
+    DiTImage img[DIT_PACK_MAX];
+} DiTPack;
+
 // Attention of every block: local queries (B,n,D) against keys and values; returns (B,n,D).
-typedef Tensor *(*AttendFn)(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx);
+// seg (B, T_pad): the image of every token of the padded sequence (-1: padding) when the rows
+// are packs, else NULL; on the side of the tape's arena.
+typedef Tensor *(*AttendFn)(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
+                            const int32_t *seg, void *ctx);
 
 typedef struct DiTShard {
     int t0, n;       // this rank's tokens [t0, t0 + n) of the (padded) sequence
+    int T_pad;       // the padded sequence's length (0: t0 + n)
+    const DiTPack *pack; // the rows are packs (NULL: one square image each)
+    // the pack-positions-from-shard bug: a pack's positions count from the shard's first token
+    // too, as if each shard began an image
+    bool positions_from_shard;
     AttendFn attend; // NULL: plain attention of the n local tokens to themselves
     void *attend_ctx; // passed to attend and spread
     // --exact: a per-image (B, K) -> (B, G, K) over this rank's G canonical blocks, for the
@@ -64,6 +90,22 @@ typedef struct DiTShard {
     // tokens (other ranks' too), so the ranks' losses add up to the mean; 0: this batch, T
     int images, tokens;
 } DiTShard;
+
+// NULL if pack p fits B rows of T tokens (every image inside its row, none overlapping another,
+// at least one); else the sentence naming the image.
+const char *dit_pack_error(const DiTPack *p, char *buf, size_t len);
+// The image of every token of rows of T_pad >= p->T tokens: id (p->B, T_pad), -1 for padding.
+void dit_pack_ids(const DiTPack *p, int32_t *id, int T_pad);
+// The real tokens of all images of pack p.
+long dit_pack_tokens(const DiTPack *p);
+// Image i of pack p, img (C, gh p, gw p), into the strip (B, C, p, T p) of the pack (pack true),
+// or back out of it (pack false)
+void dit_pack_image(const DiTPack *p, int i, real *strip, real *img, int C, int patch, bool pack);
+// The 2-D sin-cos position embedding (D values) of the patch at row i, column j of any grid:
+// [sincos(j) over D/2, sincos(i) over D/2], sincos(x) over d = [sin(x w_k), cos(x w_k)] for
+// k < d/2, w_k = 10000^(-k / (d/2)): the reference's get_2d_sincos_pos_embed, which for a
+// non-square gh x gw grid puts the column (of gw) first and the row (of gh) second.
+void dit_pos_embed_at(real *e, int i, int j, int D);
 
 // Derived sizes.
 int dit_tokens(const DiTConfig *c);       // T = (input_size / patch_size)^2
@@ -108,7 +150,9 @@ void dit_init(DiT *m, uint64_t seed);
 void dit_free(DiT *m);
 
 // img (B,C,H,W), t (B), y (B) -> tokens (B, n, p*p*C_out) for the shard's tokens, rows laid out
-// (i, j, c). Tokens past T are padding: their outputs are meaningless and must be masked.
+// (i, j, c). Tokens past T are padding: their outputs are meaningless and must be masked. With
+// shard->pack, img is the packs' strip (B, C, p, T p), t and y are per image of the pack (its
+// order), and padding is every token of no image.
 Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
                     const DiTShard *shard);
 // mean((out - target)^2) over the real tokens of all shards: out (B, n, p*p*C_out) from
@@ -116,4 +160,6 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
 // (training a learn_sigma model compares only the noise channels). Divides by the element count
 // images * tokens * p*p*Ct of the shard (by default B * T); with the global batch of every data
 // group and T, per-rank and per-micro-batch losses and gradients add up to the single-rank ones.
+// With shard->pack, target is the strip (B, Ct, p, T p) and the count is the real elements of all
+// the pack's images.
 Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *shard);

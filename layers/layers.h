@@ -2,6 +2,7 @@
 // and records its backward when an input requires a gradient. Shapes are checked on entry.
 #pragma once
 #include "../autograd/tape.h"
+#include "../kernels/segments.h"
 #include <stdint.h>
 
 // x (..., C), w (OC, C), b (OC) or NULL -> (..., OC)
@@ -42,19 +43,21 @@ typedef void (*ExactReduceFn)(ExactSum *d_all, void *ctx);
 Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all, Tensor *v_all,
                         int kfirst, int heads, const uint8_t *key_mask, ExactReduceFn reduce,
                         void *ctx);
-// q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D).
-// Labels and masks may be host memory for ops on the device too (they are copied up).
-Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const uint8_t *key_mask);
+// q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D);
+// seg: the images of packed rows, a query attends only to its own image's keys (segments.h), or
+// NO_SEGMENTS. Labels, masks and ids may be host memory for ops on the device too (copied up).
+Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const uint8_t *key_mask,
+                  Segments seg);
 // The fused attention kernels alone, where the arena is (RUN), their scratch from the arena: for
 // layouts that attend block by block (ring attention). Arguments as in kernels.h; backward adds
 // into dq, dk, dv.
 void attention_kernel_forward(Arena *a, real *out, real *lse, const real *q, const real *k,
-                              const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                              int dh);
+                              const real *v, const uint8_t *key_mask, Segments seg,
+                              int B, int Tq, int Tk, int H, int dh);
 void attention_kernel_backward(Arena *a, real *dq, real *dk, real *dv, const real *dout,
                                const real *out, const real *lse, const real *q, const real *k,
-                               const real *v, const uint8_t *key_mask, int B, int Tq, int Tk,
-                               int H, int dh);
+                               const real *v, const uint8_t *key_mask, Segments seg,
+                               int B, int Tq, int Tk, int H, int dh);
 // x (..., C) -> (..., len): columns [off, off + len)
 Tensor *slice_last(Tape *tp, Tensor *x, int off, int len);
 // scalar sum(mask * (pred - target)^2) / denom; mask (pred->size) or NULL = all ones

@@ -26,7 +26,8 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
 }
 
 // q, k, v are (B, n, D): this rank's tokens
-static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
+static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const int32_t *seg,
+                      void *ctx) {
     SeqParallel *sp = ctx;
     Comm *c = sp->comm;
     Tensor *qh = seq_all_to_all(tp, c, q, heads, TO_HEAD_SHARD), *kh = seq_all_to_all(tp, c, k, heads, TO_HEAD_SHARD);
@@ -34,7 +35,7 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void
     int h = seq_heads(heads, c->size, c->rank);
     // --exact: every key of these heads is here, so dK and dV need no reduction
     Tensor *o = tp->exact ? attention_exact(tp, qh, kh, vh, kh, vh, 0, h, sp_key_mask(sp), NULL, NULL)
-                          : attention(tp, qh, kh, vh, h, sp_key_mask(sp));
+                          : attention(tp, qh, kh, vh, h, sp_key_mask(sp), sp_segments(sp, seg, 0, 0));
     return seq_all_to_all(tp, c, o, heads, TO_TOKEN_SHARD);
 }
 

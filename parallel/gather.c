@@ -73,20 +73,22 @@ static Tensor *attend_exact(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Ten
 }
 
 // q, k, v are (B, n, D): this rank's tokens
-static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
+static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const int32_t *seg,
+                      void *ctx) {
     SeqParallel *sp = ctx;
     const SeqShard *s = &sp->shard;
     const uint8_t *mask = sp_key_mask(sp);
     if (tp->exact) return attend_exact(tp, sp, q, k, v, heads);
     if (sp->bugs & BUG_LOCAL_KV) // local queries against local keys: long-range lost
-        return attention(tp, q, k, v, heads, mask ? mask + s->t0 : NULL);
+        return attention(tp, q, k, v, heads, mask ? mask + s->t0 : NULL, sp_segments(sp, seg, s->t0, s->t0));
     Tensor *k_all = gather(tp, sp, k), *v_all = gather(tp, sp, v);
     if (sp->bugs & BUG_WRONG_RESTORE) {
         // all queries attend, and the output is "restored" as rows [0, n) instead of this
         // rank's rows [t0, t0 + n)
-        return wrong_restore(tp, attention(tp, seq_all_gather(tp, sp->comm, q), k_all, v_all, heads, mask), q, s->n);
+        return wrong_restore(tp, attention(tp, seq_all_gather(tp, sp->comm, q), k_all, v_all, heads,
+                                           mask, sp_segments(sp, seg, 0, 0)), q, s->n);
     }
-    return attention(tp, q, k_all, v_all, heads, mask);
+    return attention(tp, q, k_all, v_all, heads, mask, sp_segments(sp, seg, s->t0, 0));
 }
 
 // forward all-gathers K and V (P - 1 shards of B n D each, one ring step per shard), backward

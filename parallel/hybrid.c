@@ -37,13 +37,15 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
 }
 
 // q, k, v are (B, n, D): this rank's tokens
-static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
+static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const int32_t *seg,
+                      void *ctx) {
     SeqParallel *sp = ctx;
     Comm *h = sp->heads;
     Tensor *o = ring_attention(tp, sp->ring, seq_all_to_all(tp, h, q, heads, TO_HEAD_SHARD),
                                seq_all_to_all(tp, h, k, heads, TO_HEAD_SHARD),
                                seq_all_to_all(tp, h, v, heads, TO_HEAD_SHARD),
-                               seq_heads(heads, h->size, h->rank), sp_key_mask(sp), sp->bugs);
+                               seq_heads(heads, h->size, h->rank), sp_key_mask(sp), sp_images(sp, seg),
+                               sp->bugs);
     return seq_all_to_all(tp, h, o, heads, TO_TOKEN_SHARD);
 }
 

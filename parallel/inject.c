@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { ANY = BUG_ANY_LAYOUT, DATA_PARALLEL = BUG_DATA_PARALLEL, MICRO_BATCHES = BUG_MICRO_BATCHES };
+enum { ANY = BUG_ANY_LAYOUT, DATA_PARALLEL = BUG_DATA_PARALLEL, MICRO_BATCHES = BUG_MICRO_BATCHES, PACKS = BUG_PACKS };
 
 static const BugInfo bugs[] = {
     {"local-kv", BUG_LOCAL_KV, SP_GATHER, NULL, "", NULL},
@@ -20,6 +20,8 @@ static const BugInfo bugs[] = {
     {"ring-block-delta", BUG_RING_BLOCK_DELTA, SP_RING, "picotron #37", "", NULL},
     {"accum-unweighted", BUG_ACCUM_UNWEIGHTED, MICRO_BATCHES, "verl #2857", "--grad-accum 5", NULL},
     {"local-mean-loss", BUG_LOCAL_MEAN_LOSS, ANY, "DeepSpeed #5248, VeOmni #338", "", NULL},
+    {"pack-mask-crosses-images", BUG_PACK_MASK_CROSSES, PACKS, NULL, "", NULL},
+    {"pack-positions-from-shard", BUG_PACK_POSITIONS_FROM_SHARD, PACKS, "Megatron-LM #5243", "", NULL},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 
@@ -41,7 +43,7 @@ const char *bug_list(unsigned set, char *buf, size_t len) {
 }
 
 const char *bug_names(void) {
-    static char names[256];
+    static char names[512];
     return bug_list(~0u, names, sizeof names);
 }
 
@@ -60,6 +62,9 @@ static const char *bug_fits(int i, const SpOptions *o, int dp, char *buf, size_t
         return snprintf(buf, len, "the %s bug needs micro-batches: pass --grad-accum K with K >= 2, "
                         "and a K that does not divide the images of a data group to see it (e.g. "
                         "--grad-accum 3 for 8 images)", bugs[i].name), buf;
+    if (at == PACKS && !o->packs)
+        return snprintf(buf, len, "the %s bug needs packs of images of different sizes in one "
+                        "sequence: pass --max-tokens N with --data DIR", bugs[i].name), buf;
     return NULL;
 }
 

@@ -19,14 +19,17 @@ enum {
     BUG_RING_BLOCK_DELTA = 1 << 10,     // ring: backward's row term from a block's partial output
     BUG_ACCUM_UNWEIGHTED = 1 << 11,     // --grad-accum: each micro-batch's mean weighted 1/K
     BUG_LOCAL_MEAN_LOSS = 1 << 12,      // any: each rank's loss the mean over its own real tokens
+    BUG_PACK_MASK_CROSSES = 1 << 20,    // packs: images of a pack attend to each other
+    BUG_PACK_POSITIONS_FROM_SHARD = 1 << 21, // packs: positions restart at each shard
 };
-enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2, BUG_MICRO_BATCHES = -3 };
+enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2, BUG_MICRO_BATCHES = -3, BUG_PACKS = -4 };
 typedef struct BugInfo { // a row of the bug table
     const char *name;
     unsigned flag;
     int layout;         // the SeqAttention whose code path it is, BUG_ANY_LAYOUT,
                         // BUG_DATA_PARALLEL (any layout with data groups) or BUG_MICRO_BATCHES
-                        // (any layout with --grad-accum 2 or more)
+                        // (any layout with --grad-accum 2 or more) or BUG_PACKS (any layout
+                        // over packs of images: --max-tokens)
     const char *report; // the public report it reproduces; NULL: one of this project's own
     const char *flags;  // the further training flags it needs to show ("" if none)
     const char *hides;  // flags under which it hides, in place of `flags` (T divisible by P, small

@@ -31,12 +31,16 @@ const char *sp_layout_error(const SpOptions *o, int heads, int P, char *buf, siz
     return layouts[o->layout]->validate(o, heads, P, buf, len);
 }
 
-// --exact adds: K and V of all tokens (kept), the exact sums of their gradients, of dQ and of the
+// Packs add the adaLN vectors per token. --exact adds: K and V of all tokens (kept), the exact sums of their gradients, of dQ and of the
 // output (the ring's: dQ, dK and dV travelling and arriving, and those kept), the key blocks'
 // log-sum-exp and the blocks' shares (transient), the adaLN vectors once per canonical block, and
 // a linear's block gradients (the largest, the adaLN modulation's 6D x D)
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     size_t bytes = layouts[sp->layout]->step_bytes(sp, c, B, backward);
+    if (sp->packs) // each block's 6 adaLN vectors and the final layer's 2 per token, gathered and
+        // sliced, and as much again for their gradients
+        bytes += (size_t)((double)B * sp->shard.n * c->hidden_size * (12.0 * c->depth + 4) *
+                          (backward ? 2 : 1) * sizeof(real));
     if (!sp->exact) return bytes;
     double T = sp->shard.T_pad, D = c->hidden_size, V = sp->policy_blocks, G = V / sp->shard.P;
     double n = sp->shard.n, linear = 6 * D * D + 6 * D; // the largest linear's block gradient
@@ -57,8 +61,19 @@ static Tensor *spread(Tape *tp, Tensor *per_image, void *ctx) {
 }
 
 DiTShard sp_dit_shard(SeqParallel *sp) {
-    return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .attend = layouts[sp->layout]->attend,
-                      .attend_ctx = sp, .spread = sp->exact ? spread : NULL};
+    return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .T_pad = sp->shard.T_pad,
+                      .positions_from_shard = sp->bugs & BUG_PACK_POSITIONS_FROM_SHARD,
+                      .attend = layouts[sp->layout]->attend, .attend_ctx = sp,
+                      .spread = sp->exact ? spread : NULL};
+}
+
+const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg) {
+    return (sp->bugs & BUG_PACK_MASK_CROSSES) ? NULL : seg;
+}
+
+Segments sp_segments(const SeqParallel *sp, const int32_t *seg, int q0, int k0) {
+    seg = sp_images(sp, seg);
+    return seg ? (Segments){seg, sp->shard.T_pad, q0, k0} : NO_SEGMENTS;
 }
 
 const uint8_t *sp_key_mask(const SeqParallel *sp) {

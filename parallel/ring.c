@@ -33,6 +33,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
 typedef struct Ring { // what one call needs, from q (B, n, D)
     Comm *c;
     const uint8_t *mask; // all tokens'
+    const int32_t *seg;  // all tokens' images (B, P n), or NULL
     unsigned bugs;
     int B, n, H, dh;
     size_t blk; // B * n * D: one K or V block
@@ -42,10 +43,17 @@ static const uint8_t *block_mask(const Ring *g, int owner) {
     return g->mask ? g->mask + (size_t)owner * g->n : NULL;
 }
 
+// this rank's queries against the block of `owner`: a block whose images none of the queries
+// share is skipped tile by tile inside the kernels, so such a ring step only passes it on
+static Segments block_segments(const Ring *g, int owner) {
+    return g->seg ? (Segments){g->seg, g->c->size * g->n, g->c->rank * g->n, owner * g->n} : NO_SEGMENTS;
+}
+
 // attention of the local queries to one visiting block, on the host or the device (the arena's)
 static void block_forward(Arena *a, const Ring *g, real *o, real *l, const real *q, const real *k,
                           const real *v, int owner) {
-    attention_kernel_forward(a, o, l, q, k, v, block_mask(g, owner), g->B, g->n, g->n, g->H, g->dh);
+    attention_kernel_forward(a, o, l, q, k, v, block_mask(g, owner), block_segments(g, owner), g->B,
+                             g->n, g->n, g->H, g->dh);
 }
 
 static void ring_bwd(Node *nd) {
@@ -71,7 +79,8 @@ static void ring_bwd(Node *nd) {
             o = os;
         }
         attention_kernel_backward(a, dq, keep_here ? dk : cur + 2 * g.blk, keep_here ? dv : cur + 3 * g.blk,
-                                  nd->out->grad, o, lse, q, k, v, block_mask(&g, owner), g.B, g.n,
+                                  nd->out->grad, o, lse, q, k, v, block_mask(&g, owner),
+                                  block_segments(&g, owner), g.B, g.n,
                                   g.n, g.H, g.dh);
         if (s == P - 1) break;
         comm_shift(c, next, cur, 4 * g.blk, -1);
@@ -176,13 +185,13 @@ static Tensor *ring_attention_exact(Tape *tp, Comm *c, Tensor *q, Tensor *k, Ten
 }
 
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
-                       const uint8_t *key_mask, unsigned bugs) {
+                       const uint8_t *key_mask, const int32_t *seg, unsigned bugs) {
     if (tp->exact) return ring_attention_exact(tp, c, q, k, v, heads, key_mask, bugs);
     int B = q->shape[0], n = q->shape[1], D = q->shape[2], P = c->size, r = c->rank;
     CHECK(heads > 0 && D % heads == 0, "ring attention: %d heads do not divide the width %d", heads, D);
     Arena *a = tp->arena;
     Ring *g = arena_alloc(arena_host(a), sizeof(Ring));
-    *g = (Ring){.c = c, .mask = key_mask, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
+    *g = (Ring){.c = c, .mask = key_mask, .seg = seg, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
                 .blk = (size_t)B * n * D};
     Tensor *out = tensor_like(a, q);
     Tensor *saved = tensor_new(a, 1, (int)((size_t)B * heads * n + 2 * g->blk)); // lse, last K V
@@ -210,9 +219,10 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
 }
 
 // q, k, v are (B, n, D): this rank's tokens
-static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, void *ctx) {
+static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const int32_t *seg,
+                      void *ctx) {
     SeqParallel *sp = ctx;
-    return ring_attention(tp, sp->comm, q, k, v, heads, sp_key_mask(sp), sp->bugs);
+    return ring_attention(tp, sp->comm, q, k, v, heads, sp_key_mask(sp), sp_images(sp, seg), sp->bugs);
 }
 
 // P - 1 steps, each one message: K and V of B n tokens forward, K, V, dK and dV backward

@@ -82,7 +82,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&policy, T, P, sp_rank),
                         .layout = o->layout, .dp = ranks / P, .dp_rank = dp_rank, .ulysses = U,
                         .accum = o->grad_accum, .bugs = o->bugs, .cuda = o->cuda,
-                        .exact = o->exact, .policy_blocks = policy.exact_blocks};
+                        .exact = o->exact, .packs = o->packs, .policy_blocks = policy.exact_blocks};
     if (!world) return NULL;
     sp->comm = split(sp, dp_rank, sp_rank); // consecutive ranks form a sequence group
     if (P < ranks) sp->data = split(sp, sp_rank, dp_rank);
@@ -108,8 +108,13 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
 
 void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
               const DiTConfig *m) {
+    sp_setup_tokens(sp, world, ranks, rank, o, m, dit_tokens(m));
+}
+
+void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
+                     const DiTConfig *m, int T) {
     char err[1024];
-    const char *why = sp_init(sp, world, ranks, rank, o, dit_tokens(m), m->num_heads, err, sizeof err);
+    const char *why = sp_init(sp, world, ranks, rank, o, T, m->num_heads, err, sizeof err);
     if (why) usage_error("%s", why);
 }
 

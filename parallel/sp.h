@@ -62,6 +62,7 @@ typedef struct SpOptions {
     bool tf32;      // --tf32: float32 GEMMs on TF32 tensor cores (cuda only)
     bool exact;     // --exact: the same bits for every rank count that divides virtual_shards
     int virtual_shards; // --virtual-shards: the canonical blocks V of --exact (default 12)
+    bool packs;         // the rows are packs of images (--max-tokens): the pack bugs can show
 } SpOptions;
 // gather, every rank one sequence group, the default policy, one micro-batch
 SpOptions sp_options_default(void);
@@ -88,6 +89,7 @@ typedef struct SeqParallel {
     bool cuda;          // the step runs on this rank's GPU (local rank mod the GPUs of its machine)
     bool nccl;          // and device buffers go over NCCL (every rank its own GPU); else host-staged
     bool exact;         // --exact: canonical blocks of T_pad / policy.exact_blocks tokens
+    bool packs;         // the rows are packs: the adaLN vectors reach each token (arena bytes)
     uint8_t *key_mask_device; // cuda: the shard's key mask on the device (NULL without padding)
     int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
     TapeWatch watch;    // a step's tapes are watched by this (probe --dump-tape); NULL: not
@@ -108,6 +110,9 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
 // context that only sizes memory.
 void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
               const DiTConfig *m);
+// sp_setup for sequences of T tokens (packs of images) instead of the model's square images
+void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
+                     const DiTConfig *m, int T);
 void sp_free(SeqParallel *sp);
 // NULL when the device options can run here (a GPU for --device cuda, --tf32 only with cuda);
 // else the sentence. sp_init checks it first; the flags' parser too.
@@ -178,7 +183,14 @@ typedef struct SpLayout {
 extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
 // Ring attention (ring.c) of q, k, v (B, n, D) over the ring `c`: rank r's block is the tokens
 // [r n, (r + 1) n) of `key_mask` (all tokens; NULL: none masked). The ring-* bugs apply.
+// [r n, (r + 1) n) of `key_mask` and of the image ids `seg` (B, P n) of a pack (NULL: none).
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
-                       const uint8_t *key_mask, unsigned bugs);
+                       const uint8_t *key_mask, const int32_t *seg, unsigned bugs);
 // The key mask of all T_pad tokens (NULL under the no-pad-mask bug), on the device with cuda.
 const uint8_t *sp_key_mask(const SeqParallel *sp);
+// The images of a pack's tokens for the attention: seg (B, T_pad) as the layout got it, or NULL
+// under the pack-mask-crosses-images bug (the block-diagonal mask dropped)
+const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg);
+// Segments (kernels/segments.h) of seg as sp_images gives it, for queries from token q0 and keys
+// from token k0 of the padded sequence
+Segments sp_segments(const SeqParallel *sp, const int32_t *seg, int q0, int k0);

@@ -75,7 +75,7 @@ expect_caught 2 local-mean-loss
 # also each bug where it hides and the correct code in each layout); the regimes' cells recomputed
 # from their errors. 5 steps: the probe catches every bug in one
 out=$("$TRAIN" bugs --regimes --ranks 4 --steps 5 --out "$WORK/bugs" 2>&1); rc=$?
-known=$("$TRAIN" --inject-bug nonsense 2>&1 | sed -nE 's/.*\(known: ([^)]*)\).*/\1/p' | tr ',' '\n' | wc -l)
+known=$("$TRAIN" --inject-bug nonsense 2>&1 | sed -nE 's/.*\(known: ([^)]*)\).*/\1/p' | tr ',' '\n' | grep -vc '^pack-') # packs: test_parallel's
 rows=$(grep '^| [a-z(]' "$WORK/bugs/bugs.md" 2>/dev/null | grep -vc 'where it hides\|correct code:') # the header's too
 if [ $rc = 0 ] && [ "$rows" = $((known + 2)) ] && [ -s "$WORK/bugs/bugs.png" ]; then ok "train bugs --ranks 4: $known bugs, every one caught, the correct code agrees"
 else bad "train bugs --ranks 4 (exit $rc, $rows rows for $known bugs)"; echo "$out" | tail -20; fi
@@ -568,5 +568,37 @@ line=$($MPIRUN -np 1 env DIT_CPU_WIDTH=128 $TRAIN $TINY --out "$WORK/wmix" : -np
 if echo "$line" | grep -q "SSE2 (128-bit vectors, capped" && cmp -s "$WORK/w128/model.safetensors" "$WORK/wmix/model.safetensors" &&
    cmp -s "$WORK/w128/loss.csv" "$WORK/wmix/loss.csv"; then ok "one rank at 128-bit vectors, one at its widest: both run 128-bit, the bits of two capped ranks"
 else bad "ranks of different widths: $line"; fi
+
+# 7. mixed resolutions: a folder of images of six sizes and aspects packed into rows of 40 tokens
+# (--max-tokens): 3 and 4 ranks agree with one rank and draw their (square) samples, both pack
+# bugs diverge, and packs refuse what they do not run with
+mkdir -p "$WORK/mixed"
+python3 - "$WORK/mixed" <<'PY'
+import struct, sys, zlib
+def png(path, w, h, seed):  # RGB, 8 bits, no filter
+    rows = b''.join(b'\0' + bytes((x * 7 + y * 13 + seed * 29 + c * 50) % 256 for x in range(w) for c in range(3)) for y in range(h))
+    chunk = lambda t, d: struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))
+    open(path, 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 0)) +
+                           chunk(b'IDAT', zlib.compress(rows)) + chunk(b'IEND', b''))
+for i, (w, h) in enumerate([(12, 6), (8, 8), (6, 14), (16, 4), (10, 10), (4, 6)]):
+    png(f'{sys.argv[1]}/img{i}.png', w, h, i)
+PY
+PACKS="--model DiT-tiny/2 --input-size 16 --data $WORK/mixed --max-tokens 40 --batch 2 --steps 10 --sample-steps 1 --samples-per-class 1"
+for mesh in 3 4; do
+  out=$("$TRAIN" verify --ranks $mesh $PACKS --out "$WORK/packs" 2>&1)
+  if [ $? = 0 ] && [ -s "$WORK/packs/ranks-$mesh/samples.png" ]; then
+    ok "packs of mixed sizes, $mesh ranks vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*'), samples.png (square)"
+  else bad "packs of mixed sizes, $mesh ranks disagree with 1 rank"; echo "$out" | tail -5; fi
+done
+for bug in pack-mask-crosses-images pack-positions-from-shard; do
+  out=$("$TRAIN" verify --ranks 3 $PACKS --inject-bug $bug --out "$WORK/packs" 2>&1)
+  if [ $? = 1 ]; then ok "bug $bug (3 ranks, packs) caught: $(echo "$out" | grep -o 'first step over tolerance: [0-9]*')"
+  else bad "bug $bug (3 ranks, packs) NOT caught"; echo "$out" | tail -5; fi
+done
+expect_usage "--max-tokens packs the images of a folder; it does not run with the shapes data" --max-tokens 20
+expect_usage "--max-tokens packs the images of a folder; it does not run in micro-batches" $PACKS --grad-accum 2
+expect_usage "--max-tokens 65 is above the 64 tokens of --input-size 16" $PACKS --max-tokens 65
+expect_usage "the pack-mask-crosses-images bug needs packs of images of different sizes" --inject-bug pack-mask-crosses-images
+
 echo "cli tests: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -1,6 +1,7 @@
 // test_attention.c: the fused attention (kernels/attention.c, its tiled form) against an
 // independent reference (the materialized softmax in double precision, the only place a Tq x Tk
-// matrix still exists) and against central differences, over masks, Tq != Tk and tile sizes that
+// matrix still exists) and against central differences, over masks, packs of images (the
+// block-diagonal mask, from queries and keys anywhere in the pack), Tq != Tk and tile sizes that
 // do and do not divide the sequence. A copy of the kernel built with a planted bug (the running
 // sum not rescaled when the row maximum grows; see the Makefile) must fail both checks.
 #include "../autograd/gradcheck.h"
@@ -19,26 +20,46 @@
 
 // the same kernel compiled with ATTENTION_PLANTED_BUG
 void planted_attention_forward_tiled(real *out, real *lse, real *scratch, const real *q,
-                                     const real *k, const real *v, const uint8_t *key_mask, int B,
-                                     int Tq, int Tk, int H, int dh, int bq, int bk);
+                                     const real *k, const real *v, const uint8_t *key_mask,
+                                     Segments seg, int B, int Tq, int Tk, int H, int dh, int bq,
+                                     int bk);
 
 typedef struct Case {
     const char *name;
     int B, Tq, Tk, H, dh, bq, bk;
     const char *mask; // per key: '1' attend, '0' masked; NULL = all keys valid but the padding
     int pad;          // with mask NULL: the last `pad` keys are masked (sequence padding)
+    // a pack: the image of every token of the B rows, one digit each ('.': padding, id -1), row
+    // after row; queries are the tokens from q0 of each row, keys those from k0. NULL: one image
+    const char *images;
+    int q0, k0;
 } Case;
 
 static const Case cases[] = {
-    {"one tile, one block", 1, 7, 7, 1, 4, 64, 128, NULL, 0},
-    {"Tq != Tk, tiles that do not divide", 2, 5, 11, 2, 3, 2, 3, "11011101110", 0},
-    {"first key block all masked", 2, 9, 13, 3, 2, 4, 5, "0000011011111", 0},
-    {"every key masked", 1, 3, 6, 2, 2, 1, 1, "000000", 0},
-    {"1 x 1 tiles", 1, 4, 5, 1, 3, 1, 1, "10111", 0},
-    {"padding at the end, 128 x 256 tiles", 2, 70, 150, 2, 8, 128, 256, NULL, 5},
-    {"long rows, several blocks", 1, 33, 200, 1, 5, 16, 32, NULL, 0},
+    {"one tile, one block", 1, 7, 7, 1, 4, 64, 128, NULL, 0, NULL, 0, 0},
+    {"Tq != Tk, tiles that do not divide", 2, 5, 11, 2, 3, 2, 3, "11011101110", 0, NULL, 0, 0},
+    {"first key block all masked", 2, 9, 13, 3, 2, 4, 5, "0000011011111", 0, NULL, 0, 0},
+    {"every key masked", 1, 3, 6, 2, 2, 1, 1, "000000", 0, NULL, 0, 0},
+    {"1 x 1 tiles", 1, 4, 5, 1, 3, 1, 1, "10111", 0, NULL, 0, 0},
+    {"padding at the end, 128 x 256 tiles", 2, 70, 150, 2, 8, 128, 256, NULL, 5, NULL, 0, 0},
+    {"long rows, several blocks", 1, 33, 200, 1, 5, 16, 32, NULL, 0, NULL, 0, 0},
+    {"pack of 3 images, blocks skipped", 2, 20, 20, 2, 3, 4, 5, NULL, 0,
+     "0000001111111122222." "00011111111111111222", 0, 0},
+    {"a shard's queries against the whole pack", 2, 7, 20, 2, 3, 3, 4, "10111111111111111110",
+     0, "0000001111111122222." "00011111111111111222", 9, 0},
+    {"a visiting block cut through images", 1, 8, 6, 1, 4, 3, 2, NULL, 0,
+     "0000111111222233", 0, 6},
+    {"a block no query sees", 1, 4, 4, 1, 2, 2, 2, NULL, 0, "00001111", 0, 4},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
+
+// the case's image ids (B, T) into buf, as Segments; NO_SEGMENTS without a pack
+static Segments segments_of(const Case *c, int32_t *buf) {
+    if (!c->images) return NO_SEGMENTS;
+    int n = (int)strlen(c->images);
+    for (int t = 0; t < n; t++) buf[t] = c->images[t] == '.' ? -1 : c->images[t] - '0';
+    return (Segments){buf, n / c->B, c->q0, c->k0};
+}
 
 static uint8_t *mask_of(const Case *c, uint8_t *buf) {
     if (!c->mask && !c->pad) return NULL;
@@ -49,7 +70,7 @@ static uint8_t *mask_of(const Case *c, uint8_t *buf) {
 // The materialized softmax in double: out (B,Tq,D) and, for dout, dq, dk, dv (all overwritten).
 static void reference(double *out, double *dq, double *dk, double *dv, const real *q,
                       const real *k, const real *v, const real *dout, const uint8_t *mask,
-                      const Case *c) {
+                      Segments sg, const Case *c) {
     int D = c->H * c->dh, Tk = c->Tk;
     double scale = 1 / sqrt((double)c->dh), *p = malloc(Tk * sizeof(double)), *dp = malloc(Tk * sizeof(double));
     size_t nq = (size_t)c->B * c->Tq * D, nk = (size_t)c->B * Tk * D;
@@ -64,7 +85,8 @@ static void reference(double *out, double *dq, double *dk, double *dv, const rea
                     const real *kj = k + ((size_t)b * Tk + j) * D + h * c->dh;
                     double s = 0;
                     for (int d = 0; d < c->dh; d++) s += (double)qi[d] * kj[d];
-                    p[j] = (!mask || mask[j]) ? s * scale : -INFINITY;
+                    bool same = !sg.id || sg.id[b * sg.T + sg.q0 + i] == sg.id[b * sg.T + sg.k0 + j];
+                    p[j] = (!mask || mask[j]) && same ? s * scale : -INFINITY;
                     mx = fmax(mx, p[j]);
                 }
                 for (int j = 0; j < Tk; j++) sum += p[j] = p[j] == -INFINITY ? 0 : exp(p[j] - mx);
@@ -103,6 +125,7 @@ typedef struct Run { // one case's inputs, the kernel's results and the referenc
     real *q, *k, *v, *dout, *out, *lse, *dq, *dk, *dv, *scratch;
     double *rout, *rdq, *rdk, *rdv;
     uint8_t mask[256];
+    int32_t ids[256];
     size_t nq, nk;
 } Run;
 
@@ -119,11 +142,12 @@ static Run run_case(const Case *c, bool planted) {
     rng_fill_normal(r.q, r.nq, 7, 1, 0, 1), rng_fill_normal(r.k, r.nk, 7, 2, 0, 1);
     rng_fill_normal(r.v, r.nk, 7, 3, 0, 1), rng_fill_normal(r.dout, r.nq, 7, 4, 0, 1);
     const uint8_t *m = mask_of(c, r.mask);
+    Segments sg = segments_of(c, r.ids);
     (planted ? planted_attention_forward_tiled : attention_forward_tiled)(
-        r.out, r.lse, r.scratch, r.q, r.k, r.v, m, c->B, c->Tq, c->Tk, c->H, c->dh, c->bq, c->bk);
+        r.out, r.lse, r.scratch, r.q, r.k, r.v, m, sg, c->B, c->Tq, c->Tk, c->H, c->dh, c->bq, c->bk);
     attention_backward_tiled(r.dq, r.dk, r.dv, r.scratch, r.dout, r.out, r.lse, r.q, r.k, r.v, m,
-                             c->B, c->Tq, c->Tk, c->H, c->dh, c->bq, c->bk);
-    reference(r.rout, r.rdq, r.rdk, r.rdv, r.q, r.k, r.v, r.dout, m, c);
+                             sg, c->B, c->Tq, c->Tk, c->H, c->dh, c->bq, c->bk);
+    reference(r.rout, r.rdq, r.rdk, r.rdv, r.q, r.k, r.v, r.dout, m, sg, c);
     return r;
 }
 
@@ -163,28 +187,30 @@ END_TEST
 
 // ---- central differences through the kernels at the case's tiles, as an op --------------------
 typedef void (*AttnForward)(real *out, real *lse, real *scratch, const real *q, const real *k,
-                            const real *v, const uint8_t *key_mask, int B, int Tq, int Tk, int H,
-                            int dh, int bq, int bk);
+                            const real *v, const uint8_t *key_mask, Segments seg, int B, int Tq,
+                            int Tk, int H, int dh, int bq, int bk);
 
 static void tiled_bwd(Node *n) {
     const Case *c = n->ptr;
     uint8_t buf[256];
+    int32_t ids[256];
     attention_backward_tiled(node_grad(n, 0), node_grad(n, 1), node_grad(n, 2), n->saved[1].data,
                              n->out->grad, n->out->data, n->saved->data, n->in[0]->data,
-                             n->in[1]->data, n->in[2]->data, mask_of(c, buf), c->B, c->Tq, c->Tk,
-                             c->H, c->dh, c->bq, c->bk);
+                             n->in[1]->data, n->in[2]->data, mask_of(c, buf), segments_of(c, ids),
+                             c->B, c->Tq, c->Tk, c->H, c->dh, c->bq, c->bk);
 }
 
 // attention of the inputs q, k, v by `forward` (and the real backward), at the case's tiles
 static Tensor *tiled_op(Tape *tp, Tensor **in, const Case *c, AttnForward forward) {
     uint8_t buf[256];
+    int32_t ids[256];
     Tensor *out = tensor_like(tp->arena, in[0]);
     Tensor *saved = arena_alloc(tp->arena, 2 * sizeof(Tensor)); // lse, then scratch
     saved[0] = *tensor_new(tp->arena, 1, c->B * c->H * c->Tq);
     saved[1] = *tensor_new(tp->arena, 1, (int)attention_tiled_scratch_count(c->bq, c->bk, c->dh,
                                                                             kernel_threads()));
     forward(out->data, saved[0].data, saved[1].data, in[0]->data, in[1]->data, in[2]->data,
-            mask_of(c, buf), c->B, c->Tq, c->Tk, c->H, c->dh, c->bq, c->bk);
+            mask_of(c, buf), segments_of(c, ids), c->B, c->Tq, c->Tk, c->H, c->dh, c->bq, c->bk);
     Node *n = tape_record(tp, "tiled attention", tiled_bwd, out, 3, in[0], in[1], in[2]);
     if (n) n->saved = saved, n->ptr = c;
     return out;
@@ -223,7 +249,7 @@ START_TEST(planted_bug_is_caught) {
     const Case *c = &cases[6]; // several key blocks, no mask: the row maximum grows along the row
     Run r = run_case(c, true);
     double ref = worst_err(&r);
-    GradCheck g = check_case(&(Case){"planted", 1, 5, 11, 1, 3, 2, 3, NULL, 0}, f_planted);
+    GradCheck g = check_case(&(Case){"planted", 1, 5, 11, 1, 3, 2, 3, NULL, 0, NULL, 0, 0}, f_planted);
     printf("planted bug (running sum not rescaled): vs reference %.2e, gradcheck %.2e (both must "
            "fail)\n", ref, g.max_rel_err);
     ck_assert_double_gt(ref, 1e-2);
@@ -243,7 +269,7 @@ START_TEST(memory_is_linear_in_the_sequence) {
         Tensor *q = randn(&a, 1, 1, true, 3, (int[]){1, T, D});
         size_t base = arena_mark(&a);
         arena_reset_peak(&a);
-        attention(&tp, q, q, q, 2, NULL);
+        attention(&tp, q, q, q, 2, NULL, NO_SEGMENTS);
         peak[s] = a.peak - base;
         tape_free(&tp), arena_destroy(&a);
     }

@@ -50,7 +50,7 @@ START_TEST(shape_errors_are_clear) {
     Tensor *x = randn(&a, 1, 1, false, 2, (int[]){2, 3}), *w = randn(&a, 2, 1, false, 2, (int[]){4, 5});
     EXPECT_FATAL(linear(&tp, x, w, NULL), "linear: input [2, 3] does not match weight [4, 5]");
     Tensor *q = randn(&a, 3, 1, false, 3, (int[]){1, 2, 6});
-    EXPECT_FATAL(attention(&tp, q, q, q, 4, NULL), "4 heads do not divide the width 6");
+    EXPECT_FATAL(attention(&tp, q, q, q, 4, NULL, NO_SEGMENTS), "4 heads do not divide the width 6");
     Tensor *img = randn(&a, 4, 1, false, 4, (int[]){1, 3, 5, 4});
     EXPECT_FATAL(patchify(&tp, img, 2, 0, 4, false), "image size 5x4 is not a multiple of the patch size 2");
     int64_t bad = 9;

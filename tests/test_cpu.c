@@ -90,11 +90,12 @@ static void run_kernels(int width, Results *r) {
     real *scratch = malloc(attention_tiled_scratch_count(bq, bk, ATT_DH, kernel_threads()) * sizeof(real));
     real *o = result(r, "attention forward", nq, false, 31);
     real *lse = result(r, "attention lse", (size_t)ATT_B * ATT_H * ATT_TQ, false, 32);
-    attention_forward_tiled(o, lse, scratch, x, x + nq, x + nq + nk, mask, ATT_B, ATT_TQ, ATT_TK,
-                            ATT_H, ATT_DH, bq, bk);
+    attention_forward_tiled(o, lse, scratch, x, x + nq, x + nq + nk, mask, NO_SEGMENTS, ATT_B,
+                            ATT_TQ, ATT_TK, ATT_H, ATT_DH, bq, bk);
     attention_backward_tiled(result(r, "attention dq", nq, false, 33), result(r, "attention dk", nk, false, 34),
                              result(r, "attention dv", nk, false, 35), scratch, g, o, lse, x, x + nq,
-                             x + nq + nk, mask, ATT_B, ATT_TQ, ATT_TK, ATT_H, ATT_DH, bq, bk);
+                             x + nq + nk, mask, NO_SEGMENTS, ATT_B, ATT_TQ, ATT_TK, ATT_H, ATT_DH,
+                             bq, bk);
     free(scratch), free(x), free(g), free(shift), free(scale), free(w);
 }
 

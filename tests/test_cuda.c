@@ -420,8 +420,11 @@ END_TEST
 
 // q (B,Tq,H*dh), k, v (B,Tk,H*dh), a key mask (NULL, some keys masked, or every key masked),
 // forward and backward on both sides; the gradients start non-zero (both sides add into them),
-// and one case passes no dQ
-static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bool with_dq) {
+// and one case passes no dQ. packed: the rows are packs of images of 9 to 16 tokens, different in
+// each row, the keys all Tk tokens and the queries the last Tq (Tq <= Tk), so that tiles of
+// queries skip the key tiles of other images.
+static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bool with_dq,
+                           bool packed) {
     int D = H * dh;
     size_t nq = (size_t)B * Tq * D, nk = (size_t)B * Tk * D, nl = (size_t)B * H * Tq;
     real *q = host_randn(nq, 40, 1, 0), *k = host_randn(nk, 41, 1, 0), *v = host_randn(nk, 42, 1, 0);
@@ -440,12 +443,25 @@ static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bo
     real *scratch_d = device_alloc(attention_scratch_count_cuda(B, Tq, Tk, H, dh, true) * sizeof(real));
     uint8_t *mask_d = NULL;
     if (mask) mask_d = device_alloc((size_t)Tk), copy_bytes(mask_d, mask, (size_t)Tk);
+    int32_t *ids = NULL, *ids_d = NULL;
+    Segments seg = NO_SEGMENTS, seg_d = NO_SEGMENTS;
+    if (packed) {
+        ids = xmalloc((size_t)B * Tk * sizeof(int32_t));
+        for (int b = 0; b < B; b++)
+            for (int t = 0, img = 0, left = 9; t < Tk; t++, left--) {
+                if (!left) img++, left = 9 + (img * 5 + b * 3) % 8;
+                ids[(size_t)b * Tk + t] = img;
+            }
+        ids_d = device_alloc((size_t)B * Tk * sizeof(int32_t));
+        copy_bytes(ids_d, ids, (size_t)B * Tk * sizeof(int32_t));
+        seg = (Segments){ids, Tk, Tk - Tq, 0}, seg_d = (Segments){ids_d, Tk, Tk - Tq, 0};
+    }
 
     real *scratch = xmalloc(attention_scratch_count(B, Tq, Tk, H, dh, true) * sizeof(real));
-    attention_forward(out, lse, scratch, q, k, v, mask, B, Tq, Tk, H, dh);
-    attention_forward_cuda(out_d, lse_d, scratch_d, q_d, k_d, v_d, mask_d, B, Tq, Tk, H, dh, 0);
+    attention_forward(out, lse, scratch, q, k, v, mask, seg, B, Tq, Tk, H, dh);
+    attention_forward_cuda(out_d, lse_d, scratch_d, q_d, k_d, v_d, mask_d, seg_d, B, Tq, Tk, H, dh, 0);
     char what[64];
-    snprintf(what, sizeof what, "attention out %dx%dx%d h%d", B, Tq, Tk, dh);
+    snprintf(what, sizeof what, "attention out %dx%dx%d h%d%s", B, Tq, Tk, dh, packed ? " packed" : "");
     expect_close(what, out_d, out, nq);
     if (masking != 2) { // every key masked: lse is -inf on both sides, compared below by equality
         snprintf(what, sizeof what, "attention lse %dx%dx%d h%d", B, Tq, Tk, dh);
@@ -459,10 +475,10 @@ static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bo
     // backward from the CPU's out and lse on both sides, so that it is tested on its own
     copy_bytes(out_d, out, nq * sizeof(real));
     copy_bytes(lse_d, lse, nl * sizeof(real));
-    attention_backward(with_dq ? dq : NULL, dk, dv, scratch, dout, out, lse, q, k, v, mask, B, Tq,
-                       Tk, H, dh);
+    attention_backward(with_dq ? dq : NULL, dk, dv, scratch, dout, out, lse, q, k, v, mask, seg, B,
+                       Tq, Tk, H, dh);
     attention_backward_cuda(with_dq ? dq_d : NULL, dk_d, dv_d, scratch_d, dout_d, out_d, lse_d, q_d,
-                            k_d, v_d, mask_d, B, Tq, Tk, H, dh, 0);
+                            k_d, v_d, mask_d, seg_d, B, Tq, Tk, H, dh, 0);
     snprintf(what, sizeof what, "attention dq %dx%dx%d h%d", B, Tq, Tk, dh);
     expect_close(what, dq_d, dq, nq);
     snprintf(what, sizeof what, "attention dk %dx%dx%d h%d", B, Tq, Tk, dh);
@@ -471,19 +487,21 @@ static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bo
     expect_close(what, dv_d, dv, nk);
 
     free(q), free(k), free(v), free(dout), free(dq), free(dk), free(dv), free(out), free(lse);
-    free(mask), free(scratch);
+    free(mask), free(scratch), free(ids);
     device_free(q_d), device_free(k_d), device_free(v_d), device_free(dout_d), device_free(dq_d);
     device_free(dk_d), device_free(dv_d), device_free(out_d), device_free(lse_d), device_free(scratch_d);
-    device_free(mask_d);
+    device_free(mask_d), device_free(ids_d);
 }
 
 // Tq != Tk, sizes that fill no tile or block evenly, head widths of DiT-S (64) and DiT-XL (72),
-// a mask with masked keys inside and at the end, every key masked, and no dQ wanted
+// a mask with masked keys inside and at the end, every key masked, no dQ wanted, and packs
 START_TEST(cuda_attention) {
-    attention_case(2, 70, 45, 3, 16, 1, true);
-    attention_case(1, 129, 300, 2, 64, 0, true);
-    attention_case(2, 37, 37, 2, 72, 1, false);
-    attention_case(1, 20, 9, 1, 8, 2, true);
+    attention_case(2, 70, 45, 3, 16, 1, true, false);
+    attention_case(1, 129, 300, 2, 64, 0, true, false);
+    attention_case(2, 37, 37, 2, 72, 1, false, false);
+    attention_case(1, 20, 9, 1, 8, 2, true, false);
+    attention_case(2, 129, 300, 2, 16, 0, true, true);
+    attention_case(2, 37, 37, 2, 72, 1, true, true);
 }
 END_TEST
 
@@ -583,9 +601,9 @@ START_TEST(cuda_launchers_check_sizes) {
     EXPECT_FATAL(mse_forward_cuda(&x, &x, NULL, 1, 0, 0), "must be positive");
     EXPECT_FATAL(patch_gather_cuda(&x, &x, 1, 3, 7, 8, 2, 0, 4, false, 0), "bad shape");
     EXPECT_FATAL(embedding_forward_cuda(&x, &x, NULL, 1, 0, 4, 0), "bad shape");
-    EXPECT_FATAL(attention_forward_cuda(&x, &x, &x, &x, &x, &x, NULL, 1, 4, 4, 1, ATTN_CUDA_MAX_DH + 1, 0),
+    EXPECT_FATAL(attention_forward_cuda(&x, &x, &x, &x, &x, &x, NULL, NO_SEGMENTS, 1, 4, 4, 1, ATTN_CUDA_MAX_DH + 1, 0),
                  "bad shape");
-    EXPECT_FATAL(attention_backward_cuda(&x, &x, &x, &x, &x, &x, &x, &x, &x, &x, NULL, 1, 0, 4, 1, 8, 0),
+    EXPECT_FATAL(attention_backward_cuda(&x, &x, &x, &x, &x, &x, &x, &x, &x, &x, NULL, NO_SEGMENTS, 1, 0, 4, 1, 8, 0),
                  "bad shape");
 }
 END_TEST

@@ -39,8 +39,8 @@ static Tensor *f_modulate(Tape *tp, Tensor **in, void *c) { (void)c; return modu
 static Tensor *f_gated_add(Tape *tp, Tensor **in, void *c) { (void)c; return gated_add(tp, in[0], in[1], in[2]); }
 static Tensor *f_embedding(Tape *tp, Tensor **in, void *c) { (void)c; return embedding(tp, in[0], labels, 5); }
 static Tensor *f_timestep(Tape *tp, Tensor **in, void *c) { return timestep_embedding(tp, in[0], *(int *)c); }
-static Tensor *f_attention(Tape *tp, Tensor **in, void *c) { return attention(tp, in[0], in[1], in[2], *(int *)c, NULL); }
-static Tensor *f_attention_mask(Tape *tp, Tensor **in, void *c) { return attention(tp, in[0], in[1], in[2], *(int *)c, key_mask); }
+static Tensor *f_attention(Tape *tp, Tensor **in, void *c) { return attention(tp, in[0], in[1], in[2], *(int *)c, NULL, NO_SEGMENTS); }
+static Tensor *f_attention_mask(Tape *tp, Tensor **in, void *c) { return attention(tp, in[0], in[1], in[2], *(int *)c, key_mask, NO_SEGMENTS); }
 static Tensor *f_slice(Tape *tp, Tensor **in, void *c) { (void)c; return slice_last(tp, in[0], 3, 4); }
 static Tensor *f_mse(Tape *tp, Tensor **in, void *c) { (void)c; return mse_loss(tp, in[0], in[1], elem_mask, 11); }
 
@@ -111,7 +111,7 @@ static Tensor *f_block(Tape *tp, Tensor **in, void *ctx) {
     Tensor *h = modulate(tp, layernorm(tp, x, 1e-6), m[0], m[1]);
     Tensor *qkv = linear(tp, h, in[4], in[5]);
     Tensor *a = attention(tp, slice_last(tp, qkv, 0, D), slice_last(tp, qkv, D, D),
-                          slice_last(tp, qkv, 2 * D, D), 2, NULL);
+                          slice_last(tp, qkv, 2 * D, D), 2, NULL, NO_SEGMENTS);
     x = gated_add(tp, x, m[2], linear(tp, a, in[6], in[7]));
     h = modulate(tp, layernorm(tp, x, 1e-6), m[3], m[4]);
     h = linear(tp, gelu(tp, linear(tp, h, in[8], in[9])), in[10], in[11]);
@@ -175,7 +175,7 @@ START_TEST(masked_keys_get_zero_weight_and_gradient) {
     Tape tp = tape_create(&a);
     Tensor *q = randn(&a, 1, 1, true, 3, (int[]){2, 3, 6}), *k = randn(&a, 2, 1, true, 3, (int[]){2, 7, 6});
     Tensor *v = randn(&a, 3, 1, true, 3, (int[]){2, 7, 6});
-    Tensor *out = attention(&tp, q, k, v, 3, key_mask);
+    Tensor *out = attention(&tp, q, k, v, 3, key_mask, NO_SEGMENTS);
     real *dout = arena_alloc(&a, out->size * sizeof(real));
     rng_fill_normal(dout, out->size, 5, 5, 0, 1);
     backward_from(&tp, out, dout);

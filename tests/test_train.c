@@ -271,6 +271,32 @@ START_TEST(flow_formulas) {
 }
 END_TEST
 
+// The 2-D sin-cos position embedding of a non-square grid, written out: for D = 8 (a quarter of
+// 2 frequencies, 1 and 1/100), the patch at row i, column j is [sin j, sin j/100, cos j,
+// cos j/100, sin i, sin i/100, cos i, cos i/100]; and a square grid's rows are the model's
+// stored pos_embed.
+START_TEST(pos_embed_formula) {
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 5; j++) { // a 3 x 5 grid
+            real e[8];
+            dit_pos_embed_at(e, i, j, 8);
+            double want[8] = {sin(j), sin(j / 100.0), cos(j), cos(j / 100.0),
+                              sin(i), sin(i / 100.0), cos(i), cos(i / 100.0)};
+            for (int k = 0; k < 8; k++) ck_assert_double_eq_tol(e[k], want[k], 1e-6);
+        }
+    DiT m;
+    dit_create(&m, &small);
+    dit_init(&m, 1);
+    int g = small.input_size / small.patch_size, D = small.hidden_size;
+    for (int t = 0; t < g * g; t++) {
+        real e[8];
+        dit_pos_embed_at(e, t / g, t % g, D);
+        ck_assert(!memcmp(e, m.pos_embed.data + (size_t)t * D, (size_t)D * sizeof(real)));
+    }
+    dit_free(&m);
+}
+END_TEST
+
 START_TEST(config_errors_and_presets) {
     DiTConfig c = small;
     char buf[256];
@@ -566,7 +592,8 @@ START_TEST(settings_resume_round_trip) {
                     "--sample-steps", "3", "--samples-per-class", "2", "--cfg-scale", "1.5", "--sp", "2",
                     "--sp-attention", "hybrid", "--ulysses-degree", "2", "--no-auto-pad",
                     "--pad-multiple", "3", "--grad-accum", "2", "--inject-bug", "ring-wrong-merge",
-                    "--inject-bug", "no-pad-mask", "--exact", "--virtual-shards", "6", "--out", "elsewhere"};
+                    "--inject-bug", "no-pad-mask", "--exact", "--virtual-shards", "6", "--max-tokens", "9",
+                    "--out", "elsewhere"};
     TrainConfig tc, plain, back;
     tmp_path(run, sizeof run, "run");
     ck_assert(!mkdir(run, 0700));
@@ -764,6 +791,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, non_finite_values_are_refused);
     tcase_add_test(tc, optimizer_state_belongs_to_its_run);
     tcase_add_test(tc, flow_formulas);
+    tcase_add_test(tc, pos_embed_formula);
     tcase_add_test(tc, config_errors_and_presets);
     tcase_add_test(tc, compare_runs_report);
     tcase_add_test(tc, compare_loss_csv_steps_must_increase);

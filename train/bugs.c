@@ -282,6 +282,12 @@ static void write_plot(const Row *rows, int n, int ranks, const char *path) {
     canvas_free(&cv);
 }
 
+// A bug's rows: none for the pack bugs (the shapes data has no packs; test_parallel catches
+// them), and with --regimes a second one where it hides
+static int rows_of(const BugInfo *b, bool regimes) {
+    return b->layout == BUG_PACKS ? 0 : 1 + (regimes && b->hides);
+}
+
 int bugs_main(int argc, char **argv) {
     int ranks = 4, steps = 30;
     bool regimes = false;
@@ -312,10 +318,10 @@ int bugs_main(int argc, char **argv) {
     // the rows: the correct code, each bug; with --regimes each bug where it hides too, and the
     // correct code in every layout the bugs run in (a regime may flag that as well)
     int bugs = 0;
-    for (int i = 0; bug_info(i); i++) bugs += 1 + (regimes && bug_info(i)->hides);
+    for (int i = 0; bug_info(i); i++) bugs += rows_of(bug_info(i), regimes);
     Row *rows = xcalloc((size_t)(2 * bugs + 1), sizeof *rows), *bug_rows = rows + bugs + 1;
     for (int i = 0, k = 0; bug_info(i); i++)
-        for (int hidden = 0; hidden <= (regimes && bug_info(i)->hides); hidden++) {
+        for (int hidden = 0; hidden < rows_of(bug_info(i), regimes); hidden++) {
             Row *r = &bug_rows[k++];
             r->bug = bug_info(i), r->hidden = hidden, r->flags = hidden ? r->bug->hides : r->bug->flags;
             snprintf(r->name, sizeof r->name, "%s%s", r->bug->name, hidden ? " (where it hides)" : "");

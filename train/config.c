@@ -92,6 +92,21 @@ static void settle(TrainConfig *tc, bool out_given, bool cfg_given) {
         tc->cfg_scale = 1;
     }
     if (tc->log_every == 0) tc->log_every = tc->steps >= 20 ? tc->steps / 20 : 1;
+    tc->parallel.packs = tc->max_tokens > 0;
+}
+
+void train_config_check_packs(const TrainConfig *tc) {
+    const DiTConfig *m = &tc->model;
+    if (!tc->max_tokens) return;
+    const char *no = !strcmp(tc->data, "shapes")   ? "with the shapes data (pass --data DIR)"
+                     : tc->parallel.exact          ? "under --exact"
+                     : tc->parallel.grad_accum > 1 ? "in micro-batches (--grad-accum)"
+                                                   : NULL;
+    if (no) usage_error("--max-tokens packs the images of a folder; it does not run %s", no);
+    if (tc->max_tokens > dit_tokens(m))
+        usage_error("--max-tokens %d is above the %d tokens of --input-size %d (patch %d); "
+                    "pass at most %d, or a larger --input-size", tc->max_tokens, dit_tokens(m),
+                    m->input_size, m->patch_size, dit_tokens(m));
 }
 
 // ---- --resume: the run's own settings first ------------------------------------------------------

@@ -20,6 +20,7 @@ typedef struct TrainConfig {
     int sample_steps, samples_per_class;
     double cfg_scale;
     int threads; // BLAS threads per rank; 0 = cores / ranks
+    int max_tokens; // --max-tokens: rows pack a folder's images at their own sizes (0: square)
     SpOptions parallel; // the layout, the groups and the injected bugs (parallel/sp.h)
     int ranks;          // the run's world size (config.json only: mpirun -np chooses it)
 } TrainConfig;
@@ -29,6 +30,9 @@ void train_config_defaults(TrainConfig *tc);
 // Parses argv (program name and subcommand removed) into *tc; usage errors exit with code 2.
 // Returns false when --help was printed.
 bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank);
+// --max-tokens (packs) with what it does not run with yet: a usage error (at a run's start, so
+// that config.json keeps any combination)
+void train_config_check_packs(const TrainConfig *tc);
 // train/train --help
 void train_config_help(FILE *f);
 // One line with every setting that must agree across ranks.

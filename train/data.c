@@ -3,6 +3,7 @@
 #include "../core/check.h"
 #include "../core/rng.h"
 #include "shapes.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,18 @@ int data_open(Data *d, const char *source, int size, int channels, int num_class
     return 0;
 }
 
+void data_image_grid(const Data *d, int item, int *gh, int *gw) {
+    int p = d->patch, N = d->max_tokens;
+    int h = (d->folder.heights[item] + p / 2) / p, w = (d->folder.widths[item] + p / 2) / p;
+    h = h < 1 ? 1 : h, w = w < 1 ? 1 : w;
+    if ((long)h * w > N) {
+        double s = sqrt((double)N / ((double)h * w));
+        h = (int)(h * s) < 1 ? 1 : (int)(h * s), w = (int)(w * s) < 1 ? 1 : (int)(w * s);
+        while ((long)h * w > N) *(h > w ? &h : &w) -= 1;
+    }
+    *gh = h, *gw = w;
+}
+
 void data_close(Data *d) {
     if (!d->shapes) image_folder_close(&d->folder);
     *d = (Data){0};
@@ -53,6 +66,20 @@ Batch batch_alloc(int first, int B, int total, int C, int S) {
     return b;
 }
 
+Batch batch_alloc_packs(int first, int B, int total, int C, int p, int T) {
+    size_t n = (size_t)B * C * p * T * p;
+    Batch b = {.B = B, .first = first, .total = total, .row0 = 0, .row1 = p,
+               .arena = arena_create(3 * (n * sizeof(real) + 2 * ARENA_ALIGN) + 4096 +
+                                     DIT_PACK_MAX * (sizeof(real) + sizeof(int64_t)) + sizeof(DiTPack))};
+    b.x0 = tensor_new(&b.arena, 4, B, C, p, T * p);
+    b.xt = tensor_new(&b.arena, 4, B, C, p, T * p);
+    b.v = tensor_new(&b.arena, 4, B, C, p, T * p);
+    b.t = tensor_new(&b.arena, 1, DIT_PACK_MAX); // per image: the first pack->n
+    b.y = arena_alloc(&b.arena, DIT_PACK_MAX * sizeof(int64_t));
+    b.pack = arena_alloc(&b.arena, sizeof(DiTPack));
+    return b;
+}
+
 void batch_rows_of_tokens(Batch *b, int t0, int n, int T, int p) {
     int grid = b->x0->shape[3] / p, last = (t0 + n < T ? t0 + n : T) - 1; // the last real token
     b->row0 = last < t0 ? 0 : t0 / grid * p;
@@ -64,7 +91,48 @@ void batch_free(Batch *b) {
     *b = (Batch){0};
 }
 
+// Packs (see batch_make): the images of row i, item k, into the strip and b->pack, each with its
+// time, label (dropped with probability label_dropout) and the strip's values on the flow path
+static void make_pack_row(Batch *b, Data *d, uint64_t seed, double label_dropout, int null_class,
+                          int i, uint64_t k) {
+    ImageFolder *f = &d->folder;
+    DiTPack *pk = b->pack;
+    int p = d->patch, C = b->x0->shape[1];
+    size_t W = (size_t)pk->T * p, row = (size_t)C * p * W;
+    real *x0 = b->x0->data + i * row, *xt = b->xt->data + i * row, *v = b->v->data + i * row;
+    rng_fill_normal(v, row, seed, STREAM_NOISE, k * row, 1.0); // the noise; velocities below
+    char err[512];
+    for (int j = 0, start = 0; pk->n < DIT_PACK_MAX; j++) {
+        uint64_t at = k * DIT_PACK_MAX + j; // this image's draws
+        int item = (int)((j ? rng_u32(seed, STREAM_PACK, at) : rng_u32(seed, STREAM_PICK, k)) % (uint32_t)f->n);
+        int gh, gw, n = pk->n;
+        data_image_grid(d, item, &gh, &gw);
+        if (gh * gw > pk->T - start) break;
+        real *img = xmalloc((size_t)C * gh * p * gw * p * sizeof(real));
+        CHECK(!image_folder_load_size(f, item, gh * p, gw * p, img, err, sizeof err), "%s", err);
+        pk->img[pk->n++] = (DiTImage){i, start, gh, gw};
+        dit_pack_image(pk, n, b->x0->data, img, C, p, true);
+        free(img);
+        double t = flow_sample_t(seed, STREAM_T, at);
+        b->t->data[n] = (real)(FLOW_T_SCALE * t);
+        b->y[n] = label_dropout > 0 && rng_uniform(seed, STREAM_DROP, at) < label_dropout ? null_class : f->labels[item];
+        for (size_t r = 0; r < (size_t)C * p; r++) { // its columns of each strip row
+            size_t o = r * W + (size_t)start * p, len = (size_t)gh * gw * p;
+            flow_interpolate(xt + o, v + o, x0 + o, v + o, t, len);
+        }
+        start += gh * gw;
+    }
+}
+
 void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null_class, int step) {
+    if (b->pack) { // rows of packs: every row's whole strip
+        *b->pack = (DiTPack){.B = b->B, .T = b->x0->shape[3] / d->patch};
+        memset(b->x0->data, 0, b->x0->size * sizeof(real));
+        memset(b->xt->data, 0, b->xt->size * sizeof(real));
+        for (int i = 0; i < b->B; i++)
+            make_pack_row(b, d, seed, label_dropout, null_class, i, (uint64_t)step * b->total + b->first + i);
+        return;
+    }
     size_t plane = (size_t)d->size * d->size, chw = (size_t)b->x0->shape[1] * plane;
     size_t row = (size_t)b->row0 * d->size, rows = (size_t)(b->row1 - b->row0) * d->size;
     char err[512];

@@ -11,11 +11,13 @@
 #include "imagefolder.h"
 #include "../core/rng.h"
 #include "../core/tensor.h"
+#include "../layers/dit.h"
 
 typedef struct Data {
     bool shapes;        // procedural shapes, else a folder
     ImageFolder folder;
     int size, classes;
+    int max_tokens, patch; // packs (--max-tokens): tokens a row, and the patch (0: square images)
 } Data;
 
 // Opens the data source ("shapes" or an image folder) as images of (channels, size, size) and
@@ -23,6 +25,9 @@ typedef struct Data {
 int data_open(Data *d, const char *source, int size, int channels, int num_classes, char *err,
               size_t len);
 void data_close(Data *d);
+// Packs: image `item` of the folder as a gh x gw patch grid: its own aspect, each side rounded to
+// the patch (at least one), shrunk with its aspect kept when it holds more than max_tokens
+void data_image_grid(const Data *d, int item, int *gh, int *gw);
 const char *data_class_name(const Data *d, int c);
 
 typedef struct Batch {
@@ -35,13 +40,22 @@ typedef struct Batch {
     Tensor *v;      // (B, C, H, W) the velocity eps - x0: the training target
     Tensor *t;      // (B) model timesteps, 1000 t
     int64_t *y;     // (B) labels, the null class where dropped
+    // packs (--max-tokens): x0, xt, v are strips (B, C, p, T p) of rows that pack several images
+    // at their own sizes (layers/dit.h), t and y are per image (the first pack->n); NULL: one
+    // square image per row
+    DiTPack *pack;
 } Batch;
 
 Batch batch_alloc(int first, int B, int total, int C, int S);
+// A batch of B packed rows of T tokens of patch p (Batch.pack)
+Batch batch_alloc_packs(int first, int B, int total, int C, int p, int T);
 // Builds only the pixel rows that the tokens [t0, t0 + n) of T (patches of p x p, row-major;
 // those past T are padding) cover: the rows a rank of a sequence group reads.
 void batch_rows_of_tokens(Batch *b, int t0, int n, int T, int p);
 void batch_free(Batch *b);
 // The batch of step `step` (see the top of this file): labels are dropped to null_class (the
-// model's num_classes) with probability label_dropout.
+// model's num_classes) with probability label_dropout. Packs: row i is item k's, its first image
+// picked as above and image j > 0 by rng_u32(seed, STREAM_PACK, k * DIT_PACK_MAX + j), while they
+// fit in the row; image j's time and dropout draw at index k * DIT_PACK_MAX + j, and the noise of
+// strip row i at k times the size of a row.
 void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null_class, int step);

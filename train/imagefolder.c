@@ -294,12 +294,13 @@ static int read_image(const char *path, int *w, int *h, uint8_t **pixels, char *
     return -1;
 }
 
-// every file must decode, so that a bad one (corrupt, truncated) is named before training starts
-static int check_files(const ImageFolder *f, char *err, size_t err_size) {
+// every file must decode, so that a bad one (corrupt, truncated) is named before training starts;
+// and its size is kept
+static int check_files(ImageFolder *f, char *err, size_t err_size) {
+    f->widths = xmalloc((size_t)f->n * sizeof(int)), f->heights = xmalloc((size_t)f->n * sizeof(int));
     for (int i = 0; i < f->n; i++) {
-        int w, h;
         uint8_t *pixels = NULL;
-        if (read_image(f->paths[i], &w, &h, &pixels, err, err_size)) return -1;
+        if (read_image(f->paths[i], &f->widths[i], &f->heights[i], &pixels, err, err_size)) return -1;
         free(pixels);
     }
     return 0;
@@ -364,11 +365,28 @@ int image_folder_load(ImageFolder *f, int i, real *img, char *err, size_t err_si
     return rc;
 }
 
+int image_folder_load_size(ImageFolder *f, int i, int h, int w, real *img, char *err, size_t err_size) {
+    CHECK(i >= 0 && i < f->n && h >= 1 && w >= 1, "image_folder_load_size: image %d at %dx%d", i, h, w);
+    int fw, fh;
+    uint8_t *data, *buf = xmalloc((size_t)h * w * 3);
+    if (read_image(f->paths[i], &fw, &fh, &data, err, err_size)) return free(buf), -1;
+    int ok = stbir_resize_uint8_srgb(data, fw, fh, fw * 3, buf, w, h, w * 3, 3, STBIR_ALPHA_CHANNEL_NONE, 0);
+    free(data);
+    if (!ok) set_err(err, err_size, "cannot resize image '%s' (%dx%d) to %dx%d", f->paths[i], fw, fh, w, h);
+    size_t npix = (size_t)h * w;
+    for (size_t p = 0; ok && p < npix; p++)
+        for (int k = 0; k < 3; k++) img[k * npix + p] = (real)(buf[p * 3 + k] / 127.5 - 1.0);
+    free(buf);
+    return ok ? 0 : -1;
+}
+
 void image_folder_close(ImageFolder *f) {
     for (int i = 0; i < f->n; i++) free(f->paths[i]);
     for (int c = 0; c < f->n_classes; c++) free(f->class_names[c]);
     free(f->paths);
     free(f->labels);
+    free(f->widths);
+    free(f->heights);
     free(f->class_names);
     free(f->cache);
     free(f->cached);

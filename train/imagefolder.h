@@ -14,6 +14,7 @@ typedef struct {
     char **class_names; // [n_classes] subfolder names, sorted; the folder's own name when flat
     char **paths;       // [n] file paths, by class then by sorted name
     int64_t *labels;    // [n] in [0, n_classes)
+    int *widths, *heights; // [n] each file's own size in pixels
     uint8_t *cache;     // [n, size, size, 3] decoded images, or NULL when too big to keep
     bool *cached;       // [n] whether cache holds image i
 } ImageFolder;
@@ -26,6 +27,9 @@ int image_folder_open(ImageFolder *f, const char *path, int size, char *err, siz
 // Decoded images are cached while the cache fits in IMAGE_FOLDER_CACHE_BYTES.
 // Returns 0, or -1 with the file name and stb_image's reason in err.
 int image_folder_load(ImageFolder *f, int i, real *img, char *err, size_t err_size);
+// img is (3, h, w) CHW in [-1, 1]: image i whole, resized to h x w (its own aspect when h x w
+// follows it; not cached). Returns 0, or -1 with the file name and the reason in err.
+int image_folder_load_size(ImageFolder *f, int i, int h, int w, real *img, char *err, size_t err_size);
 void image_folder_close(ImageFolder *f);
 
 #define IMAGE_FOLDER_CACHE_BYTES ((size_t)512 << 20)

@@ -142,9 +142,10 @@ static void attention_pass(void *ctx) {
     int w = k->heads * k->dh;
     real *q = k->a, *kk = k->a + (size_t)k->Tq * w, *v = kk + (size_t)k->Tk * w;
     real *dq = k->b, *dk = k->b + (size_t)k->Tq * w, *dv = dk + (size_t)k->Tk * w;
-    attention_forward(k->o, k->stats, k->scratch, q, kk, v, NULL, 1, k->Tq, k->Tk, k->heads, k->dh);
-    attention_backward(dq, dk, dv, k->scratch, k->d, k->o, k->stats, q, kk, v, NULL, 1, k->Tq, k->Tk,
-                       k->heads, k->dh);
+    attention_forward(k->o, k->stats, k->scratch, q, kk, v, NULL, NO_SEGMENTS, 1, k->Tq, k->Tk,
+                      k->heads, k->dh);
+    attention_backward(dq, dk, dv, k->scratch, k->d, k->o, k->stats, q, kk, v, NULL, NO_SEGMENTS, 1,
+                       k->Tq, k->Tk, k->heads, k->dh);
 }
 
 // a block's ops that are not GEMMs or the attention, on `rows` tokens

@@ -232,7 +232,8 @@ int probe_main(int argc, char **argv, Comm *c) {
     double total_loss = step_gradients(work, &sp, &arena,
                                        tensor_rows(&host, whole.x, first, count),
                                        tensor_rows(&host, whole.t, first, count), whole.y + first,
-                                       tensor_rows(&host, whole.target, first, count), B, img->data);
+                                       tensor_rows(&host, whole.target, first, count), B, NULL,
+                                       img->data);
     if (work != &m) dit_copy(&m, work), dit_free(work); // the gradients, for the result
     if (a.dump) tape_dump_params(&dump, &m.ps);
     if (sp.dp > 1) {

@@ -231,6 +231,12 @@ const Setting settings[] = {
      FOR_TRAIN | FOR_SAMPLE, FIXED | AGREED, NULL, NULL,
      "procedural shapes (10 classes) or a folder of PNG/JPEG images,\n"
      "one subfolder per class (default {default})"},
+    {"max_tokens", "--max-tokens", "N", &INT_TEXT, OFF(max_tokens), 0, 1 << 24,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "pack the --data folder's images at their own sizes (sides rounded to\n"
+     "the patch, shrunk to N tokens at most) into rows of N tokens, each\n"
+     "image with its own positions and attending only to itself; at most\n"
+     "the tokens of --input-size (default {default}: square images)"},
     {"threads", "--threads", "T", &INT_TEXT, OFF(threads), 1, 1024,
      FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
      "threads per rank, GEMM and other loops (default: cores / ranks\n"
@@ -310,7 +316,8 @@ const Setting settings[] = {
      "ring-wrong-merge, ring-dkv-not-returned, ring-stale-kv,\n"
      "ring-block-delta (ring, hybrid);\n"
      "no-dp-allreduce, same-data-all-dp (with --sp below the ranks);\n"
-     "accum-unweighted (with --grad-accum 2 or more); local-mean-loss"},
+     "accum-unweighted (with --grad-accum 2 or more); local-mean-loss;\n"
+     "pack-mask-crosses-images, pack-positions-from-shard (with --max-tokens)"},
     {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
      FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,
      "where the step runs (default {default}); cuda: each rank on GPU local rank\n"

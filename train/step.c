@@ -1,10 +1,13 @@
 // step.c: see step.h.
 #include "step.h"
+#include "../core/check.h"
 #include "../core/device.h"
 #include <string.h>
 
 double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *t,
-                      const int64_t *y, Tensor *target, int batch, real *out) {
+                      const int64_t *y, Tensor *target, int batch, const DiTPack *pack, real *out) {
+    CHECK(!pack || (sp->accum == 1 && sp->dp == 1 && !out), "step_gradients: packs run in one "
+          "micro-batch of one data group");
     if (arena->device) // the batch goes up once; the step's activations live on the device
         x = tensor_to(arena, x), t = tensor_to(arena, t), target = tensor_to(arena, target);
     size_t mark = arena_mark(arena);
@@ -20,8 +23,10 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         if (i == 0) sp_exact_tape(sp, &tp, &exact); // one loss sum for every micro-batch
         else tp.exact = sp->exact ? &exact : NULL;
         DiTShard sh = sp_loss_shard(sp, n, batch);
+        sh.pack = pack;
+        // packs: one micro-batch, and the times and labels are per image
         Tensor *tokens = dit_forward(m, &tp, tensor_rows(arena, x, first, n),
-                                     tensor_rows(arena, t, first, n), y + first, &sh);
+                                     pack ? t : tensor_rows(arena, t, first, n), pack ? y : y + first, &sh);
         Tensor *l = dit_loss(m, &tp, tokens, tensor_rows(arena, target, first, n), &sh);
         backward(&tp, l);
         loss += tensor_item(l);

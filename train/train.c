@@ -41,6 +41,7 @@ typedef struct Run {
     Arena arena; // the steps' and the sampling's, on the side of work
     Data data;
     SeqParallel sp;
+    SeqParallel square; // packs (--max-tokens): the context of the square images sampling draws
     LossLog log;
     char run_text[128]; // what a resumed run must share: seed and batch
 } Run;
@@ -211,7 +212,7 @@ static void write_samples(Run *r, Arena *arena) {
         copy_bytes(ps->params, ps->ema, bytes);
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
-    int rc = sample_grid(r->work, &r->sp, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
+    int rc = sample_grid(r->work, r->tc.max_tokens ? &r->square : &r->sp, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
                          r->tc.cfg_scale, r->tc.seed, path, err, sizeof err);
     if (saved) {
         copy_bytes(ps->params, saved, bytes);
@@ -234,7 +235,9 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     batch_make(b, &r->data, r->tc.seed, r->tc.model.class_dropout_prob, r->tc.model.num_classes, step - 1);
     arena_reset(arena);
     ParamStore *ps = &r->work->ps;
-    double loss = step_gradients(r->work, &r->sp, arena, b->xt, b->t, b->y, b->v, r->tc.batch, NULL);
+    Tensor *t = b->pack ? tensor_rows(arena, b->t, 0, b->pack->n) : b->t; // packs: per image
+    double loss = step_gradients(r->work, &r->sp, arena, b->xt, t, b->y, b->v, r->tc.batch, b->pack,
+                                 NULL);
     *grad_norm = adamw_step(&r->opt, ps);
     if (ps->ema) RUN(ps->device, ema_update, ps->ema, ps->params, ps->total, ema_decay(r->tc.ema, r->opt.step));
     return loss;
@@ -258,18 +261,30 @@ static void setup(Run *r) {
                    CPU_COUNT(&mask) > 1 ? "s" : "");
         openblas_set_num_threads(tc->threads);
     }
+    train_config_check_packs(tc);
     if (data_open(&r->data, tc->data, tc->model.input_size, tc->model.in_channels,
                   tc->model.num_classes, err, sizeof err))
         usage_error("--data: %s", err);
-    budget_train_check(tc, c->size, comm_node_size(c));
+    r->data.max_tokens = tc->max_tokens, r->data.patch = tc->model.patch_size;
+    budget_train_check(tc, c->size, comm_node_size(c)); // packs: rows no longer than the images'
     // the model's config is the flags' (a resumed checkpoint must match them)
-    sp_setup(&r->sp, c, c->size, c->rank, &tc->parallel, &tc->model);
+    sp_setup_tokens(&r->sp, c, c->size, c->rank, &tc->parallel, &tc->model,
+                    tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model));
+    if (tc->max_tokens && r->sp.dp > 1)
+        usage_error("--max-tokens packs run in one data group; leave out --sp (now %d of %d ranks)",
+                    tc->parallel.sp, c->size);
+    if (tc->max_tokens) sp_setup(&r->square, c, c->size, c->rank, &tc->parallel, &tc->model);
     start_run(r);
     if (r->opt.step >= tc->steps)
         usage_error("--resume: %s is already at step %d; pass --steps above %d to train further",
                     tc->resume, r->opt.step, r->opt.step);
     // every rank has its memory (a GPU's may be too small) before the run folder is written
-    r->arena = arena_create_on(r->sp.cuda, budget_train_arena(&r->sp, tc));
+    size_t bytes = budget_train_arena(&r->sp, tc);
+    if (tc->max_tokens) { // and the square images' sampling
+        size_t square = budget_train_arena(&r->square, tc);
+        bytes = square > bytes ? square : bytes;
+    }
+    r->arena = arena_create_on(r->sp.cuda, bytes);
     comm_barrier(c);
     if (c->rank == 0) {
         make_dirs(tc->out);
@@ -279,9 +294,10 @@ static void setup(Run *r) {
     }
     comm_barrier(c);
     char layout[128];
-    print0(c, "%s: %zu parameters, %d tokens per image; %d rank%s: %s (%d tokens each, padded to "
+    print0(c, "%s: %zu parameters, %d tokens per %s; %d rank%s: %s (%d tokens each, padded to "
            "%d); batch %d, %s, steps %d..%d -> %s\n", tc->preset, r->m.ps.total,
-           dit_tokens(&tc->model), c->size, c->size > 1 ? "s" : "",
+           tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model),
+           tc->max_tokens ? "pack of images at their own sizes" : "image", c->size, c->size > 1 ? "s" : "",
            sp_layout_text(&tc->parallel, c->size, layout, sizeof layout), r->sp.shard.n,
            r->sp.shard.T_pad, tc->batch, tc->data, r->opt.step + 1, tc->steps, tc->out);
     if (r->sp.cuda) print0(c, "device: %s\n", sp_device_text(&r->sp, layout, sizeof layout));
@@ -328,9 +344,15 @@ static double train_loop(Run *r, Arena *arena) {
     int first_image, images;
     char err[512];
     CHECK(!sp_batch_slice(&r->sp, tc->batch, &first_image, &images, err, sizeof err), "%s", err);
-    Batch batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, tc->model.input_size);
-    const SeqShard *sh = &r->sp.shard; // this rank reads the pixels of its tokens only
-    batch_rows_of_tokens(&batch, sh->t0, sh->n, sh->T, tc->model.patch_size);
+    Batch batch;
+    if (tc->max_tokens) // rows of packs, every rank all of them
+        batch = batch_alloc_packs(first_image, images, tc->batch, tc->model.in_channels,
+                                  tc->model.patch_size, tc->max_tokens);
+    else {
+        batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, tc->model.input_size);
+        const SeqShard *sh = &r->sp.shard; // this rank reads the pixels of its tokens only
+        batch_rows_of_tokens(&batch, sh->t0, sh->n, sh->T, tc->model.patch_size);
+    }
     int first = r->opt.step + 1, step_last = first - 1, saved_step = r->opt.step;
     double t0 = now_seconds(), t_last = t0, t_save = t0; // the rate is measured since the last line
     for (int step = first; step <= tc->steps; step++) {
@@ -346,7 +368,7 @@ static double train_loop(Run *r, Arena *arena) {
                          duration_text(t - t_save, since, sizeof since));
             print0(r->comm, "step %*d/%d | loss %.5f | grad norm %.3f | %.0f tok/s | ETA %s | saved %s\n",
                    (int)snprintf(NULL, 0, "%d", tc->steps), step, tc->steps, loss, gnorm,
-                   tc->batch * dit_tokens(&tc->model) / per_step,
+                   tc->batch * (tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model)) / per_step,
                    duration_text(per_step * (tc->steps - step), eta, sizeof eta), ago);
         }
         if (save_due(r, step, now_seconds() - t_save)) save(r, step), saved_step = step, t_save = now_seconds();
@@ -387,6 +409,7 @@ int train_main(int argc, char **argv, Comm *c) {
     }
     arena_destroy(arena);
     sp_free(&r.sp);
+    if (r.tc.max_tokens) sp_free(&r.square);
     data_close(&r.data);
     losslog_free(&r.log);
     if (r.work != &r.m) dit_free(r.work);

@@ -68,6 +68,7 @@ static int train_run(const char *self, int ranks, char **flags, int n_flags, boo
 static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     TrainConfig tc;
     if (!train_config_parse(&tc, np, pass, 0)) return false;
+    train_config_check_packs(&tc);
     if (ref_steps > tc.steps)
         usage_error("--reference-steps %d is more than the %d steps of the run it checks; pass at "
                     "most --steps", ref_steps, tc.steps);
@@ -151,7 +152,7 @@ static void locate_runs(char *self, int ranks, const char *out, char **pass, int
 // Trains with `ranks` ranks into out/ranks-N and then with one rank (without --inject-bug; only
 // ref_steps steps when not 0) into out/ranks-1, and compares them; self is this program.
 static int run_both(char *self, int ranks, const char *out, char **pass, int np,
-                    int ref_steps, double tol, bool exact) {
+                    int ref_steps, double tol, bool exact, bool packs) {
     char dir_n[4096], dir_1[4096], plot[4096], sbuf[16], label[64];
     snprintf(dir_n, sizeof dir_n, "%s/ranks-%d", out, ranks);
     snprintf(dir_1, sizeof dir_1, "%s/ranks-1", out);
@@ -175,7 +176,8 @@ static int run_both(char *self, int ranks, const char *out, char **pass, int np,
         printf("== --exact: %d ranks against 1 rank, bit for bit\n", ranks);
         rc = runs_identical(dir_n, dir_1) ? 1 : rc;
     }
-    if (rc == 1) locate_runs(self, ranks, out, pass, np, dir_1);
+    if (rc == 1 && packs) printf("locate: probe does not take packs of images yet\n");
+    else if (rc == 1) locate_runs(self, ranks, out, pass, np, dir_1);
     return rc;
 }
 
@@ -200,11 +202,14 @@ int verify_main(int argc, char **argv) {
     char self[4096];
     if (!launch_self(self, sizeof self))
         return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
-    bool exact = false;
-    for (int i = 0; i < np; i++) exact |= !strcmp(pass[i], "--exact") || !strcmp(pass[i], "--virtual-shards");
+    bool exact = false, packs = false;
+    for (int i = 0; i < np; i++) {
+        exact |= !strcmp(pass[i], "--exact") || !strcmp(pass[i], "--virtual-shards");
+        packs |= !strcmp(pass[i], "--max-tokens") && i + 1 < np && strcmp(pass[i + 1], "0");
+    }
     if (exact && ref_steps)
         usage_error("verify --exact compares the final checkpoints of both runs; drop --reference-steps");
-    int rc = run_both(self, ranks, out, pass, np, ref_steps, tol, exact);
+    int rc = run_both(self, ranks, out, pass, np, ref_steps, tol, exact, packs);
     free(pass);
     return rc;
 }

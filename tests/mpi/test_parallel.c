@@ -117,7 +117,7 @@ static Result run(DiT *m, SeqParallel *sp, Arena *a) {
     Result r = {.out = xmalloc(B * image * sizeof(real)), .grads = xmalloc(m->ps.total * sizeof(real))};
     if (sp) {
         real *mine = xmalloc(count * image * sizeof(real));
-        r.loss = step_gradients(m, sp, a, x, t, y, target, B, mine);
+        r.loss = step_gradients(m, sp, a, x, t, y, target, B, NULL, mine);
         sp_gather_batch(sp, r.out, mine, count * image);
         free(mine);
     } else {
@@ -205,6 +205,146 @@ START_TEST(injected_bug_is_caught) {
         printf("bug %-22s ranks %d: output rel err %.2e, worst gradient %.2e -> %s\n", injected[_i],
                comm.size, e_out, e_grad, e_out > OUT_TOL || e_grad > GRAD_TOL ? "caught" : "MISSED");
     ck_assert(e_out > OUT_TOL || e_grad > GRAD_TOL);
+}
+END_TEST
+
+// ---- packs: images of their own sizes in one sequence ------------------------------------------
+// Two rows of 19 tokens (a prime: every rank count from 2 to 4 pads it and cuts through images):
+// row 0 holds 3x2, 2x4 and 1x3 patch grids, row 1 a 4x4 and a 1x1; two tokens of each row are
+// padding. 12 heads of 2, so that all-to-all runs at every rank count.
+static const DiTConfig pack_cfg = {.input_size = 6, .patch_size = 2, .in_channels = 3,
+                                   .hidden_size = 24, .depth = 2, .num_heads = 12, .mlp_ratio = 2,
+                                   .num_classes = 5, .learn_sigma = true};
+static const DiTPack pack3 = {.B = 2, .T = 19, .n = 5,
+                              .img = {{0, 0, 3, 2}, {0, 6, 2, 4}, {0, 14, 1, 3}, {1, 0, 4, 4}, {1, 16, 1, 1}}};
+
+typedef struct PackResult {
+    real *out;   // (B, T, p*p*C_out): every real token's output, zero for padding
+    real *grads; // (ps.total)
+    double loss;
+} PackResult;
+
+// One forward + backward of pack pk (strips from the same seed; an image's time and label follow
+// from its place in them): on one rank with the plain
+// attention (sp NULL), or on this rank's shard with its layout, outputs and loss summed over the
+// ranks (each real token is one rank's).
+static PackResult pack_run(DiT *m, SeqParallel *sp, const DiTPack *pk, Arena *a) {
+    const DiTConfig *c = &m->cfg;
+    int p = c->patch_size, Co = dit_out_channels(c), row = p * p * Co, Bp = pk->B, T = pk->T;
+    Tensor *x = tensor_new(a, 4, Bp, c->in_channels, p, T * p), *t = tensor_new(a, 1, pk->n);
+    Tensor *target = tensor_new(a, 4, Bp, Co, p, T * p);
+    rng_fill_normal(x->data, x->size, 8, 1, 0, 1), rng_fill_normal(target->data, target->size, 8, 2, 0, 1);
+    int64_t y[DIT_PACK_MAX];
+    for (int i = 0; i < pk->n; i++) { // each image its own time and label, whatever pack holds it
+        int k = pk->img[i].row * T + pk->img[i].start;
+        rng_fill_uniform(t->data + i, 1, 8, 3, (uint64_t)k, 0, 999);
+        y[i] = k % cfg.num_classes;
+    }
+    DiTShard sh = sp ? sp_dit_shard(sp) : (DiTShard){.n = T};
+    sh.pack = pk;
+    PackResult r = {.out = xcalloc((size_t)Bp * T * row, sizeof(real)), .grads = xmalloc(m->ps.total * sizeof(real))};
+    Tape tp = tape_create(a);
+    ps_zero_grad(&m->ps);
+    Tensor *tokens = dit_forward(m, &tp, x, t, y, &sh);
+    Tensor *loss = dit_loss(m, &tp, tokens, target, &sh);
+    backward(&tp, loss);
+    r.loss = loss->data[0];
+    int T_pad = sh.T_pad ? sh.T_pad : T;
+    int32_t *id = xmalloc((size_t)Bp * T_pad * sizeof(int32_t));
+    dit_pack_ids(pk, id, T_pad);
+    for (int b = 0; b < Bp; b++)
+        for (int i = 0; i < sh.n && sh.t0 + i < T; i++)
+            if (id[(size_t)b * T_pad + sh.t0 + i] >= 0)
+                memcpy(r.out + ((size_t)b * T + sh.t0 + i) * row, tokens->data + ((size_t)b * sh.n + i) * row,
+                       row * sizeof(real));
+    if (sp) {
+        sp_sync_grads(sp, &m->ps);
+        comm_all_reduce(&comm, r.out, (size_t)Bp * T * row);
+        comm_all_reduce_double(&comm, &r.loss, 1);
+    }
+    memcpy(r.grads, m->ps.grads, m->ps.total * sizeof(real));
+    free(id);
+    tape_free(&tp);
+    return r;
+}
+
+// output and loss, and worst gradient, of b against a
+static void pack_errors(const DiT *m, const PackResult *a, const PackResult *b, const DiTPack *pk,
+                        double *e_out, double *e_grad) {
+    size_t n = (size_t)pk->B * pk->T * m->cfg.patch_size * m->cfg.patch_size * dit_out_channels(&m->cfg);
+    *e_out = fmax(rel(b->out, a->out, n), fabs(b->loss - a->loss) / fabs(a->loss));
+    *e_grad = 0;
+    for (int i = 0; i < m->ps.n; i++)
+        *e_grad = fmax(*e_grad, rel(b->grads + m->ps.offset[i], a->grads + m->ps.offset[i], m->ps.t[i]->size));
+}
+
+static void pack_free(PackResult *r) { free(r->out), free(r->grads); }
+
+// The one-rank pack against each image alone (a pack of that image only, at its place in the same
+// strips, with its own timestep and label), and every layout over the pack, with and without the
+// two pack bugs, against the one-rank pack.
+START_TEST(packs_match_single_rank) {
+    SeqAttention layout = (SeqAttention)_i;
+    cfg = pack_cfg;
+    DiT m;
+    random_model(&m);
+    Arena a = arena_create(64 << 20);
+    PackResult ref = pack_run(&m, NULL, &pack3, &a);
+    if (layout == SP_GATHER) { // image by image: its outputs, and its share of loss and gradients
+        const DiTConfig *c = &m.cfg;
+        int p = c->patch_size, row = p * p * dit_out_channels(c);
+        long total = dit_pack_tokens(&pack3);
+        double e_img = 0, loss = 0;
+        real *grads = xcalloc(m.ps.total, sizeof(real));
+        for (int i = 0; i < pack3.n; i++) {
+            DiTImage im = pack3.img[i];
+            DiTPack one = {.B = pack3.B, .T = pack3.T, .n = 1, .img = {im}};
+            arena_reset(&a);
+            PackResult r = pack_run(&m, NULL, &one, &a);
+            long n = (long)im.gh * im.gw;
+            size_t at = ((size_t)im.row * pack3.T + im.start) * row;
+            e_img = fmax(e_img, rel(r.out + at, ref.out + at, (size_t)n * row));
+            loss += r.loss * n / total;
+            for (size_t k = 0; k < m.ps.total; k++) grads[k] += r.grads[k] * (real)n / (real)total;
+            pack_free(&r);
+        }
+        double e_grad = rel(grads, ref.grads, m.ps.total), e_loss = fabs(loss - ref.loss) / ref.loss;
+        if (comm.rank == 0)
+            printf("pack of %d images vs each alone: output %.2e, loss %.2e, gradients %.2e\n",
+                   pack3.n, e_img, e_loss, e_grad);
+        ck_assert_double_le(fmax(e_img, e_loss), OUT_TOL);
+        ck_assert_double_le(e_grad, GRAD_TOL);
+        free(grads);
+    }
+    const char *bugs[] = {NULL, "pack-mask-crosses-images", "pack-positions-from-shard"};
+    for (int k = 0; k < 3; k++) {
+        SpOptions o = options(layout, k ? bug_from_name(bugs[k]) : 0);
+        o.packs = true;
+        if (layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
+        SeqParallel sp;
+        char err[256];
+        ck_assert_msg(!sp_init(&sp, &comm, comm.size, comm.rank, &o, pack3.T, cfg.num_heads, err, sizeof err), "%s", err);
+        arena_reset(&a);
+        PackResult par = pack_run(&m, &sp, &pack3, &a);
+        double e_out, e_grad;
+        pack_errors(&m, &ref, &par, &pack3, &e_out, &e_grad);
+        bool differs = e_out > OUT_TOL || e_grad > GRAD_TOL;
+        // the positions bug shows only where a shard begins inside an image (2 or more ranks)
+        bool shows = k == 1 || comm.size > 1;
+        if (comm.rank == 0)
+            printf("pack, %s, ranks %d%s%s: output %.2e, worst gradient %.2e%s\n",
+                   seq_attention_name(layout), comm.size, k ? ", bug " : "",
+                   k ? bugs[k] : "", e_out, e_grad,
+                   !k ? "" : differs ? " -> caught" : shows ? " -> MISSED" : " (cannot show)");
+        if (!k) ck_assert(!differs);
+        else if (shows) ck_assert(differs);
+        pack_free(&par);
+        sp_free(&sp);
+    }
+    pack_free(&ref);
+    arena_destroy(&a);
+    dit_free(&m);
+    cfg = configs[0];
 }
 END_TEST
 
@@ -298,7 +438,7 @@ START_TEST(padding_and_bytes) {
     rng_fill_normal(v->data, v->size, 7, comm.rank * 3 + 2, 0, 1);
     q->requires_grad = k->requires_grad = v->requires_grad = true;
     sp.comm->bytes_sent = 0;
-    Tensor *o = sp_gather.attend(&tp, q, k, v, H, &sp);
+    Tensor *o = sp_gather.attend(&tp, q, k, v, H, NULL, &sp);
     real *dout = arena_alloc(&a, o->size * sizeof(real));
     rng_fill_normal(dout, o->size, 7, 100 + comm.rank, 0, 1);
     backward_from(&tp, o, dout);
@@ -313,7 +453,7 @@ START_TEST(padding_and_bytes) {
         a2a.layout = SP_ALL_TO_ALL;
         Tape tp2 = tape_create(&a);
         sp.comm->bytes_sent = 0;
-        Tensor *o2 = sp_all_to_all.attend(&tp2, q, k, v, H, &a2a);
+        Tensor *o2 = sp_all_to_all.attend(&tp2, q, k, v, H, NULL, &a2a);
         backward_from(&tp2, o2, dout);
         size_t want2 = (size_t)8 * B * sh.T_pad * D * sizeof(real) * (comm.size - 1) / comm.size / comm.size;
         if (comm.rank == 0)
@@ -327,7 +467,7 @@ START_TEST(padding_and_bytes) {
     ring.layout = SP_RING;
     Tape tp3 = tape_create(&a);
     sp.comm->bytes_sent = 0;
-    backward_from(&tp3, sp_ring.attend(&tp3, q, k, v, H, &ring), dout);
+    backward_from(&tp3, sp_ring.attend(&tp3, q, k, v, H, NULL, &ring), dout);
     size_t want3 = (size_t)6 * B * sh.T_pad * D * sizeof(real) * (comm.size - 1) / comm.size;
     if (comm.rank == 0)
         printf("ranks %d: %zu bytes sent per rank by the ring, formula %zu\n", comm.size,
@@ -341,7 +481,7 @@ START_TEST(padding_and_bytes) {
     SeqParallel hy;
     ck_assert_msg(!sp_init(&hy, &comm, comm.size, comm.rank, &ho, T, H, err, sizeof err), "%s", err);
     Tape tp4 = tape_create(&a);
-    backward_from(&tp4, sp_hybrid.attend(&tp4, q, k, v, H, &hy), dout);
+    backward_from(&tp4, sp_hybrid.attend(&tp4, q, k, v, H, NULL, &hy), dout);
     size_t P = (size_t)comm.size, U = (size_t)ho.ulysses, unit = (size_t)B * sh.T_pad * D * sizeof(real);
     size_t want4 = 8 * unit * (U - 1) / (U * P) + 6 * unit * (P / U - 1) / P;
     size_t got4 = hy.heads->bytes_sent + hy.ring->bytes_sent;
@@ -414,7 +554,7 @@ START_TEST(uneven_heads_bytes) {
         SeqParallel *sp = i ? &hy : &a2a;
         Tape tp = tape_create(&a);
         sp_reset_bytes(sp);
-        Tensor *o = (i ? sp_hybrid : sp_all_to_all).attend(&tp, x[0], x[1], x[2], H, sp);
+        Tensor *o = (i ? sp_hybrid : sp_all_to_all).attend(&tp, x[0], x[1], x[2], H, NULL, sp);
         got[2 * i] = sp_layout_bytes(sp);
         backward_from(&tp, o, dout);
         got[2 * i + 1] = sp_layout_bytes(sp) - got[2 * i];
@@ -692,7 +832,7 @@ START_TEST(grad_accum_memory) {
     random_batch(&data, &x, &t, &target, y);
     size_t est = sp_step_bytes(&sp, &cfg, 2, true), whole = sp_step_bytes(&sp, &cfg, B, true);
     Arena a = arena_create(est); // an overflow aborts
-    step_gradients(&m, &sp, &a, x, t, y, target, B, NULL);
+    step_gradients(&m, &sp, &a, x, t, y, target, B, NULL, NULL);
     if (comm.rank == 0)
         printf("memory, %d ranks, %d tokens, 8 images as 4 micro-batches: peak %.2f MiB, estimate for "
                "2 images %.2f MiB, for 8 images %.2f MiB\n", comm.size, dit_tokens(&cfg),
@@ -975,6 +1115,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, matches_single_rank, 0, 2);
     tcase_add_loop_test(tc, injected_bug_is_caught, 0, 6);
     tcase_add_test(tc, all_to_all_matches_single_rank);
+    tcase_add_loop_test(tc, packs_match_single_rank, 0, SP_LAYOUTS);
     tcase_add_loop_test(tc, ring_matches_single_rank, 0, 2);
     tcase_add_test(tc, uneven_heads_match_single_rank);
     tcase_add_test(tc, padding_and_bytes);
