@@ -78,7 +78,7 @@ static void spread_bwd(Node *nd) {
     real *dx = node_grad(nd, 0);
     if (!dx) return;
     int B = nd->iarg[0], G = nd->iarg[1], K = nd->iarg[2];
-    Arena *a = nd->arena, *host = arena_host(a); // the sums are on the host (a device's grads too)
+    Arena *a = nd->arena, *host = arena_host(a); // the sums are host memory: a device gradient is staged there
     size_t mark = arena_mark(a), hmark = arena_mark(host), n = (size_t)B * K;
     ExactSum s = exact_view(arena_alloc(host, exact_bytes(n)), n);
     real *dout = nd->out->grad, *sum = arena_alloc(host, (size_t)G * n * sizeof(real));
