@@ -266,7 +266,8 @@ static void setup(Run *r) {
         usage_error("--resume: %s is already at step %d; pass --steps above %d to train further",
                     tc->resume, r->opt.step, r->opt.step);
     // every rank has its memory (a GPU's may be too small) before the run folder is written
-    r->arena = arena_create_on(r->sp.cuda, budget_train_arena(&r->sp, tc));
+    size_t bytes = budget_train_arena(&r->sp, tc);
+    r->arena = arena_create_on(r->sp.cuda, bytes, r->sp.exact ? bytes : 0); // --exact: sums on the host
     comm_barrier(c);
     if (c->rank == 0) {
         make_dirs(tc->out);
