@@ -44,7 +44,7 @@ planted_exact() {
   if tests/gpu/device_cli.sh "$BUILD/emulate-planted/f32/train" "" --exact-only > "$log.exact" 2>&1; then
     echo "not caught: --exact on the device passed with the bug planted (see $log.exact)"; return 1
   fi
-  echo "$(grep '^planted in:' "$log"); caught: $(grep -m 1 '^FAILED' "$log.exact")"
+  echo "$(grep -m 1 '^planted in:' "$log"); caught: $(grep -m 1 '^FAILED' "$log.exact")"
 }
 
 suite "unit tests, float32" "$BUILD/f32/test_all"
