@@ -144,11 +144,12 @@ demo: deps-build
 soak: found train/train
 	tests/kill_test.sh train/train 4
 
-bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm
+bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm $(BUILD)/f32/bin/train $(BUILD)/f64/bin/train
 	@echo "== kernels =="; $(BUILD)/f32/bench_kernels
 	@echo "== a training step against PyTorch, and memory at long sequences =="; tests/bench/bench_step.sh train/train $(BUILD)/f32/bench_gemm $(PYTHON)
 	@echo "== training throughput, default model (DiT-mini/4, 20x20 shapes, 25 tokens), batch 32 =="; tests/bench/bench_train.sh train/train
 	@echo "== the planner against measured steps on a shaped network (TCP over loopback, tc tbf) =="; tests/bench/bench_plan.sh train/train
+	@for v in f32 f64; do echo "== --exact against one rank, $$v, 200 steps =="; tests/bench/exact_table.sh $(BUILD)/$$v/bin/train 200 || exit 1; done
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
 asan:

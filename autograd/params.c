@@ -93,14 +93,18 @@ Tensor *ps_find(const ParamStore *ps, const char *name) {
 }
 
 void ps_use_exact(ParamStore *ps) {
-    CHECK(ps->params && !ps->device, "--exact needs the parameters allocated on the host");
+    CHECK(ps->params, "--exact needs the parameters allocated");
     if (ps->exact_mem) return;
     ps->exact_mem = xmalloc(exact_bytes(ps->total));
     ps->exact = exact_view(ps->exact_mem, ps->total);
     for (int i = 0; i < ps->n; i++) ps->t[i]->exact = &ps->exact, ps->t[i]->exact_at = ps->offset[i];
 }
 
-void ps_exact_grads(ParamStore *ps) { exact_result(ps->grads, &ps->exact, 0, ps->total); }
+void ps_exact_grads(ParamStore *ps) {
+    real *g = ps->device ? xmalloc(ps->total * sizeof(real)) : ps->grads; // the sums are on the host
+    exact_result(g, &ps->exact, 0, ps->total);
+    if (g != ps->grads) copy_bytes(ps->grads, g, ps->total * sizeof(real)), free(g);
+}
 
 void ps_zero_grad(ParamStore *ps) {
     if (ps->exact_mem) exact_clear(&ps->exact);

@@ -35,7 +35,7 @@ struct ExactMode {
     int block;    // tokens per canonical block
     bool replica; // this rank's per-image parameter gradients are another rank's too: skip them
     ExactSum loss; // 1 element: the loss, each block's share added
-    int64_t loss_mem[EXACT_LIMBS + 1];
+    int64_t loss_mem[EXACT_LIMBS + 2]; // exact_bytes(1): top, limbs and front
 };
 
 // Watches a step (probe --dump-tape): called with each tensor named by tape_name as it is made

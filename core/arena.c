@@ -18,13 +18,13 @@ Arena arena_create(size_t cap_bytes) {
 // the host side of a device arena: tensor headers, masks and labels of a step
 #define ARENA_HOST_SIDE ((size_t)256 << 20)
 
-Arena arena_create_on(bool device, size_t cap_bytes) {
+Arena arena_create_on(bool device, size_t cap_bytes, size_t host_bytes) {
     if (!device) return arena_create(cap_bytes);
     Arena a = {.device = true};
     a.cap = (cap_bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
     a.base = device_alloc(a.cap ? a.cap : ARENA_ALIGN);
     a.host = xmalloc(sizeof(Arena));
-    *a.host = arena_create(ARENA_HOST_SIDE); // address space: pages are touched as they are used
+    *a.host = arena_create(ARENA_HOST_SIDE + host_bytes); // address space: pages are touched as used
     return a;
 }
 

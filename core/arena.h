@@ -20,8 +20,9 @@ typedef struct Arena {
 } Arena;
 
 Arena arena_create(size_t cap_bytes);
-// arena_create, or on the device: cap_bytes of device memory, and a host side
-Arena arena_create_on(bool device, size_t cap_bytes);
+// arena_create, or on the device: cap_bytes of device memory, and a host side of 256 MiB plus
+// host_bytes (--exact adds its sums there)
+Arena arena_create_on(bool device, size_t cap_bytes, size_t host_bytes);
 Arena *arena_host(Arena *a); // where host records go: a itself, or a device arena's host side
 void arena_destroy(Arena *a);
 void *arena_alloc(Arena *a, size_t bytes); // aborts with bytes needed vs available on overflow

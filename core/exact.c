@@ -92,6 +92,15 @@ void exact_add_double(ExactSum *s, size_t at, const double *x, size_t n) {
 // (TwoSum's error term is zero: the double holds the exact sum of its terms); a term that would
 // round goes to the limbs instead. exact_flush moves the doubles into the limbs. Either way the
 // element's total is the exact sum of its terms, so the split does not depend on the order.
+// A front's sum drops no bit only while its terms lie inside the window: float32 terms within 2^40
+// of the element's largest do. A double term can have bits below the window; alone they are
+// dropped, but in a front's sum their carries reach the window, and which terms share a front
+// depends on the order. So the float64 build's terms all go to the limbs.
+#ifdef REAL_F64
+#define FRONT 0
+#else
+#define FRONT 1
+#endif
 #define CHUNK 2048 // elements at a time, so that a chunk's sums stay in cache over its terms
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 static size_t add_front(double *front, const real *x, size_t n, uint8_t *rest) {
@@ -114,9 +123,9 @@ void exact_add_terms(ExactSum *s, size_t at, const real *x, size_t stride, int c
         size_t len = n - c < CHUNK ? n - c : CHUNK;
         for (int k = 0; k < count; k++) {
             const real *xk = x + (size_t)k * stride + c;
-            if (!add_front(s->front + at + c, xk, len, rest)) continue;
+            if (FRONT && !add_front(s->front + at + c, xk, len, rest)) continue;
             for (size_t i = 0; i < len; i++)
-                if (rest[i]) {
+                if (!FRONT || rest[i]) {
                     Elem e = load(s, at + c + i);
                     add_double(&e, xk[i]);
                     store(s, at + c + i, &e);

@@ -5,12 +5,12 @@
 // (B, query blocks, H, block).
 #include "attention_exact.h"
 
-static int tile(int blk, int max) { return blk < max ? blk : max; }
-
-static real *pair_scratch(Arena *a, const ExactAttn *g) {
-    return arena_alloc(a, attention_tiled_scratch_count(tile(g->blk, attn_bq()), tile(g->blk, attn_bk()), g->dh,
-                                                  kernel_threads()) * sizeof(real));
+// The fused kernels on one block pair: blk queries of one image against blk keys, on the device
+// when the arena is a device arena (fixed shapes: the same bits for every split of the blocks)
+static real *pair_scratch(Arena *a, const ExactAttn *g, bool backward) {
+    return arena_alloc(a, PICK(a->device, attention_scratch_count)(1, g->blk, g->blk, g->H, g->dh, backward) * sizeof(real));
 }
+static const uint8_t *pair_mask(const ExactAttn *g, int kb) { return g->mask ? g->mask + (size_t)kb * g->blk : NULL; }
 
 // offsets: query block qb of image b in q (B, Tq, D); its log-sum-exp rows in (B, nqb, H, blk)
 static size_t q_at(const ExactAttn *g, int b, int qb) { return ((size_t)b * g->Tq + (size_t)qb * g->blk) * g->H * g->dh; }
@@ -18,18 +18,21 @@ static size_t l_at(const ExactAttn *g, int b, int qb) { return ((size_t)b * (g->
 
 void exact_attn_lse(const ExactAttn *g, Arena *a, real *lparts, const real *q, const real *k,
                     const real *v, int nk, int kb0) {
-    size_t mark = arena_mark(a), D = (size_t)g->H * g->dh, lsize = (size_t)g->B * g->Tq * g->H;
-    real *o = arena_alloc(a, (size_t)g->blk * D * sizeof(real)), *scr = pair_scratch(a, g);
+    ArenaMarks mark = arena_marks(a);
+    size_t D = (size_t)g->H * g->dh, lsize = (size_t)g->B * g->Tq * g->H, nl = (size_t)g->H * g->blk;
+    real *o = arena_alloc(a, (size_t)g->blk * D * sizeof(real)), *lb = arena_alloc(a, nl * sizeof(real));
+    real *scr = pair_scratch(a, g, false);
     for (int b = 0; b < g->B; b++)
         for (int j = 0; j < nk / g->blk; j++) {
             int kb = kb0 + j;
             size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
-            for (int qb = 0; qb < g->Tq / g->blk; qb++)
-                attention_forward_tiled(o, lparts + kb * lsize + l_at(g, b, qb), scr, q + q_at(g, b, qb), k + ko,
-                                  v + ko, g->mask ? g->mask + (size_t)kb * g->blk : NULL, NO_SEGMENTS, 1, g->blk,
-                                  g->blk, g->H, g->dh, tile(g->blk, attn_bq()), tile(g->blk, attn_bk()));
+            for (int qb = 0; qb < g->Tq / g->blk; qb++) {
+                RUN(a->device, attention_forward, o, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
+                    pair_mask(g, kb), NO_SEGMENTS, 1, g->blk, g->blk, g->H, g->dh);
+                copy_bytes(lparts + kb * lsize + l_at(g, b, qb), lb, nl * sizeof(real));
+            }
         }
-    arena_release(a, mark);
+    arena_release_marks(a, mark);
 }
 
 void exact_attn_combine(const ExactAttn *g, real *lse, const real *lparts) {
@@ -44,72 +47,80 @@ void exact_attn_combine(const ExactAttn *g, real *lse, const real *lparts) {
 
 void exact_attn_out(const ExactAttn *g, Arena *a, ExactSum *o, const real *lse, const real *q,
                     const real *k, const real *v, int nk, int kb0) {
-    size_t mark = arena_mark(a), D = (size_t)g->H * g->dh, part = (size_t)g->blk * D;
-    real *ob = arena_alloc(a, (2 * part + (size_t)g->H * g->blk) * sizeof(real)), *term = ob + part;
-    real *lb = term + part, *scr = pair_scratch(a, g);
+    ArenaMarks mark = arena_marks(a);
+    size_t D = (size_t)g->H * g->dh, part = (size_t)g->blk * D, nl = (size_t)g->H * g->blk;
+    real *ob = arena_alloc(a, (part + nl) * sizeof(real)), *lb = ob + part, *scr = pair_scratch(a, g, false);
+    real *term = arena_alloc(arena_host(a), part * sizeof(real));
     for (int b = 0; b < g->B; b++)
         for (int j = 0; j < nk / g->blk; j++) {
             int kb = kb0 + j;
             size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
             for (int qb = 0; qb < g->Tq / g->blk; qb++) {
                 const real *L = lse + l_at(g, b, qb);
-                attention_forward_tiled(ob, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
-                                  g->mask ? g->mask + (size_t)kb * g->blk : NULL, NO_SEGMENTS, 1, g->blk, g->blk,
-                                  g->H, g->dh, tile(g->blk, attn_bq()), tile(g->blk, attn_bk()));
+                RUN(a->device, attention_forward, ob, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
+                    pair_mask(g, kb), NO_SEGMENTS, 1, g->blk, g->blk, g->H, g->dh);
+                ArenaMarks staged = arena_marks(a);
+                const real *oh = host_reals(a, ob, part + nl), *lh = oh + part;
                 for (int h = 0; h < g->H; h++) // (B=1, H, blk) log-sum-exp of the block
                     for (int i = 0; i < g->blk; i++) {
-                        real lkb = lb[(size_t)h * g->blk + i], l = L[(size_t)h * g->blk + i];
+                        real lkb = lh[(size_t)h * g->blk + i], l = L[(size_t)h * g->blk + i];
                         double w = lkb == -INFINITY ? 0 : g->mean_merge ? 1.0 / g->nkb : exp((double)lkb - l);
                         for (int d = 0; d < g->dh; d++) {
                             size_t x = (size_t)i * D + (size_t)h * g->dh + d;
-                            term[x] = (real)(w * ob[x]);
+                            term[x] = (real)(w * oh[x]);
                         }
                     }
                 exact_add(o, q_at(g, b, qb), term, part);
+                arena_release_marks(a, staged);
             }
         }
-    arena_release(a, mark);
+    arena_release_marks(a, mark);
 }
 
 void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, ExactSum *dv,
                      const real *dout, const real *out, const real *lse, const real *q,
                      const real *k, const real *v, int nk, int kb0) {
-    size_t mark = arena_mark(a), D = (size_t)g->H * g->dh, part = (size_t)g->blk * D;
+    ArenaMarks mark = arena_marks(a);
+    size_t D = (size_t)g->H * g->dh, part = (size_t)g->blk * D;
     int nqb = g->Tq / g->blk;
     // a key block's shares from every query block, then into the sums in one pass
     real *pq = arena_alloc(a, (2 * (size_t)nqb + 2) * part * sizeof(real)), *pk = pq + part;
-    real *pv = pk + nqb * part, *ob = pv + nqb * part, *scr = pair_scratch(a, g);
+    real *pv = pk + nqb * part, *ob = pv + nqb * part, *scr = pair_scratch(a, g, true);
     real *lb = g->block_delta ? arena_alloc(a, (size_t)g->H * g->blk * sizeof(real)) : NULL;
     for (int b = 0; b < g->B; b++)
         for (int j = 0; j < nk / g->blk; j++) {
             int kb = kb0 + j;
             size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
-            memset(pk, 0, 2 * nqb * part * sizeof(real));
+            zero_bytes(pk, 2 * nqb * part * sizeof(real));
             for (int qb = 0; qb < nqb; qb++) {
                 size_t qo = q_at(g, b, qb);
-                const uint8_t *mask = g->mask ? g->mask + (size_t)kb * g->blk : NULL;
                 if (g->block_delta) // the block's own partial output in place of the merged one
-                    attention_forward_tiled(ob, lb, scr, q + qo, k + ko, v + ko, mask, NO_SEGMENTS, 1, g->blk, g->blk,
-                                      g->H, g->dh, tile(g->blk, attn_bq()), tile(g->blk, attn_bk()));
-                memset(pq, 0, part * sizeof(real));
-                attention_backward_tiled(pq, pk + qb * part, pv + qb * part, scr, dout + qo, g->block_delta ? ob : out + qo,
-                                   lse + l_at(g, b, qb), q + qo, k + ko, v + ko,
-                                   g->mask ? g->mask + (size_t)kb * g->blk : NULL, NO_SEGMENTS, 1, g->blk, g->blk,
-                                   g->H, g->dh, tile(g->blk, attn_bq()), tile(g->blk, attn_bk()));
-                if (dq) exact_add(dq, qo, pq, part);
+                    RUN(a->device, attention_forward, ob, lb, scr, q + qo, k + ko, v + ko, pair_mask(g, kb),
+                        NO_SEGMENTS, 1, g->blk, g->blk, g->H, g->dh);
+                zero_bytes(pq, part * sizeof(real));
+                RUN(a->device, attention_backward, pq, pk + qb * part, pv + qb * part, scr, dout + qo,
+                    g->block_delta ? ob : out + qo, lse + l_at(g, b, qb), q + qo, k + ko, v + ko,
+                    pair_mask(g, kb), NO_SEGMENTS, 1, g->blk, g->blk, g->H, g->dh);
+                if (!dq) continue;
+                ArenaMarks staged = arena_marks(a);
+                exact_add(dq, qo, host_reals(a, pq, part), part);
+                arena_release_marks(a, staged);
             }
-            if (dk) exact_add_terms(dk, ko, pk, part, nqb, part);
-            if (dv) exact_add_terms(dv, ko, pv, part, nqb, part);
+            ArenaMarks staged = arena_marks(a);
+            const real *hk = dk || dv ? host_reals(a, pk, 2 * nqb * part) : NULL;
+            if (dk) exact_add_terms(dk, ko, hk, part, nqb, part);
+            if (dv) exact_add_terms(dv, ko, hk + nqb * part, part, nqb, part);
+            arena_release_marks(a, staged);
         }
-    arena_release(a, mark);
+    arena_release_marks(a, mark);
 }
 
 void exact_add_into(real *dst, ExactSum *s, size_t at, size_t n, Arena *a) {
-    size_t mark = arena_mark(a);
-    real *r = arena_alloc(a, n * sizeof(real));
+    ArenaMarks mark = arena_marks(a);
+    real *r = arena_alloc(arena_host(a), n * sizeof(real));
     exact_result(r, s, at, n);
-    add_rows(dst, n, r, n, n, 1);
-    arena_release(a, mark);
+    RUN(a->device, add_rows, dst, n, op_input(a, r, n * sizeof(real)), n, n, 1);
+    arena_release_marks(a, mark);
 }
 
 // ---- the op: every key here ------------------------------------------------------------------
@@ -121,15 +132,14 @@ typedef struct ExactOp {
     void *ctx;
 } ExactOp;
 
-static ExactSum sums(Arena *a, size_t n) { return exact_view(arena_alloc(a, exact_bytes(n)), n); }
-
 static void exact_attention_bwd(Node *n) {
     const ExactOp *e = n->ptr;
     const ExactAttn *g = &e->g;
     Arena *a = n->arena;
     real *dq = node_grad(n, 0), *dk = node_grad(n, 1), *dv = node_grad(n, 2);
-    size_t mark = arena_mark(a), D = (size_t)g->H * g->dh, all = (size_t)g->B * e->Tk * D;
-    ExactSum sq = sums(a, (size_t)g->B * g->Tq * D), sk = sums(a, all), sv = sums(a, all);
+    ArenaMarks mark = arena_marks(a);
+    size_t D = (size_t)g->H * g->dh, all = (size_t)g->B * e->Tk * D;
+    ExactSum sq = exact_sums(a, (size_t)g->B * g->Tq * D), sk = exact_sums(a, all), sv = exact_sums(a, all);
     exact_attn_grad(g, a, &sq, &sk, &sv, n->out->grad, n->out->data, n->saved->data, n->in[0]->data,
                     e->k_all, e->v_all, e->Tk, 0);
     if (dq) exact_add_into(dq, &sq, 0, sq.n, a);
@@ -140,7 +150,7 @@ static void exact_attention_bwd(Node *n) {
         if (dk) exact_add_into(dk + b * own, &sk, from, own, a);
         if (dv) exact_add_into(dv + b * own, &sv, from, own, a);
     }
-    arena_release(a, mark);
+    arena_release_marks(a, mark);
 }
 
 Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all, Tensor *v_all,
@@ -148,23 +158,27 @@ Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all
                         void *ctx) {
     char qs[64], ks[64];
     int B = q->shape[0], Tq = q->shape[1], D = q->shape[2], Tk = k_all->shape[1], blk = tp->exact->block;
-    CHECK(!on_device(tp) && q->ndim == 3 && k_all->ndim == 3 && k_all->shape[0] == B &&
+    CHECK(q->ndim == 3 && k_all->ndim == 3 && k_all->shape[0] == B &&
               k_all->shape[2] == D && tensor_same_shape(k, v) && tensor_same_shape(k_all, v_all) &&
               heads > 0 && D % heads == 0 && Tq % blk == 0 && Tk % blk == 0 &&
               kfirst + k->shape[1] <= Tk,
-          "attention_exact: q %s and keys %s must be host tensors [B, n, D] in blocks of %d tokens",
+          "attention_exact: q %s and keys %s must be [B, n, D] in blocks of %d tokens",
           tensor_shape_str(q, qs, sizeof qs), tensor_shape_str(k_all, ks, sizeof ks), blk);
     Arena *a = tp->arena;
     ExactAttn g = {B, Tq, heads, D / heads, blk, Tk / blk, key_mask, false, false};
     Tensor *out = tensor_like(a, q), *lse = tensor_new(a, 1, B * Tq * heads);
-    size_t mark = arena_mark(a);
-    real *lparts = arena_alloc(a, (size_t)g.nkb * lse->size * sizeof(real));
+    ArenaMarks mark = arena_marks(a);
+    // the pieces' log-sum-exps, their combination and the output's sums on the host
+    real *lparts = arena_alloc(arena_host(a), ((size_t)g.nkb + 1) * lse->size * sizeof(real));
+    real *L = lparts + (size_t)g.nkb * lse->size, *o_host = arena_alloc(arena_host(a), out->size * sizeof(real));
     exact_attn_lse(&g, a, lparts, q->data, k_all->data, v_all->data, Tk, 0);
-    exact_attn_combine(&g, lse->data, lparts);
-    ExactSum o = sums(a, out->size);
-    exact_attn_out(&g, a, &o, lse->data, q->data, k_all->data, v_all->data, Tk, 0);
-    exact_result(out->data, &o, 0, out->size);
-    arena_release(a, mark);
+    exact_attn_combine(&g, L, lparts);
+    ExactSum o = exact_sums(a, out->size);
+    exact_attn_out(&g, a, &o, L, q->data, k_all->data, v_all->data, Tk, 0);
+    exact_result(o_host, &o, 0, out->size);
+    copy_bytes(out->data, o_host, out->size * sizeof(real));
+    copy_bytes(lse->data, L, lse->size * sizeof(real));
+    arena_release_marks(a, mark);
     Node *n = tape_record(tp, "attention_exact", exact_attention_bwd, out, 3, q, k, v);
     if (n) {
         ExactOp *e = arena_alloc(arena_host(a), sizeof *e);

@@ -6,7 +6,9 @@
 // query's L; the second adds each key block's output weighted by exp(L_kb - L) into
 // order-independent sums. Backward, per key group: the fused backward with the final output and
 // L gives each block pair's exact share of dQ, dK and dV, added into such sums too. So the
-// result does not depend on which rank holds which blocks, or in which order they come.
+// result does not depend on which rank holds which blocks, or in which order they come. On a
+// device arena q, k, v, dout, out and the backward's lse are device memory and each block pair
+// runs the CUDA kernels; the sums and lparts, and the lse of pass 2, are host memory.
 #pragma once
 #include "common.h"
 

@@ -30,3 +30,24 @@ static inline Tensor *with_last_dim(Arena *a, const Tensor *x, int last) {
 // Rows when the last dim is the feature dim: product of the leading dims.
 static inline int rows_of(const Tensor *x) { return (int)(x->size / (size_t)x->shape[x->ndim - 1]); }
 static inline int last_dim(const Tensor *x) { return x->shape[x->ndim - 1]; }
+
+// ---- --exact on the device: the order-independent sums (exact.h) are host memory, on the host
+// side of a device arena. The kernels compute each canonical block's share on the device (fixed
+// shapes: the same bits whatever the rank count); the shares are staged to the host and added
+// there, and the rounded sums go back (op_input).
+typedef struct ArenaMarks { size_t dev, host; } ArenaMarks; // both sides of an arena
+static inline ArenaMarks arena_marks(Arena *a) { return (ArenaMarks){arena_mark(a), arena_mark(arena_host(a))}; }
+static inline void arena_release_marks(Arena *a, ArenaMarks m) {
+    arena_release(arena_host(a), m.host);
+    arena_release(a, m.dev);
+}
+static inline ExactSum exact_sums(Arena *a, size_t n) {
+    return exact_view(arena_alloc(arena_host(a), exact_bytes(n)), n);
+}
+// n reals at src (memory of a's kind) for the host to read: src itself, or a copy on a's host side
+static inline const real *host_reals(Arena *a, const real *src, size_t n) {
+    if (!a->device) return src;
+    real *h = arena_alloc(arena_host(a), n * sizeof(real));
+    copy_bytes(h, src, n * sizeof(real));
+    return h;
+}

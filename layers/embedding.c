@@ -5,10 +5,14 @@ static void embedding_bwd(Node *n) {
     Tensor *table = n->in[0];
     if (n->exact) { // image by image into the table's exact sums, unless another rank adds them
         ExactSum *e = node_exact(n, 0);
+        if (!e || n->exact->replica) return;
+        ArenaMarks mark = arena_marks(n->arena);
         const int64_t *idx = n->ptr;
+        const real *dout = host_reals(n->arena, n->out->grad, n->out->size);
         int D = table->shape[1];
-        for (int b = 0; e && !n->exact->replica && b < n->out->shape[0]; b++)
-            exact_add(e, table->exact_at + (size_t)idx[b] * D, n->out->grad + (size_t)b * D, (size_t)D);
+        for (int b = 0; b < n->out->shape[0]; b++)
+            exact_add(e, table->exact_at + (size_t)idx[b] * D, dout + (size_t)b * D, (size_t)D);
+        arena_release_marks(n->arena, mark);
         return;
     }
     real *dtable = node_grad(n, 0);
@@ -24,11 +28,11 @@ Tensor *embedding(Tape *tp, Tensor *table, const int64_t *idx, int B) {
               "embedding: index %lld at position %d is outside the table's %d rows",
               (long long)idx[b], b, table->shape[0]);
     Tensor *out = tensor_new(tp->arena, 2, B, table->shape[1]);
-    idx = op_input(tp->arena, idx, (size_t)B * sizeof(int64_t));
-    RUN(on_device(tp), embedding_forward, out->data, table->data, idx, B, table->shape[0],
+    const int64_t *kernel_idx = op_input(tp->arena, idx, (size_t)B * sizeof(int64_t));
+    RUN(on_device(tp), embedding_forward, out->data, table->data, kernel_idx, B, table->shape[0],
         table->shape[1]);
     Node *n = tape_record(tp, "embedding", embedding_bwd, out, 1, table);
-    if (n) n->ptr = idx;
+    if (n) n->ptr = tp->exact ? idx : kernel_idx; // --exact adds the rows on the host
     return out;
 }
 

@@ -1,7 +1,7 @@
 // linear.c: y = x W^T + b over the last dim (PyTorch Linear layout). Under --exact (tape.h) the
 // rows go in canonical blocks: ex->block tokens of one image for x (B, n, C), one image's row
 // for the conditioning's x (B, C); each block's weight and bias gradients are added into the
-// parameters' order-independent sums.
+// parameters' order-independent sums (on the device: computed there, added on the host).
 #include "common.h"
 
 // rows per call: N (one call) unless exact
@@ -21,27 +21,33 @@ static void linear_bwd(Node *n) {
     ExactSum *ew = node_exact(n, 1), *eb = b ? node_exact(n, 2) : NULL;
     CHECK(ew || !w->requires_grad, "linear: --exact needs the weight to be a parameter of the store");
     if (x->ndim == 2 && n->exact->replica) ew = eb = NULL; // another rank adds these
+    bool dev = node_on_device(n);
     for (int r0 = 0; dx && r0 < N; r0 += R)
-        linear_backward(dx + (size_t)r0 * C, NULL, NULL, dout + (size_t)r0 * OC, NULL, w->data, R, C, OC);
+        RUN(dev, linear_backward, dx + (size_t)r0 * C, NULL, NULL, dout + (size_t)r0 * OC, NULL, w->data, R, C, OC);
     if (!ew) return;
     // the blocks' gradients a few at a time, then into the sums
-    size_t mark = arena_mark(n->arena), part = (size_t)OC * C + OC;
+    ArenaMarks mark = arena_marks(n->arena);
+    size_t part = (size_t)OC * C + OC;
     int per = (int)(LINEAR_EXACT_TERMS / part), blocks = N / R;
     per = per > LINEAR_EXACT_BLOCKS ? LINEAR_EXACT_BLOCKS : per;
     per = per < 1 ? 1 : per > blocks ? blocks : per;
     real *dw = arena_alloc(n->arena, (size_t)per * part * sizeof(real));
     for (int k0 = 0; k0 < blocks; k0 += per) {
         int count = blocks - k0 < per ? blocks - k0 : per;
-        memset(dw, 0, (size_t)count * part * sizeof(real));
+        zero_bytes(dw, (size_t)count * part * sizeof(real));
         for (int k = 0; k < count; k++) {
             size_t r0 = (size_t)(k0 + k) * R;
             real *dwk = dw + (size_t)k * part;
-            linear_backward(NULL, dwk, eb ? dwk + (size_t)OC * C : NULL, dout + r0 * OC, x->data + r0 * C, w->data, R, C, OC);
+            RUN(dev, linear_backward, NULL, dwk, eb ? dwk + (size_t)OC * C : NULL, dout + r0 * OC,
+                x->data + r0 * C, w->data, R, C, OC);
         }
-        exact_add_terms(ew, w->exact_at, dw, part, count, (size_t)OC * C);
-        if (eb) exact_add_terms(eb, b->exact_at, dw + (size_t)OC * C, part, count, (size_t)OC);
+        ArenaMarks staged = arena_marks(n->arena);
+        const real *h = host_reals(n->arena, dw, (size_t)count * part);
+        exact_add_terms(ew, w->exact_at, h, part, count, (size_t)OC * C);
+        if (eb) exact_add_terms(eb, b->exact_at, h + (size_t)OC * C, part, count, (size_t)OC);
+        arena_release_marks(n->arena, staged);
     }
-    arena_release(n->arena, mark);
+    arena_release_marks(n->arena, mark);
 }
 
 // x is (..., C), w is (OC, C), b is (OC) or NULL
@@ -54,8 +60,8 @@ Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
           "linear: bias must have shape [%d] to match weight %s", w->shape[0],
           tensor_shape_str(w, ws, sizeof ws));
     int N = rows_of(x), C = w->shape[1], OC = w->shape[0], R = block_rows(tp, x);
-    CHECK(!tp->exact || (!on_device(tp) && (x->ndim == 2 || x->ndim == 3) && N % R == 0),
-          "linear: --exact runs on the host over (B, C) or (B, n, C) with n a multiple of %d; got %s",
+    CHECK(!tp->exact || ((x->ndim == 2 || x->ndim == 3) && N % R == 0),
+          "linear: --exact runs over (B, C) or (B, n, C) with n a multiple of %d; got %s",
           R, tensor_shape_str(x, xs, sizeof xs));
     Tensor *out = with_last_dim(tp->arena, x, OC);
     for (int r0 = 0; r0 < N; r0 += R)

@@ -20,10 +20,11 @@ Tensor *mse_loss(Tape *tp, Tensor *pred, Tensor *target, const uint8_t *mask, do
     real loss = (real)RUN(on_device(tp), mse_forward, pred->data, target->data, mask, pred->size, denom);
     if (tp->exact) { // each canonical block's share into the order-independent sum
         size_t part = (size_t)tp->exact->block * last_dim(pred);
-        CHECK(pred->ndim == 3 && pred->size % part == 0 && !on_device(tp),
-              "mse_loss: --exact needs host predictions [B, n, C] in blocks of %d tokens", tp->exact->block);
+        CHECK(pred->ndim == 3 && pred->size % part == 0,
+              "mse_loss: --exact needs predictions [B, n, C] in blocks of %d tokens", tp->exact->block);
         for (size_t i = 0; i < pred->size; i += part) {
-            double share = mse_forward(pred->data + i, target->data + i, mask ? mask + i : NULL, part, denom);
+            double share = RUN(on_device(tp), mse_forward, pred->data + i, target->data + i,
+                               mask ? mask + i : NULL, part, denom);
             exact_add_double(&tp->exact->loss, 0, &share, 1);
         }
     }

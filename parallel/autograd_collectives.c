@@ -78,26 +78,31 @@ static void spread_bwd(Node *nd) {
     real *dx = node_grad(nd, 0);
     if (!dx) return;
     int B = nd->iarg[0], G = nd->iarg[1], K = nd->iarg[2];
-    size_t mark = arena_mark(nd->arena), n = (size_t)B * K;
-    ExactSum s = exact_view(arena_alloc(nd->arena, exact_bytes(n)), n);
+    Arena *a = nd->arena, *host = arena_host(a); // the sums are host memory: a device gradient is staged there
+    size_t mark = arena_mark(a), hmark = arena_mark(host), n = (size_t)B * K;
+    ExactSum s = exact_view(arena_alloc(host, exact_bytes(n)), n);
+    real *dout = nd->out->grad, *sum = arena_alloc(host, (size_t)G * n * sizeof(real));
+    if (a->device) copy_bytes(sum, dout, (size_t)G * n * sizeof(real)), dout = sum;
     for (int b = 0; b < B; b++)
-        for (int g = 0; g < G; g++) exact_add(&s, (size_t)b * K, nd->out->grad + ((size_t)b * G + g) * K, (size_t)K);
+        for (int g = 0; g < G; g++) exact_add(&s, (size_t)b * K, dout + ((size_t)b * G + g) * K, (size_t)K);
     comm_all_reduce_exact((Comm *)nd->ptr, &s);
-    real *sum = arena_alloc(nd->arena, n * sizeof(real));
     exact_result(sum, &s, 0, n);
-    add_rows(dx, n, sum, n, n, 1);
-    arena_release(nd->arena, mark);
+    real *add = sum;
+    if (a->device) add = arena_alloc(a, n * sizeof(real)), copy_bytes(add, sum, n * sizeof(real));
+    RUN(a->device, add_rows, dx, n, add, n, n, 1);
+    arena_release(host, hmark);
+    arena_release(a, mark);
 }
 
 Tensor *seq_spread_exact(Tape *tp, Comm *c, Tensor *x, int G) {
     char s[64];
-    CHECK(x->ndim == 2 && G > 0 && !tp->arena->device, "seq_spread_exact: x must be a host [B, K], got %s",
+    CHECK(x->ndim == 2 && G > 0, "seq_spread_exact: x must be [B, K], got %s",
           tensor_shape_str(x, s, sizeof s));
     int B = x->shape[0], K = x->shape[1];
     Tensor *out = tensor_new(tp->arena, 3, B, G, K);
     for (int b = 0; b < B; b++)
         for (int g = 0; g < G; g++)
-            memcpy(out->data + ((size_t)b * G + g) * K, x->data + (size_t)b * K, (size_t)K * sizeof(real));
+            copy_bytes(out->data + ((size_t)b * G + g) * K, x->data + (size_t)b * K, (size_t)K * sizeof(real));
     Node *nd = tape_record(tp, "seq_spread_exact", spread_bwd, out, 1, x);
     if (nd) nd->iarg[0] = B, nd->iarg[1] = G, nd->iarg[2] = K, nd->ptr = c;
     return out;

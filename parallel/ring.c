@@ -103,8 +103,6 @@ typedef struct RingExact {
     size_t blk; // B * n * D: one K or V block
 } RingExact;
 
-static ExactSum ring_sums(Arena *a, size_t n) { return exact_view(arena_alloc(a, exact_bytes(n)), n); }
-
 // Sends K, V (and the sums sk, sv of their gradients) of the block in cur one rank on, into next
 static void ring_step(Comm *c, real *next, const real *cur, size_t blk, ExactSum *nk, ExactSum *nv,
                       ExactSum *sk, ExactSum *sv, int shift) {
@@ -122,13 +120,14 @@ static void ring_exact_bwd(Node *nd) {
     Arena *a = nd->arena;
     int P = c->size, r = c->rank, n = g->Tq, nb = n / g->blk;
     real *dq = node_grad(nd, 0), *dk = node_grad(nd, 1), *dv = node_grad(nd, 2);
-    size_t mark = arena_mark(a), blk = e->blk;
+    ArenaMarks mark = arena_marks(a);
+    size_t blk = e->blk;
     const real *q = nd->in[0]->data, *o = nd->out->data, *lse = nd->saved->data, *dout = nd->out->grad;
     real *cur = arena_alloc(a, 4 * blk * sizeof(real)), *next = cur + 2 * blk;
-    ExactSum sq = ring_sums(a, blk), s[4] = {ring_sums(a, blk), ring_sums(a, blk), ring_sums(a, blk), ring_sums(a, blk)};
-    ExactSum *sk = &s[0], *sv = &s[1], *nk = &s[2], *nv = &s[3], kept[2] = {ring_sums(a, blk), ring_sums(a, blk)};
+    ExactSum sq = exact_sums(a, blk), s[4] = {exact_sums(a, blk), exact_sums(a, blk), exact_sums(a, blk), exact_sums(a, blk)};
+    ExactSum *sk = &s[0], *sv = &s[1], *nk = &s[2], *nv = &s[3], kept[2] = {exact_sums(a, blk), exact_sums(a, blk)};
     bool stale = e->bugs & BUG_RING_STALE_KV;
-    memcpy(cur, lse + (size_t)g->B * g->H * n, 2 * blk * sizeof(real)); // the last block seen
+    copy_bytes(cur, lse + (size_t)g->B * g->H * n, 2 * blk * sizeof(real)); // the last block seen
     for (int s_ = 0; s_ < P; s_++) { // block of rank r + 1 + s_: the last is this rank's own
         int owner = (r + 1 + s_) % P;
         bool keep_here = (e->bugs & BUG_RING_DKV_NOT_RETURNED) && owner != r;
@@ -144,14 +143,13 @@ static void ring_exact_bwd(Node *nd) {
     if (dq) exact_add_into(dq, &sq, 0, blk, a);
     if (dk) exact_add_into(dk, sk, 0, blk, a), exact_add_into(dk, &kept[0], 0, blk, a);
     if (dv) exact_add_into(dv, sv, 0, blk, a), exact_add_into(dv, &kept[1], 0, blk, a);
-    arena_release(a, mark);
+    arena_release_marks(a, mark);
 }
 
 static Tensor *ring_attention_exact(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
                                     const uint8_t *key_mask, unsigned bugs) {
     int B = q->shape[0], n = q->shape[1], D = q->shape[2], P = c->size, r = c->rank, blkt = tp->exact->block;
-    CHECK(!tp->arena->device && n % blkt == 0, "ring attention: --exact needs host tensors of whole "
-          "blocks of %d tokens, got %d tokens", blkt, n);
+    CHECK(n % blkt == 0, "ring attention: --exact needs whole blocks of %d tokens, got %d tokens", blkt, n);
     Arena *a = tp->arena;
     int nb = n / blkt;
     RingExact *e = arena_alloc(arena_host(a), sizeof *e);
@@ -159,26 +157,31 @@ static Tensor *ring_attention_exact(Tape *tp, Comm *c, Tensor *q, Tensor *k, Ten
                       bugs & BUG_RING_BLOCK_DELTA}, c, bugs, (size_t)B * n * D};
     Tensor *out = tensor_like(a, q);
     Tensor *saved = tensor_new(a, 1, (int)((size_t)B * heads * n + 2 * e->blk)); // lse, last K V
-    size_t mark = arena_mark(a), lsize = (size_t)B * heads * n;
-    real *lparts = arena_alloc(a, (size_t)P * nb * lsize * sizeof(real));
+    ArenaMarks mark = arena_marks(a);
+    size_t lsize = (size_t)B * heads * n;
+    // the blocks' log-sum-exps, their combination and the output's sums on the host
+    real *lparts = arena_alloc(arena_host(a), ((size_t)P * nb + 1) * lsize * sizeof(real));
+    real *L = lparts + (size_t)P * nb * lsize, *o_host = arena_alloc(arena_host(a), out->size * sizeof(real));
     real *cur = arena_alloc(a, 4 * e->blk * sizeof(real)), *next = cur + 2 * e->blk;
-    ExactSum o = ring_sums(a, out->size);
+    ExactSum o = exact_sums(a, out->size);
     for (int pass = 0; pass < 2; pass++) {
-        memcpy(cur, k->data, e->blk * sizeof(real)), memcpy(cur + e->blk, v->data, e->blk * sizeof(real));
+        copy_bytes(cur, k->data, e->blk * sizeof(real)), copy_bytes(cur + e->blk, v->data, e->blk * sizeof(real));
         for (int s = 0; s < P; s++) { // block of rank r - s
             int owner = (r - s + P) % P;
             if (pass == 0) exact_attn_lse(&e->g, a, lparts, q->data, cur, cur + e->blk, n, owner * nb);
-            else exact_attn_out(&e->g, a, &o, saved->data, q->data, cur, cur + e->blk, n, owner * nb);
+            else exact_attn_out(&e->g, a, &o, L, q->data, cur, cur + e->blk, n, owner * nb);
             if (s == P - 1) break;
             ring_step(c, next, cur, e->blk, NULL, NULL, NULL, NULL, 1);
             real *t = cur;
             cur = next, next = t;
         }
-        if (pass == 0) exact_attn_combine(&e->g, saved->data, lparts);
+        if (pass == 0) exact_attn_combine(&e->g, L, lparts);
     }
-    exact_result(out->data, &o, 0, out->size);
-    memcpy(saved->data + lsize, cur, 2 * e->blk * sizeof(real));
-    arena_release(a, mark);
+    exact_result(o_host, &o, 0, out->size);
+    copy_bytes(out->data, o_host, out->size * sizeof(real));
+    copy_bytes(saved->data, L, lsize * sizeof(real));
+    copy_bytes(saved->data + lsize, cur, 2 * e->blk * sizeof(real));
+    arena_release_marks(a, mark);
     Node *nd = tape_record(tp, "ring_attention_exact", ring_exact_bwd, out, 3, q, k, v);
     if (nd) nd->saved = saved, nd->ptr = e;
     return out;

@@ -53,8 +53,6 @@ const char *sp_exact_error(const SpOptions *o, char *buf, size_t len) {
     if (!o->exact && o->virtual_shards != EXACT_BLOCKS)
         return snprintf(buf, len, "--virtual-shards sets the canonical blocks of --exact; add --exact, "
                         "or drop --virtual-shards"), buf;
-    if (o->exact && o->cuda)
-        return snprintf(buf, len, "--exact runs on the CPU only so far; drop --device cuda or --exact"), buf;
     return NULL;
 }
 

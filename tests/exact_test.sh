@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # exact_test.sh: --exact runs on every supported layout and mesh against the --exact run on one
 # rank without micro-batches: loss.csv, the model, EMA and optimizer files and the sample grid
-# must be the same bytes. Injected bugs must make them differ (the check can fail), and an exact
-# one-rank run must agree with the default mode within compare's tolerance.
+# must be the same bytes. Injected bugs must make them differ (the check can fail), `bugs --exact`
+# must flag every one at step 1, and an exact one-rank run must agree with the default mode within
+# compare's tolerance.
 # usage: exact_test.sh TRAIN [quick]   (quick: one case of each layout and mesh, no bugs; for the
 # float64 build, whose sums take the slower path)
 set -u
@@ -72,6 +73,19 @@ differs one bug-wrong-restore 2 --inject-bug wrong-restore
 differs one bug-ring-wrong-merge 2 --sp-attention ring --inject-bug ring-wrong-merge
 differs one bug-ring-block-delta 2 --sp-attention ring --inject-bug ring-block-delta
 differs one bug-accum-unweighted 1 --grad-accum 4 --inject-bug accum-unweighted
+# the catalogue under --exact: the correct code identical, every bug flagged at step 1 (its table's
+# "--exact: flagged at step" column, found by its header and read back from bugs.md)
+"$TRAIN" bugs --exact --ranks 2 --steps 2 --out "$WORK/bugs" > "$WORK/bugs.log" 2>&1; rc=$?
+steps=$(awk -F' [|] ' 'NR == 1 { for (i = 1; i <= NF; i++) if (index($i, "--exact: flagged at step") == 1) c = i; next }
+  c && /^[|] [a-z(]/ { print ($1 == "| (correct code)" ? "correct" : substr($1, 3)) ": " $c }' "$WORK/bugs/bugs.md" 2>/dev/null)
+wrong=$(echo "$steps" | grep -v -e '^correct: not flagged$' -e '^[a-z-]*: 1$')
+bugs=$(echo "$steps" | grep -vc '^correct')
+if [ $rc = 0 ] && [ -n "$steps" ] && [ -z "$wrong" ] && grep -q '^| (correct code) .* identical |$' "$WORK/bugs/bugs.md"; then
+  echo "ok   bugs --exact --ranks 2: the correct code identical, all $bugs bugs flagged at step 1"; pass=$((pass + 1))
+else
+  echo "FAIL bugs --exact --ranks 2 (exit $rc): rows not as expected:"; echo "${wrong:-(none; see $WORK/bugs/bugs.md)}"
+  tail -n 3 "$WORK/bugs.log"; fail=$((fail + 1))
+fi
 # locate: one step dumped on N ranks (with a bug) against one rank names the bug's site
 CKPT="$WORK/one/model.safetensors"
 "$TRAIN" probe --ckpt "$CKPT" --make-batch 6 --out "$WORK/batch.safetensors" > /dev/null 2>&1 || { echo "FAIL probe --make-batch"; exit 1; }

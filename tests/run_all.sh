@@ -37,6 +37,18 @@ planted() {
   echo "$(grep '^planted in:' "$log"); caught: $(grep -E "$2" "$log" | head -1)"
 }
 
+# planted_exact SUBSTITUTION: a kernel bug within every tolerance (the kernel suite passes with it
+# planted) that --exact on the emulated device (device_cli.sh --exact-only) must catch
+planted_exact() {
+  local log=$BUILD/emulate-planted/log
+  mkdir -p "$BUILD/emulate-planted"
+  if ! tests/gpu/emulate.sh "$BUILD" "$1" > "$log" 2>&1; then echo "the planted build failed, or its kernel suite failed:"; tail -5 "$log"; return 1; fi
+  if tests/gpu/device_cli.sh "$BUILD/emulate-planted/f32/train" "" --exact-only > "$log.exact" 2>&1; then
+    echo "not caught: --exact on the device passed with the bug planted (see $log.exact)"; return 1
+  fi
+  echo "$(grep -m 1 '^planted in:' "$log"); caught: $(grep -m 1 '^FAILED' "$log.exact")"
+}
+
 suite "unit tests, float32" "$BUILD/f32/test_all"
 suite "unit tests, float64" "$BUILD/f64/test_all"
 for v in f32 f64; do
@@ -57,6 +69,8 @@ suite "the train program on the emulated device (--device cuda) against the CPU,
   tests/gpu/device_cli.sh "$BUILD/emulate/f32/train"
 suite "the same probes in float64" \
   tests/gpu/device_cli.sh "$BUILD/emulate/f64/train" "" --probes-only
+suite "a planted LayerNorm rounding rows from the 16th on another way: within tolerance, caught by --exact on the device" \
+  planted_exact 's/real r = \(real\)\(1 \/ sqrt\(var \+ eps\)\);/real r = (real)(1 \/ sqrt(row < 16 ? var + eps : (real)(var + eps)));/'
 suite "the train program under mpirun" tests/cli_tests.sh train/train
 suite "kill at any moment, then resume (8 kills)" tests/kill_test.sh train/train 1
 suite "--exact: every layout and mesh the same bits as one rank, f32" tests/exact_test.sh train/train

@@ -567,7 +567,7 @@ START_TEST(cuda_sampler) {
         SeqParallel sp;
         char why[512];
         ck_assert_msg(!sp_init(&sp, &world, 1, 0, &o, dit_tokens(&c), c.num_heads, why, sizeof why), "%s", why);
-        Arena a = arena_create_on(device, sp_step_bytes(&sp, &c, 2 * n, false));
+        Arena a = arena_create_on(device, sp_step_bytes(&sp, &c, 2 * n, false), 0);
         DiT dev, *w = dit_place(&m, &dev, device);
         sample_images(w, &sp, &a, labels, n, 3, 2.5, 7, img[device]);
         if (w != &m) dit_free(w);

@@ -103,6 +103,25 @@ START_TEST(exact_sum_ignores_order_and_grouping) {
 }
 END_TEST
 
+// Terms with bits below the window: 2^13 twice beside 2^100 and -2^100, whose window ends at 2^14.
+// Each 2^13 alone is dropped, so the sum is 0; in the float64 build no order lets their carry in
+// (a double front would, when the two shared one). The float32 build promises this only within
+// 2^40 of the largest (exact.h).
+START_TEST(exact_sum_drops_bits_below_the_window_in_any_order) {
+#ifdef REAL_F64
+    const real orders[2][4] = {{0x1p100, 0x1p13, -0x1p100, 0x1p13}, {0x1p13, 0x1p13, 0x1p100, -0x1p100}};
+    for (int k = 0; k < 2; k++) {
+        int64_t mem[EXACT_LIMBS + 2];
+        ExactSum s = exact_view(mem, 1);
+        exact_add_terms(&s, 0, orders[k], 1, 4, 1);
+        double got;
+        exact_result_double(&got, &s, 0, 1);
+        ck_assert_msg(got == 0, "order %d: 2^100 - 2^100 + 2^13 + 2^13 summed to %a, not 0", k, got);
+    }
+#endif
+}
+END_TEST
+
 START_TEST(exact_sum_of_nonfinite_is_nan) {
     int64_t mem[(EXACT_LIMBS + 2) * 2];
     ExactSum s = exact_view(mem, 2);
@@ -119,6 +138,7 @@ Suite *exact_suite(void) {
     TCase *tc = tcase_create("sums");
     tcase_add_test(tc, exact_sum_is_the_rounded_true_sum);
     tcase_add_test(tc, exact_sum_ignores_order_and_grouping);
+    tcase_add_test(tc, exact_sum_drops_bits_below_the_window_in_any_order);
     tcase_add_test(tc, exact_sum_of_nonfinite_is_nan);
     suite_add_tcase(s, tc);
     return s;

@@ -218,7 +218,7 @@ int probe_main(int argc, char **argv, Comm *c) {
     if (sp_batch_slice(&sp, B, &first, &count, err, sizeof err)) usage_error("--batch %s: %s", a.batch, err);
     sp_micro_batch(&sp, count, 0, &micro_first, &micro); // the largest
     ProbeArenas bytes = budget_probe(&sp, &m.cfg, B, count, micro);
-    Arena host = arena_create(bytes.host), arena = arena_create_on(sp.cuda, bytes.step);
+    Arena host = arena_create(bytes.host), arena = arena_create_on(sp.cuda, bytes.step, sp.exact ? bytes.step : 0);
     ProbeBatch whole = probe_load_batch(&m, a.batch, &st, &host);
     st_free(&st);
 

@@ -266,7 +266,8 @@ int sample_main(int argc, char **argv, Comm *c) {
            data_given ? "--data" : data_from_run ? "the run's config.json" : "the default");
     SeqParallel sp;
     sp_setup(&sp, c, c->size, c->rank, &tc.parallel, &m.cfg);
-    Arena arena = arena_create_on(sp.cuda, budget_sample_arena(&sp, &m.cfg, tc.cfg_scale, comm_node_size(c)));
+    size_t bytes = budget_sample_arena(&sp, &m.cfg, tc.cfg_scale, comm_node_size(c));
+    Arena arena = arena_create_on(sp.cuda, bytes, sp.exact ? bytes : 0); // --exact: sums on the host
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
     int rc = sample_grid(work, &sp, &arena, &data, tc.samples_per_class, tc.sample_steps,
                          tc.cfg_scale, tc.seed, out, err, sizeof err);

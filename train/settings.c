@@ -304,7 +304,8 @@ const Setting settings[] = {
      "the same bits as one rank for every rank count per sequence group that\n"
      "divides --virtual-shards, every layout, data groups and micro-batches:\n"
      "per-token work on canonical blocks, every sum over tokens, images or\n"
-     "ranks order-independent (CPU only; about 2x the step time)"},
+     "ranks order-independent (on the device: N ranks the same bits as the\n"
+     "device's one rank, not the CPU's; 2-5x the step time on the CPU)"},
     {"virtual_shards", "--virtual-shards", "V", &INT_TEXT, OFF(parallel.virtual_shards), 1, 4096,
      FOR_ALL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "--exact: canonical blocks of the sequence, which pads to a multiple\n"

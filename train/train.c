@@ -284,7 +284,7 @@ static void setup(Run *r) {
         size_t square = budget_train_arena(&r->square, tc);
         bytes = square > bytes ? square : bytes;
     }
-    r->arena = arena_create_on(r->sp.cuda, bytes);
+    r->arena = arena_create_on(r->sp.cuda, bytes, r->sp.exact ? bytes : 0); // --exact: sums on the host
     comm_barrier(c);
     if (c->rank == 0) {
         make_dirs(tc->out);

@@ -8,9 +8,13 @@
 #   1e-10);
 # - every injected bug, caught by the same comparison;
 # - verify --device cuda --ranks 2 (2 ranks against 1, both on the device), the same seed giving
-#   the same loss curve twice, sample --device cuda, and the usage errors of the flags.
-# With --probes-only (make test's float64 run) it stops after the probes.
-# usage (from the repository root): tests/gpu/device_cli.sh TRAIN [WORK] [--probes-only]
+#   the same loss curve twice, sample --device cuda, and the usage errors of the flags;
+# - --exact on the device: 2 ranks in the gather, all-to-all and ring layouts, 2 data groups, and
+#   2 micro-batches, the same bits as the device's one rank; an injected bug differs; the device's
+#   one rank agrees with the CPU's within compare's tolerance (other kernels: other bits).
+# With --probes-only (make test's float64 run) it stops after the probes; --exact-only runs the
+# --exact checks alone (make test's planted kernel bug).
+# usage (from the repository root): tests/gpu/device_cli.sh TRAIN [WORK] [--probes-only|--exact-only]
 set -u
 TRAIN=$1; ONLY=${3:-}
 if [ -n "${2:-}" ]; then WORK=$2/device_cli; else TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT; WORK=$TMP/device_cli; fi
@@ -19,6 +23,38 @@ MPIRUN="mpirun --oversubscribe -q $([ "$(id -u)" = 0 ] && echo --allow-run-as-ro
 pass=0 fail=0
 ok() { echo "ok: $*"; pass=$((pass + 1)); }
 bad() { echo "FAILED: $*"; fail=$((fail + 1)); }
+
+# --exact on the device. Two canonical blocks and one layer keep the emulated device's launches few.
+EXACT="--model DiT-tiny/2 --input-size 10 --depth 1 --batch 2 --steps 2 --samples-per-class 0 --exact --virtual-shards 2"
+exact_run() { # name ranks flags...
+  local name=$1 np=$2; shift 2
+  $MPIRUN -np "$np" "$TRAIN" $EXACT --out "$WORK/exact-$name" "$@" > "$WORK/exact-$name.log" 2>&1 ||
+    { bad "--exact $* on $np ranks failed: $(tail -n 1 "$WORK/exact-$name.log")"; return 1; }
+}
+exact_expect() { # same|differs, name, ranks, flags...: against the device's one rank, file by file
+  local want=$1 name=$2 np=$3 first=""; shift 3
+  exact_run "$name" "$np" --device cuda "$@" || return
+  for f in loss.csv model.safetensors ema.safetensors optimizer.safetensors; do
+    cmp -s "$WORK/exact-one/$f" "$WORK/exact-$name/$f" || { first=$f; break; }
+  done
+  if [ "$want" = same ] && [ -z "$first" ]; then ok "--exact --device cuda $* on $np ranks: the same bits as one rank"
+  elif [ "$want" = differs ] && [ -n "$first" ]; then ok "--exact --device cuda $* on $np ranks: $first differs"
+  else bad "--exact --device cuda $* on $np ranks: ${first:-no file} differs from one rank's (expected: $want)"; fi
+}
+exact_checks() {
+  exact_run one 1 --device cuda || return
+  exact_expect same gather-2 2
+  exact_expect same all-to-all-2 2 --sp-attention all-to-all
+  exact_expect same ring-2 2 --sp-attention ring
+  exact_expect same dp2 2 --sp 1
+  exact_expect same accum2 1 --grad-accum 2
+  exact_expect differs bug-no-grad-allreduce 2 --inject-bug no-grad-allreduce
+  exact_run cpu 1 || return
+  local msg; msg=$("$TRAIN" compare "$WORK/exact-one" "$WORK/exact-cpu" 2>&1)
+  if [ $? = 0 ]; then ok "--exact: the device's one rank agrees with the CPU's ($(echo "$msg" | grep 'largest relative'))"
+  else bad "--exact: the device's one rank and the CPU's disagree: $msg"; fi
+}
+if [ "$ONLY" = --exact-only ]; then exact_checks; echo "device_cli: $pass passed, $fail failed (--exact only)"; [ $fail = 0 ]; exit; fi
 CK=$WORK/run/model.safetensors B=$WORK/batch.safetensors
 if ! $MPIRUN -np 1 "$TRAIN" --model DiT-tiny/2 --input-size 10 --steps 3 --batch 4 \
      --samples-per-class 0 --out "$WORK/run" > "$WORK/run.log" 2>&1 ||
@@ -69,6 +105,8 @@ if cmp -s "$WORK/again/loss.csv" <(head -7 "$WORK/verify/ranks-1/loss.csv"); the
 else bad "the same seed gave another loss curve: $(diff "$WORK/again/loss.csv" <(head -7 "$WORK/verify/ranks-1/loss.csv") | head -4)"; fi
 msg=$($MPIRUN -np 2 "$TRAIN" sample --ckpt "$WORK/verify/ranks-2" --samples-per-class 1 --sample-steps 2 --out "$WORK/s.png" --device cuda 2>&1)
 if [ $? = 0 ] && [ -s "$WORK/s.png" ]; then ok "sample --device cuda on 2 ranks wrote a grid"; else bad "sample --device cuda: $msg"; fi
+
+exact_checks
 
 # usage errors: exit 2 and one sentence, before any work
 usage() { # expected text, args...

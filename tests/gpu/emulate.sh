@@ -9,8 +9,8 @@
 # the host, so a host access to device memory crashes here as it would on a GPU, and every launch
 # runs under three schedules of its threads that must agree (tests/gpu/emulate/cuda_runtime.h).
 # An optional perl substitution (perl -0pe, on each kernel file) is planted in the kernels first
-# (into BUILD/emulate-planted), to show a planted bug failing the suite; one that changes no file
-# is an error (exit 2).
+# (into BUILD/emulate-planted, its train program too), to show a planted bug failing the suite or
+# a check of the train program; one that changes no file is an error (exit 2).
 # usage (from the repository root): tests/gpu/emulate.sh BUILD [PLANTED_SUBSTITUTION]
 set -eu -o pipefail # a rewrite that fails (emulate.pl) fails the script
 BUILD=$1; PLANT=${2:-}
@@ -55,7 +55,7 @@ for v in f32 f64; do
     while read -r c; do echo "$LIB/$(echo "$c" | tr / _).o"; done)
   g++ -pthread $cu_objs $lib_objs "$LIB/tests_test_cuda.c.o" "$LIB/tests_gpu_emulate_main.c.o" \
     $(pkg-config --libs check) $LIBS -o "$OUT/emulated_cuda"
-  [ -n "$PLANT" ] || g++ -pthread $cu_objs $lib_objs "$LIB/train_main.c.o" $LIBS -o "$OUT/train"
+  g++ -pthread $cu_objs $lib_objs "$LIB/train_main.c.o" $LIBS -o "$OUT/train"
   echo "== the CUDA kernels on the emulated device, $v =="
   "$OUT/emulated_cuda"
 done
