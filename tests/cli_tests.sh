@@ -256,6 +256,13 @@ else bad "--out naming a file (exit $rc): $msg"; fi
 out=$("$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" 2>&1 && "$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" 2>&1)
 if [ $? = 0 ] && echo "$out" | grep -q "replacing the earlier results"; then ok "verify run twice into one folder: replaces its earlier runs"
 else bad "verify run twice into one folder"; echo "$out" | tail -3; fi
+# the network path: verify over Open MPI's TCP transport (ob1, whose transports the btl list
+# chooses; UCX would ignore it) agrees with one rank; the same list without tcp cannot reach the
+# other rank, which shows that the list is what carried the run
+out=$(OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self "$TRAIN" verify --ranks 2 $RES --steps 5 --out "$WORK/tcp" 2>&1)
+if [ $? = 0 ] && ! OMPI_MCA_pml=ob1 OMPI_MCA_btl=self timeout 60 "$TRAIN" verify --ranks 2 $RES --steps 2 --out "$WORK/tcp-none" >/dev/null 2>&1; then
+  ok "verify --ranks 2 over TCP (--mca btl tcp,self) vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
+else bad "verify --ranks 2 over TCP"; echo "$out" | tail -3; fi
 # a verify that cannot start keeps the earlier results: it checks what the runs check first
 for args in "--data $WORK/no-such-folder" "--sp-attention all-to-all --heads 2 --ranks 4"; do
   msg=$("$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" $args 2>&1); rc=$?
