@@ -35,7 +35,7 @@ struct ExactMode {
     int block;    // tokens per canonical block
     bool replica; // this rank's per-image parameter gradients are another rank's too: skip them
     ExactSum loss; // 1 element: the loss, each block's share added
-    int64_t loss_mem[EXACT_LIMBS + 1];
+    int64_t loss_mem[EXACT_LIMBS + 2]; // exact_bytes(1): top, limbs and front
 };
 
 // Watches a step (probe --dump-tape): called with each tensor named by tape_name as it is made
@@ -81,3 +81,6 @@ bool node_grad_take(Node *n, int k);
 void backward(Tape *tp, Tensor *loss);
 // Any output, with its gradient seeded by a copy of dout [out->size].
 void backward_from(Tape *tp, Tensor *out, const real *dout);
+// Any output whose gradient buffer out->grad is set already and belongs to someone else (an
+// outer tape): backward neither frees it nor keeps it beyond the op that takes it over.
+void backward_given(Tape *tp, Tensor *out);

@@ -46,6 +46,10 @@ size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool back
     return bytes + exact_bytes((size_t)(2 * B * T * D + 7 * B * n * D)) + (size_t)(reals * sizeof(real));
 }
 
+DiTPass sp_pass(const SeqParallel *sp, bool backward) {
+    return !backward ? DIT_FORWARD : sp->recompute ? DIT_RECOMPUTE : DIT_BACKWARD;
+}
+
 // --exact: the adaLN vectors of each image spread over this rank's canonical blocks
 static Tensor *spread(Tape *tp, Tensor *per_image, void *ctx) {
     SeqParallel *sp = ctx;
@@ -54,7 +58,8 @@ static Tensor *spread(Tape *tp, Tensor *per_image, void *ctx) {
 
 DiTShard sp_dit_shard(SeqParallel *sp) {
     return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .attend = layouts[sp->layout]->attend,
-                      .attend_ctx = sp, .spread = sp->exact ? spread : NULL};
+                      .attend_ctx = sp, .spread = sp->exact ? spread : NULL,
+                      .recompute = sp->recompute};
 }
 
 const uint8_t *sp_key_mask(const SeqParallel *sp) {

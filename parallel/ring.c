@@ -27,7 +27,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     AttnMemory m = {.kept = 3 * n * D + H * n, .transient = 5 * n * D + H * n,
                     .queries = sp->shard.n, .keys = sp->shard.n};
     if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += n * D + H * n; // a block's partial output
-    return dit_step_bytes(c, B, sp->shard.n, m, backward);
+    return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
 
 typedef struct Ring { // what one call needs, from q (B, n, D)

@@ -263,6 +263,20 @@ out=$(OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self "$TRAIN" verify --ranks 2 $RES --st
 if [ $? = 0 ] && ! OMPI_MCA_pml=ob1 OMPI_MCA_btl=self timeout 60 "$TRAIN" verify --ranks 2 $RES --steps 2 --out "$WORK/tcp-none" >/dev/null 2>&1; then
   ok "verify --ranks 2 over TCP (--mca btl tcp,self) vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
 else bad "verify --ranks 2 over TCP"; echo "$out" | tail -3; fi
+# --recompute: the same files, bit for bit (2 ranks, ring, 3 steps); the probe's gradients too,
+# and its dumped tape (the block run again in backward is watched once) agrees tensor by tensor
+for r in "" --recompute; do
+  $MPIRUN -np 2 "$TRAIN" $RES --steps 3 --sp-attention ring --samples-per-class 0 $r --out "$WORK/recompute$r" >/dev/null 2>&1
+  [ -z "$r" ] && $MPIRUN -np 2 "$TRAIN" probe --ckpt "$WORK/recompute/model.safetensors" --make-batch 3 --out "$WORK/recompute/batch" >/dev/null 2>&1
+  $MPIRUN -np 2 "$TRAIN" probe --ckpt "$WORK/recompute/model.safetensors" --batch "$WORK/recompute/batch" --sp-attention ring $r \
+    --out "$WORK/recompute$r/probe" --dump-tape "$WORK/recompute$r/tape" >/dev/null 2>&1
+done
+if cmp -s "$WORK/recompute/model.safetensors" "$WORK/recompute--recompute/model.safetensors" &&
+   cmp -s "$WORK/recompute/optimizer.safetensors" "$WORK/recompute--recompute/optimizer.safetensors" &&
+   cmp -s "$WORK/recompute/probe" "$WORK/recompute--recompute/probe" &&
+   "$TRAIN" locate "$WORK/recompute--recompute/tape" "$WORK/recompute/tape" >/dev/null 2>&1; then
+  ok "--recompute: model, optimizer state and probe gradients identical to without it; its dumped tape agrees"
+else bad "--recompute differs from a run without it"; fi
 # a verify that cannot start keeps the earlier results: it checks what the runs check first
 for args in "--data $WORK/no-such-folder" "--sp-attention all-to-all --heads 2 --ranks 4"; do
   msg=$("$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" $args 2>&1); rc=$?

@@ -194,7 +194,7 @@ START_TEST(non_finite_values_are_refused) {
 
     AdamW opt = adamw_default(1e-3);
     m.ps.v[m.ps.total - 1] = INFINITY;
-    ck_assert(!ckpt_save_optimizer(&m.ps, &opt, "seed=1 batch=4", path, err, sizeof err));
+    ck_assert(!ckpt_save_optimizer(&m.ps, m.ps.m, m.ps.v, &opt, "seed=1 batch=4", path, err, sizeof err));
     ck_assert_int_eq(ckpt_load_optimizer(&m.ps, &opt, "seed=1 batch=4", path, err, sizeof err), -1);
     char want[64];
     snprintf(want, sizeof want, "tensor 'adam.v' has NaN or infinite values: 1 of %zu", m.ps.total);
@@ -211,7 +211,7 @@ START_TEST(optimizer_state_belongs_to_its_run) {
     opt.step = 7;
     for (size_t i = 0; i < m.ps.total; i++) m.ps.m[i] = (real)i, m.ps.v[i] = (real)(2 * i);
     tmp_path(path, sizeof path, "opt.safetensors");
-    ck_assert(!ckpt_save_optimizer(&m.ps, &opt, "seed=1 batch=4", path, err, sizeof err));
+    ck_assert(!ckpt_save_optimizer(&m.ps, m.ps.m, m.ps.v, &opt, "seed=1 batch=4", path, err, sizeof err));
     memset(m.ps.m, 0, m.ps.total * sizeof(real));
     ck_assert_int_eq(ckpt_load_optimizer(&m.ps, &back, "seed=2 batch=4", path, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "seed=1 batch=4 but this one has seed=2 batch=4"), "%s", err);
@@ -488,7 +488,8 @@ START_TEST(settings_resume_round_trip) {
                     "--sample-steps", "3", "--samples-per-class", "2", "--cfg-scale", "1.5", "--sp", "2",
                     "--sp-attention", "hybrid", "--ulysses-degree", "2", "--no-auto-pad",
                     "--pad-multiple", "3", "--grad-accum", "2", "--inject-bug", "ring-wrong-merge",
-                    "--inject-bug", "no-pad-mask", "--exact", "--virtual-shards", "6", "--out", "elsewhere"};
+                    "--inject-bug", "no-pad-mask", "--exact", "--virtual-shards", "6", "--recompute",
+                    "--zero", "1", "--out", "elsewhere"};
     TrainConfig tc, plain, back;
     tmp_path(run, sizeof run, "run");
     ck_assert(!mkdir(run, 0700));

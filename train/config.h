@@ -20,6 +20,7 @@ typedef struct TrainConfig {
     int sample_steps, samples_per_class;
     double cfg_scale;
     int threads; // BLAS threads per rank; 0 = cores / ranks
+    int zero;    // --zero: 1 = the Adam moments sharded over every rank (ZeRO stage 1); 0 = whole
     SpOptions parallel; // the layout, the groups and the injected bugs (parallel/sp.h)
     int ranks;          // the run's world size (config.json only: mpirun -np chooses it)
 } TrainConfig;

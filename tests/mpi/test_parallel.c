@@ -546,6 +546,97 @@ START_TEST(grad_accum_matches_one_batch) {
 }
 END_TEST
 
+// --recompute runs each block's forward again in backward with the same kernels in the same
+// order: the output, the loss and every gradient have the same bits as without it, in every
+// layout, in two micro-batches, and under --exact
+START_TEST(recompute_is_bitwise) {
+    SpOptions o = options((SeqAttention)(_i % SP_LAYOUTS), 0);
+    if (o.layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
+    o.grad_accum = 2, o.exact = _i >= SP_LAYOUTS;
+    DiT m;
+    random_model(&m);
+    Arena a = arena_create(64 << 20);
+    Result r[2];
+    for (int k = 0; k < 2; k++) {
+        SeqParallel sp;
+        o.recompute = k;
+        if (!init_mesh(&sp, &o)) { // all-to-all: fewer heads than ranks
+            ck_assert_int_eq(k, 0);
+            arena_destroy(&a);
+            dit_free(&m);
+            return;
+        }
+        arena_reset(&a);
+        r[k] = run(&m, &sp, &a);
+        sp_free(&sp);
+    }
+    size_t n_out = (size_t)B * dit_out_channels(&cfg) * cfg.input_size * cfg.input_size;
+    bool same = r[0].loss == r[1].loss && !memcmp(r[0].out, r[1].out, n_out * sizeof(real)) &&
+                !memcmp(r[0].grads, r[1].grads, m.ps.total * sizeof(real));
+    char text[128];
+    if (comm.rank == 0)
+        printf("--recompute, %s: output, loss and gradients %s\n",
+               sp_layout_text(&o, comm.size, text, sizeof text), same ? "bitwise the same" : "DIFFER");
+    ck_assert(same);
+    for (int k = 0; k < 2; k++) free(r[k].out), free(r[k].grads);
+    arena_destroy(&a);
+    dit_free(&m);
+}
+END_TEST
+
+// --zero 1: two AdamW steps with the moments sharded over every rank (the gradients
+// reduce-scattered, the parameters all-gathered) against the whole store's: within the rounding
+// of the gradients' sums in another order, which Adam's division by the root of the second moment
+// magnifies where gradients are small (with clipping on), and under --exact the same bits, the
+// moments the ranks gather too; the parameters agree on every rank. The store's size is odd, so
+// 2 to 4 ranks pad the last slice.
+START_TEST(zero_matches_whole) {
+    cfg.patch_size = 3, cfg.learn_sigma = false; // 45 final biases: an odd size
+    SpOptions o = options(SP_GATHER, 0);
+    o.exact = _i;
+    DiT m[2];
+    AdamW opt[2];
+    Arena a = arena_create(64 << 20);
+    SeqParallel sp;
+    ck_assert(init_mesh(&sp, &o));
+    for (int k = 0; k < 2; k++) { // k = 1: sharded
+        random_model(&m[k]);
+        if (k) ps_shard(&m[k].ps, comm.rank, comm.size);
+        opt[k] = adamw_default(1e-2);
+        opt[k].clip_norm = 0.5;
+        for (int step = 0; step < 2; step++) {
+            arena_reset(&a);
+            Result r = run(&m[k], &sp, &a);
+            free(r.out), free(r.grads);
+            sp_optimizer_step(&sp, &opt[k], &m[k].ps);
+        }
+    }
+    ParamStore *whole = &m[0].ps, *sharded = &m[1].ps;
+    ck_assert(whole->total % 2);
+    ck_assert_int_eq(sharded->chunk, (whole->total + comm.size - 1) / comm.size);
+    double e = rel(sharded->params, whole->params, whole->total);
+    bool same = !memcmp(sharded->params, whole->params, whole->total * sizeof(real));
+    real *moments = sp_gather_moments(&sp, sharded);
+    if (comm.rank == 0 && comm.size > 1)
+        same &= !memcmp(moments, whole->m, whole->total * sizeof(real)) &&
+                !memcmp(moments + whole->total, whole->v, whole->total * sizeof(real));
+    free(moments);
+    double spread = e, most = e; // the parameters of every rank the same
+    MPI_Allreduce(&e, &most, 1, MPI_DOUBLE, MPI_MAX, comm.group);
+    MPI_Allreduce(&e, &spread, 1, MPI_DOUBLE, MPI_MIN, comm.group);
+    if (comm.rank == 0)
+        printf("--zero 1%s over %d ranks, 2 steps: parameters rel err %.2e%s\n", o.exact ? ", exact" : "",
+               comm.size, most, same ? " (the same bits, moments too)" : "");
+    ck_assert_double_le(most, 1e-4);
+    ck_assert_double_eq(most, spread);
+    if (o.exact) ck_assert(same);
+    for (int k = 0; k < 2; k++) dit_free(&m[k]);
+    sp_free(&sp);
+    arena_destroy(&a);
+    cfg = configs[0];
+}
+END_TEST
+
 // all_gather and reduce_scatter are adjoint: <gather(x), y> summed = <x, reduce_scatter(y)> summed;
 // so are the all-to-all to the head shard and back
 START_TEST(collectives_are_adjoint) {
@@ -625,7 +716,7 @@ END_TEST
 
 // The arena estimate holds one step at realistic sizes: every rank's measured peak stays under it
 // (no slack: the arena is sized by it), and the estimate is within 30% of the largest peak, for
-// every layout, forward + backward and forward only. The estimate is the same on every rank
+// every layout, forward + backward (with and without --recompute) and forward only. The estimate is the same on every rank
 // (sampling picks its images per pass from it, and every rank must pick the same), so with heads
 // that the ranks do not divide it is the one of a rank with the most heads.
 static const DiTConfig mem_configs[] = {
@@ -638,13 +729,15 @@ static const DiTConfig mem_configs[] = {
 };
 
 START_TEST(memory_estimate_holds) {
-    cfg = mem_configs[_i / (2 * SP_LAYOUTS)];
+    cfg = mem_configs[_i / (3 * SP_LAYOUTS)];
     SeqAttention layout = (SeqAttention)(_i % SP_LAYOUTS);
-    bool backward_pass = _i / SP_LAYOUTS % 2 == 0;
+    DiTPass pass = (DiTPass)(_i / SP_LAYOUTS % 3);
+    bool backward_pass = pass != DIT_FORWARD;
     DiT m;
     random_model(&m);
     SeqParallel sp;
     ck_assert(init_sp(&sp, layout, 0));
+    sp.recompute = pass == DIT_RECOMPUTE;
     enum { BM = 4 };
     size_t est = sp_step_bytes(&sp, &cfg, BM, backward_pass);
     Arena a = arena_create(est);
@@ -662,7 +755,8 @@ START_TEST(memory_estimate_holds) {
     if (comm.rank == 0)
         printf("memory, %d ranks, %s, %d tokens, %d heads, %s: largest peak %.2f MiB, estimate "
                "%.2f MiB (x%.2f)\n", comm.size, seq_attention_name(layout), dit_tokens(&cfg),
-               cfg.num_heads, backward_pass ? "forward + backward" : "forward only",
+               cfg.num_heads, (const char *[]){"forward only", "forward + backward",
+                                               "forward + backward, recompute"}[pass],
                largest / 1048576.0, est / 1048576.0, est / largest);
     ck_assert_double_ge(est / peak, 1.0);
     ck_assert_double_le(est / largest, 1.3);
@@ -931,11 +1025,13 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, uneven_heads_bytes);
     tcase_add_test(tc, meshes_match_single_rank);
     tcase_add_loop_test(tc, grad_accum_matches_one_batch, 0, 2);
+    tcase_add_loop_test(tc, recompute_is_bitwise, 0, 2 * SP_LAYOUTS);
+    tcase_add_loop_test(tc, zero_matches_whole, 0, 2);
     tcase_add_test(tc, sampling_splits_over_data_groups);
     tcase_add_test(tc, collectives_are_adjoint);
     tcase_add_test(tc, all_to_all_delivers);
     tcase_add_test(tc, split_groups_talk_within);
-    tcase_add_loop_test(tc, memory_estimate_holds, 0, 6 * SP_LAYOUTS);
+    tcase_add_loop_test(tc, memory_estimate_holds, 0, 9 * SP_LAYOUTS);
     tcase_add_test(tc, grad_accum_memory);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);
     tcase_add_loop_test(tc, probe_command_matches_single_rank, 0, 5);
