@@ -263,6 +263,25 @@ void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
     unstage(&s);
 }
 
+void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n, int shift) {
+    s->n = 0;
+    if (c->size == 1 || device_pointer(in) || device_pointer(out)) {
+        comm_shift(c, out, in, n, shift);
+        return;
+    }
+    int to = ((c->rank + shift) % c->size + c->size) % c->size;
+    int from = ((c->rank - shift) % c->size + c->size) % c->size;
+    c->bytes_sent += n * sizeof(real);
+    MPI_CHECK(MPI_Irecv(out, count(n), MPI_REAL_T, from, 1, c->group, &s->req[0]));
+    MPI_CHECK(MPI_Isend(in, count(n), MPI_REAL_T, to, 1, c->group, &s->req[1]));
+    s->n = 2;
+}
+
+void comm_shift_wait(CommShift *s) {
+    if (s->n) MPI_CHECK(MPI_Waitall(s->n, s->req, MPI_STATUSES_IGNORE));
+    s->n = 0;
+}
+
 void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *in,
                      const size_t *in_counts) {
     if (alone(c, out, in, in_counts[0])) return;

@@ -61,6 +61,16 @@ void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *i
                      const size_t *in_counts);
 // A ring step: sends n values to rank (rank + shift) mod size and receives n from (rank - shift)
 void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift);
+// A ring step in two halves, so that work on `in` runs while it travels: comm_shift_start posts
+// the send and the receive (MPI_Isend, MPI_Irecv) and comm_shift_wait completes them; until then
+// `in` may be read but not written, and `out` neither. Device buffers make the whole step in
+// comm_shift_start (NCCL orders it on the stream with the kernels).
+typedef struct CommShift {
+    MPI_Request req[2];
+    int n; // requests posted
+} CommShift;
+void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n, int shift);
+void comm_shift_wait(CommShift *s);
 // The same for any bytes in host memory (--exact's sums travelling the ring)
 void comm_shift_bytes(Comm *c, void *out, const void *in, size_t bytes, int shift);
 void comm_barrier(Comm *c);

@@ -3,6 +3,7 @@
 // computed in the same process by the plain model: all tokens, plain attention, no collectives.
 #include "../../core/check.h"
 #include "../../core/rng.h"
+#include "../../kernels/kernels.h"
 #include "../../parallel/autograd_collectives.h"
 #include "../../core/safetensors.h"
 #include "../../parallel/sp.h"
@@ -230,6 +231,71 @@ START_TEST(ring_matches_single_rank) {
         ck_assert(e_out > OUT_TOL || e_grad > GRAD_TOL);
     }
     cfg = configs[0];
+}
+END_TEST
+
+// The ring sends each block on while it is attended (nonblocking): its output and its gradients
+// have the bits of the same kernels run on the blocks in the ring's order without any transfer
+// in flight, from K and V (and in backward every rank's queries, output, log-sum-exp and output
+// gradient) all-gathered: the blocks reach each step whole and on time.
+START_TEST(ring_overlap_is_exact) {
+    enum { Bq = 2, n = 5, H = 2, dh = 3, D = H * dh };
+    int P = comm.size, r = comm.rank;
+    size_t blk = (size_t)Bq * n * D, lsz = (size_t)Bq * H * n;
+    Arena a = arena_create(4 << 20);
+    Tape tp = tape_create(&a);
+    Tensor *x[3];
+    for (int i = 0; i < 3; i++) { // q, k, v of this rank's tokens
+        x[i] = tensor_new(&a, 3, Bq, n, D);
+        rng_fill_normal(x[i]->data, blk, 21, (uint64_t)(10 * r + i), 0, 1);
+        x[i]->requires_grad = true;
+    }
+    Tensor *out = ring_attention(&tp, &comm, x[0], x[1], x[2], H, NULL, 0);
+    real *dout = arena_alloc(&a, blk * sizeof(real));
+    rng_fill_normal(dout, blk, 22, (uint64_t)r, 0, 1);
+    backward_from(&tp, out, dout);
+    // the reference: every rank's tensors, [q o dout | k v | lse] per rank
+    real *mine = arena_alloc(&a, (5 * blk + lsz) * sizeof(real)), *all = arena_alloc(&a, P * (5 * blk + lsz) * sizeof(real));
+    real *o = arena_alloc(&a, (2 * blk + 2 * lsz) * sizeof(real)), *lse = o + blk, *ob = lse + lsz, *lb = ob + blk;
+    memcpy(mine + 3 * blk, x[1]->data, blk * sizeof(real)), memcpy(mine + 4 * blk, x[2]->data, blk * sizeof(real));
+    comm_all_gather(&comm, all, mine, 5 * blk + lsz); // K and V: the rest comes after the forward
+#define OF(rank, i) (all + (size_t)(rank) * (5 * blk + lsz) + (size_t)(i) * blk)
+    for (int s = 0; s < P; s++) { // block of rank r - s
+        int owner = (r - s + P) % P;
+        attention_kernel_forward(&a, s ? ob : o, s ? lb : lse, x[0]->data, OF(owner, 3), OF(owner, 4), NULL, Bq, n, n, H, dh);
+        if (s) attention_merge(o, lse, ob, lb, Bq, n, H, dh, 0);
+    }
+    bool same_out = !memcmp(o, out->data, blk * sizeof(real));
+    memcpy(mine, x[0]->data, blk * sizeof(real)), memcpy(mine + blk, o, blk * sizeof(real));
+    memcpy(mine + 2 * blk, dout, blk * sizeof(real)), memcpy(mine + 5 * blk, lse, lsz * sizeof(real));
+    comm_all_gather(&comm, all, mine, 5 * blk + lsz);
+    real *g = arena_alloc(&a, 6 * blk * sizeof(real)), *dq = g, *dk = g + blk, *dv = g + 2 * blk;
+    real *scratch = g + 3 * blk; // another rank's dQ
+    for (int s = 0; s < P; s++) { // this rank's dQ, from the blocks in the order the ring brings them
+        int owner = (r + 1 + s) % P;
+        attention_kernel_backward(&a, dq, scratch, scratch + blk, dout, o, lse, x[0]->data, OF(owner, 3),
+                                  OF(owner, 4), NULL, Bq, n, n, H, dh);
+    }
+    for (int s = 0; s < P; s++) { // this rank's dK, dV: rank r - 1 - s adds its share at step s
+        int j = (r - 1 - s + 2 * P) % P;
+        attention_kernel_backward(&a, scratch, dk, dv, OF(j, 2), OF(j, 1), all + (size_t)j * (5 * blk + lsz) + 5 * blk,
+                                  OF(j, 0), x[1]->data, x[2]->data, NULL, Bq, n, n, H, dh);
+    }
+#undef OF
+    real *zero_dk = scratch + 2 * blk; // the gradient buffers start at zero; the ring adds into them
+    add_rows(zero_dk, blk, dk, blk, blk, 1), memcpy(dk, zero_dk, blk * sizeof(real));
+    memset(zero_dk, 0, blk * sizeof(real));
+    add_rows(zero_dk, blk, dv, blk, blk, 1), memcpy(dv, zero_dk, blk * sizeof(real));
+    bool same = same_out && !memcmp(dq, x[0]->grad, blk * sizeof(real)) &&
+                !memcmp(dk, x[1]->grad, blk * sizeof(real)) && !memcmp(dv, x[2]->grad, blk * sizeof(real));
+    int all_same = same;
+    MPI_Allreduce(MPI_IN_PLACE, &all_same, 1, MPI_INT, MPI_LAND, comm.group);
+    if (comm.rank == 0)
+        printf("ring over %d ranks, transfers overlapped: output and dQ, dK, dV %s\n", P,
+               all_same ? "bitwise those of the blocks run in order" : "DIFFER");
+    ck_assert(all_same);
+    tape_free(&tp);
+    arena_destroy(&a);
 }
 END_TEST
 
@@ -1020,6 +1086,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, injected_bug_is_caught, 0, 6);
     tcase_add_test(tc, all_to_all_matches_single_rank);
     tcase_add_loop_test(tc, ring_matches_single_rank, 0, 2);
+    tcase_add_test(tc, ring_overlap_is_exact);
     tcase_add_test(tc, uneven_heads_match_single_rank);
     tcase_add_test(tc, padding_and_bytes);
     tcase_add_test(tc, uneven_heads_bytes);
