@@ -3,6 +3,7 @@
 // probe results, and the settings table against --help, --resume, compare and the rank check.
 #include "../core/safetensors.h"
 #include "../kernels/kernels.h"
+#include "../train/budget.h"
 #include "../train/checkpoint.h"
 #include "../train/compare.h"
 #include "../train/settings.h"
@@ -631,6 +632,39 @@ START_TEST(settings_args_give_back_the_values) {
 }
 END_TEST
 
+// The memory a rank of a run holds (budget_rank_memory, the check before a run and the planner's):
+// under --zero 1 over 4 ranks the Adam moments are a quarter of the whole (the store split in 4
+// slices of ceil(total / 4), its parameters counted from the model's layout), the rest unchanged;
+// --recompute shrinks the activations by the blocks' intermediates; a layout that cannot run
+// over the ranks is the sentence that says so
+START_TEST(budget_knows_recompute_and_zero) {
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    ck_assert(dit_preset("DiT-mini/2", &tc.model));
+    tc.model.input_size = 64, tc.batch = 4;
+    char err[512];
+    RankMemory whole, zero, recompute;
+    ck_assert(!budget_rank_memory(&tc, 4, &whole, err, sizeof err));
+    tc.zero = 1;
+    ck_assert(!budget_rank_memory(&tc, 4, &zero, err, sizeof err));
+    tc.zero = 0, tc.parallel.recompute = true;
+    ck_assert(!budget_rank_memory(&tc, 4, &recompute, err, sizeof err));
+    DiT m;
+    dit_layout(&m, &tc.model);
+    double total = (double)m.ps.total, R = sizeof(real);
+    dit_free(&m);
+    ck_assert_double_eq(whole.optimizer, 2 * total * R);
+    ck_assert_double_eq(zero.optimizer, 2 * ceil(total / 4) * R);
+    ck_assert_double_eq(zero.arena, whole.arena);
+    ck_assert_double_le(zero.weights - whole.weights, 2 * 3 * R); // the padding of the last slice
+    ck_assert_double_lt(recompute.arena, whole.arena / 2);
+    ck_assert_double_eq(recompute.optimizer, whole.optimizer);
+    tc.parallel.recompute = false, tc.parallel.sp = 3;
+    ck_assert_ptr_nonnull(budget_rank_memory(&tc, 4, &whole, err, sizeof err));
+    ck_assert_msg(strstr(err, "--sp 3 must divide the 4 ranks"), "%s", err);
+}
+END_TEST
+
 Suite *train_suite(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -655,6 +689,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, settings_compare_ignores_exactly_its_rows);
     tcase_add_test(tc, settings_rank_check_holds_the_agreed_rows);
     tcase_add_test(tc, settings_args_give_back_the_values);
+    tcase_add_test(tc, budget_knows_recompute_and_zero);
     suite_add_tcase(s, tc);
     return s;
 }
