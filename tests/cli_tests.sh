@@ -174,6 +174,10 @@ expect_usage "must be between 1 and" --batch 0
 expect_usage "--heads 5 does not divide the width 64 (--hidden)" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
+expect_usage "--zero 2: only stage 1 is built" --zero 2
+expect_usage "--zero must be between 0 and 3, got 4" --zero 4
+expect_usage "probe: unknown argument '--zero'" probe --zero 1
+expect_usage "sample: unknown argument '--recompute'" sample --recompute
 # --device cuda where there is no GPU (the GPU path itself: tests/gpu/device_cli.sh)
 if ! nvidia-smi -L > /dev/null 2>&1; then
   expect_usage "--device cuda: .*no GPU is visible here\|--device cuda: this build has no CUDA" --device cuda
@@ -277,6 +281,12 @@ if cmp -s "$WORK/recompute/model.safetensors" "$WORK/recompute--recompute/model.
    "$TRAIN" locate "$WORK/recompute--recompute/tape" "$WORK/recompute/tape" >/dev/null 2>&1; then
   ok "--recompute: model, optimizer state and probe gradients identical to without it; its dumped tape agrees"
 else bad "--recompute differs from a run without it"; fi
+# --zero 1 on 4 ranks: the memory line reports a quarter of the Adam moments (the bits, the
+# tolerance and resuming onto other rank counts: tests/exact_test.sh, test_parallel's zero tests)
+out=$($MPIRUN -np 4 "$TRAIN" $RES --steps 2 --zero 1 --samples-per-class 0 --out "$WORK/zero" 2>&1)
+if [ $? = 0 ] && echo "$out" | grep -q "Adam moments [0-9.]* MiB (1/4 of them: --zero 1)"; then
+  ok "--zero 1 on 4 ranks: $(echo "$out" | grep -o 'Adam moments [^,]*')"
+else bad "--zero 1 on 4 ranks"; echo "$out" | tail -3; fi
 # a verify that cannot start keeps the earlier results: it checks what the runs check first
 for args in "--data $WORK/no-such-folder" "--sp-attention all-to-all --heads 2 --ranks 4"; do
   msg=$("$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" $args 2>&1); rc=$?
