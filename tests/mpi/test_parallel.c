@@ -866,7 +866,8 @@ START_TEST(grad_accum_memory) {
 }
 END_TEST
 
-// Every op a DiT step records, in every layout and with every injected bug, has a gradient check
+// Every op a DiT step records, in every layout and with every injected bug, with and without
+// --recompute, has a gradient check
 START_TEST(every_recorded_op_is_gradient_checked) {
     ck_assert(!has_gradient_check("an op nobody checks")); // the lookup can say no
     cfg = configs[2]; // 12 heads: both layouts at 1 to 4 ranks, and padding at 2 to 4
@@ -878,19 +879,22 @@ START_TEST(every_recorded_op_is_gradient_checked) {
             SeqParallel sp;
             if (bug && !strcmp(bug_list(bug, name, sizeof name), "none")) continue; // no such bug
             if (!init_sp(&sp, (SeqAttention)layout, bug)) continue; // a bug of the other layout
-            Arena a = arena_create(64 << 20);
-            Tape tp = tape_create(&a);
-            Tensor *x, *t, *target;
-            int64_t y[B_MAX];
-            random_batch(&a, &x, &t, &target, y);
-            DiTShard dsh = sp_dit_shard(&sp);
-            dit_loss(&m, &tp, dit_forward(&m, &tp, x, t, y, &dsh), target, &dsh);
-            for (int i = 0; i < tp.n; i++)
-                ck_assert_msg(has_gradient_check(tp.nodes[i].op), "op %s (%s layout) has no gradient "
-                              "check: add a row to tests/test_ops.c and its name to "
-                              "tests/gradchecked.h", tp.nodes[i].op, seq_attention_name(layout));
-            tape_free(&tp);
-            arena_destroy(&a);
+            for (int recompute = 0; recompute < 2; recompute++) {
+                Arena a = arena_create(64 << 20);
+                Tape tp = tape_create(&a);
+                Tensor *x, *t, *target;
+                int64_t y[B_MAX];
+                random_batch(&a, &x, &t, &target, y);
+                sp.recompute = recompute;
+                DiTShard dsh = sp_dit_shard(&sp);
+                dit_loss(&m, &tp, dit_forward(&m, &tp, x, t, y, &dsh), target, &dsh);
+                for (int i = 0; i < tp.n; i++)
+                    ck_assert_msg(has_gradient_check(tp.nodes[i].op), "op %s (%s layout) has no gradient "
+                                  "check: add a row to tests/test_ops.c and its name to "
+                                  "tests/gradchecked.h", tp.nodes[i].op, seq_attention_name(layout));
+                tape_free(&tp);
+                arena_destroy(&a);
+            }
             sp_free(&sp);
         }
     dit_free(&m);
