@@ -293,8 +293,8 @@ const Setting settings[] = {
     {"recompute", "--recompute", NULL, &BOOL_TEXT, OFF(parallel.recompute), 0, 0,
      PARALLEL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "keep each block's input only and run the block's forward again in\n"
-     "backward: activation memory of about one block, the same gradients\n"
-     "(bit for bit), about a third more compute"},
+     "backward: the activations of every block's input and of one block,\n"
+     "the same gradients (bit for bit), one more forward of the blocks"},
     {"zero", "--zero", "STAGE", &INT_TEXT, OFF(zero), 0, 3,
      FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, zero_check, NULL,
      "1: ZeRO stage 1, each rank keeps the Adam moments of 1/ranks of the\n"
