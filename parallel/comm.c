@@ -145,8 +145,10 @@ void comm_all_gather(Comm *c, real *out, const real *in, size_t n) {
         return;
     }
 #endif
-    if (in == out + (size_t)c->rank * n && !device_pointer(out)) { // in place
-        MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_REAL_T, out, count(n), MPI_REAL_T, c->group));
+    if (in == out + (size_t)c->rank * n) { // in place (on the host, or a host copy of all of out)
+        Staged s = stage(out, c->size * n, out, c->size * n);
+        MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_REAL_T, s.out, count(n), MPI_REAL_T, c->group));
+        unstage(&s);
         return;
     }
     Staged s = stage(in, n, out, c->size * n);
@@ -170,10 +172,11 @@ void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n) {
         return;
     }
 #endif
-    if (out == in + (size_t)c->rank * n && !device_pointer(in)) { // in place: the sum lands first
-        MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, out - (size_t)c->rank * n, count(n), MPI_REAL_T,
-                                           MPI_SUM, c->group));
-        memmove(out, in, n * sizeof(real));
+    if (out == in + (size_t)c->rank * n) { // in place (on the host, or a host copy of all of in)
+        Staged s = stage(in, c->size * n, (real *)in, c->size * n);
+        MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, s.out, count(n), MPI_REAL_T, MPI_SUM, c->group));
+        memmove(s.out + (size_t)c->rank * n, s.out, n * sizeof(real)); // the sum lands first
+        unstage(&s);
         return;
     }
     Staged s = stage(in, c->size * n, out, n);
