@@ -7,13 +7,34 @@ AdamW adamw_default(double lr) {
     return (AdamW){.lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
 }
 
-double adamw_step(AdamW *opt, ParamStore *ps) {
-    double norm = sqrt(RUN(ps->device, sum_squares, ps->grads, ps->total));
+double adamw_squares(const ParamStore *ps, ExactSum *squares) {
+    const real *g = ps->grads + ps->at;
+    if (!ps->exact_mem) return RUN(ps->device, sum_squares, g, ps->chunk);
+    enum { PART = 1024 };
+    real sq[PART];
+    for (size_t i = 0; i < ps->chunk; i += PART) {
+        int k = ps->chunk - i < PART ? (int)(ps->chunk - i) : PART;
+        for (int j = 0; j < k; j++) sq[j] = g[i + j] * g[i + j];
+        exact_add_terms(squares, 0, sq, 1, k, 1);
+    }
+    return 0;
+}
+
+void adamw_update_slice(AdamW *opt, ParamStore *ps, double norm) {
     double scale = (opt->clip_norm > 0 && norm > opt->clip_norm) ? opt->clip_norm / norm : 1;
     opt->step++;
-    RUN(ps->device, adamw_update, ps->params, ps->grads, ps->m, ps->v, ps->total, (real)opt->lr,
-        (real)opt->beta1, (real)opt->beta2, (real)opt->eps, (real)opt->weight_decay, (real)scale,
-        opt->step);
+    RUN(ps->device, adamw_update, ps->params + ps->at, ps->grads + ps->at, ps->m, ps->v, ps->chunk,
+        (real)opt->lr, (real)opt->beta1, (real)opt->beta2, (real)opt->eps, (real)opt->weight_decay,
+        (real)scale, opt->step);
+}
+
+double adamw_step(AdamW *opt, ParamStore *ps) {
+    int64_t mem[EXACT_LIMBS + 2];
+    ExactSum squares = exact_view(mem, 1);
+    double sum = adamw_squares(ps, &squares);
+    if (ps->exact_mem) exact_result_double(&sum, &squares, 0, 1);
+    double norm = sqrt(sum);
+    adamw_update_slice(opt, ps, norm);
     return norm;
 }
 

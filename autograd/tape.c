@@ -97,16 +97,15 @@ bool node_grad_take(Node *n, int k) {
     return true;
 }
 
-void backward_from(Tape *tp, Tensor *out, const real *dout) {
+// The tape in reverse from out, whose gradient is set; `owned`: the buffer is backward's to free
+static void run_backward(Tape *tp, Tensor *out, bool owned) {
     CHECK(out->requires_grad,
           "backward: the output does not depend on anything that requires a gradient; "
           "mark the parameters or inputs with requires_grad and keep gradients enabled");
     Arena *a = tp->arena;
     Live *stack = xmalloc(((size_t)tp->n * NODE_MAX_IN + 1) * sizeof(Live));
     int top = 0;
-    bool fresh = !root_of(out)->grad;
-    copy_bytes(tensor_grad(a, out), dout, out->size * sizeof(real)); // host dout, onto the device too
-    if (fresh) push(stack, &top, a, root_of(out));
+    if (owned) push(stack, &top, a, root_of(out));
     for (int i = tp->n - 1; i >= 0; i--) {
         Node *n = &tp->nodes[i];
         if (!n->out->grad) continue;
@@ -136,6 +135,17 @@ void backward_from(Tape *tp, Tensor *out, const real *dout) {
         }
     }
     free(stack);
+}
+
+void backward_from(Tape *tp, Tensor *out, const real *dout) {
+    bool fresh = !root_of(out)->grad;
+    copy_bytes(tensor_grad(tp->arena, out), dout, out->size * sizeof(real)); // host dout, onto the device too
+    run_backward(tp, out, fresh);
+}
+
+void backward_given(Tape *tp, Tensor *out) {
+    CHECK(out->grad, "backward_given: the output has no gradient");
+    run_backward(tp, out, false);
 }
 
 void backward(Tape *tp, Tensor *loss) {

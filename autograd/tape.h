@@ -81,3 +81,6 @@ bool node_grad_take(Node *n, int k);
 void backward(Tape *tp, Tensor *loss);
 // Any output, with its gradient seeded by a copy of dout [out->size].
 void backward_from(Tape *tp, Tensor *out, const real *dout);
+// Any output whose gradient buffer out->grad is set already and belongs to someone else (an
+// outer tape): backward neither frees it nor keeps it beyond the op that takes it over.
+void backward_given(Tape *tp, Tensor *out);

@@ -104,17 +104,20 @@ static double sum_lines(const Line *l, int k) {
     return s;
 }
 
-size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, bool backward) {
+size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass pass) {
     Line l[32];
     // in double: sizes of configs that cannot fit anywhere must not wrap around
     double b = B, block = sum_lines(l, block_lines(l, c, n)) + attn.kept, rest = sum_lines(l, rest_lines(l, c, n, b));
     int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
     double scratch = (double)attention_scratch_count(B, attn.queries, attn.keys, c->num_heads, dh,
-                                                     backward);
+                                                     pass != DIT_FORWARD);
+    // what backward holds of the blocks' forward: every block's activations, or under recompute
+    // every block's input and one block's activations, run again
+    double kept = pass == DIT_RECOMPUTE ? c->depth * (double)n * c->hidden_size + block : c->depth * block;
     double reals;
-    if (backward) // every block's activations, the gradients of one block at a time (tape.c frees
-        // the rest as it goes), the residual stream's gradient, and the largest transient
-        reals = b * (c->depth * block + rest + block + rest + (double)n * c->hidden_size) +
+    if (pass != DIT_FORWARD) // the blocks' activations, the gradients of one block at a time
+        // (tape.c frees the rest as it goes), the residual stream's gradient, and the largest transient
+        reals = b * (kept + rest + block + rest + (double)n * c->hidden_size) +
                 fmax(scratch, b * attn.transient);
     else // without gradients dit_forward keeps one block's intermediates at a time
         reals = b * (block + rest) + fmax(scratch, b * attn.transient);
@@ -212,7 +215,9 @@ void dit_create(DiT *m, const DiTConfig *cfg) {
 DiT *dit_place(DiT *host, DiT *dev, bool device) {
     if (!device) return host;
     dit_layout(dev, &host->cfg);
-    dit_alloc(dev, true, host->ps.ema != NULL);
+    const ParamStore *h = &host->ps; // split as the host's (--zero 1)
+    dev->ps.shards = h->shards, dev->ps.at = h->at, dev->ps.chunk = h->chunk, dev->ps.padded = h->padded;
+    dit_alloc(dev, true, h->ema != NULL);
     copy_bytes(dev->pos_embed.data, host->pos_embed.data, host->pos_embed.size * sizeof(real));
     dit_copy(dev, host);
     return dev;
@@ -384,6 +389,68 @@ static Tensor *block_forward(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tens
 #undef NAME
 }
 
+// ---- --recompute: a block as one tape node that keeps its input (x, c_act) and output only ----
+typedef struct Checkpoint {
+    const DiT *m;
+    int block;
+    PackTokens pt; // its buffers lie below every block's
+    DiTShard sh;
+    TapeWatch watch; // the outer tape's (probe --dump-tape), which sees the forward once only
+    void *watch_ctx;
+} Checkpoint;
+
+static void watch_grads(Tape *tp, Tensor *t, bool grad, void *ctx) {
+    const Checkpoint *k = ctx;
+    if (grad) k->watch(tp, t, grad, k->watch_ctx);
+}
+
+// Runs the block again on leaves that share the inputs' data and gradient buffers, then its
+// backward from the output's gradient: the same kernels in the same order as without --recompute,
+// so every gradient gets the same bits. x's gradient takes over the output's buffer as the
+// residual add does without recompute; one that starts elsewhere is kept below the block's
+// intermediates, which are freed.
+static void checkpoint_bwd(Node *nd) {
+    const Checkpoint *k = nd->ptr;
+    Arena *a = nd->arena;
+    node_grad(nd, 1); // c_act's gradient (the final layer's adaLN starts it anyway)
+    Tensor x = *nd->in[0], c = *nd->in[1];
+    x.got_grad = c.got_grad = false;
+    size_t mark = arena_mark(a);
+    Tape sub = tape_create(a);
+    sub.exact = nd->exact;
+    if (k->watch) sub.watch = watch_grads, sub.watch_ctx = (void *)k;
+    Tensor *y = block_forward(&k->m->blocks[k->block], k->block, &sub, &x, &c, k->m->cfg.num_heads,
+                              &k->pt, &k->sh);
+    y->grad = nd->out->grad;
+    backward_given(&sub, y);
+    tape_free(&sub);
+    nd->in[1]->grad = c.grad;
+    if (x.grad && (uint8_t *)x.grad >= a->base + mark) // a buffer of its own: kept
+        x.grad = arena_keep(a, mark, x.grad, x.size * sizeof(real));
+    else arena_release(a, mark);
+    nd->in[0]->grad = x.grad;
+    nd->in[0]->got_grad |= x.got_grad;
+}
+
+// The block's forward with gradients (so that its values are those of a run without recompute),
+// its tape nodes and intermediates then dropped, and one node that runs it again in backward
+static Tensor *block_checkpoint(const DiT *m, int i, Tape *tp, Tensor *x, Tensor *c_act,
+                                const PackTokens *pt, const DiTShard *sh) {
+    CHECK(!x->base && !c_act->base, "--recompute: a block's inputs must be whole tensors");
+    size_t mark = arena_mark(tp->arena);
+    int nodes = tp->n;
+    Tensor *y = block_forward(&m->blocks[i], i, tp, x, c_act, m->cfg.num_heads, pt, sh);
+    tp->n = nodes;
+    y = tensor_keep(tp->arena, y, mark);
+    y->name = NULL; // watched already; its gradient is watched as the run again's output
+    Node *nd = tape_record(tp, "block (recomputed)", checkpoint_bwd, y, 2, x, c_act);
+    if (!nd) return y;
+    Checkpoint *k = arena_alloc(arena_host(tp->arena), sizeof *k);
+    *k = (Checkpoint){m, i, *pt, *sh, tp->watch, tp->watch_ctx};
+    nd->ptr = k;
+    return y;
+}
+
 static DiTShard whole(const DiT *m, const DiTShard *sh) {
     DiTShard w = sh ? *sh : (DiTShard){.t0 = 0, .n = dit_tokens(&m->cfg)};
     if (!w.T_pad) w.T_pad = w.t0 + w.n;
@@ -454,6 +521,10 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     temb = linear(tp, silu(tp, temb), m->t2_w, m->t2_b);
     Tensor *c_act = silu(tp, tape_name(tp, add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
     for (int i = 0; i < c->depth; i++) {
+        if (sh.recompute && tp->grad_enabled) {
+            x = block_checkpoint(m, i, tp, x, c_act, &pt, &sh);
+            continue;
+        }
         size_t mark = arena_mark(tp->arena);
         x = block_forward(&m->blocks[i], i, tp, x, c_act, c->num_heads, &pt, &sh);
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates

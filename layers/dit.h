@@ -89,6 +89,9 @@ typedef struct DiTShard {
     // dit_loss divides by images x tokens x the values of a token: the global batch and all T
     // tokens (other ranks' too), so the ranks' losses add up to the mean; 0: this batch, T
     int images, tokens;
+    // --recompute: a step with gradients keeps each block's input only and runs the block's
+    // forward again in backward, with the same kernels in the same order (the same gradients)
+    bool recompute;
 } DiTShard;
 
 // NULL if pack p fits B rows of T tokens (every image inside its row, none overlapping another,
@@ -127,10 +130,13 @@ typedef struct AttnMemory {
     double kept, transient;
     int queries, keys;
 } AttnMemory;
-// Arena bytes of one forward + backward (backward true) or of one forward without gradients
-// (sampling) of B images on a shard of n tokens: a table of the tensors a step allocates (dit.c),
-// for sizing the arena and the memory check. Linear in the sequence (attention is fused).
-size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, bool backward);
+// What a step runs: a forward without gradients (sampling), a forward and backward that keeps
+// every block's activations, or one that keeps each block's input only (--recompute)
+typedef enum { DIT_FORWARD, DIT_BACKWARD, DIT_RECOMPUTE } DiTPass;
+// Arena bytes of one pass of B images on a shard of n tokens: a table of the tensors a step
+// allocates (dit.c), for sizing the arena and the memory check. Linear in the sequence
+// (attention is fused).
+size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass pass);
 
 // Registers every parameter (reference names) and allocates the store; weights are zero.
 void dit_create(DiT *m, const DiTConfig *cfg);

@@ -22,7 +22,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double h = seq_heads(c->num_heads, sp->shard.P, 0), Dh = h * D / c->num_heads;
     AttnMemory m = {.kept = 4 * T * Dh + h * T + n * D, .transient = n * D + T * Dh,
                     .queries = sp->shard.T_pad, .keys = sp->shard.T_pad};
-    return dit_step_bytes(c, B, sp->shard.n, m, backward);
+    return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
 
 // q, k, v are (B, n, D): this rank's tokens

@@ -67,9 +67,13 @@ void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
     // under no-grad-allreduce each rank keeps its partial sums, under no-dp-allreduce each data
     // group the gradient of its own images
     Comm *over = (sp->bugs & BUG_NO_GRAD_ALLREDUCE) ? NULL : (sp->bugs & BUG_NO_DP_ALLREDUCE) ? sp->comm : sp->world;
-    if (sp->exact) {
+    if (over == sp->world && ps->shards > 1) { // --zero 1: each rank needs its slice's sums only
+        if (sp->exact) comm_reduce_scatter_exact(over, &ps->exact);
+        else comm_reduce_scatter(over, ps->grads + ps->at, ps->grads, ps->chunk);
+        if (sp->exact) ps_exact_grads(ps, ps->at, ps->chunk);
+    } else if (sp->exact) {
         if (over) comm_all_reduce_exact(over, &ps->exact);
-        ps_exact_grads(ps);
+        ps_exact_grads(ps, 0, ps->padded);
     } else if (over) comm_all_reduce(over, ps->grads, ps->total);
 }
 

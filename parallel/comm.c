@@ -146,9 +146,22 @@ void comm_all_gather(Comm *c, real *out, const real *in, size_t n) {
         return;
     }
 #endif
+    if (in == out + (size_t)c->rank * n) { // in place (on the host, or a host copy of all of out)
+        Staged s = stage(out, c->size * n, out, c->size * n);
+        MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_REAL_T, s.out, count(n), MPI_REAL_T, c->group));
+        unstage(&s);
+        return;
+    }
     Staged s = stage(in, n, out, c->size * n);
     MPI_CHECK(MPI_Allgather(s.in, count(n), MPI_REAL_T, s.out, count(n), MPI_REAL_T, c->group));
     unstage(&s);
+}
+
+void comm_gather(Comm *c, real *out, const real *in, size_t n) {
+    if (alone(c, out, in, n)) return;
+    CHECK(!device_pointer(in) && !device_pointer(out), "comm_gather: host buffers only");
+    if (c->rank) c->bytes_sent += n * sizeof(real);
+    MPI_CHECK(MPI_Gather(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, 0, c->group));
 }
 
 void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n) {
@@ -160,6 +173,13 @@ void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n) {
         return;
     }
 #endif
+    if (out == in + (size_t)c->rank * n) { // in place (on the host, or a host copy of all of in)
+        Staged s = stage(in, c->size * n, (real *)in, c->size * n);
+        MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, s.out, count(n), MPI_REAL_T, MPI_SUM, c->group));
+        memmove(s.out + (size_t)c->rank * n, s.out, n * sizeof(real)); // the sum lands first
+        unstage(&s);
+        return;
+    }
     Staged s = stage(in, c->size * n, out, n);
     MPI_CHECK(MPI_Reduce_scatter_block(s.in, s.out, count(n), MPI_REAL_T, MPI_SUM, c->group));
     unstage(&s);
@@ -196,6 +216,25 @@ void comm_all_reduce_exact(Comm *c, ExactSum *s) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s->limb, count(s->n * EXACT_LIMBS), MPI_INT64_T, MPI_SUM, c->group));
 }
 
+void comm_reduce_scatter_exact(Comm *c, ExactSum *s) {
+    if (c->size == 1) return;
+    size_t n = s->n / (size_t)c->size;
+    CHECK(n * (size_t)c->size == s->n, "comm_reduce_scatter_exact: %d ranks do not divide %zu sums",
+          c->size, s->n);
+    exact_flush(s);
+    c->bytes_sent += (size_t)(c->size - 1) * (2 + EXACT_LIMBS) * n * sizeof(int64_t);
+    int64_t *top = xmalloc(s->n * sizeof(int64_t)); // every element's window, for the alignment
+    memcpy(top, s->top, s->n * sizeof(int64_t));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, top, count(s->n), MPI_INT64_T, MPI_MAX, c->group));
+    exact_align(s, top);
+    free(top);
+    for (int i = 0; i < EXACT_LIMBS; i++) { // each limb's row: this rank's part lands first
+        int64_t *row = s->limb + (size_t)i * s->n;
+        MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, row, count(n), MPI_INT64_T, MPI_SUM, c->group));
+        memmove(row + (size_t)c->rank * n, row, n * sizeof(int64_t));
+    }
+}
+
 void comm_shift_bytes(Comm *c, void *out, const void *in, size_t bytes, int shift) {
     int to = ((c->rank + shift) % c->size + c->size) % c->size;
     int from = ((c->rank - shift) % c->size + c->size) % c->size;
@@ -226,6 +265,25 @@ void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
     MPI_CHECK(MPI_Sendrecv(s.in, count(n), MPI_REAL_T, to, 0, s.out, count(n), MPI_REAL_T, from, 0,
                            c->group, MPI_STATUS_IGNORE));
     unstage(&s);
+}
+
+void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n, int shift) {
+    s->n = 0;
+    if (c->size == 1 || device_pointer(in) || device_pointer(out)) {
+        comm_shift(c, out, in, n, shift);
+        return;
+    }
+    int to = ((c->rank + shift) % c->size + c->size) % c->size;
+    int from = ((c->rank - shift) % c->size + c->size) % c->size;
+    c->bytes_sent += n * sizeof(real);
+    MPI_CHECK(MPI_Irecv(out, count(n), MPI_REAL_T, from, 1, c->group, &s->req[0]));
+    MPI_CHECK(MPI_Isend(in, count(n), MPI_REAL_T, to, 1, c->group, &s->req[1]));
+    s->n = 2;
+}
+
+void comm_shift_wait(CommShift *s) {
+    if (s->n) MPI_CHECK(MPI_Waitall(s->n, s->req, MPI_STATUSES_IGNORE));
+    s->n = 0;
 }
 
 void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *in,

@@ -36,9 +36,12 @@ void comm_finalize(void);
 // a rank that stopped alone would leave the others waiting in a collective. Without MPI, or with
 // one rank, it prints "error: msg" and exits.
 _Noreturn void comm_stop_all(const char *msg, int code);
-// out (size * n) = the n values of every rank, in rank order
+// out (size * n) = the n values of every rank, in rank order; in may be out + rank * n (in place)
 void comm_all_gather(Comm *c, real *out, const real *in, size_t n);
-// out (n) = sum over ranks of their in[rank * n .. (rank + 1) * n)
+// The same into rank 0's out only (the other ranks' out is not used); host memory
+void comm_gather(Comm *c, real *out, const real *in, size_t n);
+// out (n) = sum over ranks of their in[rank * n .. (rank + 1) * n); out may be in + rank * n (in
+// place: the rest of in is then overwritten)
 void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n);
 // buf (n) = sum over ranks, in place
 void comm_all_reduce(Comm *c, real *buf, size_t n);
@@ -46,6 +49,10 @@ void comm_all_reduce_double(Comm *c, double *buf, size_t n);
 // Order-independent sums (host memory), in place: the windows' MAX, then the aligned limbs' SUM,
 // so the result has the same bits for any number of ranks and any split of the terms
 void comm_all_reduce_exact(Comm *c, ExactSum *s);
+// The same, reduce-scattered: of s's size * n elements, this rank's [rank * n, (rank + 1) * n)
+// hold the sums over every rank (the windows' MAX goes to every rank, the limbs' SUM only to
+// the slice's owner); the other elements are left unusable
+void comm_reduce_scatter_exact(Comm *c, ExactSum *s);
 // Every rank sends a block to every rank: in holds this rank's blocks in rank order, in_counts[r]
 // values for rank r; out receives them in rank order, out_counts[r] values from rank r (what rank
 // r sent this rank). Counts may differ from rank to rank (MPI_Alltoallv); the bytes counted are
@@ -54,6 +61,16 @@ void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *i
                      const size_t *in_counts);
 // A ring step: sends n values to rank (rank + shift) mod size and receives n from (rank - shift)
 void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift);
+// A ring step in two halves, so that work on `in` runs while it travels: comm_shift_start posts
+// the send and the receive (MPI_Isend, MPI_Irecv) and comm_shift_wait completes them; until then
+// `in` may be read but not written, and `out` neither. Device buffers make the whole step in
+// comm_shift_start (NCCL orders it on the stream with the kernels).
+typedef struct CommShift {
+    MPI_Request req[2];
+    int n; // requests posted
+} CommShift;
+void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n, int shift);
+void comm_shift_wait(CommShift *s);
 // The same for any bytes in host memory (--exact's sums travelling the ring)
 void comm_shift_bytes(Comm *c, void *out, const void *in, size_t bytes, int shift);
 void comm_barrier(Comm *c);

@@ -20,7 +20,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     AttnMemory m = {.kept = 2 * T * D + n * D + H * n, .transient = T * D + n * D,
                     .queries = sp->shard.n, .keys = sp->shard.T_pad};
     if (sp->bugs & BUG_WRONG_RESTORE) m.kept += 2 * T * D + H * T, m.queries = sp->shard.T_pad;
-    return dit_step_bytes(c, B, sp->shard.n, m, backward);
+    return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
 
 // The no-dkv-reduce-scatter bug: the all-gather's backward keeps this rank's own rows of the

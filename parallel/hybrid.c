@@ -33,7 +33,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     AttnMemory m = {.kept = 6 * Un * Dh + h * Un + n * D, .transient = 5 * Un * Dh + h * Un,
                     .queries = sp->ulysses * sp->shard.n, .keys = sp->ulysses * sp->shard.n};
     if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += Un * Dh + h * Un; // a partial output
-    return dit_step_bytes(c, B, sp->shard.n, m, backward);
+    return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
 
 // q, k, v are (B, n, D): this rank's tokens

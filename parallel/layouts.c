@@ -54,6 +54,10 @@ SpTraffic sp_layer_traffic(const SeqParallel *sp, const DiTConfig *c, int B, boo
     return layouts[sp->layout]->traffic(sp, c, B, backward);
 }
 
+DiTPass sp_pass(const SeqParallel *sp, bool backward) {
+    return !backward ? DIT_FORWARD : sp->recompute ? DIT_RECOMPUTE : DIT_BACKWARD;
+}
+
 // --exact: the adaLN vectors of each image spread over this rank's canonical blocks
 static Tensor *spread(Tape *tp, Tensor *per_image, void *ctx) {
     SeqParallel *sp = ctx;
@@ -64,7 +68,7 @@ DiTShard sp_dit_shard(SeqParallel *sp) {
     return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .T_pad = sp->shard.T_pad,
                       .positions_from_shard = sp->bugs & BUG_PACK_POSITIONS_FROM_SHARD,
                       .attend = layouts[sp->layout]->attend, .attend_ctx = sp,
-                      .spread = sp->exact ? spread : NULL};
+                      .spread = sp->exact ? spread : NULL, .recompute = sp->recompute};
 }
 
 const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg) {

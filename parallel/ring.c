@@ -1,7 +1,9 @@
 // ring.c: the ring layout (ring attention, see sp.h), and the ring that the hybrid layout runs
 // over its head groups. Forward: each rank's K/V block travels the
 // ring (P - 1 steps, to rank + 1); every step attends the local queries to the visiting block with
-// the fused kernel, and the partial outputs merge by their log-sum-exp. Backward runs the ring the
+// the fused kernel, and the partial outputs merge by their log-sum-exp. Each block is sent on
+// (nonblocking) while it is attended, so the transfer overlaps the step's compute; in backward
+// its K and V do, and its dK, dV follow once the step has added to them. Backward runs the ring the
 // other way, starting from the last block the forward saw: every step adds this rank's share of
 // the visiting block's dK/dV (recomputed against the final output and log-sum-exp), which travel
 // with the block and reach its owner at the last step; dQ stays here. Sends 2 B T_pad D (P-1)/P
@@ -27,7 +29,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     AttnMemory m = {.kept = 3 * n * D + H * n, .transient = 5 * n * D + H * n,
                     .queries = sp->shard.n, .keys = sp->shard.n};
     if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += n * D + H * n; // a block's partial output
-    return dit_step_bytes(c, B, sp->shard.n, m, backward);
+    return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
 
 typedef struct Ring { // what one call needs, from q (B, n, D)
@@ -71,6 +73,8 @@ static void ring_bwd(Node *nd) {
     for (int s = 0; s < P; s++) { // block of rank r + 1 + s: the last is this rank's own
         int owner = (r + 1 + s) % P;
         bool keep_here = (g.bugs & BUG_RING_DKV_NOT_RETURNED) && owner != r;
+        CommShift kv; // K and V travel on while this step works on them; dK, dV follow it
+        if (s < P - 1) comm_shift_start(c, &kv, next, cur, 2 * g.blk, -1);
         // under ring-stale-kv every step recomputes against this rank's own block
         const real *k = stale ? nd->in[1]->data : cur, *v = stale ? nd->in[2]->data : cur + g.blk;
         const real *q = nd->in[0]->data, *o = nd->out->data;
@@ -83,7 +87,8 @@ static void ring_bwd(Node *nd) {
                                   block_segments(&g, owner), g.B, g.n,
                                   g.n, g.H, g.dh);
         if (s == P - 1) break;
-        comm_shift(c, next, cur, 4 * g.blk, -1);
+        comm_shift(c, next + 2 * g.blk, cur + 2 * g.blk, 2 * g.blk, -1);
+        comm_shift_wait(&kv);
         real *t = cur;
         cur = next, next = t;
     }
@@ -205,12 +210,14 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     copy_bytes(cur, k->data, g->blk * sizeof(real)), copy_bytes(cur + g->blk, v->data, g->blk * sizeof(real));
     for (int s = 0; s < P; s++) { // block of rank r - s; the first is the merge's start
         int owner = (r - s + P) % P;
+        CommShift kv; // the block travels on while it is attended here
+        if (s < P - 1) comm_shift_start(c, &kv, next, cur, 2 * g->blk, 1);
         block_forward(a, g, s ? os : out->data, s ? ls : lse, q->data, cur, cur + g->blk, owner);
         if (s) // under ring-wrong-merge, a plain average of the partial outputs
             RUN(a->device, attention_merge, out->data, lse, os, ls, B, n, heads, g->dh,
                 (bugs & BUG_RING_WRONG_MERGE) ? s + 1 : 0);
         if (s == P - 1) break;
-        comm_shift(c, next, cur, 2 * g->blk, 1);
+        comm_shift_wait(&kv);
         real *t = cur;
         cur = next, next = t;
     }

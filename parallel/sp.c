@@ -20,6 +20,7 @@ const char *sp_layout_text(const SpOptions *o, int ranks, char *buf, size_t len)
         snprintf(hybrid, sizeof hybrid, " (ulysses %d x ring %d)", o->ulysses, P / o->ulysses);
     if (o->grad_accum > 1) snprintf(accum, sizeof accum, ", grad-accum %d", o->grad_accum);
     if (o->exact) snprintf(accum + strlen(accum), sizeof accum - strlen(accum), ", exact (%d blocks)", o->virtual_shards);
+    if (o->recompute) snprintf(accum + strlen(accum), sizeof accum - strlen(accum), ", recompute");
     snprintf(buf, len, "%ssp %d, %s%s%s", dp, P, seq_attention_name(o->layout), hybrid, accum);
     return buf;
 }
@@ -80,7 +81,8 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&policy, T, P, sp_rank),
                         .layout = o->layout, .dp = ranks / P, .dp_rank = dp_rank, .ulysses = U,
                         .accum = o->grad_accum, .bugs = o->bugs, .cuda = o->cuda,
-                        .exact = o->exact, .packs = o->packs, .policy_blocks = policy.exact_blocks};
+                        .exact = o->exact, .packs = o->packs, .recompute = o->recompute,
+                        .policy_blocks = policy.exact_blocks};
     if (!world) return NULL;
     sp->comm = split(sp, dp_rank, sp_rank); // consecutive ranks form a sequence group
     if (P < ranks) sp->data = split(sp, sp_rank, dp_rank);

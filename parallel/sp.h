@@ -35,7 +35,7 @@
 // layouts, batch.c a batch over the mesh (slices, micro-batches, the loss's denominator, gathering
 // outputs and summing gradients), inject.c the table of bugs.
 #pragma once
-#include "../autograd/params.h"
+#include "../autograd/optim.h"
 #include "../layers/dit.h"
 #include "comm.h"
 #include "inject.h"
@@ -63,11 +63,12 @@ typedef struct SpOptions {
     bool exact;     // --exact: the same bits for every rank count that divides virtual_shards
     int virtual_shards; // --virtual-shards: the canonical blocks V of --exact (default 12)
     bool packs;         // the rows are packs of images (--max-tokens): the pack bugs can show
+    bool recompute;     // --recompute: keep each block's input only, run its forward again in backward
 } SpOptions;
 // gather, every rank one sequence group, the default policy, one micro-batch
 SpOptions sp_options_default(void);
 // "dp 2 x sp 2, hybrid (ulysses 2 x ring 1)", or "sp 4, ring" without data parallelism, with
-// ", grad-accum K" for K > 1 micro-batches, into buf
+// ", grad-accum K" for K > 1 micro-batches (and ", exact (V blocks)", ", recompute"), into buf
 const char *sp_layout_text(const SpOptions *o, int ranks, char *buf, size_t len);
 
 // The most groups a context splits from the world: the sequence group, the data group, and with
@@ -90,6 +91,7 @@ typedef struct SeqParallel {
     bool nccl;          // and device buffers go over NCCL (every rank its own GPU); else host-staged
     bool exact;         // --exact: canonical blocks of T_pad / policy.exact_blocks tokens
     bool packs;         // the rows are packs: the adaLN vectors reach each token (arena bytes)
+    bool recompute;     // --recompute (DiTShard.recompute)
     uint8_t *key_mask_device; // cuda: the shard's key mask on the device (NULL without padding)
     int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
     TapeWatch watch;    // a step's tapes are watched by this (probe --dump-tape); NULL: not
@@ -147,8 +149,19 @@ Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConf
 // (dp * B, ...). Not differentiated.
 void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size);
 // One all-reduce (sum) of the flat gradient buffer over every rank; under --exact, of the store's
-// exact sums, rounded into the buffer.
+// exact sums, rounded into the buffer. For a sharded store (--zero 1) a reduce-scatter: the sums
+// of this rank's slice only.
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps);
+
+// ---- the optimizer over the mesh (zero.c) -----------------------------------------------------
+// The AdamW update of ps after sp_sync_grads; returns the global gradient norm. A whole store
+// updates itself; a sharded one (ps_shard, --zero 1: ZeRO stage 1 over every rank) updates its
+// slice, from a norm summed over the ranks (under --exact, exactly), and the parameters are
+// all-gathered.
+double sp_optimizer_step(SeqParallel *sp, AdamW *opt, ParamStore *ps);
+// The whole Adam moments of a sharded host store, m then v (total each), gathered on rank 0 into
+// a buffer it frees; NULL on the other ranks (a collective).
+real *sp_gather_moments(SeqParallel *sp, const ParamStore *ps);
 // --exact (batch.c): tp runs in exact mode with *em (this rank's canonical block size, whether it
 // repeats another rank's per-image work); nothing otherwise
 void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em);
@@ -160,6 +173,8 @@ double sp_exact_loss(SeqParallel *sp, ExactMode *em);
 const char *sp_layout_error(const SpOptions *o, int heads, int P, char *buf, size_t len);
 // Arena bytes for one forward + backward (or forward only) of B images on this rank.
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
+// The pass a step with (or without) backward runs: DIT_RECOMPUTE for a backward under --recompute
+DiTPass sp_pass(const SeqParallel *sp, bool backward);
 // The DiTShard that runs a DiT forward on this rank's tokens with the layout's attention.
 DiTShard sp_dit_shard(SeqParallel *sp);
 // What this rank sends in one attention layer of B images, forward or backward (default mode,

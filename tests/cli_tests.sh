@@ -179,6 +179,10 @@ expect_usage "--heads 5 does not divide the width 64 (--hidden)" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
 expect_usage "runs its own --exact column" bugs --regimes --exact
+expect_usage "--zero 2: only stage 1 is built" --zero 2
+expect_usage "--zero must be between 0 and 3, got 4" --zero 4
+expect_usage "probe: unknown argument '--zero'" probe --zero 1
+expect_usage "sample: unknown argument '--recompute'" sample --recompute
 # --device cuda where there is no GPU (the GPU path itself: tests/gpu/device_cli.sh)
 if ! nvidia-smi -L > /dev/null 2>&1; then
   expect_usage "--device cuda: .*no GPU is visible here\|--device cuda: this build has no CUDA" --device cuda
@@ -261,6 +265,33 @@ else bad "--out naming a file (exit $rc): $msg"; fi
 out=$("$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" 2>&1 && "$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" 2>&1)
 if [ $? = 0 ] && echo "$out" | grep -q "replacing the earlier results"; then ok "verify run twice into one folder: replaces its earlier runs"
 else bad "verify run twice into one folder"; echo "$out" | tail -3; fi
+# the network path: verify over Open MPI's TCP transport (ob1, whose transports the btl list
+# chooses; UCX would ignore it) agrees with one rank; the same list without tcp cannot reach the
+# other rank, which shows that the list is what carried the run
+out=$(OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self "$TRAIN" verify --ranks 2 $RES --steps 5 --out "$WORK/tcp" 2>&1)
+if [ $? = 0 ] && ! OMPI_MCA_pml=ob1 OMPI_MCA_btl=self timeout 60 "$TRAIN" verify --ranks 2 $RES --steps 2 --out "$WORK/tcp-none" >/dev/null 2>&1; then
+  ok "verify --ranks 2 over TCP (--mca btl tcp,self) vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
+else bad "verify --ranks 2 over TCP"; echo "$out" | tail -3; fi
+# --recompute: the same files, bit for bit (2 ranks, ring, 3 steps); the probe's gradients too,
+# and its dumped tape (the block run again in backward is watched once) agrees tensor by tensor
+for r in "" --recompute; do
+  $MPIRUN -np 2 "$TRAIN" $RES --steps 3 --sp-attention ring --samples-per-class 0 $r --out "$WORK/recompute$r" >/dev/null 2>&1
+  [ -z "$r" ] && $MPIRUN -np 2 "$TRAIN" probe --ckpt "$WORK/recompute/model.safetensors" --make-batch 3 --out "$WORK/recompute/batch" >/dev/null 2>&1
+  $MPIRUN -np 2 "$TRAIN" probe --ckpt "$WORK/recompute/model.safetensors" --batch "$WORK/recompute/batch" --sp-attention ring $r \
+    --out "$WORK/recompute$r/probe" --dump-tape "$WORK/recompute$r/tape" >/dev/null 2>&1
+done
+if cmp -s "$WORK/recompute/model.safetensors" "$WORK/recompute--recompute/model.safetensors" &&
+   cmp -s "$WORK/recompute/optimizer.safetensors" "$WORK/recompute--recompute/optimizer.safetensors" &&
+   cmp -s "$WORK/recompute/probe" "$WORK/recompute--recompute/probe" &&
+   "$TRAIN" locate "$WORK/recompute--recompute/tape" "$WORK/recompute/tape" >/dev/null 2>&1; then
+  ok "--recompute: model, optimizer state and probe gradients identical to without it; its dumped tape agrees"
+else bad "--recompute differs from a run without it"; fi
+# --zero 1 on 4 ranks: the memory line reports a quarter of the Adam moments (the bits, the
+# tolerance and resuming onto other rank counts: tests/exact_test.sh, test_parallel's zero tests)
+out=$($MPIRUN -np 4 "$TRAIN" $RES --steps 2 --zero 1 --samples-per-class 0 --out "$WORK/zero" 2>&1)
+if [ $? = 0 ] && echo "$out" | grep -q "Adam moments [0-9.]* MiB (1/4 of them: --zero 1)"; then
+  ok "--zero 1 on 4 ranks: $(echo "$out" | grep -o 'Adam moments [^,]*')"
+else bad "--zero 1 on 4 ranks"; echo "$out" | tail -3; fi
 # a verify that cannot start keeps the earlier results: it checks what the runs check first
 for args in "--data $WORK/no-such-folder" "--sp-attention all-to-all --heads 2 --ranks 4"; do
   msg=$("$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" $args 2>&1); rc=$?

@@ -62,6 +62,16 @@ same one ring-4 4 --sp-attention ring
 same one hybrid-2x2 4 --sp-attention hybrid --ulysses-degree 2
 same one dp2-sp2 4 --sp 2
 same one accum3-3 3 --grad-accum 3
+# --zero 1 (the Adam moments split over the ranks, gradients reduce-scattered as exact sums); and
+# 2 steps of it on 4 ranks resumed on 3 ranks, both split: the same bits
+same one zero-4 4 --zero 1 --sp-attention ring
+if train zero-resumed 4 --zero 1 --steps 2 &&
+   $MPIRUN -np 3 "$TRAIN" $ARGS --resume "$WORK/zero-resumed" > "$WORK/zero-resumed.log" 2>&1; then
+  first=""
+  for f in $FILES; do cmp -s "$WORK/one/$f" "$WORK/zero-resumed/$f" || { first=$f; break; }; done
+  if [ -z "$first" ]; then echo "ok   zero-resumed (4 ranks, then 3, --zero 1): identical to one rank"; pass=$((pass + 1))
+  else echo "FAIL zero-resumed: $first differs from one rank's"; fail=$((fail + 1)); fi
+else echo "FAIL zero-resumed: the resumed run failed: $(tail -n 1 "$WORK/zero-resumed.log")"; fail=$((fail + 1)); fi
 train heads5-one 1 --hidden 80 --heads 5 || exit 1
 same heads5-one heads5-all-to-all-3 3 --hidden 80 --heads 5 --sp-attention all-to-all
 differs one bug-no-dkv-reduce-scatter 2 --inject-bug no-dkv-reduce-scatter

@@ -4,6 +4,7 @@
 // --help, --resume, compare and the rank check.
 #include "../core/safetensors.h"
 #include "../kernels/kernels.h"
+#include "../train/budget.h"
 #include "../train/checkpoint.h"
 #include "../train/compare.h"
 #include "../train/plan.h"
@@ -197,7 +198,7 @@ START_TEST(non_finite_values_are_refused) {
 
     AdamW opt = adamw_default(1e-3);
     m.ps.v[m.ps.total - 1] = INFINITY;
-    ck_assert(!ckpt_save_optimizer(&m.ps, &opt, "seed=1 batch=4", path, err, sizeof err));
+    ck_assert(!ckpt_save_optimizer(&m.ps, m.ps.m, m.ps.v, &opt, "seed=1 batch=4", path, err, sizeof err));
     ck_assert_int_eq(ckpt_load_optimizer(&m.ps, &opt, "seed=1 batch=4", path, err, sizeof err), -1);
     char want[64];
     snprintf(want, sizeof want, "tensor 'adam.v' has NaN or infinite values: 1 of %zu", m.ps.total);
@@ -214,7 +215,7 @@ START_TEST(optimizer_state_belongs_to_its_run) {
     opt.step = 7;
     for (size_t i = 0; i < m.ps.total; i++) m.ps.m[i] = (real)i, m.ps.v[i] = (real)(2 * i);
     tmp_path(path, sizeof path, "opt.safetensors");
-    ck_assert(!ckpt_save_optimizer(&m.ps, &opt, "seed=1 batch=4", path, err, sizeof err));
+    ck_assert(!ckpt_save_optimizer(&m.ps, m.ps.m, m.ps.v, &opt, "seed=1 batch=4", path, err, sizeof err));
     memset(m.ps.m, 0, m.ps.total * sizeof(real));
     ck_assert_int_eq(ckpt_load_optimizer(&m.ps, &back, "seed=2 batch=4", path, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "seed=1 batch=4 but this one has seed=2 batch=4"), "%s", err);
@@ -593,7 +594,7 @@ START_TEST(settings_resume_round_trip) {
                     "--sp-attention", "hybrid", "--ulysses-degree", "2", "--no-auto-pad",
                     "--pad-multiple", "3", "--grad-accum", "2", "--inject-bug", "ring-wrong-merge",
                     "--inject-bug", "no-pad-mask", "--exact", "--virtual-shards", "6", "--max-tokens", "9",
-                    "--out", "elsewhere"};
+                    "--recompute", "--zero", "1", "--out", "elsewhere"};
     TrainConfig tc, plain, back;
     tmp_path(run, sizeof run, "run");
     ck_assert(!mkdir(run, 0700));
@@ -749,13 +750,17 @@ START_TEST(planner_ranks_a_hand_case) {
     tc.batch = 4;
     PlanRates free_compute = {1e30, 1e30, 1e30, 1e30};
     PlanLink link = {1e6, 0};
-    PlanRow rows[32];
-    int k = plan_rows(&tc, 4, &free_compute, &link, 0, rows, 32);
-    static const struct { int sp; SeqAttention layout; double units; } hand[] = { // B T D values
-        {1, SP_GATHER, 0}, {2, SP_GATHER, 2 * 4 * 0.5}, {2, SP_ALL_TO_ALL, 2 * 8 * 0.25},
-        {2, SP_RING, 2 * 6 * 0.5}, {4, SP_GATHER, 4 * 4 * 0.75}, {4, SP_ALL_TO_ALL, 4 * 8 * 0.1875},
-        {4, SP_RING, 4 * 6 * 0.75}, {4, SP_HYBRID, 4 * (8 * 0.125 + 6 * 0.25)}};
-    ck_assert_int_eq(k, 8);
+    PlanRow rows[64];
+    int k = plan_rows(&tc, 4, &free_compute, &link, 0, rows, 64);
+    // B T D values in all, and in the forward (gather, all-to-all: half; the ring's K and V pass
+    // on forward, K, V, dK and dV backward: a third), which --recompute sends twice
+    static const struct { int sp; SeqAttention layout; double units, forward; } hand[] = {
+        {1, SP_GATHER, 0, 0}, {2, SP_GATHER, 2 * 4 * 0.5, 2 * 2 * 0.5},
+        {2, SP_ALL_TO_ALL, 2 * 8 * 0.25, 2 * 4 * 0.25}, {2, SP_RING, 2 * 6 * 0.5, 2 * 2 * 0.5},
+        {4, SP_GATHER, 4 * 4 * 0.75, 4 * 2 * 0.75}, {4, SP_ALL_TO_ALL, 4 * 8 * 0.1875, 4 * 4 * 0.1875},
+        {4, SP_RING, 4 * 6 * 0.75, 4 * 2 * 0.75},
+        {4, SP_HYBRID, 4 * (8 * 0.125 + 6 * 0.25), 4 * (4 * 0.125 + 2 * 0.25)}};
+    ck_assert_int_eq(k, 8 * 4); // each with neither, --recompute, --zero 1 and both
     DiT shape;
     dit_layout(&shape, &tc.model);
     double grads = 1.5 * (shape.ps.total * sizeof(real) + sizeof(double)), TD = 256.0 * 64;
@@ -764,7 +769,9 @@ START_TEST(planner_ranks_a_hand_case) {
         if (i) ck_assert_double_le(rows[i - 1].time, rows[i].time);
         int j = 0;
         while (hand[j].sp != rows[i].parallel.sp || hand[j].layout != rows[i].parallel.layout) j++;
-        ck_assert_double_eq_tol(rows[i].sent, 2 * hand[j].units * TD * sizeof(real) + grads, 1e-6);
+        // --zero 1 sends what the all-reduce does; --recompute the forward's exchanges twice
+        double units = hand[j].units + (rows[i].recompute ? hand[j].forward : 0);
+        ck_assert_double_eq_tol(rows[i].sent, 2 * units * TD * sizeof(real) + grads, 1e-6);
         ck_assert_double_eq_tol(rows[i].time, rows[i].sent / 1e6, 1e-9);
     }
     ck_assert_int_eq(rows[0].parallel.sp, 1);
@@ -772,10 +779,43 @@ START_TEST(planner_ranks_a_hand_case) {
     ck_assert_int_eq(rows[k - 1].parallel.sp, 4);
     double least = rows[0].memory;
     for (int i = 1; i < k; i++) least = fmin(least, rows[i].memory);
-    plan_rows(&tc, 4, &free_compute, &link, least, rows, 32);
+    plan_rows(&tc, 4, &free_compute, &link, least, rows, 64);
     ck_assert(rows[0].fits);
     ck_assert_double_eq(rows[0].memory, least);
     for (int i = 1; i < k; i++) ck_assert(!rows[i].fits || rows[i].memory == least);
+}
+END_TEST
+
+// The memory a rank of a run holds (budget_rank_memory, the check before a run and the planner's):
+// under --zero 1 over 4 ranks the Adam moments are a quarter of the whole (the store split in 4
+// slices of ceil(total / 4), its parameters counted from the model's layout), the rest unchanged;
+// --recompute shrinks the activations by the blocks' intermediates; a layout that cannot run
+// over the ranks is the sentence that says so
+START_TEST(budget_knows_recompute_and_zero) {
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    ck_assert(dit_preset("DiT-mini/2", &tc.model));
+    tc.model.input_size = 64, tc.batch = 4;
+    char err[512];
+    RankMemory whole, zero, recompute;
+    ck_assert(!budget_rank_memory(&tc, 4, &whole, err, sizeof err));
+    tc.zero = 1;
+    ck_assert(!budget_rank_memory(&tc, 4, &zero, err, sizeof err));
+    tc.zero = 0, tc.parallel.recompute = true;
+    ck_assert(!budget_rank_memory(&tc, 4, &recompute, err, sizeof err));
+    DiT m;
+    dit_layout(&m, &tc.model);
+    double total = (double)m.ps.total, R = sizeof(real);
+    dit_free(&m);
+    ck_assert_double_eq(whole.optimizer, 2 * total * R);
+    ck_assert_double_eq(zero.optimizer, 2 * ceil(total / 4) * R);
+    ck_assert_double_eq(zero.arena, whole.arena);
+    ck_assert_double_le(zero.weights - whole.weights, 2 * 3 * R); // the padding of the last slice
+    ck_assert_double_lt(recompute.arena, whole.arena / 2);
+    ck_assert_double_eq(recompute.optimizer, whole.optimizer);
+    tc.parallel.recompute = false, tc.parallel.sp = 3;
+    ck_assert_ptr_nonnull(budget_rank_memory(&tc, 4, &whole, err, sizeof err));
+    ck_assert_msg(strstr(err, "--sp 3 must divide the 4 ranks"), "%s", err);
 }
 END_TEST
 
@@ -806,6 +846,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, settings_rank_check_holds_the_agreed_rows);
     tcase_add_test(tc, settings_args_give_back_the_values);
     tcase_add_test(tc, planner_ranks_a_hand_case);
+    tcase_add_test(tc, budget_knows_recompute_and_zero);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3,6 +3,7 @@
 #include "../core/device.h"
 #include "../parallel/usage.h"
 #include "sample.h"
+#include <string.h>
 #include <unistd.h>
 
 Memory budget_memory(bool cuda, int node_ranks) {
@@ -12,72 +13,71 @@ Memory budget_memory(bool cuda, int node_ranks) {
     return (Memory){(double)device_memory(0), (node_ranks + gpus - 1) / gpus};
 }
 
-// With recompute a step keeps each block's input (B n D) and one block's activations at a time:
-// the estimate of a one-block model plus the other blocks' inputs
-static size_t train_arena(const SeqParallel *sp, const TrainConfig *tc, bool recompute) {
+size_t budget_train_arena(const SeqParallel *sp, const TrainConfig *tc) {
     int first, largest; // micro-batch 0
     sp_micro_batch(sp, tc->batch / sp->dp, 0, &first, &largest);
     double image = (double)tc->model.in_channels * tc->model.input_size * tc->model.input_size;
     size_t upload = sp->cuda ? (size_t)((3 * image + 1) * (tc->batch / sp->dp) * sizeof(real)) + 8 * ARENA_ALIGN : 0;
-    DiTConfig one = tc->model;
-    one.depth = 1;
-    size_t inputs = (size_t)tc->model.depth * largest * sp->shard.n * tc->model.hidden_size * sizeof(real);
-    size_t step = (recompute ? sp_step_bytes(sp, &one, largest, true) + inputs
-                             : sp_step_bytes(sp, &tc->model, largest, true)) + upload;
+    size_t step = sp_step_bytes(sp, &tc->model, largest, true) + upload;
     size_t sample = sample_min_bytes(sp, &tc->model, tc->cfg_scale);
     return step > sample ? step : sample;
 }
 
-size_t budget_train_arena(const SeqParallel *sp, const TrainConfig *tc) { return train_arena(sp, tc, false); }
-
-TrainNeed budget_train_need(const TrainConfig *tc, int ranks, bool recompute, int zero) {
-    // a rank holds parameters, gradients and Adam moments (4 copies; with zero the moments split
-    // over the ranks), the EMA copy and the copy sampling swaps out, pos_embed, the arena for the
-    // steps and the sampling, the batch and the sampled images (every shard has the same length)
+const char *budget_rank_memory(const TrainConfig *tc, int ranks, RankMemory *m, char *err, size_t len) {
     const DiTConfig *mc = &tc->model;
+    // every shard has the same length, rank 0's data group as many images as any
     SeqParallel sp;
-    sp_setup(&sp, NULL, ranks, 0, &tc->parallel, mc);
-    char err[512];
+    const char *why = sp_init(&sp, NULL, ranks, 0, &tc->parallel, dit_tokens(mc), mc->num_heads, err, len);
+    if (why) return why;
     int first, count;
-    if (sp_batch_slice(&sp, tc->batch, &first, &count, err, sizeof err)) usage_error("%s", err);
-    TrainNeed need = {.arena = (double)train_arena(&sp, tc, recompute)};
+    why = sp_batch_slice(&sp, tc->batch, &first, &count, err, len);
+    double arena = why ? 0 : (double)budget_train_arena(&sp, tc);
     sp_free(&sp);
+    if (why) return why;
     DiT shape;
     dit_layout(&shape, mc);
+    int shards = tc->zero && ranks > 1 ? ranks : 1; // as ps_shard splits the store
+    double chunk = (double)((shape.ps.total + (size_t)shards - 1) / (size_t)shards), R = sizeof(real);
     double image = (double)mc->in_channels * mc->input_size * mc->input_size;
-    double moments = zero ? 2.0 / ranks : 2, copies = 2 + moments + 2 * (tc->ema > 0);
     double samples = (double)mc->num_classes * tc->samples_per_class * image;
-    need.one_copy = (double)shape.ps.total * sizeof(real);
-    need.model = need.one_copy * copies + (double)shape.pos_embed.size * sizeof(real);
-    need.host = (3.0 * count * image + samples) * sizeof(real);
+    *m = (RankMemory){.arena = arena, .weights = 2 * shards * chunk * R, .optimizer = 2 * chunk * R,
+                      .ema = tc->ema > 0 ? 2 * shards * chunk * R : 0,
+                      .pos_embed = (double)shape.pos_embed.size * R,
+                      .host = (3.0 * count * image + samples) * R};
     dit_free(&shape);
-    return need;
+    return NULL;
 }
 
 void budget_train_check(const TrainConfig *tc, int ranks, int node_ranks) {
-    // with --device cuda the arena, the four copies, the EMA and pos_embed are on the rank's GPU,
+    // with --device cuda the arena, the weights, moments, the EMA and pos_embed are on the GPU,
     // which node_ranks / GPUs ranks share
-    TrainNeed n = budget_train_need(tc, ranks, false, 0);
-    double need = n.model + n.host + n.arena, step = n.arena, GiB = 1073741824.0;
+    char err[1024];
+    RankMemory m;
+    if (budget_rank_memory(tc, ranks, &m, err, sizeof err)) usage_error("%s", err);
+    double model = m.weights + m.optimizer + m.ema + m.pos_embed, step = m.arena;
+    double need = model + m.host + step, GiB = 1073741824.0;
+    char flags[64] = ""; // what frees memory and is not on yet
+    if (!tc->parallel.recompute) strcat(flags, "add --recompute, ");
+    if (!tc->zero && ranks > 1) strcat(flags, tc->parallel.recompute ? "add --zero 1, " : "--zero 1, ");
     if (tc->parallel.cuda) {
         Memory gpu = budget_memory(true, node_ranks);
-        double device = n.model - (tc->ema > 0 ? n.one_copy : 0) + step; // no swap copy there
+        double device = model - m.ema / 2 + step; // no swap copy there
         if (gpu.bytes > 0 && device * gpu.sharing > gpu.bytes)
             usage_error("this run needs about %.1f GiB of GPU memory per rank (%.1f GiB of "
                         "activations), %.1f GiB for the %d rank%s sharing a GPU, which has %.1f GiB; "
-                        "lower --batch (or use --grad-accum), --input-size or the model size, or "
+                        "%slower --batch (or use --grad-accum), --input-size or the model size, or "
                         "spread the sequence over more GPUs", device / GiB, step / GiB,
                         device * gpu.sharing / GiB, gpu.sharing, gpu.sharing > 1 ? "s" : "",
-                        gpu.bytes / GiB);
-        need = n.model + n.host, step = 0; // the host keeps a copy of the model and sampling's swap
+                        gpu.bytes / GiB, flags);
+        need = model + m.host, step = 0; // the host keeps a copy of the model and sampling's swap
     }
     Memory have = budget_memory(false, node_ranks);
     if (have.bytes > 0 && need * have.sharing > have.bytes)
         usage_error("this run needs about %.1f GiB per rank (%.1f GiB of activations), %.1f GiB for "
-                    "the %d rank%s on this machine, which has %.1f GiB; lower --batch, --input-size "
+                    "the %d rank%s on this machine, which has %.1f GiB; %slower --batch, --input-size "
                     "or the model size, or spread the sequence over more machines", need / GiB,
                     step / GiB, need * have.sharing / GiB, have.sharing, have.sharing > 1 ? "s" : "",
-                    have.bytes / GiB);
+                    have.bytes / GiB, flags);
 }
 
 ProbeArenas budget_probe(const SeqParallel *sp, const DiTConfig *c, int B, int count, int micro) {

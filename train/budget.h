@@ -16,14 +16,21 @@ Memory budget_memory(bool cuda, int node_ranks);
 // Training: its one arena, for the steps (one micro-batch of this data group's images at a time)
 // and the sampling, on the side of the step (with cuda it also holds the uploaded batch).
 size_t budget_train_arena(const SeqParallel *sp, const TrainConfig *tc);
-// What a training run of tc over `ranks` ranks needs per rank, in bytes: its arena (activations),
-// the model's copies (parameters, gradients, Adam moments, EMA and sampling's swap copy, pos_embed)
-// and the host's batch and samples. recompute: each block's forward runs again in backward, so a
-// step keeps only the blocks' inputs; zero (1): the Adam moments are split over the ranks.
-typedef struct TrainNeed {
-    double arena, model, host, one_copy; // one_copy: one copy of the parameters
-} TrainNeed;
-TrainNeed budget_train_need(const TrainConfig *tc, int ranks, bool recompute, int zero);
+// What one rank of a training run over `ranks` ranks holds, in bytes, as the check before a run
+// counts it; the layout, --recompute and --zero are tc's (a planner sets them). With --device
+// cuda everything but `host` and the swap copy (half of `ema`) is on the GPU, and the host keeps a
+// copy of the parameters, gradients, moments and EMA too.
+typedef struct RankMemory {
+    double arena;     // the step's activations (one micro-batch) or the sampling's, the larger
+    double weights;   // parameters and gradients: whole on every rank
+    double optimizer; // Adam's two moments: whole, or this rank's 1/ranks under --zero 1
+    double ema;       // the EMA and the copy of the parameters sampling swaps out (--ema > 0)
+    double pos_embed;
+    double host;      // the batch and the sampled images
+} RankMemory;
+// NULL and *m, or the sentence naming why tc cannot run over `ranks` (the sequence split, the
+// batch over the data groups)
+const char *budget_rank_memory(const TrainConfig *tc, int ranks, RankMemory *m, char *err, size_t len);
 // The checks a run makes before it allocates or writes anything, as usage errors: the sequence
 // split over `ranks`, and the memory that `node_ranks` of them on one machine will need.
 void budget_train_check(const TrainConfig *tc, int ranks, int node_ranks);

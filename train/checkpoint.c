@@ -218,8 +218,8 @@ int ckpt_step(const char *path, char *err, size_t len) {
 }
 
 // ---- optimizer file ---------------------------------------------------------------------------
-int ckpt_save_optimizer(const ParamStore *ps, const AdamW *opt, const char *run, const char *path,
-                        char *err, size_t len) {
+int ckpt_save_optimizer(const ParamStore *ps, const real *m, const real *v, const AdamW *opt,
+                        const char *run, const char *path, char *err, size_t len) {
     StWriter *w = st_writer_new();
     st_writer_meta(w, "run", run);
     char buf[64];
@@ -228,8 +228,8 @@ int ckpt_save_optimizer(const ParamStore *ps, const AdamW *opt, const char *run,
     st_writer_meta(w, "step", buf);
     snprintf(buf, sizeof buf, "%zu", ps->total);
     st_writer_meta(w, "elements", buf);
-    st_writer_add_real(w, "adam.m", 1, &n, ps->m);
-    st_writer_add_real(w, "adam.v", 1, &n, ps->v);
+    st_writer_add_real(w, "adam.m", 1, &n, m);
+    st_writer_add_real(w, "adam.v", 1, &n, v);
     int rc = st_writer_write(w, path, err, len);
     st_writer_free(w);
     return rc;
@@ -237,6 +237,7 @@ int ckpt_save_optimizer(const ParamStore *ps, const AdamW *opt, const char *run,
 
 int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char *path, char *err,
                         size_t len) {
+    CHECK(ps->shards == 1, "ckpt_load_optimizer: the store must be whole");
     SafeTensors st;
     if (st_read(path, &st, err, len)) return -1;
     const StTensor *m = st_find(&st, "adam.m"), *v = st_find(&st, "adam.v");

@@ -26,10 +26,11 @@ int ckpt_step(const char *path, char *err, size_t len);
 // failure flat may hold part of the file.
 int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size_t len);
 
-// Adam moments and step, for resuming bit-identically; `run` (e.g. "seed=0 batch=32") is stored
-// and, on loading, must match the resuming run's.
-int ckpt_save_optimizer(const ParamStore *ps, const AdamW *opt, const char *run, const char *path,
-                        char *err, size_t len);
-// Refuses moments with a NaN or infinite value.
+// Adam moments m and v (ps->total each: the store's own, or a sharded store's gathered) and step,
+// for resuming bit-identically; `run` (e.g. "seed=0 batch=32") is stored and, on loading, must
+// match the resuming run's.
+int ckpt_save_optimizer(const ParamStore *ps, const real *m, const real *v, const AdamW *opt,
+                        const char *run, const char *path, char *err, size_t len);
+// Into a whole store (before ps_shard). Refuses moments with a NaN or infinite value.
 int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char *path, char *err,
                         size_t len);

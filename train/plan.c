@@ -11,12 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-// The memory options a mesh is tried with. --recompute and --zero 1 join as rows {true, 0},
-// {false, 1} and {true, 1} once training runs them: the estimate and the time model cover them.
+// The memory options a mesh is tried with: neither, --recompute, --zero 1 (more than one rank), both
 static const struct {
     bool recompute;
     int zero;
-} memory_options[] = {{false, 0}};
+} memory_options[] = {{false, 0}, {true, 0}, {false, 1}, {true, 1}};
 
 enum { MAX_ROWS = 256 }; // of a table: meshes x memory options
 
@@ -25,16 +24,20 @@ PlanRow plan_predict(const TrainConfig *tc, int ranks, const SpOptions *o, bool 
                      const PlanRates *rates, const PlanLink *link, double memory) {
     TrainConfig run = *tc;
     run.parallel = *o;
+    run.parallel.recompute = recompute, run.zero = zero;
     const DiTConfig *c = &tc->model;
-    TrainNeed need = budget_train_need(&run, ranks, recompute, zero);
+    RankMemory need;
+    char err[512];
+    CHECK(!budget_rank_memory(&run, ranks, &need, err, sizeof err), "plan: %s", err); // meshes() ran it
     PlanRow row = {.parallel = *o, .recompute = recompute, .zero = zero, .arena = need.arena,
-                   .memory = need.arena + need.model + need.host};
+                   .memory = need.arena + need.weights + need.optimizer + need.ema + need.pos_embed +
+                             need.host};
     row.fits = memory <= 0 || row.memory <= memory;
     SeqParallel sp; // rank 0: it holds the most heads
     sp_setup(&sp, NULL, ranks, 0, o, c);
     double images = (double)tc->batch / sp.dp, n = sp.shard.n, T = sp.shard.T_pad, rows = images * n;
     double D = c->hidden_size, M = dit_mlp_hidden(c), L = c->depth, dh = D / c->num_heads;
-    double p2 = (double)c->patch_size * c->patch_size, params = need.one_copy / sizeof(real);
+    double p2 = (double)c->patch_size * c->patch_size, params = need.weights / 2 / sizeof(real);
     // each GEMM runs forward and twice as much backward (2 flops a multiply-add, 3 passes);
     // recompute runs the blocks' forward twice
     double again = recompute ? 4.0 / 3 : 1;
@@ -101,8 +104,9 @@ int plan_rows(const TrainConfig *tc, int ranks, const PlanRates *rates, const Pl
         int m = meshes(tc, ranks, P, o, 64);
         for (int i = 0; i < m; i++)
             for (size_t j = 0; j < sizeof memory_options / sizeof *memory_options && k < max; j++)
-                rows[k++] = plan_predict(tc, ranks, &o[i], memory_options[j].recompute,
-                                         memory_options[j].zero, rates, link, memory);
+                if (ranks > 1 || !memory_options[j].zero) // on one rank --zero 1 changes nothing
+                    rows[k++] = plan_predict(tc, ranks, &o[i], memory_options[j].recompute,
+                                             memory_options[j].zero, rates, link, memory);
     }
     qsort(rows, (size_t)k, sizeof *rows, better);
     return k;

@@ -156,6 +156,13 @@ static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole n
     BUG_NAMES = {sizeof(unsigned), AS_STRING, NULL, "bug names", bug_names, parse_bugs, format_bugs};
 
 // --device cuda needs a GPU here: said before any work
+static const char *zero_check(const TrainConfig *tc, char *buf, size_t len) {
+    if (tc->zero < 2) return NULL;
+    return snprintf(buf, len, "--zero %d: only stage 1 is built (the Adam moments sharded over the "
+                    "ranks); stages 2 and 3 would shard the gradients and the parameters too; pass "
+                    "--zero 1, or leave it out", tc->zero), buf;
+}
+
 static const char *device_check(const TrainConfig *tc, char *buf, size_t len) {
     return tc->parallel.cuda ? sp_device_error(&tc->parallel, buf, len) : NULL;
 }
@@ -299,6 +306,16 @@ const Setting settings[] = {
      "most one) and add up their gradients; each loss divides by the whole\n"
      "batch's element count, so any K gives one batch's gradient, with the\n"
      "activation memory of the largest micro-batch (default {default})"},
+    {"recompute", "--recompute", NULL, &BOOL_TEXT, OFF(parallel.recompute), 0, 0,
+     PARALLEL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "keep each block's input only and run the block's forward again in\n"
+     "backward: the activations of every block's input and of one block,\n"
+     "the same gradients (bit for bit), one more forward of the blocks"},
+    {"zero", "--zero", "STAGE", &INT_TEXT, OFF(zero), 0, 3,
+     FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, zero_check, NULL,
+     "1: ZeRO stage 1, each rank keeps the Adam moments of 1/ranks of the\n"
+     "parameters (gradients reduce-scattered, parameters all-gathered);\n"
+     "the same checkpoint files; 0: whole on every rank (default {default})"},
     {"exact", "--exact", NULL, &BOOL_TEXT, OFF(parallel.exact), 0, 0,
      FOR_ALL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "the same bits as one rank for every rank count per sequence group that\n"

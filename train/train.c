@@ -153,6 +153,7 @@ static void start_run(Run *r) {
         dit_create(&r->m, &tc->model);
         dit_init(&r->m, tc->seed);
     }
+    if (tc->zero && r->comm->size > 1) ps_shard(&r->m.ps, r->comm->rank, r->comm->size); // before the EMA, the device
     if (tc->ema > 0) start_ema(r);
     r->work = dit_place(&r->m, &r->dev, r->sp.cuda); // on the device: the model goes up, EMA too
 }
@@ -180,12 +181,17 @@ static void write_loss_files(Run *r) {
 // job is killed while saving
 static void save(Run *r, int step) {
     char err[1024], path[PATH_LEN + 32];
+    ParamStore *ps = &r->m.ps;
+    bool sharded = ps->shards > 1; // --zero 1: every rank's moments go to rank 0
+    if (r->work != &r->m && (sharded || r->comm->rank == 0)) dit_copy(&r->m, r->work); // the host copy of what trained on the device
+    real *whole = sharded ? sp_gather_moments(&r->sp, ps) : NULL;
     if (r->comm->rank != 0) return;
-    if (r->work != &r->m) dit_copy(&r->m, r->work); // the host copy of what trained on the device
-    const real *ema = r->m.ps.ema;
+    const real *ema = ps->ema;
     safefile_group_begin();
     path_in(path, sizeof path, r->tc.out, "optimizer.safetensors");
-    CHECK(!ckpt_save_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err), "%s", err);
+    CHECK(!ckpt_save_optimizer(ps, whole ? whole : ps->m, whole ? whole + ps->total : ps->v, &r->opt,
+                               r->run_text, path, err, sizeof err), "%s", err);
+    free(whole);
     path_in(path, sizeof path, r->tc.out, "model.safetensors");
     CHECK(!ckpt_save_model(&r->m, NULL, path, step, "optimizer.safetensors", err, sizeof err), "%s", err);
     if (ema) {
@@ -238,7 +244,7 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     Tensor *t = b->pack ? tensor_rows(arena, b->t, 0, b->pack->n) : b->t; // packs: per image
     double loss = step_gradients(r->work, &r->sp, arena, b->xt, t, b->y, b->v, r->tc.batch, b->pack,
                                  NULL);
-    *grad_norm = adamw_step(&r->opt, ps);
+    *grad_norm = sp_optimizer_step(&r->sp, &r->opt, ps);
     if (ps->ema) RUN(ps->device, ema_update, ps->ema, ps->params, ps->total, ema_decay(r->tc.ema, r->opt.step));
     return loss;
 }
@@ -294,11 +300,12 @@ static void setup(Run *r) {
     }
     comm_barrier(c);
     char layout[128];
-    print0(c, "%s: %zu parameters, %d tokens per %s; %d rank%s: %s (%d tokens each, padded to "
+    print0(c, "%s: %zu parameters, %d tokens per %s; %d rank%s: %s%s (%d tokens each, padded to "
            "%d); batch %d, %s, steps %d..%d -> %s\n", tc->preset, r->m.ps.total,
            tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model),
            tc->max_tokens ? "pack of images at their own sizes" : "image", c->size, c->size > 1 ? "s" : "",
-           sp_layout_text(&tc->parallel, c->size, layout, sizeof layout), r->sp.shard.n,
+           sp_layout_text(&tc->parallel, c->size, layout, sizeof layout), tc->zero ? ", zero 1" : "",
+           r->sp.shard.n,
            r->sp.shard.T_pad, tc->batch, tc->data, r->opt.step + 1, tc->steps, tc->out);
     if (r->sp.cuda) print0(c, "device: %s\n", sp_device_text(&r->sp, layout, sizeof layout));
     else {
@@ -399,13 +406,18 @@ int train_main(int argc, char **argv, Comm *c) {
            r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena->peak / 1048576.0,
            layout_mib + world_mib, layout_mib, world_mib, tc->out, r.m.ps.ema ? ",ema.safetensors" : "",
            tc->samples_per_class ? ",samples.png" : "");
-    if (r.sp.cuda) {
-        double params = 4.0 * r.dev.ps.total * sizeof(real) / 1048576.0, ema = r.dev.ps.ema ? params / 4 : 0;
-        double peak = (train_peak > arena->peak ? train_peak : arena->peak) / 1048576.0;
-        double pos = r.dev.pos_embed.size * sizeof(real) / 1048576.0;
-        print0(c, "device memory: at most %.1f MiB per rank: the arena's peak %.1f MiB, parameters, "
-               "gradients and Adam moments %.1f MiB, EMA %.1f MiB, pos_embed %.1f MiB\n",
-               peak + params + ema + pos, peak, params, ema, pos);
+    { // what the step's side holds (the GPU with cuda)
+        const ParamStore *ps = &r.work->ps;
+        double MiB = 1048576.0, weights = 2.0 * ps->padded * sizeof(real) / MiB;
+        double moments = 2.0 * ps->chunk * sizeof(real) / MiB, ema = ps->ema ? weights / 2 : 0;
+        double peak = (train_peak > arena->peak ? train_peak : arena->peak) / MiB;
+        double pos = r.work->pos_embed.size * sizeof(real) / MiB;
+        char share[64] = "";
+        if (ps->shards > 1) snprintf(share, sizeof share, " (1/%d of them: --zero 1)", ps->shards);
+        print0(c, "%smemory: at most %.1f MiB per rank: the arena's peak %.1f MiB, parameters and "
+               "gradients %.1f MiB, Adam moments %.1f MiB%s, EMA %.1f MiB, pos_embed %.1f MiB\n",
+               r.sp.cuda ? "device " : "", peak + weights + moments + ema + pos, peak, weights,
+               moments, share, ema, pos);
     }
     arena_destroy(arena);
     sp_free(&r.sp);

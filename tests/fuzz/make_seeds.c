@@ -124,7 +124,7 @@ static void checkpoint_seeds(void) {
     AdamW opt = adamw_default(1e-3);
     opt.step = 12;
     for (size_t i = 0; i < m.ps.total; i++) m.ps.m[i] = 1e-3f * (real)i, m.ps.v[i] = 1e-6f;
-    if (ckpt_save_optimizer(&m.ps, &opt, FUZZ_CKPT_RUN,
+    if (ckpt_save_optimizer(&m.ps, m.ps.m, m.ps.v, &opt, FUZZ_CKPT_RUN,
                             seed_path(path, "checkpoint", "optimizer.safetensors"), err, sizeof err)) {
         fprintf(stderr, "make_seeds: %s\n", err);
         exit(1);

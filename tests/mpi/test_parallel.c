@@ -3,6 +3,7 @@
 // computed in the same process by the plain model: all tokens, plain attention, no collectives.
 #include "../../core/check.h"
 #include "../../core/rng.h"
+#include "../../kernels/kernels.h"
 #include "../../parallel/autograd_collectives.h"
 #include "../../core/safetensors.h"
 #include "../../parallel/sp.h"
@@ -374,6 +375,71 @@ START_TEST(ring_matches_single_rank) {
 }
 END_TEST
 
+// The ring sends each block on while it is attended (nonblocking): its output and its gradients
+// have the bits of the same kernels run on the blocks in the ring's order without any transfer
+// in flight, from K and V (and in backward every rank's queries, output, log-sum-exp and output
+// gradient) all-gathered: the blocks reach each step whole and on time.
+START_TEST(ring_overlap_is_exact) {
+    enum { Bq = 2, n = 5, H = 2, dh = 3, D = H * dh };
+    int P = comm.size, r = comm.rank;
+    size_t blk = (size_t)Bq * n * D, lsz = (size_t)Bq * H * n;
+    Arena a = arena_create(4 << 20);
+    Tape tp = tape_create(&a);
+    Tensor *x[3];
+    for (int i = 0; i < 3; i++) { // q, k, v of this rank's tokens
+        x[i] = tensor_new(&a, 3, Bq, n, D);
+        rng_fill_normal(x[i]->data, blk, 21, (uint64_t)(10 * r + i), 0, 1);
+        x[i]->requires_grad = true;
+    }
+    Tensor *out = ring_attention(&tp, &comm, x[0], x[1], x[2], H, NULL, 0);
+    real *dout = arena_alloc(&a, blk * sizeof(real));
+    rng_fill_normal(dout, blk, 22, (uint64_t)r, 0, 1);
+    backward_from(&tp, out, dout);
+    // the reference: every rank's tensors, [q o dout | k v | lse] per rank
+    real *mine = arena_alloc(&a, (5 * blk + lsz) * sizeof(real)), *all = arena_alloc(&a, P * (5 * blk + lsz) * sizeof(real));
+    real *o = arena_alloc(&a, (2 * blk + 2 * lsz) * sizeof(real)), *lse = o + blk, *ob = lse + lsz, *lb = ob + blk;
+    memcpy(mine + 3 * blk, x[1]->data, blk * sizeof(real)), memcpy(mine + 4 * blk, x[2]->data, blk * sizeof(real));
+    comm_all_gather(&comm, all, mine, 5 * blk + lsz); // K and V: the rest comes after the forward
+#define OF(rank, i) (all + (size_t)(rank) * (5 * blk + lsz) + (size_t)(i) * blk)
+    for (int s = 0; s < P; s++) { // block of rank r - s
+        int owner = (r - s + P) % P;
+        attention_kernel_forward(&a, s ? ob : o, s ? lb : lse, x[0]->data, OF(owner, 3), OF(owner, 4), NULL, Bq, n, n, H, dh);
+        if (s) attention_merge(o, lse, ob, lb, Bq, n, H, dh, 0);
+    }
+    bool same_out = !memcmp(o, out->data, blk * sizeof(real));
+    memcpy(mine, x[0]->data, blk * sizeof(real)), memcpy(mine + blk, o, blk * sizeof(real));
+    memcpy(mine + 2 * blk, dout, blk * sizeof(real)), memcpy(mine + 5 * blk, lse, lsz * sizeof(real));
+    comm_all_gather(&comm, all, mine, 5 * blk + lsz);
+    real *g = arena_alloc(&a, 6 * blk * sizeof(real)), *dq = g, *dk = g + blk, *dv = g + 2 * blk;
+    real *scratch = g + 3 * blk; // another rank's dQ
+    for (int s = 0; s < P; s++) { // this rank's dQ, from the blocks in the order the ring brings them
+        int owner = (r + 1 + s) % P;
+        attention_kernel_backward(&a, dq, scratch, scratch + blk, dout, o, lse, x[0]->data, OF(owner, 3),
+                                  OF(owner, 4), NULL, Bq, n, n, H, dh);
+    }
+    for (int s = 0; s < P; s++) { // this rank's dK, dV: rank r - 1 - s adds its share at step s
+        int j = (r - 1 - s + 2 * P) % P;
+        attention_kernel_backward(&a, scratch, dk, dv, OF(j, 2), OF(j, 1), all + (size_t)j * (5 * blk + lsz) + 5 * blk,
+                                  OF(j, 0), x[1]->data, x[2]->data, NULL, Bq, n, n, H, dh);
+    }
+#undef OF
+    real *zero_dk = scratch + 2 * blk; // the gradient buffers start at zero; the ring adds into them
+    add_rows(zero_dk, blk, dk, blk, blk, 1), memcpy(dk, zero_dk, blk * sizeof(real));
+    memset(zero_dk, 0, blk * sizeof(real));
+    add_rows(zero_dk, blk, dv, blk, blk, 1), memcpy(dv, zero_dk, blk * sizeof(real));
+    bool same = same_out && !memcmp(dq, x[0]->grad, blk * sizeof(real)) &&
+                !memcmp(dk, x[1]->grad, blk * sizeof(real)) && !memcmp(dv, x[2]->grad, blk * sizeof(real));
+    int all_same = same;
+    MPI_Allreduce(MPI_IN_PLACE, &all_same, 1, MPI_INT, MPI_LAND, comm.group);
+    if (comm.rank == 0)
+        printf("ring over %d ranks, transfers overlapped: output and dQ, dK, dV %s\n", P,
+               all_same ? "bitwise those of the blocks run in order" : "DIFFER");
+    ck_assert(all_same);
+    tape_free(&tp);
+    arena_destroy(&a);
+}
+END_TEST
+
 // The all-to-all variant: the same answer, and the padding bug caught the same way.
 START_TEST(all_to_all_matches_single_rank) {
     cfg = configs[2];
@@ -687,6 +753,97 @@ START_TEST(grad_accum_matches_one_batch) {
 }
 END_TEST
 
+// --recompute runs each block's forward again in backward with the same kernels in the same
+// order: the output, the loss and every gradient have the same bits as without it, in every
+// layout, in two micro-batches, and under --exact
+START_TEST(recompute_is_bitwise) {
+    SpOptions o = options((SeqAttention)(_i % SP_LAYOUTS), 0);
+    if (o.layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
+    o.grad_accum = 2, o.exact = _i >= SP_LAYOUTS;
+    DiT m;
+    random_model(&m);
+    Arena a = arena_create(64 << 20);
+    Result r[2];
+    for (int k = 0; k < 2; k++) {
+        SeqParallel sp;
+        o.recompute = k;
+        if (!init_mesh(&sp, &o)) { // all-to-all: fewer heads than ranks
+            ck_assert_int_eq(k, 0);
+            arena_destroy(&a);
+            dit_free(&m);
+            return;
+        }
+        arena_reset(&a);
+        r[k] = run(&m, &sp, &a);
+        sp_free(&sp);
+    }
+    size_t n_out = (size_t)B * dit_out_channels(&cfg) * cfg.input_size * cfg.input_size;
+    bool same = r[0].loss == r[1].loss && !memcmp(r[0].out, r[1].out, n_out * sizeof(real)) &&
+                !memcmp(r[0].grads, r[1].grads, m.ps.total * sizeof(real));
+    char text[128];
+    if (comm.rank == 0)
+        printf("--recompute, %s: output, loss and gradients %s\n",
+               sp_layout_text(&o, comm.size, text, sizeof text), same ? "bitwise the same" : "DIFFER");
+    ck_assert(same);
+    for (int k = 0; k < 2; k++) free(r[k].out), free(r[k].grads);
+    arena_destroy(&a);
+    dit_free(&m);
+}
+END_TEST
+
+// --zero 1: two AdamW steps with the moments sharded over every rank (the gradients
+// reduce-scattered, the parameters all-gathered) against the whole store's: within the rounding
+// of the gradients' sums in another order, which Adam's division by the root of the second moment
+// magnifies where gradients are small (with clipping on), and under --exact the same bits, the
+// moments the ranks gather too; the parameters agree on every rank. The store's size is odd, so
+// 2 to 4 ranks pad the last slice.
+START_TEST(zero_matches_whole) {
+    cfg.patch_size = 3, cfg.learn_sigma = false; // 45 final biases: an odd size
+    SpOptions o = options(SP_GATHER, 0);
+    o.exact = _i;
+    DiT m[2];
+    AdamW opt[2];
+    Arena a = arena_create(64 << 20);
+    SeqParallel sp;
+    ck_assert(init_mesh(&sp, &o));
+    for (int k = 0; k < 2; k++) { // k = 1: sharded
+        random_model(&m[k]);
+        if (k) ps_shard(&m[k].ps, comm.rank, comm.size);
+        opt[k] = adamw_default(1e-2);
+        opt[k].clip_norm = 0.5;
+        for (int step = 0; step < 2; step++) {
+            arena_reset(&a);
+            Result r = run(&m[k], &sp, &a);
+            free(r.out), free(r.grads);
+            sp_optimizer_step(&sp, &opt[k], &m[k].ps);
+        }
+    }
+    ParamStore *whole = &m[0].ps, *sharded = &m[1].ps;
+    ck_assert(whole->total % 2);
+    ck_assert_int_eq(sharded->chunk, (whole->total + comm.size - 1) / comm.size);
+    double e = rel(sharded->params, whole->params, whole->total);
+    bool same = !memcmp(sharded->params, whole->params, whole->total * sizeof(real));
+    real *moments = sp_gather_moments(&sp, sharded);
+    if (comm.rank == 0 && comm.size > 1)
+        same &= !memcmp(moments, whole->m, whole->total * sizeof(real)) &&
+                !memcmp(moments + whole->total, whole->v, whole->total * sizeof(real));
+    free(moments);
+    double spread = e, most = e; // the parameters of every rank the same
+    MPI_Allreduce(&e, &most, 1, MPI_DOUBLE, MPI_MAX, comm.group);
+    MPI_Allreduce(&e, &spread, 1, MPI_DOUBLE, MPI_MIN, comm.group);
+    if (comm.rank == 0)
+        printf("--zero 1%s over %d ranks, 2 steps: parameters rel err %.2e%s\n", o.exact ? ", exact" : "",
+               comm.size, most, same ? " (the same bits, moments too)" : "");
+    ck_assert_double_le(most, 1e-4);
+    ck_assert_double_eq(most, spread);
+    if (o.exact) ck_assert(same);
+    for (int k = 0; k < 2; k++) dit_free(&m[k]);
+    sp_free(&sp);
+    arena_destroy(&a);
+    cfg = configs[0];
+}
+END_TEST
+
 // all_gather and reduce_scatter are adjoint: <gather(x), y> summed = <x, reduce_scatter(y)> summed;
 // so are the all-to-all to the head shard and back
 START_TEST(collectives_are_adjoint) {
@@ -766,7 +923,7 @@ END_TEST
 
 // The arena estimate holds one step at realistic sizes: every rank's measured peak stays under it
 // (no slack: the arena is sized by it), and the estimate is within 30% of the largest peak, for
-// every layout, forward + backward and forward only. The estimate is the same on every rank
+// every layout, forward + backward (with and without --recompute) and forward only. The estimate is the same on every rank
 // (sampling picks its images per pass from it, and every rank must pick the same), so with heads
 // that the ranks do not divide it is the one of a rank with the most heads.
 static const DiTConfig mem_configs[] = {
@@ -779,13 +936,15 @@ static const DiTConfig mem_configs[] = {
 };
 
 START_TEST(memory_estimate_holds) {
-    cfg = mem_configs[_i / (2 * SP_LAYOUTS)];
+    cfg = mem_configs[_i / (3 * SP_LAYOUTS)];
     SeqAttention layout = (SeqAttention)(_i % SP_LAYOUTS);
-    bool backward_pass = _i / SP_LAYOUTS % 2 == 0;
+    DiTPass pass = (DiTPass)(_i / SP_LAYOUTS % 3);
+    bool backward_pass = pass != DIT_FORWARD;
     DiT m;
     random_model(&m);
     SeqParallel sp;
     ck_assert(init_sp(&sp, layout, 0));
+    sp.recompute = pass == DIT_RECOMPUTE;
     enum { BM = 4 };
     size_t est = sp_step_bytes(&sp, &cfg, BM, backward_pass);
     Arena a = arena_create(est);
@@ -803,7 +962,8 @@ START_TEST(memory_estimate_holds) {
     if (comm.rank == 0)
         printf("memory, %d ranks, %s, %d tokens, %d heads, %s: largest peak %.2f MiB, estimate "
                "%.2f MiB (x%.2f)\n", comm.size, seq_attention_name(layout), dit_tokens(&cfg),
-               cfg.num_heads, backward_pass ? "forward + backward" : "forward only",
+               cfg.num_heads, (const char *[]){"forward only", "forward + backward",
+                                               "forward + backward, recompute"}[pass],
                largest / 1048576.0, est / 1048576.0, est / largest);
     ck_assert_double_ge(est / peak, 1.0);
     ck_assert_double_le(est / largest, 1.3);
@@ -847,7 +1007,8 @@ START_TEST(grad_accum_memory) {
 }
 END_TEST
 
-// Every op a DiT step records, in every layout and with every injected bug, has a gradient check
+// Every op a DiT step records, in every layout and with every injected bug, with and without
+// --recompute, has a gradient check
 START_TEST(every_recorded_op_is_gradient_checked) {
     ck_assert(!has_gradient_check("an op nobody checks")); // the lookup can say no
     cfg = configs[2]; // 12 heads: both layouts at 1 to 4 ranks, and padding at 2 to 4
@@ -859,19 +1020,22 @@ START_TEST(every_recorded_op_is_gradient_checked) {
             SeqParallel sp;
             if (bug && !strcmp(bug_list(bug, name, sizeof name), "none")) continue; // no such bug
             if (!init_sp(&sp, (SeqAttention)layout, bug)) continue; // a bug of the other layout
-            Arena a = arena_create(64 << 20);
-            Tape tp = tape_create(&a);
-            Tensor *x, *t, *target;
-            int64_t y[B_MAX];
-            random_batch(&a, &x, &t, &target, y);
-            DiTShard dsh = sp_dit_shard(&sp);
-            dit_loss(&m, &tp, dit_forward(&m, &tp, x, t, y, &dsh), target, &dsh);
-            for (int i = 0; i < tp.n; i++)
-                ck_assert_msg(has_gradient_check(tp.nodes[i].op), "op %s (%s layout) has no gradient "
-                              "check: add a row to tests/test_ops.c and its name to "
-                              "tests/gradchecked.h", tp.nodes[i].op, seq_attention_name(layout));
-            tape_free(&tp);
-            arena_destroy(&a);
+            for (int recompute = 0; recompute < 2; recompute++) {
+                Arena a = arena_create(64 << 20);
+                Tape tp = tape_create(&a);
+                Tensor *x, *t, *target;
+                int64_t y[B_MAX];
+                random_batch(&a, &x, &t, &target, y);
+                sp.recompute = recompute;
+                DiTShard dsh = sp_dit_shard(&sp);
+                dit_loss(&m, &tp, dit_forward(&m, &tp, x, t, y, &dsh), target, &dsh);
+                for (int i = 0; i < tp.n; i++)
+                    ck_assert_msg(has_gradient_check(tp.nodes[i].op), "op %s (%s layout) has no gradient "
+                                  "check: add a row to tests/test_ops.c and its name to "
+                                  "tests/gradchecked.h", tp.nodes[i].op, seq_attention_name(layout));
+                tape_free(&tp);
+                arena_destroy(&a);
+            }
             sp_free(&sp);
         }
     dit_free(&m);
@@ -1085,7 +1249,7 @@ START_TEST(planner_matches_a_step) {
         int64_t y[B_MAX];
         random_slice(&data, first, count, &x, &t, &target, y);
         sp_reset_bytes(&sp);
-        step_gradients(&m, &sp, &a, x, t, y, target, B, NULL);
+        step_gradients(&m, &sp, &a, x, t, y, target, B, NULL, NULL);
         double sent = (double)(sp_layout_bytes(&sp) + sp_world_bytes(&sp)), peak = (double)a.peak, largest;
         MPI_Allreduce(&peak, &largest, 1, MPI_DOUBLE, MPI_MAX, comm.group);
         if (comm.rank == 0) {
@@ -1117,16 +1281,19 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, all_to_all_matches_single_rank);
     tcase_add_loop_test(tc, packs_match_single_rank, 0, SP_LAYOUTS);
     tcase_add_loop_test(tc, ring_matches_single_rank, 0, 2);
+    tcase_add_test(tc, ring_overlap_is_exact);
     tcase_add_test(tc, uneven_heads_match_single_rank);
     tcase_add_test(tc, padding_and_bytes);
     tcase_add_test(tc, uneven_heads_bytes);
     tcase_add_test(tc, meshes_match_single_rank);
     tcase_add_loop_test(tc, grad_accum_matches_one_batch, 0, 2);
+    tcase_add_loop_test(tc, recompute_is_bitwise, 0, 2 * SP_LAYOUTS);
+    tcase_add_loop_test(tc, zero_matches_whole, 0, 2);
     tcase_add_test(tc, sampling_splits_over_data_groups);
     tcase_add_test(tc, collectives_are_adjoint);
     tcase_add_test(tc, all_to_all_delivers);
     tcase_add_test(tc, split_groups_talk_within);
-    tcase_add_loop_test(tc, memory_estimate_holds, 0, 6 * SP_LAYOUTS);
+    tcase_add_loop_test(tc, memory_estimate_holds, 0, 9 * SP_LAYOUTS);
     tcase_add_test(tc, grad_accum_memory);
     tcase_add_test(tc, planner_matches_a_step);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);
