@@ -197,8 +197,8 @@ typedef struct SpLayout {
 } SpLayout;
 extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
 // Ring attention (ring.c) of q, k, v (B, n, D) over the ring `c`: rank r's block is the tokens
-// [r n, (r + 1) n) of `key_mask` (all tokens; NULL: none masked). The ring-* bugs apply.
-// [r n, (r + 1) n) of `key_mask` and of the image ids `seg` (B, P n) of a pack (NULL: none).
+// [r n, (r + 1) n) of `key_mask` (all tokens; NULL: none masked) and of the image ids `seg`
+// (B, P n) of a pack (NULL: none). The ring-* bugs apply.
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
                        const uint8_t *key_mask, const int32_t *seg, unsigned bugs);
 // The key mask of all T_pad tokens (NULL under the no-pad-mask bug), on the device with cuda.

@@ -391,7 +391,7 @@ START_TEST(ring_overlap_is_exact) {
         rng_fill_normal(x[i]->data, blk, 21, (uint64_t)(10 * r + i), 0, 1);
         x[i]->requires_grad = true;
     }
-    Tensor *out = ring_attention(&tp, &comm, x[0], x[1], x[2], H, NULL, 0);
+    Tensor *out = ring_attention(&tp, &comm, x[0], x[1], x[2], H, NULL, NULL, 0);
     real *dout = arena_alloc(&a, blk * sizeof(real));
     rng_fill_normal(dout, blk, 22, (uint64_t)r, 0, 1);
     backward_from(&tp, out, dout);
@@ -403,7 +403,8 @@ START_TEST(ring_overlap_is_exact) {
 #define OF(rank, i) (all + (size_t)(rank) * (5 * blk + lsz) + (size_t)(i) * blk)
     for (int s = 0; s < P; s++) { // block of rank r - s
         int owner = (r - s + P) % P;
-        attention_kernel_forward(&a, s ? ob : o, s ? lb : lse, x[0]->data, OF(owner, 3), OF(owner, 4), NULL, Bq, n, n, H, dh);
+        attention_kernel_forward(&a, s ? ob : o, s ? lb : lse, x[0]->data, OF(owner, 3), OF(owner, 4), NULL,
+                                 NO_SEGMENTS, Bq, n, n, H, dh);
         if (s) attention_merge(o, lse, ob, lb, Bq, n, H, dh, 0);
     }
     bool same_out = !memcmp(o, out->data, blk * sizeof(real));
@@ -415,12 +416,12 @@ START_TEST(ring_overlap_is_exact) {
     for (int s = 0; s < P; s++) { // this rank's dQ, from the blocks in the order the ring brings them
         int owner = (r + 1 + s) % P;
         attention_kernel_backward(&a, dq, scratch, scratch + blk, dout, o, lse, x[0]->data, OF(owner, 3),
-                                  OF(owner, 4), NULL, Bq, n, n, H, dh);
+                                  OF(owner, 4), NULL, NO_SEGMENTS, Bq, n, n, H, dh);
     }
     for (int s = 0; s < P; s++) { // this rank's dK, dV: rank r - 1 - s adds its share at step s
         int j = (r - 1 - s + 2 * P) % P;
         attention_kernel_backward(&a, scratch, dk, dv, OF(j, 2), OF(j, 1), all + (size_t)j * (5 * blk + lsz) + 5 * blk,
-                                  OF(j, 0), x[1]->data, x[2]->data, NULL, Bq, n, n, H, dh);
+                                  OF(j, 0), x[1]->data, x[2]->data, NULL, NO_SEGMENTS, Bq, n, n, H, dh);
     }
 #undef OF
     real *zero_dk = scratch + 2 * blk; // the gradient buffers start at zero; the ring adds into them
