@@ -1240,6 +1240,7 @@ START_TEST(planner_matches_a_step) {
     DiT m;
     random_model(&m);
     for (int i = 0; i < k; i++) {
+        if (rows[i].recompute || rows[i].zero) continue; // memory_estimate_holds has recompute
         SeqParallel sp;
         char text[128], err[256];
         ck_assert(init_mesh(&sp, &rows[i].parallel));
