@@ -309,7 +309,8 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     Tensor *x = patch_embed(tp, img, m->x_w, m->x_b, sh.t0, sh.n);
     Tensor *pos = tensor_new(tp->arena, 3, 1, sh.n, D);
     int rows = sh.t0 >= T ? 0 : T - sh.t0 < sh.n ? T - sh.t0 : sh.n; // the shard's real tokens
-    copy_bytes(pos->data, m->pos_embed.data + (size_t)sh.t0 * D, (size_t)rows * D * sizeof(real));
+    size_t first = sh.first_positions ? 0 : (size_t)sh.t0;
+    copy_bytes(pos->data, m->pos_embed.data + first * D, (size_t)rows * D * sizeof(real));
     x = tape_name(tp, add(tp, x, pos), "x_embedder");
     // c = t_embedder(t) + y_embedder(y)
     Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);

@@ -55,6 +55,8 @@ typedef Tensor *(*AttendFn)(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads
 
 typedef struct DiTShard {
     int t0, n;       // this rank's tokens [t0, t0 + n) of the (padded) sequence
+    bool first_positions; // add the position embeddings of tokens [0, n), not [t0, t0 + n) (the
+                          // shard-pos-embed bug)
     AttendFn attend; // NULL: plain attention of the n local tokens to themselves
     void *attend_ctx; // passed to attend and spread
     // --exact: a per-image (B, K) -> (B, G, K) over this rank's G canonical blocks, for the

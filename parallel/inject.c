@@ -7,19 +7,24 @@
 enum { ANY = BUG_ANY_LAYOUT, DATA_PARALLEL = BUG_DATA_PARALLEL, MICRO_BATCHES = BUG_MICRO_BATCHES };
 
 static const BugInfo bugs[] = {
-    {"local-kv", BUG_LOCAL_KV, SP_GATHER, NULL, ""},
-    {"no-dkv-reduce-scatter", BUG_NO_DKV_REDUCE_SCATTER, SP_GATHER, NULL, ""},
-    {"no-grad-allreduce", BUG_NO_GRAD_ALLREDUCE, ANY, NULL, ""},
-    {"no-pad-mask", BUG_NO_PAD_MASK, ANY, NULL, ""},
-    {"wrong-restore", BUG_WRONG_RESTORE, SP_GATHER, NULL, ""},
-    {"ring-wrong-merge", BUG_RING_WRONG_MERGE, SP_RING, NULL, ""},
-    {"ring-dkv-not-returned", BUG_RING_DKV_NOT_RETURNED, SP_RING, NULL, ""},
-    {"no-dp-allreduce", BUG_NO_DP_ALLREDUCE, DATA_PARALLEL, NULL, ""},
-    {"same-data-all-dp", BUG_SAME_DATA_ALL_DP, DATA_PARALLEL, NULL, ""},
-    {"ring-stale-kv", BUG_RING_STALE_KV, SP_RING, "diffusers #14265", ""},
-    {"ring-block-delta", BUG_RING_BLOCK_DELTA, SP_RING, "picotron #37", ""},
-    {"accum-unweighted", BUG_ACCUM_UNWEIGHTED, MICRO_BATCHES, "verl #2857", "--grad-accum 5"},
-    {"local-mean-loss", BUG_LOCAL_MEAN_LOSS, ANY, "DeepSpeed #5248, VeOmni #338", ""},
+    {"local-kv", BUG_LOCAL_KV, SP_GATHER, NULL, "", NULL},
+    {"no-dkv-reduce-scatter", BUG_NO_DKV_REDUCE_SCATTER, SP_GATHER, NULL, "", NULL},
+    {"no-grad-allreduce", BUG_NO_GRAD_ALLREDUCE, ANY, NULL, "", NULL},
+    {"no-pad-mask", BUG_NO_PAD_MASK, ANY, NULL, "", NULL},
+    {"wrong-restore", BUG_WRONG_RESTORE, SP_GATHER, NULL, "", NULL},
+    {"ring-wrong-merge", BUG_RING_WRONG_MERGE, SP_RING, NULL, "", NULL},
+    {"ring-dkv-not-returned", BUG_RING_DKV_NOT_RETURNED, SP_RING, NULL, "", NULL},
+    {"no-dp-allreduce", BUG_NO_DP_ALLREDUCE, DATA_PARALLEL, NULL, "", NULL},
+    {"same-data-all-dp", BUG_SAME_DATA_ALL_DP, DATA_PARALLEL, NULL, "", NULL},
+    {"ring-stale-kv", BUG_RING_STALE_KV, SP_RING, "diffusers #14265", "", NULL},
+    {"ring-block-delta", BUG_RING_BLOCK_DELTA, SP_RING, "picotron #37", "", NULL},
+    {"accum-unweighted", BUG_ACCUM_UNWEIGHTED, MICRO_BATCHES, "verl #2857", "--grad-accum 5", NULL},
+    {"local-mean-loss", BUG_LOCAL_MEAN_LOSS, ANY, "DeepSpeed #5248, VeOmni #338", "", NULL},
+    {"loss-times-sp", BUG_LOSS_TIMES_SP, ANY, "transformers #48167", "", NULL},
+    {"shard-pos-embed", BUG_SHARD_POS_EMBED, ANY, "Megatron-LM #5243", "", NULL},
+    {"pad-mask-off-by-one", BUG_PAD_MASK_OFF_BY_ONE, ANY, "NeMo-Automodel #3544", "", "--input-size 16"},
+    {"lse-overflow", BUG_LSE_OVERFLOW, SP_RING, "EasyContext #14", "--qkv-gain 10", ""},
+    {"ulysses-replicated-kv", BUG_ULYSSES_REPLICATED_KV, SP_ALL_TO_ALL, "vllm-omni #6930", "--in-context", NULL},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 
@@ -41,7 +46,7 @@ const char *bug_list(unsigned set, char *buf, size_t len) {
 }
 
 const char *bug_names(void) {
-    static char names[256];
+    static char names[512];
     return bug_list(~0u, names, sizeof names);
 }
 

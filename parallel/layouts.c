@@ -54,7 +54,8 @@ static Tensor *spread(Tape *tp, Tensor *per_image, void *ctx) {
 
 DiTShard sp_dit_shard(SeqParallel *sp) {
     return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .attend = layouts[sp->layout]->attend,
-                      .attend_ctx = sp, .spread = sp->exact ? spread : NULL};
+                      .attend_ctx = sp, .spread = sp->exact ? spread : NULL,
+                      .first_positions = sp->bugs & BUG_SHARD_POS_EMBED};
 }
 
 const uint8_t *sp_key_mask(const SeqParallel *sp) {

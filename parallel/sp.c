@@ -58,6 +58,15 @@ const char *sp_exact_error(const SpOptions *o, char *buf, size_t len) {
     return NULL;
 }
 
+// The pad-mask-off-by-one bug: each shard's keys masked from its own count of real tokens with
+// `<=` for `<`, so the first padded key of the shard that holds the sequence's end takes part
+static void pad_mask_off_by_one(SeqShard *s) {
+    for (int j = 0; j < s->T_pad; j++) {
+        int local = j % s->n, real_here = s->T - j / s->n * s->n;
+        s->key_mask[j] = local <= real_here;
+    }
+}
+
 const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o, int T,
                     int heads, char *buf, size_t len) {
     int P = o->sp ? o->sp : ranks;
@@ -80,6 +89,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
                         .layout = o->layout, .dp = ranks / P, .dp_rank = dp_rank, .ulysses = U,
                         .accum = o->grad_accum, .bugs = o->bugs, .cuda = o->cuda,
                         .exact = o->exact, .policy_blocks = policy.exact_blocks};
+    if (o->bugs & BUG_PAD_MASK_OFF_BY_ONE) pad_mask_off_by_one(&sp->shard);
     if (!world) return NULL;
     sp->comm = split(sp, dp_rank, sp_rank); // consecutive ranks form a sequence group
     if (P < ranks) sp->data = split(sp, sp_rank, dp_rank);

@@ -134,6 +134,10 @@ void sp_micro_batch(const SeqParallel *sp, int count, int i, int *first, int *n)
 // the count its loss divides by: batch x T tokens, the same for every rank and micro-batch (the
 // accum-unweighted and local-mean-loss bugs choose theirs here).
 DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch);
+// The loss-times-sp bug: what turns this rank's share of the global mean into the mean over its
+// own real tokens (T over their count; 0 for a rank of padding only), so that the ranks' logged
+// losses add up to about P times the loss
+double sp_local_mean_scale(const SeqParallel *sp);
 // The full output images (B, C_out, S, S) from every rank's tokens (B, n, p*p*C_out): tokens are
 // all-gathered, padding dropped, and unpatchified. Not differentiated.
 Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c);

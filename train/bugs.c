@@ -41,29 +41,59 @@ static void help(void) {
            "  Writes DIR/bugs.md (the table, also printed) and DIR/bugs.png (each row's loss\n"
            "  difference per step); DIR defaults to runs/bugs, and its earlier results are replaced.\n"
            "  It starts its own ranks with mpirun: run it without mpirun.\n"
-           "  Exit 0 when the correct code agrees and every bug is caught, 1 otherwise.\n"
+           "  A bug with model flags (--qkv-gain, --input-size, --in-context) has a reference of its own;\n"
+           "  a bug that hides under some flags (T divisible by the ranks, small attention logits) has a\n"
+           "  second, hidden row under them, which must be missed.\n"
+           "  Exit 0 when the correct code agrees, every bug is caught and every hidden row missed, 1\n"
+           "  otherwise.\n"
            "  These flags go to every training and probe run:\n",
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
     settings_help(stdout, FOR_BUGS);
 }
 
+// A 1-rank reference: the training run, its final weights, the probe batch for them, their probe
+// and its tape. The model flags of a bug (--qkv-gain, --input-size, --in-context: flags the probe
+// does not take, because the checkpoint holds them) give it a reference of its own.
+typedef struct Reference {
+    char model[64]; // "" for the base runs
+    char dir[DIR_LEN], ckpt[PATH_LEN_], batch[PATH_LEN_], probe[PATH_LEN_], dump[PATH_LEN_];
+} Reference;
+enum { MAX_REFERENCES = 8 };
+
 typedef struct Row {
     const BugInfo *bug; // NULL: the correct code
-    char layout[64];    // its flags: "--sp-attention ring", "--sp 2", ...
+    bool hidden;        // the bug under its `hides` flags: expected to be missed
+    char layout[64];    // its flags that the probe takes too: "--sp-attention ring", "--sp 2", ...
+    const Reference *ref; // the reference of its model flags
     double out_err, grad_err;
     int flagged; // the first step over the tolerance; 0 if none
+    bool diverged; // its training stopped at step `flagged` with a loss of NaN or inf
     LossLog diff; // relative loss difference per step
     char where[192]; // locate's first divergence of the probe's step ("" if none); "-": no dump
 } Row;
 
-// The layout flags that put a bug on its code path over `ranks` ranks
-static void layout_flags(const BugInfo *b, int ranks, char *buf, size_t len) {
-    buf[0] = 0;
+// Appends word to buf, after a space unless buf is empty
+static void add_word(char *buf, size_t len, const char *word) {
+    snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", word);
+}
+
+// The flags that put row r's bug on its code path over `ranks` ranks: the layout and the bug's
+// further flags (its `hides` flags for a hidden row) that the probe takes too, into layout; the
+// others (the model's) into model
+static void row_flags(const Row *r, int ranks, char *layout, char *model, size_t len) {
+    const BugInfo *b = r->bug;
+    layout[0] = model[0] = 0;
     if (!b) return;
-    if (b->layout == BUG_DATA_PARALLEL) snprintf(buf, len, "--sp %d", ranks % 2 ? 1 : ranks / 2);
+    if (b->layout == BUG_DATA_PARALLEL) snprintf(layout, len, "--sp %d", ranks % 2 ? 1 : ranks / 2);
     else if (b->layout >= 0 && b->layout != SP_GATHER)
-        snprintf(buf, len, "--sp-attention %s", seq_attention_name((SeqAttention)b->layout));
-    if (b->flags[0]) snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", b->flags);
+        snprintf(layout, len, "--sp-attention %s", seq_attention_name((SeqAttention)b->layout));
+    char words[128], *save = NULL, *dst = layout;
+    snprintf(words, sizeof words, "%s", r->hidden ? b->hides : b->flags);
+    for (char *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        const Setting *s = w[0] == '-' ? setting_by_flag(w, FOR_TRAIN) : NULL;
+        if (s) dst = (s->commands & FOR_PROBE) ? layout : model; // its value follows it
+        add_word(dst, len, w);
+    }
 }
 
 // Runs cmd with the row's layout flags and its bug (r NULL: neither) and the shared settings, its
@@ -78,15 +108,31 @@ static int run(Command *cmd, const Row *r, const char *log) {
     return command_run(cmd, log);
 }
 
-// A training run on `ranks` ranks of the row (NULL: the reference) into dir; its exit status
-static int train(const char *self, int ranks, const char *steps, const Row *r, const char *dir,
-                 const char *log) {
+// A training run on `ranks` ranks of the row (NULL: the reference) with the model of ref into
+// dir; its exit status
+static int train(const char *self, int ranks, const char *steps, const Row *r, const Reference *ref,
+                 const char *dir, const char *log) {
     run_folder_clear(dir);
     Command cmd;
     command_start(&cmd, ranks, self);
     for (int i = 0; i < N_BASE; i++) command_add(&cmd, base[i], NULL);
     command_add(&cmd, "--steps", steps, "--out", dir, NULL);
+    command_add_words(&cmd, ref->model);
     return run(&cmd, r, log);
+}
+
+// The step at which the training run that wrote log stopped with a loss of NaN or inf; 0 if it
+// did not
+static int diverged_at(const char *log) {
+    FILE *f = fopen(log, "r");
+    char line[1024];
+    int step = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, " at step ");
+        if (strstr(line, "training diverged") && at) step = atoi(at + strlen(" at step "));
+    }
+    if (f) fclose(f);
+    return step;
 }
 
 // A probe on `ranks` ranks of the row (NULL: the reference) of ckpt on batch into out, its tape
@@ -117,7 +163,7 @@ static void first_divergence(Row *r, const char *dump, const char *ref_dump) {
 
 // The relative loss difference of run dir against the reference, per step, and its first step
 // over the tolerance (0 if none)
-static void loss_difference(Row *r, const char dir[DIR_LEN], const char ref_dir[DIR_LEN]) {
+static void loss_difference(Row *r, const char dir[DIR_LEN], const char *ref_dir) {
     char path[PATH_LEN_], err[1024];
     LossLog a, b;
     snprintf(path, sizeof path, "%s/loss.csv", dir);
@@ -133,7 +179,7 @@ static void loss_difference(Row *r, const char dir[DIR_LEN], const char ref_dir[
 }
 
 static bool caught(const Row *r) {
-    return r->flagged || !(r->out_err <= PROBE_OUT_TOL) || !(r->grad_err <= PROBE_GRAD_TOL) ||
+    return r->flagged || r->diverged || !(r->out_err <= PROBE_OUT_TOL) || !(r->grad_err <= PROBE_GRAD_TOL) ||
            (r->where[0] && strcmp(r->where, "-"));
 }
 
@@ -143,11 +189,14 @@ static void write_table(FILE *f, const Row *rows, int n, int ranks, int steps, b
                "| --- | --- | --- | --- | --- | --- | --- |\n", ranks, steps);
     for (int i = 0; i < n; i++) {
         const Row *r = &rows[i];
-        char step[32];
-        snprintf(step, sizeof step, r->flagged ? "%d" : "not flagged", r->flagged);
-        fprintf(f, "| %s | %s | %s | %.1e | %.1e | %s | %s |\n", r->bug ? r->bug->name : "(correct code)",
+        char step[32], name[128], flags[160] = "";
+        snprintf(step, sizeof step, r->diverged ? "%d (loss not finite)" : r->flagged ? "%d" : "not flagged", r->flagged);
+        snprintf(name, sizeof name, "%s%s", r->bug ? r->bug->name : "(correct code)", r->hidden ? ", hidden" : "");
+        add_word(flags, sizeof flags, r->layout[0] ? r->layout : "gather");
+        add_word(flags, sizeof flags, r->ref->model);
+        fprintf(f, "| %s | %s | %s | %.1e | %.1e | %s | %s |\n", name,
                 !r->bug ? "-" : r->bug->report ? r->bug->report : "this project's own",
-                r->layout[0] ? r->layout : "gather", r->out_err, r->grad_err, step,
+                flags, r->out_err, r->grad_err, step,
                 !strcmp(r->where, "-") ? "- (micro-batches: not dumped)" : r->where[0] ? r->where
                 : exact ? "identical" : "none (within tolerance)");
     }
@@ -169,8 +218,9 @@ static void write_plot(const Row *rows, int n, int ranks, const char *path) {
         PlotSeries s[2] = {{NULL, d->step, d->loss, d->n, {214, 39, 40}},
                            {NULL, tx, ty, 2, {120, 120, 120}}};
         char title[96];
-        snprintf(title, sizeof title, rows[i].flagged ? "%s: step %d" : "%s: not flagged",
-                 rows[i].bug ? rows[i].bug->name : "correct code", rows[i].flagged);
+        snprintf(title, sizeof title, rows[i].flagged ? "%s%s: step %d" : "%s%s: not flagged",
+                 rows[i].bug ? rows[i].bug->name : "correct code", rows[i].hidden ? ", hidden" : "",
+                 rows[i].flagged);
         plot_panel(&cv, i % cols * W, i / cols * H + TOP, W, H, title, "step", s, 2, true);
     }
     char err[1024];
@@ -193,7 +243,7 @@ int bugs_main(int argc, char **argv) {
     char why[512];
     if (sp_device_error(&shared.parallel, why, sizeof why) || sp_exact_error(&shared.parallel, why, sizeof why))
         usage_error("%s", why); // --tf32 without cuda, --virtual-shards without --exact
-    char path[PATH_LEN_], ref[DIR_LEN], batch[PATH_LEN_], ref_probe[PATH_LEN_], self[4096], nsteps[16];
+    char path[PATH_LEN_], self[4096], nsteps[16];
     if (strlen(out) >= OUT_LEN) usage_error("--out: the path is longer than %d characters", OUT_LEN - 1);
     out_runs_folder_check("--out", out, "bugs");
     if (mkdir(out, 0755) && errno != EEXIST)
@@ -201,50 +251,73 @@ int bugs_main(int argc, char **argv) {
     if (!launch_self(self, sizeof self)) usage_error("cannot find the train program itself");
     snprintf(nsteps, sizeof nsteps, "%d", steps);
 
-    // the reference: one rank, then the probe batch and its probe of the reference's weights
-    snprintf(ref, sizeof ref, "%s/reference", out);
-    snprintf(batch, sizeof batch, "%s/probe-batch.safetensors", out);
-    snprintf(ref_probe, sizeof ref_probe, "%s/probe.safetensors", ref);
-    char ref_dump[PATH_LEN_];
-    snprintf(ref_dump, sizeof ref_dump, "%s/tape.safetensors", ref);
-    printf("== the reference: 1 rank, %d steps -> %s (each run's output: %s/NAME.log)\n", steps, ref, out);
-    fflush(stdout);
-    snprintf(path, sizeof path, "%s/model.safetensors", ref);
-    char log[PATH_LEN_];
-    snprintf(log, sizeof log, "%s/reference.log", out);
-    remove(log);
-    if (train(self, 1, nsteps, NULL, ref, log))
-        return fprintf(stderr, "error: the 1-rank reference failed; see %s\n", log), 1;
-    probe_write_batch(path, batch, 12, PROBE_BATCH_STEP);
-    if (probe(self, 1, path, batch, NULL, ref_probe, ref_dump, log))
-        return fprintf(stderr, "error: the 1-rank reference's probe failed; see %s\n", log), 1;
-
+    // the rows: the correct code, then each bug, and after a bug that hides under some flags the
+    // bug under them
     int n = 1;
-    while (bug_info(n - 1)) n++;
+    for (int i = 0; bug_info(i); i++) n += 1 + (bug_info(i)->hides != NULL);
     Row *rows = xcalloc((size_t)n, sizeof *rows);
+    for (int i = 0, k = 1; bug_info(i); i++) {
+        rows[k++].bug = bug_info(i);
+        if (bug_info(i)->hides) rows[k].bug = bug_info(i), rows[k++].hidden = true;
+    }
+    // the references: one rank, one for each set of model flags, each with the probe batch for
+    // its final weights and their probe
+    Reference refs[MAX_REFERENCES];
+    int n_refs = 0;
+    char log[PATH_LEN_], model[64];
+    printf("== the references: 1 rank, %d steps, in %s/reference* (each run's output: %s/NAME.log)\n",
+           steps, out, out);
+    for (int i = 0; i < n; i++) {
+        Row *r = &rows[i];
+        row_flags(r, ranks, r->layout, model, sizeof model);
+        for (int j = 0; j < n_refs && !r->ref; j++)
+            if (!strcmp(refs[j].model, model)) r->ref = &refs[j];
+        if (r->ref) continue;
+        CHECK(n_refs < MAX_REFERENCES, "the bug table's model flags need more than %d references", MAX_REFERENCES);
+        Reference *f = &refs[n_refs];
+        snprintf(f->model, sizeof f->model, "%s", model);
+        char dir[DIR_LEN];
+        snprintf(dir, sizeof dir, n_refs ? "%s/reference-%d" : "%s/reference", out, n_refs);
+        snprintf(f->dir, sizeof f->dir, "%s", dir);
+        snprintf(f->ckpt, sizeof f->ckpt, "%s/model.safetensors", dir);
+        snprintf(f->batch, sizeof f->batch, "%s/probe-batch.safetensors", dir);
+        snprintf(f->probe, sizeof f->probe, "%s/probe.safetensors", dir);
+        snprintf(f->dump, sizeof f->dump, "%s/tape.safetensors", dir);
+        snprintf(log, sizeof log, "%s.log", dir);
+        remove(log);
+        printf("== %s: 1 rank %s\n", f->dir, model);
+        fflush(stdout);
+        if (train(self, 1, nsteps, NULL, f, f->dir, log))
+            return fprintf(stderr, "error: the 1-rank reference failed; see %s\n", log), 1;
+        probe_write_batch(f->ckpt, f->batch, 12, PROBE_BATCH_STEP);
+        if (probe(self, 1, f->ckpt, f->batch, NULL, f->probe, f->dump, log))
+            return fprintf(stderr, "error: the 1-rank reference's probe failed; see %s\n", log), 1;
+        r->ref = &refs[n_refs++];
+    }
+
     bool ok = true;
     for (int i = 0; i < n; i++) {
         Row *r = &rows[i];
-        r->bug = i ? bug_info(i - 1) : NULL;
-        layout_flags(r->bug, ranks, r->layout, sizeof r->layout);
-        const char *name = r->bug ? r->bug->name : "correct";
-        char dir[DIR_LEN], result[PATH_LEN_], dump[PATH_LEN_], err[1024];
+        const Reference *f = r->ref;
+        char name[96], dir[DIR_LEN], result[PATH_LEN_], dump[PATH_LEN_], err[1024];
+        snprintf(name, sizeof name, "%s%s", r->bug ? r->bug->name : "correct", r->hidden ? "-hidden" : "");
         snprintf(dir, sizeof dir, "%s/%s", out, name);
         snprintf(result, sizeof result, "%s/probe.safetensors", dir);
         snprintf(dump, sizeof dump, "%s/tape.safetensors", dir);
-        printf("== %s: %d ranks %s\n", name, ranks, r->layout);
+        printf("== %s: %d ranks %s %s\n", name, ranks, r->layout, f->model);
         fflush(stdout);
         snprintf(log, sizeof log, "%s/%s.log", out, name);
         remove(log);
-        if (train(self, ranks, nsteps, r, dir, log) ||
-            probe(self, ranks, path, batch, r, result, dumped(r) ? dump : NULL, log))
+        int rc = train(self, ranks, nsteps, r, f, dir, log), nan_step = rc ? diverged_at(log) : 0;
+        if ((rc && !nan_step) || probe(self, ranks, f->ckpt, f->batch, r, result, dumped(r) ? dump : NULL, log))
             return fprintf(stderr, "error: the %d-rank run of %s failed; see %s\n", ranks, name, log), 1;
-        loss_difference(r, dir, ref);
-        if (dumped(r)) first_divergence(r, dump, ref_dump);
+        if (nan_step) r->flagged = nan_step, r->diverged = true;
+        else loss_difference(r, dir, f->dir);
+        if (dumped(r)) first_divergence(r, dump, f->dump);
         else snprintf(r->where, sizeof r->where, "-");
-        if (compare_probe_errors(result, ref_probe, &r->out_err, &r->grad_err, err, sizeof err))
+        if (compare_probe_errors(result, f->probe, &r->out_err, &r->grad_err, err, sizeof err))
             return fprintf(stderr, "error: %s\n", err), 1;
-        ok = ok && (r->bug ? caught(r) : !caught(r));
+        ok = ok && (r->bug && !r->hidden ? caught(r) : !caught(r));
     }
     printf("\n");
     write_table(stdout, rows, n, ranks, steps, shared.parallel.exact);
@@ -256,8 +329,10 @@ int bugs_main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/bugs.png", out);
     write_plot(rows, n, ranks, path);
     printf("\nwrote %s/bugs.md and %s/bugs.png: %s\n", out, out,
-           ok ? "the correct code agrees with one rank and every bug is caught"
-              : "NOT every row is as it should be (the correct code agrees, every bug is caught)");
+           ok ? "the correct code agrees with one rank, every bug is caught, and missed under the "
+                "flags it hides under"
+              : "NOT every row is as it should be (the correct code agrees, every bug is caught, and "
+                "missed under the flags it hides under)");
     for (int i = 0; i < n; i++) losslog_free(&rows[i].diff);
     free(rows);
     return ok ? 0 : 1;

@@ -149,6 +149,10 @@ static void start_run(Run *r) {
     else {
         dit_create(&r->m, &tc->model);
         dit_init(&r->m, tc->seed);
+        for (int i = 0; i < tc->model.depth; i++) { // --qkv-gain
+            Tensor *w = r->m.blocks[i].qkv_w;
+            for (size_t j = 0; j < w->size; j++) w->data[j] *= (real)tc->qkv_gain;
+        }
     }
     if (tc->ema > 0) start_ema(r);
     r->work = dit_place(&r->m, &r->dev, r->sp.cuda); // on the device: the model goes up, EMA too
