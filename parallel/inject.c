@@ -24,7 +24,7 @@ static const BugInfo bugs[] = {
     {"shard-pos-embed", BUG_SHARD_POS_EMBED, ANY, "Megatron-LM #5243", "", NULL},
     {"pad-mask-off-by-one", BUG_PAD_MASK_OFF_BY_ONE, ANY, "NeMo-Automodel #3544", "", "--input-size 16"},
     {"lse-overflow", BUG_LSE_OVERFLOW, SP_RING, "EasyContext #14", "--qkv-gain 10", ""},
-    {"ulysses-replicated-kv", BUG_ULYSSES_REPLICATED_KV, SP_ALL_TO_ALL, "vllm-omni #6930", "--in-context", NULL},
+    {"ulysses-replicated-kv", BUG_ULYSSES_REPLICATED_KV, SP_ALL_TO_ALL, "vllm-omni #6930", "--in-context --heads 4", NULL},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 

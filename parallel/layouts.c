@@ -58,6 +58,10 @@ DiTShard sp_dit_shard(SeqParallel *sp) {
                       .first_positions = sp->bugs & BUG_SHARD_POS_EMBED};
 }
 
+const uint8_t *sp_context_mask(const SeqParallel *sp) {
+    return (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->context_mask;
+}
+
 const uint8_t *sp_key_mask(const SeqParallel *sp) {
     return (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->key_mask_device ? sp->key_mask_device : sp->shard.key_mask;
 }

@@ -5,6 +5,7 @@
 #include "../core/device.h"
 #include "usage.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 SpOptions sp_options_default(void) {
@@ -118,6 +119,17 @@ void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions
     char err[1024];
     const char *why = sp_init(sp, world, ranks, rank, o, dit_tokens(m), m->num_heads, err, sizeof err);
     if (why) usage_error("%s", why);
+    if (m->in_context && (o->exact || (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)))
+        usage_error("--in-context runs with --sp-attention gather or all-to-all, without --exact, so "
+                    "far; pass one of those layouts and leave out --exact, or drop --in-context");
+    if ((o->bugs & BUG_ULYSSES_REPLICATED_KV) && !m->in_context)
+        usage_error("the ulysses-replicated-kv bug exchanges the in-context conditioning tokens' K/V; "
+                    "add --in-context");
+    if (!m->in_context) return;
+    sp->context = DIT_CONTEXT_TOKENS;
+    sp->context_mask = xmalloc((size_t)(sp->context + sp->shard.T_pad));
+    memset(sp->context_mask, 1, (size_t)sp->context);
+    memcpy(sp->context_mask + sp->context, sp->shard.key_mask, (size_t)sp->shard.T_pad);
 }
 
 const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len) {
@@ -134,6 +146,7 @@ const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len) {
 void sp_free(SeqParallel *sp) {
     if (sp->nccl) comm_free_nccl(sp->world);
     device_free(sp->key_mask_device);
+    free(sp->context_mask);
     for (int i = 0; i < sp->n_groups; i++) comm_free(&sp->groups[i]);
     seq_shard_free(&sp->shard);
 }

@@ -88,6 +88,9 @@ typedef struct SeqParallel {
     bool nccl;          // and device buffers go over NCCL (every rank its own GPU); else host-staged
     bool exact;         // --exact: canonical blocks of T_pad / policy.exact_blocks tokens
     uint8_t *key_mask_device; // cuda: the shard's key mask on the device (NULL without padding)
+    int context;        // in-context conditioning: the tokens in front of every rank's sequence
+                        // (DIT_CONTEXT_TOKENS), which every rank holds; 0: none
+    uint8_t *context_mask; // (context + T_pad): 1 for the conditioning tokens, then the key mask
     int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
     TapeWatch watch;    // a step's tapes are watched by this (probe --dump-tape); NULL: not
     void *watch_ctx;
@@ -104,7 +107,8 @@ typedef struct SeqParallel {
 const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o, int T,
                     int heads, char *buf, size_t len);
 // sp_init for model m, or a usage error (usage.h) that names the problem; world may be NULL for a
-// context that only sizes memory.
+// context that only sizes memory. An in-context model runs with the gather and all-to-all layouts,
+// not under --exact.
 void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
               const DiTConfig *m);
 void sp_free(SeqParallel *sp);
@@ -177,3 +181,6 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
                        const uint8_t *key_mask, unsigned bugs);
 // The key mask of all T_pad tokens (NULL under the no-pad-mask bug), on the device with cuda.
 const uint8_t *sp_key_mask(const SeqParallel *sp);
+// In-context: the key mask of the conditioning tokens, then all T_pad tokens (NULL under the
+// no-pad-mask bug), on the host.
+const uint8_t *sp_context_mask(const SeqParallel *sp);

@@ -196,6 +196,11 @@ const Setting settings[] = {
     {"class_dropout_prob", "--class-dropout", "P", &DOUBLE_TEXT, OFF(model.class_dropout_prob), 0, 0.99,
      FOR_TRAIN, FIXED | AGREED, NULL, NULL,
      "label dropout for classifier-free guidance (default {default}; 0 = none)"},
+    {"in_context", "--in-context", NULL, &BOOL_TEXT, OFF(model.in_context), 0, 0,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "condition by two tokens (time, class) in front of the sequence, held\n"
+     "by every rank, instead of adaLN: DiT's in-context variant (layouts\n"
+     "gather and all-to-all)"},
 
     {"steps", "--steps", "N", &INT_TEXT, OFF(steps), 1, 1 << 30,
      FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, NULL, "training",
