@@ -118,18 +118,24 @@ void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions
               const DiTConfig *m) {
     char err[1024];
     const char *why = sp_init(sp, world, ranks, rank, o, dit_tokens(m), m->num_heads, err, sizeof err);
+    if (!why) why = sp_init_context(sp, o, m->in_context, err, sizeof err);
     if (why) usage_error("%s", why);
-    if (m->in_context && (o->exact || (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)))
-        usage_error("--in-context runs with --sp-attention gather or all-to-all, without --exact, so "
-                    "far; pass one of those layouts and leave out --exact, or drop --in-context");
-    if ((o->bugs & BUG_ULYSSES_REPLICATED_KV) && !m->in_context)
-        usage_error("the ulysses-replicated-kv bug exchanges the in-context conditioning tokens' K/V; "
-                    "add --in-context");
-    if (!m->in_context) return;
+}
+
+const char *sp_init_context(SeqParallel *sp, const SpOptions *o, bool in_context, char *buf, size_t len) {
+    if (in_context && (o->exact || (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)))
+        return snprintf(buf, len, "--in-context runs with --sp-attention gather or all-to-all, "
+                        "without --exact, so far; pass one of those layouts and leave out --exact, "
+                        "or drop --in-context"), buf;
+    if ((o->bugs & BUG_ULYSSES_REPLICATED_KV) && !in_context)
+        return snprintf(buf, len, "the ulysses-replicated-kv bug exchanges the in-context "
+                        "conditioning tokens' K/V; add --in-context"), buf;
+    if (!in_context) return NULL;
     sp->context = DIT_CONTEXT_TOKENS;
     sp->context_mask = xmalloc((size_t)(sp->context + sp->shard.T_pad));
     memset(sp->context_mask, 1, (size_t)sp->context);
     memcpy(sp->context_mask + sp->context, sp->shard.key_mask, (size_t)sp->shard.T_pad);
+    return NULL;
 }
 
 const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len) {
