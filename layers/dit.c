@@ -80,6 +80,7 @@ static int block_lines(Line *l, const DiTConfig *c, double n) {
     l[k++] = (Line){"gelu", n * M};
     l[k++] = (Line){"fc2", n * D};
     l[k++] = (Line){"gated residual 2", n * D};
+    if (c->in_context) l[k++] = (Line){"in-context: K and V of the shard's tokens, apart", 2 * n * D};
     return k;
 }
 

@@ -74,7 +74,7 @@ typedef struct Row {
 
 // Appends word to buf, after a space unless buf is empty
 static void add_word(char *buf, size_t len, const char *word) {
-    snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", word);
+    if (word[0]) snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", word);
 }
 
 // The flags that put row r's bug on its code path over `ranks` ranks: the layout and the bug's
