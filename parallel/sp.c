@@ -122,7 +122,7 @@ void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions
     if (why) usage_error("%s", why);
 }
 
-const char *sp_init_context(SeqParallel *sp, const SpOptions *o, bool in_context, char *buf, size_t len) {
+const char *sp_context_error(const SpOptions *o, bool in_context, char *buf, size_t len) {
     if (in_context && (o->exact || (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)))
         return snprintf(buf, len, "in-context conditioning (--in-context, or a checkpoint trained "
                         "with it) runs with --sp-attention gather or all-to-all and without --exact "
@@ -131,7 +131,12 @@ const char *sp_init_context(SeqParallel *sp, const SpOptions *o, bool in_context
     if ((o->bugs & BUG_ULYSSES_REPLICATED_KV) && !in_context)
         return snprintf(buf, len, "the ulysses-replicated-kv bug exchanges the in-context "
                         "conditioning tokens' K/V; add --in-context"), buf;
-    if (!in_context) return NULL;
+    return NULL;
+}
+
+const char *sp_init_context(SeqParallel *sp, const SpOptions *o, bool in_context, char *buf, size_t len) {
+    const char *why = sp_context_error(o, in_context, buf, len);
+    if (why || !in_context) return why;
     sp->context = DIT_CONTEXT_TOKENS;
     sp->context_mask = xmalloc((size_t)(sp->context + sp->shard.T_pad));
     memset(sp->context_mask, 1, (size_t)sp->context);

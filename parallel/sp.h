@@ -112,8 +112,9 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
 void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
               const DiTConfig *m);
 // After sp_init, for a model with in-context conditioning or without: NULL, or the sentence when
-// the options cannot run it (what sp_setup checks).
+// the options cannot run it (what sp_setup checks), sp_context_error's.
 const char *sp_init_context(SeqParallel *sp, const SpOptions *o, bool in_context, char *buf, size_t len);
+const char *sp_context_error(const SpOptions *o, bool in_context, char *buf, size_t len);
 void sp_free(SeqParallel *sp);
 // NULL when the device options can run here (a GPU for --device cuda, --tf32 only with cuda);
 // else the sentence. sp_init checks it first; the flags' parser too.

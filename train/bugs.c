@@ -68,6 +68,7 @@ typedef struct Row {
     double out_err, grad_err;
     int flagged; // the first step over the tolerance; 0 if none
     bool diverged; // its training stopped at step `flagged` with a loss of NaN or inf
+    char refused[256]; // why its flags cannot run with the shared settings ("" if they can)
     LossLog diff; // relative loss difference per step
     char where[192]; // locate's first divergence of the probe's step ("" if none); "-": no dump
 } Row;
@@ -106,6 +107,20 @@ static int run(Command *cmd, const Row *r, const char *log) {
     CHECK(k >= 0, "the shared settings do not fit in 32 arguments");
     for (int i = 0; i < k; i++) command_add(cmd, args[i], NULL);
     return command_run(cmd, log);
+}
+
+// Why row r, with its layout and model flags, cannot run with the shared settings (--exact and
+// --in-context), into r->refused; "" if it can
+static void refusal(Row *r, const char *model) {
+    TrainConfig tc = shared;
+    char words[192], *argv[32], *save = NULL;
+    int argc = 0;
+    snprintf(words, sizeof words, "%s %s", r->layout, model);
+    for (char *w = strtok_r(words, " ", &save); w && argc < 32; w = strtok_r(NULL, " ", &save)) argv[argc++] = w;
+    for (int i = 0; i < argc; i++) settings_flag(&tc, FOR_TRAIN, argc, argv, &i);
+    tc.parallel.bugs |= r->bug ? r->bug->flag : 0;
+    const char *why = sp_context_error(&tc.parallel, tc.model.in_context, r->refused, sizeof r->refused);
+    if (!why) r->refused[0] = 0;
 }
 
 // A training run on `ranks` ranks of the row (NULL: the reference) with the model of ref into
@@ -193,8 +208,13 @@ static void write_table(FILE *f, const Row *rows, int n, int ranks, int steps, b
     for (int i = 0; i < n; i++) {
         const Row *r = &rows[i];
         char step[32], name[128], flags[160] = "";
-        snprintf(step, sizeof step, r->diverged ? "%d (loss not finite)" : r->flagged ? "%d" : "not flagged", r->flagged);
         snprintf(name, sizeof name, "%s%s", r->bug ? r->bug->name : "(correct code)", r->hidden ? ", hidden" : "");
+        if (r->refused[0]) {
+            fprintf(f, "| %s | %s | %s | - | - | not run | not run: %s |\n", name,
+                    r->bug->report ? r->bug->report : "this project's own", r->layout, r->refused);
+            continue;
+        }
+        snprintf(step, sizeof step, r->diverged ? "%d (loss not finite)" : r->flagged ? "%d" : "not flagged", r->flagged);
         add_word(flags, sizeof flags, r->layout[0] ? r->layout : "gather");
         add_word(flags, sizeof flags, r->ref->model);
         fprintf(f, "| %s | %s | %s | %.1e | %.1e | %s | %s |\n", name,
@@ -221,7 +241,7 @@ static void write_plot(const Row *rows, int n, int ranks, const char *path) {
         PlotSeries s[2] = {{NULL, d->step, d->loss, d->n, {214, 39, 40}},
                            {NULL, tx, ty, 2, {120, 120, 120}}};
         char title[96];
-        snprintf(title, sizeof title, rows[i].flagged ? "%s%s: step %d" : "%s%s: not flagged",
+        snprintf(title, sizeof title, rows[i].refused[0] ? "%s%s: not run" : rows[i].flagged ? "%s%s: step %d" : "%s%s: not flagged",
                  rows[i].bug ? rows[i].bug->name : "correct code", rows[i].hidden ? ", hidden" : "",
                  rows[i].flagged);
         plot_panel(&cv, i % cols * W, i / cols * H + TOP, W, H, title, "step", s, 2, true);
@@ -273,6 +293,8 @@ int bugs_main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         Row *r = &rows[i];
         row_flags(r, ranks, r->layout, model, sizeof model);
+        refusal(r, model);
+        if (r->refused[0]) continue;
         for (int j = 0; j < n_refs && !r->ref; j++)
             if (!strcmp(refs[j].model, model)) r->ref = &refs[j];
         if (r->ref) continue;
@@ -302,6 +324,7 @@ int bugs_main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         Row *r = &rows[i];
         const Reference *f = r->ref;
+        if (r->refused[0]) continue;
         char name[96], dir[DIR_LEN], result[PATH_LEN_], dump[PATH_LEN_], err[1024];
         snprintf(name, sizeof name, "%s%s", r->bug ? r->bug->name : "correct", r->hidden ? "-hidden" : "");
         snprintf(dir, sizeof dir, "%s/%s", out, name);
