@@ -63,24 +63,24 @@ typedef struct Line {
     double reals;
 } Line;
 
-// One block (the attention's own tensors come from its layout)
+// One block (the attention's own tensors come from its layout); in-context blocks have no adaLN
 static int block_lines(Line *l, const DiTConfig *c, double n) {
-    double D = c->hidden_size, M = dit_mlp_hidden(c);
+    double D = c->hidden_size, M = dit_mlp_hidden(c), ada = !c->in_context;
     int k = 0;
-    l[k++] = (Line){"adaLN modulation and its 6 slices", 12 * D};
+    l[k++] = (Line){"adaLN modulation and its 6 slices", ada * 12 * D};
     l[k++] = (Line){"layernorm 1 and its mean, rstd", n * (D + 2)};
-    l[k++] = (Line){"modulate 1", n * D};
+    l[k++] = (Line){"modulate 1", ada * n * D};
     l[k++] = (Line){"qkv", 3 * n * D};
     l[k++] = (Line){"q, k, v slices", 3 * n * D};
     l[k++] = (Line){"attention projection", n * D};
     l[k++] = (Line){"gated residual 1", n * D};
     l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (D + 2)};
-    l[k++] = (Line){"modulate 2", n * D};
+    l[k++] = (Line){"modulate 2", ada * n * D};
     l[k++] = (Line){"fc1", n * M};
     l[k++] = (Line){"gelu", n * M};
     l[k++] = (Line){"fc2", n * D};
     l[k++] = (Line){"gated residual 2", n * D};
-    if (c->in_context) l[k++] = (Line){"in-context: K and V of the shard's tokens, apart", 2 * n * D};
+    l[k++] = (Line){"in-context: K and V apart from the conditioning tokens", !ada * 2 * n * D};
     return k;
 }
 

@@ -25,6 +25,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double h = seq_heads(c->num_heads, sp->shard.P, 0), Dh = h * D / c->num_heads;
     AttnMemory m = {.kept = 4 * T * Dh + h * T + n * D, .transient = n * D + T * Dh,
                     .queries = (int)T, .keys = (int)T};
+    m.kept += 2 * sp->shard.T_pad * Dh * (R > 0); // in-context: K, V exchanged, then joined
     return dit_step_bytes(c, B, sp->shard.n, m, backward);
 }
 

@@ -72,6 +72,9 @@ differs one bug-wrong-restore 2 --inject-bug wrong-restore
 differs one bug-ring-wrong-merge 2 --sp-attention ring --inject-bug ring-wrong-merge
 differs one bug-ring-block-delta 2 --sp-attention ring --inject-bug ring-block-delta
 differs one bug-accum-unweighted 1 --grad-accum 4 --inject-bug accum-unweighted
+differs one bug-loss-times-sp 2 --inject-bug loss-times-sp
+differs one bug-shard-pos-embed 2 --inject-bug shard-pos-embed
+differs one bug-pad-mask-off-by-one 2 --inject-bug pad-mask-off-by-one # 25 tokens padded to 36
 # locate: one step dumped on N ranks (with a bug) against one rank names the bug's site
 CKPT="$WORK/one/model.safetensors"
 "$TRAIN" probe --ckpt "$CKPT" --make-batch 6 --out "$WORK/batch.safetensors" > /dev/null 2>&1 || { echo "FAIL probe --make-batch"; exit 1; }
@@ -99,6 +102,9 @@ located "^first divergence: loss \(forward" 2 --inject-bug local-mean-loss
 located "^first divergence: blocks\.0\.attn\.out \(forward" 2 --sp-attention ring --inject-bug ring-wrong-merge
 located "^first divergence: grad\.blocks\.3\.attn\.[kv] \(backward" 3 --sp-attention ring --inject-bug ring-dkv-not-returned
 located "^first divergence: grad\.x_embedder\.proj\.weight \(parameter gradient" 2 --inject-bug no-grad-allreduce
+located "^first divergence: x_embedder \(forward" 2 --inject-bug shard-pos-embed
+# the logged loss is not a tensor of the step: a tape, like every gradient check, misses it
+located "^no divergence: every tensor of the step is identical" 2 --inject-bug loss-times-sp
 # exact mode computes the same function as the default mode, in another order
 $MPIRUN -np 1 "$TRAIN" --steps 3 --batch 6 --samples-per-class 0 --out "$WORK/default" > /dev/null 2>&1 &&
   if "$TRAIN" compare "$WORK/one" "$WORK/default" > "$WORK/compare.log" 2>&1; then
