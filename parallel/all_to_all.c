@@ -21,7 +21,8 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     // in-context: every rank's conditioning tokens among the queries, and (under the
     // ulysses-replicated-kv bug) among the keys
-    double P = sp->shard.P, R = sp->context, n = sp->shard.n + R, T = sp->shard.T_pad + P * R, D = c->hidden_size;
+    double P = sp->shard.P, R = sp->context, n = sp->shard.n + R, T = sp->shard.T_pad + P * R;
+    double D = c->hidden_size;
     double h = seq_heads(c->num_heads, sp->shard.P, 0), Dh = h * D / c->num_heads;
     AttnMemory m = {.kept = 4 * T * Dh + h * T + n * D, .transient = n * D + T * Dh,
                     .queries = (int)T, .keys = (int)T};
@@ -41,7 +42,8 @@ static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k
     Tensor *qh = seq_all_to_all(tp, c, q, heads, TO_HEAD_SHARD), *kh, *vh;
     const uint8_t *mask = sp_context_mask(sp);
     if (sp->bugs & BUG_ULYSSES_REPLICATED_KV) {
-        kh = seq_all_to_all(tp, c, k, heads, TO_HEAD_SHARD), vh = seq_all_to_all(tp, c, v, heads, TO_HEAD_SHARD);
+        kh = seq_all_to_all(tp, c, k, heads, TO_HEAD_SHARD);
+        vh = seq_all_to_all(tp, c, v, heads, TO_HEAD_SHARD);
         uint8_t *each = mask ? arena_alloc(arena_host(tp->arena), (size_t)P * (R + n)) : NULL;
         for (int r = 0; each && r < P; r++) // rank r's copy of the conditioning tokens, its tokens
             memset(each + (size_t)r * (R + n), 1, (size_t)R),

@@ -16,7 +16,9 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 // the output of all queries); transient: the gather's rank-major blocks, or in backward the
 // reduce-scatter's blocks and its result
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    double n = sp->shard.n + sp->context, T = sp->shard.T_pad + sp->context, D = c->hidden_size, H = c->num_heads;
+    // in-context: the conditioning tokens among the queries and the keys
+    double n = sp->shard.n + sp->context, T = sp->shard.T_pad + sp->context;
+    double D = c->hidden_size, H = c->num_heads;
     AttnMemory m = {.kept = 2 * T * D + n * D + H * n, .transient = T * D + n * D,
                     .queries = (int)n, .keys = (int)T};
     m.kept += 2 * sp->shard.T_pad * D * (sp->context > 0); // in-context: K, V gathered, then joined

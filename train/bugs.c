@@ -41,9 +41,9 @@ static void help(void) {
            "  Writes DIR/bugs.md (the table, also printed) and DIR/bugs.png (each row's loss\n"
            "  difference per step); DIR defaults to runs/bugs, and its earlier results are replaced.\n"
            "  It starts its own ranks with mpirun: run it without mpirun.\n"
-           "  A bug with model flags (--qkv-gain, --input-size, --in-context) has a reference of its own;\n"
-           "  a bug that hides under some flags (T divisible by the ranks, small attention logits) has a\n"
-           "  second, hidden row under them, which must be missed.\n"
+           "  A bug with model flags (--qkv-gain, --input-size, --in-context) has a reference of its\n"
+           "  own; a bug that hides under some flags (T divisible by the ranks, small attention\n"
+           "  logits) has a second, hidden row under them, which must be missed.\n"
            "  Exit 0 when the correct code agrees, every bug is caught and every hidden row missed, 1\n"
            "  otherwise.\n"
            "  These flags go to every training and probe run:\n",
@@ -116,7 +116,8 @@ static void refusal(Row *r, const char *model) {
     char words[192], *argv[32], *save = NULL;
     int argc = 0;
     snprintf(words, sizeof words, "%s %s", r->layout, model);
-    for (char *w = strtok_r(words, " ", &save); w && argc < 32; w = strtok_r(NULL, " ", &save)) argv[argc++] = w;
+    for (char *w = strtok_r(words, " ", &save); w && argc < 32; w = strtok_r(NULL, " ", &save))
+        argv[argc++] = w;
     for (int i = 0; i < argc; i++) settings_flag(&tc, FOR_TRAIN, argc, argv, &i);
     tc.parallel.bugs |= r->bug ? r->bug->flag : 0;
     const char *why = sp_context_error(&tc.parallel, tc.model.in_context, r->refused, sizeof r->refused);
@@ -197,8 +198,8 @@ static void loss_difference(Row *r, const char dir[DIR_LEN], const char *ref_dir
 }
 
 static bool caught(const Row *r) {
-    return r->flagged || r->diverged || !(r->out_err <= PROBE_OUT_TOL) || !(r->grad_err <= PROBE_GRAD_TOL) ||
-           (r->where[0] && strcmp(r->where, "-"));
+    return r->flagged || r->diverged || !(r->out_err <= PROBE_OUT_TOL) ||
+           !(r->grad_err <= PROBE_GRAD_TOL) || (r->where[0] && strcmp(r->where, "-"));
 }
 
 static void write_table(FILE *f, const Row *rows, int n, int ranks, int steps, bool exact) {
@@ -208,19 +209,22 @@ static void write_table(FILE *f, const Row *rows, int n, int ranks, int steps, b
     for (int i = 0; i < n; i++) {
         const Row *r = &rows[i];
         char step[32], name[128], flags[160] = "";
-        snprintf(name, sizeof name, "%s%s", r->bug ? r->bug->name : "(correct code)", r->hidden ? ", hidden" : "");
+        snprintf(name, sizeof name, "%s%s", r->bug ? r->bug->name : "(correct code)",
+                 r->hidden ? ", hidden" : "");
         if (r->refused[0]) {
             fprintf(f, "| %s | %s | %s | - | - | not run | not run: %s |\n", name,
                     r->bug->report ? r->bug->report : "this project's own", r->layout, r->refused);
             continue;
         }
-        snprintf(step, sizeof step, r->diverged ? "%d (loss not finite)" : r->flagged ? "%d" : "not flagged", r->flagged);
+        snprintf(step, sizeof step, r->diverged ? "%d (loss not finite)" : r->flagged ? "%d" : "not flagged",
+                 r->flagged);
         add_word(flags, sizeof flags, r->layout[0] ? r->layout : "gather");
         add_word(flags, sizeof flags, r->ref->model);
         fprintf(f, "| %s | %s | %s | %.1e | %.1e | %s | %s |\n", name,
                 !r->bug ? "-" : r->bug->report ? r->bug->report : "this project's own",
                 flags, r->out_err, r->grad_err, step,
-                !strcmp(r->where, "-") ? "- (not dumped: micro-batches, in-context)" : r->where[0] ? r->where
+                !strcmp(r->where, "-") ? "- (not dumped: micro-batches, in-context)"
+                : r->where[0]          ? r->where
                 : exact ? "identical" : "none (within tolerance)");
     }
 }
@@ -241,7 +245,9 @@ static void write_plot(const Row *rows, int n, int ranks, const char *path) {
         PlotSeries s[2] = {{NULL, d->step, d->loss, d->n, {214, 39, 40}},
                            {NULL, tx, ty, 2, {120, 120, 120}}};
         char title[96];
-        snprintf(title, sizeof title, rows[i].refused[0] ? "%s%s: not run" : rows[i].flagged ? "%s%s: step %d" : "%s%s: not flagged",
+        snprintf(title, sizeof title, rows[i].refused[0] ? "%s%s: not run"
+                                      : rows[i].flagged   ? "%s%s: step %d"
+                                                          : "%s%s: not flagged",
                  rows[i].bug ? rows[i].bug->name : "correct code", rows[i].hidden ? ", hidden" : "",
                  rows[i].flagged);
         plot_panel(&cv, i % cols * W, i / cols * H + TOP, W, H, title, "step", s, 2, true);
@@ -298,7 +304,8 @@ int bugs_main(int argc, char **argv) {
         for (int j = 0; j < n_refs && !r->ref; j++)
             if (!strcmp(refs[j].model, model)) r->ref = &refs[j];
         if (r->ref) continue;
-        CHECK(n_refs < MAX_REFERENCES, "the bug table's model flags need more than %d references", MAX_REFERENCES);
+        CHECK(n_refs < MAX_REFERENCES, "the bug table's model flags need more than %d references",
+              MAX_REFERENCES);
         Reference *f = &refs[n_refs];
         snprintf(f->model, sizeof f->model, "%s", model);
         char dir[DIR_LEN];
@@ -326,7 +333,8 @@ int bugs_main(int argc, char **argv) {
         const Reference *f = r->ref;
         if (r->refused[0]) continue;
         char name[96], dir[DIR_LEN], result[PATH_LEN_], dump[PATH_LEN_], err[1024];
-        snprintf(name, sizeof name, "%s%s", r->bug ? r->bug->name : "correct", r->hidden ? "-hidden" : "");
+        snprintf(name, sizeof name, "%s%s", r->bug ? r->bug->name : "correct",
+                 r->hidden ? "-hidden" : "");
         snprintf(dir, sizeof dir, "%s/%s", out, name);
         snprintf(result, sizeof result, "%s/probe.safetensors", dir);
         snprintf(dump, sizeof dump, "%s/tape.safetensors", dir);
@@ -335,7 +343,8 @@ int bugs_main(int argc, char **argv) {
         snprintf(log, sizeof log, "%s/%s.log", out, name);
         remove(log);
         int rc = train(self, ranks, nsteps, r, f, dir, log), nan_step = rc ? diverged_at(log) : 0;
-        if ((rc && !nan_step) || probe(self, ranks, f->ckpt, f->batch, r, result, dumped(r) ? dump : NULL, log))
+        if ((rc && !nan_step) ||
+            probe(self, ranks, f->ckpt, f->batch, r, result, dumped(r) ? dump : NULL, log))
             return fprintf(stderr, "error: the %d-rank run of %s failed; see %s\n", ranks, name, log), 1;
         if (nan_step) r->flagged = nan_step, r->diverged = true;
         else loss_difference(r, dir, f->dir);
