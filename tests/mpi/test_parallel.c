@@ -163,7 +163,7 @@ static void mesh_vs_single(const SpOptions *o, double *e_out, double *e_grad) {
     *e_grad = 0;
     for (int i = 0; i < m.ps.n; i++) {
         double e = rel(par.grads + m.ps.offset[i], ref.grads + m.ps.offset[i], m.ps.t[i]->size);
-        *e_grad = e > *e_grad ? e : *e_grad;
+        *e_grad = e > *e_grad || isnan(e) ? e : *e_grad; // a NaN, once seen, stays
     }
     double e_loss = fabs(par.loss - ref.loss) / fabs(ref.loss);
     *e_out = e_loss > *e_out ? e_loss : *e_out;
