@@ -164,11 +164,8 @@ static int probe(const char *self, int ranks, const char *ckpt, const char *batc
     return run(&cmd, r, log);
 }
 
-// A probe's tape dumps one micro-batch of a model with adaLN: rows that need --grad-accum or
-// --in-context are not dumped
-static bool dumped(const Row *r) {
-    return !strstr(r->layout, "--grad-accum") && !strstr(r->ref->model, "--in-context");
-}
+// A probe's tape dumps one micro-batch: rows that need --grad-accum are not dumped
+static bool dumped(const Row *r) { return !strstr(r->layout, "--grad-accum"); }
 
 // locate's verdict on the row's tape against the reference's, as "NAME (forward)" or "" if none
 static void first_divergence(Row *r, const char *dump, const char *ref_dump) {
@@ -224,7 +221,7 @@ static void write_table(FILE *f, const Row *rows, int n, int ranks, int steps, b
         fprintf(f, "| %s | %s | %s | %.1e | %.1e | %s | %s |\n", name,
                 !r->bug ? "-" : r->bug->report ? r->bug->report : "this project's own",
                 flags, r->out_err, r->grad_err, step,
-                !strcmp(r->where, "-") ? "- (not dumped: micro-batches, in-context)"
+                !strcmp(r->where, "-") ? "- (micro-batches: not dumped)"
                 : r->where[0]          ? r->where
                 : exact ? "identical" : "none (within tolerance)");
     }
