@@ -307,6 +307,7 @@ static __global__ void merge_kernel(real *o, real *lse, const real *o_blk, const
     double la = lse[row], lb = lse_blk[row];
     if (lb == -INFINITY) return;
     double mx = fmax(la, lb), lnew = la == -INFINITY ? lb : mx + log(exp(la - mx) + exp(lb - mx));
+    if (mean_of < 0) lnew = log((double)((real)exp(la) + (real)exp(lb))); // overflows past ~88 (f32)
     double wb = mean_of > 0 ? 1.0 / mean_of : exp(lb - lnew);
     double wa = mean_of > 0 ? 1 - wb : la == -INFINITY ? 0 : exp(la - lnew);
     real *oa = o + (b * n + i) * D + h * dh;

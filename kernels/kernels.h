@@ -125,7 +125,9 @@ void attention_backward_tiled(real *dq, real *dk, real *dv, real *scratch, const
 // ---- merging partial attention (ring attention): o (B,n,H*dh), lse (B,H,n) become the merge by
 // log-sum-exp of themselves and a block's o_blk, lse_blk; rows whose block lse is -inf (every key
 // of the block masked) stay. mean_of > 0 is the ring-wrong-merge bug: the outputs are averaged
-// as if o_blk were the mean_of-th block, o = (1 - 1/mean_of) o + o_blk / mean_of, no rescaling.
+// as if o_blk were the mean_of-th block, o = (1 - 1/mean_of) o + o_blk / mean_of, no rescaling;
+// mean_of < 0 the lse-overflow bug: the new lse is log(e^lse + e^lse_blk) in real precision, with
+// no max subtracted, which is inf once an lse passes ~88 (float32) or ~709 (float64).
 void attention_merge(real *o, real *lse, const real *o_blk, const real *lse_blk, int B, int n,
                      int H, int dh, int mean_of);
 

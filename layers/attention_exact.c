@@ -42,6 +42,11 @@ void exact_attn_combine(const ExactAttn *g, real *lse, const real *lparts) {
         for (int kb = 0; kb < g->nkb; kb++) m = fmax(m, lparts[kb * lsize + r]);
         for (int kb = 0; m > -INFINITY && kb < g->nkb; kb++) s += exp(lparts[kb * lsize + r] - m);
         lse[r] = m > -INFINITY ? (real)(m + log(s)) : -INFINITY; // no key at all: -inf, output 0
+        if (g->no_max && m > -INFINITY) {
+            real e = 0;
+            for (int kb = 0; kb < g->nkb; kb++) e += (real)exp(lparts[kb * lsize + r]);
+            lse[r] = (real)log(e);
+        }
     }
 }
 
@@ -165,7 +170,7 @@ Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all
           "attention_exact: q %s and keys %s must be [B, n, D] in blocks of %d tokens",
           tensor_shape_str(q, qs, sizeof qs), tensor_shape_str(k_all, ks, sizeof ks), blk);
     Arena *a = tp->arena;
-    ExactAttn g = {B, Tq, heads, D / heads, blk, Tk / blk, key_mask, false, false};
+    ExactAttn g = {B, Tq, heads, D / heads, blk, Tk / blk, key_mask, false, false, false};
     Tensor *out = tensor_like(a, q), *lse = tensor_new(a, 1, B * Tq * heads);
     ArenaMarks mark = arena_marks(a);
     // the pieces' log-sum-exps, their combination and the output's sums on the host

@@ -18,6 +18,8 @@ typedef struct ExactAttn {
     bool mean_merge;            // the ring-wrong-merge bug: blocks averaged, not weighted by L
     bool block_delta;           // the ring-block-delta bug: backward's row term from each block's
                                 // own partial output
+    bool no_max;                // the lse-overflow bug: lse = log(sum of e^L) in real precision,
+                                // no max subtracted
 } ExactAttn;
 
 // Pass 1: the log-sum-exp of every query block against each block of the group, into lparts

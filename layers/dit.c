@@ -64,23 +64,24 @@ typedef struct Line {
     double reals;
 } Line;
 
-// One block (the attention's own tensors come from its layout)
+// One block (the attention's own tensors come from its layout); in-context blocks have no adaLN
 static int block_lines(Line *l, const DiTConfig *c, double n) {
-    double D = c->hidden_size, M = dit_mlp_hidden(c);
+    double D = c->hidden_size, M = dit_mlp_hidden(c), ada = !c->in_context;
     int k = 0;
-    l[k++] = (Line){"adaLN modulation and its 6 slices", 12 * D};
+    l[k++] = (Line){"adaLN modulation and its 6 slices", ada * 12 * D};
     l[k++] = (Line){"layernorm 1 and its mean, rstd", n * (D + 2)};
-    l[k++] = (Line){"modulate 1", n * D};
+    l[k++] = (Line){"modulate 1", ada * n * D};
     l[k++] = (Line){"qkv", 3 * n * D};
     l[k++] = (Line){"q, k, v slices", 3 * n * D};
     l[k++] = (Line){"attention projection", n * D};
     l[k++] = (Line){"gated residual 1", n * D};
     l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (D + 2)};
-    l[k++] = (Line){"modulate 2", n * D};
+    l[k++] = (Line){"modulate 2", ada * n * D};
     l[k++] = (Line){"fc1", n * M};
     l[k++] = (Line){"gelu", n * M};
     l[k++] = (Line){"fc2", n * D};
     l[k++] = (Line){"gated residual 2", n * D};
+    l[k++] = (Line){"in-context: K and V apart from the conditioning tokens", !ada * 2 * n * D};
     return k;
 }
 
@@ -95,6 +96,9 @@ static int rest_lines(Line *l, const DiTConfig *c, double n, double B) {
     l[k++] = (Line){"final adaLN, layernorm, modulate", 4 * D + n * (2 * D + 2)};
     l[k++] = (Line){"output tokens", n * p2 * Co};
     l[k++] = (Line){"loss: target patches, mask, output slice", n * p2 * C * (2 + 1.0 / sizeof(real))};
+    if (c->in_context)
+        l[k++] = (Line){"in-context: the conditioning tokens, the joined and the final sequence",
+                        (2 * DIT_CONTEXT_TOKENS + n) * D + n * D};
     return k;
 }
 
@@ -107,7 +111,9 @@ static double sum_lines(const Line *l, int k) {
 size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass pass) {
     Line l[32];
     // in double: sizes of configs that cannot fit anywhere must not wrap around
-    double b = B, block = sum_lines(l, block_lines(l, c, n)) + attn.kept, rest = sum_lines(l, rest_lines(l, c, n, b));
+    // in-context: the blocks run on the conditioning tokens too
+    double nb = n + (c->in_context ? DIT_CONTEXT_TOKENS : 0), b = B;
+    double block = sum_lines(l, block_lines(l, c, nb)) + attn.kept, rest = sum_lines(l, rest_lines(l, c, n, b));
     int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
     double scratch = (double)attention_scratch_count(B, attn.queries, attn.keys, c->num_heads, dh,
                                                      pass != DIT_FORWARD);
@@ -187,6 +193,7 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
         BLOCK_PARAM(fc1_b, "mlp.fc1.bias", 1, M, 0);
         BLOCK_PARAM(fc2_w, "mlp.fc2.weight", 2, D, M);
         BLOCK_PARAM(fc2_b, "mlp.fc2.bias", 1, D, 0);
+        if (cfg->in_context) continue;
         BLOCK_PARAM(ada_w, "adaLN_modulation.1.weight", 2, 6 * D, D);
         BLOCK_PARAM(ada_b, "adaLN_modulation.1.bias", 1, 6 * D, 0);
 #undef BLOCK_PARAM
@@ -194,8 +201,10 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
     int out = p * p * dit_out_channels(cfg);
     m->f_w = param(m, "final_layer.linear.weight", 2, out, D, 0, 0);
     m->f_b = param(m, "final_layer.linear.bias", 1, out, 0, 0, 0);
-    m->f_ada_w = param(m, "final_layer.adaLN_modulation.1.weight", 2, 2 * D, D, 0, 0);
-    m->f_ada_b = param(m, "final_layer.adaLN_modulation.1.bias", 1, 2 * D, 0, 0, 0);
+    if (!cfg->in_context) {
+        m->f_ada_w = param(m, "final_layer.adaLN_modulation.1.weight", 2, 2 * D, D, 0, 0);
+        m->f_ada_b = param(m, "final_layer.adaLN_modulation.1.bias", 1, 2 * D, 0, 0, 0);
+    }
     int T = dit_tokens(cfg);
     m->pos_embed = (Tensor){.ndim = 3, .shape = {1, T, D}, .size = (size_t)T * D, .name = "pos_embed"};
 }
@@ -451,6 +460,55 @@ static Tensor *block_checkpoint(const DiT *m, int i, Tape *tp, Tensor *x, Tensor
     return y;
 }
 
+// An in-context block, a plain pre-norm transformer block: x (B, 2 + n, D), conditioning tokens
+// first. Names as in block_forward.
+static Tensor *plain_block_forward(const DiTBlock *b, int i, Tape *tp, Tensor *x, int heads,
+                                   const DiTShard *sh) {
+    int D = x->shape[2];
+#define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
+    Tensor *qkv = linear(tp, NAME(layernorm(tp, x, LN_EPS), "norm1"), b->qkv_w, b->qkv_b);
+    Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
+    Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
+    Tensor *a = NAME((sh->attend ? sh->attend : local_attend)(tp, q, k, v, heads, NULL, sh->attend_ctx), "attn.out");
+    x = NAME(add(tp, x, NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
+    Tensor *h = NAME(layernorm(tp, x, LN_EPS), "norm2");
+    h = NAME(gelu(tp, NAME(linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
+    h = NAME(linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
+    return NAME(add(tp, x, h), "residual2");
+#undef NAME
+}
+
+// x (B, a, D) and y (B, b, D) -> (B, a + b, D): x's tokens, then y's
+Tensor *dit_join_tokens(Tape *tp, Tensor *x, Tensor *y) {
+    int B = x->shape[0], D = x->shape[2], a = x->shape[1], b = y->shape[1];
+    Tensor *xy = concat_last(tp, tensor_reshape(tp->arena, x, 2, (int[]){B, a * D}),
+                             tensor_reshape(tp->arena, y, 2, (int[]){B, b * D}));
+    return tensor_reshape(tp->arena, xy, 3, (int[]){B, a + b, D});
+}
+
+// x (B, T, D) -> its tokens [first, first + n) (B, n, D)
+Tensor *dit_tokens_of(Tape *tp, Tensor *x, int first, int n) {
+    int B = x->shape[0], T = x->shape[1], D = x->shape[2];
+    Tensor *rows = slice_last(tp, tensor_reshape(tp->arena, x, 2, (int[]){B, T * D}), first * D, n * D);
+    return tensor_reshape(tp->arena, rows, 3, (int[]){B, n, D});
+}
+
+// The in-context DiT after the embeddings: x (B, n, D), temb and yemb (B, D) -> tokens
+static Tensor *in_context_forward(DiT *m, Tape *tp, Tensor *x, Tensor *temb, Tensor *yemb,
+                                  const DiTShard *sh) {
+    const DiTConfig *c = &m->cfg;
+    int B = x->shape[0], n = x->shape[1], D = c->hidden_size;
+    Tensor *cond = tape_name(tp, concat_last(tp, temb, yemb), "c");
+    x = dit_join_tokens(tp, tensor_reshape(tp->arena, cond, 3, (int[]){B, DIT_CONTEXT_TOKENS, D}), x);
+    for (int i = 0; i < c->depth; i++) {
+        size_t mark = arena_mark(tp->arena);
+        x = plain_block_forward(&m->blocks[i], i, tp, x, c->num_heads, sh);
+        if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates
+    }
+    x = tape_name(tp, layernorm(tp, dit_tokens_of(tp, x, DIT_CONTEXT_TOKENS, n), LN_EPS), "final_layer.norm");
+    return tape_name(tp, linear(tp, x, m->f_w, m->f_b), "final_layer.out");
+}
+
 static DiTShard whole(const DiT *m, const DiTShard *sh) {
     DiTShard w = sh ? *sh : (DiTShard){.t0 = 0, .n = dit_tokens(&m->cfg)};
     if (!w.T_pad) w.T_pad = w.t0 + w.n;
@@ -513,12 +571,15 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     } else {
         pos = tensor_new(tp->arena, 3, 1, sh.n, D);
         int rows = sh.t0 >= T ? 0 : T - sh.t0 < sh.n ? T - sh.t0 : sh.n; // the shard's real tokens
-        copy_bytes(pos->data, m->pos_embed.data + (size_t)sh.t0 * D, (size_t)rows * D * sizeof(real));
+        size_t first = sh.first_positions ? 0 : (size_t)sh.t0;
+        copy_bytes(pos->data, m->pos_embed.data + first * D, (size_t)rows * D * sizeof(real));
     }
     x = tape_name(tp, add(tp, x, pos), "x_embedder");
     // c = t_embedder(t) + y_embedder(y)
     Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);
     temb = linear(tp, silu(tp, temb), m->t2_w, m->t2_b);
+    if (c->in_context)
+        return in_context_forward(m, tp, x, temb, embedding(tp, m->y_table, y, images), &sh);
     Tensor *c_act = silu(tp, tape_name(tp, add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
     for (int i = 0; i < c->depth; i++) {
         if (sh.recompute && tp->grad_enabled) {

@@ -15,6 +15,10 @@ typedef struct DiTConfig {
     int num_classes;
     bool learn_sigma;
     double class_dropout_prob; // > 0 adds the null-class row used for classifier-free guidance
+    // In-context conditioning (the DiT paper's Table 4): the timestep and class embeddings are two
+    // tokens in front of the sequence, every rank holding them, instead of adaLN: plain blocks
+    // (no adaLN_modulation, no gates), dropped before a final layer without adaLN
+    bool in_context;
 } DiTConfig;
 
 typedef struct DiTBlock {
@@ -22,7 +26,7 @@ typedef struct DiTBlock {
     Tensor *proj_w, *proj_b; // (D, D), (D): attn.proj
     Tensor *fc1_w, *fc1_b;   // (M, D), (M): mlp.fc1, M = D * mlp_ratio
     Tensor *fc2_w, *fc2_b;   // (D, M), (D): mlp.fc2
-    Tensor *ada_w, *ada_b;   // (6D, D), (6D): adaLN_modulation.1
+    Tensor *ada_w, *ada_b;   // (6D, D), (6D): adaLN_modulation.1; NULL in-context
 } DiTBlock;
 
 // Config limits, shared by the training flags and checkpoints' metadata; they keep every
@@ -47,7 +51,7 @@ typedef struct DiT {
     Tensor *y_table;           // (classes [+1], D): y_embedder.embedding_table
     DiTBlock blocks[DIT_MAX_DEPTH];
     Tensor *f_w, *f_b;         // (p*p*C_out, D), (p*p*C_out): final_layer.linear
-    Tensor *f_ada_w, *f_ada_b; // (2D, D), (2D): final_layer.adaLN_modulation.1
+    Tensor *f_ada_w, *f_ada_b; // (2D, D), (2D): final_layer.adaLN_modulation.1; NULL in-context
 } DiT;
 
 // A batch of packs: each row of the batch is a sequence of T tokens that holds several images of
@@ -68,9 +72,13 @@ typedef struct DiTPack {
     DiTImage img[DIT_PACK_MAX];
 } DiTPack;
 
+#define DIT_CONTEXT_TOKENS 2 // in-context: the timestep's token, then the class's
+
 // Attention of every block: local queries (B,n,D) against keys and values; returns (B,n,D).
 // seg (B, T_pad): the image of every token of the padded sequence (-1: padding) when the rows
-// are packs, else NULL; on the side of the tape's arena.
+// are packs, else NULL; on the side of the tape's arena. With in-context conditioning the first
+// DIT_CONTEXT_TOKENS rows of each are the conditioning tokens, the same on every rank, and the
+// shard's n tokens follow them.
 typedef Tensor *(*AttendFn)(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
                             const int32_t *seg, void *ctx);
 
@@ -81,6 +89,8 @@ typedef struct DiTShard {
     // the pack-positions-from-shard bug: a pack's positions count from the shard's first token
     // too, as if each shard began an image
     bool positions_from_shard;
+    bool first_positions; // add the position embeddings of tokens [0, n), not [t0, t0 + n) (the
+                          // shard-pos-embed bug)
     AttendFn attend; // NULL: plain attention of the n local tokens to themselves
     void *attend_ctx; // passed to attend and spread
     // --exact: a per-image (B, K) -> (B, G, K) over this rank's G canonical blocks, for the
@@ -161,6 +171,10 @@ void dit_free(DiT *m);
 // order), and padding is every token of no image.
 Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
                     const DiTShard *shard);
+// Tokens of in-context sequences: x (B, a, D), y (B, b, D) -> (B, a + b, D), x's first; and
+// x (B, T, D) -> its tokens [first, first + n)
+Tensor *dit_join_tokens(Tape *tp, Tensor *x, Tensor *y);
+Tensor *dit_tokens_of(Tape *tp, Tensor *x, int first, int n);
 // mean((out - target)^2) over the real tokens of all shards: out (B, n, p*p*C_out) from
 // dit_forward, target (B, Ct, H, W) with Ct <= C_out compared with the first Ct output channels
 // (training a learn_sigma model compares only the noise channels). Divides by the element count

@@ -60,5 +60,7 @@ void attention_kernel_backward(Arena *a, real *dq, real *dk, real *dv, const rea
                                int B, int Tq, int Tk, int H, int dh);
 // x (..., C) -> (..., len): columns [off, off + len)
 Tensor *slice_last(Tape *tp, Tensor *x, int off, int len);
+// a (..., Ca), b (..., Cb) with the same leading dims -> (..., Ca + Cb): a's columns, then b's
+Tensor *concat_last(Tape *tp, Tensor *a, Tensor *b);
 // scalar sum(mask * (pred - target)^2) / denom; mask (pred->size) or NULL = all ones
 Tensor *mse_loss(Tape *tp, Tensor *pred, Tensor *target, const uint8_t *mask, double denom);

@@ -4,6 +4,7 @@
 #include "autograd_collectives.h"
 #include "sp.h"
 #include <stdio.h>
+#include <string.h>
 
 static const char *validate(const SpOptions *o, int heads, int P, char *buf, size_t len) {
     (void)o;
@@ -18,17 +19,50 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 // a rank holds, ceil(H/P)), their log-sum-exp, the output back in the token shard; transient: an
 // exchange's send and receive buffers
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    double n = sp->shard.n, T = sp->shard.T_pad, D = c->hidden_size;
+    // in-context: every rank's conditioning tokens among the queries, and (under the
+    // ulysses-replicated-kv bug) among the keys
+    double P = sp->shard.P, R = sp->context, n = sp->shard.n + R, T = sp->shard.T_pad + P * R;
+    double D = c->hidden_size;
     double h = seq_heads(c->num_heads, sp->shard.P, 0), Dh = h * D / c->num_heads;
     AttnMemory m = {.kept = 4 * T * Dh + h * T + n * D, .transient = n * D + T * Dh,
-                    .queries = sp->shard.T_pad, .keys = sp->shard.T_pad};
+                    .queries = (int)T, .keys = (int)T};
+    m.kept += 2 * sp->shard.T_pad * Dh * (R > 0); // in-context: K, V exchanged, then joined
     return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
+}
+
+// In-context: q, k, v (B, R + n, D), the R conditioning tokens that every rank holds first. Every
+// rank's queries go to the head shard, so each gets its own back; the keys and values are this
+// rank's heads of the conditioning tokens, then the exchanged ones of every rank's tokens. Under
+// the ulysses-replicated-kv bug the conditioning tokens' K/V are exchanged with the others, so
+// the head shard holds every rank's copy of them: P times.
+static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads) {
+    Comm *c = sp->comm;
+    int R = sp->context, n = sp->shard.n, P = c->size, h = seq_heads(heads, P, c->rank);
+    int dh = q->shape[2] / heads, first = seq_first_head(heads, P, c->rank) * dh;
+    Tensor *qh = seq_all_to_all(tp, c, q, heads, TO_HEAD_SHARD), *kh, *vh;
+    const uint8_t *mask = sp_context_mask(sp);
+    if (sp->bugs & BUG_ULYSSES_REPLICATED_KV) {
+        kh = seq_all_to_all(tp, c, k, heads, TO_HEAD_SHARD);
+        vh = seq_all_to_all(tp, c, v, heads, TO_HEAD_SHARD);
+        uint8_t *each = mask ? arena_alloc(arena_host(tp->arena), (size_t)P * (R + n)) : NULL;
+        for (int r = 0; each && r < P; r++) // rank r's copy of the conditioning tokens, its tokens
+            memset(each + (size_t)r * (R + n), 1, (size_t)R),
+            memcpy(each + (size_t)r * (R + n) + R, mask + R + (size_t)r * n, (size_t)n);
+        mask = each;
+    } else {
+        kh = dit_join_tokens(tp, slice_last(tp, dit_tokens_of(tp, k, 0, R), first, h * dh),
+                             seq_all_to_all(tp, c, dit_tokens_of(tp, k, R, n), heads, TO_HEAD_SHARD));
+        vh = dit_join_tokens(tp, slice_last(tp, dit_tokens_of(tp, v, 0, R), first, h * dh),
+                             seq_all_to_all(tp, c, dit_tokens_of(tp, v, R, n), heads, TO_HEAD_SHARD));
+    }
+    return seq_all_to_all(tp, c, attention(tp, qh, kh, vh, h, mask, NO_SEGMENTS), heads, TO_TOKEN_SHARD);
 }
 
 // q, k, v are (B, n, D): this rank's tokens
 static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const int32_t *seg,
                       void *ctx) {
     SeqParallel *sp = ctx;
+    if (sp->context) return attend_in_context(tp, sp, q, k, v, heads);
     Comm *c = sp->comm;
     Tensor *qh = seq_all_to_all(tp, c, q, heads, TO_HEAD_SHARD), *kh = seq_all_to_all(tp, c, k, heads, TO_HEAD_SHARD);
     Tensor *vh = seq_all_to_all(tp, c, v, heads, TO_HEAD_SHARD);

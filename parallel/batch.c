@@ -31,17 +31,25 @@ void sp_micro_batch(const SeqParallel *sp, int count, int i, int *first, int *n)
     *n = seq_heads(count, sp->accum, i);
 }
 
+// This rank's real tokens [t0, T) of its shard
+static int real_tokens(const SeqParallel *sp) {
+    int n = sp->shard.T - sp->shard.t0;
+    return n < 0 ? 0 : n > sp->shard.n ? sp->shard.n : n;
+}
+
 DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch) {
     DiTShard sh = sp_dit_shard(sp);
     sh.images = batch, sh.tokens = sp->shard.T;
     if (sp->bugs & BUG_ACCUM_UNWEIGHTED) sh.images = images * sp->accum * sp->dp; // 1/K each
-    if (sp->bugs & BUG_LOCAL_MEAN_LOSS) { // this rank's images and its real tokens [t0, T)
-        int real_tokens = sp->shard.T - sp->shard.t0;
-        if (real_tokens > sp->shard.n) real_tokens = sp->shard.n;
+    if (sp->bugs & BUG_LOCAL_MEAN_LOSS) { // this rank's images and its real tokens
         sh.images = images;
-        sh.tokens = real_tokens > 0 ? real_tokens : 1; // a rank of padding only: its zero sum / 1
+        sh.tokens = real_tokens(sp) > 0 ? real_tokens(sp) : 1; // a rank of padding only: 0 / 1
     }
     return sh;
+}
+
+double sp_local_mean_scale(const SeqParallel *sp) {
+    return real_tokens(sp) ? (double)sp->shard.T / real_tokens(sp) : 0;
 }
 
 Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c) {

@@ -16,9 +16,12 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 // the output of all queries); transient: the gather's rank-major blocks, or in backward the
 // reduce-scatter's blocks and its result
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    double n = sp->shard.n, T = sp->shard.T_pad, D = c->hidden_size, H = c->num_heads;
+    // in-context: the conditioning tokens among the queries and the keys
+    double n = sp->shard.n + sp->context, T = sp->shard.T_pad + sp->context;
+    double D = c->hidden_size, H = c->num_heads;
     AttnMemory m = {.kept = 2 * T * D + n * D + H * n, .transient = T * D + n * D,
-                    .queries = sp->shard.n, .keys = sp->shard.T_pad};
+                    .queries = (int)n, .keys = (int)T};
+    m.kept += 2 * sp->shard.T_pad * D * (sp->context > 0); // in-context: K, V gathered, then joined
     if (sp->bugs & BUG_WRONG_RESTORE) m.kept += 2 * T * D + H * T, m.queries = sp->shard.T_pad;
     return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
@@ -72,6 +75,15 @@ static Tensor *attend_exact(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Ten
     return wrong_restore(tp, o_all, q, s->n);
 }
 
+// In-context: q, k, v (B, R + n, D), the R conditioning tokens that every rank holds first; the
+// keys and values are theirs, then the gathered ones of every rank's tokens
+static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads) {
+    int R = sp->context, n = sp->shard.n;
+    Tensor *k_all = dit_join_tokens(tp, dit_tokens_of(tp, k, 0, R), gather(tp, sp, dit_tokens_of(tp, k, R, n)));
+    Tensor *v_all = dit_join_tokens(tp, dit_tokens_of(tp, v, 0, R), gather(tp, sp, dit_tokens_of(tp, v, R, n)));
+    return attention(tp, q, k_all, v_all, heads, sp_context_mask(sp), NO_SEGMENTS);
+}
+
 // q, k, v are (B, n, D): this rank's tokens
 static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const int32_t *seg,
                       void *ctx) {
@@ -79,6 +91,7 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
     const SeqShard *s = &sp->shard;
     const uint8_t *mask = sp_key_mask(sp);
     if (tp->exact) return attend_exact(tp, sp, q, k, v, heads);
+    if (sp->context) return attend_in_context(tp, sp, q, k, v, heads);
     if (sp->bugs & BUG_LOCAL_KV) // local queries against local keys: long-range lost
         return attention(tp, q, k, v, heads, mask ? mask + s->t0 : NULL, sp_segments(sp, seg, s->t0, s->t0));
     Tensor *k_all = gather(tp, sp, k), *v_all = gather(tp, sp, v);

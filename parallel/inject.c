@@ -20,6 +20,11 @@ static const BugInfo bugs[] = {
     {"ring-block-delta", BUG_RING_BLOCK_DELTA, SP_RING, "picotron #37", "", NULL},
     {"accum-unweighted", BUG_ACCUM_UNWEIGHTED, MICRO_BATCHES, "verl #2857", "--grad-accum 5", NULL},
     {"local-mean-loss", BUG_LOCAL_MEAN_LOSS, ANY, "DeepSpeed #5248, VeOmni #338", "", NULL},
+    {"loss-times-sp", BUG_LOSS_TIMES_SP, ANY, "transformers #48167", "", NULL},
+    {"shard-pos-embed", BUG_SHARD_POS_EMBED, ANY, "Megatron-LM #5243", "", NULL},
+    {"pad-mask-off-by-one", BUG_PAD_MASK_OFF_BY_ONE, ANY, "NeMo-Automodel #3544", "", "--input-size 24"},
+    {"lse-overflow", BUG_LSE_OVERFLOW, SP_RING, "EasyContext #14", "--qkv-gain 10", ""},
+    {"ulysses-replicated-kv", BUG_ULYSSES_REPLICATED_KV, SP_ALL_TO_ALL, "vllm-omni #6930", "--in-context --heads 4", NULL},
     {"pack-mask-crosses-images", BUG_PACK_MASK_CROSSES, PACKS, NULL, "", NULL},
     {"pack-positions-from-shard", BUG_PACK_POSITIONS_FROM_SHARD, PACKS, "Megatron-LM #5243", "", NULL},
 };

@@ -19,6 +19,13 @@ enum {
     BUG_RING_BLOCK_DELTA = 1 << 10,     // ring: backward's row term from a block's partial output
     BUG_ACCUM_UNWEIGHTED = 1 << 11,     // --grad-accum: each micro-batch's mean weighted 1/K
     BUG_LOCAL_MEAN_LOSS = 1 << 12,      // any: each rank's loss the mean over its own real tokens
+    BUG_LOSS_TIMES_SP = 1 << 13,        // any: the logged loss the sum of the ranks' local means
+    BUG_SHARD_POS_EMBED = 1 << 14,      // any: every rank adds the position embeddings of shard 0
+    BUG_PAD_MASK_OFF_BY_ONE = 1 << 15,  // any: each shard's key mask from its local length, one
+                                        // padded key too many let through
+    BUG_LSE_OVERFLOW = 1 << 16,         // ring: blocks merged by log(e^L1 + e^L2), no max subtracted
+    BUG_ULYSSES_REPLICATED_KV = 1 << 17, // all-to-all: the in-context tokens' K/V, which every rank
+                                         // holds, exchanged again: counted P times
     BUG_PACK_MASK_CROSSES = 1 << 20,    // packs: images of a pack attend to each other
     BUG_PACK_POSITIONS_FROM_SHARD = 1 << 21, // packs: positions restart at each shard
 };

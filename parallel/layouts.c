@@ -68,7 +68,8 @@ DiTShard sp_dit_shard(SeqParallel *sp) {
     return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .T_pad = sp->shard.T_pad,
                       .positions_from_shard = sp->bugs & BUG_PACK_POSITIONS_FROM_SHARD,
                       .attend = layouts[sp->layout]->attend, .attend_ctx = sp,
-                      .spread = sp->exact ? spread : NULL, .recompute = sp->recompute};
+                      .spread = sp->exact ? spread : NULL, .recompute = sp->recompute,
+                      .first_positions = sp->bugs & BUG_SHARD_POS_EMBED};
 }
 
 const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg) {
@@ -78,6 +79,10 @@ const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg) {
 Segments sp_segments(const SeqParallel *sp, const int32_t *seg, int q0, int k0) {
     seg = sp_images(sp, seg);
     return seg ? (Segments){seg, sp->shard.T_pad, q0, k0} : NO_SEGMENTS;
+}
+
+const uint8_t *sp_context_mask(const SeqParallel *sp) {
+    return (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->context_mask;
 }
 
 const uint8_t *sp_key_mask(const SeqParallel *sp) {

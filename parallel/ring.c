@@ -159,7 +159,7 @@ static Tensor *ring_attention_exact(Tape *tp, Comm *c, Tensor *q, Tensor *k, Ten
     int nb = n / blkt;
     RingExact *e = arena_alloc(arena_host(a), sizeof *e);
     *e = (RingExact){{B, n, heads, D / heads, blkt, P * nb, key_mask, bugs & BUG_RING_WRONG_MERGE,
-                      bugs & BUG_RING_BLOCK_DELTA}, c, bugs, (size_t)B * n * D};
+                      bugs & BUG_RING_BLOCK_DELTA, bugs & BUG_LSE_OVERFLOW}, c, bugs, (size_t)B * n * D};
     Tensor *out = tensor_like(a, q);
     Tensor *saved = tensor_new(a, 1, (int)((size_t)B * heads * n + 2 * e->blk)); // lse, last K V
     ArenaMarks mark = arena_marks(a);
@@ -215,7 +215,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
         block_forward(a, g, s ? os : out->data, s ? ls : lse, q->data, cur, cur + g->blk, owner);
         if (s) // under ring-wrong-merge, a plain average of the partial outputs
             RUN(a->device, attention_merge, out->data, lse, os, ls, B, n, heads, g->dh,
-                (bugs & BUG_RING_WRONG_MERGE) ? s + 1 : 0);
+                (bugs & BUG_RING_WRONG_MERGE) ? s + 1 : (bugs & BUG_LSE_OVERFLOW) ? -1 : 0);
         if (s == P - 1) break;
         comm_shift_wait(&kv);
         real *t = cur;

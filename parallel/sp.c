@@ -5,6 +5,7 @@
 #include "../core/device.h"
 #include "usage.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 SpOptions sp_options_default(void) {
@@ -57,6 +58,15 @@ const char *sp_exact_error(const SpOptions *o, char *buf, size_t len) {
     return NULL;
 }
 
+// The pad-mask-off-by-one bug: each shard's keys masked from its own count of real tokens with
+// `<=` for `<`, so the first padded key of the shard that holds the sequence's end takes part
+static void pad_mask_off_by_one(SeqShard *s) {
+    for (int j = 0; j < s->T_pad; j++) {
+        int local = j % s->n, real_here = s->T - j / s->n * s->n;
+        s->key_mask[j] = local <= real_here;
+    }
+}
+
 const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o, int T,
                     int heads, char *buf, size_t len) {
     int P = o->sp ? o->sp : ranks;
@@ -83,6 +93,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
                         .accum = o->grad_accum, .bugs = o->bugs, .cuda = o->cuda,
                         .exact = o->exact, .packs = o->packs, .recompute = o->recompute,
                         .policy_blocks = policy.exact_blocks};
+    if (o->bugs & BUG_PAD_MASK_OFF_BY_ONE) pad_mask_off_by_one(&sp->shard);
     if (!world) return NULL;
     sp->comm = split(sp, dp_rank, sp_rank); // consecutive ranks form a sequence group
     if (P < ranks) sp->data = split(sp, sp_rank, dp_rank);
@@ -115,7 +126,30 @@ void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const Sp
                      const DiTConfig *m, int T) {
     char err[1024];
     const char *why = sp_init(sp, world, ranks, rank, o, T, m->num_heads, err, sizeof err);
+    if (!why) why = sp_init_context(sp, o, m->in_context, err, sizeof err);
     if (why) usage_error("%s", why);
+}
+
+const char *sp_context_error(const SpOptions *o, bool in_context, char *buf, size_t len) {
+    if (in_context && (o->exact || (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)))
+        return snprintf(buf, len, "in-context conditioning (--in-context, or a checkpoint trained "
+                        "with it) runs with --sp-attention gather or all-to-all and without --exact "
+                        "so far; pass one of those layouts and leave out --exact, or train without "
+                        "--in-context"), buf;
+    if ((o->bugs & BUG_ULYSSES_REPLICATED_KV) && !in_context)
+        return snprintf(buf, len, "the ulysses-replicated-kv bug exchanges the in-context "
+                        "conditioning tokens' K/V; add --in-context"), buf;
+    return NULL;
+}
+
+const char *sp_init_context(SeqParallel *sp, const SpOptions *o, bool in_context, char *buf, size_t len) {
+    const char *why = sp_context_error(o, in_context, buf, len);
+    if (why || !in_context) return why;
+    sp->context = DIT_CONTEXT_TOKENS;
+    sp->context_mask = xmalloc((size_t)(sp->context + sp->shard.T_pad));
+    memset(sp->context_mask, 1, (size_t)sp->context);
+    memcpy(sp->context_mask + sp->context, sp->shard.key_mask, (size_t)sp->shard.T_pad);
+    return NULL;
 }
 
 const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len) {
@@ -132,6 +166,7 @@ const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len) {
 void sp_free(SeqParallel *sp) {
     if (sp->nccl) comm_free_nccl(sp->world);
     device_free(sp->key_mask_device);
+    free(sp->context_mask);
     for (int i = 0; i < sp->n_groups; i++) comm_free(&sp->groups[i]);
     seq_shard_free(&sp->shard);
 }

@@ -93,6 +93,9 @@ typedef struct SeqParallel {
     bool packs;         // the rows are packs: the adaLN vectors reach each token (arena bytes)
     bool recompute;     // --recompute (DiTShard.recompute)
     uint8_t *key_mask_device; // cuda: the shard's key mask on the device (NULL without padding)
+    int context;        // in-context conditioning: the tokens in front of every rank's sequence
+                        // (DIT_CONTEXT_TOKENS), which every rank holds; 0: none
+    uint8_t *context_mask; // (context + T_pad): 1 for the conditioning tokens, then the key mask
     int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
     TapeWatch watch;    // a step's tapes are watched by this (probe --dump-tape); NULL: not
     void *watch_ctx;
@@ -109,12 +112,17 @@ typedef struct SeqParallel {
 const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o, int T,
                     int heads, char *buf, size_t len);
 // sp_init for model m, or a usage error (usage.h) that names the problem; world may be NULL for a
-// context that only sizes memory.
+// context that only sizes memory. An in-context model runs with the gather and all-to-all layouts,
+// not under --exact.
 void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
               const DiTConfig *m);
 // sp_setup for sequences of T tokens (packs of images) instead of the model's square images
 void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
                      const DiTConfig *m, int T);
+// After sp_init, for a model with in-context conditioning or without: NULL, or the sentence when
+// the options cannot run it (what sp_setup checks), sp_context_error's.
+const char *sp_init_context(SeqParallel *sp, const SpOptions *o, bool in_context, char *buf, size_t len);
+const char *sp_context_error(const SpOptions *o, bool in_context, char *buf, size_t len);
 void sp_free(SeqParallel *sp);
 // NULL when the device options can run here (a GPU for --device cuda, --tf32 only with cuda);
 // else the sentence. sp_init checks it first; the flags' parser too.
@@ -142,6 +150,10 @@ void sp_micro_batch(const SeqParallel *sp, int count, int i, int *first, int *n)
 // the count its loss divides by: batch x T tokens, the same for every rank and micro-batch (the
 // accum-unweighted and local-mean-loss bugs choose theirs here).
 DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch);
+// The loss-times-sp bug: what turns this rank's share of the global mean into the mean over its
+// own real tokens (T over their count; 0 for a rank of padding only), so that the ranks' logged
+// losses add up to about P times the loss
+double sp_local_mean_scale(const SeqParallel *sp);
 // The full output images (B, C_out, S, S) from every rank's tokens (B, n, p*p*C_out): tokens are
 // all-gathered, padding dropped, and unpatchified. Not differentiated.
 Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c);
@@ -209,3 +221,6 @@ const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg);
 // Segments (kernels/segments.h) of seg as sp_images gives it, for queries from token q0 and keys
 // from token k0 of the padded sequence
 Segments sp_segments(const SeqParallel *sp, const int32_t *seg, int q0, int k0);
+// In-context: the key mask of the conditioning tokens, then all T_pad tokens (NULL under the
+// no-pad-mask bug), on the host.
+const uint8_t *sp_context_mask(const SeqParallel *sp);

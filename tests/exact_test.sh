@@ -83,6 +83,9 @@ differs one bug-wrong-restore 2 --inject-bug wrong-restore
 differs one bug-ring-wrong-merge 2 --sp-attention ring --inject-bug ring-wrong-merge
 differs one bug-ring-block-delta 2 --sp-attention ring --inject-bug ring-block-delta
 differs one bug-accum-unweighted 1 --grad-accum 4 --inject-bug accum-unweighted
+differs one bug-loss-times-sp 2 --inject-bug loss-times-sp
+differs one bug-shard-pos-embed 2 --inject-bug shard-pos-embed
+differs one bug-pad-mask-off-by-one 2 --inject-bug pad-mask-off-by-one # 25 tokens padded to 36
 # the catalogue under --exact: the correct code identical, every bug flagged at step 1 (its table's
 # "--exact: flagged at step" column, found by its header and read back from bugs.md)
 "$TRAIN" bugs --exact --ranks 2 --steps 2 --out "$WORK/bugs" > "$WORK/bugs.log" 2>&1; rc=$?
@@ -123,6 +126,9 @@ located "^first divergence: loss \(forward" 2 --inject-bug local-mean-loss
 located "^first divergence: blocks\.0\.attn\.out \(forward" 2 --sp-attention ring --inject-bug ring-wrong-merge
 located "^first divergence: grad\.blocks\.3\.attn\.[kv] \(backward" 3 --sp-attention ring --inject-bug ring-dkv-not-returned
 located "^first divergence: grad\.x_embedder\.proj\.weight \(parameter gradient" 2 --inject-bug no-grad-allreduce
+located "^first divergence: x_embedder \(forward" 2 --inject-bug shard-pos-embed
+# the logged loss is not a tensor of the step: a tape, like every gradient check, misses it
+located "^no divergence: every tensor of the step is identical" 2 --inject-bug loss-times-sp
 # exact mode computes the same function as the default mode, in another order
 $MPIRUN -np 1 "$TRAIN" --steps 3 --batch 6 --samples-per-class 0 --out "$WORK/default" > /dev/null 2>&1 &&
   if "$TRAIN" compare "$WORK/one" "$WORK/default" > "$WORK/compare.log" 2>&1; then

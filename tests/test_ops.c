@@ -42,6 +42,7 @@ static Tensor *f_timestep(Tape *tp, Tensor **in, void *c) { return timestep_embe
 static Tensor *f_attention(Tape *tp, Tensor **in, void *c) { return attention(tp, in[0], in[1], in[2], *(int *)c, NULL, NO_SEGMENTS); }
 static Tensor *f_attention_mask(Tape *tp, Tensor **in, void *c) { return attention(tp, in[0], in[1], in[2], *(int *)c, key_mask, NO_SEGMENTS); }
 static Tensor *f_slice(Tape *tp, Tensor **in, void *c) { (void)c; return slice_last(tp, in[0], 3, 4); }
+static Tensor *f_concat(Tape *tp, Tensor **in, void *c) { (void)c; return concat_last(tp, in[0], in[1]); }
 static Tensor *f_mse(Tape *tp, Tensor **in, void *c) { (void)c; return mse_loss(tp, in[0], in[1], elem_mask, 11); }
 
 static int dim8 = 8, dim7 = 7, heads1 = 1, heads2 = 2, heads3 = 3;
@@ -79,6 +80,7 @@ static const OpCase cases[] = {
     {"attention (1 token, 1 head)", f_attention, &heads1, 3, {3, 3, 3}, {{1, 1, 5}, {1, 1, 5}, {1, 1, 5}}, 1e-7, 1e-3},
     {"attention (key mask, 3 heads)", f_attention_mask, &heads3, 3, {3, 3, 3}, {{2, 3, 6}, {2, 7, 6}, {2, 7, 6}}, 1e-7, 1e-3},
     {"slice_last", f_slice, NULL, 1, {3}, {{2, 3, 9}}, 1e-8, 1e-3},
+    {"concat_last", f_concat, NULL, 2, {3, 3}, {{2, 3, 4}, {2, 3, 5}}, 1e-8, 1e-3},
     {"mse_loss (masked)", f_mse, NULL, 2, {2, 2}, {{2, 7}, {2, 7}}, 1e-8, 1e-3},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };

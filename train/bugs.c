@@ -76,6 +76,7 @@ typedef struct Row {
     int flagged; // the first step over the tolerance; 0 if none
     LossLog diff; // relative loss difference per step
     char where[192]; // locate's first divergence of the probe's step ("" if none); "-": no dump
+    char refused[256]; // under --exact, why its flags cannot run ("": they can)
 } Row;
 
 // The layout flags that put a bug on its code path over `ranks` ranks, and its further flags
@@ -164,14 +165,28 @@ static int probe(const char *self, int ranks, const char *ckpt, const char *batc
 // A probe's tape dumps one micro-batch: runs given --grad-accum are not dumped
 static bool dumped(const char *flags) { return !strstr(flags, "--grad-accum"); }
 
+// Why flags (a row's layout and config) cannot run with --exact added to the shared settings
+// (in-context conditioning has no exact mode), into buf; NULL if they can
+static const char *exact_refusal(const char *flags, char *buf, size_t len) {
+    TrainConfig tc = shared;
+    char words[256], *argv[32], *save = NULL;
+    int argc = 0;
+    snprintf(words, sizeof words, "%s", flags);
+    for (char *w = strtok_r(words, " ", &save); w && argc < 32; w = strtok_r(NULL, " ", &save))
+        argv[argc++] = w;
+    for (int i = 0; i < argc; i++) settings_flag(&tc, FOR_TRAIN, argc, argv, &i);
+    tc.parallel.exact = true;
+    return sp_context_error(&tc.parallel, tc.model.in_context, buf, len);
+}
+
 // The probe of ckpt into dir/probe.safetensors and its tape (where dumped), and with --regimes the
 // same under --exact (dir/exact-*); the exit status
 static int probes(const char *self, int ranks, const char *ckpt, const char *batch, const char *layout,
                   const char *bug, const char *dir, bool regimes, const char *log) {
-    char out[PATH_LEN_], dump[PATH_LEN_], exact[160];
+    char out[PATH_LEN_], dump[PATH_LEN_], exact[160], why[256];
     snprintf(out, sizeof out, "%s/" REGIMES_PROBE, dir), snprintf(dump, sizeof dump, "%s/" REGIMES_TAPE, dir);
     int rc = probe(self, ranks, ckpt, batch, layout, bug, out, dumped(layout) ? dump : NULL, log);
-    if (rc || !regimes) return rc;
+    if (rc || !regimes || exact_refusal(layout, why, sizeof why)) return rc; // no exact files: "-"
     snprintf(exact, sizeof exact, "%s --exact", layout);
     snprintf(out, sizeof out, "%s/" REGIMES_EXACT_PROBE, dir), snprintf(dump, sizeof dump, "%s/" REGIMES_EXACT_TAPE, dir);
     return probe(self, ranks, ckpt, batch, exact, bug, out, dumped(layout) ? dump : NULL, log);
@@ -266,6 +281,12 @@ static void write_table(FILE *f, const Row *rows, int n, int ranks, int steps, b
             exact ? " --exact: flagged at step (1: the probe's step differs) |" : "", exact ? " --- |" : "");
     for (int i = 0; i < n; i++) {
         const Row *r = &rows[i];
+        if (r->refused[0]) {
+            fprintf(f, "| %s | %s | %s | - | - | not run |%s not run: %s |\n", r->name,
+                    r->bug->report ? r->bug->report : "this project's own", r->layout,
+                    exact ? " not run |" : "", r->refused);
+            continue;
+        }
         char step[32], estep[40] = "";
         if (exact) snprintf(estep, sizeof estep, " %s |", step_text(step, sizeof step, exact_step(r)));
         fprintf(f, "| %s | %s | %s | %.1e | %.1e | %s |%s %s |\n", r->name,
@@ -293,7 +314,9 @@ static void write_plot(const Row *rows, int n, int ranks, const char *path) {
         PlotSeries s[2] = {{NULL, d->step, d->loss, d->n, {214, 39, 40}},
                            {NULL, tx, ty, 2, {120, 120, 120}}};
         char title[200];
-        snprintf(title, sizeof title, rows[i].flagged ? "%s: step %d" : "%s: not flagged",
+        snprintf(title, sizeof title, rows[i].refused[0] ? "%s: not run"
+                                      : rows[i].flagged   ? "%s: step %d"
+                                                          : "%s: not flagged",
                  rows[i].name, rows[i].flagged);
         plot_panel(&cv, i % cols * W, i / cols * H + TOP, W, H, title, "step", s, 2, true);
     }
@@ -366,6 +389,10 @@ int bugs_main(int argc, char **argv) {
     bool ok = true;
     for (int i = 0; i < n; i++) {
         Row *r = &rows[i];
+        if (shared.parallel.exact && exact_refusal(r->layout, r->refused, sizeof r->refused)) {
+            printf("== %s: not run: %s\n", r->name, r->refused);
+            continue;
+        }
         if (!(r->ref = reference(refs, &n_refs, r->flags, self, nsteps, out, regimes))) return 1;
         const char *bug = r->bug ? r->bug->name : NULL;
         char dir[DIR_LEN], log[PATH_LEN_], err[1024];

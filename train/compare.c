@@ -114,7 +114,7 @@ int compare_probe_errors(const char *a, const char *b, double *out_err, double *
                        ? tensor_rel_err(ta, tb, tb->nbytes / st_dtype_size(tb->dtype), why, sizeof why)
                        : -1;
         if (e < 0) e = INFINITY;
-        if (grad) *grad_err = e > *grad_err ? e : *grad_err;
+        if (grad) *grad_err = e > *grad_err || isnan(e) ? e : *grad_err; // NaN, once seen, stays
         else *out_err = e;
     }
     st_free(&sa);

@@ -15,6 +15,7 @@ typedef struct TrainConfig {
     int steps, batch;
     double lr, weight_decay, clip_norm, ema; // ema 0 = off
     uint64_t seed;
+    double qkv_gain; // the initial attention qkv weights times this (large attention logits)
     char out[PATH_LEN], data[PATH_LEN], resume[PATH_LEN]; // data: "shapes" or an image folder
     int sample_every, save_every, log_every;              // 0 = only at the end; save -1 = timed
     int sample_steps, samples_per_class;

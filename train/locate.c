@@ -12,6 +12,7 @@
 typedef struct Dump {
     SafeTensors st;
     int ranks, tokens, padded;
+    int context; // in-context: the conditioning tokens in front of the tokens of a (B, T, X) tensor
     bool exact;
 } Dump;
 
@@ -25,6 +26,7 @@ static int load(Dump *d, const char *path, char *err, size_t len) {
     if (st_read(path, &d->st, err, len)) return -1;
     d->ranks = meta_int(&d->st, "ranks"), d->tokens = meta_int(&d->st, "tokens");
     d->padded = meta_int(&d->st, "padded_tokens"), d->exact = meta_int(&d->st, "exact") > 0;
+    d->context = meta_int(&d->st, "context_tokens");
     if (d->ranks < 1 || d->tokens < 1 || d->padded < d->tokens) {
         snprintf(err, len, "%s is not a tape dump (probe --dump-tape writes one): its metadata lacks "
                  "ranks, tokens or padded_tokens", path);
@@ -119,14 +121,17 @@ int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t l
         const char *name = name_of(at(&a, first));
         bool grad = !strncmp(name, "grad.", 5);
         const char *what = grad ? name + 5 : name, *op = what;
-        char block[32] = "", tokens[160] = "", oa[48], ob[48];
+        char block[32] = "", tokens[224] = "", oa[48], ob[48];
         int blk;
         if (sscanf(what, "blocks.%d.", &blk) == 1) snprintf(block, sizeof block, "block %d, ", blk), op = strchr(what + 7, '.') + 1;
-        if (fd.t_lo >= 0) {
-            owners(&a, fd.t_lo, fd.t_hi, oa, sizeof oa), owners(&b, fd.t_lo, fd.t_hi, ob, sizeof ob);
-            snprintf(tokens, sizeof tokens, ", tokens %d-%d of %d (%s in A, %s in B)", fd.t_lo, fd.t_hi,
-                     a.tokens, oa, ob);
-        }
+        const StTensor *x = at(&a, first);
+        int R = x->ndim == 3 && x->shape[1] == a.context + a.tokens ? a.context : 0;
+        if (fd.t_hi >= R) { // tokens counted after the in-context conditioning ones, which every rank holds
+            int lo = fd.t_lo > R ? fd.t_lo - R : 0, hi = fd.t_hi - R;
+            owners(&a, lo, hi, oa, sizeof oa), owners(&b, lo, hi, ob, sizeof ob);
+            snprintf(tokens, sizeof tokens, ", tokens %d-%d of %d (%s in A, %s in B)%s", lo, hi, a.tokens,
+                     oa, ob, fd.t_lo < R ? ", and the conditioning tokens" : "");
+        } else if (fd.t_lo >= 0) snprintf(tokens, sizeof tokens, ", the conditioning tokens only");
         bool param = grad; // a gradient of no tensor the forward made: a parameter's, summed over ranks
         for (int i = 0; param && i < a.st.n; i++) param = strcmp(name_of(&a.st.tensors[i]), what) != 0;
         snprintf(buf, len, "first divergence: %s (%s, %sop %s)%s; %zu values differ, largest |difference| "

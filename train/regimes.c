@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // ---- the regimes: what each library's own test compares, and how --------------------------------
 
@@ -231,8 +232,12 @@ void regimes_measure(RegimeRow *r, const char *dir, const char *ref_dir, bool ta
     enum { PROBE, TAPE, EXACT_PROBE, EXACT_TAPE, N_FILES };
     const char *file[N_FILES] = {REGIMES_PROBE, REGIMES_TAPE, REGIMES_EXACT_PROBE, REGIMES_EXACT_TAPE};
     SafeTensors a[N_FILES] = {0}, b[N_FILES] = {0};
+    char exact_probe[4200]; // none when the row's flags have no exact mode (in-context): "-"
+    snprintf(exact_probe, sizeof exact_probe, "%s/%s", dir, REGIMES_EXACT_PROBE);
+    bool have_exact = access(exact_probe, F_OK) == 0;
     for (int f = 0; f < N_FILES; f++)
-        if (tape || (f != TAPE && f != EXACT_TAPE)) load(&a[f], dir, file[f]), load(&b[f], ref_dir, file[f]);
+        if ((tape || (f != TAPE && f != EXACT_TAPE)) && (have_exact || f < EXACT_PROBE))
+            load(&a[f], dir, file[f]), load(&b[f], ref_dir, file[f]);
     char path[4200], ref[4200], err[1024];
     snprintf(path, sizeof path, "%s/%s", dir, REGIMES_PROBE), snprintf(ref, sizeof ref, "%s/%s", ref_dir, REGIMES_PROBE);
     double out_err, grad_err;
@@ -244,6 +249,7 @@ void regimes_measure(RegimeRow *r, const char *dir, const char *ref_dir, bool ta
         if (c->what == LOSS_CURVE) *e = loss_error(dir, ref_dir);
         else if (c->metric == REL) *e = c->what == OUTPUT ? out_err : grad_err;
         else if (on_tape) *e = tape ? measure_files(&a[TAPE], &b[TAPE], c) : -1;
+        else if (exact && !have_exact) *e = -1;
         else if (exact) *e = measure_files(&a[EXACT_PROBE], &b[EXACT_PROBE], c) + (tape ? measure_files(&a[EXACT_TAPE], &b[EXACT_TAPE], c) : 0);
         else *e = measure_files(&a[PROBE], &b[PROBE], c);
     }

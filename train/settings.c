@@ -211,6 +211,11 @@ const Setting settings[] = {
     {"class_dropout_prob", "--class-dropout", "P", &DOUBLE_TEXT, OFF(model.class_dropout_prob), 0, 0.99,
      FOR_TRAIN, FIXED | AGREED, NULL, NULL,
      "label dropout for classifier-free guidance (default {default}; 0 = none)"},
+    {"in_context", "--in-context", NULL, &BOOL_TEXT, OFF(model.in_context), 0, 0,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "condition by two tokens (time, class) in front of the sequence, held\n"
+     "by every rank, instead of adaLN: DiT's in-context variant (layouts\n"
+     "gather and all-to-all)"},
 
     {"steps", "--steps", "N", &INT_TEXT, OFF(steps), 1, 1 << 30,
      FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, NULL, "training",
@@ -234,6 +239,10 @@ const Setting settings[] = {
     {"seed", "--seed", "S", &U64_TEXT, OFF(seed), 0, 0,
      FOR_TRAIN | FOR_SAMPLE, FIXED | AGREED, NULL, NULL,
      "every random value is a function of the seed (default {default})"},
+    {"qkv_gain", "--qkv-gain", "G", &DOUBLE_TEXT, OFF(qkv_gain), 0.001, 1000,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "multiply the initial attention qkv weights by G, for attention logits\n"
+     "G^2 times larger (default {default})"},
     {"data", "--data", "shapes|DIR", &PATH_TEXT, OFF(data), 0, 0,
      FOR_TRAIN | FOR_SAMPLE, FIXED | AGREED, NULL, NULL,
      "procedural shapes (10 classes) or a folder of PNG/JPEG images,\n"
@@ -334,7 +343,10 @@ const Setting settings[] = {
      "ring-wrong-merge, ring-dkv-not-returned, ring-stale-kv,\n"
      "ring-block-delta (ring, hybrid);\n"
      "no-dp-allreduce, same-data-all-dp (with --sp below the ranks);\n"
-     "accum-unweighted (with --grad-accum 2 or more); local-mean-loss;\n"
+     "accum-unweighted (with --grad-accum 2 or more); local-mean-loss,\n"
+     "loss-times-sp, shard-pos-embed, pad-mask-off-by-one (any layout);\n"
+     "lse-overflow (ring, hybrid; shows with --qkv-gain 10);\n"
+     "ulysses-replicated-kv (all-to-all, with --in-context);\n"
      "pack-mask-crosses-images, pack-positions-from-shard (with --max-tokens)"},
     {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
      FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,

@@ -39,7 +39,8 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
     }
     ps_check_reached(&m->ps);
     sp_sync_grads(sp, &m->ps);
-    if (sp->exact) return sp_exact_loss(sp, &exact);
+    if (sp->bugs & BUG_LOSS_TIMES_SP) loss *= sp_local_mean_scale(sp); // this rank's local mean
+    else if (sp->exact) return sp_exact_loss(sp, &exact);
     comm_all_reduce_double(sp->world, &loss, 1);
     return loss;
 }

@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-// t (B, n, X) this rank's tokens, or (B, ...) one row per image, or the loss: in the one-rank
-// layout on the host (rank 0's copy), freed by the caller
+// t (B, n, X) this rank's tokens, or (B, R + n, X) the R in-context conditioning tokens and this
+// rank's, or (B, ...) one row per image, or the loss: in the one-rank layout on the host (rank 0's
+// copy; (B, R + T, X) for in-context tokens), freed by the caller
 static real *one_rank_layout(Tape *tp, SeqParallel *sp, const Tensor *t, bool grad, int *ndim, int *shape) {
     Arena *a = tp->arena;
     bool was = tp->grad_enabled;
@@ -21,14 +22,28 @@ static real *one_rank_layout(Tape *tp, SeqParallel *sp, const Tensor *t, bool gr
     int B = t->shape[0], T = sp->shard.T;
     real *local = NULL;
     size_t per_image;
-    if (t->ndim == 3 && t->shape[1] == sp->shard.n) { // tokens: the sequence group's, padding dropped
-        int X = t->shape[2], Tp = sp->shard.T_pad;
-        Tensor *all = seq_all_gather(tp, sp->comm, &view);
-        per_image = (size_t)T * X;
+    int R = t->ndim == 3 && t->shape[1] == sp->shard.n + sp->context ? sp->context : 0;
+    if (t->ndim == 3 && t->shape[1] == sp->shard.n + R) { // tokens: the sequence group's, padding
+        // dropped, after the conditioning tokens (every rank's copy; their gradient, each rank's
+        // share, summed)
+        int X = t->shape[2], Tp = sp->shard.T_pad, n = sp->shard.n;
+        Tensor *mine = R ? tensor_new(a, 3, B, n, X) : &view, *cond = R ? tensor_new(a, 3, B, R, X) : NULL;
+        if (R) {
+            RUN(a->device, add_rows, cond->data, (size_t)R * X, src, (size_t)(R + n) * X, (size_t)R * X, B);
+            RUN(a->device, add_rows, mine->data, (size_t)n * X, src + (size_t)R * X, (size_t)(R + n) * X,
+                (size_t)n * X, B);
+        }
+        Tensor *all = seq_all_gather(tp, sp->comm, mine);
+        per_image = (size_t)(R + T) * X;
         local = xmalloc((size_t)B * per_image * sizeof(real));
-        for (int b = 0; b < B; b++)
-            copy_bytes(local + b * per_image, all->data + (size_t)b * Tp * X, per_image * sizeof(real));
-        *ndim = 3, shape[1] = T, shape[2] = X;
+        for (int b = 0; b < B; b++) {
+            real *to = local + b * per_image;
+            if (R) copy_bytes(to, cond->data + (size_t)b * R * X, (size_t)R * X * sizeof(real));
+            copy_bytes(to + (size_t)R * X, all->data + (size_t)b * Tp * X, (size_t)T * X * sizeof(real));
+        }
+        if (R && grad) // the conditioning rows' gradient: every rank's share
+            for (int b = 0; b < B; b++) comm_all_reduce(sp->comm, local + b * per_image, (size_t)R * X);
+        *ndim = 3, shape[1] = R + T, shape[2] = X;
     } else { // one row per image (every rank of the group has it), or a scalar
         per_image = t->size / (size_t)B;
         local = xmalloc(t->size * sizeof(real));
@@ -109,6 +124,7 @@ int tape_dump_write(TapeDump *d, const char *path, const char *layout, char *err
     META("tokens", "%d", s->T);
     META("padded_tokens", "%d", s->T_pad);
     META("exact", "%d", d->sp->exact);
+    META("context_tokens", "%d", d->sp->context); // in-context: tensors of tokens have them first
 #undef META
     int rc = st_writer_write(d->w, path, err, len);
     st_writer_free(d->w);

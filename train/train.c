@@ -152,6 +152,10 @@ static void start_run(Run *r) {
     else {
         dit_create(&r->m, &tc->model);
         dit_init(&r->m, tc->seed);
+        for (int i = 0; i < tc->model.depth; i++) { // --qkv-gain
+            Tensor *w = r->m.blocks[i].qkv_w;
+            for (size_t j = 0; j < w->size; j++) w->data[j] *= (real)tc->qkv_gain;
+        }
     }
     if (tc->zero && r->comm->size > 1) ps_shard(&r->m.ps, r->comm->rank, r->comm->size); // before the EMA, the device
     if (tc->ema > 0) start_ema(r);

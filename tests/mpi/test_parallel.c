@@ -59,12 +59,16 @@ typedef struct Result {
     double loss;
 } Result;
 
+static double qkv_gain = 1; // the qkv weights of random models times this (large attention logits)
+
 // Every parameter random (not the adaLN-Zero init, which would hide most paths).
 static void random_model(DiT *m) {
     dit_create(m, &cfg);
     for (int i = 0; i < m->ps.n; i++)
         rng_fill_normal(m->ps.t[i]->data, m->ps.t[i]->size, 5, 1000 + i, 0, 0.3);
     rng_fill_normal(m->pos_embed.data, m->pos_embed.size, 5, 999, 0, 0.3);
+    for (int i = 0; i < cfg.depth; i++)
+        for (size_t j = 0; j < m->blocks[i].qkv_w->size; j++) m->blocks[i].qkv_w->data[j] *= (real)qkv_gain;
 }
 
 // Images [first, first + count) of the batch of B
@@ -94,7 +98,8 @@ static SpOptions options(SeqAttention layout, unsigned bugs) {
 // This rank's context for cfg; false when the options refuse the rank count, heads or bugs
 static bool init_mesh(SeqParallel *sp, const SpOptions *o) {
     char err[256];
-    return !sp_init(sp, &comm, comm.size, comm.rank, o, dit_tokens(&cfg), cfg.num_heads, err, sizeof err);
+    return !sp_init(sp, &comm, comm.size, comm.rank, o, dit_tokens(&cfg), cfg.num_heads, err, sizeof err) &&
+           !sp_init_context(sp, o, cfg.in_context, err, sizeof err);
 }
 
 // (hybrid: all-to-all over pairs of ranks where the rank count is even)
@@ -160,7 +165,7 @@ static void mesh_vs_single(const SpOptions *o, double *e_out, double *e_grad) {
     *e_grad = 0;
     for (int i = 0; i < m.ps.n; i++) {
         double e = rel(par.grads + m.ps.offset[i], ref.grads + m.ps.offset[i], m.ps.t[i]->size);
-        *e_grad = e > *e_grad ? e : *e_grad;
+        *e_grad = e > *e_grad || isnan(e) ? e : *e_grad; // a NaN, once seen, stays
     }
     double e_loss = fabs(par.loss - ref.loss) / fabs(ref.loss);
     *e_out = e_loss > *e_out ? e_loss : *e_out;
@@ -191,12 +196,13 @@ END_TEST
 // Every injected bug must be caught by the same comparison (where it can show: padding bugs
 // need a padded sequence, and every bug needs more than one rank).
 static const char *injected[] = {"local-kv", "no-dkv-reduce-scatter", "no-grad-allreduce",
-                                 "no-pad-mask", "wrong-restore", "local-mean-loss"};
+                                 "no-pad-mask", "wrong-restore", "local-mean-loss",
+                                 "loss-times-sp", "shard-pos-embed", "pad-mask-off-by-one"};
 
 START_TEST(injected_bug_is_caught) {
     unsigned bug = bug_from_name(injected[_i]);
     bool padded = dit_tokens(&cfg) % comm.size != 0;
-    if (comm.size == 1 || (bug == BUG_NO_PAD_MASK && !padded)) {
+    if (comm.size == 1 || ((bug == BUG_NO_PAD_MASK || bug == BUG_PAD_MASK_OFF_BY_ONE) && !padded)) {
         if (comm.rank == 0) printf("bug %-22s cannot show with %d ranks and 9 tokens: skipped\n", injected[_i], comm.size);
         return;
     }
@@ -458,6 +464,57 @@ START_TEST(all_to_all_matches_single_rank) {
     ck_assert_double_le(e_grad, GRAD_TOL);
     if (padded) ck_assert(b_out > OUT_TOL || b_grad > GRAD_TOL);
     cfg = configs[0];
+}
+END_TEST
+
+// In-context conditioning (the time and class tokens in front of every rank's sequence): gather
+// and all-to-all give the single-rank answer, on 9 tokens with 3 heads (padded at 2 and 4 ranks,
+// all-to-all where the heads suffice) and 25 tokens with 12 heads; the conditioning tokens' K/V
+// exchanged again (ulysses-replicated-kv) is caught
+START_TEST(in_context_matches_single_rank) {
+    cfg = _i ? configs[2] : configs[0];
+    cfg.in_context = true;
+    for (SeqAttention layout = SP_GATHER; layout <= SP_ALL_TO_ALL; layout++)
+        for (unsigned bug = 0; bug <= BUG_ULYSSES_REPLICATED_KV; bug += BUG_ULYSSES_REPLICATED_KV) {
+            if ((layout == SP_ALL_TO_ALL && cfg.num_heads < comm.size) ||
+                (bug && (layout != SP_ALL_TO_ALL || comm.size == 1)))
+                continue;
+            double e_out, e_grad;
+            parallel_vs_single(layout, bug, &e_out, &e_grad);
+            bool caught = !(e_out <= OUT_TOL && e_grad <= GRAD_TOL);
+            if (comm.rank == 0)
+                printf("in-context, %s%s, ranks %d, %d tokens: output rel err %.2e, worst gradient "
+                       "%.2e%s\n", seq_attention_name(layout), bug ? ", bug ulysses-replicated-kv" : "",
+                       comm.size, dit_tokens(&cfg), e_out, e_grad, !bug ? "" : caught ? " -> caught" : " -> MISSED");
+            ck_assert(bug ? caught : !caught);
+        }
+    cfg = configs[0];
+}
+END_TEST
+
+// The lse-overflow bug (the ring merges log(e^L1 + e^L2) without the max): with qkv weights large
+// enough that a block's log-sum-exp passes what exp holds (~88 in float32, ~709 in float64), the
+// correct ring still gives the single-rank answer and the bug does not (rows merged to zero, or
+// NaN); on the ordinary weights the bug is exact and hides
+START_TEST(lse_overflow_caught_on_large_logits) {
+    if (comm.size == 1) return;
+    double gains[2] = {1, sizeof(real) == 4 ? 10 : 40}, e[2][4];
+    for (int g = 0; g < 2; g++) {
+        qkv_gain = gains[g];
+        parallel_vs_single(SP_RING, 0, &e[g][0], &e[g][1]);
+        parallel_vs_single(SP_RING, BUG_LSE_OVERFLOW, &e[g][2], &e[g][3]);
+        if (comm.rank == 0)
+            printf("ring, qkv weights x%g, ranks %d: output rel err %.2e, gradient %.2e; bug "
+                   "lse-overflow: output %.2e, gradient %.2e\n", qkv_gain, comm.size, e[g][0], e[g][1],
+                   e[g][2], e[g][3]);
+    }
+    qkv_gain = 1; // before any assertion, which would leave the test here
+    for (int g = 0; g < 2; g++) {
+        ck_assert_double_le(e[g][0], OUT_TOL);
+        ck_assert_double_le(e[g][1], GRAD_TOL);
+        bool caught = !(e[g][2] <= OUT_TOL && e[g][3] <= GRAD_TOL); // NaN is caught
+        ck_assert(g ? caught : !caught);
+    }
 }
 END_TEST
 
@@ -934,6 +991,8 @@ static const DiTConfig mem_configs[] = {
      .num_heads = 12, .mlp_ratio = 2, .num_classes = 5, .learn_sigma = true},
     {.input_size = 26, .patch_size = 2, .in_channels = 3, .hidden_size = 80, .depth = 2,
      .num_heads = 5, .mlp_ratio = 2, .num_classes = 5}, // heads uneven over 2 to 4 ranks
+    {.input_size = 26, .patch_size = 2, .in_channels = 3, .hidden_size = 96, .depth = 2,
+     .num_heads = 12, .mlp_ratio = 2, .num_classes = 5, .in_context = true}, // gather, all-to-all
 };
 
 START_TEST(memory_estimate_holds) {
@@ -944,7 +1003,14 @@ START_TEST(memory_estimate_holds) {
     DiT m;
     random_model(&m);
     SeqParallel sp;
-    ck_assert(init_sp(&sp, layout, 0));
+    bool runs = init_sp(&sp, layout, 0);
+    if (!runs || (cfg.in_context && pass == DIT_RECOMPUTE)) { // in-context: not every layout, and
+        ck_assert(cfg.in_context);                          // no --recompute
+        if (runs) sp_free(&sp);
+        dit_free(&m);
+        cfg = configs[0];
+        return;
+    }
     sp.recompute = pass == DIT_RECOMPUTE;
     enum { BM = 4 };
     size_t est = sp_step_bytes(&sp, &cfg, BM, backward_pass);
@@ -1013,33 +1079,35 @@ END_TEST
 START_TEST(every_recorded_op_is_gradient_checked) {
     ck_assert(!has_gradient_check("an op nobody checks")); // the lookup can say no
     cfg = configs[2]; // 12 heads: both layouts at 1 to 4 ranks, and padding at 2 to 4
-    DiT m;
-    random_model(&m);
-    for (int layout = 0; layout < SP_LAYOUTS; layout++)
-        for (unsigned bug = 0; bug < 1u << 16; bug = bug ? bug << 1 : 1) {
-            char name[64];
-            SeqParallel sp;
-            if (bug && !strcmp(bug_list(bug, name, sizeof name), "none")) continue; // no such bug
-            if (!init_sp(&sp, (SeqAttention)layout, bug)) continue; // a bug of the other layout
-            for (int recompute = 0; recompute < 2; recompute++) {
-                Arena a = arena_create(64 << 20);
-                Tape tp = tape_create(&a);
-                Tensor *x, *t, *target;
-                int64_t y[B_MAX];
-                random_batch(&a, &x, &t, &target, y);
-                sp.recompute = recompute;
-                DiTShard dsh = sp_dit_shard(&sp);
-                dit_loss(&m, &tp, dit_forward(&m, &tp, x, t, y, &dsh), target, &dsh);
-                for (int i = 0; i < tp.n; i++)
-                    ck_assert_msg(has_gradient_check(tp.nodes[i].op), "op %s (%s layout) has no gradient "
-                                  "check: add a row to tests/test_ops.c and its name to "
-                                  "tests/gradchecked.h", tp.nodes[i].op, seq_attention_name(layout));
-                tape_free(&tp);
-                arena_destroy(&a);
+    for (int in_context = 0; in_context < 2; in_context++) { // adaLN, and in-context conditioning
+        cfg.in_context = in_context;
+        DiT m;
+        random_model(&m);
+        for (int layout = 0; layout < SP_LAYOUTS; layout++)
+            for (int row = -1; row < 0 || bug_info(row); row++) { // the correct code, every bug
+                SeqParallel sp;
+                if (!init_sp(&sp, (SeqAttention)layout, row < 0 ? 0 : bug_info(row)->flag))
+                    continue; // a bug of another layout, or a layout in-context does not run
+                for (int recompute = 0; recompute < 2 - in_context; recompute++) {
+                    Arena a = arena_create(64 << 20);
+                    Tape tp = tape_create(&a);
+                    Tensor *x, *t, *target;
+                    int64_t y[B_MAX];
+                    random_batch(&a, &x, &t, &target, y);
+                    sp.recompute = recompute;
+                    DiTShard dsh = sp_dit_shard(&sp);
+                    dit_loss(&m, &tp, dit_forward(&m, &tp, x, t, y, &dsh), target, &dsh);
+                    for (int i = 0; i < tp.n; i++)
+                        ck_assert_msg(has_gradient_check(tp.nodes[i].op), "op %s (%s layout) has no "
+                                      "gradient check: add a row to tests/test_ops.c and its name to "
+                                      "tests/gradchecked.h", tp.nodes[i].op, seq_attention_name(layout));
+                    tape_free(&tp);
+                    arena_destroy(&a);
+                }
+                sp_free(&sp);
             }
-            sp_free(&sp);
-        }
-    dit_free(&m);
+        dit_free(&m);
+    }
     cfg = configs[0];
 }
 END_TEST
@@ -1279,7 +1347,9 @@ int main(int argc, char **argv) {
     TCase *tc = tcase_create("parallel");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, matches_single_rank, 0, 2);
-    tcase_add_loop_test(tc, injected_bug_is_caught, 0, 6);
+    tcase_add_loop_test(tc, injected_bug_is_caught, 0, 9);
+    tcase_add_loop_test(tc, in_context_matches_single_rank, 0, 2);
+    tcase_add_test(tc, lse_overflow_caught_on_large_logits);
     tcase_add_test(tc, all_to_all_matches_single_rank);
     tcase_add_loop_test(tc, packs_match_single_rank, 0, SP_LAYOUTS);
     tcase_add_loop_test(tc, ring_matches_single_rank, 0, 2);
@@ -1295,7 +1365,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, collectives_are_adjoint);
     tcase_add_test(tc, all_to_all_delivers);
     tcase_add_test(tc, split_groups_talk_within);
-    tcase_add_loop_test(tc, memory_estimate_holds, 0, 9 * SP_LAYOUTS);
+    tcase_add_loop_test(tc, memory_estimate_holds, 0, 12 * SP_LAYOUTS);
     tcase_add_test(tc, grad_accum_memory);
     tcase_add_test(tc, planner_matches_a_step);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);

@@ -143,36 +143,49 @@ class Mlp(nn.Module):
 
 
 class DiTBlock(nn.Module):
-    def __init__(self, d, heads, mlp_ratio):
+    def __init__(self, d, heads, mlp_ratio, in_context=False):
         super().__init__()
         self.norm1 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
         self.attn = Attention(d, heads)
         self.norm2 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
         self.mlp = Mlp(d, int(d * mlp_ratio))
-        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
+        self.in_context = in_context
+        if not in_context:
+            self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
 
     def forward(self, x, c, at=""):
+        if self.in_context:  # a plain pre-norm block: the conditioning is in the sequence
+            x = named(at + "residual1", x + self.attn(named(at + "norm1", self.norm1(x)), at))
+            return named(at + "residual2", x + self.mlp(named(at + "norm2", self.norm2(x)), at))
         sa, ca, ga, sm, cm, gm = named(at + "adaLN", self.adaLN_modulation(c)).chunk(6, dim=1)
         x = named(at + "residual1", x + ga[:, None] * self.attn(named(at + "norm1", modulate(self.norm1(x), sa, ca)), at))
         return named(at + "residual2", x + gm[:, None] * self.mlp(named(at + "norm2", modulate(self.norm2(x), sm, cm)), at))
 
 
 class FinalLayer(nn.Module):
-    def __init__(self, d, p, c_out):
+    def __init__(self, d, p, c_out, in_context=False):
         super().__init__()
         self.norm_final = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
         self.linear = nn.Linear(d, p * p * c_out)
-        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 2 * d))
+        self.in_context = in_context
+        if not in_context:
+            self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 2 * d))
 
     def forward(self, x, c):
+        if self.in_context:
+            return named("final_layer.out", self.linear(named("final_layer.norm", self.norm_final(x))))
         shift, scale = named("final_layer.adaLN", self.adaLN_modulation(c)).chunk(2, dim=1)
         return named("final_layer.out", self.linear(named("final_layer.norm", modulate(self.norm_final(x), shift, scale))))
 
 
 class DiT(nn.Module):
     def __init__(self, input_size, patch_size, in_channels, hidden_size, depth, num_heads,
-                 mlp_ratio, num_classes, learn_sigma, class_dropout_prob):
+                 mlp_ratio, num_classes, learn_sigma, class_dropout_prob, in_context=False):
+        """in_context: the DiT paper's in-context conditioning (its Table 4): the timestep and class
+        embeddings as two tokens in front of the patch tokens, plain blocks, and the two tokens
+        dropped before a final layer without adaLN."""
         super().__init__()
+        self.in_context = in_context
         self.c, self.p, self.s = in_channels, patch_size, input_size
         self.c_out = 2 * in_channels if learn_sigma else in_channels
         t = (input_size // patch_size) ** 2
@@ -180,8 +193,8 @@ class DiT(nn.Module):
         self.t_embedder = TimestepEmbedder(hidden_size)
         self.y_embedder = LabelEmbedder(num_classes, hidden_size, class_dropout_prob)
         self.pos_embed = nn.Parameter(torch.zeros(1, t, hidden_size), requires_grad=False)
-        self.blocks = nn.ModuleList(DiTBlock(hidden_size, num_heads, mlp_ratio) for _ in range(depth))
-        self.final_layer = FinalLayer(hidden_size, patch_size, self.c_out)
+        self.blocks = nn.ModuleList(DiTBlock(hidden_size, num_heads, mlp_ratio, in_context) for _ in range(depth))
+        self.final_layer = FinalLayer(hidden_size, patch_size, self.c_out, in_context)
 
     def unpatchify(self, x):  # (N, T, p*p*C) laid out (p, q, c) -> (N, C, H, W)
         n, p, g = x.shape[0], self.p, self.s // self.p
@@ -190,9 +203,15 @@ class DiT(nn.Module):
 
     def forward(self, x, t, y):
         x = named("x_embedder", self.x_embedder(x) + self.pos_embed)
-        c = named("c", self.t_embedder(t) + self.y_embedder(y))
+        if self.in_context:
+            c = named("c", torch.stack([self.t_embedder(t), self.y_embedder(y)], dim=1))
+            x = torch.cat([c, x], dim=1)
+        else:
+            c = named("c", self.t_embedder(t) + self.y_embedder(y))
         for i, b in enumerate(self.blocks):
             x = b(x, c, f"blocks.{i}.")
+        if self.in_context:
+            x = x[:, c.shape[1]:]
         return self.unpatchify(self.final_layer(x, c))
 
 
@@ -202,7 +221,8 @@ def config_from_meta(meta):
                 hidden_size=i("hidden_size"), depth=i("depth"), num_heads=i("num_heads"),
                 mlp_ratio=float(meta["mlp_ratio"]), num_classes=i("num_classes"),
                 learn_sigma=meta["learn_sigma"] in ("true", "True", "1"),
-                class_dropout_prob=float(meta.get("class_dropout_prob", "0")))
+                class_dropout_prob=float(meta.get("class_dropout_prob", "0")),
+                in_context=meta.get("in_context", "false") in ("true", "True", "1"))
 
 
 def sincos_pos_embed(d, g):

@@ -32,6 +32,10 @@ CONFIGS = {
     # patch 1, one head, depth 1
     "patch1": dict(input_size=5, patch_size=1, in_channels=3, hidden_size=8, depth=1, num_heads=1,
                    mlp_ratio=4.0, num_classes=3, learn_sigma=False, class_dropout_prob=0.0),
+    # in-context conditioning: time and class tokens in the sequence instead of adaLN
+    "in_context": dict(input_size=6, patch_size=2, in_channels=3, hidden_size=12, depth=2, num_heads=3,
+                       mlp_ratio=2.0, num_classes=5, learn_sigma=True, class_dropout_prob=0.1,
+                       in_context=True),
 }
 
 
