@@ -131,11 +131,12 @@ void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const Sp
 }
 
 const char *sp_context_error(const SpOptions *o, bool in_context, char *buf, size_t len) {
-    if (in_context && (o->exact || (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)))
+    if (in_context && (o->exact || o->recompute || o->packs ||
+                       (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)))
         return snprintf(buf, len, "in-context conditioning (--in-context, or a checkpoint trained "
-                        "with it) runs with --sp-attention gather or all-to-all and without --exact "
-                        "so far; pass one of those layouts and leave out --exact, or train without "
-                        "--in-context"), buf;
+                        "with it) runs with --sp-attention gather or all-to-all and without --exact, "
+                        "--recompute and --max-tokens so far; pass one of those layouts and leave "
+                        "out the others, or train without --in-context"), buf;
     if ((o->bugs & BUG_ULYSSES_REPLICATED_KV) && !in_context)
         return snprintf(buf, len, "the ulysses-replicated-kv bug exchanges the in-context "
                         "conditioning tokens' K/V; add --in-context"), buf;

@@ -200,11 +200,13 @@ expect_usage "--cfg-scale 5 needs the null class" --cfg-scale 5 --class-dropout 
 expect_usage "--grad-accum must be between 1 and" --grad-accum 0
 expect_usage "--grad-accum 9 is more than the 8 images of the batch, so a micro-batch would be empty; pass --grad-accum at most 8" $SMALL --grad-accum 9
 expect_usage "gives an MLP width of 64 x 0.01 < 1" --mlp-ratio 0.01
-# in-context conditioning runs with the gather and all-to-all layouts (training, and the probe of
-# an in-context checkpoint), and the ulysses-replicated-kv bug needs its tokens
-ic="in-context conditioning (--in-context, or a checkpoint trained with it) runs with --sp-attention gather or all-to-all and without --exact"
+# in-context conditioning runs with the gather and all-to-all layouts, without --exact and
+# --recompute (training, and the probe of an in-context checkpoint), and the
+# ulysses-replicated-kv bug needs its tokens
+ic="in-context conditioning (--in-context, or a checkpoint trained with it) runs with --sp-attention gather or all-to-all and without --exact, --recompute and --max-tokens"
 expect_usage "$ic" --in-context --sp-attention ring
 expect_usage "$ic" --in-context --exact
+expect_usage "$ic" --in-context --recompute
 expect_usage "the ulysses-replicated-kv bug exchanges the in-context conditioning tokens' K/V; add --in-context" --sp-attention all-to-all --inject-bug ulysses-replicated-kv
 $TRAIN $RES --steps 1 --in-context --out "$WORK/incontext" >/dev/null 2>&1
 $TRAIN probe --ckpt "$WORK/incontext/model.safetensors" --make-batch 2 --out "$WORK/incontext/batch.safetensors" >/dev/null 2>&1
