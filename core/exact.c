@@ -94,15 +94,14 @@ void exact_add_double(ExactSum *s, size_t at, const double *x, size_t n) {
 // element's total is the exact sum of its terms, so the split does not depend on the order.
 #define CHUNK 2048 // elements at a time, so that a chunk's sums stay in cache over its terms
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-static size_t add_front(double *front, const real *x, size_t n, uint8_t *rest) {
-    size_t slow = 0;
-#pragma omp simd reduction(+ : slow)
+static int add_front(double *front, const real *x, size_t n, uint8_t *rest) {
+    int slow = 0; // the flags as ints and an OR: the loop takes the widest vectors
     for (size_t i = 0; i < n; i++) {
         double a = front[i], b = x[i], sum = a + b, bb = sum - a;
-        bool exact = (a - (sum - bb)) + (b - bb) == 0; // false for NaN and infinities too
+        int exact = (a - (sum - bb)) + (b - bb) == 0; // false for NaN and infinities too
         front[i] = exact ? sum : a;
-        rest[i] = !exact;
-        slow += !exact;
+        rest[i] = (uint8_t)(1 - exact);
+        slow |= 1 - exact;
     }
     return slow;
 }
@@ -162,10 +161,14 @@ void exact_align(ExactSum *s, const int64_t *to) {
 }
 
 // The window's integer (limbs at weights 2^64, 2^32, 1; |limb| < 2^62 keeps it in 128 bits),
-// rounded once to a double, then scaled: the bin of limb 2 starts at bit 32 (top - 2) - 1074
+// rounded once to a double, then scaled: the bin of limb 2 starts at bit 32 (top - 2) - 1074.
+// The front is added on the way (as exact_flush would, s unchanged); with no limbs it is the
+// result itself: flushed alone, its at most 84 bits (53 shifted by p mod 32) lie in the three bins
+// of its own window, so the window's integer is the front's exact value.
 static double result_one(const ExactSum *s, size_t i) {
+    if (s->top[i] == EXACT_EMPTY) return s->front[i];
     Elem e = load(s, i);
-    if (e.top == EXACT_EMPTY) return 0;
+    add_double(&e, s->front[i]);
     if (e.top == EXACT_NONFINITE) return NAN;
     __int128 v = 0;
     for (int j = 0; j < EXACT_LIMBS; j++) v = v * ((__int128)1 << 32) + e.l[j];
@@ -173,13 +176,11 @@ static double result_one(const ExactSum *s, size_t i) {
 }
 
 void exact_result_double(double *out, ExactSum *s, size_t at, size_t n) {
-    exact_flush(s);
 #pragma omp parallel for if (n > PAR_EXACT)
     for (size_t i = 0; i < n; i++) out[i] = result_one(s, at + i);
 }
 
 void exact_result(real *out, ExactSum *s, size_t at, size_t n) {
-    exact_flush(s);
 #pragma omp parallel for if (n > PAR_EXACT)
     for (size_t i = 0; i < n; i++) out[i] = (real)result_one(s, at + i);
 }

@@ -41,6 +41,6 @@ void exact_align(ExactSum *s, const int64_t *to);
 // out[i] = s[i] rounded (from the exact integer sum in the window) for i < n, from element `at`
 void exact_result(real *out, ExactSum *s, size_t at, size_t n);
 void exact_result_double(double *out, ExactSum *s, size_t at, size_t n);
-// Moves the terms kept in `front` into the limbs (exact_result, exact_align and exact_merge do it
-// first; the limbs alone are what a reduction exchanges)
+// Moves the terms kept in `front` into the limbs (exact_align and exact_merge do it first; the limbs
+// alone are what a reduction exchanges; exact_result reads both and leaves s as it is)
 void exact_flush(ExactSum *s);
