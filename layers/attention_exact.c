@@ -7,10 +7,28 @@
 
 static int tile(int blk, int max) { return blk < max ? blk : max; }
 
-static real *pair_scratch(Arena *a, const ExactAttn *g) {
-    return arena_alloc(a, attention_tiled_scratch_count(tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK), g->dh,
-                                                  kernel_threads()) * sizeof(real));
+// The jobs of a pass (images, or pairs of blocks) run on the OpenMP threads when there are at
+// least as many as threads, each thread with its own buffers and the small attention calls inside
+// on that thread alone; else one after another, the calls on every thread. A job adds into sums
+// no other job touches, each element's terms in the order of the loops before they ran in
+// parallel (and the kernels give the same bits on any number of threads), so the sums are the same.
+typedef struct Jobs {
+    long n;
+    int threads;
+    size_t per; // reals of a thread's buffers: `own` of the caller's, then the attention scratch
+    real *buf;
+} Jobs;
+
+static Jobs jobs(const ExactAttn *g, Arena *a, long n, size_t own) {
+    int threads = kernel_threads();
+    Jobs j = {.n = n, .threads = n >= threads ? threads : 1,
+              .per = own + attention_tiled_scratch_count(tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK), g->dh, threads)};
+    j.buf = arena_alloc(a, (size_t)j.threads * j.per * sizeof(real));
+    return j;
 }
+
+// the calling thread's buffers, and its attention scratch `own` reals on
+static real *mine(const Jobs *j) { return j->buf + (size_t)(j->threads > 1 ? omp_thread() : 0) * j->per; }
 
 // offsets: query block qb of image b in q (B, Tq, D); its log-sum-exp rows in (B, nqb, H, blk)
 static size_t q_at(const ExactAttn *g, int b, int qb) { return ((size_t)b * g->Tq + (size_t)qb * g->blk) * g->H * g->dh; }
@@ -19,21 +37,24 @@ static size_t l_at(const ExactAttn *g, int b, int qb) { return ((size_t)b * (g->
 void exact_attn_lse(const ExactAttn *g, Arena *a, real *lparts, const real *q, const real *k,
                     const real *v, int nk, int kb0) {
     size_t mark = arena_mark(a), D = (size_t)g->H * g->dh, lsize = (size_t)g->B * g->Tq * g->H;
-    real *o = arena_alloc(a, (size_t)g->blk * D * sizeof(real)), *scr = pair_scratch(a, g);
-    for (int b = 0; b < g->B; b++)
-        for (int j = 0; j < nk / g->blk; j++) {
-            int kb = kb0 + j;
-            size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
-            for (int qb = 0; qb < g->Tq / g->blk; qb++)
-                attention_forward_tiled(o, lparts + kb * lsize + l_at(g, b, qb), scr, q + q_at(g, b, qb), k + ko,
-                                  v + ko, g->mask ? g->mask + (size_t)kb * g->blk : NULL, 1, g->blk,
-                                  g->blk, g->H, g->dh, tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK));
-        }
+    int nj = nk / g->blk;
+    Jobs J = jobs(g, a, (long)g->B * nj, (size_t)g->blk * D);
+#pragma omp parallel for schedule(dynamic) if (J.threads > 1)
+    for (long job = 0; job < J.n; job++) { // (image, key block)
+        int b = (int)(job / nj), j = (int)(job % nj), kb = kb0 + j;
+        real *o = mine(&J), *scr = o + (size_t)g->blk * D;
+        size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
+        for (int qb = 0; qb < g->Tq / g->blk; qb++)
+            attention_forward_tiled(o, lparts + kb * lsize + l_at(g, b, qb), scr, q + q_at(g, b, qb), k + ko,
+                              v + ko, g->mask ? g->mask + (size_t)kb * g->blk : NULL, 1, g->blk,
+                              g->blk, g->H, g->dh, tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK));
+    }
     arena_release(a, mark);
 }
 
 void exact_attn_combine(const ExactAttn *g, real *lse, const real *lparts) {
     size_t lsize = (size_t)g->B * g->Tq * g->H;
+#pragma omp parallel for if (lsize * g->nkb > PAR_MIN)
     for (size_t r = 0; r < lsize; r++) {
         double m = -INFINITY, s = 0;
         for (int kb = 0; kb < g->nkb; kb++) m = fmax(m, lparts[kb * lsize + r]);
@@ -45,29 +66,31 @@ void exact_attn_combine(const ExactAttn *g, real *lse, const real *lparts) {
 void exact_attn_out(const ExactAttn *g, Arena *a, ExactSum *o, const real *lse, const real *q,
                     const real *k, const real *v, int nk, int kb0) {
     size_t mark = arena_mark(a), D = (size_t)g->H * g->dh, part = (size_t)g->blk * D;
-    real *ob = arena_alloc(a, (2 * part + (size_t)g->H * g->blk) * sizeof(real)), *term = ob + part;
-    real *lb = term + part, *scr = pair_scratch(a, g);
-    for (int b = 0; b < g->B; b++)
+    int nqb = g->Tq / g->blk;
+    Jobs J = jobs(g, a, (long)g->B * nqb, 2 * part + (size_t)g->H * g->blk);
+#pragma omp parallel for schedule(dynamic) if (J.threads > 1)
+    for (long job = 0; job < J.n; job++) { // (image, query block): its outputs' sums
+        int b = (int)(job / nqb), qb = (int)(job % nqb);
+        real *ob = mine(&J), *term = ob + part, *lb = term + part, *scr = lb + (size_t)g->H * g->blk;
+        const real *L = lse + l_at(g, b, qb);
         for (int j = 0; j < nk / g->blk; j++) {
             int kb = kb0 + j;
             size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
-            for (int qb = 0; qb < g->Tq / g->blk; qb++) {
-                const real *L = lse + l_at(g, b, qb);
-                attention_forward_tiled(ob, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
-                                  g->mask ? g->mask + (size_t)kb * g->blk : NULL, 1, g->blk, g->blk,
-                                  g->H, g->dh, tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK));
-                for (int h = 0; h < g->H; h++) // (B=1, H, blk) log-sum-exp of the block
-                    for (int i = 0; i < g->blk; i++) {
-                        real lkb = lb[(size_t)h * g->blk + i], l = L[(size_t)h * g->blk + i];
-                        double w = lkb == -INFINITY ? 0 : g->mean_merge ? 1.0 / g->nkb : exp((double)lkb - l);
-                        for (int d = 0; d < g->dh; d++) {
-                            size_t x = (size_t)i * D + (size_t)h * g->dh + d;
-                            term[x] = (real)(w * ob[x]);
-                        }
+            attention_forward_tiled(ob, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
+                              g->mask ? g->mask + (size_t)kb * g->blk : NULL, 1, g->blk, g->blk,
+                              g->H, g->dh, tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK));
+            for (int h = 0; h < g->H; h++) // (B=1, H, blk) log-sum-exp of the block
+                for (int i = 0; i < g->blk; i++) {
+                    real lkb = lb[(size_t)h * g->blk + i], l = L[(size_t)h * g->blk + i];
+                    double w = lkb == -INFINITY ? 0 : g->mean_merge ? 1.0 / g->nkb : exp((double)lkb - l);
+                    for (int d = 0; d < g->dh; d++) {
+                        size_t x = (size_t)i * D + (size_t)h * g->dh + d;
+                        term[x] = (real)(w * ob[x]);
                     }
-                exact_add(o, q_at(g, b, qb), term, part);
-            }
+                }
+            exact_add(o, q_at(g, b, qb), term, part);
         }
+    }
     arena_release(a, mark);
 }
 
@@ -76,31 +99,33 @@ void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, E
                      const real *k, const real *v, int nk, int kb0) {
     size_t mark = arena_mark(a), D = (size_t)g->H * g->dh, part = (size_t)g->blk * D;
     int nqb = g->Tq / g->blk;
-    // a key block's shares from every query block, then into the sums in one pass
-    real *pq = arena_alloc(a, (2 * (size_t)nqb + 2) * part * sizeof(real)), *pk = pq + part;
-    real *pv = pk + nqb * part, *ob = pv + nqb * part, *scr = pair_scratch(a, g);
-    real *lb = g->block_delta ? arena_alloc(a, (size_t)g->H * g->blk * sizeof(real)) : NULL;
-    for (int b = 0; b < g->B; b++)
+    // per image (its dQ's terms come from every key block); a key block's shares from every query
+    // block, then into the sums in one pass
+    Jobs J = jobs(g, a, g->B, (2 * (size_t)nqb + 2) * part + (size_t)g->H * g->blk);
+#pragma omp parallel for schedule(dynamic) if (J.threads > 1)
+    for (long b = 0; b < J.n; b++) {
+        real *pq = mine(&J), *pk = pq + part, *pv = pk + nqb * part, *ob = pv + nqb * part;
+        real *lb = ob + part, *scr = lb + (size_t)g->H * g->blk;
         for (int j = 0; j < nk / g->blk; j++) {
             int kb = kb0 + j;
             size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
             memset(pk, 0, 2 * nqb * part * sizeof(real));
             for (int qb = 0; qb < nqb; qb++) {
-                size_t qo = q_at(g, b, qb);
+                size_t qo = q_at(g, (int)b, qb);
                 const uint8_t *mask = g->mask ? g->mask + (size_t)kb * g->blk : NULL;
                 if (g->block_delta) // the block's own partial output in place of the merged one
                     attention_forward_tiled(ob, lb, scr, q + qo, k + ko, v + ko, mask, 1, g->blk, g->blk,
                                       g->H, g->dh, tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK));
                 memset(pq, 0, part * sizeof(real));
                 attention_backward_tiled(pq, pk + qb * part, pv + qb * part, scr, dout + qo, g->block_delta ? ob : out + qo,
-                                   lse + l_at(g, b, qb), q + qo, k + ko, v + ko,
-                                   g->mask ? g->mask + (size_t)kb * g->blk : NULL, 1, g->blk, g->blk,
+                                   lse + l_at(g, (int)b, qb), q + qo, k + ko, v + ko, mask, 1, g->blk, g->blk,
                                    g->H, g->dh, tile(g->blk, ATTN_BQ), tile(g->blk, ATTN_BK));
                 if (dq) exact_add(dq, qo, pq, part);
             }
             if (dk) exact_add_terms(dk, ko, pk, part, nqb, part);
             if (dv) exact_add_terms(dv, ko, pv, part, nqb, part);
         }
+    }
     arena_release(a, mark);
 }
 
