@@ -184,3 +184,54 @@ void exact_result(real *out, ExactSum *s, size_t at, size_t n) {
 #pragma omp parallel for if (n > PAR_EXACT)
     for (size_t i = 0; i < n; i++) out[i] = (real)result_one(s, at + i);
 }
+
+void exact_fronts(const ExactSum *s, double *out) {
+#pragma omp parallel for if (s->n > PAR_EXACT)
+    for (size_t i = 0; i < s->n; i++) out[i] = s->top[i] == EXACT_EMPTY ? s->front[i] : NAN;
+}
+
+static bool any_nan(const double *fronts, size_t n, int count, size_t i) {
+    bool any = false;
+    for (int r = 0; r < count; r++) any |= isnan(fronts[(size_t)r * n + i]);
+    return any;
+}
+
+// Each front goes into the window as exact_flush would put it into its own sum, and the pieces of
+// every front add there at once: the highest front sets the window, and a piece kept is one at or
+// above its lowest bin, as after exact_align to the highest window and the limbs' SUM.
+size_t exact_sum_fronts(ExactSum *s, const double *fronts, int count) {
+    size_t slow = 0, n = s->n;
+#pragma omp parallel for reduction(+ : slow) if (n * (size_t)count > PAR_EXACT)
+    for (size_t i = 0; i < n; i++) {
+        if (any_nan(fronts, n, count, i)) {
+            slow++;
+            continue;
+        }
+        Elem e = {.top = EXACT_EMPTY};
+        for (int r = 0; r < count; r++) add_double(&e, fronts[(size_t)r * n + i]);
+        store(s, i, &e);
+        s->front[i] = 0;
+    }
+    return slow;
+}
+
+void exact_slow_fronts(const double *fronts, size_t n, int count, size_t *idx) {
+    for (size_t i = 0, k = 0; i < n; i++)
+        if (any_nan(fronts, n, count, i)) idx[k++] = i;
+}
+
+void exact_pick(ExactSum *dst, const ExactSum *src, const size_t *idx) {
+    for (size_t k = 0; k < dst->n; k++) {
+        Elem e = load(src, idx[k]);
+        store(dst, k, &e);
+        dst->front[k] = src->front[idx[k]];
+    }
+}
+
+void exact_put(ExactSum *dst, const ExactSum *src, const size_t *idx) {
+    for (size_t k = 0; k < src->n; k++) {
+        Elem e = load(src, k);
+        store(dst, idx[k], &e);
+        dst->front[idx[k]] = src->front[k];
+    }
+}

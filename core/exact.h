@@ -44,3 +44,18 @@ void exact_result_double(double *out, ExactSum *s, size_t at, size_t n);
 // Moves the terms kept in `front` into the limbs (exact_align and exact_merge do it first; the limbs
 // alone are what a reduction exchanges; exact_result reads both and leaves s as it is)
 void exact_flush(ExactSum *s);
+
+// ---- a reduction by fronts (comm.c): when no rank has limbs for an element, every rank's front
+// (8 bytes) is all the reduction needs, and the sum is set from the fronts of all ranks with the
+// bits a reduction of the limbs gives (see exact_sum_fronts in exact.c) ----
+// out[i] = element i's front, or NaN (never a front: a non-finite term goes to the limbs) when it
+// has limbs
+void exact_fronts(const ExactSum *s, double *out);
+// s[i] = the sum of fronts[r * n + i] over r < count, for each element i with no NaN among them;
+// returns how many have one (left as they are)
+size_t exact_sum_fronts(ExactSum *s, const double *fronts, int count);
+// idx = those elements, in order
+void exact_slow_fronts(const double *fronts, size_t n, int count, size_t *idx);
+// dst[k] = src[idx[k]] for k < dst->n, and back: src[k] into dst[idx[k]] for k < src->n
+void exact_pick(ExactSum *dst, const ExactSum *src, const size_t *idx);
+void exact_put(ExactSum *dst, const ExactSum *src, const size_t *idx);

@@ -183,16 +183,38 @@ void comm_all_reduce_double(Comm *c, double *buf, size_t n) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count(n), MPI_DOUBLE, MPI_SUM, c->group));
 }
 
-void comm_all_reduce_exact(Comm *c, ExactSum *s) {
-    if (c->size == 1) return;
+// The windows' MAX, then the aligned limbs' SUM
+static void all_reduce_limbs(Comm *c, ExactSum *s) {
     exact_flush(s); // the windows' tops as the limbs alone say
     c->bytes_sent += 2 * (size_t)(c->size - 1) * (EXACT_LIMBS + 1) * s->n * sizeof(int64_t) / (size_t)c->size;
-    int64_t *top = xmalloc(s->n * sizeof(int64_t));
+    int64_t *top = xmalloc(s->n * sizeof(int64_t) + 1);
     memcpy(top, s->top, s->n * sizeof(int64_t));
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, top, count(s->n), MPI_INT64_T, MPI_MAX, c->group));
     exact_align(s, top);
     free(top);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s->limb, count(s->n * EXACT_LIMBS), MPI_INT64_T, MPI_SUM, c->group));
+}
+
+void comm_all_reduce_exact(Comm *c, ExactSum *s) {
+    if (c->size == 1) return;
+    if (c->size >= EXACT_FRONT_RANKS) return all_reduce_limbs(c, s);
+    // every rank's fronts; the elements some rank has limbs of (rare) the limbs' way, packed
+    size_t n = s->n, P = (size_t)c->size;
+    double *fronts = xmalloc(P * n * sizeof(double) + 1);
+    exact_fronts(s, fronts + (size_t)c->rank * n);
+    c->bytes_sent += (P - 1) * n * sizeof(double);
+    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, fronts, count(n), MPI_DOUBLE, c->group));
+    size_t slow = exact_sum_fronts(s, fronts, c->size);
+    if (slow) {
+        size_t *idx = xmalloc(slow * sizeof *idx);
+        exact_slow_fronts(fronts, n, c->size, idx);
+        ExactSum sub = exact_view(xmalloc(exact_bytes(slow)), slow);
+        exact_pick(&sub, s, idx);
+        all_reduce_limbs(c, &sub);
+        exact_put(s, &sub, idx);
+        free(sub.top), free(idx);
+    }
+    free(fronts);
 }
 
 void comm_shift_bytes(Comm *c, void *out, const void *in, size_t bytes, int shift) {

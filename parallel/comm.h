@@ -44,7 +44,11 @@ void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n);
 void comm_all_reduce(Comm *c, real *buf, size_t n);
 void comm_all_reduce_double(Comm *c, double *buf, size_t n);
 // Order-independent sums (host memory), in place: the windows' MAX, then the aligned limbs' SUM,
-// so the result has the same bits for any number of ranks and any split of the terms
+// so the result has the same bits for any number of ranks and any split of the terms. Below
+// EXACT_FRONT_RANKS ranks every rank's fronts are gathered instead (8 bytes a value, (P - 1) 8
+// sent, against 2 (P - 1) / P 32 for the limbs) and summed the same way on each rank
+// (exact_sum_fronts); only values some rank holds limbs of go the limbs' way.
+#define EXACT_FRONT_RANKS 8
 void comm_all_reduce_exact(Comm *c, ExactSum *s);
 // Every rank sends a block to every rank: in holds this rank's blocks in rank order, in_counts[r]
 // values for rank r; out receives them in rank order, out_counts[r] values from rank r (what rank

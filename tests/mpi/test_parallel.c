@@ -608,6 +608,50 @@ START_TEST(all_to_all_delivers) {
 }
 END_TEST
 
+// The exact all-reduce against the integer sum of every rank's terms (float values m 2^e, |m| <
+// 2^23, e in [-63, -13] for wide terms, [-33, -13] for narrow ones: multiples of 2^-63 that
+// 128-bit integers add exactly). Per element, by i mod 4: narrow terms on every rank (whose sums
+// stay in the exact double fronts: the fronts' way); wide terms on one rank (its sum reaches the
+// limbs: the limbs' way, packed among the others); narrow terms on some ranks only; wide terms
+// on every rank.
+enum { EXACT_ELEMS = 64, EXACT_TERMS = 40 };
+
+static double exact_term(int i, int r, int t, bool wide) {
+    uint64_t at = ((uint64_t)i * 16 + (uint64_t)r) * EXACT_TERMS + (uint64_t)t;
+    double m = (double)(rng_u32(11, 1, at) % (1u << 24)) - (1 << 23);
+    return ldexp(m, (int)(rng_u32(11, 2, at) % (wide ? 51 : 21)) - (wide ? 63 : 33));
+}
+
+static bool exact_has(int i, int r, bool *wide) {
+    *wide = i % 4 == 3 || (i % 4 == 1 && r == i / 4 % comm.size);
+    return i % 4 != 2 || (i + r) % 2;
+}
+
+START_TEST(exact_all_reduce_is_the_rounded_true_sum) {
+    static int64_t mem[(EXACT_LIMBS + 2) * EXACT_ELEMS];
+    ExactSum s = exact_view(mem, EXACT_ELEMS);
+    real x[EXACT_TERMS];
+    bool wide;
+    for (int i = 0; i < EXACT_ELEMS; i++) {
+        if (!exact_has(i, comm.rank, &wide)) continue;
+        for (int t = 0; t < EXACT_TERMS; t++) x[t] = (real)exact_term(i, comm.rank, t, wide);
+        exact_add_terms(&s, (size_t)i, x, 1, EXACT_TERMS, 1);
+    }
+    comm_all_reduce_exact(&comm, &s);
+    double got[EXACT_ELEMS];
+    exact_result_double(got, &s, 0, EXACT_ELEMS);
+    for (int i = 0; i < EXACT_ELEMS; i++) {
+        __int128 sum = 0;
+        for (int r = 0; r < comm.size; r++)
+            if (exact_has(i, r, &wide))
+                for (int t = 0; t < EXACT_TERMS; t++) sum += (__int128)ldexp(exact_term(i, r, t, wide), 63);
+        double want = ldexp((double)sum, -63);
+        ck_assert_msg(got[i] == want, "element %d (kind %d) on %d ranks: %.17g, the true sum %.17g", i,
+                      i % 4, comm.size, got[i], want);
+    }
+}
+END_TEST
+
 // A group split from the world talks only within itself: even and odd ranks each sum their own
 START_TEST(split_groups_talk_within) {
     Comm half;
@@ -935,6 +979,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, collectives_are_adjoint);
     tcase_add_test(tc, all_to_all_delivers);
     tcase_add_test(tc, split_groups_talk_within);
+    tcase_add_test(tc, exact_all_reduce_is_the_rounded_true_sum);
     tcase_add_loop_test(tc, memory_estimate_holds, 0, 6 * SP_LAYOUTS);
     tcase_add_test(tc, grad_accum_memory);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);
