@@ -18,8 +18,11 @@ ExactSum exact_view(void *mem, size_t n) {
 }
 
 void exact_clear(ExactSum *s) {
-    for (size_t i = 0; i < s->n; i++) s->top[i] = EXACT_EMPTY, s->front[i] = 0;
-    memset(s->limb, 0, s->n * EXACT_LIMBS * sizeof(int64_t));
+#pragma omp parallel for if (s->n > PAR_EXACT)
+    for (size_t i = 0; i < s->n; i++) {
+        s->top[i] = EXACT_EMPTY, s->front[i] = 0;
+        for (int j = 0; j < EXACT_LIMBS; j++) LIMB(s, j, i) = 0;
+    }
 }
 
 // An element held in registers: its top and limbs
@@ -196,9 +199,41 @@ static bool any_nan(const double *fronts, size_t n, int count, size_t i) {
     return any;
 }
 
-// Each front goes into the window as exact_flush would put it into its own sum, and the pieces of
-// every front add there at once: the highest front sets the window, and a piece kept is one at or
-// above its lowest bin, as after exact_align to the highest window and the limbs' SUM.
+// Global bit positions (weight 2^(pos - 1074), as in add_double) of the highest and the lowest
+// set bit of a nonzero finite double
+static void bit_span(double x, int *top, int *bottom) {
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int ex = (int)(bits >> 52 & 0x7ff);
+    uint64_t mant = bits & ((UINT64_C(1) << 52) - 1);
+    int p = 0;
+    if (ex) mant |= UINT64_C(1) << 52, p = ex - 1;
+    *top = p + 63 - __builtin_clzll(mant), *bottom = p + __builtin_ctzll(mant);
+}
+
+// The fronts' sum kept as a front, when that is the value the window would hold: no front has a
+// set bit below the window of the highest (whose top bin is the highest bit's), so none is dropped,
+// and their double sum is exact at every step. Then the window's integer is that sum, and its
+// rounding (exact_result) is the sum itself, as for any front.
+static bool fronts_in_front(const double *fronts, size_t n, int count, size_t i, double *sum) {
+    int top = INT32_MIN, bottom = INT32_MAX;
+    double s = 0;
+    for (int r = 0; r < count; r++) {
+        double b = fronts[(size_t)r * n + i], t = s + b, bb = t - s;
+        if ((s - (t - bb)) + (b - bb) != 0) return false;
+        s = t;
+        if (b == 0) continue;
+        int hi, lo;
+        bit_span(b, &hi, &lo);
+        top = hi > top ? hi : top, bottom = lo < bottom ? lo : bottom;
+    }
+    *sum = s;
+    return top == INT32_MIN || bottom >> 5 >= (top >> 5) - (EXACT_LIMBS - 1);
+}
+
+// Else each front goes into the window as exact_flush would put it into its own sum, and the pieces
+// of every front add there at once: the highest front sets the window, and a piece kept is one at
+// or above its lowest bin, as after exact_align to the highest window and the limbs' SUM.
 size_t exact_sum_fronts(ExactSum *s, const double *fronts, int count) {
     size_t slow = 0, n = s->n;
 #pragma omp parallel for reduction(+ : slow) if (n * (size_t)count > PAR_EXACT)
@@ -207,6 +242,7 @@ size_t exact_sum_fronts(ExactSum *s, const double *fronts, int count) {
             slow++;
             continue;
         }
+        if (fronts_in_front(fronts, n, count, i, &s->front[i])) continue; // no limbs here
         Elem e = {.top = EXACT_EMPTY};
         for (int r = 0; r < count; r++) add_double(&e, fronts[(size_t)r * n + i]);
         store(s, i, &e);
