@@ -8,6 +8,14 @@
 // The window covers 64 bits below the top bin's lowest: the sum is as accurate as a double sum
 // (relative to the largest term), and exact for float32 terms within 2^40 of the largest.
 // A non-finite term makes the element's result NaN.
+// Most terms never reach the limbs: a double `front` per element takes them while its sum stays
+// exact, and the result of an element without limbs is its front (exact_add_terms, result_one in
+// exact.c). A reduction over ranks exchanges the fronts alone where no rank has limbs (8 bytes a
+// value instead of 32; comm.h). Both give the bits of the limbs' arithmetic as long as no piece
+// falls below a window. Where one does (terms that cancel down to more than 64 bits below the
+// largest, e.g. 2^40, -2^40 and 2^-60), a front that already cancelled keeps the small term that
+// the window of a grouping with the large term on its own drops: one rank gets 2^-60, three ranks
+// holding one term each get 0.
 #pragma once
 #include "real.h"
 #include <stddef.h>
