@@ -227,8 +227,9 @@ static bool fronts_in_front(const double *fronts, size_t n, int count, size_t i,
         bit_span(b, &hi, &lo);
         top = hi > top ? hi : top, bottom = lo < bottom ? lo : bottom;
     }
+    if (top != INT32_MIN && bottom >> 5 < (top >> 5) - (EXACT_LIMBS - 1)) return false;
     *sum = s;
-    return top == INT32_MIN || bottom >> 5 >= (top >> 5) - (EXACT_LIMBS - 1);
+    return true;
 }
 
 // Else each front goes into the window as exact_flush would put it into its own sum, and the pieces
