@@ -18,8 +18,11 @@ ExactSum exact_view(void *mem, size_t n) {
 }
 
 void exact_clear(ExactSum *s) {
-    for (size_t i = 0; i < s->n; i++) s->top[i] = EXACT_EMPTY, s->front[i] = 0;
-    memset(s->limb, 0, s->n * EXACT_LIMBS * sizeof(int64_t));
+#pragma omp parallel for if (s->n > PAR_EXACT)
+    for (size_t i = 0; i < s->n; i++) {
+        s->top[i] = EXACT_EMPTY, s->front[i] = 0;
+        for (int j = 0; j < EXACT_LIMBS; j++) LIMB(s, j, i) = 0;
+    }
 }
 
 // An element held in registers: its top and limbs
@@ -103,15 +106,14 @@ void exact_add_double(ExactSum *s, size_t at, const double *x, size_t n) {
 #endif
 #define CHUNK 2048 // elements at a time, so that a chunk's sums stay in cache over its terms
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-static size_t add_front(double *front, const real *x, size_t n, uint8_t *rest) {
-    size_t slow = 0;
-#pragma omp simd reduction(+ : slow)
+static int add_front(double *front, const real *x, size_t n, uint8_t *rest) {
+    int slow = 0; // the flags as ints and an OR: the loop takes the widest vectors
     for (size_t i = 0; i < n; i++) {
         double a = front[i], b = x[i], sum = a + b, bb = sum - a;
-        bool exact = (a - (sum - bb)) + (b - bb) == 0; // false for NaN and infinities too
+        int exact = (a - (sum - bb)) + (b - bb) == 0; // false for NaN and infinities too
         front[i] = exact ? sum : a;
-        rest[i] = !exact;
-        slow += !exact;
+        rest[i] = (uint8_t)(1 - exact);
+        slow |= 1 - exact;
     }
     return slow;
 }
@@ -171,10 +173,14 @@ void exact_align(ExactSum *s, const int64_t *to) {
 }
 
 // The window's integer (limbs at weights 2^64, 2^32, 1; |limb| < 2^62 keeps it in 128 bits),
-// rounded once to a double, then scaled: the bin of limb 2 starts at bit 32 (top - 2) - 1074
+// rounded once to a double, then scaled: the bin of limb 2 starts at bit 32 (top - 2) - 1074.
+// The front is added on the way (as exact_flush would, s unchanged); with no limbs it is the
+// result itself: flushed alone, its at most 84 bits (53 shifted by p mod 32) lie in the three bins
+// of its own window, so the window's integer is the front's exact value.
 static double result_one(const ExactSum *s, size_t i) {
+    if (s->top[i] == EXACT_EMPTY) return s->front[i];
     Elem e = load(s, i);
-    if (e.top == EXACT_EMPTY) return 0;
+    add_double(&e, s->front[i]);
     if (e.top == EXACT_NONFINITE) return NAN;
     __int128 v = 0;
     for (int j = 0; j < EXACT_LIMBS; j++) v = v * ((__int128)1 << 32) + e.l[j];
@@ -182,13 +188,96 @@ static double result_one(const ExactSum *s, size_t i) {
 }
 
 void exact_result_double(double *out, ExactSum *s, size_t at, size_t n) {
-    exact_flush(s);
 #pragma omp parallel for if (n > PAR_EXACT)
     for (size_t i = 0; i < n; i++) out[i] = result_one(s, at + i);
 }
 
 void exact_result(real *out, ExactSum *s, size_t at, size_t n) {
-    exact_flush(s);
 #pragma omp parallel for if (n > PAR_EXACT)
     for (size_t i = 0; i < n; i++) out[i] = (real)result_one(s, at + i);
+}
+
+void exact_fronts(const ExactSum *s, double *out) {
+#pragma omp parallel for if (s->n > PAR_EXACT)
+    for (size_t i = 0; i < s->n; i++) out[i] = s->top[i] == EXACT_EMPTY ? s->front[i] : NAN;
+}
+
+static bool any_nan(const double *fronts, size_t n, int count, size_t i) {
+    bool any = false;
+    for (int r = 0; r < count; r++) any |= isnan(fronts[(size_t)r * n + i]);
+    return any;
+}
+
+// Global bit positions (weight 2^(pos - 1074), as in add_double) of the highest and the lowest
+// set bit of a nonzero finite double
+static void bit_span(double x, int *top, int *bottom) {
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int ex = (int)(bits >> 52 & 0x7ff);
+    uint64_t mant = bits & ((UINT64_C(1) << 52) - 1);
+    int p = 0;
+    if (ex) mant |= UINT64_C(1) << 52, p = ex - 1;
+    *top = p + 63 - __builtin_clzll(mant), *bottom = p + __builtin_ctzll(mant);
+}
+
+// The fronts' sum kept as a front, when that is the value the window would hold: no front has a
+// set bit below the window of the highest (whose top bin is the highest bit's), so none is dropped,
+// and their double sum is exact at every step. Then the window's integer is that sum, and its
+// rounding (exact_result) is the sum itself, as for any front.
+static bool fronts_in_front(const double *fronts, size_t n, int count, size_t i, double *sum) {
+    int top = INT32_MIN, bottom = INT32_MAX;
+    double s = 0;
+    for (int r = 0; r < count; r++) {
+        double b = fronts[(size_t)r * n + i], t = s + b, bb = t - s;
+        if ((s - (t - bb)) + (b - bb) != 0) return false;
+        s = t;
+        if (b == 0) continue;
+        int hi, lo;
+        bit_span(b, &hi, &lo);
+        top = hi > top ? hi : top, bottom = lo < bottom ? lo : bottom;
+    }
+    if (top != INT32_MIN && bottom >> 5 < (top >> 5) - (EXACT_LIMBS - 1)) return false;
+    *sum = s;
+    return true;
+}
+
+// Else each front goes into the window as exact_flush would put it into its own sum, and the pieces
+// of every front add there at once: the highest front sets the window, and a piece kept is one at
+// or above its lowest bin, as after exact_align to the highest window and the limbs' SUM.
+size_t exact_sum_fronts(ExactSum *s, const double *fronts, int count) {
+    size_t slow = 0, n = s->n;
+#pragma omp parallel for reduction(+ : slow) if (n * (size_t)count > PAR_EXACT)
+    for (size_t i = 0; i < n; i++) {
+        if (any_nan(fronts, n, count, i)) {
+            slow++;
+            continue;
+        }
+        if (fronts_in_front(fronts, n, count, i, &s->front[i])) continue; // no limbs here
+        Elem e = {.top = EXACT_EMPTY};
+        for (int r = 0; r < count; r++) add_double(&e, fronts[(size_t)r * n + i]);
+        store(s, i, &e);
+        s->front[i] = 0;
+    }
+    return slow;
+}
+
+void exact_slow_fronts(const double *fronts, size_t n, int count, size_t *idx) {
+    for (size_t i = 0, k = 0; i < n; i++)
+        if (any_nan(fronts, n, count, i)) idx[k++] = i;
+}
+
+void exact_pick(ExactSum *dst, const ExactSum *src, const size_t *idx) {
+    for (size_t k = 0; k < dst->n; k++) {
+        Elem e = load(src, idx[k]);
+        store(dst, k, &e);
+        dst->front[k] = src->front[idx[k]];
+    }
+}
+
+void exact_put(ExactSum *dst, const ExactSum *src, const size_t *idx) {
+    for (size_t k = 0; k < src->n; k++) {
+        Elem e = load(src, k);
+        store(dst, idx[k], &e);
+        dst->front[idx[k]] = src->front[k];
+    }
 }

@@ -8,6 +8,14 @@
 // The window covers 64 bits below the top bin's lowest: the sum is as accurate as a double sum
 // (relative to the largest term), and exact for float32 terms within 2^40 of the largest.
 // A non-finite term makes the element's result NaN.
+// Most terms never reach the limbs: a double `front` per element takes them while its sum stays
+// exact, and the result of an element without limbs is its front (exact_add_terms, result_one in
+// exact.c). A reduction over ranks exchanges the fronts alone where no rank has limbs (8 bytes a
+// value instead of 32; comm.h). Both give the bits of the limbs' arithmetic as long as no piece
+// falls below a window. Where one does (terms that cancel down to more than 64 bits below the
+// largest, e.g. 2^40, -2^40 and 2^-60), a front that already cancelled keeps the small term that
+// the window of a grouping with the large term on its own drops: one rank gets 2^-60, three ranks
+// holding one term each get 0.
 #pragma once
 #include "real.h"
 #include <stddef.h>
@@ -41,6 +49,21 @@ void exact_align(ExactSum *s, const int64_t *to);
 // out[i] = s[i] rounded (from the exact integer sum in the window) for i < n, from element `at`
 void exact_result(real *out, ExactSum *s, size_t at, size_t n);
 void exact_result_double(double *out, ExactSum *s, size_t at, size_t n);
-// Moves the terms kept in `front` into the limbs (exact_result, exact_align and exact_merge do it
-// first; the limbs alone are what a reduction exchanges)
+// Moves the terms kept in `front` into the limbs (exact_align and exact_merge do it first; the limbs
+// alone are what a reduction exchanges; exact_result reads both and leaves s as it is)
 void exact_flush(ExactSum *s);
+
+// ---- a reduction by fronts (comm.c): when no rank has limbs for an element, every rank's front
+// (8 bytes) is all the reduction needs, and the sum is set from the fronts of all ranks with the
+// bits a reduction of the limbs gives (see exact_sum_fronts in exact.c) ----
+// out[i] = element i's front, or NaN (never a front: a non-finite term goes to the limbs) when it
+// has limbs
+void exact_fronts(const ExactSum *s, double *out);
+// s[i] = the sum of fronts[r * n + i] over r < count, for each element i with no NaN among them;
+// returns how many have one (left as they are)
+size_t exact_sum_fronts(ExactSum *s, const double *fronts, int count);
+// idx = those elements, in order
+void exact_slow_fronts(const double *fronts, size_t n, int count, size_t *idx);
+// dst[k] = src[idx[k]] for k < dst->n, and back: src[k] into dst[idx[k]] for k < src->n
+void exact_pick(ExactSum *dst, const ExactSum *src, const size_t *idx);
+void exact_put(ExactSum *dst, const ExactSum *src, const size_t *idx);

@@ -204,16 +204,44 @@ void comm_all_reduce_double(Comm *c, double *buf, size_t n) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count(n), MPI_DOUBLE, MPI_SUM, c->group));
 }
 
-void comm_all_reduce_exact(Comm *c, ExactSum *s) {
-    if (c->size == 1) return;
-    exact_flush(s); // the windows' tops as the limbs alone say
-    c->bytes_sent += 2 * (size_t)(c->size - 1) * (EXACT_LIMBS + 1) * s->n * sizeof(int64_t) / (size_t)c->size;
-    int64_t *top = xmalloc(s->n * sizeof(int64_t));
+// Every rank's elements moved to the window of the highest top any rank has (the MAX step of a
+// reduction; the limbs alone say the tops)
+static void align_windows(Comm *c, ExactSum *s) {
+    exact_flush(s);
+    int64_t *top = xmalloc(s->n * sizeof(int64_t) + 1);
     memcpy(top, s->top, s->n * sizeof(int64_t));
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, top, count(s->n), MPI_INT64_T, MPI_MAX, c->group));
     exact_align(s, top);
     free(top);
+}
+
+// The windows' MAX, then the aligned limbs' SUM
+static void all_reduce_limbs(Comm *c, ExactSum *s) {
+    c->bytes_sent += 2 * (size_t)(c->size - 1) * (EXACT_LIMBS + 1) * s->n * sizeof(int64_t) / (size_t)c->size;
+    align_windows(c, s);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s->limb, count(s->n * EXACT_LIMBS), MPI_INT64_T, MPI_SUM, c->group));
+}
+
+void comm_all_reduce_exact(Comm *c, ExactSum *s) {
+    if (c->size == 1) return;
+    if (c->size >= EXACT_FRONT_RANKS) return all_reduce_limbs(c, s);
+    // every rank's fronts; the elements some rank has limbs of (rare) the limbs' way, packed
+    size_t n = s->n, P = (size_t)c->size;
+    double *fronts = xmalloc(P * n * sizeof(double) + 1);
+    exact_fronts(s, fronts + (size_t)c->rank * n);
+    c->bytes_sent += (P - 1) * n * sizeof(double);
+    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, fronts, count(n), MPI_DOUBLE, c->group));
+    size_t slow = exact_sum_fronts(s, fronts, c->size);
+    if (slow) {
+        size_t *idx = xmalloc(slow * sizeof *idx);
+        exact_slow_fronts(fronts, n, c->size, idx);
+        ExactSum sub = exact_view(xmalloc(exact_bytes(slow)), slow);
+        exact_pick(&sub, s, idx);
+        all_reduce_limbs(c, &sub);
+        exact_put(s, &sub, idx);
+        free(sub.top), free(idx);
+    }
+    free(fronts);
 }
 
 void comm_reduce_scatter_exact(Comm *c, ExactSum *s) {
@@ -221,13 +249,8 @@ void comm_reduce_scatter_exact(Comm *c, ExactSum *s) {
     size_t n = s->n / (size_t)c->size;
     CHECK(n * (size_t)c->size == s->n, "comm_reduce_scatter_exact: %d ranks do not divide %zu sums",
           c->size, s->n);
-    exact_flush(s);
     c->bytes_sent += (size_t)(c->size - 1) * (2 + EXACT_LIMBS) * n * sizeof(int64_t);
-    int64_t *top = xmalloc(s->n * sizeof(int64_t)); // every element's window, for the alignment
-    memcpy(top, s->top, s->n * sizeof(int64_t));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, top, count(s->n), MPI_INT64_T, MPI_MAX, c->group));
-    exact_align(s, top);
-    free(top);
+    align_windows(c, s);
     for (int i = 0; i < EXACT_LIMBS; i++) { // each limb's row: this rank's part lands first
         int64_t *row = s->limb + (size_t)i * s->n;
         MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, row, count(n), MPI_INT64_T, MPI_SUM, c->group));

@@ -47,7 +47,11 @@ void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n);
 void comm_all_reduce(Comm *c, real *buf, size_t n);
 void comm_all_reduce_double(Comm *c, double *buf, size_t n);
 // Order-independent sums (host memory), in place: the windows' MAX, then the aligned limbs' SUM,
-// so the result has the same bits for any number of ranks and any split of the terms
+// so the result has the same bits for any number of ranks and any split of the terms. Below
+// EXACT_FRONT_RANKS ranks every rank's fronts are gathered instead (8 bytes a value, (P - 1) 8
+// sent, against 2 (P - 1) / P 32 for the limbs) and summed the same way on each rank
+// (exact_sum_fronts); only values some rank holds limbs of go the limbs' way.
+#define EXACT_FRONT_RANKS 8
 void comm_all_reduce_exact(Comm *c, ExactSum *s);
 // The same, reduce-scattered: of s's size * n elements, this rank's [rank * n, (rank + 1) * n)
 // hold the sums over every rank (the windows' MAX goes to every rank, the limbs' SUM only to

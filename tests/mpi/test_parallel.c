@@ -964,6 +964,61 @@ START_TEST(all_to_all_delivers) {
 }
 END_TEST
 
+// The exact all-reduce against the integer sum of every rank's terms (float values m 2^e, |m| <
+// 2^23, e in [-63, -13] for wide terms, [-33, -13] for narrow ones: multiples of 2^-63 that
+// 128-bit integers add exactly). Per element, by i mod 6: narrow terms on every rank (their sums
+// stay in the exact double fronts, and so does the sum of the fronts); wide terms on one rank (its
+// sum reaches the limbs: the limbs' way, packed among the others); narrow terms on some ranks
+// only; wide terms on every rank; narrow terms scaled by 2^-10r on rank r (fronts too far apart
+// for an exact double sum: the window's way). And the window's one loss: 2^40 on rank 0, -2^40
+// on rank 1, 2^-60 on rank 2, whose fronts sum exactly in doubles, but 2^-60 lies more than 64
+// bits below the window of 2^40, and a reduction of the limbs drops it: so must the fronts' way
+// (this case, against the limbs' sum of all the terms in one element, instead of the true sum).
+enum { EXACT_ELEMS = 72, EXACT_TERMS = 40 };
+
+static int exact_terms(int i, int r, real *x) {
+    int kind = i % 6, n = EXACT_TERMS;
+    if (kind == 5) {
+        x[0] = r == 0 ? 0x1p40f : r == 1 ? -0x1p40f : 0x1p-60f;
+        return r < 3;
+    }
+    if (kind == 2 && (i + r) % 2) return 0;
+    bool wide = kind == 3 || (kind == 1 && r == i / 6 % comm.size);
+    for (int t = 0; t < n; t++) {
+        uint64_t at = ((uint64_t)i * 16 + (uint64_t)r) * EXACT_TERMS + (uint64_t)t;
+        double m = (double)(rng_u32(11, 1, at) % (1u << 24)) - (1 << 23);
+        int e = (int)(rng_u32(11, 2, at) % (wide ? 51 : 21)) - (wide ? 63 : 33) - (kind == 4 ? 10 * r : 0);
+        x[t] = (real)ldexp(m, e);
+    }
+    return n;
+}
+
+START_TEST(exact_all_reduce_is_the_rounded_true_sum) {
+    static int64_t mem[2][(EXACT_LIMBS + 2) * EXACT_ELEMS];
+    ExactSum s = exact_view(mem[0], EXACT_ELEMS), limbs = exact_view(mem[1], EXACT_ELEMS);
+    real x[EXACT_TERMS];
+    for (int i = 0; i < EXACT_ELEMS; i++)
+        exact_add_terms(&s, (size_t)i, x, 1, exact_terms(i, comm.rank, x), 1);
+    comm_all_reduce_exact(&comm, &s);
+    double got[EXACT_ELEMS], window[EXACT_ELEMS];
+    exact_result_double(got, &s, 0, EXACT_ELEMS);
+    for (int i = 0; i < EXACT_ELEMS; i++) {
+        __int128 sum = 0;
+        for (int r = 0; r < comm.size; r++)
+            for (int t = 0, n = exact_terms(i, r, x); t < n; t++) {
+                double d = x[t];
+                exact_add_double(&limbs, (size_t)i, &d, 1);
+                sum += (__int128)ldexp(d, 63);
+            }
+        exact_result_double(&window[i], &limbs, (size_t)i, 1);
+        double want = i % 6 == 5 ? window[i] : ldexp((double)sum, -63);
+        ck_assert_msg(got[i] == want, "element %d (kind %d) on %d ranks: %.17g, expected %.17g", i,
+                      i % 6, comm.size, got[i], want);
+    }
+    if (comm.size >= 3) ck_assert(window[5] == 0); // 2^-60 dropped
+}
+END_TEST
+
 // A group split from the world talks only within itself: even and odd ranks each sum their own
 START_TEST(split_groups_talk_within) {
     Comm half;
@@ -1365,6 +1420,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, collectives_are_adjoint);
     tcase_add_test(tc, all_to_all_delivers);
     tcase_add_test(tc, split_groups_talk_within);
+    tcase_add_test(tc, exact_all_reduce_is_the_rounded_true_sum);
     tcase_add_loop_test(tc, memory_estimate_holds, 0, 12 * SP_LAYOUTS);
     tcase_add_test(tc, grad_accum_memory);
     tcase_add_test(tc, planner_matches_a_step);
