@@ -1,7 +1,10 @@
 // optim.c: see optim.h.
 #include "optim.h"
+#include "../core/check.h"
+#include "../core/device.h"
 #include "../kernels/run.h"
 #include <math.h>
+#include <stdlib.h>
 
 AdamW adamw_default(double lr) {
     return (AdamW){.lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
@@ -10,6 +13,8 @@ AdamW adamw_default(double lr) {
 double adamw_squares(const ParamStore *ps, ExactSum *squares) {
     const real *g = ps->grads + ps->at;
     if (!ps->exact_mem) return RUN(ps->device, sum_squares, g, ps->chunk);
+    real *host = ps->device ? xmalloc(ps->chunk * sizeof(real) + 1) : NULL; // the sums are the host's
+    if (host) copy_bytes(host, g, ps->chunk * sizeof(real)), g = host;
     enum { PART = 1024 };
     real sq[PART];
     for (size_t i = 0; i < ps->chunk; i += PART) {
@@ -17,6 +22,7 @@ double adamw_squares(const ParamStore *ps, ExactSum *squares) {
         for (int j = 0; j < k; j++) sq[j] = g[i + j] * g[i + j];
         exact_add_terms(squares, 0, sq, 1, k, 1);
     }
+    free(host);
     return 0;
 }
 

@@ -4,6 +4,7 @@
 // are.
 #include "autograd_collectives.h"
 #include "../core/check.h"
+#include "../core/device.h"
 #include "../kernels/run.h"
 #include <stdlib.h>
 #include <string.h>

@@ -569,8 +569,8 @@ expect_usage "plan predicts the default mode; --exact's sums" plan --ranks 1 --e
 st "$WORK/auto.safetensors" $X $T $Y $G
 expect_usage "--sp-attention auto picks the layout of a training run; give this command a layout" probe --ckpt "$CK" --batch "$WORK/auto.safetensors" --sp-attention auto
 msg=$($TRAIN plan --ranks 4 --link-bandwidth 100 --link-latency 50 $SMALL 2>&1); rc=$?
-if [ $rc = 0 ] && [ "$(echo "$msg" | grep -c '^ *[0-9]* *no ')" = 7 ] && echo "$msg" | grep -q "^best: mpirun -np 4 train/train $SMALL --sp [124] --sp-attention "; then
-  ok "plan --ranks 4: 7 meshes ranked, $(echo "$msg" | grep -o '^best: .*')"
+if [ $rc = 0 ] && [ "$(echo "$msg" | grep -c '^ *[0-9]* *\(no\|yes\) *[01] ')" = 28 ] && echo "$msg" | grep -q "^best: mpirun -np 4 train/train $SMALL --sp [124] --sp-attention "; then
+  ok "plan --ranks 4: 7 meshes ranked, each with and without --recompute and --zero 1, $(echo "$msg" | grep -o '^best: .*')"
 else bad "plan --ranks 4 (exit $rc): $msg"; fi
 msg=$($MPIRUN -np 2 $TRAIN $SMALL --steps 2 --sp-attention auto --out "$WORK/auto" 2>&1); rc=$?
 picked=$(grep -o '"sp_attention": "[a-z-]*"' "$WORK/auto/config.json" 2>/dev/null)

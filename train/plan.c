@@ -288,7 +288,9 @@ void plan_choose(TrainConfig *tc, Comm *c) {
     if (c->size > 1) link = plan_measure_link(c);
     static PlanRow rows[MAX_ROWS];
     Memory have = budget_memory(false, comm_node_size(c));
-    int k = plan_rows(tc, c->size, &rates, &link, have.bytes / have.sharing, rows, MAX_ROWS);
+    int all = plan_rows(tc, c->size, &rates, &link, have.bytes / have.sharing, rows, MAX_ROWS), k = 0;
+    for (int i = 0; i < all; i++) // the meshes with the run's own --recompute and --zero, in order
+        if (rows[i].recompute == tc->parallel.recompute && rows[i].zero == tc->zero) rows[k++] = rows[i];
     if (!k || !rows[0].fits)
         usage_error("--sp-attention auto: no mesh of %d ranks %s; train/train plan --ranks %d shows "
                     "them", c->size, k ? "fits this machine's memory" : "can run this batch and model",
@@ -381,7 +383,9 @@ int plan_main(int argc, char **argv, Comm *c) {
             for (int i = 0; i < np; i++) // the flags given, but --sp, which the mesh names
                 if (!strcmp(pass[i], "--sp")) i++;
                 else printf(" %s", pass[i]);
-            printf(" %s\n", mesh_flags(&rows[0].parallel, mesh, sizeof mesh));
+            printf(" %s%s%s\n", mesh_flags(&rows[0].parallel, mesh, sizeof mesh),
+                   rows[0].recompute && !tc.parallel.recompute ? " --recompute" : "",
+                   rows[0].zero && !tc.zero ? " --zero 1" : "");
         }
     }
     free(pass);
