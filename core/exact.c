@@ -65,21 +65,29 @@ static inline void add_pieces(Elem *e, unsigned __int128 wide, int64_t low, int6
     }
 }
 
+// A finite double's significand (the hidden bit included) and, in *p, the global bit position of
+// its lowest bit (weight 2^(p - 1074))
+static inline uint64_t split_double(double x, int *p) {
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int ex = (int)(bits >> 52 & 0x7ff);
+    uint64_t mant = bits & ((UINT64_C(1) << 52) - 1);
+    *p = 0;
+    if (ex) mant |= UINT64_C(1) << 52, *p = ex - 1;
+    return mant;
+}
+
 // One double: its 53-bit significand at global bit position p (weight 2^(p - 1074)) spans at
 // most three bins
 static inline void add_double(Elem *e, double x) {
     if (x == 0) return;
     if (!isfinite(x)) return raise_to(e, EXACT_NONFINITE);
-    uint64_t bits;
-    memcpy(&bits, &x, sizeof bits);
-    int ex = (int)(bits >> 52 & 0x7ff);
-    uint64_t mant = bits & ((UINT64_C(1) << 52) - 1);
-    int p = 0;
-    if (ex) mant |= UINT64_C(1) << 52, p = ex - 1;
+    int p;
+    uint64_t mant = split_double(x, &p);
     unsigned __int128 wide = (unsigned __int128)mant << (p & 31);
     int64_t low = p >> 5, high = low;
     for (unsigned __int128 w = wide >> 32; w; w >>= 32) high++;
-    add_pieces(e, wide, low, high, bits >> 63);
+    add_pieces(e, wide, low, high, signbit(x));
 }
 
 void exact_add_double(ExactSum *s, size_t at, const double *x, size_t n) {
@@ -211,12 +219,8 @@ static bool any_nan(const double *fronts, size_t n, int count, size_t i) {
 // Global bit positions (weight 2^(pos - 1074), as in add_double) of the highest and the lowest
 // set bit of a nonzero finite double
 static void bit_span(double x, int *top, int *bottom) {
-    uint64_t bits;
-    memcpy(&bits, &x, sizeof bits);
-    int ex = (int)(bits >> 52 & 0x7ff);
-    uint64_t mant = bits & ((UINT64_C(1) << 52) - 1);
-    int p = 0;
-    if (ex) mant |= UINT64_C(1) << 52, p = ex - 1;
+    int p;
+    uint64_t mant = split_double(x, &p);
     *top = p + 63 - __builtin_clzll(mant), *bottom = p + __builtin_ctzll(mant);
 }
 
