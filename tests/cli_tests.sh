@@ -207,6 +207,7 @@ ic="in-context conditioning (--in-context, or a checkpoint trained with it) runs
 expect_usage "$ic" --in-context --sp-attention ring
 expect_usage "$ic" --in-context --exact
 expect_usage "$ic" --in-context --recompute
+expect_usage "$ic" verify --ranks 2 --in-context --exact
 expect_usage "the ulysses-replicated-kv bug exchanges the in-context conditioning tokens' K/V; add --in-context" --sp-attention all-to-all --inject-bug ulysses-replicated-kv
 $TRAIN $RES --steps 1 --in-context --out "$WORK/incontext" >/dev/null 2>&1
 $TRAIN probe --ckpt "$WORK/incontext/model.safetensors" --make-batch 2 --out "$WORK/incontext/batch.safetensors" >/dev/null 2>&1
