@@ -264,6 +264,11 @@ const char *dit_pack_error(const DiTPack *p, char *buf, size_t len) {
                      "%d rows of %d tokens", i, a->gh, a->gw, a->start, a->row, p->B, p->T);
             return buf;
         }
+        if (i && a->row < p->img[i - 1].row) {
+            snprintf(buf, len, "pack image %d (row %d) follows an image of row %d; list the images "
+                     "in row order", i, a->row, p->img[i - 1].row);
+            return buf;
+        }
         for (int k = 0; k < i; k++) {
             const DiTImage *o = &p->img[k];
             if (o->row == a->row && o->start < a->start + a->gh * a->gw &&
@@ -282,6 +287,17 @@ void dit_pack_ids(const DiTPack *p, int32_t *id, int T_pad) {
         const DiTImage *a = &p->img[i];
         for (int t = 0; t < a->gh * a->gw; t++) id[(size_t)a->row * T_pad + a->start + t] = i;
     }
+}
+
+int dit_pack_rows(const DiTPack *p, int first, int n, DiTPack *sub) {
+    *sub = (DiTPack){.B = n, .T = p->T};
+    int i0 = 0;
+    while (i0 < p->n && p->img[i0].row < first) i0++;
+    for (int i = i0; i < p->n && p->img[i].row < first + n; i++) {
+        sub->img[sub->n] = p->img[i];
+        sub->img[sub->n++].row -= first;
+    }
+    return i0;
 }
 
 long dit_pack_tokens(const DiTPack *p) {
@@ -616,7 +632,7 @@ Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *
     for (int b = 0; b < B; b++)
         for (int r = 0; r < sh.n && sh.t0 + r < T; r++)
             memset(mask + ((size_t)b * sh.n + r) * row, !id || id[(size_t)b * sh.T_pad + sh.t0 + r] >= 0, row);
-    double count = sh.pack ? (double)dit_pack_tokens(sh.pack) * row
+    double count = sh.pack ? (double)(sh.pack_tokens ? sh.pack_tokens : dit_pack_tokens(sh.pack)) * row
                            : (double)(sh.images ? sh.images : B) * (sh.tokens ? sh.tokens : T) * row;
     return tape_name(tp, mse_loss(tp, out, tgt, mask, count), "loss");
 }

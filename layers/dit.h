@@ -99,14 +99,21 @@ typedef struct DiTShard {
     // dit_loss divides by images x tokens x the values of a token: the global batch and all T
     // tokens (other ranks' too), so the ranks' losses add up to the mean; 0: this batch, T
     int images, tokens;
+    // packs: dit_loss divides by pack_tokens x the values of a token instead: the real tokens of
+    // all images of the global batch (other micro-batches' and data groups' too); 0: this pack's
+    long pack_tokens;
     // --recompute: a step with gradients keeps each block's input only and runs the block's
     // forward again in backward, with the same kernels in the same order (the same gradients)
     bool recompute;
 } DiTShard;
 
 // NULL if pack p fits B rows of T tokens (every image inside its row, none overlapping another,
-// at least one); else the sentence naming the image.
+// at least one, the images in row order); else the sentence naming the image.
 const char *dit_pack_error(const DiTPack *p, char *buf, size_t len);
+// The images of rows [first, first + n) of pack p as a pack of n rows (renumbered from 0), into
+// sub; returns the index in p of its first image: as p's images are in row order, sub's image j
+// is p's image (that index + j), whose time and label it keeps.
+int dit_pack_rows(const DiTPack *p, int first, int n, DiTPack *sub);
 // The image of every token of rows of T_pad >= p->T tokens: id (p->B, T_pad), -1 for padding.
 void dit_pack_ids(const DiTPack *p, int32_t *id, int T_pad);
 // The real tokens of all images of pack p.

@@ -37,13 +37,18 @@ static int real_tokens(const SeqParallel *sp) {
     return n < 0 ? 0 : n > sp->shard.n ? sp->shard.n : n;
 }
 
-DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch) {
+DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch, const DiTPack *pack, long batch_tokens) {
     DiTShard sh = sp_dit_shard(sp);
     sh.images = batch, sh.tokens = sp->shard.T;
-    if (sp->bugs & BUG_ACCUM_UNWEIGHTED) sh.images = images * sp->accum * sp->dp; // 1/K each
+    sh.pack = pack, sh.pack_tokens = batch_tokens;
+    if (sp->bugs & BUG_ACCUM_UNWEIGHTED) { // 1/K each
+        sh.images = images * sp->accum * sp->dp;
+        if (pack) sh.pack_tokens = dit_pack_tokens(pack) * sp->accum * sp->dp;
+    }
     if (sp->bugs & BUG_LOCAL_MEAN_LOSS) { // this rank's images and its real tokens
         sh.images = images;
         sh.tokens = real_tokens(sp) > 0 ? real_tokens(sp) : 1; // a rank of padding only: 0 / 1
+        sh.pack_tokens = (long)sh.images * sh.tokens; // packs: their padding counted too
     }
     return sh;
 }

@@ -146,10 +146,12 @@ const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count,
 // Micro-batch i of a data group's `count` images: [*first, *first + *n). The first count % K are
 // one image larger (8 images, K = 3: 3, 3 and 2), so micro-batch 0 is the largest.
 void sp_micro_batch(const SeqParallel *sp, int count, int i, int *first, int *n);
-// sp_dit_shard for a micro-batch of `images` images of a step whose global batch is `batch`, with
-// the count its loss divides by: batch x T tokens, the same for every rank and micro-batch (the
-// accum-unweighted and local-mean-loss bugs choose theirs here).
-DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch);
+// sp_dit_shard for a micro-batch of `images` images (rows) of a step whose global batch is
+// `batch`, with the count its loss divides by: batch x T tokens, the same for every rank and
+// micro-batch (the accum-unweighted and local-mean-loss bugs choose theirs here). Packs: pack is
+// the micro-batch's, and the count the real tokens of the global batch, batch_tokens (under
+// accum-unweighted, the micro-batch's own times the micro-batches and data groups); else NULL, 0.
+DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch, const DiTPack *pack, long batch_tokens);
 // The loss-times-sp bug: what turns this rank's share of the global mean into the mean over its
 // own real tokens (T over their count; 0 for a rank of padding only), so that the ranks' logged
 // losses add up to about P times the loss

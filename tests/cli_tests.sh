@@ -636,13 +636,20 @@ for mesh in 3 4; do
     ok "packs of mixed sizes, $mesh ranks vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*'), samples.png (square)"
   else bad "packs of mixed sizes, $mesh ranks disagree with 1 rank"; echo "$out" | tail -5; fi
 done
+# data groups and micro-batches: dp 2 x sp 2 in 2 micro-batches of a row each against one rank,
+# and that one rank (in micro-batches) against one rank in one batch
+out=$("$TRAIN" verify --ranks 4 --sp 2 --grad-accum 2 $PACKS --batch 4 --out "$WORK/packs-dp" 2>&1) &&
+  "$TRAIN" $PACKS --batch 4 --samples-per-class 0 --out "$WORK/packs-one" >/dev/null 2>&1 &&
+  one=$("$TRAIN" compare "$WORK/packs-dp/ranks-1" "$WORK/packs-one" 2>&1)
+if [ $? = 0 ]; then
+  ok "packs in data groups and micro-batches (dp 2 x sp 2, --grad-accum 2) vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*'); in one batch: $(echo "$one" | grep -o 'largest relative loss difference [^ ]*')"
+else bad "packs in data groups and micro-batches disagree with 1 rank"; echo "$out $one" | tail -5; fi
 for bug in pack-mask-crosses-images pack-positions-from-shard; do
   out=$("$TRAIN" verify --ranks 3 $PACKS --inject-bug $bug --out "$WORK/packs" 2>&1)
   if [ $? = 1 ]; then ok "bug $bug (3 ranks, packs) caught: $(echo "$out" | grep -o 'first step over tolerance: [0-9]*')"
   else bad "bug $bug (3 ranks, packs) NOT caught"; echo "$out" | tail -5; fi
 done
 expect_usage "--max-tokens packs the images of a folder; it does not run with the shapes data" --max-tokens 20
-expect_usage "--max-tokens packs the images of a folder; it does not run in micro-batches" $PACKS --grad-accum 2
 expect_usage "--max-tokens 65 is above the 64 tokens of --input-size 16" $PACKS --max-tokens 65
 expect_usage "the pack-mask-crosses-images bug needs packs of images of different sizes" --inject-bug pack-mask-crosses-images
 

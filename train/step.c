@@ -6,12 +6,12 @@
 
 double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *t,
                       const int64_t *y, Tensor *target, int batch, const DiTPack *pack, real *out) {
-    CHECK(!pack || (sp->accum == 1 && sp->dp == 1 && !out), "step_gradients: packs run in one "
-          "micro-batch of one data group");
+    CHECK(!pack || !out, "step_gradients: the output images of packs are not gathered");
     if (arena->device) // the batch goes up once; the step's activations live on the device
         x = tensor_to(arena, x), t = tensor_to(arena, t), target = tensor_to(arena, target);
     size_t mark = arena_mark(arena);
-    double loss = 0;
+    double loss = 0, batch_tokens = pack ? (double)dit_pack_tokens(pack) : 0;
+    if (pack && sp->data) comm_all_reduce_double(sp->data, &batch_tokens, 1); // every data group's
     ExactMode exact;
     if (sp->exact) ps_use_exact(&m->ps);
     ps_zero_grad(&m->ps); // backward adds into the gradients: the micro-batches accumulate
@@ -22,11 +22,11 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         tp.watch = sp->watch, tp.watch_ctx = sp->watch_ctx;
         if (i == 0) sp_exact_tape(sp, &tp, &exact); // one loss sum for every micro-batch
         else tp.exact = sp->exact ? &exact : NULL;
-        DiTShard sh = sp_loss_shard(sp, n, batch);
-        sh.pack = pack;
-        // packs: one micro-batch, and the times and labels are per image
+        DiTPack rows; // packs: the micro-batch's rows, whose images are [i0, i0 + rows.n)
+        int i0 = pack ? dit_pack_rows(pack, first, n, &rows) : first, images = pack ? rows.n : n;
+        DiTShard sh = sp_loss_shard(sp, n, batch, pack ? &rows : NULL, (long)batch_tokens);
         Tensor *tokens = dit_forward(m, &tp, tensor_rows(arena, x, first, n),
-                                     pack ? t : tensor_rows(arena, t, first, n), pack ? y : y + first, &sh);
+                                     tensor_rows(arena, t, i0, images), y + i0, &sh);
         Tensor *l = dit_loss(m, &tp, tokens, tensor_rows(arena, target, first, n), &sh);
         backward(&tp, l);
         loss += tensor_item(l);

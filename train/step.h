@@ -10,7 +10,8 @@
 // `arena` (each freed before the next); then the gradients summed over every rank. Returns the
 // global mean loss. out, when not NULL, receives the data group's output images (n, C_out, S, S).
 // The batch and out are on the host; with a device arena (and m on the device) the batch is
-// copied up first, and the arena must have room for it. pack: the rows are packs (x and target
-// strips, t and y per image, layers/dit.h; one micro-batch, one data group, out NULL), or NULL.
+// copied up first, and the arena must have room for it. pack: the data group's n rows are packs
+// (x and target strips, t and y per image, layers/dit.h; out NULL), each micro-batch whole rows,
+// and every loss divides by the real tokens of all data groups' packs; or NULL.
 double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *t,
                       const int64_t *y, Tensor *target, int batch, const DiTPack *pack, real *out);

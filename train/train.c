@@ -280,9 +280,6 @@ static void setup(Run *r) {
     // the model's config is the flags' (a resumed checkpoint must match them)
     sp_setup_tokens(&r->sp, c, c->size, c->rank, &tc->parallel, &tc->model,
                     tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model));
-    if (tc->max_tokens && r->sp.dp > 1)
-        usage_error("--max-tokens packs run in one data group; leave out --sp (now %d of %d ranks)",
-                    tc->parallel.sp, c->size);
     if (tc->max_tokens) sp_setup(&r->square, c, c->size, c->rank, &tc->parallel, &tc->model);
     start_run(r);
     if (r->opt.step >= tc->steps)

@@ -235,18 +235,25 @@ typedef struct PackResult {
 // from its place in them): on one rank with the plain
 // attention (sp NULL), or on this rank's shard with its layout, outputs and loss summed over the
 // ranks (each real token is one rank's).
+static void pack_data(const DiTConfig *c, const DiTPack *pk, Arena *a, Tensor **x, Tensor **t,
+                      Tensor **target, int64_t *y) {
+    int p = c->patch_size, T = pk->T;
+    *x = tensor_new(a, 4, pk->B, c->in_channels, p, T * p), *t = tensor_new(a, 1, pk->n);
+    *target = tensor_new(a, 4, pk->B, dit_out_channels(c), p, T * p);
+    rng_fill_normal((*x)->data, (*x)->size, 8, 1, 0, 1), rng_fill_normal((*target)->data, (*target)->size, 8, 2, 0, 1);
+    for (int i = 0; i < pk->n; i++) { // each image its own time and label, whatever pack holds it
+        int k = pk->img[i].row * T + pk->img[i].start;
+        rng_fill_uniform((*t)->data + i, 1, 8, 3, (uint64_t)k, 0, 999);
+        y[i] = k % cfg.num_classes;
+    }
+}
+
 static PackResult pack_run(DiT *m, SeqParallel *sp, const DiTPack *pk, Arena *a) {
     const DiTConfig *c = &m->cfg;
     int p = c->patch_size, Co = dit_out_channels(c), row = p * p * Co, Bp = pk->B, T = pk->T;
-    Tensor *x = tensor_new(a, 4, Bp, c->in_channels, p, T * p), *t = tensor_new(a, 1, pk->n);
-    Tensor *target = tensor_new(a, 4, Bp, Co, p, T * p);
-    rng_fill_normal(x->data, x->size, 8, 1, 0, 1), rng_fill_normal(target->data, target->size, 8, 2, 0, 1);
+    Tensor *x, *t, *target;
     int64_t y[DIT_PACK_MAX];
-    for (int i = 0; i < pk->n; i++) { // each image its own time and label, whatever pack holds it
-        int k = pk->img[i].row * T + pk->img[i].start;
-        rng_fill_uniform(t->data + i, 1, 8, 3, (uint64_t)k, 0, 999);
-        y[i] = k % cfg.num_classes;
-    }
+    pack_data(c, pk, a, &x, &t, &target, y);
     DiTShard sh = sp ? sp_dit_shard(sp) : (DiTShard){.n = T};
     sh.pack = pk;
     PackResult r = {.out = xcalloc((size_t)Bp * T * row, sizeof(real)), .grads = xmalloc(m->ps.total * sizeof(real))};
@@ -346,6 +353,60 @@ START_TEST(packs_match_single_rank) {
         if (!k) ck_assert(!differs);
         else if (shows) ck_assert(differs);
         pack_free(&par);
+        sp_free(&sp);
+    }
+    pack_free(&ref);
+    arena_destroy(&a);
+    dit_free(&m);
+    cfg = configs[0];
+}
+END_TEST
+
+// Four rows of packs whose real tokens differ (17, 17, 15, 15), so that data groups and
+// micro-batches hold different shares of the loss
+static const DiTPack pack4 = {.B = 4, .T = 19, .n = 10,
+                              .img = {{0, 0, 3, 2}, {0, 6, 2, 4}, {0, 14, 1, 3}, {1, 0, 4, 4}, {1, 16, 1, 1},
+                                      {2, 0, 2, 3}, {2, 7, 3, 3}, {3, 0, 1, 5}, {3, 5, 2, 2}, {3, 10, 3, 2}}};
+
+// Packs in micro-batches and data groups: step_gradients on this rank's data group's rows of
+// pack4 (its micro-batches, the sums over every rank) gives the loss and gradients of one rank
+// with the whole pack; weighting each micro-batch 1/K (accum-unweighted) is caught
+START_TEST(packs_over_meshes_match_single_rank) {
+    static const struct { int groups, accum; SeqAttention layout; unsigned bugs; } meshes[] = {
+        {1, 2, SP_RING, 0}, {2, 1, SP_GATHER, 0}, {2, 2, SP_ALL_TO_ALL, 0},
+        {1, 2, SP_GATHER, BUG_ACCUM_UNWEIGHTED}};
+    cfg = pack_cfg;
+    DiT m;
+    random_model(&m);
+    Arena a = arena_create(64 << 20);
+    PackResult ref = pack_run(&m, NULL, &pack4, &a);
+    for (size_t i = 0; i < sizeof meshes / sizeof *meshes; i++) {
+        if (comm.size % meshes[i].groups) continue;
+        SpOptions o = options(meshes[i].layout, meshes[i].bugs);
+        o.packs = true, o.grad_accum = meshes[i].accum, o.sp = comm.size / meshes[i].groups;
+        SeqParallel sp;
+        char err[256], text[128];
+        ck_assert_msg(!sp_init(&sp, &comm, comm.size, comm.rank, &o, pack4.T, cfg.num_heads, err, sizeof err), "%s", err);
+        arena_reset(&a);
+        Tensor *x, *t, *target;
+        int64_t y[DIT_PACK_MAX];
+        pack_data(&cfg, &pack4, &a, &x, &t, &target, y);
+        int first, rows;
+        ck_assert_msg(!sp_batch_slice(&sp, pack4.B, &first, &rows, err, sizeof err), "%s", err);
+        DiTPack mine;
+        int i0 = dit_pack_rows(&pack4, first, rows, &mine);
+        double loss = step_gradients(&m, &sp, &a, tensor_rows(&a, x, first, rows), tensor_rows(&a, t, i0, mine.n),
+                                     y + i0, tensor_rows(&a, target, first, rows), pack4.B, &mine, NULL);
+        double e_loss = fabs(loss - ref.loss) / fabs(ref.loss), e_grad = 0;
+        for (int k = 0; k < m.ps.n; k++)
+            e_grad = fmax(e_grad, rel(m.ps.grads + m.ps.offset[k], ref.grads + m.ps.offset[k], m.ps.t[k]->size));
+        bool differs = e_loss > OUT_TOL || e_grad > GRAD_TOL;
+        char name[64];
+        if (comm.rank == 0)
+            printf("packs, %s%s%s: loss %.2e, worst gradient %.2e%s\n", sp_layout_text(&o, comm.size, text, sizeof text),
+                   o.bugs ? ", bug " : "", o.bugs ? bug_list(o.bugs, name, sizeof name) : "", e_loss, e_grad,
+                   !o.bugs ? "" : differs ? " -> caught" : " -> MISSED");
+        ck_assert(differs == (o.bugs != 0));
         sp_free(&sp);
     }
     pack_free(&ref);
@@ -1407,6 +1468,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, lse_overflow_caught_on_large_logits);
     tcase_add_test(tc, all_to_all_matches_single_rank);
     tcase_add_loop_test(tc, packs_match_single_rank, 0, SP_LAYOUTS);
+    tcase_add_test(tc, packs_over_meshes_match_single_rank);
     tcase_add_loop_test(tc, ring_matches_single_rank, 0, 2);
     tcase_add_test(tc, ring_overlap_is_exact);
     tcase_add_test(tc, uneven_heads_match_single_rank);
