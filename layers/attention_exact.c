@@ -11,6 +11,11 @@ static real *pair_scratch(Arena *a, const ExactAttn *g, bool backward) {
     return arena_alloc(a, PICK(a->device, attention_scratch_count)(1, g->blk, g->blk, g->H, g->dh, backward) * sizeof(real));
 }
 static const uint8_t *pair_mask(const ExactAttn *g, int kb) { return g->mask ? g->mask + (size_t)kb * g->blk : NULL; }
+// the images of query block qb of image (row) b and of key block kb, for a call of that one row
+static Segments pair_segments(const ExactAttn *g, int b, int qb, int kb) {
+    const Segments *s = &g->seg;
+    return s->id ? (Segments){s->id + (size_t)b * s->T, s->T, s->q0 + qb * g->blk, kb * g->blk} : NO_SEGMENTS;
+}
 
 // offsets: query block qb of image b in q (B, Tq, D); its log-sum-exp rows in (B, nqb, H, blk)
 static size_t q_at(const ExactAttn *g, int b, int qb) { return ((size_t)b * g->Tq + (size_t)qb * g->blk) * g->H * g->dh; }
@@ -28,7 +33,7 @@ void exact_attn_lse(const ExactAttn *g, Arena *a, real *lparts, const real *q, c
             size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
             for (int qb = 0; qb < g->Tq / g->blk; qb++) {
                 RUN(a->device, attention_forward, o, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
-                    pair_mask(g, kb), NO_SEGMENTS, 1, g->blk, g->blk, g->H, g->dh);
+                    pair_mask(g, kb), pair_segments(g, b, qb, kb), 1, g->blk, g->blk, g->H, g->dh);
                 copy_bytes(lparts + kb * lsize + l_at(g, b, qb), lb, nl * sizeof(real));
             }
         }
@@ -63,7 +68,7 @@ void exact_attn_out(const ExactAttn *g, Arena *a, ExactSum *o, const real *lse, 
             for (int qb = 0; qb < g->Tq / g->blk; qb++) {
                 const real *L = lse + l_at(g, b, qb);
                 RUN(a->device, attention_forward, ob, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
-                    pair_mask(g, kb), NO_SEGMENTS, 1, g->blk, g->blk, g->H, g->dh);
+                    pair_mask(g, kb), pair_segments(g, b, qb, kb), 1, g->blk, g->blk, g->H, g->dh);
                 ArenaMarks staged = arena_marks(a);
                 const real *oh = host_reals(a, ob, part + nl), *lh = oh + part;
                 for (int h = 0; h < g->H; h++) // (B=1, H, blk) log-sum-exp of the block
@@ -101,11 +106,11 @@ void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, E
                 size_t qo = q_at(g, b, qb);
                 if (g->block_delta) // the block's own partial output in place of the merged one
                     RUN(a->device, attention_forward, ob, lb, scr, q + qo, k + ko, v + ko, pair_mask(g, kb),
-                        NO_SEGMENTS, 1, g->blk, g->blk, g->H, g->dh);
+                        pair_segments(g, b, qb, kb), 1, g->blk, g->blk, g->H, g->dh);
                 zero_bytes(pq, part * sizeof(real));
                 RUN(a->device, attention_backward, pq, pk + qb * part, pv + qb * part, scr, dout + qo,
                     g->block_delta ? ob : out + qo, lse + l_at(g, b, qb), q + qo, k + ko, v + ko,
-                    pair_mask(g, kb), NO_SEGMENTS, 1, g->blk, g->blk, g->H, g->dh);
+                    pair_mask(g, kb), pair_segments(g, b, qb, kb), 1, g->blk, g->blk, g->H, g->dh);
                 if (!dq) continue;
                 ArenaMarks staged = arena_marks(a);
                 exact_add(dq, qo, host_reals(a, pq, part), part);
@@ -159,8 +164,8 @@ static void exact_attention_bwd(Node *n) {
 }
 
 Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all, Tensor *v_all,
-                        int kfirst, int heads, const uint8_t *key_mask, ExactReduceFn reduce,
-                        void *ctx) {
+                        int kfirst, int heads, const uint8_t *key_mask, Segments seg,
+                        ExactReduceFn reduce, void *ctx) {
     char qs[64], ks[64];
     int B = q->shape[0], Tq = q->shape[1], D = q->shape[2], Tk = k_all->shape[1], blk = tp->exact->block;
     CHECK(q->ndim == 3 && k_all->ndim == 3 && k_all->shape[0] == B &&
@@ -170,7 +175,7 @@ Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all
           "attention_exact: q %s and keys %s must be [B, n, D] in blocks of %d tokens",
           tensor_shape_str(q, qs, sizeof qs), tensor_shape_str(k_all, ks, sizeof ks), blk);
     Arena *a = tp->arena;
-    ExactAttn g = {B, Tq, heads, D / heads, blk, Tk / blk, key_mask, false, false, false};
+    ExactAttn g = {B, Tq, heads, D / heads, blk, Tk / blk, key_mask, seg, false, false, false};
     Tensor *out = tensor_like(a, q), *lse = tensor_new(a, 1, B * Tq * heads);
     ArenaMarks mark = arena_marks(a);
     // the pieces' log-sum-exps, their combination and the output's sums on the host

@@ -15,6 +15,8 @@
 typedef struct ExactAttn {
     int B, Tq, H, dh, blk, nkb; // queries (B, Tq, H*dh) in Tq / blk blocks; nkb key blocks in all
     const uint8_t *mask;        // all nkb * blk keys', or NULL
+    Segments seg;               // packs: the images of the queries (from token seg.q0) and of all
+                                // nkb * blk keys (seg.k0 0); NO_SEGMENTS otherwise
     bool mean_merge;            // the ring-wrong-merge bug: blocks averaged, not weighted by L
     bool block_delta;           // the ring-block-delta bug: backward's row term from each block's
                                 // own partial output

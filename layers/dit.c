@@ -382,8 +382,11 @@ typedef struct PackTokens {
 } PackTokens;
 
 // The adaLN vectors: per image (rows, K) as they are, or with packs each token's image's row
-// (B, n, K), which modulate and gated_add take as one vector per token
-static Tensor *per_token(Tape *tp, Tensor *per_image, const PackTokens *pt, int B, int n) {
+// (B, n, K), which modulate and gated_add take as one vector per token; under --exact as
+// sh->spread gives them
+static Tensor *per_token(Tape *tp, Tensor *per_image, const PackTokens *pt, const DiTShard *sh,
+                         int B, int n) {
+    if (sh->spread) return sh->spread(tp, per_image, pt->image_of, B, n, sh->attend_ctx);
     if (!pt->image_of) return per_image;
     Tensor *e = embedding(tp, per_image, pt->image_of, B * n);
     return tensor_reshape(tp->arena, e, 3, (int[]){B, n, per_image->shape[1]});
@@ -396,8 +399,7 @@ static Tensor *block_forward(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tens
     int D = x->shape[2];
 #define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
     Tensor *mod = NAME(linear(tp, c_act, b->ada_w, b->ada_b), "adaLN"), *m[6];
-    if (sh->spread) mod = sh->spread(tp, mod, sh->attend_ctx);
-    mod = per_token(tp, mod, pt, x->shape[0], x->shape[1]);
+    mod = per_token(tp, mod, pt, sh, x->shape[0], x->shape[1]);
     for (int j = 0; j < 6; j++) m[j] = slice_last(tp, mod, j * D, D);
     // m: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
     Tensor *h = NAME(modulate(tp, layernorm(tp, x, LN_EPS), m[0], m[1]), "norm1");
@@ -565,7 +567,6 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     int images = sh.pack ? sh.pack->n : B; // what the conditioning is per
     check_images(m, &sh, img, c->in_channels, "the input image batch");
     tensor_check_shape(t, "the timestep batch", 1, (int[]){images});
-    CHECK(!sh.pack || !tp->exact, "packs of images do not run under --exact");
     // x = patch_embed(img) + pos_embed, on this shard's tokens (padding rows get no position)
     Tensor *x = patch_embed(tp, img, m->x_w, m->x_b, sh.t0, sh.n);
     PackTokens pt = {0};
@@ -608,8 +609,7 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     }
     // final layer
     Tensor *mod = tape_name(tp, linear(tp, c_act, m->f_ada_w, m->f_ada_b), "final_layer.adaLN");
-    if (sh.spread) mod = sh.spread(tp, mod, sh.attend_ctx);
-    mod = per_token(tp, mod, &pt, B, sh.n);
+    mod = per_token(tp, mod, &pt, &sh, B, sh.n);
     x = modulate(tp, layernorm(tp, x, LN_EPS), slice_last(tp, mod, 0, D), slice_last(tp, mod, D, D));
     return tape_name(tp, linear(tp, tape_name(tp, x, "final_layer.norm"), m->f_w, m->f_b), "final_layer.out");
 }

@@ -93,9 +93,11 @@ typedef struct DiTShard {
                           // shard-pos-embed bug)
     AttendFn attend; // NULL: plain attention of the n local tokens to themselves
     void *attend_ctx; // passed to attend and spread
-    // --exact: a per-image (B, K) -> (B, G, K) over this rank's G canonical blocks, for the
-    // adaLN vectors (collectives.h, seq_spread_exact); NULL: used as they are
-    Tensor *(*spread)(Tape *tp, Tensor *per_image, void *ctx);
+    // --exact: the adaLN vectors per image (images, K) -> (B, G, K) over this rank's G canonical
+    // blocks, or with packs (image_of: the image of each of the B x n tokens) (B, n, K), one row
+    // per token; backward sums their gradients exactly (autograd_collectives.h,
+    // seq_spread_exact); NULL: used as they are
+    Tensor *(*spread)(Tape *tp, Tensor *per_image, const int64_t *image_of, int B, int n, void *ctx);
     // dit_loss divides by images x tokens x the values of a token: the global batch and all T
     // tokens (other ranks' too), so the ranks' losses add up to the mean; 0: this batch, T
     int images, tokens;

@@ -33,16 +33,17 @@ Tensor *timestep_embedding(Tape *tp, Tensor *t, int dim);
 // --exact (attention_exact.c): q (B,Tq,D) this rank's queries; k, v (B,n,D) its keys and values,
 // rows [kfirst, kfirst + n) of k_all, v_all (B,Tk,D), all the keys its queries see (not
 // differentiated; k_all = k where they are all here). Tq and Tk are multiples of the tape's
-// canonical block. reduce (NULL: none) completes the exact sums of dK or dV of all keys over the
-// ranks whose queries saw them.
+// canonical block. seg: packs' images of the queries (from token seg.q0) and of all Tk keys
+// (seg.k0 0), or NO_SEGMENTS. reduce (NULL: none) completes the exact sums of dK or dV of all
+// keys over the ranks whose queries saw them.
 typedef void (*ExactReduceFn)(ExactSum *d_all, void *ctx);
 // --exact: a linear's blocks' weight gradients wait for the sums in groups of up to this many
 // blocks and values (at least one block's)
 #define LINEAR_EXACT_BLOCKS 8
 #define LINEAR_EXACT_TERMS (1 << 20)
 Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all, Tensor *v_all,
-                        int kfirst, int heads, const uint8_t *key_mask, ExactReduceFn reduce,
-                        void *ctx);
+                        int kfirst, int heads, const uint8_t *key_mask, Segments seg,
+                        ExactReduceFn reduce, void *ctx);
 // q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D);
 // seg: the images of packed rows, a query attends only to its own image's keys (segments.h), or
 // NO_SEGMENTS. Labels, masks and ids may be host memory for ops on the device too (copied up).

@@ -68,8 +68,9 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
     Tensor *vh = seq_all_to_all(tp, c, v, heads, TO_HEAD_SHARD);
     int h = seq_heads(heads, c->size, c->rank);
     // --exact: every key of these heads is here, so dK and dV need no reduction
-    Tensor *o = tp->exact ? attention_exact(tp, qh, kh, vh, kh, vh, 0, h, sp_key_mask(sp), NULL, NULL)
-                          : attention(tp, qh, kh, vh, h, sp_key_mask(sp), sp_segments(sp, seg, 0, 0));
+    Segments images = sp_segments(sp, seg, 0, 0);
+    Tensor *o = tp->exact ? attention_exact(tp, qh, kh, vh, kh, vh, 0, h, sp_key_mask(sp), images, NULL, NULL)
+                          : attention(tp, qh, kh, vh, h, sp_key_mask(sp), images);
     return seq_all_to_all(tp, c, o, heads, TO_TOKEN_SHARD);
 }
 

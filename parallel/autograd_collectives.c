@@ -75,18 +75,25 @@ Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x) {
     return out;
 }
 
+typedef struct Spread {
+    Comm *c;
+    const int64_t *of; // (rows): the row of x each row of the output is
+} Spread;
+
 static void spread_bwd(Node *nd) {
     real *dx = node_grad(nd, 0);
     if (!dx) return;
-    int B = nd->iarg[0], G = nd->iarg[1], K = nd->iarg[2];
+    int B = nd->in[0]->shape[0], rows = nd->out->shape[0], K = nd->out->shape[1];
+    const Spread *sp = nd->ptr;
+    const int64_t *of = sp->of;
     Arena *a = nd->arena, *host = arena_host(a); // the sums are host memory: a device gradient is staged there
     size_t mark = arena_mark(a), hmark = arena_mark(host), n = (size_t)B * K;
     ExactSum s = exact_view(arena_alloc(host, exact_bytes(n)), n);
-    real *dout = nd->out->grad, *sum = arena_alloc(host, (size_t)G * n * sizeof(real));
-    if (a->device) copy_bytes(sum, dout, (size_t)G * n * sizeof(real)), dout = sum;
-    for (int b = 0; b < B; b++)
-        for (int g = 0; g < G; g++) exact_add(&s, (size_t)b * K, dout + ((size_t)b * G + g) * K, (size_t)K);
-    comm_all_reduce_exact((Comm *)nd->ptr, &s);
+    size_t all = (size_t)rows * K;
+    real *dout = nd->out->grad, *sum = arena_alloc(host, (all > n ? all : n) * sizeof(real));
+    if (a->device) copy_bytes(sum, dout, all * sizeof(real)), dout = sum;
+    for (int r = 0; r < rows; r++) exact_add(&s, (size_t)of[r] * K, dout + (size_t)r * K, (size_t)K);
+    comm_all_reduce_exact(sp->c, &s);
     exact_result(sum, &s, 0, n);
     real *add = sum;
     if (a->device) add = arena_alloc(a, n * sizeof(real)), copy_bytes(add, sum, n * sizeof(real));
@@ -95,17 +102,23 @@ static void spread_bwd(Node *nd) {
     arena_release(a, mark);
 }
 
-Tensor *seq_spread_exact(Tape *tp, Comm *c, Tensor *x, int G) {
+Tensor *seq_spread_exact(Tape *tp, Comm *c, Tensor *x, const int64_t *of, int rows) {
     char s[64];
-    CHECK(x->ndim == 2 && G > 0, "seq_spread_exact: x must be [B, K], got %s",
+    CHECK(x->ndim == 2 && rows > 0, "seq_spread_exact: x must be [B, K], got %s",
           tensor_shape_str(x, s, sizeof s));
-    int B = x->shape[0], K = x->shape[1];
-    Tensor *out = tensor_new(tp->arena, 3, B, G, K);
-    for (int b = 0; b < B; b++)
-        for (int g = 0; g < G; g++)
-            copy_bytes(out->data + ((size_t)b * G + g) * K, x->data + (size_t)b * K, (size_t)K * sizeof(real));
+    int K = x->shape[1];
+    Tensor *out = tensor_new(tp->arena, 2, rows, K);
+    for (int r = 0; r < rows; r++) {
+        CHECK(of[r] >= 0 && of[r] < x->shape[0], "seq_spread_exact: row %d takes row %lld of %d", r,
+              (long long)of[r], x->shape[0]);
+        copy_bytes(out->data + (size_t)r * K, x->data + (size_t)of[r] * K, (size_t)K * sizeof(real));
+    }
     Node *nd = tape_record(tp, "seq_spread_exact", spread_bwd, out, 1, x);
-    if (nd) nd->iarg[0] = B, nd->iarg[1] = G, nd->iarg[2] = K, nd->ptr = c;
+    if (nd) {
+        Spread *sp = arena_alloc(arena_host(tp->arena), sizeof *sp);
+        *sp = (Spread){c, of};
+        nd->ptr = sp;
+    }
     return out;
 }
 

@@ -14,11 +14,12 @@ Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x);
 // Backward: all-gather.
 Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x);
 
-// --exact: x (B, K), one row per image, -> (B, G, K): the row for each of the G canonical blocks of
-// this rank's tokens. Backward: the blocks' gradients summed exactly over the blocks and over the
-// group's ranks, so every rank gets the gradient of all of the image's tokens, with the same bits
-// for any number of ranks.
-Tensor *seq_spread_exact(Tape *tp, Comm *c, Tensor *x, int G);
+// --exact: x (B, K), one row per image, -> (rows, K): row r is x's row of[r] (of on the host,
+// valid until backward): the row for each canonical block of this rank's tokens, or for each of
+// its tokens of a pack. Backward: the rows' gradients summed exactly into their image's and over
+// the group's ranks, so every rank gets the gradient of all of the image's tokens, with the same
+// bits for any number of ranks.
+Tensor *seq_spread_exact(Tape *tp, Comm *c, Tensor *x, const int64_t *of, int rows);
 
 typedef enum { TO_HEAD_SHARD, TO_TOKEN_SHARD } A2ADir;
 // The first of the heads rank r holds when H heads split over P ranks (r = P: H). Rank r holds

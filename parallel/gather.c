@@ -58,20 +58,24 @@ static void reduce_exact(ExactSum *d_all, void *ctx) {
 
 // --exact: K and V gathered outside the tape; dK and dV of all keys summed exactly over the
 // group, each rank keeping its rows (the bugs as below)
-static Tensor *attend_exact(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads) {
+static Tensor *attend_exact(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads,
+                            const int32_t *seg) {
     const SeqShard *s = &sp->shard;
     const uint8_t *mask = sp_key_mask(sp);
+    Segments local = sp_segments(sp, seg, s->t0, s->t0); // the exact op's keys start at k0 0
+    if (local.id) local.id += s->t0, local.q0 = local.k0 = 0;
     if (sp->bugs & BUG_LOCAL_KV)
-        return attention_exact(tp, q, k, v, k, v, 0, heads, mask ? mask + s->t0 : NULL, NULL, NULL);
+        return attention_exact(tp, q, k, v, k, v, 0, heads, mask ? mask + s->t0 : NULL, local, NULL, NULL);
     bool grad = tp->grad_enabled;
     tp->grad_enabled = false;
     Tensor *k_all = seq_all_gather(tp, sp->comm, k), *v_all = seq_all_gather(tp, sp->comm, v);
     tp->grad_enabled = grad;
     ExactReduceFn reduce = (sp->bugs & BUG_NO_DKV_REDUCE_SCATTER) ? NULL : reduce_exact;
     if (!(sp->bugs & BUG_WRONG_RESTORE))
-        return attention_exact(tp, q, k, v, k_all, v_all, s->t0, heads, mask, reduce, sp);
+        return attention_exact(tp, q, k, v, k_all, v_all, s->t0, heads, mask,
+                               sp_segments(sp, seg, s->t0, 0), reduce, sp);
     Tensor *o_all = attention_exact(tp, seq_all_gather(tp, sp->comm, q), k, v, k_all, v_all, s->t0,
-                                    heads, mask, reduce, sp);
+                                    heads, mask, sp_segments(sp, seg, 0, 0), reduce, sp);
     return wrong_restore(tp, o_all, q, s->n);
 }
 
@@ -90,7 +94,7 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
     SeqParallel *sp = ctx;
     const SeqShard *s = &sp->shard;
     const uint8_t *mask = sp_key_mask(sp);
-    if (tp->exact) return attend_exact(tp, sp, q, k, v, heads);
+    if (tp->exact) return attend_exact(tp, sp, q, k, v, heads, seg);
     if (sp->context) return attend_in_context(tp, sp, q, k, v, heads);
     if (sp->bugs & BUG_LOCAL_KV) // local queries against local keys: long-range lost
         return attention(tp, q, k, v, heads, mask ? mask + s->t0 : NULL, sp_segments(sp, seg, s->t0, s->t0));

@@ -58,10 +58,18 @@ DiTPass sp_pass(const SeqParallel *sp, bool backward) {
     return !backward ? DIT_FORWARD : sp->recompute ? DIT_RECOMPUTE : DIT_BACKWARD;
 }
 
-// --exact: the adaLN vectors of each image spread over this rank's canonical blocks
-static Tensor *spread(Tape *tp, Tensor *per_image, void *ctx) {
+// --exact: the adaLN vectors of each image spread over this rank's canonical blocks, or with
+// packs over its tokens
+static Tensor *spread(Tape *tp, Tensor *per_image, const int64_t *image_of, int B, int n, void *ctx) {
     SeqParallel *sp = ctx;
-    return seq_spread_exact(tp, sp->comm, per_image, sp->policy_blocks / sp->comm->size);
+    int G = image_of ? n : sp->policy_blocks / sp->comm->size;
+    if (!image_of) { // image b's row for each of its G blocks
+        int64_t *of = arena_alloc(arena_host(tp->arena), (size_t)B * G * sizeof(int64_t));
+        for (int r = 0; r < B * G; r++) of[r] = r / G;
+        image_of = of;
+    }
+    Tensor *rows = seq_spread_exact(tp, sp->comm, per_image, image_of, B * G);
+    return tensor_reshape(tp->arena, rows, 3, (int[]){B, G, per_image->shape[1]});
 }
 
 DiTShard sp_dit_shard(SeqParallel *sp) {

@@ -152,13 +152,14 @@ static void ring_exact_bwd(Node *nd) {
 }
 
 static Tensor *ring_attention_exact(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
-                                    const uint8_t *key_mask, unsigned bugs) {
+                                    const uint8_t *key_mask, const int32_t *seg, unsigned bugs) {
     int B = q->shape[0], n = q->shape[1], D = q->shape[2], P = c->size, r = c->rank, blkt = tp->exact->block;
     CHECK(n % blkt == 0, "ring attention: --exact needs whole blocks of %d tokens, got %d tokens", blkt, n);
     Arena *a = tp->arena;
     int nb = n / blkt;
     RingExact *e = arena_alloc(arena_host(a), sizeof *e);
-    *e = (RingExact){{B, n, heads, D / heads, blkt, P * nb, key_mask, bugs & BUG_RING_WRONG_MERGE,
+    Segments images = seg ? (Segments){seg, P * n, r * n, 0} : NO_SEGMENTS;
+    *e = (RingExact){{B, n, heads, D / heads, blkt, P * nb, key_mask, images, bugs & BUG_RING_WRONG_MERGE,
                       bugs & BUG_RING_BLOCK_DELTA, bugs & BUG_LSE_OVERFLOW}, c, bugs, (size_t)B * n * D};
     Tensor *out = tensor_like(a, q);
     Tensor *saved = tensor_new(a, 1, (int)((size_t)B * heads * n + 2 * e->blk)); // lse, last K V
@@ -194,7 +195,7 @@ static Tensor *ring_attention_exact(Tape *tp, Comm *c, Tensor *q, Tensor *k, Ten
 
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
                        const uint8_t *key_mask, const int32_t *seg, unsigned bugs) {
-    if (tp->exact) return ring_attention_exact(tp, c, q, k, v, heads, key_mask, bugs);
+    if (tp->exact) return ring_attention_exact(tp, c, q, k, v, heads, key_mask, seg, bugs);
     int B = q->shape[0], n = q->shape[1], D = q->shape[2], P = c->size, r = c->rank;
     CHECK(heads > 0 && D % heads == 0, "ring attention: %d heads do not divide the width %d", heads, D);
     Arena *a = tp->arena;

@@ -636,14 +636,18 @@ for mesh in 3 4; do
     ok "packs of mixed sizes, $mesh ranks vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*'), samples.png (square)"
   else bad "packs of mixed sizes, $mesh ranks disagree with 1 rank"; echo "$out" | tail -5; fi
 done
-# data groups and micro-batches: dp 2 x sp 2 in 2 micro-batches of a row each against one rank,
-# and that one rank (in micro-batches) against one rank in one batch
-out=$("$TRAIN" verify --ranks 4 --sp 2 --grad-accum 2 $PACKS --batch 4 --out "$WORK/packs-dp" 2>&1) &&
+# data groups and micro-batches under --exact: dp 2 x sp 2 in 2 micro-batches of a row each has
+# the bits of one rank, and that one rank (exact, in micro-batches) agrees with one rank in one
+# batch (default mode); the ring under --exact has one rank's bits too
+out=$("$TRAIN" verify --ranks 4 --sp 2 --grad-accum 2 --exact $PACKS --batch 4 --out "$WORK/packs-dp" 2>&1) &&
   "$TRAIN" $PACKS --batch 4 --samples-per-class 0 --out "$WORK/packs-one" >/dev/null 2>&1 &&
   one=$("$TRAIN" compare "$WORK/packs-dp/ranks-1" "$WORK/packs-one" 2>&1)
 if [ $? = 0 ]; then
-  ok "packs in data groups and micro-batches (dp 2 x sp 2, --grad-accum 2) vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*'); in one batch: $(echo "$one" | grep -o 'largest relative loss difference [^ ]*')"
+  ok "packs in data groups and micro-batches (dp 2 x sp 2, --grad-accum 2, --exact) vs 1 rank: $(echo "$out" | grep -o 'identical: .*'); in one batch: $(echo "$one" | grep -o 'largest relative loss difference [^ ]*')"
 else bad "packs in data groups and micro-batches disagree with 1 rank"; echo "$out $one" | tail -5; fi
+out=$("$TRAIN" verify --ranks 3 --sp-attention ring --exact $PACKS --samples-per-class 0 --out "$WORK/packs-dp" 2>&1)
+if [ $? = 0 ]; then ok "packs, ring, 3 ranks, --exact: $(echo "$out" | grep -o 'identical: .*')"
+else bad "packs, ring, 3 ranks, --exact: not one rank's bits"; echo "$out" | tail -5; fi
 for bug in pack-mask-crosses-images pack-positions-from-shard; do
   out=$("$TRAIN" verify --ranks 3 $PACKS --inject-bug $bug --out "$WORK/packs" 2>&1)
   if [ $? = 1 ]; then ok "bug $bug (3 ranks, packs) caught: $(echo "$out" | grep -o 'first step over tolerance: [0-9]*')"

@@ -98,10 +98,9 @@ static void settle(TrainConfig *tc, bool out_given, bool cfg_given) {
 void train_config_check_packs(const TrainConfig *tc) {
     const DiTConfig *m = &tc->model;
     if (!tc->max_tokens) return;
-    const char *no = !strcmp(tc->data, "shapes") ? "with the shapes data (pass --data DIR)"
-                     : tc->parallel.exact        ? "under --exact"
-                                                 : NULL;
-    if (no) usage_error("--max-tokens packs the images of a folder; it does not run %s", no);
+    if (!strcmp(tc->data, "shapes"))
+        usage_error("--max-tokens packs the images of a folder; it does not run with the shapes "
+                    "data (pass --data DIR)");
     if (tc->max_tokens > dit_tokens(m))
         usage_error("--max-tokens %d is above the %d tokens of --input-size %d (patch %d); "
                     "pass at most %d, or a larger --input-size", tc->max_tokens, dit_tokens(m),
