@@ -630,12 +630,18 @@ for i, (w, h) in enumerate([(12, 6), (8, 8), (6, 14), (16, 4), (10, 10), (4, 6)]
     png(f'{sys.argv[1]}/img{i}.png', w, h, i)
 PY
 PACKS="--model DiT-tiny/2 --input-size 16 --data $WORK/mixed --max-tokens 40 --batch 2 --steps 10 --sample-steps 1 --samples-per-class 1"
-for mesh in 3 4; do
-  out=$("$TRAIN" verify --ranks $mesh $PACKS --out "$WORK/packs" 2>&1)
-  if [ $? = 0 ] && [ -s "$WORK/packs/ranks-$mesh/samples.png" ]; then
-    ok "packs of mixed sizes, $mesh ranks vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*'), samples.png (square)"
-  else bad "packs of mixed sizes, $mesh ranks disagree with 1 rank"; echo "$out" | tail -5; fi
+png_height() { od -An -tu1 -j20 -N4 "$1" | awk '{print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4}'; }
+for mesh in 3 4; do # 4 ranks: samples at 8x8 and 4x12 pixels, one class: a row 8 pixels high, 4x
+  sizes=$([ $mesh = 4 ] && echo "--sample-sizes 8x8,4x12")
+  out=$("$TRAIN" verify --ranks $mesh $PACKS $sizes --out "$WORK/packs" 2>&1)
+  if [ $? = 0 ] && [ "$(png_height "$WORK/packs/ranks-$mesh/samples.png")" = $([ $mesh = 4 ] && echo 40 || echo 72) ]; then
+    ok "packs of mixed sizes, $mesh ranks vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*'), samples.png ${sizes:-(square)}"
+  else bad "packs of mixed sizes, $mesh ranks disagree with 1 rank, or samples.png is not $sizes"; echo "$out" | tail -5; fi
 done
+msg=$("$TRAIN" sample --ckpt "$WORK/packs/ranks-1" --sample-sizes 8x8,4x --out "$WORK/never.png" 2>&1)
+if [ $? = 2 ] && echo "$msg" | grep -q "^error: --sample-sizes '8x8,4x': expects 1 to 16 sizes" && [ ! -e "$WORK/never.png" ]; then
+  ok "sample --sample-sizes 8x8,4x: exit 2, one sentence"
+else bad "sample --sample-sizes 8x8,4x: $msg"; fi
 # data groups and micro-batches under --exact: dp 2 x sp 2 in 2 micro-batches of a row each has
 # the bits of one rank, and that one rank (exact, in micro-batches) agrees with one rank in one
 # batch (default mode); the ring under --exact has one rank's bits too
@@ -655,6 +661,8 @@ for bug in pack-mask-crosses-images pack-positions-from-shard; do
 done
 expect_usage "--max-tokens packs the images of a folder; it does not run with the shapes data" --max-tokens 20
 expect_usage "--max-tokens 65 is above the 64 tokens of --input-size 16" $PACKS --max-tokens 65
+expect_usage "--sample-sizes 5x4: each side must be a multiple of the patch 2; pass e.g. 6x4" $PACKS --sample-sizes 5x4
+expect_usage "--sample-sizes 32x16 has 32 tokens, more than the 16 of --input-size 16 (patch 4)" --input-size 16 --sample-sizes 32x16
 expect_usage "the pack-mask-crosses-images bug needs packs of images of different sizes" --inject-bug pack-mask-crosses-images
 
 echo "cli tests: $pass passed, $fail failed"

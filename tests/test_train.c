@@ -590,7 +590,8 @@ START_TEST(settings_resume_round_trip) {
                     "--num-classes", "7", "--learn-sigma", "--class-dropout", "0.25", "--in-context", "--steps", "30",
                     "--batch", "6", "--lr", "3e-4", "--weight-decay", "0.01", "--clip-norm", "0.5",
                     "--ema", "0.9", "--seed", "18446744073709551615", "--qkv-gain", "2", "--data", data,
-                    "--sample-steps", "3", "--samples-per-class", "2", "--cfg-scale", "1.5", "--sp", "2",
+                    "--sample-steps", "3", "--samples-per-class", "2", "--sample-sizes", "4x8,12x2",
+                    "--cfg-scale", "1.5", "--sp", "2",
                     "--sp-attention", "hybrid", "--ulysses-degree", "2", "--no-auto-pad",
                     "--pad-multiple", "3", "--grad-accum", "2", "--inject-bug", "ring-wrong-merge",
                     "--inject-bug", "no-pad-mask", "--exact", "--virtual-shards", "6", "--max-tokens", "9",
@@ -691,7 +692,7 @@ END_TEST
 // The ranks' check line holds each AGREED row of a command: changing that row alone changes the
 // line; the other rows leave it as it was
 START_TEST(settings_rank_check_holds_the_agreed_rows) {
-    const char *others[] = {"7", "1", "0.5", "true", "false", "ring", "cuda", "local-kv", "DiT-S/2", "elsewhere"};
+    const char *others[] = {"7", "1", "0.5", "true", "false", "ring", "cuda", "local-kv", "DiT-S/2", "elsewhere", "8x4"};
     for (unsigned c = FOR_TRAIN; c <= FOR_BUGS; c <<= 1)
         for (int i = 0; i < SETTINGS; i++) {
             const Setting *s = &settings[i];

@@ -77,6 +77,7 @@ static void settle(TrainConfig *tc, bool out_given, bool cfg_given) {
                     "it, e.g. %s", m->num_heads, m->hidden_size, why);
     }
     if (dit_config_error(&tc->model, why, sizeof why)) usage_error("invalid model: %s", why);
+    if (sample_sizes_error(&tc->sample_sizes, m, why, sizeof why)) usage_error("%s", why);
     DiTConfig preset = tc->model;
     dit_preset(tc->preset, &preset);
     if (preset.hidden_size != tc->model.hidden_size || preset.depth != tc->model.depth ||
@@ -93,6 +94,22 @@ static void settle(TrainConfig *tc, bool out_given, bool cfg_given) {
     }
     if (tc->log_every == 0) tc->log_every = tc->steps >= 20 ? tc->steps / 20 : 1;
     tc->parallel.packs = tc->max_tokens > 0;
+}
+
+const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *buf, size_t len) {
+    int p = m->patch_size;
+    for (int i = 0; i < s->n; i++) {
+        int h = s->h[i], w = s->w[i];
+        if (h % p || w % p)
+            return snprintf(buf, len, "--sample-sizes %dx%d: each side must be a multiple of the "
+                            "patch %d; pass e.g. %dx%d", h, w, p, (h + p - 1) / p * p,
+                            (w + p - 1) / p * p), buf;
+        if ((long)(h / p) * (w / p) > dit_tokens(m))
+            return snprintf(buf, len, "--sample-sizes %dx%d has %ld tokens, more than the %d of "
+                            "--input-size %d (patch %d); pass smaller sizes or a larger --input-size",
+                            h, w, (long)(h / p) * (w / p), dit_tokens(m), m->input_size, p), buf;
+    }
+    return NULL;
 }
 
 void train_config_check_packs(const TrainConfig *tc) {

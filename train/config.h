@@ -9,6 +9,13 @@
 
 #define PATH_LEN 512
 
+// --sample-sizes: the pixel sizes h x w of the samples' columns (column j: size j mod n); n 0:
+// square images of --input-size
+#define SAMPLE_SIZES_MAX 16
+typedef struct SampleSizes {
+    int n, h[SAMPLE_SIZES_MAX], w[SAMPLE_SIZES_MAX];
+} SampleSizes;
+
 typedef struct TrainConfig {
     DiTConfig model;
     char preset[32];
@@ -20,6 +27,7 @@ typedef struct TrainConfig {
     int sample_every, save_every, log_every;              // 0 = only at the end; save -1 = timed
     int sample_steps, samples_per_class;
     double cfg_scale;
+    SampleSizes sample_sizes;
     int threads; // BLAS threads per rank; 0 = cores / ranks
     int max_tokens; // --max-tokens: rows pack a folder's images at their own sizes (0: square)
     int zero;    // --zero: 1 = the Adam moments sharded over every rank (ZeRO stage 1); 0 = whole
@@ -35,6 +43,9 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank);
 // --max-tokens (packs) with what it does not run with yet: a usage error (at a run's start, so
 // that config.json keeps any combination)
 void train_config_check_packs(const TrainConfig *tc);
+// NULL when every --sample-sizes size fits model m: each side a multiple of the patch, at most
+// the tokens of --input-size; else the sentence
+const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *buf, size_t len);
 // train/train --help
 void train_config_help(FILE *f);
 // One line with every setting that must agree across ranks.

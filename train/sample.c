@@ -112,7 +112,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             }
             if (arena->device) tin = tensor_to(arena, tin);
             Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
-            Tensor *img = sp_gather_image(&tp, sp, tokens, c); // (B, C_out, S, S)
+            Tensor *img = sp_gather_image(&tp, sp, tokens, c, false); // (B, C_out, S, S)
             // the first C output channels are the velocity
             RUN(arena->device, euler_step, xs, img->data, k, chw, out_chw, guided, (real)cfg_scale,
                 t_next - t);
@@ -126,16 +126,109 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
     arena_reset(arena);
 }
 
-int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per_class, int steps,
-                double cfg_scale, uint64_t seed, const char *path, char *err, size_t len) {
+// Pass of sample_sized from image `first`: the images that fill up to `rows` rows of T tokens in
+// order (at most DIT_PACK_MAX / copies), into pk's first rows, and with guidance (copies 2) again
+// in as many rows after them; returns how many
+static int pack_pass(const int *h, const int *w, int p, int T, int rows, int copies, int first,
+                     int n, DiTPack *pk) {
+    *pk = (DiTPack){.T = T};
+    int k = 0, row = 0, start = 0;
+    for (; first + k < n && k < DIT_PACK_MAX / copies; k++) {
+        int tokens = h[first + k] / p * (w[first + k] / p);
+        if (start + tokens > T) {
+            if (row + 1 == rows) break;
+            row++, start = 0;
+        }
+        pk->img[k] = (DiTImage){row, start, h[first + k] / p, w[first + k] / p};
+        start += tokens;
+    }
+    pk->B = (row + 1) * copies, pk->n = k * copies;
+    for (int j = k; j < pk->n; j++) pk->img[j] = pk->img[j - k], pk->img[j].row += row + 1;
+    return k;
+}
+
+void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, const int *h,
+                  const int *w, int n, int steps, double cfg_scale, uint64_t seed, real *out) {
     const DiTConfig *c = &m->cfg;
-    int n = data->classes * per_class, S = c->input_size, up = 96 / S;
+    int C = c->in_channels, S = c->input_size, p = c->patch_size, Co = dit_out_channels(c), T = sp->shard.T;
+    size_t chw = (size_t)C * S * S;
+    bool guided = is_guided(c, cfg_scale);
+    int copies = guided ? 2 : 1;
+    CHECK(arena->cap >= sample_min_bytes(sp, c, cfg_scale),
+          "sampling needs an arena of %zu bytes, not %zu", sample_min_bytes(sp, c, cfg_scale), arena->cap);
+    int rows = chunk_images(sp, c, guided, arena->cap);
+    rng_fill_normal(out, (size_t)n * chw, seed, STREAM_SAMPLE, 0, 1.0);
+    DiTPack *pk = xmalloc(sizeof *pk);
+    real *v = xmalloc(2 * (size_t)Co * T * p * p * sizeof(real)); // an image's velocities, twice
+    bool rank0 = !sp->world || sp->world->rank == 0;
+    int groups = sp->data ? sp->data->size : 1, group = sp->data ? sp->data->rank : 0, mine = 0;
+    for (int first = 0, pass = 0; first < n; pass++) // the passes go round the data groups
+        first += pack_pass(h, w, p, T, rows, copies, first, n, pk), mine += pass % groups == group;
+    Progress prog = progress_start(steps * mine);
+    for (int first = 0, k, pass = 0; first < n; first += k, pass++) {
+        k = pack_pass(h, w, p, T, rows, copies, first, n, pk);
+        if (pass % groups != group) { // another data group's: zero here, its images in the sum below
+            memset(out + (size_t)first * chw, 0, (size_t)k * chw * sizeof(real));
+            continue;
+        }
+        for (int s = 0; s < steps; s++) {
+            double t = flow_time(s, steps), t_next = flow_time(s + 1, steps);
+            arena_reset(arena);
+            Tape tp = tape_create(arena);
+            ExactMode exact;
+            sp_exact_tape(sp, &tp, &exact);
+            tp.grad_enabled = false;
+            Arena *host = arena_host(arena); // the strips, times and labels are made on the host
+            Tensor *xin = tensor_new(host, 4, pk->B, C, p, T * p), *tin = tensor_new(host, 1, pk->n);
+            int64_t *y = arena_alloc(host, (size_t)pk->n * sizeof(int64_t));
+            for (int j = 0; j < pk->n; j++) { // the images, twice with guidance (then the null class)
+                dit_pack_image(pk, j, xin->data, out + (size_t)(first + j % k) * chw, C, p, true);
+                tin->data[j] = (real)(FLOW_T_SCALE * t);
+                y[j] = j < k ? labels[first + j] : c->num_classes;
+            }
+            if (arena->device) xin = tensor_to(arena, xin), tin = tensor_to(arena, tin);
+            DiTShard sh = sp_dit_shard(sp);
+            sh.pack = pk;
+            Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
+            Tensor *strip = sp_gather_image(&tp, sp, tokens, c, true); // (B, C_out, p, T p)
+            real *pred = strip->data;
+            if (arena->device) // down to the host
+                pred = arena_alloc(host, strip->size * sizeof(real)), copy_bytes(pred, strip->data, strip->size * sizeof(real));
+            for (int j = 0; j < k; j++) { // the first C output channels are the velocity
+                size_t hw = (size_t)h[first + j] * w[first + j];
+                for (int copy = 0; copy < copies; copy++)
+                    dit_pack_image(pk, j + copy * k, pred, v + copy * Co * hw, Co, p, false);
+                RUN(false, euler_step, out + (size_t)(first + j) * chw, v, 1, C * hw, Co * hw, guided,
+                    (real)cfg_scale, t_next - t);
+            }
+            tape_free(&tp);
+            if (rank0) progress_step(&prog, s + 1, steps, first, k, n);
+        }
+    }
+    free(pk), free(v);
+    if (sp->data) comm_all_reduce(sp->data, out, (size_t)n * chw);
+    arena_reset(arena);
+}
+
+int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per_class,
+                const SampleSizes *sizes, int steps, double cfg_scale, uint64_t seed,
+                const char *path, char *err, size_t len) {
+    const DiTConfig *c = &m->cfg;
+    int n = data->classes * per_class, S = c->input_size, cols = sizes && sizes->n ? sizes->n : 0;
+    int *h = xmalloc((size_t)n * sizeof(int)), *w = xmalloc((size_t)n * sizeof(int)), tall = 0, side = 0;
+    for (int i = 0; i < n; i++) { // column j: size j mod cols
+        h[i] = cols ? sizes->h[i % per_class % cols] : S, w[i] = cols ? sizes->w[i % per_class % cols] : S;
+        tall = h[i] > tall ? h[i] : tall, side = w[i] > side ? w[i] : side;
+    }
+    side = tall > side ? tall : side;
+    int up = 96 / side;
     up = up < 1 ? 1 : up > 4 ? 4 : up; // small images are drawn 2-4x larger
     size_t chw = (size_t)3 * S * S, bad = 0;
     int64_t *labels = xmalloc((size_t)n * sizeof(int64_t));
     real *imgs = xmalloc(n * chw * sizeof(real));
     for (int i = 0; i < n; i++) labels[i] = i / per_class;
-    sample_images(m, sp, arena, labels, n, steps, cfg_scale, seed, imgs);
+    if (cols) sample_sized(m, sp, arena, labels, h, w, n, steps, cfg_scale, seed, imgs);
+    else sample_images(m, sp, arena, labels, n, steps, cfg_scale, seed, imgs);
     int rc = 0;
     while (bad < n * chw && isfinite(imgs[bad])) bad++;
     if (bad < n * chw) { // every rank has every image, so every rank stops here
@@ -144,20 +237,21 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
                  bad / chw + 1, n, data_class_name(data, (int)labels[bad / chw]));
         rc = SAMPLE_NOT_FINITE;
     } else if (!sp->world || sp->world->rank == 0) {
-        int label_w = 0, cell = S * up + 4, text = 2;
+        int label_w = 0, cell = tall * up + 4, text = 2, width = 0;
         for (int k = 0; k < data->classes; k++) {
             int w = canvas_text_width(data_class_name(data, k), text);
             label_w = w > label_w ? w : label_w;
         }
         label_w += 12;
+        for (int j = 0; j < per_class; j++) width += w[j] * up + 4;
         const uint8_t bg[3] = {24, 24, 28}, fg[3] = {230, 230, 230};
-        Canvas cv = canvas_create(label_w + per_class * cell + 4, data->classes * cell + 4, bg);
+        Canvas cv = canvas_create(label_w + width + 4, data->classes * cell + 4, bg);
         for (int k = 0; k < data->classes; k++) {
             int y = 4 + k * cell;
-            canvas_text(&cv, 6, y + (S * up - canvas_text_height("A", text)) / 2,
+            canvas_text(&cv, 6, y + (tall * up - canvas_text_height("A", text)) / 2,
                         data_class_name(data, k), text, fg);
-            for (int j = 0; j < per_class; j++)
-                canvas_paste(&cv, label_w + j * cell, y, imgs + (k * per_class + j) * chw, S, S, up);
+            for (int j = 0, x = label_w; j < per_class; x += w[j] * up + 4, j++) // each at its size
+                canvas_paste(&cv, x, y, imgs + (k * per_class + j) * chw, h[j], w[j], up);
         }
         char why[1024];
         if (canvas_write_png(&cv, path, why, sizeof why)) {
@@ -168,6 +262,7 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
     }
     free(labels);
     free(imgs);
+    free(h), free(w);
     return rc;
 }
 
@@ -264,12 +359,15 @@ int sample_main(int argc, char **argv, Comm *c) {
                     "trained on", tc.data, data.classes, path, m.cfg.num_classes);
     print0(c, "sampling %s in %s; classes of %s (%s)\n", weights, path, tc.data,
            data_given ? "--data" : data_from_run ? "the run's config.json" : "the default");
+    if (sample_sizes_error(&tc.sample_sizes, &m.cfg, err, sizeof err))
+        usage_error("%s (the model of %s)", err, path);
     SeqParallel sp;
+    tc.parallel.packs = tc.sample_sizes.n > 0; // its sequences are packs then
     sp_setup(&sp, c, c->size, c->rank, &tc.parallel, &m.cfg);
     size_t bytes = budget_sample_arena(&sp, &m.cfg, tc.cfg_scale, comm_node_size(c));
     Arena arena = arena_create_on(sp.cuda, bytes, sp.exact ? bytes : 0); // --exact: sums on the host
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
-    int rc = sample_grid(work, &sp, &arena, &data, tc.samples_per_class, tc.sample_steps,
+    int rc = sample_grid(work, &sp, &arena, &data, tc.samples_per_class, &tc.sample_sizes, tc.sample_steps,
                          tc.cfg_scale, tc.seed, out, err, sizeof err);
     if (rc == SAMPLE_WRITE_FAILED) usage_error("--out: %s", err);
     if (rc == SAMPLE_NOT_FINITE) comm_stop_all(err, 1);

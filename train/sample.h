@@ -2,6 +2,7 @@
 // guidance on the velocity), drawn into a labelled grid (samples.png: one row per class).
 #pragma once
 #include "../parallel/sp.h"
+#include "config.h"
 #include "data.h"
 
 // out (n, C, S, S): one image per label, from noise rng_normal(seed, STREAM_SAMPLE, i*C*S*S + j).
@@ -12,14 +13,23 @@
 // with its ETA on rank 0 (at most one a second).
 void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, int n, int steps,
                    double cfg_scale, uint64_t seed, real *out);
+// sample_images at mixed sizes: image i is (C, h[i], w[i]) pixels (multiples of the patch, at most
+// the tokens of sp's sequence) at out + i C S S, from the first C h w values of square image i's
+// noise (the rest of its slot is left as drawn). The images go several to a row of sp's T tokens,
+// in order while they fit, as packs (layers/dit.h): each with its own positions, attending to
+// itself only; as many rows per pass as sample_images takes images.
+void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, const int *h,
+                  const int *w, int n, int steps, double cfg_scale, uint64_t seed, real *out);
 #define SAMPLE_CHUNK 16 // images per forward pass at most (twice that many rows with guidance)
 // The least arena that sampling needs: one image per pass (two rows with guidance).
 size_t sample_min_bytes(const SeqParallel *sp, const DiTConfig *c, double cfg_scale);
-// Samples per_class images of each class and writes the grid PNG on rank 0. Returns 0, or with
+// Samples per_class images of each class and writes the grid PNG on rank 0: square, or column j at
+// sizes (NULL or none: square) size j mod sizes->n, each image at its own size. Returns 0, or with
 // the reason in err: SAMPLE_NOT_FINITE (on every rank) when an image holds NaN or an infinite
 // value (nothing is written), SAMPLE_WRITE_FAILED when the PNG cannot be written (no file left).
 enum { SAMPLE_WRITE_FAILED = -1, SAMPLE_NOT_FINITE = -2 };
-int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per_class, int steps,
-                double cfg_scale, uint64_t seed, const char *path, char *err, size_t len);
+int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per_class,
+                const SampleSizes *sizes, int steps, double cfg_scale, uint64_t seed,
+                const char *path, char *err, size_t len);
 // `train sample --ckpt M.safetensors --out S.png ...`: a sample grid from a checkpoint.
 int sample_main(int argc, char **argv, Comm *c);

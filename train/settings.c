@@ -143,6 +143,30 @@ static const char *parse_bugs(const Setting *s, void *field, const char *text, c
 }
 static void format_bugs(const void *field, char *buf, size_t len) { bug_list(*(const unsigned *)field, buf, len); }
 
+// Pixel sizes "HxW,HxW,...", or "" (none)
+static const char *parse_sizes(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    SampleSizes z = {0};
+    for (const char *at = *text ? text : NULL; at;) {
+        int h, w, used = 0;
+        if (sscanf(at, "%dx%d%n", &h, &w, &used) != 2 || (at[used] && at[used] != ',') || h < 1 ||
+            w < 1 || h > DIT_MAX_INPUT_SIZE || w > DIT_MAX_INPUT_SIZE || z.n == SAMPLE_SIZES_MAX)
+            return snprintf(buf, len, "%s '%s': expects 1 to %d sizes HEIGHTxWIDTH in pixels (1 to "
+                            "%d each) separated by commas, e.g. 16x16,8x24", name_of(s), text,
+                            SAMPLE_SIZES_MAX, DIT_MAX_INPUT_SIZE), buf;
+        z.h[z.n] = h, z.w[z.n++] = w;
+        at = at[used] ? at + used + 1 : NULL;
+    }
+    *(SampleSizes *)field = z;
+    return NULL;
+}
+static void format_sizes(const void *field, char *buf, size_t len) {
+    const SampleSizes *z = field;
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < z->n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%dx%d", i ? "," : "", z->h[i], z->w[i]);
+}
+
 static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole number", NULL, parse_int, format_int},
     DOUBLE_TEXT = {sizeof(double), AS_REAL, "%g", "a number", NULL, parse_double, format_double},
     U64_TEXT = {sizeof(uint64_t), AS_INTEGER, NULL, "a non-negative whole number", NULL, parse_u64, format_u64},
@@ -153,7 +177,8 @@ static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole n
     LAYOUT_NAME = {sizeof(SeqAttention), AS_STRING, NULL, "a layout", layout_names,
                    parse_layout, format_layout},
     DEVICE_NAME = {sizeof(bool), AS_STRING, NULL, "a device", device_names, parse_device, format_device},
-    BUG_NAMES = {sizeof(unsigned), AS_STRING, NULL, "bug names", bug_names, parse_bugs, format_bugs};
+    BUG_NAMES = {sizeof(unsigned), AS_STRING, NULL, "bug names", bug_names, parse_bugs, format_bugs},
+    SIZES_TEXT = {sizeof(SampleSizes), AS_STRING, NULL, "pixel sizes", NULL, parse_sizes, format_sizes};
 
 // --device cuda needs a GPU here: said before any work
 static const char *zero_check(const TrainConfig *tc, char *buf, size_t len) {
@@ -285,6 +310,12 @@ const Setting settings[] = {
     {"samples_per_class", "--samples-per-class", "K", &INT_TEXT, OFF(samples_per_class), 0, 64,
      FOR_TRAIN | FOR_SAMPLE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "columns of samples.png (default {default}; 0 = no samples)"},
+    {"sample_sizes", "--sample-sizes", "HxW,...", &SIZES_TEXT, OFF(sample_sizes), 0, 0,
+     FOR_TRAIN | FOR_SAMPLE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "pixel sizes of the samples' columns, in turn (e.g. 16x16,8x24): each\n"
+     "image drawn at its own size (sides multiples of the patch, at most the\n"
+     "tokens of --input-size), several to a sequence, each attending to\n"
+     "itself only (default: square images of --input-size)"},
     {"cfg_scale", "--cfg-scale", "S", &DOUBLE_TEXT, OFF(cfg_scale), 0, 100,
      FOR_TRAIN | FOR_SAMPLE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "classifier-free guidance scale (default {default}; 1 = off)"},

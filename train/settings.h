@@ -53,7 +53,7 @@ struct Setting {
     const char *help;    // --help text: {default} and {names} are filled in; \n continues it
 };
 
-#define SETTINGS 45 // the rows of the table
+#define SETTINGS 46 // the rows of the table
 extern const Setting settings[SETTINGS];
 
 // The row of a config.json key, or of one of `command`'s flags; NULL if none.

@@ -31,7 +31,7 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         backward(&tp, l);
         loss += tensor_item(l);
         if (out) {
-            Tensor *img = sp_gather_image(&tp, sp, tokens, &m->cfg);
+            Tensor *img = sp_gather_image(&tp, sp, tokens, &m->cfg, false);
             copy_bytes(out + img->size / n * first, img->data, img->size * sizeof(real));
         }
         tape_free(&tp);

@@ -41,7 +41,8 @@ typedef struct Run {
     Arena arena; // the steps' and the sampling's, on the side of work
     Data data;
     SeqParallel sp;
-    SeqParallel square; // packs (--max-tokens): the context of the square images sampling draws
+    SeqParallel sampling; // the context sampling draws in, when not sp's: packs (--max-tokens)
+                          // or --sample-sizes (then its sequences are packs)
     LossLog log;
     char run_text[128]; // what a resumed run must share: seed and batch
 } Run;
@@ -210,6 +211,9 @@ static void save(Run *r, int step) {
     }
 }
 
+// sampling runs in a context of its own (Run.sampling)
+static bool own_sampling(const TrainConfig *tc) { return tc->max_tokens || tc->sample_sizes.n; }
+
 static void write_samples(Run *r, Arena *arena) {
     char err[1024], path[PATH_LEN + 32];
     if (!r->tc.samples_per_class) return;
@@ -222,7 +226,8 @@ static void write_samples(Run *r, Arena *arena) {
         copy_bytes(ps->params, ps->ema, bytes);
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
-    int rc = sample_grid(r->work, r->tc.max_tokens ? &r->square : &r->sp, arena, &r->data, r->tc.samples_per_class, r->tc.sample_steps,
+    int rc = sample_grid(r->work, own_sampling(&r->tc) ? &r->sampling : &r->sp, arena, &r->data,
+                         r->tc.samples_per_class, &r->tc.sample_sizes, r->tc.sample_steps,
                          r->tc.cfg_scale, r->tc.seed, path, err, sizeof err);
     if (saved) {
         copy_bytes(ps->params, saved, bytes);
@@ -280,16 +285,20 @@ static void setup(Run *r) {
     // the model's config is the flags' (a resumed checkpoint must match them)
     sp_setup_tokens(&r->sp, c, c->size, c->rank, &tc->parallel, &tc->model,
                     tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model));
-    if (tc->max_tokens) sp_setup(&r->square, c, c->size, c->rank, &tc->parallel, &tc->model);
+    if (own_sampling(tc)) {
+        SpOptions o = tc->parallel;
+        o.packs = o.packs || tc->sample_sizes.n;
+        sp_setup(&r->sampling, c, c->size, c->rank, &o, &tc->model);
+    }
     start_run(r);
     if (r->opt.step >= tc->steps)
         usage_error("--resume: %s is already at step %d; pass --steps above %d to train further",
                     tc->resume, r->opt.step, r->opt.step);
     // every rank has its memory (a GPU's may be too small) before the run folder is written
     size_t bytes = budget_train_arena(&r->sp, tc);
-    if (tc->max_tokens) { // and the square images' sampling
-        size_t square = budget_train_arena(&r->square, tc);
-        bytes = square > bytes ? square : bytes;
+    if (own_sampling(tc)) { // and sampling's
+        size_t sampling = budget_train_arena(&r->sampling, tc);
+        bytes = sampling > bytes ? sampling : bytes;
     }
     r->arena = arena_create_on(r->sp.cuda, bytes, r->sp.exact ? bytes : 0); // --exact: sums on the host
     comm_barrier(c);
@@ -422,7 +431,7 @@ int train_main(int argc, char **argv, Comm *c) {
     }
     arena_destroy(arena);
     sp_free(&r.sp);
-    if (r.tc.max_tokens) sp_free(&r.square);
+    if (own_sampling(&r.tc)) sp_free(&r.sampling);
     data_close(&r.data);
     losslog_free(&r.log);
     if (r.work != &r.m) dit_free(r.work);

@@ -838,6 +838,57 @@ START_TEST(sampling_splits_over_data_groups) {
 }
 END_TEST
 
+// Sampling at mixed sizes (sample_sized, with guidance) over every rank: each image of a grid of 7
+// sizes (2x2 to 6x6 pixels, several to a row of 9 tokens) has the pixels it has alone at the
+// start of a row (the images before it filling rows of their own), within rounding, and a grid
+// of square images those of sample_images; with the block-diagonal mask dropped
+// (pack-mask-crosses-images) the images of a row differ from their lone selves
+START_TEST(sampling_at_mixed_sizes) {
+    enum { n = 7 };
+    cfg = configs[0];
+    DiT m;
+    random_model(&m);
+    int S = cfg.input_size, h[n] = {2, 4, 6, 2, 4, 6, 2}, w[n] = {4, 2, 2, 2, 4, 6, 6}, hs[n], ws[n];
+    int g = S / cfg.patch_size, D = cfg.hidden_size;
+    for (int t = 0; t < g * g; t++) // the stored table the packs' formula gives (random_model's is not)
+        dit_pos_embed_at(m.pos_embed.data + (size_t)t * D, t / g, t % g, D);
+    size_t each = (size_t)cfg.in_channels * S * S;
+    int64_t labels[n] = {0, 3, 1, 6, 2, 5, 4};
+    real *mixed = xmalloc(n * each * sizeof(real)), *alone = xmalloc(n * each * sizeof(real));
+    real *square = xmalloc(n * each * sizeof(real));
+    for (int bug = 0; bug < 2; bug++) {
+        SpOptions o = options(SP_GATHER, bug ? BUG_PACK_MASK_CROSSES : 0);
+        o.packs = true;
+        SeqParallel sp;
+        ck_assert(init_mesh(&sp, &o));
+        Arena a = arena_create(4 * sample_min_bytes(&sp, &cfg, 3.0));
+        sample_sized(&m, &sp, &a, labels, h, w, n, 3, 3.0, 11, mixed);
+        double e_alone = 0, e_square = 0;
+        for (int i = 0; i < n; i++) { // image i alone in its row: the ones before it fill theirs
+            for (int j = 0; j < n; j++) hs[j] = j < i ? S : h[j], ws[j] = j < i ? S : w[j];
+            sample_sized(&m, &sp, &a, labels, hs, ws, i + 1, 3, 3.0, 11, alone);
+            e_alone = fmax(e_alone, rel(mixed + i * each, alone + i * each, (size_t)cfg.in_channels * h[i] * w[i]));
+        }
+        if (!bug) {
+            for (int j = 0; j < n; j++) hs[j] = ws[j] = S;
+            sample_sized(&m, &sp, &a, labels, hs, ws, n, 3, 3.0, 11, alone);
+            sample_images(&m, &sp, &a, labels, n, 3, 3.0, 11, square);
+            e_square = rel(alone, square, n * each);
+        }
+        if (comm.rank == 0)
+            printf("sampling at mixed sizes, %d ranks%s: each image against itself alone %.2e%s",
+                   comm.size, bug ? ", bug pack-mask-crosses-images" : "", e_alone, bug ? "" : ", ");
+        if (comm.rank == 0 && !bug) printf("square images against sample_images %.2e\n", e_square);
+        if (comm.rank == 0 && bug) printf(" -> %s\n", e_alone > OUT_TOL ? "caught" : "MISSED");
+        ck_assert(bug ? e_alone > OUT_TOL : fmax(e_alone, e_square) <= OUT_TOL);
+        arena_destroy(&a);
+        sp_free(&sp);
+    }
+    free(mixed), free(alone), free(square);
+    dit_free(&m);
+}
+END_TEST
+
 // Gradient accumulation: K = 2, 3 and 4 micro-batches of a batch of 8 (3 + 3 + 2 for K = 3) give
 // the output, loss and gradients of one batch, at 9 tokens (padded at 2 and 4 ranks) and 25
 // (padded at 2 to 4), over every rank and, where the ranks are even, over 2 data groups of 4
@@ -1331,7 +1382,7 @@ START_TEST(samples_not_finite_are_refused) {
     ck_assert_msg(!data_open(&data, "shapes", cfg.input_size, cfg.in_channels, 10, err, sizeof err), "%s", err);
     shared_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/samples.png", dir);
-    ck_assert_int_eq(sample_grid(&m, &sp, &a, &data, 1, 1, 1.0, 3, path, err, sizeof err), SAMPLE_NOT_FINITE);
+    ck_assert_int_eq(sample_grid(&m, &sp, &a, &data, 1, NULL, 1, 1.0, 3, path, err, sizeof err), SAMPLE_NOT_FINITE);
     ck_assert_msg(strstr(err, "sampling gave NaN in image 1 of 10 (class 'circle')") &&
                   strstr(err, "no picture was drawn"), "%s", err);
     comm_barrier(&comm);
@@ -1479,6 +1530,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, recompute_is_bitwise, 0, 2 * SP_LAYOUTS);
     tcase_add_loop_test(tc, zero_matches_whole, 0, 2);
     tcase_add_test(tc, sampling_splits_over_data_groups);
+    tcase_add_test(tc, sampling_at_mixed_sizes);
     tcase_add_test(tc, collectives_are_adjoint);
     tcase_add_test(tc, all_to_all_delivers);
     tcase_add_test(tc, split_groups_talk_within);
