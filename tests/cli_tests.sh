@@ -654,13 +654,28 @@ else bad "packs in data groups and micro-batches disagree with 1 rank"; echo "$o
 out=$("$TRAIN" verify --ranks 3 --sp-attention ring --exact $PACKS --samples-per-class 0 --out "$WORK/packs-dp" 2>&1)
 if [ $? = 0 ]; then ok "packs, ring, 3 ranks, --exact: $(echo "$out" | grep -o 'identical: .*')"
 else bad "packs, ring, 3 ranks, --exact: not one rank's bits"; echo "$out" | tail -5; fi
-for bug in pack-mask-crosses-images pack-positions-from-shard; do
-  out=$("$TRAIN" verify --ranks 3 $PACKS --inject-bug $bug --out "$WORK/packs" 2>&1)
-  if [ $? = 1 ]; then ok "bug $bug (3 ranks, packs) caught: $(echo "$out" | grep -o 'first step over tolerance: [0-9]*')"
-  else bad "bug $bug (3 ranks, packs) NOT caught"; echo "$out" | tail -5; fi
+# each pack bug diverges, and locate (probe dumps of a batch of packs) names where: the positions
+# at the patch embedding, the mask at the first attention
+for bug in "pack-mask-crosses-images blocks.0.attn.out" "pack-positions-from-shard x_embedder"; do
+  out=$("$TRAIN" verify --ranks 3 $PACKS --inject-bug ${bug% *} --out "$WORK/packs" 2>&1)
+  if [ $? = 1 ] && echo "$out" | grep -q "^locate (.*): first divergence: ${bug#* } (forward"; then
+    ok "bug ${bug% *} (3 ranks, packs) caught: $(echo "$out" | grep -o 'first step over tolerance: [0-9]*'); $(echo "$out" | grep -o 'first divergence: [^,]*')"
+  else bad "bug ${bug% *} (3 ranks, packs) NOT caught or not located at ${bug#* }"; echo "$out" | tail -5; fi
+done
+# probe over a batch of packs (probe --make-batch --max-tokens): 3 ranks (ring) and dp 2 x sp 2 in
+# 2 micro-batches agree with one rank
+ckpt="$WORK/packs/ranks-1/model.safetensors"
+"$TRAIN" probe --ckpt "$ckpt" --make-batch 4 --data "$WORK/mixed" --max-tokens 40 --out "$WORK/packs-batch.safetensors" >/dev/null &&
+  "$TRAIN" probe --ckpt "$ckpt" --batch "$WORK/packs-batch.safetensors" --out "$WORK/packs-p1.safetensors" >/dev/null
+for mesh in "3 --sp-attention ring" "4 --sp 2 --grad-accum 2"; do
+  $MPIRUN -np ${mesh%% *} "$TRAIN" probe ${mesh#* } --ckpt "$ckpt" --batch "$WORK/packs-batch.safetensors" --out "$WORK/packs-pn.safetensors" >/dev/null 2>&1
+  out=$("$TRAIN" compare "$WORK/packs-pn.safetensors" "$WORK/packs-p1.safetensors" 2>&1)
+  if [ $? = 0 ]; then ok "probe of a batch of packs, -np $mesh vs 1 rank: $(echo "$out" | grep '^out ' | grep -o 'error .*')"
+  else bad "probe of a batch of packs, -np $mesh disagrees with 1 rank"; echo "$out" | tail -4; fi
 done
 expect_usage "--max-tokens packs the images of a folder; it does not run with the shapes data" --max-tokens 20
 expect_usage "--max-tokens 65 is above the 64 tokens of --input-size 16" $PACKS --max-tokens 65
+expect_usage "probe --data and --max-tokens choose the images of --make-batch" probe --ckpt "$ckpt" --batch "$WORK/packs-batch.safetensors" --max-tokens 40
 expect_usage "--sample-sizes 5x4: each side must be a multiple of the patch 2; pass e.g. 6x4" $PACKS --sample-sizes 5x4
 expect_usage "--sample-sizes 32x16 has 32 tokens, more than the 16 of --input-size 16 (patch 4)" --input-size 16 --sample-sizes 32x16
 expect_usage "the pack-mask-crosses-images bug needs packs of images of different sizes" --inject-bug pack-mask-crosses-images

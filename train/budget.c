@@ -87,7 +87,8 @@ ProbeArenas budget_probe(const SeqParallel *sp, const DiTConfig *c, int B, int c
     size_t in = ((size_t)c->in_channels + Co) * S * S + 1, out = (size_t)Co * S * S;
     size_t reals = (size_t)B * (in + out) + (size_t)count * out;
     size_t step = (size_t)micro * out * (sp->shard.T_pad + 2 * T) / T + (sp->cuda ? count * in : 0);
-    return (ProbeArenas){reals * sizeof(real) + (size_t)B * sizeof(int64_t) + 64 * ARENA_ALIGN,
+    size_t pack = sp->packs ? sizeof(DiTPack) + DIT_PACK_MAX * (sizeof(real) + sizeof(int64_t)) : 0;
+    return (ProbeArenas){reals * sizeof(real) + (size_t)B * sizeof(int64_t) + pack + 64 * ARENA_ALIGN,
                          sp_step_bytes(sp, c, micro, true) + step * sizeof(real) + 64 * ARENA_ALIGN};
 }
 

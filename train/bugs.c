@@ -220,7 +220,7 @@ static const Reference *reference(Reference *refs, int *n, const char *flags, co
     fflush(stdout);
     if (train(self, 1, steps, flags, NULL, r->dir, log))
         return fprintf(stderr, "error: the 1-rank reference failed; see %s\n", log), NULL;
-    probe_write_batch(r->model, r->batch, 12, PROBE_BATCH_STEP);
+    probe_write_batch(r->model, r->batch, 12, PROBE_BATCH_STEP, "shapes", 0);
     if (probes(self, 1, r->model, r->batch, flags, NULL, r->dir, regimes, log))
         return fprintf(stderr, "error: the 1-rank reference's probe failed; see %s\n", log), NULL;
     return r;

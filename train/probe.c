@@ -22,12 +22,15 @@ static void help(void) {
     printf("usage: mpirun -np N train/train probe --ckpt M.safetensors --batch B.safetensors --out R.safetensors\n"
            "  One forward + backward of loss = mean((model(x, t, y) - target)^2), eval mode.\n"
            "  --ckpt PATH           DiT checkpoint (safetensors with the config in __metadata__)\n"
-           "  --batch PATH          x F32 [B,C,H,W], t F32 [B], y I64 [B], target F32 [B,C_out,H,W]\n"
+           "  --batch PATH          x F32 [B,C,H,W], t F32 [B], y I64 [B], target F32 [B,C_out,H,W];\n"
+           "                        packs: x, target strips [B,C,p,T*p], t, y [n], pack I64 [n,4]\n"
+           "                        (row, first token, patch rows, patch columns of each image)\n"
            "  --out PATH            writes out, loss and grad.<name> for every trainable parameter\n"
            "  --dump-tape PATH      also every named tensor of the step and its gradient, in the\n"
            "                        one-rank layout, for `train locate` (one micro-batch)\n"
-           "  --make-batch B        instead: write a batch of B images (procedural shapes, step %d of\n"
-           "                        seed 0, with times, labels and velocity targets) for --ckpt to --out\n",
+           "  --make-batch B        instead: write a batch of B images (of --data, step %d of seed 0,\n"
+           "                        with times, labels and velocity targets; with --max-tokens B rows\n"
+           "                        of packs and their 'pack' I64 [n,4]) for --ckpt to --out\n",
            PROBE_BATCH_STEP);
     settings_help(stdout, FOR_PROBE);
 }
@@ -103,6 +106,9 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
             usage_error("probe: unknown argument '%s'", argv[i]);
     }
     if (a->make_batch && a->batch) usage_error("probe --make-batch writes a batch to --out; leave out --batch");
+    if (!a->make_batch && (a->run.max_tokens || strcmp(a->run.data, "shapes")))
+        usage_error("probe --data and --max-tokens choose the images of --make-batch; a --batch file "
+                    "brings its own (a batch of packs has a 'pack' tensor): leave them out");
     if (a->make_batch) a->batch = "";
     if (!a->ckpt || !a->batch || !a->out) usage_error("probe needs --ckpt, --batch and --out");
     if (a->dump && a->make_batch) usage_error("probe --make-batch writes a batch; leave out --dump-tape");
@@ -127,25 +133,61 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
     return true;
 }
 
+// The batch's `pack` tensor (the file has one) as a pack of B rows of T tokens, in the arena
+static DiTPack *load_pack(const SafeTensors *st, const char *path, int B, int T, Arena *arena) {
+    const StTensor *ps = batch_tensor(st, path, "pack", true, 2, (int64_t[]){-1, 4});
+    if (ps->shape[0] > DIT_PACK_MAX)
+        usage_error("--batch %s: 'pack' lists %lld images; a batch of packs holds at most %d", path,
+                    (long long)ps->shape[0], DIT_PACK_MAX);
+    DiTPack *pk = arena_alloc(arena, sizeof *pk);
+    *pk = (DiTPack){.B = B, .T = T, .n = (int)ps->shape[0]};
+    for (int i = 0; i < pk->n; i++) {
+        int v[4];
+        for (int k = 0; k < 4; k++) { // memcpy: other writers may leave the data unaligned
+            int64_t v64;
+            int32_t v32;
+            if (ps->dtype == ST_I64) memcpy(&v64, (const char *)ps->data + 8 * (4 * i + k), 8);
+            else memcpy(&v32, (const char *)ps->data + 4 * (4 * i + k), 4), v64 = v32;
+            v[k] = v64 < INT32_MIN || v64 > INT32_MAX ? -1 : (int)v64;
+        }
+        pk->img[i] = (DiTImage){v[0], v[1], v[2], v[3]};
+    }
+    char err[256];
+    if (dit_pack_error(pk, err, sizeof err))
+        usage_error("--batch %s: 'pack' (row, first token, patch rows, patch columns of each image): "
+                    "%s", path, err);
+    return pk;
+}
+
 ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *st, Arena *arena) {
     const DiTConfig *cfg = &m->cfg;
-    int S = cfg->input_size, Co = dit_out_channels(cfg);
-    const StTensor *xs = batch_tensor(st, path, "x", false, 4, (int64_t[]){-1, cfg->in_channels, S, S});
+    int S = cfg->input_size, Co = dit_out_channels(cfg), p = cfg->patch_size;
+    // packs: strips (B, C, p, T p) of rows of T tokens
+    const StTensor *raw = st_find(st, "x");
+    bool packs = st_find(st, "pack") != NULL;
+    int64_t H = packs ? p : S, W = !packs ? S : raw && raw->ndim == 4 && raw->shape[3] > 0 ? raw->shape[3] : p;
+    if (packs && (W % p || W / p > dit_tokens(cfg)))
+        usage_error("--batch %s: 'x' is a strip of %lld pixels; a batch of packs needs rows of at most "
+                    "%d tokens of %d pixels (--max-tokens of the checkpoint's --input-size)", path,
+                    (long long)W, dit_tokens(cfg), p);
+    const StTensor *xs = batch_tensor(st, path, "x", false, 4, (int64_t[]){-1, cfg->in_channels, H, W});
     int64_t B64 = xs->shape[0];
     if (B64 > PROBE_MAX_BATCH) // probe_main sized the arena for at most this many
         usage_error("--batch %s: 'x' holds %lld images; a probe batch holds at most %d", path,
                     (long long)B64, PROBE_MAX_BATCH);
-    const StTensor *ts = batch_tensor(st, path, "t", false, 1, &B64);
-    const StTensor *ys = batch_tensor(st, path, "y", true, 1, &B64);
-    const StTensor *gs = batch_tensor(st, path, "target", false, 4, (int64_t[]){B64, Co, S, S});
-    int B = (int)B64;
-    ProbeBatch b = {tensor_new(arena, 4, B, cfg->in_channels, S, S), tensor_new(arena, 1, B),
-                    tensor_new(arena, 4, B, Co, S, S), arena_alloc(arena, (size_t)B * sizeof(int64_t))};
+    DiTPack *pack = packs ? load_pack(st, path, (int)B64, (int)(W / p), arena) : NULL;
+    int64_t n64 = pack ? pack->n : B64; // times and labels: per image
+    const StTensor *ts = batch_tensor(st, path, "t", false, 1, &n64);
+    const StTensor *ys = batch_tensor(st, path, "y", true, 1, &n64);
+    const StTensor *gs = batch_tensor(st, path, "target", false, 4, (int64_t[]){B64, Co, H, W});
+    int B = (int)B64, n = (int)n64;
+    ProbeBatch b = {tensor_new(arena, 4, B, cfg->in_channels, (int)H, (int)W), tensor_new(arena, 1, n),
+                    tensor_new(arena, 4, B, Co, (int)H, (int)W), arena_alloc(arena, (size_t)n * sizeof(int64_t)), pack};
     batch_into(b.x, xs, path);
     batch_into(b.t, ts, path);
     batch_into(b.target, gs, path);
     int classes = cfg->num_classes, rows = m->y_table->shape[0]; // rows: +1 for a null class
-    for (int i = 0; i < B; i++) { // memcpy: other writers may leave the data unaligned
+    for (int i = 0; i < n; i++) { // memcpy: other writers may leave the data unaligned
         int64_t v64;
         int32_t v32;
         if (ys->dtype == ST_I64) memcpy(&v64, (const char *)ys->data + 8 * i, 8), b.y[i] = v64;
@@ -160,23 +202,39 @@ ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *s
     return b;
 }
 
-void probe_write_batch(const char *ckpt, const char *path, int B, int step) {
+void probe_write_batch(const char *ckpt, const char *path, int B, int step, const char *source,
+                       int max_tokens) {
     char err[1024];
     DiT m;
     if (ckpt_load_model(&m, ckpt, err, sizeof err)) usage_error("--ckpt: %s", err);
     const DiTConfig *c = &m.cfg;
+    if (max_tokens && !strcmp(source, "shapes"))
+        usage_error("probe --make-batch --max-tokens packs the images of a folder; pass --data DIR");
+    if (max_tokens > dit_tokens(c))
+        usage_error("--max-tokens %d is above the %d tokens of %s's input size; pass at most %d",
+                    max_tokens, dit_tokens(c), ckpt, dit_tokens(c));
     Data data;
-    if (data_open(&data, "shapes", c->input_size, c->in_channels, c->num_classes, err, sizeof err))
-        usage_error("%s", err);
-    Batch b = batch_alloc(0, B, B, c->in_channels, c->input_size);
+    if (data_open(&data, source, c->input_size, c->in_channels, c->num_classes, err, sizeof err))
+        usage_error("--data: %s", err);
+    data.max_tokens = max_tokens, data.patch = c->patch_size;
+    Batch b = max_tokens ? batch_alloc_packs(0, B, B, c->in_channels, c->patch_size, max_tokens)
+                         : batch_alloc(0, B, B, c->in_channels, c->input_size);
     batch_make(&b, &data, 0, c->class_dropout_prob, c->num_classes, step);
+    int n = b.pack ? b.pack->n : B; // the times and labels are per image
     StWriter *w = st_writer_new();
     st_writer_add_real(w, "x", 4, b.xt->shape, b.xt->data);
-    st_writer_add_real(w, "t", 1, b.t->shape, b.t->data);
+    st_writer_add_real(w, "t", 1, (int[]){n}, b.t->data);
     st_writer_add_real(w, "target", 4, b.v->shape, b.v->data);
-    st_writer_add(w, "y", ST_I64, 1, (int64_t[]){B}, b.y);
+    st_writer_add(w, "y", ST_I64, 1, (int64_t[]){n}, b.y);
+    int64_t *images = xmalloc((size_t)4 * n * sizeof(int64_t));
+    for (int i = 0; b.pack && i < n; i++) {
+        const DiTImage *im = &b.pack->img[i];
+        images[4 * i] = im->row, images[4 * i + 1] = im->start, images[4 * i + 2] = im->gh, images[4 * i + 3] = im->gw;
+    }
+    if (b.pack) st_writer_add(w, "pack", ST_I64, 2, (int64_t[]){n, 4}, images);
     if (st_writer_write(w, path, err, sizeof err)) usage_error("--out: %s", err);
     st_writer_free(w);
+    free(images);
     batch_free(&b);
     data_close(&data);
     dit_free(&m);
@@ -201,8 +259,10 @@ int probe_main(int argc, char **argv, Comm *c) {
     ProbeArgs a;
     if (!parse_args(&a, argc, argv, c)) return 0;
     if (a.make_batch) {
-        if (c->rank == 0) probe_write_batch(a.ckpt, a.out, a.make_batch, PROBE_BATCH_STEP);
-        print0(c, "probe: wrote a batch of %d images to %s\n", a.make_batch, a.out);
+        if (c->rank == 0)
+            probe_write_batch(a.ckpt, a.out, a.make_batch, PROBE_BATCH_STEP, a.run.data, a.run.max_tokens);
+        print0(c, "probe: wrote a batch of %d %s to %s\n", a.make_batch,
+               a.run.max_tokens ? "rows of packs" : "images", a.out);
         return 0;
     }
     char err[1024];
@@ -212,8 +272,15 @@ int probe_main(int argc, char **argv, Comm *c) {
     if (st_read(a.batch, &st, err, sizeof err)) usage_error("--batch: %s", err);
     const StTensor *xs = st_find(&st, "x");
     int B = xs && xs->ndim == 4 && xs->shape[0] >= 1 && xs->shape[0] <= PROBE_MAX_BATCH ? (int)xs->shape[0] : 1;
+    // packs: rows of the strip's tokens (probe_load_batch checks them)
+    int p = m.cfg.patch_size, T = xs && xs->ndim == 4 ? (int)(xs->shape[3] / p) : 0;
+    bool packs = st_find(&st, "pack") && T >= 1 && T <= dit_tokens(&m.cfg);
+    a.run.parallel.packs = packs;
     SeqParallel sp;
-    sp_setup(&sp, c, c->size, c->rank, &a.run.parallel, &m.cfg);
+    sp_setup_tokens(&sp, c, c->size, c->rank, &a.run.parallel, &m.cfg, packs ? T : dit_tokens(&m.cfg));
+    if (a.dump && packs && sp.dp > 1)
+        usage_error("probe --dump-tape of packs runs in one data group (its images' rows differ "
+                    "between groups); leave out --sp");
     int first, count, micro_first, micro;
     if (sp_batch_slice(&sp, B, &first, &count, err, sizeof err)) usage_error("--batch %s: %s", a.batch, err);
     sp_micro_batch(&sp, count, 0, &micro_first, &micro); // the largest
@@ -225,19 +292,21 @@ int probe_main(int argc, char **argv, Comm *c) {
     // forward and backward of this rank's shard of its data group's images, then the sums over
     // ranks, and the data group's output images
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
-    int S = m.cfg.input_size, Co = dit_out_channels(&m.cfg);
+    int H = whole.x->shape[2], W = whole.x->shape[3], Co = dit_out_channels(&m.cfg);
     TapeDump dump;
     if (a.dump) tape_dump_start(&dump, &sp, c->rank);
-    Tensor *img = tensor_new(&host, 4, count, Co, S, S);
+    Tensor *img = tensor_new(&host, 4, count, Co, H, W);
+    DiTPack mine; // packs: the data group's rows, whose images are [i0, i0 + mine.n)
+    int i0 = whole.pack ? dit_pack_rows(whole.pack, first, count, &mine) : first;
     double total_loss = step_gradients(work, &sp, &arena,
                                        tensor_rows(&host, whole.x, first, count),
-                                       tensor_rows(&host, whole.t, first, count), whole.y + first,
-                                       tensor_rows(&host, whole.target, first, count), B, NULL,
-                                       img->data);
+                                       tensor_rows(&host, whole.t, i0, whole.pack ? mine.n : count),
+                                       whole.y + i0, tensor_rows(&host, whole.target, first, count),
+                                       B, whole.pack ? &mine : NULL, img->data);
     if (work != &m) dit_copy(&m, work), dit_free(work); // the gradients, for the result
     if (a.dump) tape_dump_params(&dump, &m.ps);
     if (sp.dp > 1) {
-        Tensor *all = tensor_new(&host, 4, B, Co, S, S);
+        Tensor *all = tensor_new(&host, 4, B, Co, H, W);
         sp_gather_batch(&sp, all->data, img->data, img->size);
         img = all;
     }

@@ -269,11 +269,11 @@ const Setting settings[] = {
      "multiply the initial attention qkv weights by G, for attention logits\n"
      "G^2 times larger (default {default})"},
     {"data", "--data", "shapes|DIR", &PATH_TEXT, OFF(data), 0, 0,
-     FOR_TRAIN | FOR_SAMPLE, FIXED | AGREED, NULL, NULL,
+     FOR_TRAIN | FOR_PROBE | FOR_SAMPLE, FIXED | AGREED, NULL, NULL,
      "procedural shapes (10 classes) or a folder of PNG/JPEG images,\n"
      "one subfolder per class (default {default})"},
     {"max_tokens", "--max-tokens", "N", &INT_TEXT, OFF(max_tokens), 0, 1 << 24,
-     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     FOR_TRAIN | FOR_PROBE, FIXED | AGREED, NULL, NULL,
      "pack the --data folder's images at their own sizes (sides rounded to\n"
      "the patch, shrunk to N tokens at most) into rows of N tokens, each\n"
      "image with its own positions and attending only to itself; at most\n"

@@ -6,7 +6,6 @@
 
 double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *t,
                       const int64_t *y, Tensor *target, int batch, const DiTPack *pack, real *out) {
-    CHECK(!pack || !out, "step_gradients: the output images of packs are not gathered");
     if (arena->device) // the batch goes up once; the step's activations live on the device
         x = tensor_to(arena, x), t = tensor_to(arena, t), target = tensor_to(arena, target);
     size_t mark = arena_mark(arena);
@@ -31,8 +30,18 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         backward(&tp, l);
         loss += tensor_item(l);
         if (out) {
-            Tensor *img = sp_gather_image(&tp, sp, tokens, &m->cfg, false);
-            copy_bytes(out + img->size / n * first, img->data, img->size * sizeof(real));
+            Tensor *img = sp_gather_image(&tp, sp, tokens, &m->cfg, pack != NULL);
+            real *to = out + img->size / n * first;
+            if (pack) memset(to, 0, img->size * sizeof(real)); // the tokens no image covers
+            else copy_bytes(to, img->data, img->size * sizeof(real));
+            size_t lines = (size_t)img->shape[1] * img->shape[2], W = img->shape[3], p = m->cfg.patch_size;
+            for (int j = 0; pack && j < rows.n; j++) { // each image's columns of each strip line
+                const DiTImage *im = &rows.img[j];
+                for (size_t r = 0; r < lines; r++) {
+                    size_t at = ((size_t)im->row * lines + r) * W + (size_t)im->start * p;
+                    copy_bytes(to + at, img->data + at, (size_t)im->gh * im->gw * p * sizeof(real));
+                }
+            }
         }
         tape_free(&tp);
         arena_release(arena, mark);

@@ -8,10 +8,11 @@
 // Zeroes m's gradients; forward and backward of this data group's n images of a global batch of
 // `batch`, x (n, C, S, S), t (n), y (n) against target (n, Ct, S, S), one micro-batch at a time in
 // `arena` (each freed before the next); then the gradients summed over every rank. Returns the
-// global mean loss. out, when not NULL, receives the data group's output images (n, C_out, S, S).
+// global mean loss. out, when not NULL, receives the data group's output images (n, C_out, S, S),
+// or with packs their strips (n, C_out, p, T p), zero where no image is.
 // The batch and out are on the host; with a device arena (and m on the device) the batch is
 // copied up first, and the arena must have room for it. pack: the data group's n rows are packs
-// (x and target strips, t and y per image, layers/dit.h; out NULL), each micro-batch whole rows,
+// (x and target strips, t and y per image, layers/dit.h), each micro-batch whole rows,
 // and every loss divides by the real tokens of all data groups' packs; or NULL.
 double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *t,
                       const int64_t *y, Tensor *target, int batch, const DiTPack *pack, real *out);

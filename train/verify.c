@@ -88,11 +88,17 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     return true;
 }
 
+// The rows of the training flags whose images a probe batch takes (--make-batch)
+static bool batch_row(const Setting *s) { return !strcmp(s->key, "data") || !strcmp(s->key, "max_tokens"); }
+
 // Of the training flags, those a probe takes too (the table's FOR_PROBE rows but --grad-accum:
-// a dump is one micro-batch; the LAYOUT rows only with_layout): how many values follow, or -1
-static int probe_flag(const char *f, bool with_layout) {
+// a dump is one micro-batch; the LAYOUT rows only with_layout; for the batch (for_batch) its
+// images' rows only, else those not): how many values follow, or -1
+static int probe_flag(const char *f, bool with_layout, bool for_batch) {
     const Setting *s = setting_by_flag(f, FOR_PROBE);
-    if (!s || !strcmp(s->key, "grad_accum") || (!with_layout && (s->rules & LAYOUT))) return -1;
+    if (!s || !strcmp(s->key, "grad_accum") || (!with_layout && (s->rules & LAYOUT)) ||
+        batch_row(s) != for_batch)
+        return -1;
     return s->arg != NULL;
 }
 
@@ -123,6 +129,12 @@ static void locate_runs(char *self, int ranks, const char *out, char **pass, int
     Command cmd;
     command_start(&cmd, 1, self);
     command_add(&cmd, "probe", "--ckpt", ckpt, "--make-batch", "6", "--out", batch, NULL);
+    for (int i = 0; i < np; i++) { // the run's images: a folder, packs
+        int values = probe_flag(pass[i], false, true);
+        if (values < 0 || i + values >= np) continue;
+        command_add(&cmd, pass[i], NULL);
+        if (values) command_add(&cmd, pass[++i], NULL);
+    }
     remove(batch);
     if (command_run(&cmd, NULL)) return (void)printf("locate: could not write a probe batch\n");
     for (int side = 0; side < 2; side++) { // N ranks with the layout, then one without
@@ -131,7 +143,7 @@ static void locate_runs(char *self, int ranks, const char *out, char **pass, int
         command_start(&cmd, side ? 1 : ranks, self);
         command_add(&cmd, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res, "--dump-tape", dump[side], NULL);
         for (int i = 0; i < np; i++) {
-            int values = probe_flag(pass[i], !side);
+            int values = probe_flag(pass[i], !side, false);
             if (values < 0 || i + values >= np) continue;
             if (!side && !strcmp(pass[i], "--sp-attention") && !strcmp(pass[i + 1], "auto")) {
                 char dir_n[4200];
@@ -153,7 +165,7 @@ static void locate_runs(char *self, int ranks, const char *out, char **pass, int
 // Trains with `ranks` ranks into out/ranks-N and then with one rank (without --inject-bug; only
 // ref_steps steps when not 0) into out/ranks-1, and compares them; self is this program.
 static int run_both(char *self, int ranks, const char *out, char **pass, int np,
-                    int ref_steps, double tol, bool exact, bool packs) {
+                    int ref_steps, double tol, bool exact) {
     char dir_n[4096], dir_1[4096], plot[4096], sbuf[16], label[64];
     snprintf(dir_n, sizeof dir_n, "%s/ranks-%d", out, ranks);
     snprintf(dir_1, sizeof dir_1, "%s/ranks-1", out);
@@ -177,8 +189,7 @@ static int run_both(char *self, int ranks, const char *out, char **pass, int np,
         printf("== --exact: %d ranks against 1 rank, bit for bit\n", ranks);
         rc = runs_identical(dir_n, dir_1) ? 1 : rc;
     }
-    if (rc == 1 && packs) printf("locate: probe does not take packs of images yet\n");
-    else if (rc == 1) locate_runs(self, ranks, out, pass, np, dir_1);
+    if (rc == 1) locate_runs(self, ranks, out, pass, np, dir_1);
     return rc;
 }
 
@@ -203,14 +214,11 @@ int verify_main(int argc, char **argv) {
     char self[4096];
     if (!launch_self(self, sizeof self))
         return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
-    bool exact = false, packs = false;
-    for (int i = 0; i < np; i++) {
-        exact |= !strcmp(pass[i], "--exact") || !strcmp(pass[i], "--virtual-shards");
-        packs |= !strcmp(pass[i], "--max-tokens") && i + 1 < np && strcmp(pass[i + 1], "0");
-    }
+    bool exact = false;
+    for (int i = 0; i < np; i++) exact |= !strcmp(pass[i], "--exact") || !strcmp(pass[i], "--virtual-shards");
     if (exact && ref_steps)
         usage_error("verify --exact compares the final checkpoints of both runs; drop --reference-steps");
-    int rc = run_both(self, ranks, out, pass, np, ref_steps, tol, exact, packs);
+    int rc = run_both(self, ranks, out, pass, np, ref_steps, tol, exact);
     free(pass);
     return rc;
 }

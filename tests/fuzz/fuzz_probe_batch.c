@@ -19,13 +19,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st_parse(data, size, &st, NULL, 0)) return 0; // the safetensors target's business
     // an accepted batch's elements take at least 4 bytes each in the file and at most 8 in the
     // arena (labels), plus three Tensor structs and each allocation's alignment
-    Arena arena = arena_create(2 * size + 4 * sizeof(Tensor) + 8 * ARENA_ALIGN);
+    Arena arena = arena_create(2 * size + 4 * sizeof(Tensor) + sizeof(DiTPack) + 8 * ARENA_ALIGN);
     FUZZ_TRY({
         ProbeBatch b = probe_load_batch(&model, "batch.safetensors", &st, &arena);
         int B = b.x->shape[0];
         fuzz_say("accepted: a batch of %d", B);
-        if (b.t->shape[0] != B || b.target->shape[0] != B) abort();
-        for (int i = 0; i < B; i++)
+        int n = b.pack ? b.pack->n : B; // packs: times and labels per image
+        if (b.t->shape[0] != n || b.target->shape[0] != B) abort();
+        for (int i = 0; i < n; i++)
             if (b.y[i] < 0 || b.y[i] > model.cfg.num_classes) abort();
         const Tensor *values[] = {b.x, b.t, b.target};
         for (int k = 0; k < 3; k++)
