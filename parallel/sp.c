@@ -135,8 +135,8 @@ const char *sp_context_error(const SpOptions *o, bool in_context, char *buf, siz
                        (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)))
         return snprintf(buf, len, "in-context conditioning (--in-context, or a checkpoint trained "
                         "with it) runs with --sp-attention gather or all-to-all and without --exact, "
-                        "--recompute and --max-tokens so far; pass one of those layouts and leave "
-                        "out the others, or train without --in-context"), buf;
+                        "--recompute, --max-tokens and --sample-sizes so far; pass one of those "
+                        "layouts and leave out the others, or train without --in-context"), buf;
     if ((o->bugs & BUG_ULYSSES_REPLICATED_KV) && !in_context)
         return snprintf(buf, len, "the ulysses-replicated-kv bug exchanges the in-context "
                         "conditioning tokens' K/V; add --in-context"), buf;

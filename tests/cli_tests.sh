@@ -203,10 +203,12 @@ expect_usage "gives an MLP width of 64 x 0.01 < 1" --mlp-ratio 0.01
 # in-context conditioning runs with the gather and all-to-all layouts, without --exact and
 # --recompute (training, and the probe of an in-context checkpoint), and the
 # ulysses-replicated-kv bug needs its tokens
-ic="in-context conditioning (--in-context, or a checkpoint trained with it) runs with --sp-attention gather or all-to-all and without --exact, --recompute and --max-tokens"
+ic="in-context conditioning (--in-context, or a checkpoint trained with it) runs with --sp-attention gather or all-to-all and without --exact, --recompute, --max-tokens and --sample-sizes"
 expect_usage "$ic" --in-context --sp-attention ring
 expect_usage "$ic" --in-context --exact
 expect_usage "$ic" --in-context --recompute
+expect_usage "$ic" --in-context --sample-sizes 8x8
+expect_usage "$ic" verify --ranks 2 --in-context --sample-sizes 8x8
 expect_usage "$ic" verify --ranks 2 --in-context --exact
 expect_usage "the ulysses-replicated-kv bug exchanges the in-context conditioning tokens' K/V; add --in-context" --sp-attention all-to-all --inject-bug ulysses-replicated-kv
 $TRAIN $RES --steps 1 --in-context --out "$WORK/incontext" >/dev/null 2>&1

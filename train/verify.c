@@ -74,7 +74,9 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
                     "most --steps", ref_steps, tc.steps);
     Data data;
     char err[1024];
-    if (sp_context_error(&tc.parallel, tc.model.in_context, err, sizeof err)) usage_error("%s", err);
+    SpOptions sampling = tc.parallel; // and the context the samples are drawn in
+    sampling.packs = sampling.packs || tc.sample_sizes.n;
+    if (sp_context_error(&sampling, tc.model.in_context, err, sizeof err)) usage_error("%s", err);
     if (data_open(&data, tc.data, tc.model.input_size, tc.model.in_channels, tc.model.num_classes,
                   err, sizeof err))
         usage_error("--data: %s", err);
