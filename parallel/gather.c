@@ -62,10 +62,11 @@ static Tensor *attend_exact(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Ten
                             const int32_t *seg) {
     const SeqShard *s = &sp->shard;
     const uint8_t *mask = sp_key_mask(sp);
-    Segments local = sp_segments(sp, seg, s->t0, s->t0); // the exact op's keys start at k0 0
-    if (local.id) local.id += s->t0, local.q0 = local.k0 = 0;
-    if (sp->bugs & BUG_LOCAL_KV)
+    if (sp->bugs & BUG_LOCAL_KV) { // the ids of the local tokens: each row's from token t0 on
+        Segments local = sp_segments(sp, seg, 0, 0);
+        if (local.id) local.id += s->t0;
         return attention_exact(tp, q, k, v, k, v, 0, heads, mask ? mask + s->t0 : NULL, local, NULL, NULL);
+    }
     bool grad = tp->grad_enabled;
     tp->grad_enabled = false;
     Tensor *k_all = seq_all_gather(tp, sp->comm, k), *v_all = seq_all_gather(tp, sp->comm, v);

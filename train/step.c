@@ -4,6 +4,20 @@
 #include "../core/device.h"
 #include <string.h>
 
+// The images of pack pk from its strips img (B, C, p, T p) into out (host, the same shape), zero
+// where no image is
+static void copy_images(real *out, const Tensor *img, const DiTPack *pk, int p) {
+    size_t lines = (size_t)img->shape[1] * img->shape[2], W = img->shape[3];
+    memset(out, 0, img->size * sizeof(real));
+    for (int j = 0; j < pk->n; j++) { // each image's columns of each strip line
+        const DiTImage *im = &pk->img[j];
+        for (size_t r = 0; r < lines; r++) {
+            size_t at = ((size_t)im->row * lines + r) * W + (size_t)im->start * p;
+            copy_bytes(out + at, img->data + at, (size_t)im->gh * im->gw * p * sizeof(real));
+        }
+    }
+}
+
 double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *t,
                       const int64_t *y, Tensor *target, int batch, const DiTPack *pack, real *out) {
     if (arena->device) // the batch goes up once; the step's activations live on the device
@@ -32,16 +46,8 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         if (out) {
             Tensor *img = sp_gather_image(&tp, sp, tokens, &m->cfg, pack != NULL);
             real *to = out + img->size / n * first;
-            if (pack) memset(to, 0, img->size * sizeof(real)); // the tokens no image covers
+            if (pack) copy_images(to, img, &rows, m->cfg.patch_size);
             else copy_bytes(to, img->data, img->size * sizeof(real));
-            size_t lines = (size_t)img->shape[1] * img->shape[2], W = img->shape[3], p = m->cfg.patch_size;
-            for (int j = 0; pack && j < rows.n; j++) { // each image's columns of each strip line
-                const DiTImage *im = &rows.img[j];
-                for (size_t r = 0; r < lines; r++) {
-                    size_t at = ((size_t)im->row * lines + r) * W + (size_t)im->start * p;
-                    copy_bytes(to + at, img->data + at, (size_t)im->gh * im->gw * p * sizeof(real));
-                }
-            }
         }
         tape_free(&tp);
         arena_release(arena, mark);
