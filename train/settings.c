@@ -271,13 +271,15 @@ const Setting settings[] = {
     {"data", "--data", "shapes|DIR", &PATH_TEXT, OFF(data), 0, 0,
      FOR_TRAIN | FOR_PROBE | FOR_SAMPLE, FIXED | AGREED, NULL, NULL,
      "procedural shapes (10 classes) or a folder of PNG/JPEG images,\n"
-     "one subfolder per class (default {default})"},
+     "one subfolder per class (default {default}; probe: the images of\n"
+     "--make-batch)"},
     {"max_tokens", "--max-tokens", "N", &INT_TEXT, OFF(max_tokens), 0, 1 << 24,
      FOR_TRAIN | FOR_PROBE, FIXED | AGREED, NULL, NULL,
      "pack the --data folder's images at their own sizes (sides rounded to\n"
      "the patch, shrunk to N tokens at most) into rows of N tokens, each\n"
      "image with its own positions and attending only to itself; at most\n"
-     "the tokens of --input-size (default {default}: square images)"},
+     "the tokens of --input-size (default {default}: square images; probe:\n"
+     "--make-batch writes rows of packs)"},
     {"threads", "--threads", "T", &INT_TEXT, OFF(threads), 1, 1024,
      FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
      "threads per rank, GEMM and other loops (default: cores / ranks\n"
