@@ -52,7 +52,8 @@ double sp_local_mean_scale(const SeqParallel *sp) {
     return real_tokens(sp) ? (double)sp->shard.T / real_tokens(sp) : 0;
 }
 
-Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c) {
+Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c,
+                        const DiTPack *pack) {
     bool grad = tp->grad_enabled;
     tp->grad_enabled = false;
     int B = tokens->shape[0], row = tokens->shape[2], T = sp->shard.T, Tp = sp->shard.T_pad;
@@ -60,8 +61,8 @@ Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConf
     Tensor *real_tokens = tensor_new(tp->arena, 3, B, T, row);
     RUN(real_tokens->device, add_rows, real_tokens->data, (size_t)T * row, all->data,
         (size_t)Tp * row, (size_t)T * row, B);
-    Tensor *img = unpatchify(tp, real_tokens, dit_out_channels(c), c->input_size, c->input_size,
-                             c->patch_size);
+    int p = c->patch_size, H = pack ? p : c->input_size, W = pack ? T * p : c->input_size;
+    Tensor *img = unpatchify(tp, real_tokens, dit_out_channels(c), H, W, p);
     tp->grad_enabled = grad;
     return img;
 }

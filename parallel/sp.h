@@ -155,8 +155,10 @@ DiTShard sp_loss_shard(SeqParallel *sp, int images, int batch);
 // losses add up to about P times the loss
 double sp_local_mean_scale(const SeqParallel *sp);
 // The full output images (B, C_out, S, S) from every rank's tokens (B, n, p*p*C_out): tokens are
-// all-gathered, padding dropped, and unpatchified. Not differentiated.
-Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c);
+// all-gathered, padding dropped, and unpatchified; with pack (not NULL), the rows' strips
+// (B, C_out, p, T p) (layers/dit.h). Not differentiated.
+Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConfig *c,
+                        const DiTPack *pack);
 // Every data group's images (B, ...) of `size` values each, in data-group order, into out
 // (dp * B, ...). Not differentiated.
 void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size);

@@ -1,5 +1,6 @@
-// probe.c: see probe.h. Batch file: x (B,C,H,W), t (B), y (B) integer, target (B,C_out,H,W).
-// Result file: out (B,C_out,H,W), loss (1), grad.<name> for every trainable parameter.
+// probe.c: see probe.h. Batch file: x (B,C,H,W), t (B), y (B) integer, target (B,C_out,H,W); or
+// packs: images (n,4) integer, x (B,C,p,T p), t (n), y (n), target (B,C_out,p,T p).
+// Result file: out (the shape of target), loss (1), grad.<name> for every trainable parameter.
 #include "probe.h"
 #include "../core/check.h"
 #include "../core/safetensors.h"
@@ -23,7 +24,11 @@ static void help(void) {
            "  One forward + backward of loss = mean((model(x, t, y) - target)^2), eval mode.\n"
            "  --ckpt PATH           DiT checkpoint (safetensors with the config in __metadata__)\n"
            "  --batch PATH          x F32 [B,C,H,W], t F32 [B], y I64 [B], target F32 [B,C_out,H,W]\n"
-           "  --out PATH            writes out, loss and grad.<name> for every trainable parameter\n"
+           "                        or packs of images at their own sizes (layers/dit.h): images\n"
+           "                        I64 [n,4] (row, first token, patch rows, patch columns), x and\n"
+           "                        target the rows' strips [B,C,p,T*p], t and y [n]\n"
+           "  --out PATH            writes out (target's shape), loss and grad.<name> for every\n"
+           "                        trainable parameter\n"
            "  --dump-tape PATH      also every named tensor of the step and its gradient, in the\n"
            "                        one-rank layout, for `train locate` (one micro-batch)\n"
            "  --make-batch B        instead: write a batch of B images (procedural shapes, step %d of\n"
@@ -33,8 +38,10 @@ static void help(void) {
 }
 
 // The batch tensor `name`, which this checkpoint needs to be a float tensor (F32 or F64) or, if
-// `integer`, an I64 or I32 tensor, of this shape (a -1 is the batch size B, any B >= 1). Anything
-// else is a usage error naming the tensor, what was expected and what the file holds.
+// `integer`, an I64 or I32 tensor, of this shape (ANY_ROWS is the batch size B, ANY_IMAGES a
+// pack's image count n, any count >= 1). Anything else is a usage error naming the tensor, what
+// was expected and what the file holds.
+enum { ANY_ROWS = -1, ANY_IMAGES = -2 };
 static const StTensor *batch_tensor(const SafeTensors *st, const char *path, const char *name,
                                     bool integer, int ndim, const int64_t *shape) {
     const StTensor *t = st_find(st, name);
@@ -44,11 +51,14 @@ static const StTensor *batch_tensor(const SafeTensors *st, const char *path, con
         ok = shape[i] < 0 ? t->shape[i] >= 1 : t->shape[i] == shape[i];
     if (ok) return t;
     char want[128], got[64];
+    const char *count = shape[0] == ANY_ROWS ? "B" : "n";
     int n = snprintf(want, sizeof want, "%s [", integer ? "I64 or I32" : "F32 or F64");
     for (int i = 0; i < ndim; i++)
-        n += snprintf(want + n, sizeof want - (size_t)n, shape[i] < 0 ? "%sB" : "%s%lld",
-                      i ? ", " : "", (long long)shape[i]);
-    snprintf(want + n, sizeof want - (size_t)n, "]%s", shape[0] < 0 ? " with B >= 1" : "");
+        n += shape[i] < 0 ? snprintf(want + n, sizeof want - (size_t)n, "%s%s", i ? ", " : "", count)
+                          : snprintf(want + n, sizeof want - (size_t)n, "%s%lld", i ? ", " : "",
+                                     (long long)shape[i]);
+    if (shape[0] < 0) snprintf(want + n, sizeof want - (size_t)n, "] with %s >= 1", count);
+    else snprintf(want + n, sizeof want - (size_t)n, "]");
     if (!t)
         usage_error("--batch %s has no tensor '%s'; a probe batch for this checkpoint needs '%s' "
                     "as %s", path, name, name, want);
@@ -127,29 +137,78 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
     return true;
 }
 
+// Integer tensor t's value i as int64 (memcpy: other writers may leave the data unaligned)
+static int64_t batch_int(const StTensor *t, size_t i) {
+    int64_t v64;
+    int32_t v32;
+    if (t->dtype == ST_I64) return memcpy(&v64, (const char *)t->data + 8 * i, 8), v64;
+    return memcpy(&v32, (const char *)t->data + 4 * i, 4), v32;
+}
+
+// A pack batch's rows: the tokens T of its strips x (B, C, p, T p), 1 to `most`, or a usage error
+static int pack_tokens(const SafeTensors *st, const char *path, const DiTConfig *cfg) {
+    const StTensor *x = st_find(st, "x");
+    int p = cfg->patch_size, most = dit_tokens(cfg);
+    if (x && x->ndim == 4 && x->shape[3] % p == 0 && x->shape[3] >= p && x->shape[3] <= (int64_t)most * p)
+        return (int)(x->shape[3] / p);
+    char got[64] = "none";
+    if (x) st_shape_str(got, sizeof got, x->shape, x->ndim);
+    usage_error("--batch %s has 'images', so its rows are packs: 'x' must hold them as strips "
+                "[B, %d, %d, T * %d] of T tokens, T from 1 to the %d of this checkpoint's input "
+                "size; the file has %s", path, cfg->in_channels, p, p, most, got);
+}
+
+// A pack batch's `images` (n, 4) into pack: each image's row, first token, patch rows and
+// columns, which must fit B rows of T tokens without overlapping
+static void load_pack(DiTPack *pack, const SafeTensors *st, const char *path, int B, int T) {
+    const StTensor *im = batch_tensor(st, path, "images", true, 2, (int64_t[]){ANY_IMAGES, 4});
+    if (im->shape[0] > DIT_PACK_MAX)
+        usage_error("--batch %s: 'images' holds %lld images; a batch of packs holds at most %d",
+                    path, (long long)im->shape[0], DIT_PACK_MAX);
+    *pack = (DiTPack){.B = B, .T = T, .n = (int)im->shape[0]};
+    for (int i = 0; i < pack->n; i++) {
+        int64_t v[4];
+        for (int k = 0; k < 4; k++) {
+            v[k] = batch_int(im, 4 * (size_t)i + k);
+            if (v[k] < 0 || v[k] > T)
+                usage_error("--batch %s: images[%d] = (row, first token, patch rows, patch columns) "
+                            "holds %lld; each is from 0 to the rows' %d tokens", path, i,
+                            (long long)v[k], T);
+        }
+        pack->img[i] = (DiTImage){.row = (int)v[0], .start = (int)v[1], .gh = (int)v[2], .gw = (int)v[3]};
+    }
+    char err[256];
+    const char *why = dit_pack_error(pack, err, sizeof err);
+    if (why) usage_error("--batch %s: %s; correct 'images'", path, why);
+}
+
 ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *st, Arena *arena) {
     const DiTConfig *cfg = &m->cfg;
-    int S = cfg->input_size, Co = dit_out_channels(cfg);
-    const StTensor *xs = batch_tensor(st, path, "x", false, 4, (int64_t[]){-1, cfg->in_channels, S, S});
+    int C = cfg->in_channels, Co = dit_out_channels(cfg), p = cfg->patch_size;
+    ProbeBatch b = {0};
+    bool packs = st_find(st, "images") != NULL;
+    // the pixels: square images, or packs' strips p high and T p wide
+    int H = cfg->input_size, W = packs ? pack_tokens(st, path, cfg) * p : H;
+    if (packs) H = p;
+    const StTensor *xs = batch_tensor(st, path, "x", false, 4, (int64_t[]){ANY_ROWS, C, H, W});
     int64_t B64 = xs->shape[0];
     if (B64 > PROBE_MAX_BATCH) // probe_main sized the arena for at most this many
-        usage_error("--batch %s: 'x' holds %lld images; a probe batch holds at most %d", path,
-                    (long long)B64, PROBE_MAX_BATCH);
-    const StTensor *ts = batch_tensor(st, path, "t", false, 1, &B64);
-    const StTensor *ys = batch_tensor(st, path, "y", true, 1, &B64);
-    const StTensor *gs = batch_tensor(st, path, "target", false, 4, (int64_t[]){B64, Co, S, S});
-    int B = (int)B64;
-    ProbeBatch b = {tensor_new(arena, 4, B, cfg->in_channels, S, S), tensor_new(arena, 1, B),
-                    tensor_new(arena, 4, B, Co, S, S), arena_alloc(arena, (size_t)B * sizeof(int64_t))};
+        usage_error("--batch %s: 'x' holds %lld %s; a probe batch holds at most %d", path,
+                    (long long)B64, packs ? "rows" : "images", PROBE_MAX_BATCH);
+    const StTensor *gs = batch_tensor(st, path, "target", false, 4, (int64_t[]){B64, Co, H, W});
+    if (packs) load_pack(&b.pack, st, path, (int)B64, W / p);
+    int64_t n64 = packs ? b.pack.n : B64; // the times and labels: one per image
+    const StTensor *ts = batch_tensor(st, path, "t", false, 1, &n64);
+    const StTensor *ys = batch_tensor(st, path, "y", true, 1, &n64);
+    int B = (int)B64, n = (int)n64;
+    b.x = tensor_new(arena, 4, B, C, H, W), b.t = tensor_new(arena, 1, n);
+    b.target = tensor_new(arena, 4, B, Co, H, W), b.y = arena_alloc(arena, (size_t)n * sizeof(int64_t));
     batch_into(b.x, xs, path);
     batch_into(b.t, ts, path);
     batch_into(b.target, gs, path);
     int classes = cfg->num_classes, rows = m->y_table->shape[0]; // rows: +1 for a null class
-    for (int i = 0; i < B; i++) { // memcpy: other writers may leave the data unaligned
-        int64_t v64;
-        int32_t v32;
-        if (ys->dtype == ST_I64) memcpy(&v64, (const char *)ys->data + 8 * i, 8), b.y[i] = v64;
-        else memcpy(&v32, (const char *)ys->data + 4 * i, 4), b.y[i] = v32;
+    for (int i = 0; i < n; i++) {
+        b.y[i] = batch_int(ys, (size_t)i);
         if (b.y[i] < 0 || b.y[i] >= rows) {
             char null[64] = "";
             if (rows > classes) snprintf(null, sizeof null, ", or %d for the null class", classes);
@@ -210,34 +269,48 @@ int probe_main(int argc, char **argv, Comm *c) {
     if (ckpt_load_model(&m, a.ckpt, err, sizeof err)) usage_error("--ckpt: %s", err);
     SafeTensors st;
     if (st_read(a.batch, &st, err, sizeof err)) usage_error("--batch: %s", err);
+    // packs: rows of T tokens (the batch's strips), in one micro-batch of one data group
+    bool packs = st_find(&st, "images") != NULL;
+    int T = packs ? pack_tokens(&st, a.batch, &m.cfg) : dit_tokens(&m.cfg);
+    const char *no = a.run.parallel.exact ? "under --exact"
+                     : a.run.parallel.grad_accum > 1 ? "in micro-batches (--grad-accum)"
+                     : a.dump ? "with --dump-tape" : NULL;
+    if (packs && no) usage_error("--batch %s holds packs of images ('images'); probe does not run "
+                                 "them %s", a.batch, no);
+    a.run.parallel.packs = packs;
     const StTensor *xs = st_find(&st, "x");
     int B = xs && xs->ndim == 4 && xs->shape[0] >= 1 && xs->shape[0] <= PROBE_MAX_BATCH ? (int)xs->shape[0] : 1;
     SeqParallel sp;
-    sp_setup(&sp, c, c->size, c->rank, &a.run.parallel, &m.cfg);
+    sp_setup_tokens(&sp, c, c->size, c->rank, &a.run.parallel, &m.cfg, T);
+    if (packs && sp.dp > 1)
+        usage_error("--batch %s holds packs of images, which run in one data group; leave out --sp "
+                    "(now %d of %d ranks)", a.batch, a.run.parallel.sp, c->size);
     int first, count, micro_first, micro;
     if (sp_batch_slice(&sp, B, &first, &count, err, sizeof err)) usage_error("--batch %s: %s", a.batch, err);
     sp_micro_batch(&sp, count, 0, &micro_first, &micro); // the largest
-    ProbeArenas bytes = budget_probe(&sp, &m.cfg, B, count, micro);
+    ProbeArenas bytes = budget_probe(&sp, &m.cfg, B, count, micro); // a pack's rows hold fewer
+    if (packs) bytes.host += DIT_PACK_MAX * (sizeof(real) + sizeof(int64_t)) + 2 * ARENA_ALIGN; // t, y
     Arena host = arena_create(bytes.host), arena = arena_create_on(sp.cuda, bytes.step, sp.exact ? bytes.step : 0);
     ProbeBatch whole = probe_load_batch(&m, a.batch, &st, &host);
     st_free(&st);
 
     // forward and backward of this rank's shard of its data group's images, then the sums over
-    // ranks, and the data group's output images
+    // ranks, and the data group's output images (packs: the rows' strips)
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
-    int S = m.cfg.input_size, Co = dit_out_channels(&m.cfg);
+    int Co = dit_out_channels(&m.cfg), H = whole.x->shape[2], W = whole.x->shape[3];
     TapeDump dump;
     if (a.dump) tape_dump_start(&dump, &sp, c->rank);
-    Tensor *img = tensor_new(&host, 4, count, Co, S, S);
+    Tensor *img = tensor_new(&host, 4, count, Co, H, W);
+    const DiTPack *pack = packs ? &whole.pack : NULL;
     double total_loss = step_gradients(work, &sp, &arena,
                                        tensor_rows(&host, whole.x, first, count),
-                                       tensor_rows(&host, whole.t, first, count), whole.y + first,
-                                       tensor_rows(&host, whole.target, first, count), B, NULL,
-                                       img->data);
+                                       pack ? whole.t : tensor_rows(&host, whole.t, first, count),
+                                       whole.y + first, tensor_rows(&host, whole.target, first, count),
+                                       B, pack, img->data);
     if (work != &m) dit_copy(&m, work), dit_free(work); // the gradients, for the result
     if (a.dump) tape_dump_params(&dump, &m.ps);
     if (sp.dp > 1) {
-        Tensor *all = tensor_new(&host, 4, B, Co, S, S);
+        Tensor *all = tensor_new(&host, 4, B, Co, H, W);
         sp_gather_batch(&sp, all->data, img->data, img->size);
         img = all;
     }

@@ -9,12 +9,16 @@
 int probe_main(int argc, char **argv, Comm *c);
 
 // A batch file's tensors (read from `path` into st), checked against model m, in the arena:
-// x (B,C,H,W), t (B), target (B,C_out,H,W) and the labels y (B). Any mismatch is a usage error
-// naming the tensor (tests/fuzz/fuzz_probe_batch.c runs it on arbitrary files).
+// x (B,C,H,W), t (B), target (B,C_out,H,W) and the labels y (B). Or a batch of packs (layers/dit.h),
+// when the file has `images` (n, 4), each image's row, first token, and patch rows and columns:
+// x (B,C,p,T p) and target (B,C_out,p,T p) are the rows' strips, t (n) and y (n) per image, and
+// T is at most the tokens of the model's input size. Any mismatch is a usage error naming the
+// tensor (tests/fuzz/fuzz_probe_batch.c runs it on arbitrary files).
 #define PROBE_MAX_BATCH (1 << 20) // images in one batch file
 typedef struct ProbeBatch {
     Tensor *x, *t, *target;
     int64_t *y;
+    DiTPack pack; // pack.n images when the rows are packs; 0: square images
 } ProbeBatch;
 ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *st, Arena *arena);
 // A probe batch for the checkpoint ckpt into path: B images of step `step` of the shapes data

@@ -112,7 +112,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             }
             if (arena->device) tin = tensor_to(arena, tin);
             Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
-            Tensor *img = sp_gather_image(&tp, sp, tokens, c); // (B, C_out, S, S)
+            Tensor *img = sp_gather_image(&tp, sp, tokens, c, NULL); // (B, C_out, S, S)
             // the first C output channels are the velocity
             RUN(arena->device, euler_step, xs, img->data, k, chw, out_chw, guided, (real)cfg_scale,
                 t_next - t);

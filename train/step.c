@@ -6,7 +6,7 @@
 
 double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *t,
                       const int64_t *y, Tensor *target, int batch, const DiTPack *pack, real *out) {
-    CHECK(!pack || (sp->accum == 1 && sp->dp == 1 && !out), "step_gradients: packs run in one "
+    CHECK(!pack || (sp->accum == 1 && sp->dp == 1), "step_gradients: packs run in one "
           "micro-batch of one data group");
     if (arena->device) // the batch goes up once; the step's activations live on the device
         x = tensor_to(arena, x), t = tensor_to(arena, t), target = tensor_to(arena, target);
@@ -31,7 +31,7 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         backward(&tp, l);
         loss += tensor_item(l);
         if (out) {
-            Tensor *img = sp_gather_image(&tp, sp, tokens, &m->cfg);
+            Tensor *img = sp_gather_image(&tp, sp, tokens, &m->cfg, pack);
             copy_bytes(out + img->size / n * first, img->data, img->size * sizeof(real));
         }
         tape_free(&tp);

@@ -11,6 +11,7 @@
 // global mean loss. out, when not NULL, receives the data group's output images (n, C_out, S, S).
 // The batch and out are on the host; with a device arena (and m on the device) the batch is
 // copied up first, and the arena must have room for it. pack: the rows are packs (x and target
-// strips, t and y per image, layers/dit.h; one micro-batch, one data group, out NULL), or NULL.
+// strips, t and y per image, layers/dit.h; one micro-batch, one data group; out the strips
+// (B, C_out, p, T p)), or NULL.
 double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *t,
                       const int64_t *y, Tensor *target, int batch, const DiTPack *pack, real *out);
