@@ -216,13 +216,15 @@ class DiT(nn.Module):
             x = x[:, c.shape[1]:]
         return self.unpatchify(self.final_layer(x, c), gh, gw)
 
-    def forward_varlen(self, images, t, y):
+    def forward_varlen(self, images, t, y, pos_embed=None):
         """Images of their own sizes, the plain way: each image (C, h, w) run alone on its own
-        grid, with the 2-D sin-cos embedding of that grid from the reference formula, its own
-        timestep t[i] and label y[i]; the outputs (C_out, h, w) in the images' order."""
+        grid, with the 2-D sin-cos embedding of that grid from the reference formula (or
+        pos_embed(d, gh, gw) instead), its own timestep t[i] and label y[i]; the outputs
+        (C_out, h, w) in the images' order."""
         out = []
         for i, x in enumerate(images):
-            pos = sincos_pos_embed(self.pos_embed.shape[2], x.shape[1] // self.p, x.shape[2] // self.p)
+            gh, gw = x.shape[1] // self.p, x.shape[2] // self.p
+            pos = (pos_embed or sincos_pos_embed)(self.pos_embed.shape[2], gh, gw)
             out.append(self(x[None], t[i:i + 1], y[i:i + 1], torch.from_numpy(pos).to(x.dtype))[0])
         return out
 

@@ -4,7 +4,8 @@ For each config a random checkpoint (every tensor non-zero, pos_embed included) 
 are written; the probe runs in the float32 and float64 builds; its output, loss and every
 parameter gradient are compared with the reference by relative error ||a - b|| / ||b||.
 Also checks that a checkpoint written by `train` loads into the reference with strict=True and
-carries the reference's sin-cos pos_embed.
+carries the reference's sin-cos pos_embed. Then a batch of packs (3 images of different sizes and
+aspects, probed at 1-4 ranks in every layout) against the reference running each image alone.
 
 usage: parity.py TRAIN_F32 TRAIN_F64 WORKDIR
 """
@@ -97,16 +98,9 @@ PACK_RUNS = [(1, "gather")] + [(n, lay) for n in (2, 3, 4) for lay in LAYOUTS if
 MPIRUN = ["mpirun", "-q", "--oversubscribe"] + (["--allow-run-as-root"] if os.getuid() == 0 else [])
 
 
-def strip_put(strip, img, row, start, p):
-    """Image img (C, gh p, gw p) into the rows' strips (B, C, p, T p) at token `start` of row `row`:
-    the patch at (a, b) is token start + a gw + b, at columns of the strip p wide."""
-    c, gh, gw = img.shape[0], img.shape[1] // p, img.shape[2] // p
-    strip[row, :, :, start * p:(start + gh * gw) * p] = \
-        img.reshape(c, gh, p, gw, p).transpose(0, 2, 1, 3, 4).reshape(c, p, gh * gw * p)
-
-
 def strip_get(strip, row, start, gh, gw, p):
-    """The image (C, gh p, gw p) that strip_put put at token `start` of row `row`."""
+    """The image (C, gh p, gw p) at token `start` of row `row` of the rows' strips (B, C, p, T p):
+    its patch at (a, b) is token start + a gw + b, the strip's columns [p token, p token + p)."""
     c = strip.shape[1]
     return strip[row, :, :, start * p:(start + gh * gw) * p].reshape(c, p, gh, gw, p) \
         .transpose(0, 2, 1, 3, 4).reshape(c, gh * p, gw * p)
@@ -136,14 +130,17 @@ def pack_case(work):
     return ckpt, path, images, batch["t"], batch["y"], targets
 
 
-def pack_reference(ckpt, images, t, y, targets):
+def pack_reference(ckpt, images, t, y, targets, planted_bug=False):
     """Each image's forward alone (DiT.forward_varlen); loss: the mean over all real elements of
     all images; gradients by autograd. Returns the outputs one by one, the loss and gradients."""
+    # the planted bug: a grid's rows and columns swapped in its position embedding, which only a
+    # non-square image shows
+    swapped = (lambda d, gh, gw: sincos_pos_embed(d, gw, gh)) if planted_bug else None
     sd, meta = st_read(ckpt)
     model = DiT(**config_from_meta(meta)).double()
     model.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in sd.items()}, strict=True)
     f64 = lambda a: torch.from_numpy(np.asarray(a, np.float64))  # noqa: E731
-    out = model.forward_varlen([f64(x) for x in images], f64(t), torch.from_numpy(y))
+    out = model.forward_varlen([f64(x) for x in images], f64(t), torch.from_numpy(y), swapped)
     sq = sum(((o - f64(g)) ** 2).sum() for o, g in zip(out, targets))
     loss = sq / sum(g.size for g in targets)
     loss.backward()
@@ -175,14 +172,15 @@ def pack_errors(got, ref):
 
 def check_packs(train32, train64, work):
     """The parity table of packs: every rank count and layout, both builds; then the two pack
-    bugs, planted in the float32 probe, must exceed its tolerance. Returns (checks, failures)."""
+    bugs planted in the float32 probe, and one in the reference, must exceed the tolerance.
+    Returns (checks, failures)."""
     ckpt, batch, images, t, y, targets = pack_case(work)
     ref_out, ref_loss, ref_grads = pack_reference(ckpt, images, t, y, targets)
     ref = (np.concatenate([o.ravel() for o in ref_out]), ref_loss, ref_grads)
-    tokens = sum(gh * gw for _, _, gh, gw in PACK_IMAGES)
+    tokens, batch_rows = sum(gh * gw for _, _, gh, gw in PACK_IMAGES), {i[0] for i in PACK_IMAGES}
     print(f"packs: {len(PACK_IMAGES)} images of "
           f"{', '.join(f'{gh}x{gw}' for _, _, gh, gw in PACK_IMAGES)} patches ({tokens} tokens) in "
-          f"2 rows of {PACK_T}, against each image run alone")
+          f"{len(batch_rows)} rows of {PACK_T}, against each image run alone")
     print(f"{'ranks':>5} {'layout':<11} {'build':<8} {'output':>9} {'loss':>9} {'worst gradient':>16}")
     # every run, then the two bugs planted in the float32 probe, 4 at a time (most of a run's time
     # is starting its ranks)
@@ -207,7 +205,16 @@ def check_packs(train32, train64, work):
         failures += not ok
         print(f"{ranks:>5} {layout:<11} {build:<8} {e_out:9.2e} {e_loss:9.2e} {e_grad:9.2e} {worst:<32}"
               f" {'ok' if ok else 'FAIL'}")
-    return 2 * len(PACK_RUNS) + 2, failures
+    # the comparison catches a planted bug in the reference too: the float64 probe against it
+    bug_out, bug_loss, bug_grads = pack_reference(ckpt, images, t, y, targets, planted_bug=True)
+    bug = (np.concatenate([o.ravel() for o in bug_out]), bug_loss, bug_grads)
+    e_out, _, e_grad, _ = pack_errors(results[len(PACK_RUNS)], bug)  # float64, 1 rank
+    caught = max(e_out, e_grad) > TOL["float64"][1]
+    failures += not caught
+    print(f"planted bug in the reference (rows and columns of a grid swapped in its position embedding): "
+          f"output {e_out:.2e}, worst gradient {e_grad:.2e} against the float64 probe "
+          f"{'caught' if caught else 'NOT CAUGHT'}")
+    return 2 * len(PACK_RUNS) + 3, failures
 
 
 def main():
