@@ -374,7 +374,7 @@ expect_batch "pack images 0 and 1 overlap in row 1; correct 'images'" images:I64
 expect_batch "pack image 0 (0x0 patches at token 0 of row 0) does not fit 2 rows of 8 tokens" images:I64:1,4 $PX $PT y:I64:1 $PG
 expect_batch "'t' must be F32 or F64 \[1\] for this checkpoint, but the file has F32 \[2\]" $P $PX $T y:I64:1 $PG
 st "$WORK/batch.safetensors" $P $PX $PT y:I64:1 $PG
-expect_usage "holds packs of images ('images'); probe does not run them under --exact" probe --ckpt "$CK" --batch "$WORK/batch.safetensors" --exact
+expect_usage "holds packs of images ('images'), which probe does not run with --exact; leave it out" probe --ckpt "$CK" --batch "$WORK/batch.safetensors" --exact
 msg=$($TRAIN probe --ckpt "$CK" --batch "$WORK/batch.safetensors" --out "$WORK/probe.safetensors" 2>&1)
 if [ $? = 0 ] && [ -s "$WORK/probe.safetensors" ]; then ok "probe batch of packs: accepted"
 else bad "probe batch of packs refused: $msg"; fi

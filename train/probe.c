@@ -272,11 +272,11 @@ int probe_main(int argc, char **argv, Comm *c) {
     // packs: rows of T tokens (the batch's strips), in one micro-batch of one data group
     bool packs = st_find(&st, "images") != NULL;
     int T = packs ? pack_tokens(&st, a.batch, &m.cfg) : dit_tokens(&m.cfg);
-    const char *no = a.run.parallel.exact ? "under --exact"
-                     : a.run.parallel.grad_accum > 1 ? "in micro-batches (--grad-accum)"
-                     : a.dump ? "with --dump-tape" : NULL;
-    if (packs && no) usage_error("--batch %s holds packs of images ('images'); probe does not run "
-                                 "them %s", a.batch, no);
+    const char *no = a.run.parallel.exact ? "--exact"
+                     : a.run.parallel.grad_accum > 1 ? "--grad-accum (micro-batches)"
+                     : a.dump ? "--dump-tape" : NULL;
+    if (packs && no) usage_error("--batch %s holds packs of images ('images'), which probe does not "
+                                 "run with %s; leave it out", a.batch, no);
     a.run.parallel.packs = packs;
     const StTensor *xs = st_find(&st, "x");
     int B = xs && xs->ndim == 4 && xs->shape[0] >= 1 && xs->shape[0] <= PROBE_MAX_BATCH ? (int)xs->shape[0] : 1;
@@ -288,8 +288,10 @@ int probe_main(int argc, char **argv, Comm *c) {
     int first, count, micro_first, micro;
     if (sp_batch_slice(&sp, B, &first, &count, err, sizeof err)) usage_error("--batch %s: %s", a.batch, err);
     sp_micro_batch(&sp, count, 0, &micro_first, &micro); // the largest
-    ProbeArenas bytes = budget_probe(&sp, &m.cfg, B, count, micro); // a pack's rows hold fewer
-    if (packs) bytes.host += DIT_PACK_MAX * (sizeof(real) + sizeof(int64_t)) + 2 * ARENA_ALIGN; // t, y
+    // a row of a pack holds at most the square image's tokens, so the square's sizes bound the
+    // rows'; the packs' times and labels are per image
+    ProbeArenas bytes = budget_probe(&sp, &m.cfg, B, count, micro);
+    if (packs) bytes.host += DIT_PACK_MAX * (sizeof(real) + sizeof(int64_t)) + 2 * ARENA_ALIGN;
     Arena host = arena_create(bytes.host), arena = arena_create_on(sp.cuda, bytes.step, sp.exact ? bytes.step : 0);
     ProbeBatch whole = probe_load_batch(&m, a.batch, &st, &host);
     st_free(&st);
