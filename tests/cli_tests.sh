@@ -367,13 +367,13 @@ expect_batch "'target' must be F32 or F64 \[2, 3, 8, 8\] for this checkpoint, bu
 expect_batch "label y\[0\] = -1 is not a class of this checkpoint; its labels are 0 to $((nc - 1)), or $nc for the null class" $X $T y:I64:2:-1 $G
 expect_batch "label y\[0\] = $((nc + 1)) is not a class" $X $T y:I64:2:$((nc + 1)) $G
 # a batch of packs (probe --help): rows of T <= 16 tokens as strips, each image inside its row
-P=images:I64:1,4:1 PX=x:F32:2,3,2,16 PT=t:F32:1 PG=target:F32:2,3,2,16
-expect_batch "has 'images', so its rows are packs: 'x' must hold them as strips \[B, 3, 2, T \* 2\] of T tokens, T from 1 to the 16 .* the file has \[2, 3, 2, 40\]" $P x:F32:2,3,2,40 $PT $Y target:F32:2,3,2,40
+PI=images:I64:1,4:1 PX=x:F32:2,3,2,16 PT=t:F32:1 PG=target:F32:2,3,2,16
+expect_batch "has 'images', so its rows are packs: 'x' must hold them as strips \[B, 3, 2, T \* 2\] of T tokens, T from 1 to the 16 .* the file has \[2, 3, 2, 40\]" $PI x:F32:2,3,2,40 $PT $Y target:F32:2,3,2,40
 expect_batch "images\[0\] = (row, first token, patch rows, patch columns) holds 9; each is from 0 to the rows' 8 tokens" images:I64:1,4:9 $PX $PT $Y $PG
 expect_batch "pack images 0 and 1 overlap in row 1; correct 'images'" images:I64:2,4:1 $PX t:F32:2 y:I64:2 $PG
 expect_batch "pack image 0 (0x0 patches at token 0 of row 0) does not fit 2 rows of 8 tokens" images:I64:1,4 $PX $PT y:I64:1 $PG
-expect_batch "'t' must be F32 or F64 \[1\] for this checkpoint, but the file has F32 \[2\]" $P $PX $T y:I64:1 $PG
-st "$WORK/batch.safetensors" $P $PX $PT y:I64:1 $PG
+expect_batch "'t' must be F32 or F64 \[1\] for this checkpoint, but the file has F32 \[2\]" $PI $PX $T y:I64:1 $PG
+st "$WORK/batch.safetensors" $PI $PX $PT y:I64:1 $PG
 expect_usage "holds packs of images ('images'), which probe does not run with --exact; leave it out" probe --ckpt "$CK" --batch "$WORK/batch.safetensors" --exact
 msg=$($TRAIN probe --ckpt "$CK" --batch "$WORK/batch.safetensors" --out "$WORK/probe.safetensors" 2>&1)
 if [ $? = 0 ] && [ -s "$WORK/probe.safetensors" ]; then ok "probe batch of packs: accepted"
