@@ -69,7 +69,8 @@ static const char *bug_fits(int i, const SpOptions *o, int dp, char *buf, size_t
                         "--grad-accum 3 for 8 images)", bugs[i].name), buf;
     if (at == PACKS && !o->packs)
         return snprintf(buf, len, "the %s bug needs packs of images of different sizes in one "
-                        "sequence: pass --max-tokens N with --data DIR", bugs[i].name), buf;
+                        "sequence: pass --max-tokens N with --data DIR, or a probe batch of packs ('pack')",
+                        bugs[i].name), buf;
     return NULL;
 }
 

@@ -368,6 +368,18 @@ expect_batch "'y' must be I64 or I32 \[2\] for this checkpoint, but the file has
 expect_batch "'target' must be F32 or F64 \[2, 3, 8, 8\] for this checkpoint, but the file has F32 \[2, 6, 8, 8\]" $X $T $Y target:F32:2,6,8,8
 expect_batch "label y\[0\] = -1 is not a class of this checkpoint; its labels are 0 to $((nc - 1)), or $nc for the null class" $X $T y:I64:2:-1 $G
 expect_batch "label y\[0\] = $((nc + 1)) is not a class" $X $T y:I64:2:$((nc + 1)) $G
+# a batch of packs (probe --help): rows of T <= 16 tokens as strips, each image inside its row
+PI=pack:I64:1,4:1 PX=x:F32:2,3,2,16 PT=t:F32:1 PG=target:F32:2,3,2,16 PW="'pack' (row, first token, patch rows, patch columns of each image): pack image"
+expect_batch "'x' is a strip of 40 pixels; a batch of packs needs rows of at most 16 tokens of 2 pixels" $PI x:F32:2,3,2,40 $PT $Y target:F32:2,3,2,40
+expect_batch "$PW 0 (9x9 patches at token 9 of row 9) does not fit 2 rows of 8 tokens" pack:I64:1,4:9 $PX $PT $Y $PG
+expect_batch "${PW}s 0 and 1 overlap in row 1" pack:I64:2,4:1 $PX t:F32:2 y:I64:2 $PG
+expect_batch "$PW 0 (0x0 patches at token 0 of row 0) does not fit 2 rows of 8 tokens" pack:I64:1,4 $PX $PT y:I64:1 $PG
+expect_batch "'t' must be F32 or F64 \[1\] for this checkpoint, but the file has F32 \[2\]" $PI $PX $T y:I64:1 $PG
+st "$WORK/batch.safetensors" $PI $PX $PT y:I64:1 $PG
+msg=$($TRAIN probe --ckpt "$CK" --batch "$WORK/batch.safetensors" --out "$WORK/probe.safetensors" 2>&1)
+if [ $? = 0 ] && [ -s "$WORK/probe.safetensors" ]; then ok "probe batch of packs: accepted"
+else bad "probe batch of packs refused: $msg"; fi
+rm -f "$WORK/probe.safetensors"
 # accepted: I32 labels, F64 times, the null class
 for y in y:I32:2 y:I64:2:$nc; do for t in $T t:F64:2; do
   st "$WORK/batch.safetensors" $X $t $y $G

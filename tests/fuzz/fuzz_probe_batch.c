@@ -1,7 +1,8 @@
 // fuzz_probe_batch.c: the probe batch reader (probe_load_batch, train/probe.c) on arbitrary files,
 // against a small model with learn_sigma (C_out = 2C) and a null class: every tensor is checked
-// (names, dtypes, shapes, the same B throughout, labels in range, finite values) and either the
-// batch loads into the arena or the run stops with a usage error that names the problem.
+// (names, dtypes, shapes, the same B throughout, a pack's images inside its rows, labels in range,
+// finite values) and either the batch loads into the arena or the run stops with a usage error
+// that names the problem.
 #include "../../train/probe.h"
 #include "fuzz.h"
 
@@ -22,10 +23,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Arena arena = arena_create(2 * size + 4 * sizeof(Tensor) + sizeof(DiTPack) + 8 * ARENA_ALIGN);
     FUZZ_TRY({
         ProbeBatch b = probe_load_batch(&model, "batch.safetensors", &st, &arena);
-        int B = b.x->shape[0];
-        fuzz_say("accepted: a batch of %d", B);
-        int n = b.pack ? b.pack->n : B; // packs: times and labels per image
+        int B = b.x->shape[0], n = b.pack ? b.pack->n : B; // packs: times and labels per image
+        fuzz_say("accepted: a batch of %d rows, %d images", B, n);
+        char err[256];
         if (b.t->shape[0] != n || b.target->shape[0] != B) abort();
+        if (b.pack && (b.pack->B != B || dit_pack_error(b.pack, err, sizeof err))) abort();
         for (int i = 0; i < n; i++)
             if (b.y[i] < 0 || b.y[i] > model.cfg.num_classes) abort();
         const Tensor *values[] = {b.x, b.t, b.target};

@@ -160,6 +160,20 @@ static void batch_seed(const char *name, int B, StDtype xdt, StDtype ydt, int64_
     commit(w, "probe_batch", name);
 }
 
+// A batch of packs: 2 rows of 4 tokens holding 1x2, 2x1 and 1x3 patch grids (probe.h)
+static void pack_seed(void) {
+    float v[2 * 4 * 2 * 8];
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) v[i] = (float)i / 16 - 1;
+    int64_t images[3][4] = {{0, 0, 1, 2}, {0, 2, 2, 1}, {1, 1, 1, 3}}, y[3] = {0, 3, 1};
+    StWriter *w = st_writer_new();
+    st_writer_add(w, "pack", ST_I64, 2, (int64_t[]){3, 4}, images);
+    st_writer_add(w, "x", ST_F32, 4, (int64_t[]){2, 2, 2, 8}, v);
+    st_writer_add(w, "t", ST_F32, 1, (int64_t[]){3}, v);
+    st_writer_add(w, "y", ST_I64, 1, (int64_t[]){3}, y);
+    st_writer_add(w, "target", ST_F32, 4, (int64_t[]){2, 4, 2, 8}, v);
+    commit(w, "probe_batch", "packs.safetensors");
+}
+
 // ---- images: a first byte for the size, then a PNG or JPEG as the tests write them ------------
 static int seed_byte;
 static void image_bytes(void *ctx, void *data, int n) {
@@ -206,6 +220,7 @@ int main(int argc, char **argv) {
     batch_seed("batch.safetensors", 2, ST_F32, ST_I64, 3);
     batch_seed("batch-f64-i32.safetensors", 1, ST_F64, ST_I32, 0);
     batch_seed("bad-label.safetensors", 2, ST_F32, ST_I64, 4);
+    pack_seed();
 
     image_seed("rgb-12x6.png", 3, 12, 6, 3, false);     // resized
     image_seed("grey-alpha-5x9.png", 5, 5, 9, 2, false); // the shorter side: copied

@@ -196,13 +196,15 @@ class DiT(nn.Module):
         self.blocks = nn.ModuleList(DiTBlock(hidden_size, num_heads, mlp_ratio, in_context) for _ in range(depth))
         self.final_layer = FinalLayer(hidden_size, patch_size, self.c_out, in_context)
 
-    def unpatchify(self, x):  # (N, T, p*p*C) laid out (p, q, c) -> (N, C, H, W)
-        n, p, g = x.shape[0], self.p, self.s // self.p
-        x = x.reshape(n, g, g, p, p, self.c_out)
-        return torch.einsum("nhwpqc->nchpwq", x).reshape(n, self.c_out, g * p, g * p)
+    def unpatchify(self, x, gh, gw):  # (N, T, p*p*C) laid out (p, q, c) -> (N, C, gh p, gw p)
+        n, p = x.shape[0], self.p
+        x = x.reshape(n, gh, gw, p, p, self.c_out)
+        return torch.einsum("nhwpqc->nchpwq", x).reshape(n, self.c_out, gh * p, gw * p)
 
-    def forward(self, x, t, y):
-        x = named("x_embedder", self.x_embedder(x) + self.pos_embed)
+    def forward(self, x, t, y, pos_embed=None):
+        """x (N, C, H, W); pos_embed (T, D) for x's grid, by default the stored square one."""
+        gh, gw = x.shape[2] // self.p, x.shape[3] // self.p
+        x = named("x_embedder", self.x_embedder(x) + (self.pos_embed if pos_embed is None else pos_embed))
         if self.in_context:
             c = named("c", torch.stack([self.t_embedder(t), self.y_embedder(y)], dim=1))
             x = torch.cat([c, x], dim=1)
@@ -212,7 +214,19 @@ class DiT(nn.Module):
             x = b(x, c, f"blocks.{i}.")
         if self.in_context:
             x = x[:, c.shape[1]:]
-        return self.unpatchify(self.final_layer(x, c))
+        return self.unpatchify(self.final_layer(x, c), gh, gw)
+
+    def forward_varlen(self, images, t, y, pos_embed=None):
+        """Images of their own sizes, the plain way: each image (C, h, w) run alone on its own
+        grid, with the 2-D sin-cos embedding of that grid from the reference formula (or
+        pos_embed(d, gh, gw) instead), its own timestep t[i] and label y[i]; the outputs
+        (C_out, h, w) in the images' order."""
+        out = []
+        for i, x in enumerate(images):
+            gh, gw = x.shape[1] // self.p, x.shape[2] // self.p
+            pos = (pos_embed or sincos_pos_embed)(self.pos_embed.shape[2], gh, gw)
+            out.append(self(x[None], t[i:i + 1], y[i:i + 1], torch.from_numpy(pos).to(x.dtype))[0])
+        return out
 
 
 def config_from_meta(meta):
@@ -225,11 +239,12 @@ def config_from_meta(meta):
                 in_context=meta.get("in_context", "false") in ("true", "True", "1"))
 
 
-def sincos_pos_embed(d, g):
-    """The reference's fixed 2-D embedding, from its formula: first half encodes the column."""
+def sincos_pos_embed(d, gh, gw):
+    """The reference's fixed 2-D embedding of a gh x gw grid (get_2d_sincos_pos_embed), from its
+    formula: the first half encodes the column, the second the row; (gh gw, d), row-major."""
     def one(dim, pos):
         w = 1.0 / 10000 ** (np.arange(dim // 2, dtype=np.float64) / (dim / 2.0))
         a = np.einsum("m,d->md", pos.reshape(-1), w)
         return np.concatenate([np.sin(a), np.cos(a)], axis=1)
-    cols, rows = np.meshgrid(np.arange(g, dtype=np.float64), np.arange(g, dtype=np.float64))
+    cols, rows = np.meshgrid(np.arange(gw, dtype=np.float64), np.arange(gh, dtype=np.float64))
     return np.concatenate([one(d // 2, cols), one(d // 2, rows)], axis=1)

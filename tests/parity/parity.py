@@ -4,7 +4,8 @@ For each config a random checkpoint (every tensor non-zero, pos_embed included) 
 are written; the probe runs in the float32 and float64 builds; its output, loss and every
 parameter gradient are compared with the reference by relative error ||a - b|| / ||b||.
 Also checks that a checkpoint written by `train` loads into the reference with strict=True and
-carries the reference's sin-cos pos_embed.
+carries the reference's sin-cos pos_embed. Then a batch of packs (3 images of different sizes and
+aspects, probed at 1-4 ranks in every layout) against the reference running each image alone.
 
 usage: parity.py TRAIN_F32 TRAIN_F64 WORKDIR
 """
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -83,6 +85,138 @@ def reference(ckpt, batch, planted_bug=False, dump=None):
     return out.detach().numpy(), float(loss), grads
 
 
+# Packs (README, "Mixed resolutions"): 3 images of different sizes and aspects in 2 rows of 127
+# tokens (a prime: every rank count pads, and shards cut images), the second row's image after 40
+# tokens of padding; probed at 1-4 ranks in every layout against each image run alone.
+PACK_CONFIG = dict(input_size=24, patch_size=2, in_channels=3, hidden_size=16, depth=2, num_heads=4,
+                   mlp_ratio=2.0, num_classes=5, learn_sigma=True, class_dropout_prob=0.1)
+PACK_T = 127
+PACK_IMAGES = [(0, 0, 6, 10), (0, 60, 8, 8), (1, 40, 4, 12)]  # row, first token, patch rows, columns
+LAYOUTS = {"gather": [], "all-to-all": ["--sp-attention", "all-to-all"], "ring": ["--sp-attention", "ring"],
+           "hybrid": ["--sp-attention", "hybrid", "--ulysses-degree", "2"]}
+PACK_RUNS = [(1, "gather")] + [(n, lay) for n in (2, 3, 4) for lay in LAYOUTS if lay != "hybrid" or n == 4]
+PROBES_AT_ONCE = 4  # their ranks' start-up overlaps: about half the wall time of one at a time
+MPIRUN = ["mpirun", "-q", "--oversubscribe"] + (["--allow-run-as-root"] if os.getuid() == 0 else [])
+
+
+def strip_get(strip, row, start, gh, gw, p):
+    """The image (C, gh p, gw p) at token `start` of row `row` of the rows' strips (B, C, p, T p):
+    its patch at (a, b) is token start + a gw + b, the strip's columns [p token, p token + p)."""
+    c = strip.shape[1]
+    return strip[row, :, :, start * p:(start + gh * gw) * p].reshape(c, p, gh, gw, p) \
+        .transpose(0, 2, 1, 3, 4).reshape(c, gh * p, gw * p)
+
+
+def pack_case(work):
+    """A random checkpoint and a batch of packs; returns their paths and the images, times,
+    labels and targets one by one. Padding tokens hold noise too: no output may depend on it."""
+    cfg, p, T = PACK_CONFIG, PACK_CONFIG["patch_size"], PACK_T
+    rng = np.random.default_rng(2000)
+    model = DiT(**cfg).double()
+    sd = {k: rng.normal(0, 0.3, v.shape) for k, v in model.state_dict().items()}
+    meta = {k: ("true" if v is True else "false" if v is False else v) for k, v in cfg.items()}
+    ckpt = os.path.join(work, "packs.ckpt.safetensors")
+    st_write(ckpt, {k: v.astype(np.float32) for k, v in sd.items()}, meta)
+    c, n, rows = cfg["in_channels"], len(PACK_IMAGES), 1 + max(i[0] for i in PACK_IMAGES)
+    c_out = 2 * c if cfg["learn_sigma"] else c
+    x = rng.normal(0, 1, (rows, c, p, T * p)).astype(np.float32)
+    target = rng.normal(0, 1, (rows, c_out, p, T * p)).astype(np.float32)
+    images = [strip_get(x, r, s, gh, gw, p) for r, s, gh, gw in PACK_IMAGES]
+    targets = [strip_get(target, r, s, gh, gw, p) for r, s, gh, gw in PACK_IMAGES]
+    batch = {"x": x, "target": target, "pack": np.array(PACK_IMAGES, np.int64),
+             "t": rng.uniform(0, 999, n).astype(np.float32),
+             "y": rng.integers(0, cfg["num_classes"] + 1, n).astype(np.int64)}
+    path = os.path.join(work, "packs.batch.safetensors")
+    st_write(path, batch)
+    return ckpt, path, images, batch["t"], batch["y"], targets
+
+
+def pack_reference(ckpt, images, t, y, targets, planted_bug=False):
+    """Each image's forward alone (DiT.forward_varlen); loss: the mean over all real elements of
+    all images; gradients by autograd. Returns the outputs one by one, the loss and gradients."""
+    # the planted bug: a grid's rows and columns swapped in its position embedding, which only a
+    # non-square image shows
+    swapped = (lambda d, gh, gw: sincos_pos_embed(d, gw, gh)) if planted_bug else None
+    sd, meta = st_read(ckpt)
+    model = DiT(**config_from_meta(meta)).double()
+    model.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in sd.items()}, strict=True)
+    f64 = lambda a: torch.from_numpy(np.asarray(a, np.float64))  # noqa: E731
+    out = model.forward_varlen([f64(x) for x in images], f64(t), torch.from_numpy(y), swapped)
+    sq = sum(((o - f64(g)) ** 2).sum() for o, g in zip(out, targets))
+    loss = sq / sum(g.size for g in targets)
+    loss.backward()
+    grads = {k: p.grad.numpy() for k, p in model.named_parameters() if p.requires_grad}
+    return [o.detach().numpy() for o in out], float(loss), grads
+
+
+def pack_probe(exe, ranks, layout, ckpt, batch, res, bug=None):
+    """The probe of the batch of packs at `ranks` in `layout` into res: (output of every image,
+    flattened in order; loss; gradients)"""
+    cmd = [exe, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res] + LAYOUTS[layout]
+    cmd += ["--inject-bug", bug] if bug else []
+    subprocess.run((MPIRUN + ["-np", str(ranks)] if ranks > 1 else []) + cmd, check=True,
+                   stdout=subprocess.DEVNULL)
+    got, _ = st_read(res)
+    p = PACK_CONFIG["patch_size"]
+    out = np.concatenate([strip_get(got["out"], r, s, gh, gw, p).ravel() for r, s, gh, gw in PACK_IMAGES])
+    return out, float(got["loss"][0]), {k[5:]: v for k, v in got.items() if k.startswith("grad.")}
+
+
+def pack_errors(got, ref):
+    """Relative errors of a probe against the reference: output, loss, worst gradient and its name
+    (a gradient the probe lacks counts as infinite)"""
+    out, loss, grads = got
+    e_grads = {k: rel(grads[k], g) if k in grads else float("inf") for k, g in ref[2].items()}
+    worst = max(e_grads, key=e_grads.get)
+    return rel(out, ref[0]), rel(loss, ref[1]), e_grads[worst], worst
+
+
+def check_packs(train32, train64, work):
+    """The parity table of packs: every rank count and layout, both builds; then the two pack
+    bugs planted in the float32 probe, and one in the reference, must exceed the tolerance.
+    Returns (checks, failures)."""
+    ckpt, batch, images, t, y, targets = pack_case(work)
+    ref_out, ref_loss, ref_grads = pack_reference(ckpt, images, t, y, targets)
+    ref = (np.concatenate([o.ravel() for o in ref_out]), ref_loss, ref_grads)
+    tokens, batch_rows = sum(gh * gw for _, _, gh, gw in PACK_IMAGES), {i[0] for i in PACK_IMAGES}
+    print(f"packs: {len(PACK_IMAGES)} images of "
+          f"{', '.join(f'{gh}x{gw}' for _, _, gh, gw in PACK_IMAGES)} patches ({tokens} tokens) in "
+          f"{len(batch_rows)} rows of {PACK_T}, against each image run alone")
+    print(f"{'ranks':>5} {'layout':<11} {'build':<8} {'output':>9} {'loss':>9} {'worst gradient':>16}")
+    # every run, then the two bugs planted in the float32 probe
+    runs = [(build, exe, ranks, layout, None) for build, exe in (("float32", train32), ("float64", train64))
+            for ranks, layout in PACK_RUNS]
+    runs += [("float32", train32, 1, "gather", "pack-mask-crosses-images"),
+             ("float32", train32, 2, "gather", "pack-positions-from-shard")]
+    with ThreadPoolExecutor(PROBES_AT_ONCE) as pool:
+        results = list(pool.map(lambda r: pack_probe(r[1], r[2], r[3], ckpt, batch, os.path.join(
+            work, f"packs.{r[0]}.{r[2]}.{r[3]}.{r[4]}.result.safetensors"), r[4]), runs))
+    failures = 0
+    for (build, _, ranks, layout, bug), got in zip(runs, results):
+        e_out, e_loss, e_grad, worst = pack_errors(got, ref)
+        tol_out, tol_grad = TOL[build]
+        if bug:
+            caught = e_out > tol_out or e_grad > tol_grad
+            failures += not caught
+            print(f"planted bug {bug} ({ranks} rank{'s' if ranks > 1 else ''}, {build}): output "
+                  f"{e_out:.2e}, worst gradient {e_grad:.2e} {'caught' if caught else 'NOT CAUGHT'}")
+            continue
+        ok = e_out <= tol_out and e_loss <= tol_out and e_grad <= tol_grad
+        failures += not ok
+        print(f"{ranks:>5} {layout:<11} {build:<8} {e_out:9.2e} {e_loss:9.2e} {e_grad:9.2e} {worst:<32}"
+              f" {'ok' if ok else 'FAIL'}")
+    # the comparison catches a planted bug in the reference too: the float64 probe against it
+    bug_out, bug_loss, bug_grads = pack_reference(ckpt, images, t, y, targets, planted_bug=True)
+    bug = (np.concatenate([o.ravel() for o in bug_out]), bug_loss, bug_grads)
+    e_out, _, e_grad, _ = pack_errors(results[len(PACK_RUNS)], bug)  # float64, 1 rank
+    caught = max(e_out, e_grad) > TOL["float64"][1]
+    failures += not caught
+    print(f"planted bug in the reference (rows and columns of a grid swapped in its position embedding): "
+          f"output {e_out:.2e}, worst gradient {e_grad:.2e} against the float64 probe "
+          f"{'caught' if caught else 'NOT CAUGHT'}")
+    return 2 * len(PACK_RUNS) + 3, failures
+
+
 def main():
     train32, train64, work = sys.argv[1:4]
     torch.set_num_threads(2)
@@ -143,12 +277,14 @@ def main():
     model = DiT(**config_from_meta(meta))
     model.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()}, strict=True)
     g = int(meta["input_size"]) // int(meta["patch_size"])
-    e_pos = rel(sd["pos_embed"][0], sincos_pos_embed(int(meta["hidden_size"]), g))
+    e_pos = rel(sd["pos_embed"][0], sincos_pos_embed(int(meta["hidden_size"]), g, g))
     ok = e_pos < 1e-6
     failures += not ok
     print(f"train checkpoint loads with strict=True; pos_embed vs the reference formula: {e_pos:.2e} "
           f"{'ok' if ok else 'FAIL'}")
-    print(f"parity: {2 * len(CONFIGS) + 4 - failures} passed, {failures} failed")
+    checks, pack_failures = check_packs(train32, train64, work)
+    failures += pack_failures
+    print(f"parity: {2 * len(CONFIGS) + 4 + checks - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
