@@ -38,9 +38,9 @@ for bug in local-kv no-dkv-reduce-scatter no-grad-allreduce no-pad-mask wrong-re
   expect_caught 4 $bug
 done
 
-# the all-to-all variant (4 heads over 4 ranks) reproduces one rank too; and heads the ranks do
-# not divide: 5 over 4 ranks (2, 1, 1, 1), and 3 over hybrid groups of 2 (2, 1)
-expect_agree 4 "$WORK/a2a" --heads 4 --sp-attention all-to-all
+# the all-to-all variant reproduces one rank too, with heads the ranks do not divide: 5 over 4
+# ranks (2, 1, 1, 1), and the hybrid layout, 3 over groups of 2 (2, 1) (heads that divide:
+# exact_test.sh's all-to-all-4 and hybrid-2x2, bit for bit)
 expect_agree 4 "$WORK/uneven" --heads 5 --hidden 40 --sp-attention all-to-all
 expect_agree 4 "$WORK/uneven" --heads 3 --hidden 48 --sp-attention hybrid --ulysses-degree 2
 
@@ -50,10 +50,8 @@ for bug in ring-wrong-merge ring-dkv-not-returned; do
   expect_caught 4 $bug --sp-attention ring
 done
 
-# the hybrid layout and data x sequence meshes reproduce one rank too (3 x 1: 6 images, which 3
-# data groups split), and the data-parallel bugs are caught
-expect_agree 4 "$WORK/mesh" --sp-attention hybrid --ulysses-degree 2
-expect_agree 4 "$WORK/mesh" --sp 2
+# data x sequence meshes reproduce one rank too (3 x 1: 6 images, which 3 data groups split; 2 x 2
+# with gather: exact_test.sh's dp2-sp2), and the data-parallel bugs are caught
 expect_agree 4 "$WORK/mesh" --sp 2 --sp-attention ring
 expect_agree 3 "$WORK/mesh" --sp 1 --batch 6
 expect_caught 4 no-dp-allreduce --sp 2

@@ -10,14 +10,15 @@
 # runs under three schedules of its threads that must agree (tests/gpu/emulate/cuda_runtime.h).
 # An optional perl substitution (perl -0pe, on each kernel file) is planted in the kernels first
 # (into BUILD/emulate-planted, its train program too), to show a planted bug failing the suite or
-# a check of the train program; one that changes no file is an error (exit 2).
-# usage (from the repository root): tests/gpu/emulate.sh BUILD [PLANTED_SUBSTITUTION]
+# a check of the train program; one that changes no file is an error (exit 2). VARIANTS: f32, f64
+# or both (the default).
+# usage (from the repository root): tests/gpu/emulate.sh BUILD [PLANTED_SUBSTITUTION [VARIANTS]]
 set -eu -o pipefail # a rewrite that fails (emulate.pl) fails the script
-BUILD=$1; PLANT=${2:-}
+BUILD=$1; PLANT=${2:-}; VARIANTS=${3:-f32 f64}
 E=tests/gpu/emulate
 ARCH=$(gcc -print-multiarch)
 LIBS="-fopenmp -L/usr/lib/$ARCH/openblas-openmp -Wl,-rpath,/usr/lib/$ARCH/openblas-openmp -lopenblas -lstb -ljpeg -ljansson -lm $(mpicc --showme:link)"
-for v in f32 f64; do
+for v in $VARIANTS; do
   OUT=$BUILD/emulate${PLANT:+-planted}/$v; LIB=$BUILD/emulate/$v/lib; mkdir -p "$OUT/cu" "$LIB"
   DEF=$([ $v = f64 ] && echo -DREAL_F64 || true)
   FLAGS="-O1 -g -pthread -fopenmp -D_GNU_SOURCE -DUSE_CUDA $DEF -I $E -I kernels"
