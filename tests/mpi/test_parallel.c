@@ -16,6 +16,7 @@
 #include "../../train/train.h"
 #include "../gradchecked.h"
 #include "../testutil.h"
+#include <cblas.h>
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -1413,6 +1414,8 @@ END_TEST
 
 int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
+    // threads as the train program runs its ranks: one each where they outnumber the cores
+    openblas_set_num_threads(comm_default_threads(&comm));
     cfg = configs[0];
     Suite *s = suite_create("parallel");
     TCase *tc = tcase_create("parallel");
