@@ -73,7 +73,7 @@ suite "a planted missing __syncthreads in the attention forward: its schedules d
   '^emulated kernel forward_kernel .*: the (reverse|shuffled) schedule leaves device memory different'
 suite "the train program on the emulated device (--device cuda) against the CPU, f32" \
   tests/gpu/device_cli.sh "$BUILD/emulate/f32/train"
-suite "the same probes in float64" \
+suite "the same probes in float64 (those that agree; the bugs: float32's)" \
   tests/gpu/device_cli.sh "$BUILD/emulate/f64/train" "" --probes-only
 suite "a planted LayerNorm rounding rows from the 16th on another way: within tolerance, caught by --exact on the device" \
   planted_exact 's/real r = \(real\)\(1 \/ sqrt\(var \+ eps\)\);/real r = (real)(1 \/ sqrt(row < 16 ? var + eps : (real)(var + eps)));/'
