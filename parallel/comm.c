@@ -4,7 +4,6 @@
 #include "../core/cpu.h"
 #include "../core/device.h"
 #include <mpi.h>
-#include <sched.h>
 #ifdef USE_NCCL
 #include <nccl.h>
 #define NCCL_CHECK(call)                                                                           \
@@ -17,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #ifdef REAL_F64
 #define MPI_REAL_T MPI_DOUBLE
@@ -394,14 +392,6 @@ int comm_node_place(const Comm *c, int *local_rank) {
     }
     if (local_rank) *local_rank = r;
     return n;
-}
-
-int comm_default_threads(const Comm *c) {
-    cpu_set_t mask;
-    long online = sysconf(_SC_NPROCESSORS_ONLN), mine = online;
-    if (!sched_getaffinity(0, sizeof mask, &mask)) mine = CPU_COUNT(&mask);
-    long n = mine < online ? mine : online / comm_node_size(c);
-    return n > 0 ? (int)n : 1;
 }
 
 void print0(const Comm *c, const char *fmt, ...) {

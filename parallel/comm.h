@@ -82,9 +82,6 @@ void comm_barrier(Comm *c);
 int comm_node_size(const Comm *c);
 // The same, and this rank's place among them (its local rank) into *local_rank when not NULL.
 int comm_node_place(const Comm *c, int *local_rank);
-// The threads a rank runs by default (collective): the cores of its CPU mask where mpirun bound
-// it (to one core for a few ranks), else the machine's cores shared among the ranks on it; >= 1.
-int comm_default_threads(const Comm *c);
 // Every rank passes its own text; when they do not all agree, every rank says so, naming `what`
 // and the first rank that differs from rank 0, and the job ends with exit code 2 (bad arguments).
 void comm_check_same(Comm *c, const char *what, const char *text);

@@ -12,9 +12,21 @@
 #include "verify.h"
 #include "bugs.h"
 #include <cblas.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+// The cores this rank may run on: those of its CPU mask where mpirun bound it (to one core for a
+// few ranks), else the machine's cores shared among the ranks on it.
+static int default_threads(const Comm *c) {
+    cpu_set_t mask;
+    long online = sysconf(_SC_NPROCESSORS_ONLN), mine = online;
+    if (!sched_getaffinity(0, sizeof mask, &mask)) mine = CPU_COUNT(&mask);
+    long n = mine < online ? mine : online / comm_node_size(c);
+    return n > 0 ? (int)n : 1;
+}
 
 // `train/train` alone: what to run first, instead of an 8000-step run nobody asked for
 static void usage(const Comm *c) {
@@ -75,7 +87,7 @@ int main(int argc, char **argv) {
     comm_init(&c, &argc, &argv);
     blas_setup(); // OpenBLAS's kernels for this CPU, before any GEMM
     comm_agree_cpu(&c); // every rank runs the same vector width and tiles
-    openblas_set_num_threads(comm_default_threads(&c)); // OpenMP's too (train: --threads)
+    openblas_set_num_threads(default_threads(&c)); // OpenMP's too (train: --threads)
     rc = 0;
     if (argc == 1) usage(&c);
     else if (!strcmp(argv[1], "probe")) rc = probe_main(argc - 2, argv + 2, &c);

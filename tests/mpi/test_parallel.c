@@ -16,7 +16,6 @@
 #include "../../train/train.h"
 #include "../gradchecked.h"
 #include "../testutil.h"
-#include <cblas.h>
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -150,24 +149,13 @@ static double rel(const real *a, const real *b, size_t n) {
     return sqrt(num / (den > 0 ? den : 1));
 }
 
-// The single-rank result of m, the random model of cfg and qkv_gain, on the batch of B: computed
-// once and kept while they stay the same (a test's meshes and bugs compare against one reference)
-static Result single_rank(DiT *m, Arena *a) {
-    static struct { DiTConfig cfg; int B; double gain; Result r; } kept;
-    if (!kept.r.out || kept.B != B || kept.gain != qkv_gain || memcmp(&kept.cfg, &cfg, sizeof cfg)) {
-        free(kept.r.out), free(kept.r.grads);
-        kept.cfg = cfg, kept.B = B, kept.gain = qkv_gain, kept.r = run(m, NULL, a);
-    }
-    return kept.r;
-}
-
 // Relative errors of the sequence-parallel result against the single-rank one: output, and the
 // worst parameter gradient.
 static void mesh_vs_single(const SpOptions *o, double *e_out, double *e_grad) {
     DiT m;
     random_model(&m);
     Arena a = arena_create(64 << 20);
-    Result ref = single_rank(&m, &a);
+    Result ref = run(&m, NULL, &a);
     arena_reset(&a);
     SeqParallel sp;
     ck_assert(init_mesh(&sp, o));
@@ -181,7 +169,7 @@ static void mesh_vs_single(const SpOptions *o, double *e_out, double *e_grad) {
     }
     double e_loss = fabs(par.loss - ref.loss) / fabs(ref.loss);
     *e_out = e_loss > *e_out ? e_loss : *e_out;
-    free(par.out), free(par.grads);
+    free(ref.out), free(ref.grads), free(par.out), free(par.grads);
     sp_free(&sp);
     arena_destroy(&a);
     dit_free(&m);
@@ -825,14 +813,11 @@ END_TEST
 
 // --recompute runs each block's forward again in backward with the same kernels in the same
 // order: the output, the loss and every gradient have the same bits as without it, in every
-// layout, in two micro-batches, and under --exact (from 4 ranks on the hybrid layout alone, whose
-// 2 x 2 mesh is new there: on 4 ranks of 2 cores an exact step takes 10 to 20 times a plain one,
-// and the other layouts' exact runs are here at 2 and 3 ranks, and in tests/exact_test.sh at 4)
+// layout, in two micro-batches, and under --exact
 START_TEST(recompute_is_bitwise) {
     SpOptions o = options((SeqAttention)(_i % SP_LAYOUTS), 0);
     if (o.layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
     o.grad_accum = 2, o.exact = _i >= SP_LAYOUTS;
-    if (o.exact && comm.size >= 4 && o.layout != SP_HYBRID) return;
     DiT m;
     random_model(&m);
     Arena a = arena_create(64 << 20);
@@ -869,10 +854,8 @@ END_TEST
 // of the gradients' sums in another order, which Adam's division by the root of the second moment
 // magnifies where gradients are small (with clipping on), and under --exact the same bits, the
 // moments the ranks gather too; the parameters agree on every rank. The store's size is odd, so
-// 2 to 4 ranks pad the last slice. --exact up to 3 ranks (at 4, the slowest case here: the train
-// program's --zero 1 --exact on 4 ranks in tests/exact_test.sh, the same bits as one rank)
+// 2 to 4 ranks pad the last slice.
 START_TEST(zero_matches_whole) {
-    if (_i && comm.size >= 4) return;
     cfg.patch_size = 3, cfg.learn_sigma = false; // 45 final biases: an odd size
     SpOptions o = options(SP_GATHER, 0);
     o.exact = _i;
@@ -1414,8 +1397,6 @@ END_TEST
 
 int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
-    // threads as the train program runs its ranks: one each where they outnumber the cores
-    openblas_set_num_threads(comm_default_threads(&comm));
     cfg = configs[0];
     Suite *s = suite_create("parallel");
     TCase *tc = tcase_create("parallel");
