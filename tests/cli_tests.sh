@@ -38,9 +38,9 @@ for bug in local-kv no-dkv-reduce-scatter no-grad-allreduce no-pad-mask wrong-re
   expect_caught 4 $bug
 done
 
-# the all-to-all variant (4 heads over 4 ranks) reproduces one rank too; and heads the ranks do
-# not divide: 5 over 4 ranks (2, 1, 1, 1), and 3 over hybrid groups of 2 (2, 1)
-expect_agree 4 "$WORK/a2a" --heads 4 --sp-attention all-to-all
+# the all-to-all variant reproduces one rank too, with heads the ranks do not divide: 5 over 4
+# ranks (2, 1, 1, 1), and the hybrid layout, 3 over groups of 2 (2, 1) (heads that divide:
+# exact_test.sh's all-to-all-4 and hybrid-2x2, bit for bit)
 expect_agree 4 "$WORK/uneven" --heads 5 --hidden 40 --sp-attention all-to-all
 expect_agree 4 "$WORK/uneven" --heads 3 --hidden 48 --sp-attention hybrid --ulysses-degree 2
 
@@ -50,10 +50,8 @@ for bug in ring-wrong-merge ring-dkv-not-returned; do
   expect_caught 4 $bug --sp-attention ring
 done
 
-# the hybrid layout and data x sequence meshes reproduce one rank too (3 x 1: 6 images, which 3
-# data groups split), and the data-parallel bugs are caught
-expect_agree 4 "$WORK/mesh" --sp-attention hybrid --ulysses-degree 2
-expect_agree 4 "$WORK/mesh" --sp 2
+# data x sequence meshes reproduce one rank too (3 x 1: 6 images, which 3 data groups split; 2 x 2
+# with gather: exact_test.sh's dp2-sp2), and the data-parallel bugs are caught
 expect_agree 4 "$WORK/mesh" --sp 2 --sp-attention ring
 expect_agree 3 "$WORK/mesh" --sp 1 --batch 6
 expect_caught 4 no-dp-allreduce --sp 2
@@ -73,10 +71,10 @@ expect_caught 2 local-mean-loss
 # the bug catalogue: every injectable bug caught on 4 ranks, the correct code agrees (exit 0),
 # one row per bug (an unknown bug's error lists them all) plus the correct code's (with --regimes,
 # also each bug where it hides and the correct code in each layout); the regimes' cells recomputed
-# from their errors. 5 steps: the probe catches every bug in one. The two that hide
-# (pad-mask-off-by-one with T divisible by the ranks, lse-overflow on small attention logits) are
-# missed there
-out=$("$TRAIN" bugs --regimes --ranks 4 --steps 5 --out "$WORK/bugs" 2>&1); rc=$?
+# from their errors. 2 steps (the fewest): the probe from the reference's weights after them
+# catches every bug in one. The two that hide (pad-mask-off-by-one with T divisible by the ranks,
+# lse-overflow on small attention logits) are missed there
+out=$("$TRAIN" bugs --regimes --ranks 4 --steps 2 --out "$WORK/bugs" 2>&1); rc=$?
 known=$("$TRAIN" --inject-bug nonsense 2>&1 | sed -nE 's/.*\(known: ([^)]*)\).*/\1/p' | tr ',' '\n' | grep -vc '^pack-') # packs: test_parallel's
 rows=$(grep '^| [a-z(]' "$WORK/bugs/bugs.md" 2>/dev/null | grep -vc 'where it hides\|correct code:') # the header's too
 hidden=$(grep -cE '^\| (pad-mask-off-by-one|lse-overflow) \(where it hides\) \|.*\| not flagged \|' "$WORK/bugs/bugs.md" 2>/dev/null)

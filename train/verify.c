@@ -41,6 +41,47 @@ static void help(void) {
            "  and on one (probe --dump-tape into DIR) and `train locate` says where they part.\n");
 }
 
+// --sp-attention auto: the mesh the N-rank run in dir picked, from its config.json, as the flags
+// of the rows --sp, --sp-attention and --ulysses-degree
+static void add_picked_mesh(Command *cmd, const char *dir) {
+    static const char *const keys[] = {"sp", "sp_attention", "ulysses_degree"};
+    char path[4200], err[1024], value[64];
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    json_t *root = settings_load(dir, path, sizeof path, err, sizeof err);
+    if (root) settings_read(&tc, root, path, err, sizeof err);
+    json_decref(root);
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        const Setting *s = setting_by_key(keys[k]);
+        setting_text(s, &tc, value, sizeof value);
+        command_add(cmd, s->flag, value, NULL);
+    }
+}
+
+// The rows of the training flags whose images a probe batch takes (--make-batch), and the probe
+// flags of a dump but those (a dump is one micro-batch: no --grad-accum either)
+static bool batch_row(const Setting *s) { return !strcmp(s->key, "data") || !strcmp(s->key, "max_tokens"); }
+static bool not_batch_row(const Setting *s) { return !batch_row(s); }
+static bool not_dump_row(const Setting *s) { return batch_row(s) || !strcmp(s->key, "grad_accum"); }
+
+// Adds to cmd the training flags (each with its value) that `command` (FOR_TRAIN, FOR_PROBE)
+// takes too, but the rows `skip` names (NULL: none) and, without with_layout, the rows marked
+// LAYOUT; with mesh_dir, --sp-attention auto becomes the mesh the run in mesh_dir picked
+static void add_flags(Command *cmd, char **flags, int n, unsigned command,
+                      bool (*skip)(const Setting *), bool with_layout, const char *mesh_dir) {
+    for (int i = 0; i < n; i++) {
+        const Setting *s = setting_by_flag(flags[i], FOR_TRAIN); // each a training flag (parsed)
+        const char *value = s && s->arg && i + 1 < n ? flags[++i] : NULL;
+        if (!s || !(s->commands & command) || (skip && skip(s)) ||
+            (!with_layout && (s->rules & LAYOUT)))
+            continue;
+        if (mesh_dir && !strcmp(s->key, "sp_attention") && value && !strcmp(value, "auto"))
+            add_picked_mesh(cmd, mesh_dir);
+        else
+            command_add(cmd, s->flag, value, NULL);
+    }
+}
+
 // Runs this program (self) on `ranks` ranks with the training flags, without the layout flags
 // when with_layout is false, then --steps steps (if given: a shortened reference,
 // whose samples would show a half-trained model, so it draws none) and --out dir.
@@ -48,15 +89,7 @@ static int train_run(const char *self, int ranks, char **flags, int n_flags, boo
                      const char *steps, const char *dir) {
     Command cmd;
     command_start(&cmd, ranks, self);
-    for (int i = 0; i < n_flags; i++) {
-        const Setting *s = setting_by_flag(flags[i], FOR_TRAIN);
-        bool keep = with_layout || !s || !(s->rules & LAYOUT);
-        if (keep) command_add(&cmd, flags[i], NULL);
-        if (s && s->arg && i + 1 < n_flags) { // its value goes with it
-            i++;
-            if (keep) command_add(&cmd, flags[i], NULL);
-        }
-    }
+    add_flags(&cmd, flags, n_flags, FOR_TRAIN, NULL, with_layout, NULL);
     if (steps) // the last of a flag given twice wins
         command_add(&cmd, "--steps", steps, "--samples-per-class", "0", NULL);
     command_add(&cmd, "--out", dir, NULL);
@@ -90,40 +123,11 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     return true;
 }
 
-// The rows of the training flags whose images a probe batch takes (--make-batch)
-static bool batch_row(const Setting *s) { return !strcmp(s->key, "data") || !strcmp(s->key, "max_tokens"); }
-
-// Of the training flags, those a probe takes too (the table's FOR_PROBE rows but --grad-accum:
-// a dump is one micro-batch; the LAYOUT rows only with_layout; for the batch (for_batch) its
-// images' rows only, else those not): how many values follow, or -1
-static int probe_flag(const char *f, bool with_layout, bool for_batch) {
-    const Setting *s = setting_by_flag(f, FOR_PROBE);
-    if (!s || !strcmp(s->key, "grad_accum") || (!with_layout && (s->rules & LAYOUT)) ||
-        batch_row(s) != for_batch)
-        return -1;
-    return s->arg != NULL;
-}
-
-// --sp-attention auto: the mesh the N-rank run in dir picked, from its config.json, as the flags
-// of the rows --sp, --sp-attention and --ulysses-degree
-static void add_picked_mesh(Command *cmd, const char *dir) {
-    static const char *const keys[] = {"sp", "sp_attention", "ulysses_degree"};
-    char path[4200], err[1024], value[64];
-    TrainConfig tc;
-    train_config_defaults(&tc);
-    json_t *root = settings_load(dir, path, sizeof path, err, sizeof err);
-    if (root) settings_read(&tc, root, path, err, sizeof err);
-    json_decref(root);
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-        const Setting *s = setting_by_key(keys[k]);
-        setting_text(s, &tc, value, sizeof value);
-        command_add(cmd, s->flag, value, NULL);
-    }
-}
-
 // After runs that disagree: one step of the 1-rank run's final weights on a fresh batch, dumped
-// on N ranks (with the layout and bug flags) and on one, and `locate`'s verdict on where they part
-static void locate_runs(char *self, int ranks, const char *out, char **pass, int np, const char *dir_1) {
+// on N ranks (with the layout and bug flags; the mesh its run in dir_n picked for auto) and on
+// one, and `locate`'s verdict on where they part
+static void locate_runs(char *self, int ranks, const char *out, char **pass, int np, const char *dir_n,
+                        const char *dir_1) {
     char ckpt[4200], batch[4200], dump[2][4200], res[4200], verdict[1024];
     snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir_1);
     snprintf(batch, sizeof batch, "%s/locate-batch.safetensors", out);
@@ -131,12 +135,7 @@ static void locate_runs(char *self, int ranks, const char *out, char **pass, int
     Command cmd;
     command_start(&cmd, 1, self);
     command_add(&cmd, "probe", "--ckpt", ckpt, "--make-batch", "6", "--out", batch, NULL);
-    for (int i = 0; i < np; i++) { // the run's images: a folder, packs
-        int values = probe_flag(pass[i], false, true);
-        if (values < 0 || i + values >= np) continue;
-        command_add(&cmd, pass[i], NULL);
-        if (values) command_add(&cmd, pass[++i], NULL);
-    }
+    add_flags(&cmd, pass, np, FOR_PROBE, not_batch_row, false, NULL); // the run's images: a folder, packs
     remove(batch);
     if (command_run(&cmd, NULL)) return (void)printf("locate: could not write a probe batch\n");
     for (int side = 0; side < 2; side++) { // N ranks with the layout, then one without
@@ -144,19 +143,7 @@ static void locate_runs(char *self, int ranks, const char *out, char **pass, int
         remove(dump[side]), remove(res);
         command_start(&cmd, side ? 1 : ranks, self);
         command_add(&cmd, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res, "--dump-tape", dump[side], NULL);
-        for (int i = 0; i < np; i++) {
-            int values = probe_flag(pass[i], !side, false);
-            if (values < 0 || i + values >= np) continue;
-            if (!side && !strcmp(pass[i], "--sp-attention") && !strcmp(pass[i + 1], "auto")) {
-                char dir_n[4200];
-                snprintf(dir_n, sizeof dir_n, "%s/ranks-%d", out, ranks);
-                add_picked_mesh(&cmd, dir_n);
-                i++;
-                continue;
-            }
-            command_add(&cmd, pass[i], NULL);
-            if (values) command_add(&cmd, pass[++i], NULL);
-        }
+        add_flags(&cmd, pass, np, FOR_PROBE, not_dump_row, !side, side ? NULL : dir_n);
         if (command_run(&cmd, NULL)) return (void)printf("locate: the %s probe failed\n", side ? "1-rank" : "N-rank");
     }
     remove(res);
@@ -191,7 +178,7 @@ static int run_both(char *self, int ranks, const char *out, char **pass, int np,
         printf("== --exact: %d ranks against 1 rank, bit for bit\n", ranks);
         rc = runs_identical(dir_n, dir_1) ? 1 : rc;
     }
-    if (rc == 1) locate_runs(self, ranks, out, pass, np, dir_1);
+    if (rc == 1) locate_runs(self, ranks, out, pass, np, dir_n, dir_1);
     return rc;
 }
 

@@ -13,8 +13,9 @@
 # - --exact on the device: 2 ranks in the gather, all-to-all and ring layouts, 2 data groups, and
 #   2 micro-batches, the same bits as the device's one rank; an injected bug differs; the device's
 #   one rank agrees with the CPU's within compare's tolerance (other kernels: other bits).
-# With --probes-only (make test's float64 run) it stops after the probes; --exact-only runs the
-# --exact checks alone (make test's planted kernel bug).
+# With --probes-only (make test's float64 run) it stops after the probes that must agree (the
+# injected bugs are the same code in both precisions: float32's run catches them); --exact-only
+# runs the --exact checks alone (make test's planted kernel bug).
 # usage (from the repository root): tests/gpu/device_cli.sh TRAIN [WORK] [--probes-only|--exact-only]
 set -u
 TRAIN=$1; ONLY=${3:-}
@@ -84,6 +85,7 @@ probe 3 AGREE --sp-attention ring
 probe 4 AGREE --sp-attention hybrid --ulysses-degree 2
 probe 3 AGREE --sp 1
 probe 2 AGREE --grad-accum 4
+if [ "$ONLY" = --probes-only ]; then echo "device_cli: $pass passed, $fail failed (probes only)"; [ $fail = 0 ]; exit; fi
 for bug in local-kv no-dkv-reduce-scatter no-grad-allreduce no-pad-mask wrong-restore local-mean-loss; do
   probe 2 DIFFER --inject-bug $bug
 done
@@ -93,8 +95,6 @@ done
 probe 2 DIFFER --sp 1 --inject-bug no-dp-allreduce
 probe 2 DIFFER --sp 1 --inject-bug same-data-all-dp
 probe 2 DIFFER --grad-accum 4 --inject-bug accum-unweighted
-
-if [ "$ONLY" = --probes-only ]; then echo "device_cli: $pass passed, $fail failed (probes only)"; [ $fail = 0 ]; exit; fi
 
 # training: 2 ranks against 1 on the device, and the same run twice
 FLAGS="--model DiT-tiny/2 --input-size 10 --batch 4 --samples-per-class 1 --sample-steps 2 --device cuda"

@@ -10,21 +10,22 @@
 # runs under three schedules of its threads that must agree (tests/gpu/emulate/cuda_runtime.h).
 # An optional perl substitution (perl -0pe, on each kernel file) is planted in the kernels first
 # (into BUILD/emulate-planted, its train program too), to show a planted bug failing the suite or
-# a check of the train program; one that changes no file is an error (exit 2).
-# usage (from the repository root): tests/gpu/emulate.sh BUILD [PLANTED_SUBSTITUTION]
+# a check of the train program; one that changes no file is an error (exit 2). VARIANTS: f32, f64
+# or both (the default).
+# usage (from the repository root): tests/gpu/emulate.sh BUILD [PLANTED_SUBSTITUTION [VARIANTS]]
 set -eu -o pipefail # a rewrite that fails (emulate.pl) fails the script
-BUILD=$1; PLANT=${2:-}
+BUILD=$1; PLANT=${2:-}; VARIANTS=${3:-f32 f64}
 E=tests/gpu/emulate
 ARCH=$(gcc -print-multiarch)
 LIBS="-fopenmp -L/usr/lib/$ARCH/openblas-openmp -Wl,-rpath,/usr/lib/$ARCH/openblas-openmp -lopenblas -lstb -ljpeg -ljansson -lm $(mpicc --showme:link)"
-for v in f32 f64; do
+for v in $VARIANTS; do
   OUT=$BUILD/emulate${PLANT:+-planted}/$v; LIB=$BUILD/emulate/$v/lib; mkdir -p "$OUT/cu" "$LIB"
   DEF=$([ $v = f64 ] && echo -DREAL_F64 || true)
   FLAGS="-O1 -g -pthread -fopenmp -D_GNU_SOURCE -DUSE_CUDA $DEF -I $E -I kernels"
   CFLAGS="-std=c17 $FLAGS -I/usr/include/$ARCH/openblas-openmp $(mpicc --showme:compile)"
   # the library's C files, those older than their source or any header (the planted run reuses them)
+  newest=$(ls -t core/*.h autograd/*.h layers/*.h kernels/*.h parallel/*.h train/*.h tests/*.h $E/*.h | head -1)
   if [ -z "$PLANT" ]; then
-    newest=$(ls -t core/*.h autograd/*.h layers/*.h kernels/*.h parallel/*.h train/*.h tests/*.h $E/*.h | head -1)
     ls core/*.c autograd/*.c layers/*.c kernels/*.c parallel/*.c train/*.c tests/test_cuda.c "$E/device.c" "$E/main.c" |
       while read -r c; do o=$LIB/$(echo "$c" | tr / _).o; [ "$o" -nt "$c" ] && [ "$o" -nt "$newest" ] || echo "$c"; done |
       xargs -r -P 2 -I{} sh -c 'gcc '"$CFLAGS"' -c {} -o '"$LIB"'/$(echo {} | tr / _).o'
@@ -41,6 +42,12 @@ for v in f32 f64; do
         continue
       fi
       cmp -s "$cu" "$src" || planted="$planted $cu"
+    fi
+    # the plain build's object of a kernel file older than it, every header and the rewriter: kept
+    if [ -z "$PLANT" ] && [ "$OUT/cu/$name.o" -nt "$cu" ] && [ "$OUT/cu/$name.o" -nt "$newest" ] &&
+       [ "$OUT/cu/$name.o" -nt "$E/emulate.pl" ]; then
+      cu_objs="$cu_objs $OUT/cu/$name.o"
+      continue
     fi
     perl "$E/emulate.pl" "$src" > "$OUT/cu/$name.cpp"
     g++ -std=c++17 $FLAGS -Wno-unused-function -c "$OUT/cu/$name.cpp" -o "$OUT/cu/$name.o"
