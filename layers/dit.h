@@ -99,8 +99,9 @@ typedef struct DiTShard {
     // dit_loss divides by images x tokens x the values of a token: the global batch and all T
     // tokens (other ranks' too), so the ranks' losses add up to the mean; 0: this batch, T
     int images, tokens;
-    // --recompute: a step with gradients keeps each block's input only and runs the block's
-    // forward again in backward, with the same kernels in the same order (the same gradients)
+    // --recompute: a step with gradients keeps the input of each block's attention and MLP
+    // halves only and runs the half's forward again in backward, with the same kernels in the
+    // same order (the same gradients)
     bool recompute;
 } DiTShard;
 
@@ -141,7 +142,7 @@ typedef struct AttnMemory {
     int queries, keys;
 } AttnMemory;
 // What a step runs: a forward without gradients (sampling), a forward and backward that keeps
-// every block's activations, or one that keeps each block's input only (--recompute)
+// every block's activations, or one that keeps each half block's input only (--recompute)
 typedef enum { DIT_FORWARD, DIT_BACKWARD, DIT_RECOMPUTE } DiTPass;
 // Arena bytes of one pass of B images on a shard of n tokens: a table of the tensors a step
 // allocates (dit.c), for sizing the arena and the memory check. Linear in the sequence
