@@ -398,12 +398,18 @@ static void block_modulation(const DiTBlock *b, int i, Tape *tp, Tensor *c_act, 
 typedef Tensor *(*HalfFn)(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3],
                           int heads, const PackTokens *pt, const DiTShard *sh);
 
+// modulate(layernorm(x), shift, scale), m = {shift, scale, gate}
+static Tensor *norm_modulate(Tape *tp, Tensor *x, Tensor *const m[3], const PackTokens *pt) {
+    int B = x->shape[0], n = x->shape[1];
+    Tensor *h = layernorm(tp, x, LN_EPS), *shift = per_token(tp, m[0], pt, B, n);
+    return modulate(tp, h, shift, per_token(tp, m[1], pt, B, n));
+}
+
 #define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
 static Tensor *attention_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3],
                               int heads, const PackTokens *pt, const DiTShard *sh) {
     int B = x->shape[0], n = x->shape[1], D = x->shape[2];
-    Tensor *h = modulate(tp, layernorm(tp, x, LN_EPS), per_token(tp, m[0], pt, B, n), per_token(tp, m[1], pt, B, n));
-    Tensor *qkv = linear(tp, NAME(h, "norm1"), b->qkv_w, b->qkv_b);
+    Tensor *qkv = linear(tp, NAME(norm_modulate(tp, x, m, pt), "norm1"), b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
     AttendFn attend = sh->attend ? sh->attend : local_attend;
@@ -416,8 +422,8 @@ static Tensor *mlp_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *c
                         const PackTokens *pt, const DiTShard *sh) {
     (void)heads, (void)sh;
     int B = x->shape[0], n = x->shape[1];
-    Tensor *h = modulate(tp, layernorm(tp, x, LN_EPS), per_token(tp, m[0], pt, B, n), per_token(tp, m[1], pt, B, n));
-    h = NAME(gelu(tp, NAME(linear(tp, NAME(h, "norm2"), b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
+    Tensor *h = NAME(norm_modulate(tp, x, m, pt), "norm2");
+    h = NAME(gelu(tp, NAME(linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
     h = NAME(linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
     return NAME(gated_add(tp, x, per_token(tp, m[2], pt, B, n), h), "residual2");
 }
