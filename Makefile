@@ -149,6 +149,8 @@ bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm $(BU
 	@echo "== a training step against PyTorch, and memory at long sequences =="; tests/bench/bench_step.sh train/train $(BUILD)/f32/bench_gemm $(PYTHON)
 	@echo "== training throughput, default model (DiT-mini/4, 20x20 shapes, 25 tokens), batch 32 =="; tests/bench/bench_train.sh train/train
 	@echo "== the planner against measured steps on a shaped network (TCP over loopback, tc tbf) =="; tests/bench/bench_plan.sh train/train
+	@echo "== the ring's transfers overlapped against blocking, on the shaped network =="; tests/bench/bench_overlap.sh train/train
+	@echo "== the largest run that fits 4 ranks of this machine, predicted against measured memory =="; tests/bench/bench_largest.sh train/train
 	@for v in f32 f64; do echo "== --exact against one rank, $$v, 200 steps =="; tests/bench/exact_table.sh $(BUILD)/$$v/bin/train 200 || exit 1; done
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)

@@ -64,8 +64,9 @@ typedef struct Line {
     double reals;
 } Line;
 
-// One block (the attention's own tensors come from its layout); in-context blocks have no adaLN
-static int block_lines(Line *l, const DiTConfig *c, double n) {
+// One block (the attention's own tensors come from its layout): the modulation and the attention
+// half are lines [0, *mlp), the MLP half the rest; in-context blocks have no adaLN
+static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     double D = c->hidden_size, M = dit_mlp_hidden(c), ada = !c->in_context;
     int k = 0;
     l[k++] = (Line){"adaLN modulation and its 6 slices", ada * 12 * D};
@@ -73,15 +74,16 @@ static int block_lines(Line *l, const DiTConfig *c, double n) {
     l[k++] = (Line){"modulate 1", ada * n * D};
     l[k++] = (Line){"qkv", 3 * n * D};
     l[k++] = (Line){"q, k, v slices", 3 * n * D};
+    l[k++] = (Line){"in-context: K and V apart from the conditioning tokens", !ada * 2 * n * D};
     l[k++] = (Line){"attention projection", n * D};
     l[k++] = (Line){"gated residual 1", n * D};
+    *mlp = k;
     l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (D + 2)};
     l[k++] = (Line){"modulate 2", ada * n * D};
     l[k++] = (Line){"fc1", n * M};
     l[k++] = (Line){"gelu", n * M};
     l[k++] = (Line){"fc2", n * D};
     l[k++] = (Line){"gated residual 2", n * D};
-    l[k++] = (Line){"in-context: K and V apart from the conditioning tokens", !ada * 2 * n * D};
     return k;
 }
 
@@ -113,17 +115,23 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     // in double: sizes of configs that cannot fit anywhere must not wrap around
     // in-context: the blocks run on the conditioning tokens too
     double nb = n + (c->in_context ? DIT_CONTEXT_TOKENS : 0), b = B;
-    double block = sum_lines(l, block_lines(l, c, nb)) + attn.kept, rest = sum_lines(l, rest_lines(l, c, n, b));
+    int mlp, k = block_lines(l, c, nb, &mlp);
+    double attn_half = sum_lines(l, mlp) + attn.kept, mlp_half = sum_lines(l + mlp, k - mlp);
+    double block = attn_half + mlp_half, rest = sum_lines(l, rest_lines(l, c, n, b));
     int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
     double scratch = (double)attention_scratch_count(B, attn.queries, attn.keys, c->num_heads, dh,
                                                      pass != DIT_FORWARD);
     // what backward holds of the blocks' forward: every block's activations, or under recompute
-    // every block's input and one block's activations, run again
-    double kept = pass == DIT_RECOMPUTE ? c->depth * (double)n * c->hidden_size + block : c->depth * block;
+    // the input of every block's two halves and one half's activations, run again; and the
+    // gradients of one block (tape.c frees the rest as it goes), or of one half
+    double half = fmax(attn_half, mlp_half);
+    bool again = pass == DIT_RECOMPUTE;
+    double kept = again ? 2 * c->depth * (double)n * c->hidden_size + half : c->depth * block;
+    double grads = again ? half : block;
     double reals;
-    if (pass != DIT_FORWARD) // the blocks' activations, the gradients of one block at a time
-        // (tape.c frees the rest as it goes), the residual stream's gradient, and the largest transient
-        reals = b * (kept + rest + block + rest + (double)n * c->hidden_size) +
+    if (pass != DIT_FORWARD) // the blocks' activations and gradients, the residual stream's
+        // gradient, and the largest transient
+        reals = b * (kept + rest + grads + rest + (double)n * c->hidden_size) +
                 fmax(scratch, b * attn.transient);
     else // without gradients dit_forward keeps one block's intermediates at a time
         reals = b * (block + rest) + fmax(scratch, b * attn.transient);
@@ -392,34 +400,59 @@ static Tensor *per_token(Tape *tp, Tensor *per_image, const PackTokens *pt, cons
     return tensor_reshape(tp->arena, e, 3, (int[]){B, n, per_image->shape[1]});
 }
 
-// x (B,n,D), c_act = silu(c) (B,D), or with packs (images, D). Watched tapes see the tensors by
-// name (blocks.<i>.<what>).
-static Tensor *block_forward(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *c_act,
-                             int heads, const PackTokens *pt, const DiTShard *sh) {
-    int D = x->shape[2];
-#define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
-    Tensor *mod = NAME(linear(tp, c_act, b->ada_w, b->ada_b), "adaLN"), *m[6];
-    mod = per_token(tp, mod, pt, sh, x->shape[0], x->shape[1]);
+// The adaLN modulation of block i from c_act = silu(c) (B,D), or with packs (images, D): m[0..5]
+// shift, scale and gate of the attention, then of the MLP, one row per image (per_token spreads
+// them over a pack's tokens, or under --exact, where they are used)
+static void block_modulation(const DiTBlock *b, int i, Tape *tp, Tensor *c_act,
+                             Tensor *m[6]) {
+    int D = b->ada_w->shape[0] / 6;
+    Tensor *mod = tape_name(tp, linear(tp, c_act, b->ada_w, b->ada_b), "blocks.%d.adaLN", i);
     for (int j = 0; j < 6; j++) m[j] = slice_last(tp, mod, j * D, D);
-    // m: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
-    Tensor *h = NAME(modulate(tp, layernorm(tp, x, LN_EPS), m[0], m[1]), "norm1");
-    Tensor *qkv = linear(tp, h, b->qkv_w, b->qkv_b);
+}
+
+// A block's two halves, x (B,n,D) -> x + gate * f(modulate(layernorm(x), shift, scale)), with
+// m = {shift, scale, gate}: f the attention, or the MLP. Watched tapes see the tensors by name
+// (blocks.<i>.<what>).
+typedef Tensor *(*HalfFn)(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3],
+                          int heads, const PackTokens *pt, const DiTShard *sh);
+
+// modulate(layernorm(x), shift, scale), m = {shift, scale, gate}
+static Tensor *norm_modulate(Tape *tp, Tensor *x, Tensor *const m[3], const PackTokens *pt,
+                             const DiTShard *sh) {
+    int B = x->shape[0], n = x->shape[1];
+    Tensor *h = layernorm(tp, x, LN_EPS), *shift = per_token(tp, m[0], pt, sh, B, n);
+    return modulate(tp, h, shift, per_token(tp, m[1], pt, sh, B, n));
+}
+
+#define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
+static Tensor *attention_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3],
+                              int heads, const PackTokens *pt, const DiTShard *sh) {
+    int B = x->shape[0], n = x->shape[1], D = x->shape[2];
+    Tensor *qkv = linear(tp, NAME(norm_modulate(tp, x, m, pt, sh), "norm1"), b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
     AttendFn attend = sh->attend ? sh->attend : local_attend;
     Tensor *a = NAME(attend(tp, q, k, v, heads, pt->seg, sh->attend_ctx), "attn.out");
-    x = NAME(gated_add(tp, x, m[2], NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
-    h = NAME(modulate(tp, layernorm(tp, x, LN_EPS), m[3], m[4]), "norm2");
-    h = NAME(gelu(tp, NAME(linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
-    h = NAME(linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
-    return NAME(gated_add(tp, x, m[5], h), "residual2");
-#undef NAME
+    a = NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj");
+    return NAME(gated_add(tp, x, per_token(tp, m[2], pt, sh, B, n), a), "residual1");
 }
 
-// ---- --recompute: a block as one tape node that keeps its input (x, c_act) and output only ----
+static Tensor *mlp_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3], int heads,
+                        const PackTokens *pt, const DiTShard *sh) {
+    (void)heads;
+    int B = x->shape[0], n = x->shape[1];
+    Tensor *h = NAME(norm_modulate(tp, x, m, pt, sh), "norm2");
+    h = NAME(gelu(tp, NAME(linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
+    h = NAME(linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
+    return NAME(gated_add(tp, x, per_token(tp, m[2], pt, sh, B, n), h), "residual2");
+}
+#undef NAME
+
+// ---- --recompute: each half of a block as one tape node that keeps its inputs and output only --
 typedef struct Checkpoint {
     const DiT *m;
     int block;
+    HalfFn half;
     PackTokens pt; // its buffers lie below every block's
     DiTShard sh;
     TapeWatch watch; // the outer tape's (probe --dump-tape), which sees the forward once only
@@ -431,51 +464,71 @@ static void watch_grads(Tape *tp, Tensor *t, bool grad, void *ctx) {
     if (grad) k->watch(tp, t, grad, k->watch_ctx);
 }
 
-// Runs the block again on leaves that share the inputs' data and gradient buffers, then its
+// Runs the half again on leaves that share the inputs' data and gradient buffers, then its
 // backward from the output's gradient: the same kernels in the same order as without --recompute,
 // so every gradient gets the same bits. x's gradient takes over the output's buffer as the
-// residual add does without recompute; one that starts elsewhere is kept below the block's
-// intermediates, which are freed.
+// residual add does without recompute; one that starts elsewhere is kept below the half's
+// intermediates, which are freed. The modulation's gradients (a row per image) start before.
 static void checkpoint_bwd(Node *nd) {
     const Checkpoint *k = nd->ptr;
     Arena *a = nd->arena;
-    node_grad(nd, 1); // c_act's gradient (the final layer's adaLN starts it anyway)
-    Tensor x = *nd->in[0], c = *nd->in[1];
-    x.got_grad = c.got_grad = false;
+    Tensor in[4], *m[3] = {&in[1], &in[2], &in[3]};
+    for (int j = 0; j < 4; j++) {
+        if (j) node_grad(nd, j);
+        in[j] = *nd->in[j];
+        in[j].got_grad = false;
+    }
     size_t mark = arena_mark(a);
     Tape sub = tape_create(a);
     sub.exact = nd->exact;
     if (k->watch) sub.watch = watch_grads, sub.watch_ctx = (void *)k;
-    Tensor *y = block_forward(&k->m->blocks[k->block], k->block, &sub, &x, &c, k->m->cfg.num_heads,
-                              &k->pt, &k->sh);
+    Tensor *y = k->half(&k->m->blocks[k->block], k->block, &sub, &in[0], m, k->m->cfg.num_heads,
+                        &k->pt, &k->sh);
     y->grad = nd->out->grad;
     backward_given(&sub, y);
     tape_free(&sub);
-    nd->in[1]->grad = c.grad;
-    if (x.grad && (uint8_t *)x.grad >= a->base + mark) // a buffer of its own: kept
-        x.grad = arena_keep(a, mark, x.grad, x.size * sizeof(real));
+    Tensor *x = &in[0];
+    if (x->grad && (uint8_t *)x->grad >= a->base + mark) // a buffer of its own: kept
+        x->grad = arena_keep(a, mark, x->grad, x->size * sizeof(real));
     else arena_release(a, mark);
-    nd->in[0]->grad = x.grad;
-    nd->in[0]->got_grad |= x.got_grad;
+    for (int j = 0; j < 4; j++) {
+        nd->in[j]->grad = in[j].grad;
+        nd->in[j]->got_grad |= in[j].got_grad;
+    }
 }
 
-// The block's forward with gradients (so that its values are those of a run without recompute),
+// The half's forward with gradients (so that its values are those of a run without recompute),
 // its tape nodes and intermediates then dropped, and one node that runs it again in backward
-static Tensor *block_checkpoint(const DiT *m, int i, Tape *tp, Tensor *x, Tensor *c_act,
-                                const PackTokens *pt, const DiTShard *sh) {
-    CHECK(!x->base && !c_act->base, "--recompute: a block's inputs must be whole tensors");
+static Tensor *checkpoint(const DiT *m, int i, HalfFn half, Tape *tp, Tensor *x, Tensor *const mod[3],
+                          const PackTokens *pt, const DiTShard *sh) {
+    CHECK(!x->base && !mod[0]->base && !mod[1]->base && !mod[2]->base,
+          "--recompute: a block's inputs must be whole tensors");
     size_t mark = arena_mark(tp->arena);
     int nodes = tp->n;
-    Tensor *y = block_forward(&m->blocks[i], i, tp, x, c_act, m->cfg.num_heads, pt, sh);
+    Tensor *y = half(&m->blocks[i], i, tp, x, mod, m->cfg.num_heads, pt, sh);
     tp->n = nodes;
     y = tensor_keep(tp->arena, y, mark);
     y->name = NULL; // watched already; its gradient is watched as the run again's output
-    Node *nd = tape_record(tp, "block (recomputed)", checkpoint_bwd, y, 2, x, c_act);
+    Node *nd = tape_record(tp, "half block (recomputed)", checkpoint_bwd, y, 4, x, mod[0], mod[1], mod[2]);
     if (!nd) return y;
     Checkpoint *k = arena_alloc(arena_host(tp->arena), sizeof *k);
-    *k = (Checkpoint){m, i, *pt, *sh, tp->watch, tp->watch_ctx};
+    *k = (Checkpoint){m, i, half, *pt, *sh, tp->watch, tp->watch_ctx};
     nd->ptr = k;
     return y;
+}
+
+// Block i: its modulation, the attention half, the MLP half; under --recompute with gradients
+// each half is a checkpoint
+static Tensor *block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor *c_act,
+                             const PackTokens *pt, const DiTShard *sh) {
+    Tensor *mod[6];
+    block_modulation(&m->blocks[i], i, tp, c_act, mod);
+    if (sh->recompute && tp->grad_enabled) {
+        x = checkpoint(m, i, attention_half, tp, x, mod, pt, sh);
+        return checkpoint(m, i, mlp_half, tp, x, mod + 3, pt, sh);
+    }
+    x = attention_half(&m->blocks[i], i, tp, x, mod, m->cfg.num_heads, pt, sh);
+    return mlp_half(&m->blocks[i], i, tp, x, mod + 3, m->cfg.num_heads, pt, sh);
 }
 
 // An in-context block, a plain pre-norm transformer block: x (B, 2 + n, D), conditioning tokens
@@ -599,12 +652,8 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
         return in_context_forward(m, tp, x, temb, embedding(tp, m->y_table, y, images), &sh);
     Tensor *c_act = silu(tp, tape_name(tp, add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
     for (int i = 0; i < c->depth; i++) {
-        if (sh.recompute && tp->grad_enabled) {
-            x = block_checkpoint(m, i, tp, x, c_act, &pt, &sh);
-            continue;
-        }
         size_t mark = arena_mark(tp->arena);
-        x = block_forward(&m->blocks[i], i, tp, x, c_act, c->num_heads, &pt, &sh);
+        x = block_forward(m, i, tp, x, c_act, &pt, &sh);
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates
     }
     // final layer

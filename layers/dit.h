@@ -104,8 +104,9 @@ typedef struct DiTShard {
     // packs: dit_loss divides by pack_tokens x the values of a token instead: the real tokens of
     // all images of the global batch (other micro-batches' and data groups' too); 0: this pack's
     long pack_tokens;
-    // --recompute: a step with gradients keeps each block's input only and runs the block's
-    // forward again in backward, with the same kernels in the same order (the same gradients)
+    // --recompute: a step with gradients keeps the input of each block's attention and MLP
+    // halves only and runs the half's forward again in backward, with the same kernels in the
+    // same order (the same gradients)
     bool recompute;
 } DiTShard;
 
@@ -150,7 +151,7 @@ typedef struct AttnMemory {
     int queries, keys;
 } AttnMemory;
 // What a step runs: a forward without gradients (sampling), a forward and backward that keeps
-// every block's activations, or one that keeps each block's input only (--recompute)
+// every block's activations, or one that keeps each half block's input only (--recompute)
 typedef enum { DIT_FORWARD, DIT_BACKWARD, DIT_RECOMPUTE } DiTPass;
 // Arena bytes of one pass of B images on a shard of n tokens: a table of the tensors a step
 // allocates (dit.c), for sizing the arena and the memory check. Linear in the sequence

@@ -75,12 +75,19 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
 }
 
 // forward: Q, K and V to the head shard and the output back; backward: the output's gradient to
-// the head shard and dQ, dK, dV back; each exchange one message to each of the P - 1 others
+// the head shard and dQ, dK, dV back; each exchange one message to each of the P - 1 others.
+// In-context: the queries and the output have the conditioning tokens too (K and V too under
+// the ulysses-replicated-kv bug).
 static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     int P = sp->shard.P, r = sp->shard.rank, H = c->num_heads, dh = c->hidden_size / H;
-    double rows = (double)B * sp->shard.n, heads = seq_all_to_all_values(H, P, r, rows, dh, TO_HEAD_SHARD);
-    double tokens = seq_all_to_all_values(H, P, r, rows, dh, TO_TOKEN_SHARD);
-    return (SpTraffic){backward ? heads + 3 * tokens : 3 * heads + tokens, 4.0 * (P - 1)};
+    double R = sp->context, kv = (double)B * (sp->shard.n + (sp->bugs & BUG_ULYSSES_REPLICATED_KV ? R : 0));
+    double q = (double)B * (sp->shard.n + R);
+    double q_heads = seq_all_to_all_values(H, P, r, q, dh, TO_HEAD_SHARD);
+    double q_tokens = seq_all_to_all_values(H, P, r, q, dh, TO_TOKEN_SHARD);
+    double kv_heads = seq_all_to_all_values(H, P, r, kv, dh, TO_HEAD_SHARD);
+    double kv_tokens = seq_all_to_all_values(H, P, r, kv, dh, TO_TOKEN_SHARD);
+    return (SpTraffic){backward ? q_heads + q_tokens + 2 * kv_tokens : q_heads + 2 * kv_heads + q_tokens,
+                       4.0 * (P - 1)};
 }
 
 const SpLayout sp_all_to_all = {"all-to-all", validate, step_bytes, traffic, attend};

@@ -292,7 +292,9 @@ void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
 
 void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n, int shift) {
     s->n = 0;
-    if (c->size == 1 || device_pointer(in) || device_pointer(out)) {
+    static int blocking = -1; // DIT_RING_BLOCKING=1: the whole step here, nothing overlaps
+    if (blocking < 0) blocking = getenv("DIT_RING_BLOCKING") && !strcmp(getenv("DIT_RING_BLOCKING"), "1");
+    if (c->size == 1 || blocking || device_pointer(in) || device_pointer(out)) {
         comm_shift(c, out, in, n, shift);
         return;
     }

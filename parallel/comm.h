@@ -68,7 +68,9 @@ void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift);
 // A ring step in two halves, so that work on `in` runs while it travels: comm_shift_start posts
 // the send and the receive (MPI_Isend, MPI_Irecv) and comm_shift_wait completes them; until then
 // `in` may be read but not written, and `out` neither. Device buffers make the whole step in
-// comm_shift_start (NCCL orders it on the stream with the kernels).
+// comm_shift_start (NCCL orders it on the stream with the kernels), and so does DIT_RING_BLOCKING=1
+// in the environment, which tests/bench/bench_overlap.sh sets to time the ring without overlap
+// (the same values travel: the same bits).
 typedef struct CommShift {
     MPI_Request req[2];
     int n; // requests posted

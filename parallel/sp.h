@@ -63,7 +63,7 @@ typedef struct SpOptions {
     bool exact;     // --exact: the same bits for every rank count that divides virtual_shards
     int virtual_shards; // --virtual-shards: the canonical blocks V of --exact (default 12)
     bool packs;         // the rows are packs of images (--max-tokens): the pack bugs can show
-    bool recompute;     // --recompute: keep each block's input only, run its forward again in backward
+    bool recompute;     // --recompute: keep each half block's input only, run it again in backward
 } SpOptions;
 // gather, every rank one sequence group, the default policy, one micro-batch
 SpOptions sp_options_default(void);

@@ -585,6 +585,12 @@ msg=$($TRAIN plan --ranks 4 --link-bandwidth 100 --link-latency 50 $SMALL 2>&1);
 if [ $rc = 0 ] && [ "$(echo "$msg" | grep -c '^ *[0-9]* *\(no\|yes\) *[01] ')" = 28 ] && echo "$msg" | grep -q "^best: mpirun -np 4 train/train $SMALL --sp [124] --sp-attention "; then
   ok "plan --ranks 4: 7 meshes ranked, each with and without --recompute and --zero 1, $(echo "$msg" | grep -o '^best: .*')"
 else bad "plan --ranks 4 (exit $rc): $msg"; fi
+# in-context: the 4 meshes it runs (2 heads: no all-to-all over 4), the others named as left out
+expect_usage "in-context conditioning (--in-context, or a checkpoint trained with it) runs with --sp-attention gather or all-to-all" plan --ranks 1 --in-context --recompute $SMALL
+msg=$($TRAIN plan --ranks 4 --link-bandwidth 100 --link-latency 50 $SMALL --in-context 2>&1); rc=$?
+if [ $rc = 0 ] && [ "$(echo "$msg" | grep -c '^ *[0-9]* *no *[01] .*--sp-attention \(gather\|all-to-all\)$')" = 8 ] && echo "$msg" | grep -q "^in-context conditioning runs with gather or all-to-all and without --recompute: the ring, hybrid and --recompute are left out$"; then
+  ok "plan --ranks 4 --in-context: 4 meshes ranked, with and without --zero 1, the ring, hybrid and --recompute left out"
+else bad "plan --ranks 4 --in-context (exit $rc): $msg"; fi
 msg=$($MPIRUN -np 2 $TRAIN $SMALL --steps 2 --sp-attention auto --out "$WORK/auto" 2>&1); rc=$?
 picked=$(grep -o '"sp_attention": "[a-z-]*"' "$WORK/auto/config.json" 2>/dev/null)
 if [ $rc = 0 ] && echo "$msg" | grep -q "^--sp-attention auto: --sp [12] --sp-attention [a-z-]*, the fastest of 4 meshes" && [ -n "$picked" ] && [ "$picked" != '"sp_attention": "auto"' ]; then

@@ -15,8 +15,8 @@ static const char *const adjoint_checked_ops[] = {"seq_all_gather", "seq_reduce_
                                                   "seq_all_to_all"};
 // checked under mpirun: the ring against the single-rank model's gradients (its own backward over
 // the ring, built from the fused kernel that tests/test_attention.c checks by central
-// differences); --recompute's block against the block's own ops, bit for bit (recompute_is_bitwise)
-static const char *const parallel_checked_ops[] = {"ring_attention", "block (recomputed)"};
+// differences); --recompute's half blocks against their own ops, bit for bit (recompute_is_bitwise)
+static const char *const parallel_checked_ops[] = {"ring_attention", "half block (recomputed)"};
 
 static inline bool has_gradient_check(const char *op) {
     for (size_t i = 0; i < sizeof gradchecked_ops / sizeof *gradchecked_ops; i++)

@@ -39,10 +39,10 @@ PlanRow plan_predict(const TrainConfig *tc, int ranks, const SpOptions *o, bool 
     double D = c->hidden_size, M = dit_mlp_hidden(c), L = c->depth, dh = D / c->num_heads;
     double p2 = (double)c->patch_size * c->patch_size, params = need.weights / 2 / sizeof(real);
     // each GEMM runs forward and twice as much backward (2 flops a multiply-add, 3 passes);
-    // recompute runs the blocks' forward twice
+    // recompute runs the blocks' forward twice, their adaLN modulation once
     double again = recompute ? 4.0 / 3 : 1;
-    double block_gemm = 6 * rows * D * (4 * D + 2 * M) + 6 * images * 6 * D * D;
-    double gemm = L * block_gemm * again + 6 * rows * D * p2 * (c->in_channels + dit_out_channels(c)) +
+    double block_gemm = 6 * rows * D * (4 * D + 2 * M) * again + 6 * images * 6 * D * D;
+    double gemm = L * block_gemm + 6 * rows * D * p2 * (c->in_channels + dit_out_channels(c)) +
                   6 * images * (2 * D * D + DIT_FREQ_DIM * D + D * D);
     // the attention's queries x keys x heads: a head group of G ranks (all-to-all: all of them,
     // hybrid: U) gives each its G shards' queries for its heads; forward 2 matrix products,
@@ -76,7 +76,8 @@ static int better(const void *a, const void *b) {
 }
 
 // The meshes over P ranks per sequence group: each layout, hybrid with every U that divides P
-// strictly between 1 and P (U = 1 is the ring, U = P the all-to-all); one rank needs no layout
+// strictly between 1 and P (U = 1 is the ring, U = P the all-to-all); one rank needs no layout.
+// Those the model cannot run (in-context conditioning: gather and all-to-all only) are left out.
 static int meshes(const TrainConfig *tc, int ranks, int P, SpOptions *out, int max) {
     int k = 0;
     char err[512];
@@ -86,6 +87,7 @@ static int meshes(const TrainConfig *tc, int ranks, int P, SpOptions *out, int m
             o.sp = P, o.layout = (SeqAttention)a, o.ulysses = U;
             SeqParallel sp;
             if ((a == SP_HYBRID && P % U) || (P == 1 && a != SP_GATHER) ||
+                sp_context_error(&o, tc->model.in_context, err, sizeof err) ||
                 sp_init(&sp, NULL, ranks, 0, &o, dit_tokens(&tc->model), tc->model.num_heads, err, sizeof err))
                 continue;
             char why[256];
@@ -103,10 +105,16 @@ int plan_rows(const TrainConfig *tc, int ranks, const PlanRates *rates, const Pl
         if (ranks % P || (tc->parallel.sp && P != tc->parallel.sp)) continue;
         int m = meshes(tc, ranks, P, o, 64);
         for (int i = 0; i < m; i++)
-            for (size_t j = 0; j < sizeof memory_options / sizeof *memory_options && k < max; j++)
-                if (ranks > 1 || !memory_options[j].zero) // on one rank --zero 1 changes nothing
+            for (size_t j = 0; j < sizeof memory_options / sizeof *memory_options && k < max; j++) {
+                SpOptions with = o[i];
+                with.recompute = memory_options[j].recompute;
+                char err[512];
+                // on one rank --zero 1 changes nothing; in-context conditioning has no --recompute
+                if ((ranks > 1 || !memory_options[j].zero) &&
+                    !sp_context_error(&with, tc->model.in_context, err, sizeof err))
                     rows[k++] = plan_predict(tc, ranks, &o[i], memory_options[j].recompute,
                                              memory_options[j].zero, rates, link, memory);
+            }
     }
     qsort(rows, (size_t)k, sizeof *rows, better);
     return k;
@@ -279,6 +287,10 @@ static void refuse_mesh_flags(const TrainConfig *tc, const char *who, const char
     if (tc->parallel.exact)
         usage_error("%s predicts the default mode; --exact's sums travel as 64-bit integers and its "
                     "GEMMs run on canonical blocks, which it does not model: drop --exact%s", who, or);
+    SpOptions any = tc->parallel; // with a layout every model runs: the layouts are the planner's
+    any.layout = SP_GATHER;
+    char why[512];
+    if (sp_context_error(&any, tc->model.in_context, why, sizeof why)) usage_error("%s", why);
 }
 
 void plan_choose(TrainConfig *tc, Comm *c) {
@@ -374,6 +386,9 @@ int plan_main(int argc, char **argv, Comm *c) {
                measure ? "measured" : "given", ranks > 1 ? link.bandwidth / 1e6 : 0, link.latency * 1e6,
                memory / 1073741824.0);
         print_rows(rows, k);
+        if (tc.model.in_context)
+            printf("in-context conditioning runs with gather or all-to-all and without --recompute: "
+                   "the ring, hybrid and --recompute are left out\n");
         if (!k) printf("no mesh of %d ranks can run this model and batch\n", ranks);
         else if (!rows[0].fits) printf("no mesh fits: lower --batch, --input-size or the model size\n");
         else {

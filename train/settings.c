@@ -350,9 +350,9 @@ const Setting settings[] = {
      "activation memory of the largest micro-batch (default {default})"},
     {"recompute", "--recompute", NULL, &BOOL_TEXT, OFF(parallel.recompute), 0, 0,
      PARALLEL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
-     "keep each block's input only and run the block's forward again in\n"
-     "backward: the activations of every block's input and of one block,\n"
-     "the same gradients (bit for bit), one more forward of the blocks"},
+     "keep the input of each block's attention and MLP halves only and run\n"
+     "the half's forward again in backward: the activations of those inputs\n"
+     "and of one half, the same gradients (bit for bit), one more forward"},
     {"zero", "--zero", "STAGE", &INT_TEXT, OFF(zero), 0, 3,
      FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, zero_check, NULL,
      "1: ZeRO stage 1, each rank keeps the Adam moments of 1/ranks of the\n"

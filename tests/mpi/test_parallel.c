@@ -1458,11 +1458,12 @@ START_TEST(train_step_matches_formulas) {
 END_TEST
 
 // The planner (train/plan.c) against a real step of every mesh this rank count allows, 12 images
-// of 169 tokens with 5 heads (uneven over 2 to 4 ranks): the bytes rank 0's counters count over
-// its groups and the world equal the planner's, and the arena's peak stays within its estimate
-// of the activations (at most 30% above the largest rank's)
+// of 169 tokens with 5 heads (uneven over 2 to 4 ranks), and with in-context conditioning (its
+// 2 tokens' queries and outputs exchanged by the all-to-all too; the ring and hybrid left out):
+// the bytes rank 0's counters count over its groups and the world equal the planner's, and the
+// arena's peak stays within its estimate of the activations (at most 30% above the largest rank's)
 START_TEST(planner_matches_a_step) {
-    cfg = mem_configs[2];
+    cfg = mem_configs[_i ? 3 : 2];
     B = B_MAX;
     TrainConfig tc;
     train_config_defaults(&tc);
@@ -1537,7 +1538,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, exact_all_reduce_is_the_rounded_true_sum);
     tcase_add_loop_test(tc, memory_estimate_holds, 0, 12 * SP_LAYOUTS);
     tcase_add_test(tc, grad_accum_memory);
-    tcase_add_test(tc, planner_matches_a_step);
+    tcase_add_loop_test(tc, planner_matches_a_step, 0, 2);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);
     tcase_add_loop_test(tc, probe_command_matches_single_rank, 0, 5);
     tcase_add_test(tc, samples_not_finite_are_refused);
