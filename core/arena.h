@@ -1,8 +1,9 @@
 // arena.h: bump allocator for activations and gradients of one step. Allocations are 64-byte
-// aligned, never NULL, and zero-filled unless asked for empty (arena_alloc_empty); arena_reset frees everything at once. `peak` is the most
-// bytes ever in use, which is how memory is measured in this project. A device arena holds its
-// bytes on the GPU (core/device.h); what the host must read or write (tensor headers, masks,
-// labels) goes to its host side, arena_host(a), which is emptied with it by arena_reset only.
+// aligned, never NULL, and zero-filled unless asked for empty (arena_alloc_empty); arena_reset
+// frees everything at once. `peak` is the most bytes ever in use, which is how memory is
+// measured in this project. A device arena holds its bytes on the GPU (core/device.h); what the
+// host must read or write (tensor headers, masks, labels) goes to its host side, arena_host(a),
+// which is emptied with it by arena_reset only.
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
