@@ -69,7 +69,8 @@ GradCheck gradcheck(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a, double
             double fm = project(f, in, ctx, a, seed);
             in[k]->data[i] = x0;
             double num = (fp - fm) / (2 * eps), diff = fabs(num - grads[k][i]);
-            scale[k] = fmax(scale[k], fmax(fabs(num), fabs(grads[k][i])));
+            if (!isfinite(diff)) diff = INFINITY; // a NaN or an overflow fails (fmax drops NaNs)
+            else scale[k] = fmax(scale[k], fmax(fabs(num), fabs(grads[k][i])));
             if (diff >= each[k].max_rel_err) each[k] = (GradCheck){diff, k, i, grads[k][i], num};
         }
         largest = fmax(largest, scale[k]);
@@ -79,7 +80,7 @@ GradCheck gradcheck(GradFn f, Tensor **in, int n_in, void *ctx, Arena *a, double
     for (int k = 0; k < n_in; k++) { // a zero gradient's rounding noise is of the largest's scale
         double s = fmax(scale[k], 1e-3 * largest);
         GradCheck r = each[k];
-        r.max_rel_err = s > 0 ? r.max_rel_err / s : 0;
+        r.max_rel_err = s > 0 ? r.max_rel_err / s : r.max_rel_err; // 0, or infinite
         if (r.max_rel_err >= res.max_rel_err) res = r;
     }
     return res;

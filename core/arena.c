@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+static size_t rounded(size_t bytes) { return (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN; }
+
 Arena arena_create(size_t cap_bytes) {
     Arena a = {0};
-    a.cap = (cap_bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    a.cap = rounded(cap_bytes);
     a.base = aligned_alloc(ARENA_ALIGN, a.cap ? a.cap : ARENA_ALIGN);
     if (!a.base)
         FATAL("cannot reserve %zu bytes (%.1f GiB) for activations: lower the batch size or the "
@@ -21,7 +23,7 @@ Arena arena_create(size_t cap_bytes) {
 Arena arena_create_on(bool device, size_t cap_bytes, size_t host_bytes) {
     if (!device) return arena_create(cap_bytes);
     Arena a = {.device = true};
-    a.cap = (cap_bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    a.cap = rounded(cap_bytes);
     a.base = device_alloc(a.cap ? a.cap : ARENA_ALIGN);
     a.host = xmalloc(sizeof(Arena));
     *a.host = arena_create(ARENA_HOST_SIDE + host_bytes); // address space: pages are touched as used
@@ -39,8 +41,10 @@ void arena_destroy(Arena *a) {
     *a = (Arena){0};
 }
 
-void *arena_alloc(Arena *a, size_t bytes) {
-    size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+bool arena_poison;
+
+// `need` (rounded) bytes from the top of a, as they are
+static void *bump(Arena *a, size_t need) {
     if (need > a->cap - a->used)
         FATAL("arena overflow: need %zu bytes but only %zu of %zu are available; the arena was "
               "sized too small for this step (a bug worth reporting); lower the batch size meanwhile",
@@ -48,8 +52,22 @@ void *arena_alloc(Arena *a, size_t bytes) {
     void *p = a->base + a->used;
     a->used += need;
     if (a->used > a->peak) a->peak = a->used;
+    return p;
+}
+
+void *arena_alloc(Arena *a, size_t bytes) {
+    size_t need = rounded(bytes);
+    void *p = bump(a, need);
     if (a->device) zero_bytes(p, need);
     else memset(p, 0, need);
+    return p;
+}
+
+void *arena_alloc_empty(Arena *a, size_t bytes) {
+    size_t need = rounded(bytes);
+    void *p = bump(a, need);
+    if (a->device) zero_bytes(p, need);
+    else if (arena_poison) memset(p, 0xff, need);
     return p;
 }
 
@@ -67,7 +85,7 @@ void arena_release(Arena *a, size_t mark) {
 
 void *arena_keep(Arena *a, size_t mark, const void *src, size_t bytes) {
     arena_release(a, mark);
-    size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    size_t need = rounded(bytes);
     CHECK(need <= a->cap - a->used, "arena_keep: %zu bytes do not fit", need); // they did before
     void *p = a->base + a->used;
     // src may lie in what was just freed, at or above p: a device copies forward in pieces no

@@ -1,8 +1,9 @@
 // arena.h: bump allocator for activations and gradients of one step. Allocations are 64-byte
-// aligned, zero-filled, never NULL; arena_reset frees everything at once. `peak` is the most
-// bytes ever in use, which is how memory is measured in this project. A device arena holds its
-// bytes on the GPU (core/device.h); what the host must read or write (tensor headers, masks,
-// labels) goes to its host side, arena_host(a), which is emptied with it by arena_reset only.
+// aligned, never NULL, and zero-filled unless asked for empty (arena_alloc_empty); arena_reset
+// frees everything at once. `peak` is the most bytes ever in use, which is how memory is
+// measured in this project. A device arena holds its bytes on the GPU (core/device.h); what the
+// host must read or write (tensor headers, masks, labels) goes to its host side, arena_host(a),
+// which is emptied with it by arena_reset only.
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,6 +27,12 @@ Arena arena_create_on(bool device, size_t cap_bytes, size_t host_bytes);
 Arena *arena_host(Arena *a); // where host records go: a itself, or a device arena's host side
 void arena_destroy(Arena *a);
 void *arena_alloc(Arena *a, size_t bytes); // aborts with bytes needed vs available on overflow
+// Like arena_alloc but not zeroed on the host (a device arena still zeroes): for a buffer whose
+// every element is written before it is read, such as an op's output; what accumulates (+=), a
+// gradient above all, takes arena_alloc. With arena_poison set the bytes are 0xff instead, a NaN
+// in float and double, so that reading an element nobody wrote shows in every result after it.
+void *arena_alloc_empty(Arena *a, size_t bytes);
+extern bool arena_poison; // false; the unit and MPI test programs set it
 void arena_reset(Arena *a);                // used = 0; peak kept
 void arena_reset_peak(Arena *a);           // peak = used
 size_t arena_mark(const Arena *a);         // for scoped scratch: arena_release(a, mark)

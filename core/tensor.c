@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-Tensor *tensor_new_shape(Arena *a, int ndim, const int *shape) {
+static Tensor *shaped(Arena *a, int ndim, const int *shape, bool zeroed) {
     CHECK(ndim >= 0 && ndim <= MAX_DIMS, "a tensor has at most %d dims, not %d", MAX_DIMS, ndim);
     Tensor *t = arena_alloc(arena_host(a), sizeof(Tensor));
     t->ndim = ndim;
@@ -17,18 +17,35 @@ Tensor *tensor_new_shape(Arena *a, int ndim, const int *shape) {
         t->shape[i] = shape[i];
         t->size *= (size_t)shape[i];
     }
-    t->data = arena_alloc(a, t->size * sizeof(real));
+    t->data = (zeroed ? arena_alloc : arena_alloc_empty)(a, t->size * sizeof(real));
     return t;
 }
 
-Tensor *tensor_new(Arena *a, int ndim, ...) {
+Tensor *tensor_new_shape(Arena *a, int ndim, const int *shape) { return shaped(a, ndim, shape, true); }
+Tensor *tensor_empty_shape(Arena *a, int ndim, const int *shape) { return shaped(a, ndim, shape, false); }
+
+// the ndim ints of ap as a shape
+static Tensor *shaped_va(Arena *a, int ndim, va_list ap, bool zeroed) {
     int shape[MAX_DIMS] = {0};
     CHECK(ndim >= 0 && ndim <= MAX_DIMS, "a tensor has at most %d dims, not %d", MAX_DIMS, ndim);
+    for (int i = 0; i < ndim; i++) shape[i] = va_arg(ap, int);
+    return shaped(a, ndim, shape, zeroed);
+}
+
+Tensor *tensor_new(Arena *a, int ndim, ...) {
     va_list ap;
     va_start(ap, ndim);
-    for (int i = 0; i < ndim; i++) shape[i] = va_arg(ap, int);
+    Tensor *t = shaped_va(a, ndim, ap, true);
     va_end(ap);
-    return tensor_new_shape(a, ndim, shape);
+    return t;
+}
+
+Tensor *tensor_empty(Arena *a, int ndim, ...) {
+    va_list ap;
+    va_start(ap, ndim);
+    Tensor *t = shaped_va(a, ndim, ap, false);
+    va_end(ap);
+    return t;
 }
 
 Tensor *tensor_keep(Arena *a, Tensor *t, size_t mark) {
@@ -42,9 +59,10 @@ Tensor *tensor_keep(Arena *a, Tensor *t, size_t mark) {
 }
 
 Tensor *tensor_like(Arena *a, const Tensor *t) { return tensor_new_shape(a, t->ndim, t->shape); }
+Tensor *tensor_empty_like(Arena *a, const Tensor *t) { return tensor_empty_shape(a, t->ndim, t->shape); }
 
 Tensor *tensor_to(Arena *a, const Tensor *t) {
-    Tensor *c = tensor_like(a, t);
+    Tensor *c = tensor_empty_like(a, t);
     copy_bytes(c->data, t->data, t->size * sizeof(real));
     return c;
 }

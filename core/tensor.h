@@ -29,10 +29,15 @@ typedef struct Tensor {
 // A new zero-filled tensor of the given shape in arena `a` (ndim ints follow).
 Tensor *tensor_new(Arena *a, int ndim, ...);
 Tensor *tensor_new_shape(Arena *a, int ndim, const int *shape);
+// The same, their data not zeroed (arena_alloc_empty): for an output whose every element is
+// written before it is read; what accumulates (+=) takes the zeroed ones.
+Tensor *tensor_empty(Arena *a, int ndim, ...);
+Tensor *tensor_empty_shape(Arena *a, int ndim, const int *shape);
 // Frees everything allocated in `a` since `mark` but t, which moves down to `mark` (t must not be
 // a view, and nothing allocated since mark may be used afterwards); returns it.
 Tensor *tensor_keep(Arena *a, Tensor *t, size_t mark);
 Tensor *tensor_like(Arena *a, const Tensor *t);
+Tensor *tensor_empty_like(Arena *a, const Tensor *t);
 // A copy of t's values in arena a: onto the device or back to the host, as a's kind says.
 Tensor *tensor_to(Arena *a, const Tensor *t);
 double tensor_item(const Tensor *t); // element 0, from the host or the device

@@ -25,7 +25,7 @@ static void modulate_bwd(Node *n) {
 Tensor *modulate(Tape *tp, Tensor *x, Tensor *shift, Tensor *scale) {
     int S = samples("modulate", x, shift, "shift");
     CHECK(samples("modulate", x, scale, "scale") == S, "modulate: shift and scale differ in blocks");
-    Tensor *out = tensor_like(tp->arena, x);
+    Tensor *out = tensor_empty_like(tp->arena, x);
     RUN(on_device(tp), modulate_forward, out->data, x->data, shift->data, scale->data, S,
         (int)(x->size / x->shape[2]) / S, x->shape[2]);
     Node *n = tape_record(tp, "modulate", modulate_bwd, out, 3, x, shift, scale);
@@ -46,7 +46,7 @@ Tensor *gated_add(Tape *tp, Tensor *x, Tensor *gate, Tensor *y) {
     int S = samples("gated_add", x, gate, "gate");
     CHECK(tensor_same_shape(x, y), "gated_add: x %s and y %s must have the same shape",
           tensor_shape_str(x, xs, sizeof xs), tensor_shape_str(y, ys, sizeof ys));
-    Tensor *out = tensor_like(tp->arena, x);
+    Tensor *out = tensor_empty_like(tp->arena, x);
     RUN(on_device(tp), gated_add_forward, out->data, x->data, gate->data, y->data, S,
         (int)(x->size / x->shape[2]) / S, x->shape[2]);
     Node *n = tape_record(tp, "gated_add", gated_add_bwd, out, 3, x, gate, y);

@@ -10,7 +10,7 @@
 // the kernels' scratch, taken from the arena for the duration of one call
 static real *scratch(Arena *a, int B, int Tq, int Tk, int H, int dh, bool backward) {
     size_t n = PICK(a->device, attention_scratch_count)(B, Tq, Tk, H, dh, backward);
-    return arena_alloc(a, n * sizeof(real));
+    return arena_alloc_empty(a, n * sizeof(real));
 }
 
 void attention_kernel_forward(Arena *a, real *out, real *lse, const real *q, const real *k,
@@ -56,7 +56,7 @@ Tensor *attention(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const ui
           tensor_shape_str(v, vs, sizeof vs));
     int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], D = q->shape[2];
     CHECK(heads > 0 && D % heads == 0, "attention: %d heads do not divide the width %d", heads, D);
-    Tensor *out = tensor_like(tp->arena, q), *lse = tensor_new(tp->arena, 3, B, heads, Tq);
+    Tensor *out = tensor_empty_like(tp->arena, q), *lse = tensor_empty(tp->arena, 3, B, heads, Tq);
     key_mask = op_input(tp->arena, key_mask, (size_t)Tk);
     seg.id = op_input(tp->arena, seg.id, (size_t)B * seg.T * sizeof(int32_t));
     attention_kernel_forward(tp->arena, out->data, lse->data, q->data, k->data, v->data, key_mask,

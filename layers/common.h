@@ -19,12 +19,13 @@ static inline const void *op_input(Arena *a, const void *host, size_t bytes) {
     return d;
 }
 
-// A new tensor shaped like x but with the last dim replaced by `last`.
-static inline Tensor *with_last_dim(Arena *a, const Tensor *x, int last) {
+// A new tensor shaped like x but with the last dim replaced by `last`: zero-filled or empty
+// (tensor_empty_shape).
+static inline Tensor *with_last_dim(Arena *a, const Tensor *x, int last, bool zeroed) {
     int shape[MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = last;
-    return tensor_new_shape(a, x->ndim, shape);
+    return (zeroed ? tensor_new_shape : tensor_empty_shape)(a, x->ndim, shape);
 }
 
 // Rows when the last dim is the feature dim: product of the leading dims.

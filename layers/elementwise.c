@@ -16,7 +16,7 @@ Tensor *add(Tape *tp, Tensor *a, Tensor *b) {
         ok = b->shape[b->ndim - 1 - i] == a->shape[a->ndim - 1 - i];
     CHECK(ok, "add: %s cannot be added to %s (it must match the trailing dims)",
           tensor_shape_str(b, bs, sizeof bs), tensor_shape_str(a, as, sizeof as));
-    Tensor *out = tensor_like(tp->arena, a);
+    Tensor *out = tensor_empty_like(tp->arena, a);
     RUN(on_device(tp), add_forward, out->data, a->data, b->data, a->size, b->size);
     tape_record(tp, "add", add_bwd, out, 2, a, b);
     return out;
@@ -28,7 +28,7 @@ static void gelu_bwd(Node *n) {
 }
 
 Tensor *gelu(Tape *tp, Tensor *x) {
-    Tensor *out = tensor_like(tp->arena, x);
+    Tensor *out = tensor_empty_like(tp->arena, x);
     RUN(on_device(tp), gelu_forward, out->data, x->data, x->size);
     tape_record(tp, "gelu", gelu_bwd, out, 1, x);
     return out;
@@ -40,7 +40,7 @@ static void silu_bwd(Node *n) {
 }
 
 Tensor *silu(Tape *tp, Tensor *x) {
-    Tensor *out = tensor_like(tp->arena, x);
+    Tensor *out = tensor_empty_like(tp->arena, x);
     RUN(on_device(tp), silu_forward, out->data, x->data, x->size);
     tape_record(tp, "silu", silu_bwd, out, 1, x);
     return out;

@@ -10,7 +10,7 @@ static void layernorm_bwd(Node *n) {
 
 Tensor *layernorm(Tape *tp, Tensor *x, real eps) {
     int N = rows_of(x), C = last_dim(x);
-    Tensor *out = tensor_like(tp->arena, x), *stats = tensor_new(tp->arena, 2, 2, N);
+    Tensor *out = tensor_empty_like(tp->arena, x), *stats = tensor_empty(tp->arena, 2, 2, N);
     RUN(on_device(tp), layernorm_forward, out->data, stats->data, stats->data + N, x->data, N, C, eps);
     Node *n = tape_record(tp, "layernorm", layernorm_bwd, out, 1, x);
     if (n) n->iarg[0] = N, n->iarg[1] = C, n->saved = stats;

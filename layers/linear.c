@@ -63,7 +63,7 @@ Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
     CHECK(!tp->exact || ((x->ndim == 2 || x->ndim == 3) && N % R == 0),
           "linear: --exact runs over (B, C) or (B, n, C) with n a multiple of %d; got %s",
           R, tensor_shape_str(x, xs, sizeof xs));
-    Tensor *out = with_last_dim(tp->arena, x, OC);
+    Tensor *out = with_last_dim(tp->arena, x, OC, false);
     for (int r0 = 0; r0 < N; r0 += R)
         RUN(on_device(tp), linear_forward, out->data + (size_t)r0 * OC, x->data + (size_t)r0 * C,
             w->data, b ? b->data : NULL, R, C, OC);

@@ -13,7 +13,7 @@ Tensor *slice_last(Tape *tp, Tensor *x, int off, int len) {
     int N = rows_of(x), C = last_dim(x);
     CHECK(off >= 0 && len > 0 && off + len <= C,
           "slice_last: columns [%d, %d) are outside the last dim of size %d", off, off + len, C);
-    Tensor *out = with_last_dim(tp->arena, x, len);
+    Tensor *out = with_last_dim(tp->arena, x, len, false);
     RUN(on_device(tp), slice_forward, out->data, x->data, N, C, off, len);
     Node *n = tape_record(tp, "slice_last", slice_bwd, out, 1, x);
     if (n) n->iarg[0] = N, n->iarg[1] = C, n->iarg[2] = off, n->iarg[3] = len;
@@ -31,7 +31,7 @@ Tensor *concat_last(Tape *tp, Tensor *a, Tensor *b) {
     int N = rows_of(a), ca = last_dim(a), cb = last_dim(b);
     CHECK(rows_of(b) == N && a->ndim == b->ndim, "concat_last: %d rows and %d rows do not match",
           N, rows_of(b));
-    Tensor *out = with_last_dim(tp->arena, a, ca + cb); // zero-filled: the halves add into it
+    Tensor *out = with_last_dim(tp->arena, a, ca + cb, true); // the halves add into it
     RUN(on_device(tp), add_rows, out->data, (size_t)ca + cb, a->data, ca, ca, N);
     RUN(on_device(tp), add_rows, out->data + ca, (size_t)ca + cb, b->data, cb, cb, N);
     Node *n = tape_record(tp, "concat_last", concat_bwd, out, 2, a, b);

@@ -24,7 +24,7 @@ static void to_blocks(bool dev, real *blocks, const real *seq, int P, int B, int
 // gather: seq (B,P*n,D) += every rank's local (B,n,D)
 static void gather(Comm *c, Arena *a, real *seq, const real *local, int B, int n, int D) {
     size_t mark = arena_mark(a), size = (size_t)B * n * D;
-    real *blocks = arena_alloc(a, (size_t)c->size * size * sizeof(real));
+    real *blocks = arena_alloc_empty(a, (size_t)c->size * size * sizeof(real));
     comm_all_gather(c, blocks, local, size);
     from_blocks(a->device, seq, blocks, c->size, B, n, D);
     arena_release(a, mark);

@@ -48,6 +48,17 @@ START_TEST(arena_is_aligned_and_zeroed) {
 }
 END_TEST
 
+// The tests run poisoned (test_main.c): empty memory reads as NaN until written, zeroed as 0.
+START_TEST(arena_empty_is_poisoned_in_tests) {
+    ck_assert(arena_poison);
+    Arena a = arena_create(1024);
+    Tensor *e = tensor_empty(&a, 2, 3, 5), *z = tensor_new(&a, 1, 7);
+    for (size_t i = 0; i < e->size; i++) ck_assert(isnan(e->data[i]));
+    for (size_t i = 0; i < z->size; i++) ck_assert(z->data[i] == 0);
+    arena_destroy(&a);
+}
+END_TEST
+
 START_TEST(arena_overflow_names_sizes) {
     Arena a = arena_create(1024);
     arena_alloc(&a, 64);
@@ -307,6 +318,7 @@ Suite *core_suite(void) {
     tcase_add_test(tc, rng_streams_are_disjoint);
     tcase_add_test(tc, arena_peak_is_exact);
     tcase_add_test(tc, arena_is_aligned_and_zeroed);
+    tcase_add_test(tc, arena_empty_is_poisoned_in_tests);
     tcase_add_test(tc, arena_overflow_names_sizes);
     tcase_add_test(tc, philox_known_answers);
     tcase_add_test(tc, rng_is_order_independent);

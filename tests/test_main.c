@@ -1,4 +1,5 @@
 // test_main.c: runs every Check suite; exit status is non-zero when any test fails.
+#include "../core/arena.h"
 #include "../core/blas.h"
 #include "../core/cpu.h"
 #include "../core/real.h"
@@ -18,6 +19,7 @@ Suite *exact_suite(void);
 Suite *cpu_suite(void);
 
 int main(void) {
+    arena_poison = true; // every op that takes empty memory must write all of it (arena.h)
     char cpu[256];
     printf("real type: %s; GEMM: %s\nCPU: %s\n", REAL_NAME, blas_setup(), cpu_text(cpu, sizeof cpu));
     SRunner *sr = srunner_create(core_suite());

@@ -39,9 +39,14 @@ gemm_line=$(echo "$gemm_out" | sed -nE 's/^gemm[^(]*\((.*)\)$/\1/p')
 core=$(echo "$gemm_line" | sed -nE 's/^OpenBLAS [0-9.]+ ([A-Za-z0-9]+) kernels.*/\1/p')
 echo "GEMM: $gemm_line; sgemm 1024^3 with 2 threads: $sgemm GFLOP/s"
 echo "$gemm_out" | grep '^CPU: '
-have_torch=0
-"$PY" -c 'import torch' 2>/dev/null && have_torch=1
-[ $have_torch = 1 ] && echo "PyTorch: $("$PY" -c 'import torch; print(torch.__version__)'), OPENBLAS_CORETYPE=$core (the kernels this project runs); torch.set_num_threads 1 and 2, best kept (its OpenBLAS threads stay at the core count)"
+# PyTorch's column, or the reason it is missing (printed, not hidden: a "-" alone said nothing)
+have_torch=0 torch_notes=""
+if err=$("$PY" -c 'import torch' 2>&1); then
+  have_torch=1
+  echo "PyTorch: $("$PY" -c 'import torch; print(torch.__version__)'), OPENBLAS_CORETYPE=$core (the kernels this project runs); torch.set_num_threads 1 and 2, best kept (its OpenBLAS threads stay at the core count)"
+else
+  echo "PyTorch: not measured: $PY cannot import torch (${err##*$'\n'}); install python3-torch, or pass a Python that has it as the third argument (make bench PYTHON=...)"
+fi
 echo
 printf "| %-6s | %-22s | %8s | %8s | %8s | %12s | %10s |\n" config "ranks x threads" "s/step" "tok/s" "GFLOP/s" "of sgemm x2" "vs PyTorch"
 printf "| %-6s | %-22s | %8s | %8s | %8s | %12s | %10s |\n" --- --- --- --- --- --- ---
@@ -53,9 +58,16 @@ for cfg in "${CONFIGS[@]}"; do
   torch=""
   if [ $have_torch = 1 ]; then
     for th in 1 2; do
-      t=$(OPENBLAS_CORETYPE=$core "$PY" "$HERE/torch_step.py" $D $L $H $S $P $B $th 4 | sed -E 's/.*: ([0-9.]+) s.*/\1/')
+      out=$(OPENBLAS_CORETYPE=$core "$PY" "$HERE/torch_step.py" $D $L $H $S $P $B $th 4 2>&1) || true
+      t=$(echo "$out" | sed -nE 's/^torch .*: ([0-9.]+) s\/step$/\1/p')
+      if [ -z "$t" ]; then
+        torch_notes+="PyTorch's step failed on config $name with $th threads: ${out##*$'\n'}"$'\n'
+        continue
+      fi
       torch=$(awk -v a="$t" -v b="${torch:-1e9}" 'BEGIN { print (a < b) ? a : b }')
     done
+  fi
+  if [ -n "$torch" ]; then
     printf "| %-6s | %-22s | %8.3f | %8.0f | %8.1f | %11.0f%% | %10s |\n" "$name" "PyTorch (best)" "$torch" \
       "$(awk -v t=$torch -v k=$tok 'BEGIN { print k / t }')" "$(awk -v t=$torch -v f=$fl 'BEGIN { print f / t / 1e9 }')" \
       "$(awk -v t=$torch -v f=$fl -v g=$sgemm 'BEGIN { print 100 * f / t / 1e9 / g }')" "x1.00"
@@ -72,6 +84,7 @@ for cfg in "${CONFIGS[@]}"; do
       "$(awk -v t=$t -v f=$fl -v g=$sgemm 'BEGIN { print 100 * f / t / 1e9 / g }')" "$vs"
   done
 done
+printf "%s" "$torch_notes"
 echo "(vs PyTorch: step time over PyTorch's; config L, 2 ranks x 1 thread over 1 rank x 1 thread: x$(awk -v a=${T1[L]} -v b=$T2 'BEGIN { printf "%.2f", a / b }') faster)"
 
 echo

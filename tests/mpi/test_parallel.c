@@ -1510,6 +1510,7 @@ END_TEST
 
 int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
+    arena_poison = true; // every op that takes empty memory must write all of it (arena.h)
     cfg = configs[0];
     Suite *s = suite_create("parallel");
     TCase *tc = tcase_create("parallel");
