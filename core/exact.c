@@ -10,10 +10,23 @@
 
 size_t exact_bytes(size_t n) { return n * ((EXACT_LIMBS + 1) * sizeof(int64_t) + sizeof(double)); }
 
-ExactSum exact_view(void *mem, size_t n) {
+// n elements' arrays in mem, as they are
+static ExactSum layout(void *mem, size_t n) {
     ExactSum s = {.n = n, .top = mem, .limb = (int64_t *)mem + n};
     s.front = (double *)(s.limb + EXACT_LIMBS * n);
+    return s;
+}
+
+ExactSum exact_view(void *mem, size_t n) {
+    ExactSum s = layout(mem, n);
     exact_clear(&s);
+    return s;
+}
+
+ExactSum exact_view_zeroed(void *mem, size_t n) { // limbs and fronts are 0 already
+    ExactSum s = layout(mem, n);
+#pragma omp parallel for if (n > PAR_EXACT)
+    for (size_t i = 0; i < n; i++) s.top[i] = EXACT_EMPTY;
     return s;
 }
 

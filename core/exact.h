@@ -35,6 +35,7 @@ typedef struct ExactSum {
 
 size_t exact_bytes(size_t n);                // memory for exact_view
 ExactSum exact_view(void *mem, size_t n);    // n elements in mem (exact_bytes(n)), emptied
+ExactSum exact_view_zeroed(void *mem, size_t n); // the same on memory of zero bytes: only the tops written
 void exact_clear(ExactSum *s);               // every element empty (sum 0)
 // s[i] += x[i] for i < n, starting at element `at`
 void exact_add(ExactSum *s, size_t at, const real *x, size_t n);

@@ -7,14 +7,44 @@
 
 // The fused kernels on one block pair: blk queries of one image against blk keys, on the device
 // when the arena is a device arena (fixed shapes: the same bits for every split of the blocks)
-static real *pair_scratch(Arena *a, const ExactAttn *g, bool backward) {
-    return arena_alloc(a, PICK(a->device, attention_scratch_count)(1, g->blk, g->blk, g->H, g->dh, backward) * sizeof(real));
-}
 static const uint8_t *pair_mask(const ExactAttn *g, int kb) { return g->mask ? g->mask + (size_t)kb * g->blk : NULL; }
 // the images of query block qb of image (row) b and of key block kb, for a call of that one row
 static Segments pair_segments(const ExactAttn *g, int b, int qb, int kb) {
     const Segments *s = &g->seg;
     return s->id ? (Segments){s->id + (size_t)b * s->T, s->T, s->q0 + qb * g->blk, kb * g->blk} : NO_SEGMENTS;
+}
+
+// The jobs of a pass (images, or pairs of blocks) run on the OpenMP threads when the arena is a
+// host arena and there are at least as many jobs as threads, each thread with its own buffers and
+// the kernels inside on that thread alone; else (and on a device arena, whose kernels queue on one
+// stream) one after another, the kernels on every thread. A job adds into sums no other job
+// touches, each element's terms in the order of the sequential loops, and the kernels give the
+// same bits on any number of threads, so the sums are the same.
+typedef struct Jobs {
+    long n;
+    int threads;
+    size_t per, host_per; // a thread's reals: `per` in the arena (the last of them the kernels'
+                          // scratch), `host_per` on its host side
+    real *buf, *host_buf;
+} Jobs;
+
+static Jobs jobs(const ExactAttn *g, Arena *a, long n, size_t own, size_t host_own, bool backward) {
+    int threads = kernel_threads();
+    Jobs j = {.n = n, .threads = !a->device && n >= threads ? threads : 1, .host_per = host_own,
+              .per = own + PICK(a->device, attention_scratch_count)(1, g->blk, g->blk, g->H, g->dh, backward)};
+    j.buf = arena_alloc(a, (size_t)j.threads * j.per * sizeof(real));
+    j.host_buf = arena_alloc(arena_host(a), (size_t)j.threads * j.host_per * sizeof(real));
+    return j;
+}
+// the calling thread's buffers
+static int job_thread(const Jobs *j) { return j->threads > 1 ? omp_thread() : 0; }
+static real *mine(const Jobs *j) { return j->buf + (size_t)job_thread(j) * j->per; }
+static real *mine_host(const Jobs *j) { return j->host_buf + (size_t)job_thread(j) * j->host_per; }
+// n reals at src (memory of a's kind) for the host to read: src itself, or copied to `to`
+static const real *staged(const Arena *a, const real *src, real *to, size_t n) {
+    if (!a->device) return src;
+    copy_bytes(to, src, n * sizeof(real));
+    return to;
 }
 
 // offsets: query block qb of image b in q (B, Tq, D); its log-sum-exp rows in (B, nqb, H, blk)
@@ -25,23 +55,26 @@ void exact_attn_lse(const ExactAttn *g, Arena *a, real *lparts, const real *q, c
                     const real *v, int nk, int kb0) {
     ArenaMarks mark = arena_marks(a);
     size_t D = (size_t)g->H * g->dh, lsize = (size_t)g->B * g->Tq * g->H, nl = (size_t)g->H * g->blk;
-    real *o = arena_alloc(a, (size_t)g->blk * D * sizeof(real)), *lb = arena_alloc(a, nl * sizeof(real));
-    real *scr = pair_scratch(a, g, false);
-    for (int b = 0; b < g->B; b++)
-        for (int j = 0; j < nk / g->blk; j++) {
-            int kb = kb0 + j;
-            size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
-            for (int qb = 0; qb < g->Tq / g->blk; qb++) {
-                RUN(a->device, attention_forward, o, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
-                    pair_mask(g, kb), pair_segments(g, b, qb, kb), 1, g->blk, g->blk, g->H, g->dh);
-                copy_bytes(lparts + kb * lsize + l_at(g, b, qb), lb, nl * sizeof(real));
-            }
+    size_t own = (size_t)g->blk * D + nl;
+    int nj = nk / g->blk;
+    Jobs J = jobs(g, a, (long)g->B * nj, own, 0, false);
+#pragma omp parallel for schedule(dynamic) num_threads(J.threads) if (J.threads > 1)
+    for (long job = 0; job < J.n; job++) { // (image, key block)
+        int b = (int)(job / nj), j = (int)(job % nj), kb = kb0 + j;
+        real *o = mine(&J), *lb = o + (size_t)g->blk * D, *scr = o + own;
+        size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
+        for (int qb = 0; qb < g->Tq / g->blk; qb++) {
+            RUN(a->device, attention_forward, o, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
+                pair_mask(g, kb), pair_segments(g, b, qb, kb), 1, g->blk, g->blk, g->H, g->dh);
+            copy_bytes(lparts + kb * lsize + l_at(g, b, qb), lb, nl * sizeof(real));
         }
+    }
     arena_release_marks(a, mark);
 }
 
 void exact_attn_combine(const ExactAttn *g, real *lse, const real *lparts) {
     size_t lsize = (size_t)g->B * g->Tq * g->H;
+#pragma omp parallel for if (lsize * g->nkb > PAR_MIN)
     for (size_t r = 0; r < lsize; r++) {
         double m = -INFINITY, s = 0;
         for (int kb = 0; kb < g->nkb; kb++) m = fmax(m, lparts[kb * lsize + r]);
@@ -59,31 +92,32 @@ void exact_attn_out(const ExactAttn *g, Arena *a, ExactSum *o, const real *lse, 
                     const real *k, const real *v, int nk, int kb0) {
     ArenaMarks mark = arena_marks(a);
     size_t D = (size_t)g->H * g->dh, part = (size_t)g->blk * D, nl = (size_t)g->H * g->blk;
-    real *ob = arena_alloc(a, (part + nl) * sizeof(real)), *lb = ob + part, *scr = pair_scratch(a, g, false);
-    real *term = arena_alloc(arena_host(a), part * sizeof(real));
-    for (int b = 0; b < g->B; b++)
+    int nqb = g->Tq / g->blk;
+    // the host side: the weighted terms, then the block's output and log-sum-exp staged there
+    Jobs J = jobs(g, a, (long)g->B * nqb, part + nl, part + (a->device ? part + nl : 0), false);
+#pragma omp parallel for schedule(dynamic) num_threads(J.threads) if (J.threads > 1)
+    for (long job = 0; job < J.n; job++) { // (image, query block): its outputs' sums
+        int b = (int)(job / nqb), qb = (int)(job % nqb);
+        real *ob = mine(&J), *lb = ob + part, *scr = ob + part + nl, *term = mine_host(&J);
+        const real *L = lse + l_at(g, b, qb);
         for (int j = 0; j < nk / g->blk; j++) {
             int kb = kb0 + j;
             size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
-            for (int qb = 0; qb < g->Tq / g->blk; qb++) {
-                const real *L = lse + l_at(g, b, qb);
-                RUN(a->device, attention_forward, ob, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
-                    pair_mask(g, kb), pair_segments(g, b, qb, kb), 1, g->blk, g->blk, g->H, g->dh);
-                ArenaMarks staged = arena_marks(a);
-                const real *oh = host_reals(a, ob, part + nl), *lh = oh + part;
-                for (int h = 0; h < g->H; h++) // (B=1, H, blk) log-sum-exp of the block
-                    for (int i = 0; i < g->blk; i++) {
-                        real lkb = lh[(size_t)h * g->blk + i], l = L[(size_t)h * g->blk + i];
-                        double w = lkb == -INFINITY ? 0 : g->mean_merge ? 1.0 / g->nkb : exp((double)lkb - l);
-                        for (int d = 0; d < g->dh; d++) {
-                            size_t x = (size_t)i * D + (size_t)h * g->dh + d;
-                            term[x] = (real)(w * oh[x]);
-                        }
+            RUN(a->device, attention_forward, ob, lb, scr, q + q_at(g, b, qb), k + ko, v + ko,
+                pair_mask(g, kb), pair_segments(g, b, qb, kb), 1, g->blk, g->blk, g->H, g->dh);
+            const real *oh = staged(a, ob, term + part, part + nl), *lh = oh + part;
+            for (int h = 0; h < g->H; h++) // (B=1, H, blk) log-sum-exp of the block
+                for (int i = 0; i < g->blk; i++) {
+                    real lkb = lh[(size_t)h * g->blk + i], l = L[(size_t)h * g->blk + i];
+                    double w = lkb == -INFINITY ? 0 : g->mean_merge ? 1.0 / g->nkb : exp((double)lkb - l);
+                    for (int d = 0; d < g->dh; d++) {
+                        size_t x = (size_t)i * D + (size_t)h * g->dh + d;
+                        term[x] = (real)(w * oh[x]);
                     }
-                exact_add(o, q_at(g, b, qb), term, part);
-                arena_release_marks(a, staged);
-            }
+                }
+            exact_add(o, q_at(g, b, qb), term, part);
         }
+    }
     arena_release_marks(a, mark);
 }
 
@@ -91,13 +125,17 @@ void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, E
                      const real *dout, const real *out, const real *lse, const real *q,
                      const real *k, const real *v, int nk, int kb0) {
     ArenaMarks mark = arena_marks(a);
-    size_t D = (size_t)g->H * g->dh, part = (size_t)g->blk * D;
+    size_t D = (size_t)g->H * g->dh, part = (size_t)g->blk * D, nl = (size_t)g->H * g->blk;
     int nqb = g->Tq / g->blk;
-    // a key block's shares from every query block, then into the sums in one pass
-    real *pq = arena_alloc(a, (2 * (size_t)nqb + 2) * part * sizeof(real)), *pk = pq + part;
-    real *pv = pk + nqb * part, *ob = pv + nqb * part, *scr = pair_scratch(a, g, true);
-    real *lb = g->block_delta ? arena_alloc(a, (size_t)g->H * g->blk * sizeof(real)) : NULL;
-    for (int b = 0; b < g->B; b++)
+    // per image (its dQ's terms come from every key block): a key block's shares from every query
+    // block, then into the sums in one pass; staged to the host side from a device arena
+    size_t own = (2 * (size_t)nqb + 2) * part + nl;
+    Jobs J = jobs(g, a, g->B, own, a->device ? (2 * (size_t)nqb + 1) * part : 0, true);
+#pragma omp parallel for schedule(dynamic) num_threads(J.threads) if (J.threads > 1)
+    for (long job = 0; job < J.n; job++) {
+        int b = (int)job;
+        real *pq = mine(&J), *pk = pq + part, *pv = pk + nqb * part, *ob = pv + nqb * part;
+        real *lb = ob + part, *scr = pq + own, *host = mine_host(&J);
         for (int j = 0; j < nk / g->blk; j++) {
             int kb = kb0 + j;
             size_t ko = ((size_t)b * nk + (size_t)j * g->blk) * D;
@@ -111,17 +149,13 @@ void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, E
                 RUN(a->device, attention_backward, pq, pk + qb * part, pv + qb * part, scr, dout + qo,
                     g->block_delta ? ob : out + qo, lse + l_at(g, b, qb), q + qo, k + ko, v + ko,
                     pair_mask(g, kb), pair_segments(g, b, qb, kb), 1, g->blk, g->blk, g->H, g->dh);
-                if (!dq) continue;
-                ArenaMarks staged = arena_marks(a);
-                exact_add(dq, qo, host_reals(a, pq, part), part);
-                arena_release_marks(a, staged);
+                if (dq) exact_add(dq, qo, staged(a, pq, host, part), part);
             }
-            ArenaMarks staged = arena_marks(a);
-            const real *hk = dk || dv ? host_reals(a, pk, 2 * nqb * part) : NULL;
+            const real *hk = dk || dv ? staged(a, pk, host + part, 2 * nqb * part) : NULL;
             if (dk) exact_add_terms(dk, ko, hk, part, nqb, part);
             if (dv) exact_add_terms(dv, ko, hk + nqb * part, part, nqb, part);
-            arena_release_marks(a, staged);
         }
+    }
     arena_release_marks(a, mark);
 }
 

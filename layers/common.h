@@ -42,8 +42,8 @@ static inline void arena_release_marks(Arena *a, ArenaMarks m) {
     arena_release(arena_host(a), m.host);
     arena_release(a, m.dev);
 }
-static inline ExactSum exact_sums(Arena *a, size_t n) {
-    return exact_view(arena_alloc(arena_host(a), exact_bytes(n)), n);
+static inline ExactSum exact_sums(Arena *a, size_t n) { // (an arena's memory comes zeroed)
+    return exact_view_zeroed(arena_alloc(arena_host(a), exact_bytes(n)), n);
 }
 // n reals at src (memory of a's kind) for the host to read: src itself, or a copy on a's host side
 static inline const real *host_reals(Arena *a, const real *src, size_t n) {

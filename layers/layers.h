@@ -38,9 +38,10 @@ Tensor *timestep_embedding(Tape *tp, Tensor *t, int dim);
 // keys over the ranks whose queries saw them.
 typedef void (*ExactReduceFn)(ExactSum *d_all, void *ctx);
 // --exact: a linear's blocks' weight gradients wait for the sums in groups of up to this many
-// blocks and values (at least one block's)
+// blocks and values (at least one block's); a group's blocks run on the threads, so the values
+// allow a few blocks of width 384's largest layer (6 x 384^2 weights)
 #define LINEAR_EXACT_BLOCKS 8
-#define LINEAR_EXACT_TERMS (1 << 20)
+#define LINEAR_EXACT_TERMS (1 << 21)
 Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all, Tensor *v_all,
                         int kfirst, int heads, const uint8_t *key_mask, Segments seg,
                         ExactReduceFn reduce, void *ctx);

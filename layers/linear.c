@@ -9,6 +9,10 @@ static int block_rows(const Tape *tp, const Tensor *x) {
     return !tp->exact ? rows_of(x) : x->ndim == 3 ? tp->exact->block : 1;
 }
 
+// Calls on blocks run on the OpenMP threads, each call on one thread, when there are at least as
+// many as threads (on the host): the kernels give the same bits on any number of threads
+static bool blocks_on_threads(bool dev, int calls) { return !dev && calls > 1 && calls >= kernel_threads(); }
+
 static void linear_bwd(Node *n) {
     Tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int N = n->iarg[0], C = n->iarg[1], OC = n->iarg[2], R = n->iarg[3];
@@ -22,8 +26,10 @@ static void linear_bwd(Node *n) {
     CHECK(ew || !w->requires_grad, "linear: --exact needs the weight to be a parameter of the store");
     if (x->ndim == 2 && n->exact->replica) ew = eb = NULL; // another rank adds these
     bool dev = node_on_device(n);
-    for (int r0 = 0; dx && r0 < N; r0 += R)
-        RUN(dev, linear_backward, dx + (size_t)r0 * C, NULL, NULL, dout + (size_t)r0 * OC, NULL, w->data, R, C, OC);
+    if (dx)
+#pragma omp parallel for if (blocks_on_threads(dev, N / R))
+        for (int r0 = 0; r0 < N; r0 += R)
+            RUN(dev, linear_backward, dx + (size_t)r0 * C, NULL, NULL, dout + (size_t)r0 * OC, NULL, w->data, R, C, OC);
     if (!ew) return;
     // the blocks' gradients a few at a time, then into the sums
     ArenaMarks mark = arena_marks(n->arena);
@@ -35,6 +41,7 @@ static void linear_bwd(Node *n) {
     for (int k0 = 0; k0 < blocks; k0 += per) {
         int count = blocks - k0 < per ? blocks - k0 : per;
         zero_bytes(dw, (size_t)count * part * sizeof(real));
+#pragma omp parallel for if (blocks_on_threads(dev, count))
         for (int k = 0; k < count; k++) {
             size_t r0 = (size_t)(k0 + k) * R;
             real *dwk = dw + (size_t)k * part;
@@ -64,6 +71,7 @@ Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
           "linear: --exact runs over (B, C) or (B, n, C) with n a multiple of %d; got %s",
           R, tensor_shape_str(x, xs, sizeof xs));
     Tensor *out = with_last_dim(tp->arena, x, OC, false);
+#pragma omp parallel for if (blocks_on_threads(on_device(tp), N / R))
     for (int r0 = 0; r0 < N; r0 += R)
         RUN(on_device(tp), linear_forward, out->data + (size_t)r0 * OC, x->data + (size_t)r0 * C,
             w->data, b ? b->data : NULL, R, C, OC);

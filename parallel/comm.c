@@ -25,6 +25,23 @@
 #define NCCL_REAL ncclFloat32
 #endif
 
+// The exact reductions' host buffers, kept from call to call and grown when a call needs more:
+// the gradients' fronts are P times the parameters, and fresh pages every step would cost their
+// faults and zeroing. Freed by comm_finalize.
+enum { KEPT_FRONTS, KEPT_TOPS, KEPT_COUNT };
+static struct {
+    void *p;
+    size_t bytes;
+} kept_buffers[KEPT_COUNT];
+
+static void *kept(int which, size_t bytes) {
+    if (bytes > kept_buffers[which].bytes) {
+        free(kept_buffers[which].p);
+        kept_buffers[which].p = xmalloc(bytes + 1), kept_buffers[which].bytes = bytes;
+    }
+    return kept_buffers[which].p;
+}
+
 void comm_stop_all(const char *msg, int code) {
     int started = 0, done = 0, world_rank = 0, world_size = 1;
     MPI_Initialized(&started);
@@ -118,6 +135,7 @@ static void unstage(Staged *s) {
 }
 
 void comm_finalize(void) {
+    for (int i = 0; i < KEPT_COUNT; i++) free(kept_buffers[i].p), kept_buffers[i].p = NULL, kept_buffers[i].bytes = 0;
     int started = 0, done = 0;
     MPI_Initialized(&started);
     MPI_Finalized(&done);
@@ -208,11 +226,10 @@ void comm_all_reduce_double(Comm *c, double *buf, size_t n) {
 // reduction; the limbs alone say the tops)
 static void align_windows(Comm *c, ExactSum *s) {
     exact_flush(s);
-    int64_t *top = xmalloc(s->n * sizeof(int64_t) + 1);
+    int64_t *top = kept(KEPT_TOPS, s->n * sizeof(int64_t));
     memcpy(top, s->top, s->n * sizeof(int64_t));
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, top, count(s->n), MPI_INT64_T, MPI_MAX, c->group));
     exact_align(s, top);
-    free(top);
 }
 
 // The windows' MAX, then the aligned limbs' SUM
@@ -227,7 +244,7 @@ void comm_all_reduce_exact(Comm *c, ExactSum *s) {
     if (c->size >= EXACT_FRONT_RANKS) return all_reduce_limbs(c, s);
     // every rank's fronts; the elements some rank has limbs of (rare) the limbs' way, packed
     size_t n = s->n, P = (size_t)c->size;
-    double *fronts = xmalloc(P * n * sizeof(double) + 1);
+    double *fronts = kept(KEPT_FRONTS, P * n * sizeof(double));
     exact_fronts(s, fronts + (size_t)c->rank * n);
     c->bytes_sent += (P - 1) * n * sizeof(double);
     MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, fronts, count(n), MPI_DOUBLE, c->group));
@@ -241,7 +258,6 @@ void comm_all_reduce_exact(Comm *c, ExactSum *s) {
         exact_put(s, &sub, idx);
         free(sub.top), free(idx);
     }
-    free(fronts);
 }
 
 void comm_reduce_scatter_exact(Comm *c, ExactSum *s) {

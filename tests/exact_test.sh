@@ -41,6 +41,9 @@ same() { expect same "$@"; }
 differs() { expect differs "$@"; }
 
 train one 1 || exit 1
+# one thread against the reference's threads (one per core): the blocks' calls and the attention's
+# jobs that run on the threads give the same bits
+same one threads-1 1 --threads 1
 if [ -n "$QUICK" ]; then
   same one gather-3 3
   same one ring-3 3 --sp-attention ring
