@@ -306,11 +306,25 @@ void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
     unstage(&s);
 }
 
+// DIT_RING_BLOCKING=1: each ring step whole in comm_shift_start, nothing overlaps (the overlap
+// bench's baseline; the same bits)
+static bool ring_blocking(void) {
+    const char *e = getenv("DIT_RING_BLOCKING");
+    return e && !strcmp(e, "1");
+}
+
+const char *comm_env_error(void) {
+    static char why[256];
+    const char *e = getenv("DIT_RING_BLOCKING");
+    if (!e || !*e || !strcmp(e, "0") || !strcmp(e, "1")) return NULL;
+    snprintf(why, sizeof why, "DIT_RING_BLOCKING=%.64s is neither 0 nor 1: set 1 for a ring whose "
+             "transfers finish before the attention (the overlap bench's baseline), or unset it", e);
+    return why;
+}
+
 void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n, int shift) {
     s->n = 0;
-    static int blocking = -1; // DIT_RING_BLOCKING=1: the whole step here, nothing overlaps
-    if (blocking < 0) blocking = getenv("DIT_RING_BLOCKING") && !strcmp(getenv("DIT_RING_BLOCKING"), "1");
-    if (c->size == 1 || blocking || device_pointer(in) || device_pointer(out)) {
+    if (c->size == 1 || ring_blocking() || device_pointer(in) || device_pointer(out)) {
         comm_shift(c, out, in, n, shift);
         return;
     }

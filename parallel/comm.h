@@ -22,6 +22,10 @@ typedef struct Comm {
     void *nccl;        // its NCCL communicator (ncclComm_t) once comm_use_nccl ran; else NULL
 } Comm;
 
+// NULL when the environment's DIT_RING_BLOCKING is unset, empty, 0 or 1; else the sentence that
+// names it and the fix (main stops every subcommand with it)
+const char *comm_env_error(void);
+
 void comm_init(Comm *world, int *argc, char ***argv); // MPI's world
 // The group of the ranks of `parent` that pass the same color, ordered by key (MPI_Comm_split).
 void comm_split(Comm *parent, int color, int key, Comm *out);

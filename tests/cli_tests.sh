@@ -612,20 +612,23 @@ msg=$($TRAIN compare "$WORK/result.safetensors" "$CK" 2>&1); rc=$?
 if [ $rc = 2 ] && echo "$msg" | grep -q "result.safetensors is a probe result and $CK is a model checkpoint (a run's model.safetensors), but compare takes two run folders (their loss curves) or two probe results" &&
    ! echo "$msg" | grep -q "missing in"; then ok "newcomer: compare of a probe result with a checkpoint: exit 2, what each file is"
 else bad "newcomer: compare of a probe result with a checkpoint (exit $rc): $msg"; fi
-# the vector width (core/cpu.h): a DIT_CPU_WIDTH that is no width stops every subcommand, alone
-# and under mpirun, with one sentence and exit 2; ranks whose widths differ all run the least,
-# the same bits as a run with every rank capped to it
-wrong=0
-for args in "" probe sample "compare $WORK/full1 $WORK/full2" "verify --ranks 2" "bugs --ranks 2" "locate a b" \
-            "mpirun" "mpirun compare $WORK/full1 $WORK/full2"; do
-  launch=""
-  case "$args" in mpirun*) launch="$MPIRUN -np 2" args=${args#mpirun} args=${args# };; esac
-  msg=$(DIT_CPU_WIDTH=1024 $launch $TRAIN $args --out "$WORK/never" 2>&1); rc=$?
-  if [ $rc != 2 ] || [ "$(echo "$msg" | grep -c "^error: DIT_CPU_WIDTH=1024 is not a vector width: set 128, 256 or 512")" != 1 ] || [ -e "$WORK/never" ]; then
-    wrong=$((wrong + 1)); bad "DIT_CPU_WIDTH=1024 ${launch:+under mpirun }train/train $args (exit $rc): $msg"
-  fi
+# the environment: a DIT_CPU_WIDTH that is no width (core/cpu.h) or a DIT_RING_BLOCKING that is
+# not 0 or 1 (parallel/comm.h) stops every subcommand, alone and under mpirun, with one sentence
+# and exit 2; ranks whose widths differ all run the least, the same bits as a run with every rank
+# capped to it
+for env in "DIT_CPU_WIDTH=1024|is not a vector width: set 128, 256 or 512" "DIT_RING_BLOCKING=yes|is neither 0 nor 1: set 1"; do
+  var=${env%%|*} want=${env#*|} wrong=0
+  for args in "" probe sample "compare $WORK/full1 $WORK/full2" "verify --ranks 2" "bugs --ranks 2" "locate a b" \
+              "mpirun" "mpirun compare $WORK/full1 $WORK/full2"; do
+    launch=""
+    case "$args" in mpirun*) launch="$MPIRUN -np 2 -x $var" args=${args#mpirun} args=${args# };; esac
+    msg=$(env "$var" $launch $TRAIN $args --out "$WORK/never" 2>&1); rc=$?
+    if [ $rc != 2 ] || [ "$(echo "$msg" | grep -c "^error: $var $want")" != 1 ] || [ -e "$WORK/never" ]; then
+      wrong=$((wrong + 1)); bad "$var ${launch:+under mpirun }train/train $args (exit $rc): $msg"
+    fi
+  done
+  [ $wrong = 0 ] && ok "$var: every subcommand, alone and under mpirun, exit 2 with one sentence"
 done
-[ $wrong = 0 ] && ok "DIT_CPU_WIDTH=1024: every subcommand, alone and under mpirun, exit 2 with one sentence"
 TINY="--model DiT-tiny/2 --input-size 8 --batch 4 --steps 3 --samples-per-class 0"
 DIT_CPU_WIDTH=128 $MPIRUN -np 2 $TRAIN $TINY --out "$WORK/w128" >/dev/null 2>&1
 line=$($MPIRUN -np 1 env DIT_CPU_WIDTH=128 $TRAIN $TINY --out "$WORK/wmix" : -np 1 $TRAIN $TINY --out "$WORK/wmix" 2>&1 | grep '^CPU:')

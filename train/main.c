@@ -73,9 +73,10 @@ static int outside_mpi(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    // a DIT_CPU_WIDTH this CPU cannot run stops every subcommand before it starts ranks or runs a
-    // kernel; under mpirun the first rank says so
+    // a DIT_CPU_WIDTH this CPU cannot run, or a DIT_RING_BLOCKING that is not 0 or 1, stops every
+    // subcommand before it starts ranks or runs a kernel; under mpirun the first rank says so
     const char *bad = cpu_setup();
+    if (!bad) bad = comm_env_error();
     if (bad) {
         const char *rank = launcher_rank();
         if (!rank || !strcmp(rank, "0")) fprintf(stderr, "error: %s\n", bad);

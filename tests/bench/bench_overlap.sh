@@ -17,15 +17,8 @@
 # usage: bench_overlap.sh TRAIN [STEPS]
 set -eu
 TRAIN=$(realpath "$1"); STEPS=${2:-4}
-if [ "$(id -u)" != 0 ] || ! command -v tc >/dev/null || ! command -v unshare >/dev/null; then
-  echo "skipped: the shaped network needs root, tc and unshare"; exit 0
-fi
-if [ -z "${BENCH_OVERLAP_NETNS:-}" ]; then
-  exec unshare -n env BENCH_OVERLAP_NETNS=1 bash "$0" "$@"
-fi
-ip link set lo up
-WORK=$(mktemp -d /tmp/dit-overlap.XXXXXX); trap 'tc qdisc del dev lo root 2>/dev/null; rm -rf "$WORK"' EXIT
-MPIRUN="mpirun --oversubscribe --allow-run-as-root --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo ${BENCH_OVERLAP_MCA:-}"
+MPIRUN_EXTRA=${BENCH_OVERLAP_MCA:-}
+. "$(dirname "$0")/shaped_net.sh"
 NP=2 DEPTH=4 D=64 T=2304 # DiT-mini/2 at 96x96: 2304 tokens, batch 1, over 2 ranks
 MODEL="--model DiT-mini/2 --input-size 96 --batch 1 --sp $NP" CFG="$MODEL --sp-attention ring"
 
@@ -37,7 +30,7 @@ read -r attn bytes mbit <<< "$(awk -v g="$gflops" -v L=$DEPTH -v D=$D -v T=$T -v
   printf "%.4f %.0f %.0f", attn, bytes, P * 8 * bytes / attn / 1e6 }')"
 echo "ring over $NP ranks, DiT-mini/2, $T tokens: attention $gflops GFLOP/s (plan --measure) -> $attn s a step;" \
      "$bytes bytes of ring transfers a step and rank -> loopback ${mbit}mbit"
-tc qdisc replace dev lo root tbf rate "${mbit}mbit" burst 256kb latency 500ms
+shape "${mbit}mbit"
 
 step() { # seconds per step of one run, blocking (1) or overlapped (0)
   $MPIRUN -np $NP -x DIT_RING_BLOCKING="$1" "$TRAIN" $CFG --steps "$STEPS" --samples-per-class 0 \

@@ -11,22 +11,13 @@
 # (e.g. "a|2|20mbit 1gbit")
 set -eu
 TRAIN=$(realpath "$1"); STEPS=${2:-5}
-if [ "$(id -u)" != 0 ] || ! command -v tc >/dev/null || ! command -v unshare >/dev/null; then
-  echo "skipped: the shaped network needs root, tc and unshare"; exit 0
-fi
-if [ -z "${BENCH_PLAN_NETNS:-}" ]; then
-  exec unshare -n env BENCH_PLAN_NETNS=1 bash "$0" "$@"
-fi
-ip link set lo up
-WORK=$(mktemp -d /tmp/dit-plan.XXXXXX); trap 'tc qdisc del dev lo root 2>/dev/null; rm -rf "$WORK"' EXIT
-MPIRUN="mpirun --oversubscribe --allow-run-as-root --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"
+. "$(dirname "$0")/shaped_net.sh"
 # configs: a = 256 tokens of DiT-mini/4, batch 8 (data groups or sequence groups); b = 1024
 # tokens of DiT-mini/2, batch 1 (one sequence group: the layout alone)
 declare -A CONFIG=([a]="--model DiT-mini/4 --input-size 64 --batch 8" [b]="--model DiT-mini/2 --input-size 64 --batch 1")
 IFS='|' read -r NAMES RANKS RATES <<< "${BENCH_PLAN_GRID:-a b|2 4|20mbit 200mbit 2gbit}"
-shape() { tc qdisc replace dev lo root tbf rate "$1" burst 256kb latency 500ms; }
 
-printf "%-6s %5s %8s  %-52s %10s %10s %7s\n" config ranks link mesh "predicted" "measured" "ratio"
+printf "%-6s %5s %8s  %-64s %10s %10s %7s\n" config ranks link mesh "predicted" "measured" "ratio"
 cases=0 picks=0 within=0 predictions=0
 for name in $NAMES; do for np in $RANKS; do for rate in $RATES; do
   shape "$rate"
@@ -34,13 +25,15 @@ for name in $NAMES; do for np in $RANKS; do for rate in $RATES; do
   plan=$($MPIRUN -np $np "$TRAIN" plan --measure $cfg 2>&1) || { echo "$plan"; exit 1; }
   rows=$(echo "$plan" | awk '$1 ~ /^[0-9]+$/ && NF >= 10 && !/does not fit/')
   best=""; best_t=""; pick_t=""
-  while read -r rank _ _ _ _ _ _ _ predicted mesh; do
+  while read -r rank recompute zero _ _ _ _ _ predicted mesh; do # plan's columns
+    if [ "$recompute" = yes ]; then mesh+=" --recompute"; fi
+    if [ "$zero" != 0 ]; then mesh+=" --zero $zero"; fi
     line=$($MPIRUN -np $np "$TRAIN" $cfg $mesh --steps "$STEPS" --samples-per-class 0 --log-every 1000 < /dev/null \
            --out "$WORK/run" 2>&1 | grep '^done:') || { echo "$mesh failed"; exit 1; }
     rm -rf "$WORK/run"
     measured=$(echo "$line" | sed -E 's/^done: ([0-9]+) steps in ([0-9.]+)s.*/\1 \2/' | awk '{ printf "%.4f", $2 / $1 }')
     ratio=$(awk -v p="$predicted" -v m="$measured" 'BEGIN { printf "%.2f", p / m }')
-    printf "%-6s %5s %8s  %-52s %10s %10s %7s\n" "$name" "$np" "$rate" "$mesh" "$predicted" "$measured" "$ratio"
+    printf "%-6s %5s %8s  %-64s %10s %10s %7s\n" "$name" "$np" "$rate" "$mesh" "$predicted" "$measured" "$ratio"
     predictions=$((predictions + 1))
     within=$((within + $(awk -v r="$ratio" 'BEGIN { print (r >= 0.75 && r <= 1.25) }')))
     [ "$rank" = 1 ] && pick_t=$measured
