@@ -133,6 +133,15 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
     return true;
 }
 
+// Integer tensor t's value i (I64 or I32) as int64; memcpy: other writers may leave the data
+// unaligned
+static int64_t batch_int(const StTensor *t, size_t i) {
+    int64_t v64;
+    int32_t v32;
+    if (t->dtype == ST_I64) return memcpy(&v64, (const char *)t->data + 8 * i, 8), v64;
+    return memcpy(&v32, (const char *)t->data + 4 * i, 4), v32;
+}
+
 // The batch's `pack` tensor (the file has one) as a pack of B rows of T tokens, in the arena
 static DiTPack *load_pack(const SafeTensors *st, const char *path, int B, int T, Arena *arena) {
     const StTensor *ps = batch_tensor(st, path, "pack", true, 2, (int64_t[]){-1, 4});
@@ -143,11 +152,8 @@ static DiTPack *load_pack(const SafeTensors *st, const char *path, int B, int T,
     *pk = (DiTPack){.B = B, .T = T, .n = (int)ps->shape[0]};
     for (int i = 0; i < pk->n; i++) {
         int v[4];
-        for (int k = 0; k < 4; k++) { // memcpy: other writers may leave the data unaligned
-            int64_t v64;
-            int32_t v32;
-            if (ps->dtype == ST_I64) memcpy(&v64, (const char *)ps->data + 8 * (4 * i + k), 8);
-            else memcpy(&v32, (const char *)ps->data + 4 * (4 * i + k), 4), v64 = v32;
+        for (int k = 0; k < 4; k++) {
+            int64_t v64 = batch_int(ps, 4 * (size_t)i + k);
             v[k] = v64 < INT32_MIN || v64 > INT32_MAX ? -1 : (int)v64;
         }
         pk->img[i] = (DiTImage){v[0], v[1], v[2], v[3]};
@@ -187,11 +193,8 @@ ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *s
     batch_into(b.t, ts, path);
     batch_into(b.target, gs, path);
     int classes = cfg->num_classes, rows = m->y_table->shape[0]; // rows: +1 for a null class
-    for (int i = 0; i < n; i++) { // memcpy: other writers may leave the data unaligned
-        int64_t v64;
-        int32_t v32;
-        if (ys->dtype == ST_I64) memcpy(&v64, (const char *)ys->data + 8 * i, 8), b.y[i] = v64;
-        else memcpy(&v32, (const char *)ys->data + 4 * i, 4), b.y[i] = v32;
+    for (int i = 0; i < n; i++) {
+        b.y[i] = batch_int(ys, (size_t)i);
         if (b.y[i] < 0 || b.y[i] >= rows) {
             char null[64] = "";
             if (rows > classes) snprintf(null, sizeof null, ", or %d for the null class", classes);
