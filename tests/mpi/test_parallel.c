@@ -512,6 +512,38 @@ START_TEST(ring_overlap_is_exact) {
 }
 END_TEST
 
+// A ring step moves while the attention computes: 1 MiB sent one rank on (above the eager limit of
+// Open MPI's TCP transport, 64 KiB, and of its shared memory, 4 KiB: such a message moves only
+// inside MPI calls), then the CPU attention run until the step is complete, at most 1000 times,
+// before comm_shift_wait. Only the kernels' calls of attention_progress complete it that early.
+// run_all.sh runs this case over TCP too (--mca btl tcp,self), the transport of a cluster.
+START_TEST(ring_step_moves_during_attention) {
+    enum { n = 1 << 18, T = 256, H = 2, dh = 16, D = H * dh, RUNS = 1000 };
+    if (comm.size == 1) return; // nothing travels
+    Arena a = arena_create(16 << 20);
+    real *in = arena_alloc(&a, 2 * (size_t)n * sizeof(real)), *out = in + n;
+    real *qkv = arena_alloc(&a, (4 * (size_t)T * D + (size_t)H * T) * sizeof(real)), *o = qkv + 3 * T * D;
+    for (int i = 0; i < n; i++) in[i] = (real)(comm.rank * n + i); // exact below 2^24
+    rng_fill_normal(qkv, 3 * (size_t)T * D, 23, (uint64_t)comm.rank, 0, 1);
+    CommShift step;
+    comm_shift_start(&comm, &step, out, in, n, 1);
+    int runs = 0;
+    for (; !step.done && runs < RUNS; runs++)
+        attention_kernel_forward(&a, o, o + T * D, qkv, qkv + T * D, qkv + 2 * T * D, NULL, NO_SEGMENTS, 1,
+                                 T, T, H, dh);
+    int ok[2] = {step.done, 1}, most = runs, from = (comm.rank - 1 + comm.size) % comm.size;
+    comm_shift_wait(&step);
+    for (int i = 0; i < n; i++) ok[1] &= out[i] == (real)(from * n + i);
+    MPI_Allreduce(MPI_IN_PLACE, ok, 2, MPI_INT, MPI_LAND, comm.group);
+    MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, comm.group);
+    if (comm.rank == 0)
+        printf("a ring step of 1 MiB over %d ranks: %s after at most %d attention calls; received %s\n",
+               comm.size, ok[0] ? "complete" : "NOT complete", most, ok[1] ? "right" : "WRONG");
+    ck_assert(ok[0] && ok[1]);
+    arena_destroy(&a);
+}
+END_TEST
+
 // The all-to-all variant: the same answer, and the padding bug caught the same way.
 START_TEST(all_to_all_matches_single_rank) {
     cfg = configs[2];
@@ -1549,6 +1581,9 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, samples_not_finite_are_refused);
     tcase_add_test(tc, train_step_matches_formulas);
     suite_add_tcase(s, tc);
+    TCase *progress = tcase_create("progress"); // alone: run_all.sh runs it over TCP too
+    tcase_add_test(progress, ring_step_moves_during_attention);
+    suite_add_tcase(s, progress);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); // MPI and fork do not mix
     srunner_run_all(sr, comm.rank == 0 ? CK_NORMAL : CK_SILENT);
