@@ -514,11 +514,12 @@ END_TEST
 
 // A ring step moves while the attention computes: 1 MiB sent one rank on (above the eager limit of
 // Open MPI's TCP transport, 64 KiB, and of its shared memory, 4 KiB: such a message moves only
-// inside MPI calls), then the CPU attention run until the step is complete, at most 1000 times,
-// before comm_shift_wait. Only the kernels' calls of attention_progress complete it that early.
-// run_all.sh runs this case over TCP too (--mca btl tcp,self), the transport of a cluster.
+// inside MPI calls), then the CPU attention run until the step is complete, for at most 5 s (a
+// loaded machine may hold a rank back a while; it takes a few calls), before comm_shift_wait. Only
+// the kernels' calls of attention_progress complete it that early. run_all.sh runs this case over
+// TCP too (--mca btl tcp,self), the transport of a cluster.
 START_TEST(ring_step_moves_during_attention) {
-    enum { n = 1 << 18, T = 256, H = 2, dh = 16, D = H * dh, RUNS = 1000 };
+    enum { n = 1 << 18, T = 256, H = 2, dh = 16, D = H * dh };
     if (comm.size == 1) return; // nothing travels
     Arena a = arena_create(16 << 20);
     real *in = arena_alloc(&a, 2 * (size_t)n * sizeof(real)), *out = in + n;
@@ -526,9 +527,10 @@ START_TEST(ring_step_moves_during_attention) {
     for (int i = 0; i < n; i++) in[i] = (real)(comm.rank * n + i); // exact below 2^24
     rng_fill_normal(qkv, 3 * (size_t)T * D, 23, (uint64_t)comm.rank, 0, 1);
     CommShift step;
+    comm_barrier(&comm);
     comm_shift_start(&comm, &step, out, in, n, 1);
     int runs = 0;
-    for (; !step.done && runs < RUNS; runs++)
+    for (double until = MPI_Wtime() + 5; !step.done && MPI_Wtime() < until; runs++)
         attention_kernel_forward(&a, o, o + T * D, qkv, qkv + T * D, qkv + 2 * T * D, NULL, NO_SEGMENTS, 1,
                                  T, T, H, dh);
     int ok[2] = {step.done, 1}, most = runs, from = (comm.rank - 1 + comm.size) % comm.size;
@@ -537,7 +539,7 @@ START_TEST(ring_step_moves_during_attention) {
     MPI_Allreduce(MPI_IN_PLACE, ok, 2, MPI_INT, MPI_LAND, comm.group);
     MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, comm.group);
     if (comm.rank == 0)
-        printf("a ring step of 1 MiB over %d ranks: %s after at most %d attention calls; received %s\n",
+        printf("a ring step of 1 MiB over %d ranks: %s after %d attention calls at most; received %s\n",
                comm.size, ok[0] ? "complete" : "NOT complete", most, ok[1] ? "right" : "WRONG");
     ck_assert(ok[0] && ok[1]);
     arena_destroy(&a);
