@@ -351,6 +351,7 @@ void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n
     s->n = 0, s->done = false;
     if (c->size == 1 || ring_blocking() || device_pointer(in) || device_pointer(out)) {
         comm_shift(c, out, in, n, shift);
+        s->done = true;
         return;
     }
     int to = ((c->rank + shift) % c->size + c->size) % c->size;

@@ -83,7 +83,7 @@ void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift);
 typedef struct CommShift {
     MPI_Request req[2];
     int n;     // requests posted
-    bool done; // completed by the attention's MPI_Testall, before comm_shift_wait
+    bool done; // complete before comm_shift_wait: whole in comm_shift_start, or by the attention's MPI_Testall
 } CommShift;
 void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n, int shift);
 void comm_shift_wait(CommShift *s);

@@ -446,10 +446,11 @@ START_TEST(ring_matches_single_rank) {
 }
 END_TEST
 
-// The ring sends each block on while it is attended (nonblocking): its output and its gradients
-// have the bits of the same kernels run on the blocks in the ring's order without any transfer
-// in flight, from K and V (and in backward every rank's queries, output, log-sum-exp and output
-// gradient) all-gathered: the blocks reach each step whole and on time.
+// The ring sends each block on while it is attended (nonblocking), and in backward the sums of
+// the dK/dV shares during the next step: its output and its gradients have the bits of the same
+// kernels run on the blocks in the ring's order without any transfer in flight, from K and V (and
+// in backward every rank's queries, output, log-sum-exp and output gradient) all-gathered: the
+// blocks and sums reach each step whole and on time.
 START_TEST(ring_overlap_is_exact) {
     enum { Bq = 2, n = 5, H = 2, dh = 3, D = H * dh };
     int P = comm.size, r = comm.rank;
@@ -489,10 +490,15 @@ START_TEST(ring_overlap_is_exact) {
         attention_kernel_backward(&a, dq, scratch, scratch + blk, dout, o, lse, x[0]->data, OF(owner, 3),
                                   OF(owner, 4), NULL, NO_SEGMENTS, Bq, n, n, H, dh);
     }
-    for (int s = 0; s < P; s++) { // this rank's dK, dV: rank r - 1 - s adds its share at step s
+    real *share = arena_alloc(&a, 2 * blk * sizeof(real));
+    for (int s = 0; s < P; s++) { // this rank's dK, dV: rank r - 1 - s's share, the sum so far added to it
         int j = (r - 1 - s + 2 * P) % P;
-        attention_kernel_backward(&a, scratch, dk, dv, OF(j, 2), OF(j, 1), all + (size_t)j * (5 * blk + lsz) + 5 * blk,
-                                  OF(j, 0), x[1]->data, x[2]->data, NULL, NO_SEGMENTS, Bq, n, n, H, dh);
+        memset(share, 0, 2 * blk * sizeof(real));
+        attention_kernel_backward(&a, scratch, share, share + blk, OF(j, 2), OF(j, 1),
+                                  all + (size_t)j * (5 * blk + lsz) + 5 * blk, OF(j, 0), x[1]->data,
+                                  x[2]->data, NULL, NO_SEGMENTS, Bq, n, n, H, dh);
+        if (s) add_rows(share, blk, dk, blk, blk, 1), add_rows(share + blk, blk, dv, blk, blk, 1);
+        memcpy(dk, share, blk * sizeof(real)), memcpy(dv, share + blk, blk * sizeof(real));
     }
 #undef OF
     real *zero_dk = scratch + 2 * blk; // the gradient buffers start at zero; the ring adds into them
