@@ -525,12 +525,13 @@ END_TEST
 // the kernels' calls of attention_progress complete it that early. run_all.sh runs this case over
 // TCP too (--mca btl tcp,self), the transport of a cluster.
 START_TEST(ring_step_moves_during_attention) {
-    enum { n = 1 << 18, T = 256, H = 2, dh = 16, D = H * dh };
+    enum { T = 256, H = 2, dh = 16, D = H * dh };
+    int n = (1 << 20) / (int)sizeof(real);
     if (comm.size == 1) return; // nothing travels
     Arena a = arena_create(16 << 20);
     real *in = arena_alloc(&a, 2 * (size_t)n * sizeof(real)), *out = in + n;
     real *qkv = arena_alloc(&a, (4 * (size_t)T * D + (size_t)H * T) * sizeof(real)), *o = qkv + 3 * T * D;
-    for (int i = 0; i < n; i++) in[i] = (real)(comm.rank * n + i); // exact below 2^24
+    for (int i = 0; i < n; i++) in[i] = (real)(comm.rank * n + i); // exact: below 2^24
     rng_fill_normal(qkv, 3 * (size_t)T * D, 23, (uint64_t)comm.rank, 0, 1);
     CommShift step;
     comm_barrier(&comm);
