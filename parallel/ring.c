@@ -7,9 +7,10 @@
 // rank's share of the visiting block's dK/dV (recomputed against the final output and
 // log-sum-exp) apart, then adds to it the sum of the earlier ranks' shares, which arrived
 // meanwhile; the sums travel with the block and reach its owner at the last step; dQ stays here.
-// K and V travel during the step that attends them, the sums during the next step (the order of
-// the additions is the same either way, and without overlap: the same bits). Sends 2 B T_pad D
-// (P-1)/P values per layer and rank forward, twice that backward.
+// K and V travel during the step that attends them, the sums during the next step (with
+// DIT_RING_BLOCKING=1 each transfer ends before the step goes on: the same additions in the same
+// order, the same bits). Sends 2 B T_pad D (P-1)/P values per layer and rank forward, twice that
+// backward.
 #include "../core/check.h"
 #include "../core/device.h"
 #include "../kernels/run.h"
