@@ -100,7 +100,7 @@ $(1)/tests/attention_planted.o: kernels/attention.c
 	  -Dattention_forward_tiled=planted_attention_forward_tiled \
 	  -Dattention_backward_tiled=planted_attention_backward_tiled \
 	  -Dattention_tiled_scratch_count=planted_attention_tiled_scratch_count \
-	  -Dattention_merge=planted_attention_merge -c $$< -o $$@
+	  -Dattention_merge=planted_attention_merge -Dattention_progress=planted_attention_progress -c $$< -o $$@
 $(1)/test_all: $(patsubst %.c,$(1)/%.o,$(TEST_SRC)) $(1)/tests/attention_planted.o $(1)/libdit.a
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(CHECK_LIBS) $$(LDLIBS)
 $(1)/test_parallel: $(1)/tests/mpi/test_parallel.o $(1)/libdit.a

@@ -12,6 +12,13 @@
 #include <cblas.h>
 #include <math.h>
 
+void (*attention_progress)(void);
+
+// attention_progress, on the main thread only (MPI is called from it alone)
+static inline void progress(void) {
+    if (attention_progress && omp_thread() == 0) attention_progress();
+}
+
 size_t attention_tiled_scratch_count(int bq, int bk, int dh, int threads) {
     return (size_t)threads * (2 * (size_t)bq * bk + (size_t)bq * dh + 2 * (size_t)bq);
 }
@@ -108,10 +115,12 @@ void attention_forward_tiled(real *out, real *lse, real *scratch, const real *q,
     int tiles = (Tq + bq - 1) / bq;
     size_t per_thread = attention_tiled_scratch_count(bq, bk, dh, 1);
 #pragma omp parallel for schedule(dynamic)
-    for (long job = 0; job < (long)B * H * tiles; job++)
+    for (long job = 0; job < (long)B * H * tiles; job++) {
+        progress();
         forward_tile_simd(out, lse, scratch + (size_t)omp_thread() * per_thread, q, k, v, key_mask,
                           seg, Tq, Tk, H, dh, bq, bk, (int)(job / ((long)H * tiles)),
                           (int)(job / tiles % H), (int)(job % tiles) * bq);
+    }
 }
 
 // Per tile and block: P = exp(S - L), dV += P^T dO, dP = dO V^T, dS = P (dP - Delta) with
@@ -125,6 +134,7 @@ SIMD_BODY void backward_pair(real *dq, real *dk, real *dv, real *P, const real *
     real scale = (real)(1 / sqrt((double)dh));
     real *dP = P + (size_t)bq * bk, *delta = dP + (size_t)bq * bk;
     for (int i0 = 0; i0 < Tq; i0 += bq) {
+        progress();
         int nq = Tq - i0 < bq ? Tq - i0 : bq;
         size_t qo = ((size_t)b * Tq + i0) * D + h * dh;
         const real *L = lse + (size_t)bh * Tq + i0;

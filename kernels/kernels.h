@@ -100,6 +100,10 @@ void timestep_embedding_backward(real *dt, const real *dout, const real *t, int 
 // pack (segments.h): a query sees only its own image's keys; NO_SEGMENTS: one image. scratch holds
 // attention_scratch_count(B, Tq, Tk, H, dh, backward) reals for kernel_threads() threads. The
 // arguments are the CUDA launchers' (cuda.h), so a layer runs either through RUN.
+// While attention_progress is set (parallel/comm.c sets it while a ring transfer is in flight),
+// both directions call it on the main thread (OpenMP's thread 0) between query tiles, so that MPI
+// moves the transfer while the attention computes.
+extern void (*attention_progress)(void);
 static inline int attn_bq(void) { return cpu_plan()->bq; } // query tile rows
 static inline int attn_bk(void) { return cpu_plan()->bk; } // key block rows
 size_t attention_scratch_count(int B, int Tq, int Tk, int H, int dh, bool backward);

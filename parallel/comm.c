@@ -3,6 +3,7 @@
 #include "../core/check.h"
 #include "../core/cpu.h"
 #include "../core/device.h"
+#include "../kernels/kernels.h"
 #include <mpi.h>
 #ifdef USE_NCCL
 #include <nccl.h>
@@ -63,13 +64,23 @@ void comm_stop_all(const char *msg, int code) {
 
 static void abort_all(const char *msg) { comm_stop_all(msg, 1); }
 
+// MPI granted MPI_THREAD_FUNNELED: the attention kernels may call it on the main thread while a
+// ring step is in flight (comm_shift_start)
+static bool funneled;
+
 void comm_init(Comm *world, int *argc, char ***argv) {
-    int ready = 0;
+    int ready = 0, level = MPI_THREAD_SINGLE;
     MPI_Initialized(&ready);
-    if (!ready) MPI_CHECK(MPI_Init(argc, argv));
+    if (!ready) MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &level));
+    else MPI_Query_thread(&level);
+    funneled = level >= MPI_THREAD_FUNNELED;
     *world = (Comm){.group = MPI_COMM_WORLD};
     MPI_Comm_rank(MPI_COMM_WORLD, &world->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world->size);
+    if (!funneled && world->size > 1 && world->rank == 0)
+        fprintf(stderr, "warning: MPI grants thread level %d, below MPI_THREAD_FUNNELED (%d): the "
+                "ring's transfers move only while each step waits for them, not during its attention; "
+                "an MPI built with thread support overlaps them\n", level, MPI_THREAD_FUNNELED);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     set_fatal_handler(abort_all);
 }
@@ -322,10 +333,25 @@ const char *comm_env_error(void) {
     return why;
 }
 
+// The ring steps in flight, which the attention kernels move on between their tiles (comm.h)
+enum { IN_FLIGHT_MAX = 4 };
+static CommShift *in_flight[IN_FLIGHT_MAX];
+static int in_flight_n;
+
+static void progress_in_flight(void) {
+    for (int i = 0; i < in_flight_n; i++) {
+        CommShift *s = in_flight[i];
+        int done = s->done;
+        if (!done) MPI_CHECK(MPI_Testall(s->n, s->req, &done, MPI_STATUSES_IGNORE));
+        s->done = done;
+    }
+}
+
 void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n, int shift) {
-    s->n = 0;
+    s->n = 0, s->done = false;
     if (c->size == 1 || ring_blocking() || device_pointer(in) || device_pointer(out)) {
         comm_shift(c, out, in, n, shift);
+        s->done = true;
         return;
     }
     int to = ((c->rank + shift) % c->size + c->size) % c->size;
@@ -334,11 +360,19 @@ void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n
     MPI_CHECK(MPI_Irecv(out, count(n), MPI_REAL_T, from, 1, c->group, &s->req[0]));
     MPI_CHECK(MPI_Isend(in, count(n), MPI_REAL_T, to, 1, c->group, &s->req[1]));
     s->n = 2;
+    if (!funneled) return;
+    CHECK(in_flight_n < IN_FLIGHT_MAX, "comm_shift_start: more than %d ring steps in flight", IN_FLIGHT_MAX);
+    in_flight[in_flight_n++] = s;
+    attention_progress = progress_in_flight;
 }
 
 void comm_shift_wait(CommShift *s) {
-    if (s->n) MPI_CHECK(MPI_Waitall(s->n, s->req, MPI_STATUSES_IGNORE));
+    if (!s->n) return;
+    MPI_CHECK(MPI_Waitall(s->n, s->req, MPI_STATUSES_IGNORE));
     s->n = 0;
+    for (int i = 0; i < in_flight_n; i++)
+        if (in_flight[i] == s) in_flight[i] = in_flight[--in_flight_n];
+    if (!in_flight_n) attention_progress = NULL;
 }
 
 void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *in,

@@ -74,10 +74,16 @@ void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift);
 // `in` may be read but not written, and `out` neither. Device buffers make the whole step in
 // comm_shift_start (NCCL orders it on the stream with the kernels), and so does DIT_RING_BLOCKING=1
 // in the environment, which tests/bench/bench_overlap.sh sets to time the ring without overlap
-// (the same values travel: the same bits).
+// (the same values travel: the same bits). While a step is in flight the CPU attention kernels
+// call MPI_Testall on it between their query tiles (kernels.h's attention_progress): Open MPI's
+// TCP and shared-memory transports move a message above their eager limit (64 KiB, 4 KiB) only
+// inside MPI calls, so without them the transfer would wait for comm_shift_wait. That needs
+// MPI_THREAD_FUNNELED, which comm_init asks for (where MPI grants less it says so, and the
+// transfers move in comm_shift_wait).
 typedef struct CommShift {
     MPI_Request req[2];
-    int n; // requests posted
+    int n;     // requests posted
+    bool done; // complete before comm_shift_wait: whole in comm_shift_start, or by the attention's MPI_Testall
 } CommShift;
 void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n, int shift);
 void comm_shift_wait(CommShift *s);

@@ -2,12 +2,15 @@
 // over its head groups. Forward: each rank's K/V block travels the
 // ring (P - 1 steps, to rank + 1); every step attends the local queries to the visiting block with
 // the fused kernel, and the partial outputs merge by their log-sum-exp. Each block is sent on
-// (nonblocking) while it is attended, so the transfer overlaps the step's compute; in backward
-// its K and V do, and its dK, dV follow once the step has added to them. Backward runs the ring the
-// other way, starting from the last block the forward saw: every step adds this rank's share of
-// the visiting block's dK/dV (recomputed against the final output and log-sum-exp), which travel
-// with the block and reach its owner at the last step; dQ stays here. Sends 2 B T_pad D (P-1)/P
-// values per layer and rank forward, twice that backward.
+// (nonblocking) while it is attended, so the transfer overlaps the step's compute. Backward runs
+// the ring the other way, starting from the last block the forward saw: every step computes this
+// rank's share of the visiting block's dK/dV (recomputed against the final output and
+// log-sum-exp) apart, then adds to it the sum of the earlier ranks' shares, which arrived
+// meanwhile; the sums travel with the block and reach its owner at the last step; dQ stays here.
+// K and V travel during the step that attends them, the sums during the next step (with
+// DIT_RING_BLOCKING=1 each transfer ends before the step goes on: the same additions in the same
+// order, the same bits). Sends 2 B T_pad D (P-1)/P values per layer and rank forward, twice that
+// backward.
 #include "../core/check.h"
 #include "../core/device.h"
 #include "../kernels/run.h"
@@ -23,7 +26,7 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 
 // kept: the output, its log-sum-exp and the last visiting K/V block; transient: a step's partial
 // output and log-sum-exp and the travelling K/V blocks, sent and received (backward's travelling
-// K, V, dK, dV fit in the gradients the estimate counts for a block)
+// K, V, its dK, dV shares and sums, 10 blocks, fit in the gradients the estimate counts for a block)
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     double n = sp->shard.n, D = c->hidden_size, H = c->num_heads;
     AttnMemory m = {.kept = 3 * n * D + H * n, .transient = 5 * n * D + H * n,
@@ -64,17 +67,21 @@ static void ring_bwd(Node *nd) {
     Arena *a = nd->arena;
     int P = c->size, r = c->rank;
     real *dq = node_grad(nd, 0), *dk = node_grad(nd, 1), *dv = node_grad(nd, 2);
-    size_t mark = arena_mark(a);
+    size_t mark = arena_mark(a), two = 2 * g.blk;
     real *lse = nd->saved->data, *last = lse + (size_t)g.B * g.H * g.n; // last K, V block
-    real *cur = arena_alloc(a, 8 * g.blk * sizeof(real)), *next = cur + 4 * g.blk; // K V dK dV
+    // K V of the visiting block and of the next; dK dV of this rank's share of the visiting block,
+    // of the last step's block (on its way on), and the earlier ranks' sum arriving for this one
+    real *cur = arena_alloc(a, 5 * two * sizeof(real)), *next = cur + two, *share = next + two,
+         *sent = share + two, *sums = sent + two;
     bool stale = g.bugs & BUG_RING_STALE_KV, block_delta = g.bugs & BUG_RING_BLOCK_DELTA;
     real *os = block_delta ? arena_alloc(a, (g.blk + (size_t)g.B * g.H * g.n) * sizeof(real)) : NULL;
-    copy_bytes(cur, last, 2 * g.blk * sizeof(real));
+    copy_bytes(cur, last, two * sizeof(real));
+    CommShift dkv; // the last step's sums on their way on, this step's arriving
     for (int s = 0; s < P; s++) { // block of rank r + 1 + s: the last is this rank's own
         int owner = (r + 1 + s) % P;
         bool keep_here = (g.bugs & BUG_RING_DKV_NOT_RETURNED) && owner != r;
-        CommShift kv; // K and V travel on while this step works on them; dK, dV follow it
-        if (s < P - 1) comm_shift_start(c, &kv, next, cur, 2 * g.blk, -1);
+        CommShift kv; // K and V travel on while this step works on them
+        if (s < P - 1) comm_shift_start(c, &kv, next, cur, two, -1);
         // under ring-stale-kv every step recomputes against this rank's own block
         const real *k = stale ? nd->in[1]->data : cur, *v = stale ? nd->in[2]->data : cur + g.blk;
         const real *q = nd->in[0]->data, *o = nd->out->data;
@@ -82,19 +89,23 @@ static void ring_bwd(Node *nd) {
             block_forward(a, &g, os, os + g.blk, q, k, v, owner);
             o = os;
         }
-        attention_kernel_backward(a, dq, keep_here ? dk : cur + 2 * g.blk, keep_here ? dv : cur + 3 * g.blk,
+        if (s) zero_bytes(share, two * sizeof(real));
+        attention_kernel_backward(a, dq, keep_here ? dk : share, keep_here ? dv : share + g.blk,
                                   nd->out->grad, o, lse, q, k, v, block_mask(&g, owner),
-                                  block_segments(&g, owner), g.B, g.n,
-                                  g.n, g.H, g.dh);
+                                  block_segments(&g, owner), g.B, g.n, g.n, g.H, g.dh);
+        if (s) { // the earlier ranks' sum arrived while this share was computed: added to it
+            comm_shift_wait(&dkv);
+            RUN(a->device, add_rows, share, two, sums, two, two, 1);
+        }
         if (s == P - 1) break;
-        comm_shift(c, next + 2 * g.blk, cur + 2 * g.blk, 2 * g.blk, -1);
+        comm_shift_start(c, &dkv, sums, share, two, -1); // travels during the next step
         comm_shift_wait(&kv);
         real *t = cur;
-        cur = next, next = t;
+        cur = next, next = t, t = share, share = sent, sent = t;
     }
     // this rank's own block, every rank's share summed
-    if (dk) RUN(a->device, add_rows, dk, g.blk, cur + 2 * g.blk, g.blk, g.blk, 1);
-    if (dv) RUN(a->device, add_rows, dv, g.blk, cur + 3 * g.blk, g.blk, g.blk, 1);
+    if (dk) RUN(a->device, add_rows, dk, g.blk, share, g.blk, g.blk, 1);
+    if (dv) RUN(a->device, add_rows, dv, g.blk, share + g.blk, g.blk, g.blk, 1);
     arena_release(a, mark);
 }
 

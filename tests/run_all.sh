@@ -65,6 +65,8 @@ for v in f32 f64; do
     suite "sequence parallel vs one rank, $v, $np ranks" $MPIRUN -np $np "$BUILD/$v/test_parallel"
   done
 done
+suite "a ring step moves during the attention over TCP (--mca btl tcp,self), 2 ranks" \
+  $MPIRUN -np 2 --mca pml ob1 --mca btl tcp,self -x CK_RUN_CASE=progress "$BUILD/f32/test_parallel"
 suite "the CUDA kernels on an emulated device, device vs CPU, under three schedules" tests/gpu/emulate.sh "$BUILD"
 suite "a planted warp sum one shuffle short: caught by the LayerNorm test" \
   planted 's/off > 0; off >>= 1/off > 1; off >>= 1/' ':F:cuda:cuda_layernorm:.*layernorm_forward (out|mean|rstd)'

@@ -12,8 +12,8 @@
 # overlapped, overlapped, blocking; each time is a run's "done:" seconds per step. Target: the
 # overlapped step at most 0.75x the blocking one. Needs root (unshare -n, tc); says "skipped"
 # otherwise. Open MPI's TCP transport moves a message above its eager limit (64 KiB) only inside
-# MPI calls, so without a progress thread a transfer waits for comm_shift_wait;
-# BENCH_OVERLAP_MCA="--mca btl_tcp_progress_thread 1" adds Open MPI's.
+# MPI calls: the CPU attention calls MPI_Testall between its tiles while a step is in flight
+# (parallel/comm.h). BENCH_OVERLAP_MCA adds Open MPI options ("--mca btl_tcp_progress_thread 1").
 # usage: bench_overlap.sh TRAIN [STEPS]
 set -eu
 TRAIN=$(realpath "$1"); STEPS=${2:-4}

@@ -446,10 +446,11 @@ START_TEST(ring_matches_single_rank) {
 }
 END_TEST
 
-// The ring sends each block on while it is attended (nonblocking): its output and its gradients
-// have the bits of the same kernels run on the blocks in the ring's order without any transfer
-// in flight, from K and V (and in backward every rank's queries, output, log-sum-exp and output
-// gradient) all-gathered: the blocks reach each step whole and on time.
+// The ring sends each block on while it is attended (nonblocking), and in backward the sums of
+// the dK/dV shares during the next step: its output and its gradients have the bits of the same
+// kernels run on the blocks in the ring's order without any transfer in flight, from K and V (and
+// in backward every rank's queries, output, log-sum-exp and output gradient) all-gathered: the
+// blocks and sums reach each step whole and on time.
 START_TEST(ring_overlap_is_exact) {
     enum { Bq = 2, n = 5, H = 2, dh = 3, D = H * dh };
     int P = comm.size, r = comm.rank;
@@ -489,10 +490,15 @@ START_TEST(ring_overlap_is_exact) {
         attention_kernel_backward(&a, dq, scratch, scratch + blk, dout, o, lse, x[0]->data, OF(owner, 3),
                                   OF(owner, 4), NULL, NO_SEGMENTS, Bq, n, n, H, dh);
     }
-    for (int s = 0; s < P; s++) { // this rank's dK, dV: rank r - 1 - s adds its share at step s
+    real *share = arena_alloc(&a, 2 * blk * sizeof(real));
+    for (int s = 0; s < P; s++) { // this rank's dK, dV: rank r - 1 - s's share, the sum so far added to it
         int j = (r - 1 - s + 2 * P) % P;
-        attention_kernel_backward(&a, scratch, dk, dv, OF(j, 2), OF(j, 1), all + (size_t)j * (5 * blk + lsz) + 5 * blk,
-                                  OF(j, 0), x[1]->data, x[2]->data, NULL, NO_SEGMENTS, Bq, n, n, H, dh);
+        memset(share, 0, 2 * blk * sizeof(real));
+        attention_kernel_backward(&a, scratch, share, share + blk, OF(j, 2), OF(j, 1),
+                                  all + (size_t)j * (5 * blk + lsz) + 5 * blk, OF(j, 0), x[1]->data,
+                                  x[2]->data, NULL, NO_SEGMENTS, Bq, n, n, H, dh);
+        if (s) add_rows(share, blk, dk, blk, blk, 1), add_rows(share + blk, blk, dv, blk, blk, 1);
+        memcpy(dk, share, blk * sizeof(real)), memcpy(dv, share + blk, blk * sizeof(real));
     }
 #undef OF
     real *zero_dk = scratch + 2 * blk; // the gradient buffers start at zero; the ring adds into them
@@ -508,6 +514,41 @@ START_TEST(ring_overlap_is_exact) {
                all_same ? "bitwise those of the blocks run in order" : "DIFFER");
     ck_assert(all_same);
     tape_free(&tp);
+    arena_destroy(&a);
+}
+END_TEST
+
+// A ring step moves while the attention computes: 1 MiB sent one rank on (above the eager limit of
+// Open MPI's TCP transport, 64 KiB, and of its shared memory, 4 KiB: such a message moves only
+// inside MPI calls), then the CPU attention run until the step is complete, for at most 5 s (a
+// loaded machine may hold a rank back a while; it takes a few calls), before comm_shift_wait. Only
+// the kernels' calls of attention_progress complete it that early. run_all.sh runs this case over
+// TCP too (--mca btl tcp,self), the transport of a cluster.
+START_TEST(ring_step_moves_during_attention) {
+    enum { T = 256, H = 2, dh = 16, D = H * dh };
+    int n = (1 << 20) / (int)sizeof(real);
+    if (comm.size == 1) return; // nothing travels
+    Arena a = arena_create(16 << 20);
+    real *in = arena_alloc(&a, 2 * (size_t)n * sizeof(real)), *out = in + n;
+    real *qkv = arena_alloc(&a, (4 * (size_t)T * D + (size_t)H * T) * sizeof(real)), *o = qkv + 3 * T * D;
+    for (int i = 0; i < n; i++) in[i] = (real)(comm.rank * n + i); // exact: below 2^24
+    rng_fill_normal(qkv, 3 * (size_t)T * D, 23, (uint64_t)comm.rank, 0, 1);
+    CommShift step;
+    comm_barrier(&comm);
+    comm_shift_start(&comm, &step, out, in, n, 1);
+    int runs = 0;
+    for (double until = MPI_Wtime() + 5; !step.done && MPI_Wtime() < until; runs++)
+        attention_kernel_forward(&a, o, o + T * D, qkv, qkv + T * D, qkv + 2 * T * D, NULL, NO_SEGMENTS, 1,
+                                 T, T, H, dh);
+    int ok[2] = {step.done, 1}, most = runs, from = (comm.rank - 1 + comm.size) % comm.size;
+    comm_shift_wait(&step);
+    for (int i = 0; i < n; i++) ok[1] &= out[i] == (real)(from * n + i);
+    MPI_Allreduce(MPI_IN_PLACE, ok, 2, MPI_INT, MPI_LAND, comm.group);
+    MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, comm.group);
+    if (comm.rank == 0)
+        printf("a ring step of 1 MiB over %d ranks: %s after %d attention calls at most; received %s\n",
+               comm.size, ok[0] ? "complete" : "NOT complete", most, ok[1] ? "right" : "WRONG");
+    ck_assert(ok[0] && ok[1]);
     arena_destroy(&a);
 }
 END_TEST
@@ -1549,6 +1590,9 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, samples_not_finite_are_refused);
     tcase_add_test(tc, train_step_matches_formulas);
     suite_add_tcase(s, tc);
+    TCase *progress = tcase_create("progress"); // alone: run_all.sh runs it over TCP too
+    tcase_add_test(progress, ring_step_moves_during_attention);
+    suite_add_tcase(s, progress);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); // MPI and fork do not mix
     srunner_run_all(sr, comm.rank == 0 ? CK_NORMAL : CK_SILENT);
