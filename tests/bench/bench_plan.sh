@@ -49,5 +49,6 @@ for name in $NAMES; do for np in $RANKS; do for rate in $RATES; do
   ok=$(awk -v p="$pick_t" -v b="$best_t" 'BEGIN { print (p <= 1.1 * b) }')
   cases=$((cases + 1)); picks=$((picks + ok))
   echo "   case $name, $np ranks, $rate: planner's pick $pick_t s, fastest $best_t s ($best): $( [ $ok = 1 ] && echo within 10% || echo NOT within 10%)"
+  echo "   $(echo "$plan" | sed -nE 's/^plan: .*(rates per rank.*)/\1/p')" # what the predictions rest on
 done; done; done
 echo "planner: pick within 10% of the fastest measured in $picks of $cases cases; $within of $predictions predictions within 25%"
