@@ -13,6 +13,7 @@
 # (e.g. "a|2|20mbit 1gbit")
 set -eu
 TRAIN=$(realpath "$1"); STEPS=${2:-5}
+case $STEPS in [2-9] | [1-9][0-9]*) ;; *) echo "bench_plan.sh: STEPS must be 2 or more (the first step warms up and is not timed), got '$STEPS'" >&2; exit 2 ;; esac
 . "$(dirname "$0")/shaped_net.sh"
 # configs: a = 256 tokens of DiT-mini/4, batch 8 (data groups or sequence groups); b = 1024
 # tokens of DiT-mini/2, batch 1 (one sequence group: the layout alone)
