@@ -773,7 +773,11 @@ START_TEST(planner_ranks_a_hand_case) {
         // --zero 1 sends what the all-reduce does; --recompute the forward's exchanges twice
         double units = hand[j].units + (rows[i].recompute ? hand[j].forward : 0);
         ck_assert_double_eq_tol(rows[i].sent, 2 * units * TD * sizeof(real) + grads, 1e-6);
-        ck_assert_double_eq_tol(rows[i].time, rows[i].sent / 1e6, 1e-9);
+        // gather over 2 ranks reduce-scatters dK and dV of 2 images in each block: 128 KiB blocks
+        // in float64 cost half a block more (see the next test)
+        double block = 2 * 128 * 64 * sizeof(real), extra = block >= 131072 ? 2 * 2 * block / 2 : 0;
+        bool gather2 = rows[i].parallel.layout == SP_GATHER && rows[i].parallel.sp == 2;
+        ck_assert_double_eq_tol(rows[i].time, (rows[i].sent + (gather2 ? extra : 0)) / 1e6, 1e-9);
     }
     ck_assert_int_eq(rows[0].parallel.sp, 1);
     ck_assert_int_eq(rows[k - 1].parallel.layout, SP_RING);
