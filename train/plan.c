@@ -19,6 +19,16 @@ static const struct {
 
 enum { MAX_ROWS = 256 }; // of a table: meshes x memory options
 
+// The bytes a rank's share of the link carries for one reduce-scatter of `block` bytes a rank over
+// P ranks, beyond the formula's (P - 1) blocks. Open MPI (4.1's tuned collectives) reduce-scatters
+// blocks of 128 KiB or more over 2 or 3 ranks as a reduce to one rank and a scatter from it: the
+// others send it all P blocks, it sends each its own, (P - 1)(P + 1) blocks in all where the
+// formula has P (P - 1). On the shaped loopback, whose rate the ranks share, 128 KiB blocks took
+// 1.48 times an all-gather of theirs over 2 ranks (4 bytes less: 1.00), 1.33 times over 3.
+static double reduce_scatter_extra(int P, double block) {
+    return P > 1 && P < 4 && block >= 131072 ? (P - 1.0) / P * block : 0;
+}
+
 // ---- the prediction ----------------------------------------------------------------------------
 PlanRow plan_predict(const TrainConfig *tc, int ranks, const SpOptions *o, bool recompute, int zero,
                      const PlanRates *rates, const PlanLink *link, double memory) {
@@ -63,8 +73,14 @@ PlanRow plan_predict(const TrainConfig *tc, int ranks, const SpOptions *o, bool 
         row.sent += 2.0 * (ranks - 1) / ranks * (params * sizeof(real) + sizeof(double));
         row.messages += 4.0 * (ranks - 1);
     }
+    // what the link carries beyond the bytes sent: the gather layout's backward reduce-scatters
+    // dK and dV (a block a micro-batch), --zero 1 the gradients (a slice a rank)
+    double wire = row.sent, R = sizeof(real);
+    if (o->layout == SP_GATHER)
+        wire += L * 2 * sp.accum * reduce_scatter_extra(sp.shard.P, images / sp.accum * n * D * R);
+    if (zero) wire += reduce_scatter_extra(ranks, ceil(params / ranks) * R);
     sp_free(&sp);
-    row.comm = row.messages * link->latency + row.sent / link->bandwidth;
+    row.comm = row.messages * link->latency + wire / link->bandwidth;
     row.time = row.compute + row.comm;
     return row;
 }
@@ -121,20 +137,24 @@ int plan_rows(const TrainConfig *tc, int ranks, const PlanRates *rates, const Pl
 }
 
 // ---- measuring ---------------------------------------------------------------------------------
-// Seconds per call of f, every rank of c timing at once: one call to warm up, then calls until
-// 0.05 s have passed (at least 2, as many as the first call's time says), averaged over the ranks
-static double per_call(Comm *c, void (*f)(void *), void *ctx) {
+// Seconds per call of f, every rank of c timing at once: one call to warm up, then `windows`
+// windows of calls each until 0.05 s have passed (at least 2, as many as the first call's time
+// says); the least window's mean, averaged over the ranks
+static double per_call(Comm *c, void (*f)(void *), void *ctx, int windows) {
     double t0 = now_seconds();
     f(ctx);
     double t = now_seconds() - t0;
     comm_all_reduce_double(c, &t, 1); // every rank then makes the same number of calls
     int calls = (int)fmin(fmax(0.05 * c->size / t, 2), 1e5);
-    comm_barrier(c);
-    t0 = now_seconds();
-    for (int i = 0; i < calls; i++) f(ctx);
-    t = (now_seconds() - t0) / calls;
-    comm_all_reduce_double(c, &t, 1);
-    return t / c->size;
+    double least = INFINITY;
+    for (int w = 0; w < windows; w++) {
+        comm_barrier(c);
+        t0 = now_seconds();
+        for (int i = 0; i < calls; i++) f(ctx);
+        least = fmin(least, (now_seconds() - t0) / calls);
+    }
+    comm_all_reduce_double(c, &least, 1);
+    return least / c->size;
 }
 
 typedef struct Bench { // buffers of the measured kernels
@@ -215,10 +235,10 @@ PlanRates plan_measure_rates(const TrainConfig *tc, int ranks, Comm *c) {
     k.stats = filled(2 * (size_t)(k.rows > k.Tq * k.heads ? k.rows : k.Tq * k.heads));
     k.scratch = filled(attention_scratch_count(1, k.Tq, k.Tk, k.heads, k.dh, true));
     PlanRates r;
-    r.gemm = 6.0 * k.rows * k.D * k.OC / per_call(c, gemm_pass, &k);
-    r.attention = 14.0 * k.Tq * k.Tk * k.heads * k.dh / per_call(c, attention_pass, &k);
-    r.rest = k.rows / per_call(c, rest_pass, &k);
-    r.optimizer = k.params / per_call(c, optimizer_pass, &k);
+    r.gemm = 6.0 * k.rows * k.D * k.OC / per_call(c, gemm_pass, &k, 1);
+    r.attention = 14.0 * k.Tq * k.Tk * k.heads * k.dh / per_call(c, attention_pass, &k, 1);
+    r.rest = k.rows / per_call(c, rest_pass, &k, 1);
+    r.optimizer = k.params / per_call(c, optimizer_pass, &k, 1);
     real *bufs[] = {k.a, k.b, k.o, k.d, k.x, k.y, k.w, k.dw, k.stats, k.scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     return r;
@@ -243,10 +263,13 @@ PlanLink plan_measure_link(Comm *c) {
     // less the latency
     enum { MOST = 1 << 22 };
     Shift s = {c, xcalloc(MOST, sizeof(real)), xcalloc(MOST, sizeof(real)), 1};
-    PlanLink link = {.latency = per_call(c, shift_pass, &s)};
+    // the latency: the least of 3 windows, as ranks that wait for cores other jobs hold make a
+    // window's one-value messages take milliseconds (0.5 to 9.6 ms in single windows, 11 to 216 us
+    // in the least of 3, with 12 other jobs on 2 cores; 5 to 20 us with none)
+    PlanLink link = {.latency = per_call(c, shift_pass, &s, 3)};
     double t = 0, before = -1; // before: the time of n / 2 values, once measured
     for (s.n = 16384; s.n <= MOST; s.n *= 2) {
-        if ((t = per_call(c, shift_pass, &s)) >= 0.05 || s.n == MOST) break;
+        if ((t = per_call(c, shift_pass, &s, 1)) >= 0.05 || s.n == MOST) break;
         before = t;
     }
     link.bandwidth = before >= 0 && t > before ? s.n / 2 * sizeof(real) / (t - before)

@@ -1,12 +1,13 @@
 // plan.h: the planner (`train plan`, and --sp-attention auto). For a model, image size, batch,
 // rank count and link it predicts, for every mesh the ranks can run (--sp, the layout and
-// --ulysses-degree; with recompute and zero once those run), the peak memory per rank (budget.c's
+// --ulysses-degree; each with and without recompute and zero), the peak memory per rank (budget.c's
 // estimate, which tests hold against the arena's peak), the bytes each rank sends per step (the
 // layouts' traffic formulas and the gradient all-reduce, which tests hold against the
 // collectives' counters) and the step time: compute from measured rates of the GEMMs, the fused
 // attention and the rest, plus alpha-beta communication (a latency per message the rank waits
-// for, and its bytes over the link's bandwidth); transfers do not overlap compute. It ranks them:
-// those that fit the memory first, each group by predicted time.
+// for, and the bytes the link carries for it over the link's bandwidth: its bytes sent, and what
+// MPI's algorithms move beyond them); transfers do not overlap compute. It ranks them: those that
+// fit the memory first, each group by predicted time.
 #pragma once
 #include "config.h"
 
