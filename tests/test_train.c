@@ -834,6 +834,48 @@ START_TEST(planner_counts_the_reduce_scatters_bytes) {
 }
 END_TEST
 
+// The ring's transfers overlap its attention (comm_shift_start before a step, the wait after),
+// so the planner charges a ring step only the transfer time its attention does not cover, written
+// here per step as max(0, in flight - attention): forward, steps 0..P-2 each carry the next K/V
+// block; backward, the first and last steps carry one of K/V and the dK/dV sums, the middle
+// steps both. Attention at a rate where a forward step takes half a shift and a backward step
+// 1.25 shifts (2 and 4 ranks, 256 tokens, a 1 MB/s link, everything else free); gather hides
+// nothing.
+START_TEST(planner_hides_the_rings_transfers_behind_its_attention) {
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    tc.model = (DiTConfig){.input_size = 32, .patch_size = 2, .in_channels = 3, .hidden_size = 64,
+                           .depth = 2, .num_heads = 4, .mlp_ratio = 4, .num_classes = 10};
+    tc.batch = 1;
+    PlanLink link = {1e6, 0};
+    const double T = 256, D = 64, L = 2, R = sizeof(real);
+    for (int P = 2; P <= 4; P += 2) {
+        double n = T / P, shift = 2 * n * D * R / link.bandwidth; // one block's K and V
+        double work = n * T * D, A = 4 * work / P / (0.5 * shift);  // queries x keys x head dims
+        double a_f = 4 * work / P / A, a_b = 10 * work / P / A;
+        PlanRates rates = {1e30, A, 1e30, 1e30};
+        PlanRow rows[64];
+        int k = plan_rows(&tc, P, &rates, &link, 0, rows, 64), found = 0;
+        for (int i = 0; i < k; i++) {
+            const PlanRow *r = &rows[i];
+            if (r->recompute || r->zero || (r->parallel.sp && r->parallel.sp != P)) continue;
+            double ring_bytes = L * 6 * (P - 1) * n * D * R, attention = L * 14 * work / A;
+            if (r->parallel.layout == SP_GATHER) {
+                ck_assert_double_eq_tol(r->comm, r->sent / link.bandwidth, 1e-9);
+            } else if (r->parallel.layout == SP_RING) {
+                double exposed_f = (P - 1) * fmax(0, shift - a_f);
+                double exposed_b = 2 * fmax(0, shift - a_b) + (P - 2) * fmax(0, 2 * shift - a_b);
+                ck_assert_double_eq_tol(r->comm, (r->sent - ring_bytes) / link.bandwidth +
+                                                     L * (exposed_f + exposed_b), 1e-9);
+                ck_assert_double_eq_tol(r->time, attention + r->comm, 1e-6);
+                found++;
+            }
+        }
+        ck_assert_int_eq(found, 1);
+    }
+}
+END_TEST
+
 // The memory a rank of a run holds (budget_rank_memory, the check before a run and the planner's):
 // under --zero 1 over 4 ranks the Adam moments are a quarter of the whole (the store split in 4
 // slices of ceil(total / 4), its parameters counted from the model's layout), the rest unchanged;
@@ -903,6 +945,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, settings_args_give_back_the_values);
     tcase_add_test(tc, planner_ranks_a_hand_case);
     tcase_add_test(tc, planner_counts_the_reduce_scatters_bytes);
+    tcase_add_test(tc, planner_hides_the_rings_transfers_behind_its_attention);
     tcase_add_test(tc, budget_knows_recompute_and_zero);
     suite_add_tcase(s, tc);
     return s;

@@ -29,6 +29,21 @@ static double reduce_scatter_extra(int P, double block) {
     return P > 1 && P < 4 && block >= 131072 ? (P - 1.0) / P * block : 0;
 }
 
+// The seconds of a ring layer's transfers (`t`: forward or backward) that run while it attends
+// (comm_shift_start before a step's attention, its wait after; `flops` the layer's attention):
+// forward, each of the P - 1 steps that has a next block hides that block's transfer behind its
+// own attention; backward, a step hides the next block's K and V (all but the last step) and the
+// sums of dK and dV the step before made (all but the first). Other layouts hide nothing.
+static double ring_hidden(const SeqParallel *sp, SpTraffic t, double flops, const PlanRates *rates,
+                          const PlanLink *link, bool backward) {
+    int P = sp->shard.P;
+    if (sp->layout != SP_RING || P < 2) return 0;
+    double step = flops / P / rates->attention, shift = t.values * sizeof(real) / link->bandwidth / (P - 1);
+    if (!backward) return (P - 1) * fmin(shift, step);
+    shift /= 2; // K and V, or dK and dV
+    return 2 * fmin(shift, step) + (P - 2) * fmin(2 * shift, step);
+}
+
 // ---- the prediction ----------------------------------------------------------------------------
 PlanRow plan_predict(const TrainConfig *tc, int ranks, const SpOptions *o, bool recompute, int zero,
                      const PlanRates *rates, const PlanLink *link, double memory) {
@@ -79,8 +94,10 @@ PlanRow plan_predict(const TrainConfig *tc, int ranks, const SpOptions *o, bool 
     if (o->layout == SP_GATHER)
         wire += L * 2 * sp.accum * reduce_scatter_extra(sp.shard.P, images / sp.accum * n * D * R);
     if (zero) wire += reduce_scatter_extra(ranks, ceil(params / ranks) * R);
+    row.comm = row.messages * link->latency + wire / link->bandwidth -
+               L * (passes * ring_hidden(&sp, f, 4 * work, rates, link, false) +
+                    ring_hidden(&sp, b, 10 * work, rates, link, true));
     sp_free(&sp);
-    row.comm = row.messages * link->latency + wire / link->bandwidth;
     row.time = row.compute + row.comm;
     return row;
 }
