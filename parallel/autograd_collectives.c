@@ -1,7 +1,7 @@
 // autograd_collectives.c: see autograd_collectives.h. MPI and NCCL exchange contiguous per-rank
 // blocks, so the sequence layout (B, P*n, D) is packed to and from rank-major blocks (P, B, n, D)
-// around each call, by strided row adds (add_rows) on the host or the device, where the tensors
-// are.
+// around each call, on the host or the device, where the tensors are: a send buffer is a strided
+// copy (slice_forward) into unzeroed scratch, what arrives is added (add_rows) into the output.
 #include "autograd_collectives.h"
 #include "../core/check.h"
 #include "../core/device.h"
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-// seq (B, P*n, D) += blocks (P, B, n, D), or blocks += seq (to_blocks): rank r's rows are B rows
+// seq (B, P*n, D) += blocks (P, B, n, D), or blocks = seq (to_blocks): rank r's rows are B rows
 // of n*D values, P*n*D apart in seq and n*D apart in blocks
 static void from_blocks(bool dev, real *seq, const real *blocks, int P, int B, int n, int D) {
     size_t row = (size_t)n * D;
@@ -17,8 +17,8 @@ static void from_blocks(bool dev, real *seq, const real *blocks, int P, int B, i
 }
 
 static void to_blocks(bool dev, real *blocks, const real *seq, int P, int B, int n, int D) {
-    size_t row = (size_t)n * D;
-    for (int r = 0; r < P; r++) RUN(dev, add_rows, blocks + r * B * row, row, seq + r * row, P * row, row, B);
+    int row = n * D;
+    for (int r = 0; r < P; r++) RUN(dev, slice_forward, blocks + (size_t)r * B * row, seq, B, P * row, r * row, row);
 }
 
 // gather: seq (B,P*n,D) += every rank's local (B,n,D)
@@ -33,7 +33,7 @@ static void gather(Comm *c, Arena *a, real *seq, const real *local, int B, int n
 // reduce-scatter: seq (B,P*n,D) -> local (B,n,D) += sum over ranks of this rank's rows
 static void scatter_add(Comm *c, Arena *a, real *local, const real *seq, int B, int n, int D) {
     size_t mark = arena_mark(a), size = (size_t)B * n * D;
-    real *blocks = arena_alloc(a, (size_t)(c->size + 1) * size * sizeof(real));
+    real *blocks = arena_alloc_empty(a, (size_t)(c->size + 1) * size * sizeof(real));
     real *mine = blocks + (size_t)c->size * size;
     to_blocks(a->device, blocks, seq, c->size, B, n, D);
     comm_reduce_scatter(c, mine, blocks, size);
@@ -146,11 +146,11 @@ typedef struct Heads { // one exchange: H heads of dh columns over the ranks of 
 static void to_head_shard(const Heads *e, Arena *a, real *seq, const real *local) {
     int P = e->c->size, D = e->H * e->dh, w = seq_heads(e->H, P, e->c->rank) * e->dh;
     size_t rows = (size_t)e->B * e->n, block = (size_t)e->n * w, mark = arena_mark(a);
-    real *send = arena_alloc(a, rows * (D + (size_t)P * w) * sizeof(real)), *recv = send + rows * D;
+    real *send = arena_alloc_empty(a, rows * (D + (size_t)P * w) * sizeof(real)), *recv = send + rows * D;
     real *to = send;
     for (int p = 0; p < P; p++) { // rank p's heads of this rank's rows
         int at = seq_first_head(e->H, P, p) * e->dh, wp = seq_heads(e->H, P, p) * e->dh;
-        RUN(a->device, add_rows, to, wp, local + at, D, wp, rows);
+        RUN(a->device, slice_forward, to, local, (int)rows, D, at, wp);
         to += rows * wp;
     }
     comm_all_to_all(e->c, recv, e->mine, send, e->theirs);
@@ -163,10 +163,10 @@ static void to_head_shard(const Heads *e, Arena *a, real *seq, const real *local
 static void to_token_shard(const Heads *e, Arena *a, real *local, const real *seq) {
     int P = e->c->size, D = e->H * e->dh, w = seq_heads(e->H, P, e->c->rank) * e->dh;
     size_t rows = (size_t)e->B * e->n, block = (size_t)e->n * w, mark = arena_mark(a);
-    real *send = arena_alloc(a, rows * (D + (size_t)P * w) * sizeof(real));
+    real *send = arena_alloc_empty(a, rows * (D + (size_t)P * w) * sizeof(real));
     real *recv = send + (size_t)P * rows * w;
     for (int s = 0; s < P; s++) // rank s's rows of this rank's heads
-        RUN(a->device, add_rows, send + s * e->B * block, block, seq + s * block, P * block, block, e->B);
+        RUN(a->device, slice_forward, send + s * e->B * block, seq, e->B, (int)(P * block), (int)(s * block), (int)block);
     comm_all_to_all(e->c, recv, e->theirs, send, e->mine);
     const real *from = recv;
     for (int p = 0; p < P; p++) {

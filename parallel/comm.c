@@ -26,10 +26,11 @@
 #define NCCL_REAL ncclFloat32
 #endif
 
-// The exact reductions' host buffers, kept from call to call and grown when a call needs more:
-// the gradients' fronts are P times the parameters, and fresh pages every step would cost their
-// faults and zeroing. Freed by comm_finalize.
-enum { KEPT_FRONTS, KEPT_TOPS, KEPT_COUNT };
+// The exact reductions' host buffers, and the partner's part of a two-rank sum (pair_sum), kept
+// from call to call and grown when a call needs more: the gradients' fronts are P times the
+// parameters, and fresh pages every step would cost their faults and zeroing. Freed by
+// comm_finalize.
+enum { KEPT_FRONTS, KEPT_TOPS, KEPT_PAIR, KEPT_COUNT };
 static struct {
     void *p;
     size_t bytes;
@@ -193,6 +194,21 @@ void comm_gather(Comm *c, real *out, const real *in, size_t n) {
     MPI_CHECK(MPI_Gather(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, 0, c->group));
 }
 
+// ---- a reduce-scatter over two ranks ----------------------------------------------------------
+// Each rank sums its own part: mine + the partner's copy of it, which arrives in one exchange.
+// Float addition commutes, so every element is the same a + b that any MPI algorithm computes for
+// two ranks: the same bits as MPI_SUM. It is here for speed: Open MPI 4.1's MPI_Reduce_scatter_block
+// took 29 us for the 106 KB of a K or V gradient of the default model on 2 ranks, this 17 us (the
+// fastest of 400 calls each, 2-core AMD EPYC). Its MPI_Allreduce of the gradients (1.3 MB) was
+// faster than the same exchange of halves (123 us against 195), so that stays MPI's.
+static void pair_sum(Comm *c, real *out, const real *mine, const real *theirs, size_t n) {
+    int other = 1 - c->rank;
+    real *got = kept(KEPT_PAIR, n * sizeof(real));
+    MPI_CHECK(MPI_Sendrecv(theirs, count(n), MPI_REAL_T, other, 0, got, count(n), MPI_REAL_T, other,
+                           0, c->group, MPI_STATUS_IGNORE));
+    for (size_t i = 0; i < n; i++) out[i] = mine[i] + got[i];
+}
+
 void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n) {
     if (alone(c, out, in, n)) return;
     c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
@@ -204,13 +220,18 @@ void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n) {
 #endif
     if (out == in + (size_t)c->rank * n) { // in place (on the host, or a host copy of all of in)
         Staged s = stage(in, c->size * n, (real *)in, c->size * n);
-        MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, s.out, count(n), MPI_REAL_T, MPI_SUM, c->group));
-        memmove(s.out + (size_t)c->rank * n, s.out, n * sizeof(real)); // the sum lands first
+        real *mine = s.out + (size_t)c->rank * n;
+        if (c->size == 2) pair_sum(c, mine, mine, s.out + (size_t)(1 - c->rank) * n, n);
+        else {
+            MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, s.out, count(n), MPI_REAL_T, MPI_SUM, c->group));
+            memmove(mine, s.out, n * sizeof(real)); // the sum lands first
+        }
         unstage(&s);
         return;
     }
     Staged s = stage(in, c->size * n, out, n);
-    MPI_CHECK(MPI_Reduce_scatter_block(s.in, s.out, count(n), MPI_REAL_T, MPI_SUM, c->group));
+    if (c->size == 2) pair_sum(c, s.out, s.in + (size_t)c->rank * n, s.in + (size_t)(1 - c->rank) * n, n);
+    else MPI_CHECK(MPI_Reduce_scatter_block(s.in, s.out, count(n), MPI_REAL_T, MPI_SUM, c->group));
     unstage(&s);
 }
 
