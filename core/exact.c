@@ -139,7 +139,26 @@ static int add_front(double *front, const real *x, size_t n, uint8_t *rest) {
     return slow;
 }
 
+// One element's terms (a sum of squares, a loss) in the same order, each into the front or the
+// limbs as add_front and exact_add_terms put it: a branch instead of add_front's select keeps the
+// front's chain at one addition a term, the test running beside it, and no call a term
+static void add_series(ExactSum *s, size_t at, const real *x, size_t stride, int count) {
+    double a = s->front[at];
+    for (int k = 0; k < count; k++) {
+        double b = x[(size_t)k * stride], sum = a + b, bb = sum - a;
+        if ((a - (sum - bb)) + (b - bb) == 0) {
+            a = sum;
+            continue;
+        }
+        Elem e = load(s, at);
+        add_double(&e, b);
+        store(s, at, &e);
+    }
+    s->front[at] = a;
+}
+
 void exact_add_terms(ExactSum *s, size_t at, const real *x, size_t stride, int count, size_t n) {
+    if (FRONT && n == 1) return add_series(s, at, x, stride, count);
 #pragma omp parallel for if (n * (size_t)count > PAR_EXACT)
     for (size_t c = 0; c < n; c += CHUNK) {
         uint8_t rest[CHUNK];
