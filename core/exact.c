@@ -284,7 +284,7 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 static void sum_front_pass(double *sum, int64_t *low, int64_t *high, int64_t *bad, const double *x, size_t n) {
     for (size_t i = 0; i < n; i++) {
         double a = sum[i], b = x[i], t = a + b, bb = t - a;
-        bad[i] |= (a - (t - bb)) + (b - bb) != 0 || t != t; // NaN compares unequal to itself
+        bad[i] |= (a - (t - bb)) + (b - bb) != 0; // NaN too
         sum[i] = t;
         uint64_t bits;
         memcpy(&bits, &b, sizeof bits);
