@@ -281,7 +281,8 @@ static bool fronts_in_front(const double *fronts, size_t n, int count, size_t i,
 // set where an addition rounds (or meets a NaN or an infinity), low[i] and high[i] the least and
 // the greatest significand position p (split_double) of the nonzero fronts so far
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-static void sum_front_pass(double *sum, int64_t *low, int64_t *high, int64_t *bad, const double *x, size_t n) {
+static void sum_front_pass(double *sum, int64_t *low, int64_t *high, int64_t *bad, const double *x,
+                           size_t n) {
     for (size_t i = 0; i < n; i++) {
         double a = sum[i], b = x[i], t = a + b, bb = t - a;
         bad[i] |= (a - (t - bb)) + (b - bb) != 0; // NaN too
@@ -312,7 +313,8 @@ size_t exact_sum_fronts(ExactSum *s, const double *fronts, int count) {
         double sum[RUN_FRONTS];
         int64_t low[RUN_FRONTS], high[RUN_FRONTS], bad[RUN_FRONTS];
         for (size_t k = 0; k < len; k++) sum[k] = 0, low[k] = INT64_MAX, high[k] = -1, bad[k] = 0;
-        for (int r = 0; r < count; r++) sum_front_pass(sum, low, high, bad, fronts + (size_t)r * n + c, len);
+        for (int r = 0; r < count; r++)
+            sum_front_pass(sum, low, high, bad, fronts + (size_t)r * n + c, len);
         for (size_t k = 0, i = c; k < len; k++, i++) {
             if (!bad[k] && (high[k] < 0 || low[k] >> 5 >= ((high[k] + 52) >> 5) - (EXACT_LIMBS - 1))) {
                 s->front[i] = sum[k];
