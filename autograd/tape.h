@@ -29,11 +29,11 @@ struct Node {
 // rank count, and every sum over blocks, images or ranks is an order-independent one (exact.h):
 // parameter gradients go into the store's ExactSum, the loss's partial sums into `loss`. The
 // conditioning path (2-D, one row per image) runs row by row; every rank of a sequence group
-// repeats it with the same inputs, so only one of them (replica false) adds its parameters'
-// gradients.
+// repeats it with the same inputs, so each image's share of its parameters' gradients is added
+// by one of them: image b by the group's rank b mod ranks.
 struct ExactMode {
-    int block;    // tokens per canonical block
-    bool replica; // this rank's per-image parameter gradients are another rank's too: skip them
+    int block;       // tokens per canonical block
+    int rank, ranks; // this rank in its sequence group, and the group's size
     ExactSum loss; // 1 element: the loss, each block's share added
     int64_t loss_mem[EXACT_LIMBS + 2]; // exact_bytes(1): top, limbs and front
 };

@@ -139,7 +139,26 @@ static int add_front(double *front, const real *x, size_t n, uint8_t *rest) {
     return slow;
 }
 
+// One element's terms (a sum of squares, a loss) in the same order, each into the front or the
+// limbs as add_front and exact_add_terms put it: a branch instead of add_front's select keeps the
+// front's chain at one addition a term, the test running beside it, and no call a term
+static void add_series(ExactSum *s, size_t at, const real *x, size_t stride, int count) {
+    double a = s->front[at];
+    for (int k = 0; k < count; k++) {
+        double b = x[(size_t)k * stride], sum = a + b, bb = sum - a;
+        if ((a - (sum - bb)) + (b - bb) == 0) {
+            a = sum;
+            continue;
+        }
+        Elem e = load(s, at);
+        add_double(&e, b);
+        store(s, at, &e);
+    }
+    s->front[at] = a;
+}
+
 void exact_add_terms(ExactSum *s, size_t at, const real *x, size_t stride, int count, size_t n) {
+    if (FRONT && n == 1) return add_series(s, at, x, stride, count);
 #pragma omp parallel for if (n * (size_t)count > PAR_EXACT)
     for (size_t c = 0; c < n; c += CHUNK) {
         uint8_t rest[CHUNK];
@@ -258,22 +277,59 @@ static bool fronts_in_front(const double *fronts, size_t n, int count, size_t i,
     return true;
 }
 
+// One rank's fronts x[i] added to the running sums sum[i] of a run of elements, vectorized: bad[i]
+// set where an addition rounds (or meets a NaN or an infinity), low[i] and high[i] the least and
+// the greatest significand position p (split_double) of the nonzero fronts so far
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+static void sum_front_pass(double *sum, int64_t *low, int64_t *high, int64_t *bad, const double *x,
+                           size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        double a = sum[i], b = x[i], t = a + b, bb = t - a;
+        bad[i] |= (a - (t - bb)) + (b - bb) != 0; // NaN too
+        sum[i] = t;
+        uint64_t bits;
+        memcpy(&bits, &b, sizeof bits);
+        int64_t ex = (int64_t)(bits >> 52 & 0x7ff), p = ex ? ex - 1 : 0;
+        bool nonzero = b != 0;
+        low[i] = nonzero && p < low[i] ? p : low[i];
+        high[i] = nonzero && p > high[i] ? p : high[i];
+    }
+}
+
 // Else each front goes into the window as exact_flush would put it into its own sum, and the pieces
 // of every front add there at once: the highest front sets the window, and a piece kept is one at
 // or above its lowest bin, as after exact_align to the highest window and the limbs' SUM.
+// Most elements pass fronts_in_front's test by their exponents alone, which a vectorized pass over
+// a run of elements checks first: every addition exact, and the lowest significand position at or
+// above the window of the highest front's top bit (p + 52, or above it for a subnormal); a front's
+// lowest set bit is at or above its p, so fronts_in_front keeps the same sum there. The others take
+// fronts_in_front itself.
+#define RUN_FRONTS 512
 size_t exact_sum_fronts(ExactSum *s, const double *fronts, int count) {
     size_t slow = 0, n = s->n;
 #pragma omp parallel for reduction(+ : slow) if (n * (size_t)count > PAR_EXACT)
-    for (size_t i = 0; i < n; i++) {
-        if (any_nan(fronts, n, count, i)) {
-            slow++;
-            continue;
+    for (size_t c = 0; c < n; c += RUN_FRONTS) {
+        size_t len = n - c < RUN_FRONTS ? n - c : RUN_FRONTS;
+        double sum[RUN_FRONTS];
+        int64_t low[RUN_FRONTS], high[RUN_FRONTS], bad[RUN_FRONTS];
+        for (size_t k = 0; k < len; k++) sum[k] = 0, low[k] = INT64_MAX, high[k] = -1, bad[k] = 0;
+        for (int r = 0; r < count; r++)
+            sum_front_pass(sum, low, high, bad, fronts + (size_t)r * n + c, len);
+        for (size_t k = 0, i = c; k < len; k++, i++) {
+            if (!bad[k] && (high[k] < 0 || low[k] >> 5 >= ((high[k] + 52) >> 5) - (EXACT_LIMBS - 1))) {
+                s->front[i] = sum[k];
+                continue;
+            }
+            if (any_nan(fronts, n, count, i)) {
+                slow++;
+                continue;
+            }
+            if (fronts_in_front(fronts, n, count, i, &s->front[i])) continue; // no limbs here
+            Elem e = {.top = EXACT_EMPTY};
+            for (int r = 0; r < count; r++) add_double(&e, fronts[(size_t)r * n + i]);
+            store(s, i, &e);
+            s->front[i] = 0;
         }
-        if (fronts_in_front(fronts, n, count, i, &s->front[i])) continue; // no limbs here
-        Elem e = {.top = EXACT_EMPTY};
-        for (int r = 0; r < count; r++) add_double(&e, fronts[(size_t)r * n + i]);
-        store(s, i, &e);
-        s->front[i] = 0;
     }
     return slow;
 }

@@ -391,9 +391,10 @@ typedef struct PackTokens {
 
 // The adaLN vectors: per image (rows, K) as they are, or with packs each token's image's row
 // (B, n, K), which modulate and gated_add take as one vector per token; under --exact as
-// sh->spread gives them
+// sh->spread gives them (a block's, spread by block_modulation already: 3-D, kept)
 static Tensor *per_token(Tape *tp, Tensor *per_image, const PackTokens *pt, const DiTShard *sh,
                          int B, int n) {
+    if (per_image->ndim == 3) return per_image;
     if (sh->spread) return sh->spread(tp, per_image, pt->image_of, B, n, sh->attend_ctx);
     if (!pt->image_of) return per_image;
     Tensor *e = embedding(tp, per_image, pt->image_of, B * n);
@@ -402,11 +403,13 @@ static Tensor *per_token(Tape *tp, Tensor *per_image, const PackTokens *pt, cons
 
 // The adaLN modulation of block i from c_act = silu(c) (B,D), or with packs (images, D): m[0..5]
 // shift, scale and gate of the attention, then of the MLP, one row per image (per_token spreads
-// them over a pack's tokens, or under --exact, where they are used)
-static void block_modulation(const DiTBlock *b, int i, Tape *tp, Tensor *c_act,
-                             Tensor *m[6]) {
+// them over a pack's tokens where they are used). Under --exact they are spread here, the six at
+// once: one exact reduction of their gradients over the group instead of six.
+static void block_modulation(const DiTBlock *b, int i, Tape *tp, Tensor *c_act, const PackTokens *pt,
+                             const DiTShard *sh, int B, int n, Tensor *m[6]) {
     int D = b->ada_w->shape[0] / 6;
     Tensor *mod = tape_name(tp, linear(tp, c_act, b->ada_w, b->ada_b), "blocks.%d.adaLN", i);
+    if (sh->spread) mod = per_token(tp, mod, pt, sh, B, n);
     for (int j = 0; j < 6; j++) m[j] = slice_last(tp, mod, j * D, D);
 }
 
@@ -522,7 +525,7 @@ static Tensor *checkpoint(const DiT *m, int i, HalfFn half, Tape *tp, Tensor *x,
 static Tensor *block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor *c_act,
                              const PackTokens *pt, const DiTShard *sh) {
     Tensor *mod[6];
-    block_modulation(&m->blocks[i], i, tp, c_act, mod);
+    block_modulation(&m->blocks[i], i, tp, c_act, pt, sh, x->shape[0], x->shape[1], mod);
     if (sh->recompute && tp->grad_enabled) {
         x = checkpoint(m, i, attention_half, tp, x, mod, pt, sh);
         return checkpoint(m, i, mlp_half, tp, x, mod + 3, pt, sh);

@@ -3,14 +3,14 @@
 
 static void embedding_bwd(Node *n) {
     Tensor *table = n->in[0];
-    if (n->exact) { // image by image into the table's exact sums, unless another rank adds them
+    if (n->exact) { // image by image into the table's exact sums, this rank's images (tape.h)
         ExactSum *e = node_exact(n, 0);
-        if (!e || n->exact->replica) return;
+        if (!e) return;
         ArenaMarks mark = arena_marks(n->arena);
         const int64_t *idx = n->ptr;
         const real *dout = host_reals(n->arena, n->out->grad, n->out->size);
         int D = table->shape[1];
-        for (int b = 0; b < n->out->shape[0]; b++)
+        for (int b = n->exact->rank; b < n->out->shape[0]; b += n->exact->ranks)
             exact_add(e, table->exact_at + (size_t)idx[b] * D, dout + (size_t)b * D, (size_t)D);
         arena_release_marks(n->arena, mark);
         return;

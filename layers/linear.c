@@ -24,17 +24,19 @@ static void linear_bwd(Node *n) {
     }
     ExactSum *ew = node_exact(n, 1), *eb = b ? node_exact(n, 2) : NULL;
     CHECK(ew || !w->requires_grad, "linear: --exact needs the weight to be a parameter of the store");
-    if (x->ndim == 2 && n->exact->replica) ew = eb = NULL; // another rank adds these
     bool dev = node_on_device(n);
     if (dx)
 #pragma omp parallel for if (blocks_on_threads(dev, N / R))
         for (int r0 = 0; r0 < N; r0 += R)
             RUN(dev, linear_backward, dx + (size_t)r0 * C, NULL, NULL, dout + (size_t)r0 * OC, NULL, w->data, R, C, OC);
-    if (!ew) return;
+    // the blocks this rank adds: every one, or of the conditioning's rows its images (tape.h)
+    int first = x->ndim == 2 ? n->exact->rank : 0, step = x->ndim == 2 ? n->exact->ranks : 1;
+    int blocks = N / R > first ? (N / R - first + step - 1) / step : 0;
+    if (!ew || !blocks) return;
     // the blocks' gradients a few at a time, then into the sums
     ArenaMarks mark = arena_marks(n->arena);
     size_t part = (size_t)OC * C + OC;
-    int per = (int)(LINEAR_EXACT_TERMS / part), blocks = N / R;
+    int per = (int)(LINEAR_EXACT_TERMS / part);
     per = per > LINEAR_EXACT_BLOCKS ? LINEAR_EXACT_BLOCKS : per;
     per = per < 1 ? 1 : per > blocks ? blocks : per;
     real *dw = arena_alloc(n->arena, (size_t)per * part * sizeof(real));
@@ -43,7 +45,7 @@ static void linear_bwd(Node *n) {
         zero_bytes(dw, (size_t)count * part * sizeof(real));
 #pragma omp parallel for if (blocks_on_threads(dev, count))
         for (int k = 0; k < count; k++) {
-            size_t r0 = (size_t)(k0 + k) * R;
+            size_t r0 = (size_t)(first + (k0 + k) * step) * R;
             real *dwk = dw + (size_t)k * part;
             RUN(dev, linear_backward, NULL, dwk, eb ? dwk + (size_t)OC * C : NULL, dout + r0 * OC,
                 x->data + r0 * C, w->data, R, C, OC);

@@ -93,7 +93,8 @@ void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
 
 void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em) {
     if (!sp->exact) return;
-    *em = (ExactMode){.block = sp->shard.T_pad / sp->policy_blocks, .replica = sp->comm->rank != 0};
+    *em = (ExactMode){.block = sp->shard.T_pad / sp->policy_blocks, .rank = sp->comm->rank,
+                      .ranks = sp->comm->size};
     em->loss = exact_view(em->loss_mem, 1);
     tp->exact = em;
 }

@@ -41,6 +41,13 @@ START_TEST(exact_sum_is_the_rounded_true_sum) {
         exact_result_double(&want_terms, &s, 0, 1);
         ck_assert_msg(got == want_terms, "seed %llu: reals sum to %.17g, doubles to %.17g",
                       (unsigned long long)seed, want_terms, got);
+        static real r[TERMS]; // and all of them in one call: one element's series
+        for (int i = 0; i < TERMS; i++) r[i] = (real)x[i];
+        exact_clear(&s);
+        exact_add_terms(&s, 0, r, 1, TERMS, 1);
+        exact_result_double(&want_terms, &s, 0, 1);
+        ck_assert_msg(got == want_terms, "seed %llu: reals in one call sum to %.17g, doubles to %.17g",
+                      (unsigned long long)seed, want_terms, got);
         double want = reference(x, TERMS);
         ck_assert_msg(got == want, "seed %llu: exact sum %.17g, integer reference %.17g",
                       (unsigned long long)seed, got, want);
