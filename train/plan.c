@@ -24,9 +24,10 @@ enum { MAX_ROWS = 256 }; // of a table: meshes x memory options
 // blocks of 128 KiB or more over 2 or 3 ranks as a reduce to one rank and a scatter from it: the
 // others send it all P blocks, it sends each its own, (P - 1)(P + 1) blocks in all where the
 // formula has P (P - 1). On the shaped loopback, whose rate the ranks share, 128 KiB blocks took
-// 1.48 times an all-gather of theirs over 2 ranks (4 bytes less: 1.00), 1.33 times over 3.
+// 1.48 times an all-gather of theirs over 2 ranks (4 bytes less: 1.00), 1.33 times over 3. Over 2
+// ranks comm_reduce_scatter exchanges the halves itself (the formula's bytes), so only 3 remain.
 static double reduce_scatter_extra(int P, double block) {
-    return P > 1 && P < 4 && block >= 131072 ? (P - 1.0) / P * block : 0;
+    return P == 3 && block >= 131072 ? (P - 1.0) / P * block : 0;
 }
 
 // The seconds of a ring layer's transfers (`t`: forward or backward) that run while it attends

@@ -409,7 +409,7 @@ int train_main(int argc, char **argv, Comm *c) {
     size_t train_peak = arena->peak;
     arena_reset(arena), arena_reset_peak(arena);
     write_samples(&r, arena);
-    print0(c, "done: %d steps in %.1fs (%.2f steps/s), final loss %.5f, peak activation memory "
+    print0(c, "done: %d steps in %.3fs (%.2f steps/s), final loss %.5f, peak activation memory "
            "%.1f MiB per rank (sampling %.1f MiB), sent %.3f MiB per step and rank (attention %.3f, "
            "gradients %.3f); wrote %s/{config.json,loss.csv,loss.png,model.safetensors,"
            "optimizer.safetensors%s%s}\n", steps, elapsed, steps / (elapsed > 0 ? elapsed : 1),
