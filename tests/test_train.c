@@ -737,6 +737,17 @@ START_TEST(settings_args_give_back_the_values) {
 }
 END_TEST
 
+// The planner tests' model: patch 2, 64 wide, 2 blocks of 4 heads, 10 classes
+static TrainConfig plan_case(int input_size, int batch) {
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    tc.model = (DiTConfig){.input_size = input_size, .patch_size = 2, .in_channels = 3,
+                           .hidden_size = 64, .depth = 2, .num_heads = 4, .mlp_ratio = 4,
+                           .num_classes = 10};
+    tc.batch = batch;
+    return tc;
+}
+
 // The planner's ranking on a hand case: 4 ranks, 4 images of 256 tokens, 64 wide, 2 blocks, with
 // compute free and a link of 1 MB/s without latency, so that the bytes rank: per attention layer
 // a rank sends B T D values times 4(P-1)/P (gather), 8(P-1)/P^2 (all-to-all), 6(P-1)/P (ring) and
@@ -744,11 +755,7 @@ END_TEST
 // the same gradients. Then the memory: with room for the leanest mesh only, it comes first and
 // the rest are marked as not fitting.
 START_TEST(planner_ranks_a_hand_case) {
-    TrainConfig tc;
-    train_config_defaults(&tc);
-    tc.model = (DiTConfig){.input_size = 32, .patch_size = 2, .in_channels = 3, .hidden_size = 64,
-                           .depth = 2, .num_heads = 4, .mlp_ratio = 4, .num_classes = 10};
-    tc.batch = 4;
+    TrainConfig tc = plan_case(32, 4);
     PlanRates free_compute = {1e30, 1e30, 1e30, 1e30};
     PlanLink link = {1e6, 0};
     PlanRow rows[64];
@@ -797,11 +804,7 @@ END_TEST
 // ranks with 4096 tokens (1366 a rank, 341 KiB blocks in float32); nothing more with 256 tokens
 // (86 a rank) for dK and dV, nor at 2 ranks.
 START_TEST(planner_counts_the_reduce_scatters_bytes) {
-    TrainConfig tc;
-    train_config_defaults(&tc);
-    tc.model = (DiTConfig){.input_size = 64, .patch_size = 2, .in_channels = 3, .hidden_size = 64,
-                           .depth = 2, .num_heads = 4, .mlp_ratio = 4, .num_classes = 10};
-    tc.batch = 1;
+    TrainConfig tc = plan_case(64, 1);
     PlanRates free_compute = {1e30, 1e30, 1e30, 1e30};
     PlanLink link = {1e6, 0};
     for (int P = 2; P <= 3; P++) {
@@ -837,11 +840,7 @@ END_TEST
 // 1.25 shifts (2 and 4 ranks, 256 tokens, a 1 MB/s link, everything else free); gather hides
 // nothing.
 START_TEST(planner_hides_the_rings_transfers_behind_its_attention) {
-    TrainConfig tc;
-    train_config_defaults(&tc);
-    tc.model = (DiTConfig){.input_size = 32, .patch_size = 2, .in_channels = 3, .hidden_size = 64,
-                           .depth = 2, .num_heads = 4, .mlp_ratio = 4, .num_classes = 10};
-    tc.batch = 1;
+    TrainConfig tc = plan_case(32, 1);
     PlanLink link = {1e6, 0};
     const double T = 256, D = 64, L = 2, R = sizeof(real);
     for (int P = 2; P <= 4; P += 2) {
