@@ -23,6 +23,19 @@ static inline int kernel_threads(void) {
     return 1;
 #endif
 }
+// A loop whose body calls threaded kernels (GEMMs, the loops here) runs on the threads when `on`
+// holds, else outside any OpenMP region: under `parallel if (0)` it would still be a team of one,
+// and each region inside it (a GEMM's, a loop's) would start threads of its own and end them.
+#define OMP_PRAGMA(text) _Pragma(#text)
+#define FOR_ON_THREADS(on, clauses, ...)                                                          \
+    do {                                                                                           \
+        if (on) {                                                                                  \
+            OMP_PRAGMA(omp parallel for clauses)                                                   \
+            __VA_ARGS__                                                                            \
+        } else {                                                                                   \
+            __VA_ARGS__                                                                            \
+        }                                                                                          \
+    } while (0)
 // loops cut into spans for the vector-width clones (core/cpu.h): SPAN elements at a time; the
 // length of the span of at most `per` that starts at i of n
 #define SPAN 8192

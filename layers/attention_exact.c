@@ -58,7 +58,7 @@ void exact_attn_lse(const ExactAttn *g, Arena *a, real *lparts, const real *q, c
     size_t own = (size_t)g->blk * D + nl;
     int nj = nk / g->blk;
     Jobs J = jobs(g, a, (long)g->B * nj, own, 0, false);
-#pragma omp parallel for schedule(dynamic) num_threads(J.threads) if (J.threads > 1)
+    FOR_ON_THREADS(J.threads > 1, schedule(dynamic) num_threads(J.threads),
     for (long job = 0; job < J.n; job++) { // (image, key block)
         int b = (int)(job / nj), j = (int)(job % nj), kb = kb0 + j;
         real *o = mine(&J), *lb = o + (size_t)g->blk * D, *scr = o + own;
@@ -68,7 +68,7 @@ void exact_attn_lse(const ExactAttn *g, Arena *a, real *lparts, const real *q, c
                 pair_mask(g, kb), pair_segments(g, b, qb, kb), 1, g->blk, g->blk, g->H, g->dh);
             copy_bytes(lparts + kb * lsize + l_at(g, b, qb), lb, nl * sizeof(real));
         }
-    }
+    });
     arena_release_marks(a, mark);
 }
 
@@ -95,7 +95,7 @@ void exact_attn_out(const ExactAttn *g, Arena *a, ExactSum *o, const real *lse, 
     int nqb = g->Tq / g->blk;
     // the host side: the weighted terms, then the block's output and log-sum-exp staged there
     Jobs J = jobs(g, a, (long)g->B * nqb, part + nl, part + (a->device ? part + nl : 0), false);
-#pragma omp parallel for schedule(dynamic) num_threads(J.threads) if (J.threads > 1)
+    FOR_ON_THREADS(J.threads > 1, schedule(dynamic) num_threads(J.threads),
     for (long job = 0; job < J.n; job++) { // (image, query block): its outputs' sums
         int b = (int)(job / nqb), qb = (int)(job % nqb);
         real *ob = mine(&J), *lb = ob + part, *scr = ob + part + nl, *term = mine_host(&J);
@@ -117,7 +117,7 @@ void exact_attn_out(const ExactAttn *g, Arena *a, ExactSum *o, const real *lse, 
                 }
             exact_add(o, q_at(g, b, qb), term, part);
         }
-    }
+    });
     arena_release_marks(a, mark);
 }
 
@@ -131,7 +131,7 @@ void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, E
     // block, then into the sums in one pass; staged to the host side from a device arena
     size_t own = (2 * (size_t)nqb + 2) * part + nl;
     Jobs J = jobs(g, a, g->B, own, a->device ? (2 * (size_t)nqb + 1) * part : 0, true);
-#pragma omp parallel for schedule(dynamic) num_threads(J.threads) if (J.threads > 1)
+    FOR_ON_THREADS(J.threads > 1, schedule(dynamic) num_threads(J.threads),
     for (long job = 0; job < J.n; job++) {
         int b = (int)job;
         real *pq = mine(&J), *pk = pq + part, *pv = pk + nqb * part, *ob = pv + nqb * part;
@@ -155,7 +155,7 @@ void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, E
             if (dk) exact_add_terms(dk, ko, hk, part, nqb, part);
             if (dv) exact_add_terms(dv, ko, hk + nqb * part, part, nqb, part);
         }
-    }
+    });
     arena_release_marks(a, mark);
 }
 

@@ -26,9 +26,8 @@ static void linear_bwd(Node *n) {
     CHECK(ew || !w->requires_grad, "linear: --exact needs the weight to be a parameter of the store");
     bool dev = node_on_device(n);
     if (dx)
-#pragma omp parallel for if (blocks_on_threads(dev, N / R))
-        for (int r0 = 0; r0 < N; r0 += R)
-            RUN(dev, linear_backward, dx + (size_t)r0 * C, NULL, NULL, dout + (size_t)r0 * OC, NULL, w->data, R, C, OC);
+        FOR_ON_THREADS(blocks_on_threads(dev, N / R), , for (int r0 = 0; r0 < N; r0 += R)
+            RUN(dev, linear_backward, dx + (size_t)r0 * C, NULL, NULL, dout + (size_t)r0 * OC, NULL, w->data, R, C, OC););
     // the blocks this rank adds: every one, or of the conditioning's rows its images (tape.h)
     int first = x->ndim == 2 ? n->exact->rank : 0, step = x->ndim == 2 ? n->exact->ranks : 1;
     int blocks = N / R > first ? (N / R - first + step - 1) / step : 0;
@@ -43,13 +42,12 @@ static void linear_bwd(Node *n) {
     for (int k0 = 0; k0 < blocks; k0 += per) {
         int count = blocks - k0 < per ? blocks - k0 : per;
         zero_bytes(dw, (size_t)count * part * sizeof(real));
-#pragma omp parallel for if (blocks_on_threads(dev, count))
-        for (int k = 0; k < count; k++) {
+        FOR_ON_THREADS(blocks_on_threads(dev, count), , for (int k = 0; k < count; k++) {
             size_t r0 = (size_t)(first + (k0 + k) * step) * R;
             real *dwk = dw + (size_t)k * part;
             RUN(dev, linear_backward, NULL, dwk, eb ? dwk + (size_t)OC * C : NULL, dout + r0 * OC,
                 x->data + r0 * C, w->data, R, C, OC);
-        }
+        });
         ArenaMarks staged = arena_marks(n->arena);
         const real *h = host_reals(n->arena, dw, (size_t)count * part);
         exact_add_terms(ew, w->exact_at, h, part, count, (size_t)OC * C);
@@ -73,10 +71,9 @@ Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
           "linear: --exact runs over (B, C) or (B, n, C) with n a multiple of %d; got %s",
           R, tensor_shape_str(x, xs, sizeof xs));
     Tensor *out = with_last_dim(tp->arena, x, OC, false);
-#pragma omp parallel for if (blocks_on_threads(on_device(tp), N / R))
-    for (int r0 = 0; r0 < N; r0 += R)
+    FOR_ON_THREADS(blocks_on_threads(on_device(tp), N / R), , for (int r0 = 0; r0 < N; r0 += R)
         RUN(on_device(tp), linear_forward, out->data + (size_t)r0 * OC, x->data + (size_t)r0 * C,
-            w->data, b ? b->data : NULL, R, C, OC);
+            w->data, b ? b->data : NULL, R, C, OC););
     Node *n = tape_record(tp, "linear", linear_bwd, out, 3, x, w, b);
     if (n) n->iarg[0] = N, n->iarg[1] = C, n->iarg[2] = OC, n->iarg[3] = R;
     return out;
