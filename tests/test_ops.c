@@ -8,6 +8,8 @@
 #include "gradchecked.h"
 #include "testutil.h"
 #include <math.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #ifdef REAL_F64
 #define EPS 1e-6
@@ -193,6 +195,34 @@ START_TEST(masked_keys_get_zero_weight_and_gradient) {
 }
 END_TEST
 
+// The linear op's GEMMs take their threads from OpenMP's pool: under `parallel if (0)` (a team of
+// one) every GEMM started threads of its own and ended them (a step at 2 threads ran 1.1-1.4x
+// slower). Linux hands out thread ids in order, so a new thread's id after 40 forward calls says
+// how many threads started between (other processes take ids too: the margin is wide).
+static void *own_tid(void *tid) { *(pid_t *)tid = gettid(); return NULL; }
+static pid_t new_tid(void) {
+    pthread_t t;
+    pid_t tid = 0;
+    pthread_create(&t, NULL, own_tid, &tid);
+    pthread_join(t, NULL);
+    return tid;
+}
+START_TEST(linear_takes_threads_from_the_pool) {
+    omp_set_num_threads(2);
+    Arena a = arena_create(64 << 20);
+    Tape tp = tape_create(&a);
+    Tensor *x = randn(&a, 1, 1, false, 2, (int[]){512, 128}), *w = randn(&a, 2, 1, false, 2, (int[]){128, 128});
+    Tensor *b = randn(&a, 3, 1, false, 1, (int[]){128});
+    linear(&tp, x, w, b); // the pool's threads start here
+    pid_t before = new_tid();
+    for (int i = 0; i < 40; i++) linear(&tp, x, w, b);
+    int started = new_tid() - before - 1;
+    ck_assert_msg(started >= 0 && started < 20, "40 linear calls started %d threads of their own", started);
+    tape_free(&tp);
+    arena_destroy(&a);
+}
+END_TEST
+
 // Every op tests/gradchecked.h lists as checked here has a row in the table above
 START_TEST(every_listed_op_has_a_row) {
     for (size_t i = 0; i < sizeof gradchecked_ops / sizeof *gradchecked_ops; i++) {
@@ -215,6 +245,7 @@ Suite *ops_suite(void) {
     tcase_add_test(tc, every_listed_op_has_a_row);
     tcase_add_test(tc, checker_catches_wrong_backward);
     tcase_add_test(tc, masked_keys_get_zero_weight_and_gradient);
+    tcase_add_test(tc, linear_takes_threads_from_the_pool);
     suite_add_tcase(s, tc);
     return s;
 }
