@@ -41,10 +41,10 @@ static void linear_bwd(Node *n) {
     real *dw = arena_alloc(n->arena, (size_t)per * part * sizeof(real));
     for (int k0 = 0; k0 < blocks; k0 += per) {
         int count = blocks - k0 < per ? blocks - k0 : per;
-        zero_bytes(dw, (size_t)count * part * sizeof(real));
         FOR_ON_THREADS(blocks_on_threads(dev, count), , for (int k = 0; k < count; k++) {
             size_t r0 = (size_t)(first + (k0 + k) * step) * R;
             real *dwk = dw + (size_t)k * part;
+            zero_bytes(dwk, part * sizeof(real)); // by the thread that adds into it
             RUN(dev, linear_backward, NULL, dwk, eb ? dwk + (size_t)OC * C : NULL, dout + r0 * OC,
                 x->data + r0 * C, w->data, R, C, OC);
         });
