@@ -15,13 +15,24 @@ double adamw_squares(const ParamStore *ps, ExactSum *squares) {
     if (!ps->exact_mem) return RUN(ps->device, sum_squares, g, ps->chunk);
     real *host = ps->device ? xmalloc(ps->chunk * sizeof(real) + 1) : NULL; // the sums are the host's
     if (host) copy_bytes(host, g, ps->chunk * sizeof(real)), g = host;
-    enum { PART = 1024 };
-    real sq[PART];
-    for (size_t i = 0; i < ps->chunk; i += PART) {
-        int k = ps->chunk - i < PART ? (int)(ps->chunk - i) : PART;
-        for (int j = 0; j < k; j++) sq[j] = g[i + j] * g[i + j];
-        exact_add_terms(squares, 0, sq, 1, k, 1);
+    // each thread adds the squares of its share into a sum of its own, merged after: exact sums
+    // do not depend on the order of their terms, so the bits do not depend on the threads
+    enum { PART = 1024, MOST = 8 };
+    int parts = kernel_threads() < MOST ? kernel_threads() : MOST;
+    int64_t mem[MOST][EXACT_LIMBS + 2];
+    ExactSum sums[MOST];
+    for (int t = 0; t < parts; t++) sums[t] = exact_view(mem[t], 1);
+#pragma omp parallel for if (ps->chunk > PAR_MIN)
+    for (int t = 0; t < parts; t++) {
+        real sq[PART];
+        size_t hi = ps->chunk * (t + 1) / parts;
+        for (size_t i = ps->chunk * t / parts; i < hi; i += PART) {
+            int k = hi - i < PART ? (int)(hi - i) : PART;
+            for (int j = 0; j < k; j++) sq[j] = g[i + j] * g[i + j];
+            exact_add_terms(&sums[t], 0, sq, 1, k, 1);
+        }
     }
+    for (int t = 0; t < parts; t++) exact_merge(squares, 0, &sums[t]);
     free(host);
     return 0;
 }
