@@ -40,6 +40,8 @@ train one 1 || exit 1
 train heads5-one 1 --hidden 80 --heads 5 || exit 1
 printf "| %-30s | %5s | %-44s | %6s |\n" layout ranks "against one rank" "s"
 printf "| %-30s | %5s | %-44s | %6s |\n" --- --- --- ---
+# mpirun binds a lone rank to one core, so the reference runs one thread: here two
+row one threads-2 "one rank, 2 threads" 1 --threads 2
 for np in 2 3 4; do row one gather-$np "gather" $np; done
 for np in 2 4; do row one all-to-all-$np "all-to-all" $np --sp-attention all-to-all; done
 row heads5-one heads5-3 "all-to-all, 5 heads" 3 --hidden 80 --heads 5 --sp-attention all-to-all
