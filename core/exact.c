@@ -1,5 +1,6 @@
 // exact.c: see exact.h. limb is stored limb by limb: limb[j * n + i] is element i's limb j.
 #include "exact.h"
+#include "cpu.h"
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -126,18 +127,20 @@ void exact_add_double(ExactSum *s, size_t at, const double *x, size_t n) {
 #define FRONT 1
 #endif
 #define CHUNK 2048 // elements at a time, so that a chunk's sums stay in cache over its terms
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-static int add_front(double *front, const real *x, size_t n, uint8_t *rest) {
-    int slow = 0; // the flags as ints and an OR: the loop takes the widest vectors
+// *slow set when a term went to rest (the flags as ints and an OR: the loop takes the widest vectors)
+SIMD_BODY void add_front(double *front, const real *x, size_t n, uint8_t *rest, int *slow) {
+    int any = 0;
     for (size_t i = 0; i < n; i++) {
         double a = front[i], b = x[i], sum = a + b, bb = sum - a;
         int exact = (a - (sum - bb)) + (b - bb) == 0; // false for NaN and infinities too
         front[i] = exact ? sum : a;
         rest[i] = (uint8_t)(1 - exact);
-        slow |= 1 - exact;
+        any |= 1 - exact;
     }
-    return slow;
+    *slow = any;
 }
+SIMD_CLONES(add_front, (double *front, const real *x, size_t n, uint8_t *rest, int *slow),
+            (front, x, n, rest, slow))
 
 // One element's terms (a sum of squares, a loss) in the same order, each into the front or the
 // limbs as add_front and exact_add_terms put it: a branch instead of add_front's select keeps the
@@ -165,7 +168,9 @@ void exact_add_terms(ExactSum *s, size_t at, const real *x, size_t stride, int c
         size_t len = n - c < CHUNK ? n - c : CHUNK;
         for (int k = 0; k < count; k++) {
             const real *xk = x + (size_t)k * stride + c;
-            if (FRONT && !add_front(s->front + at + c, xk, len, rest)) continue;
+            int slow = 1;
+            if (FRONT) add_front_simd(s->front + at + c, xk, len, rest, &slow);
+            if (!slow) continue;
             for (size_t i = 0; i < len; i++)
                 if (!FRONT || rest[i]) {
                     Elem e = load(s, at + c + i);
@@ -280,9 +285,8 @@ static bool fronts_in_front(const double *fronts, size_t n, int count, size_t i,
 // One rank's fronts x[i] added to the running sums sum[i] of a run of elements, vectorized: bad[i]
 // set where an addition rounds (or meets a NaN or an infinity), low[i] and high[i] the least and
 // the greatest significand position p (split_double) of the nonzero fronts so far
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-static void sum_front_pass(double *sum, int64_t *low, int64_t *high, int64_t *bad, const double *x,
-                           size_t n) {
+SIMD_BODY void sum_front_pass(double *sum, int64_t *low, int64_t *high, int64_t *bad, const double *x,
+                              size_t n) {
     for (size_t i = 0; i < n; i++) {
         double a = sum[i], b = x[i], t = a + b, bb = t - a;
         bad[i] |= (a - (t - bb)) + (b - bb) != 0; // NaN too
@@ -295,6 +299,8 @@ static void sum_front_pass(double *sum, int64_t *low, int64_t *high, int64_t *ba
         high[i] = nonzero && p > high[i] ? p : high[i];
     }
 }
+SIMD_CLONES(sum_front_pass, (double *sum, int64_t *low, int64_t *high, int64_t *bad, const double *x,
+                             size_t n), (sum, low, high, bad, x, n))
 
 // Else each front goes into the window as exact_flush would put it into its own sum, and the pieces
 // of every front add there at once: the highest front sets the window, and a piece kept is one at
@@ -314,7 +320,7 @@ size_t exact_sum_fronts(ExactSum *s, const double *fronts, int count) {
         int64_t low[RUN_FRONTS], high[RUN_FRONTS], bad[RUN_FRONTS];
         for (size_t k = 0; k < len; k++) sum[k] = 0, low[k] = INT64_MAX, high[k] = -1, bad[k] = 0;
         for (int r = 0; r < count; r++)
-            sum_front_pass(sum, low, high, bad, fronts + (size_t)r * n + c, len);
+            sum_front_pass_simd(sum, low, high, bad, fronts + (size_t)r * n + c, len);
         for (size_t k = 0, i = c; k < len; k++, i++) {
             if (!bad[k] && (high[k] < 0 || low[k] >> 5 >= ((high[k] + 52) >> 5) - (EXACT_LIMBS - 1))) {
                 s->front[i] = sum[k];
