@@ -6,8 +6,9 @@
 // collectives' counters) and the step time: compute from measured rates of the GEMMs, the fused
 // attention and the rest, plus alpha-beta communication (a latency per message the rank waits
 // for, and the bytes the link carries for it over the link's bandwidth: its bytes sent, and what
-// MPI's algorithms move beyond them); transfers do not overlap compute. It ranks them: those that
-// fit the memory first, each group by predicted time.
+// MPI's algorithms move beyond them); transfers overlap compute only in the ring layout, each step's
+// behind its attention (plan.c's ring_hidden). It ranks them: those that fit the memory first,
+// each group by predicted time.
 #pragma once
 #include "config.h"
 
