@@ -147,7 +147,7 @@ soak: found train/train
 bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm $(BUILD)/f32/bin/train $(BUILD)/f64/bin/train
 	@echo "== kernels =="; $(BUILD)/f32/bench_kernels
 	@echo "== a training step against PyTorch, and memory at long sequences =="; tests/bench/bench_step.sh train/train $(BUILD)/f32/bench_gemm $(PYTHON)
-	@echo "== training throughput, default model (DiT-mini/4, 20x20 shapes, 25 tokens), batch 32 =="; tests/bench/bench_train.sh train/train
+	@echo "== training throughput, default model (DiT-mini/4, 20x20 shapes, 25 tokens), batch 32 =="; tests/bench/bench_train.sh train/train 40 $(BUILD)/f32/bench_gemm
 	@echo "== the planner against measured steps on a shaped network (TCP over loopback, tc tbf) =="; tests/bench/bench_plan.sh train/train
 	@echo "== the ring's transfers overlapped against blocking, on the shaped network =="; tests/bench/bench_overlap.sh train/train
 	@echo "== the largest run that fits 4 ranks of this machine, predicted against measured memory =="; tests/bench/bench_largest.sh train/train
