@@ -331,6 +331,11 @@ static int rows_of(const BugInfo *b, bool regimes) {
     return b->layout == BUG_PACKS ? 0 : 1 + (regimes && b->hides);
 }
 
+static void free_rows(Row *rows, int n, RegimeRow *reg) {
+    for (int i = 0; i < n; i++) losslog_free(&rows[i].diff);
+    free(rows), free(reg);
+}
+
 int bugs_main(int argc, char **argv) {
     int ranks = 4, steps = 30;
     bool regimes = false;
@@ -386,14 +391,17 @@ int bugs_main(int argc, char **argv) {
     RegimeRow *reg = regimes ? xcalloc((size_t)n, sizeof *reg) : NULL;
     Reference refs[MAX_REFS];
     int n_refs = 0;
-    bool ok = true;
-    for (int i = 0; i < n; i++) {
+    bool ok = true, failed = false; // failed: a run or a file it should write did not happen
+    for (int i = 0; i < n && !failed; i++) {
         Row *r = &rows[i];
         if (shared.parallel.exact && exact_refusal(r->layout, r->refused, sizeof r->refused)) {
             printf("== %s: not run: %s\n", r->name, r->refused);
             continue;
         }
-        if (!(r->ref = reference(refs, &n_refs, r->flags, self, nsteps, out, regimes))) return 1;
+        if (!(r->ref = reference(refs, &n_refs, r->flags, self, nsteps, out, regimes))) {
+            failed = true;
+            break;
+        }
         const char *bug = r->bug ? r->bug->name : NULL;
         char dir[DIR_LEN], log[PATH_LEN_], err[1024];
         folder(dir, out, bug ? bug : "correct", r->hidden ? "hidden" : bug ? "" : r->layout);
@@ -402,8 +410,11 @@ int bugs_main(int argc, char **argv) {
         snprintf(log, sizeof log, "%s.log", dir);
         remove(log);
         if ((train(self, ranks, nsteps, r->layout, bug, dir, log) && !diverged(dir, log)) ||
-            probes(self, ranks, r->ref->model, r->ref->batch, r->layout, bug, dir, regimes, log))
-            return fprintf(stderr, "error: the %d-rank run of %s failed; see %s\n", ranks, r->name, log), 1;
+            probes(self, ranks, r->ref->model, r->ref->batch, r->layout, bug, dir, regimes, log)) {
+            fprintf(stderr, "error: the %d-rank run of %s failed; see %s\n", ranks, r->name, log);
+            failed = true;
+            break;
+        }
         loss_difference(r, dir, r->ref->dir);
         char result[PATH_LEN_], ref_probe[PATH_LEN_], dump[PATH_LEN_], ref_dump[PATH_LEN_];
         snprintf(result, sizeof result, "%s/" REGIMES_PROBE, dir);
@@ -412,8 +423,11 @@ int bugs_main(int argc, char **argv) {
         snprintf(ref_dump, sizeof ref_dump, "%s/" REGIMES_TAPE, r->ref->dir);
         if (dumped(r->layout)) first_divergence(r, dump, ref_dump);
         else snprintf(r->where, sizeof r->where, "-");
-        if (compare_probe_errors(result, ref_probe, &r->out_err, &r->grad_err, err, sizeof err))
-            return fprintf(stderr, "error: %s\n", err), 1;
+        if (compare_probe_errors(result, ref_probe, &r->out_err, &r->grad_err, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            failed = true;
+            break;
+        }
         ok = ok && (r->hidden || (r->bug ? caught(r) && (!shared.parallel.exact || exact_step(r) == 1)
                                          : !caught(r)));
         if (!regimes) continue;
@@ -421,6 +435,10 @@ int bugs_main(int argc, char **argv) {
         snprintf(reg[i].flags, sizeof reg[i].flags, "%s", r->layout);
         reg[i].bug = r->bug, reg[i].hidden = r->hidden;
         regimes_measure(&reg[i], dir, r->ref->dir, dumped(r->layout));
+    }
+    if (failed) {
+        free_rows(rows, n, reg);
+        return 1;
     }
     printf("\n");
     write_table(stdout, rows, n, ranks, steps, shared.parallel.exact);
@@ -437,7 +455,6 @@ int bugs_main(int argc, char **argv) {
     char err[1024];
     if (regimes && regimes_write(reg, n, ranks, steps, out, err, sizeof err)) usage_error("--out: %s", err);
     if (regimes) printf("wrote %s/regimes.md, %s/regimes.csv and %s/regimes.png\n", out, out, out);
-    for (int i = 0; i < n; i++) losslog_free(&rows[i].diff);
-    free(rows), free(reg);
+    free_rows(rows, n, reg);
     return ok ? 0 : 1;
 }

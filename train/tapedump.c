@@ -115,20 +115,22 @@ void tape_dump_start(TapeDump *d, SeqParallel *sp, int rank) {
 
 int tape_dump_write(TapeDump *d, const char *path, const char *layout, char *err, size_t len) {
     d->sp->watch = NULL;
-    if (!d->w) return 0;
-    char text[64];
-    const SeqShard *s = &d->sp->shard;
-    st_writer_meta(d->w, "layout", layout);
+    int rc = 0;
+    if (d->w) { // rank 0
+        char text[64];
+        const SeqShard *s = &d->sp->shard;
+        st_writer_meta(d->w, "layout", layout);
 #define META(key, fmt, v) snprintf(text, sizeof text, fmt, v), st_writer_meta(d->w, key, text)
-    META("ranks", "%d", s->P);
-    META("tokens", "%d", s->T);
-    META("padded_tokens", "%d", s->T_pad);
-    META("exact", "%d", d->sp->exact);
-    META("context_tokens", "%d", d->sp->context); // in-context: tensors of tokens have them first
+        META("ranks", "%d", s->P);
+        META("tokens", "%d", s->T);
+        META("padded_tokens", "%d", s->T_pad);
+        META("exact", "%d", d->sp->exact);
+        META("context_tokens", "%d", d->sp->context); // in-context: tensors of tokens have them first
 #undef META
-    int rc = st_writer_write(d->w, path, err, len);
-    st_writer_free(d->w);
-    for (int i = 0; i < d->index; i++) free(d->kept[i]);
+        rc = st_writer_write(d->w, path, err, len);
+        st_writer_free(d->w);
+    }
+    for (int i = 0; i < d->index; i++) free(d->kept[i]); // every rank keeps the list
     free(d->kept);
     d->w = NULL, d->kept = NULL;
     return rc;

@@ -95,11 +95,15 @@ static SpOptions options(SeqAttention layout, unsigned bugs) {
     return o;
 }
 
-// This rank's context for cfg; false when the options refuse the rank count, heads or bugs
+// This rank's context for cfg; false (nothing held) when the options refuse the rank count, heads,
+// bugs or cfg's conditioning
 static bool init_mesh(SeqParallel *sp, const SpOptions *o) {
     char err[256];
-    return !sp_init(sp, &comm, comm.size, comm.rank, o, dit_tokens(&cfg), cfg.num_heads, err, sizeof err) &&
-           !sp_init_context(sp, o, cfg.in_context, err, sizeof err);
+    if (sp_init(sp, &comm, comm.size, comm.rank, o, dit_tokens(&cfg), cfg.num_heads, err, sizeof err))
+        return false;
+    if (!sp_init_context(sp, o, cfg.in_context, err, sizeof err)) return true;
+    sp_free(sp); // the mesh was made; the conditioning refused
+    return false;
 }
 
 // (hybrid: all-to-all over pairs of ranks where the rank count is even)
