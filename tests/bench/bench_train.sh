@@ -33,4 +33,3 @@ for shape in "416 192 64" "416 256 64" "416 64 256" "800 192 64"; do
   hot=$(rate $1 $2 $3 1); cold=$(rate $1 $2 $3 16)
   printf "%-16s %14s %22s\n" "$1x$2x$3" "$hot" "$cold"
 done
-
