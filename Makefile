@@ -46,7 +46,8 @@ BUILD      := build$(if $(filter 1,$(USE_CUDA)),,-cpu)
 mark = $(if $(filter 1,$(1)),✓,✗)
 
 # ---- sources -----------------------------------------------------------------------------------
-LIB_SRC  := $(filter-out train/main.c,$(wildcard core/*.c autograd/*.c layers/*.c kernels/*.c parallel/*.c train/*.c))
+SRC_DIRS := core kernels autograd layers parallel data draw run plan study train
+LIB_SRC  := $(filter-out train/main.c,$(wildcard $(addsuffix /*.c,$(SRC_DIRS))))
 TEST_SRC := $(wildcard tests/test_*.c)
 CU_SRC   := $(wildcard kernels/*.cu)
 NVFLAGS  := -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90

@@ -10,17 +10,17 @@
 // numbers, and parameter tensor i of a model draws from STREAM_PARAM(i), at 2^32 and above, with
 // room for 2^32 tensors. tests/test_core.c checks this for the largest model the flags allow.
 enum {
-    STREAM_PICK = 1,        // which image of a folder an item is (train/data.c)
+    STREAM_PICK = 1,        // which image of a folder an item is (data/data.c)
     STREAM_T,               // an item's flow time
     STREAM_NOISE,           // an item's noise
     STREAM_DROP,            // an item's label dropout
     STREAM_SAMPLE,          // the starting noise of samples
-    STREAM_SHAPE_LABEL,     // a procedural shape's class (train/shapes.c)
+    STREAM_SHAPE_LABEL,     // a procedural shape's class (data/shapes.c)
     STREAM_SHAPE_GEOM,      // its geometry and colours
     STREAM_GRAD_PROJECTION, // the gradient checker's random projection (autograd/gradcheck.c)
     STREAM_GRAD_DIRECTION,  // its random direction
     STREAM_GRAD_PREFILL,    // its random starting gradients
-    STREAM_PACK,            // the further images of a pack (train/data.c, --max-tokens)
+    STREAM_PACK,            // the further images of a pack (data/data.c, --max-tokens)
     STREAM_NAMED_END,       // the first number no named stream uses
 };
 #define STREAM_PARAM(i) (((uint64_t)1 << 32) + (uint64_t)(i))

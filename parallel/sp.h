@@ -41,7 +41,7 @@
 #include "inject.h"
 #include "policy.h"
 
-// layouts.c; SP_AUTO is --sp-attention auto, which training resolves (train/plan.c) before sp_init
+// layouts.c; SP_AUTO is --sp-attention auto, which training resolves (plan/plan.c) before sp_init
 typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_RING, SP_HYBRID, SP_LAYOUTS, SP_AUTO = SP_LAYOUTS } SeqAttention;
 // The layout of a name ("gather", "all-to-all", ...); false for another name.
 bool seq_attention_from_name(const char *name, SeqAttention *out);
@@ -194,7 +194,7 @@ DiTPass sp_pass(const SeqParallel *sp, bool backward);
 DiTShard sp_dit_shard(SeqParallel *sp);
 // What this rank sends in one attention layer of B images, forward or backward (default mode,
 // no bug): the values its counters count, and the messages it waits for one after the other
-// (each costs the link's latency once); the planner's communication model (train/plan.c)
+// (each costs the link's latency once); the planner's communication model (plan/plan.c)
 typedef struct SpTraffic {
     double values, messages;
 } SpTraffic;

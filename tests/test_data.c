@@ -1,10 +1,10 @@
 // test_data.c: the toy shapes dataset (determinism, label balance, each class recognised from its
 // pixels by geometric properties alone), the canvas (PNG round trip, paste, text, atomic write
 // errors), the image folder loader (classes, crop, formats, clear errors) and plots.
-#include "../train/canvas.h"
-#include "../train/imagefolder.h"
-#include "../train/plot.h"
-#include "../train/shapes.h"
+#include "../draw/canvas.h"
+#include "../data/imagefolder.h"
+#include "../draw/plot.h"
+#include "../data/shapes.h"
 #include "testutil.h"
 #include <math.h>
 #include <stdlib.h>

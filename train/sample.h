@@ -2,8 +2,8 @@
 // guidance on the velocity), drawn into a labelled grid (samples.png: one row per class).
 #pragma once
 #include "../parallel/sp.h"
-#include "config.h"
-#include "data.h"
+#include "../run/config.h"
+#include "../data/data.h"
 
 // out (n, C, S, S): one image per label, from noise rng_normal(seed, STREAM_SAMPLE, i*C*S*S + j).
 // Runs on every rank (each computes its token shard); with data groups the forward passes go round

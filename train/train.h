@@ -3,6 +3,6 @@
 // progress lines, loss.csv, checkpoints, sample grids and the loss plot.
 #pragma once
 #include "../parallel/comm.h"
-#include "config.h"
+#include "../run/config.h"
 
 int train_main(int argc, char **argv, Comm *c);

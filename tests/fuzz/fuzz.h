@@ -1,12 +1,12 @@
 // fuzz.h: what the libFuzzer targets (tests/fuzz/fuzz_*.c) share. A fatal error (core/check.h)
 // reached from an input is a finding: it prints and aborts, and libFuzzer keeps the input. A
-// usage error (train/flags.c) is the product's answer to a bad input: FUZZ_TRY runs a parser and
+// usage error (run/flags.c) is the product's answer to a bad input: FUZZ_TRY runs a parser and
 // comes back when it rejects the input with one (a longjmp out of usage_error's handler).
 // Readers that take a path get the input written to a file in a per-process folder (fuzz_file).
 #pragma once
 #include "../../core/check.h"
-#include "../../train/config.h"
-#include "../../train/flags.h"
+#include "../../run/config.h"
+#include "../../run/flags.h"
 #include <ftw.h>
 #include <stdarg.h>
 #include <setjmp.h>

@@ -1,9 +1,9 @@
-// fuzz_checkpoint.c: the checkpoint loader (train/checkpoint.c) on arbitrary files: the config in
+// fuzz_checkpoint.c: the checkpoint loader (run/checkpoint.c) on arbitrary files: the config in
 // the metadata (ckpt_load_model builds the model it describes, after checking every tensor's
 // name, shape and dtype against it), the EMA weights of a given model (ckpt_load_params), the
 // recorded step (ckpt_step) and the optimizer state (ckpt_load_optimizer). Each either loads or
 // says why not; nothing else (a fatal error, a leak) is allowed.
-#include "../../train/checkpoint.h"
+#include "../../run/checkpoint.h"
 #include "fuzz.h"
 
 static DiT ref; // the model the seeds were written for, allocated

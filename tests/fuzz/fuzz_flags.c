@@ -1,5 +1,5 @@
-// fuzz_flags.c: the training flag parser (train_config_parse, train/config.c, with the helpers of
-// train/flags.c) on arbitrary command lines: the input split at NUL bytes into at most 64
+// fuzz_flags.c: the training flag parser (train_config_parse, run/config.c, with the helpers of
+// run/flags.c) on arbitrary command lines: the input split at NUL bytes into at most 64
 // arguments. Each command line either parses into a valid configuration, whose text (the rank
 // check's line) can be made, or stops with a usage error.
 #include "fuzz.h"

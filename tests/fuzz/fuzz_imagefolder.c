@@ -1,9 +1,9 @@
-// fuzz_imagefolder.c: the image folder loader (train/imagefolder.c) on arbitrary image files. The
+// fuzz_imagefolder.c: the image folder loader (data/imagefolder.c) on arbitrary image files. The
 // first byte picks the image size (1 to 32: sizes equal to the file's shorter side take the copy
 // path, the others the resize); the rest is written as img.png into an empty folder, which is
 // opened (listing, stbi_info on every file) and, if that worked, decoded and cropped (stbi_load
 // and the resize), twice: the second read comes from the cache. Either works or says why.
-#include "../../train/imagefolder.h"
+#include "../../data/imagefolder.h"
 #include "fuzz.h"
 #include <math.h>
 #include <sys/stat.h>

@@ -1,10 +1,10 @@
-// fuzz_losslog.c: the loss.csv reader (losslog_read, train/losslog.c) on arbitrary files. A log it
+// fuzz_losslog.c: the loss.csv reader (losslog_read, run/losslog.c) on arbitrary files. A log it
 // accepts has at least one row and strictly increasing steps that are whole numbers >= 0,
 // compares with itself at every step (losslog_rel_diff, as `compare` runs it), and plots as
 // `compare` and loss.png plot it (one panel, log y axis, plot_panel into a small canvas) whatever
 // its values.
-#include "../../train/losslog.h"
-#include "../../train/plot.h"
+#include "../../run/losslog.h"
+#include "../../draw/plot.h"
 #include "fuzz.h"
 #include <math.h>
 

@@ -1,9 +1,9 @@
-// fuzz_probe_batch.c: the probe batch reader (probe_load_batch, train/probe.c) on arbitrary files,
+// fuzz_probe_batch.c: the probe batch reader (probe_load_batch, study/probe.c) on arbitrary files,
 // against a small model with learn_sigma (C_out = 2C) and a null class: every tensor is checked
 // (names, dtypes, shapes, the same B throughout, a pack's images inside its rows, labels in range,
 // finite values) and either the batch loads into the arena or the run stops with a usage error
 // that names the problem.
-#include "../../train/probe.h"
+#include "../../study/probe.h"
 #include "fuzz.h"
 
 static DiT model; // shapes only: the reader needs the config and the label table's rows

@@ -1,4 +1,4 @@
-// fuzz_resume.c: the flag parser's --resume path (train_config_parse, train/config.c) on arbitrary
+// fuzz_resume.c: the flag parser's --resume path (train_config_parse, run/config.c) on arbitrary
 // run folders: the input is written as DIR/config.json, which --resume DIR reads to take the
 // run's settings, then the flags given on the command line are checked against them. Two command
 // lines per input: --resume DIR alone, and with flags that override or contradict the run.

@@ -5,8 +5,8 @@
 // the files are committed.
 // Usage: make_seeds DIR (DIR/safetensors, DIR/checkpoint, ... must not exist yet or are added to).
 #include "../../core/safetensors.h"
-#include "../../train/checkpoint.h"
-#include "../../train/config.h"
+#include "../../run/checkpoint.h"
+#include "../../run/config.h"
 #include "fuzz.h"
 #include <stb/stb_image_write.h>
 #include <sys/stat.h>

@@ -17,6 +17,10 @@ set -eu -o pipefail # a rewrite that fails (emulate.pl) fails the script
 BUILD=$1; PLANT=${2:-}; VARIANTS=${3:-f32 f64}
 E=tests/gpu/emulate
 ARCH=$(gcc -print-multiarch)
+# the library's folders (the Makefile's SRC_DIRS)
+DIRS="core kernels autograd layers parallel data draw run plan study train"
+HEADERS=$(for d in $DIRS; do echo $d/*.h; done)
+SOURCES=$(for d in $DIRS; do echo $d/*.c; done)
 LIBS="-fopenmp -L/usr/lib/$ARCH/openblas-openmp -Wl,-rpath,/usr/lib/$ARCH/openblas-openmp -lopenblas -lstb -ljpeg -ljansson -lm $(mpicc --showme:link)"
 for v in $VARIANTS; do
   OUT=$BUILD/emulate${PLANT:+-planted}/$v; LIB=$BUILD/emulate/$v/lib; mkdir -p "$OUT/cu" "$LIB"
@@ -24,9 +28,9 @@ for v in $VARIANTS; do
   FLAGS="-O1 -g -pthread -fopenmp -D_GNU_SOURCE -DUSE_CUDA $DEF -I $E -I kernels"
   CFLAGS="-std=c17 $FLAGS -I/usr/include/$ARCH/openblas-openmp $(mpicc --showme:compile)"
   # the library's C files, those older than their source or any header (the planted run reuses them)
-  newest=$(ls -t core/*.h autograd/*.h layers/*.h kernels/*.h parallel/*.h train/*.h tests/*.h $E/*.h | head -1)
+  newest=$(ls -t $HEADERS tests/*.h $E/*.h | head -1)
   if [ -z "$PLANT" ]; then
-    ls core/*.c autograd/*.c layers/*.c kernels/*.c parallel/*.c train/*.c tests/test_cuda.c "$E/device.c" "$E/main.c" |
+    ls $SOURCES tests/test_cuda.c "$E/device.c" "$E/main.c" |
       while read -r c; do o=$LIB/$(echo "$c" | tr / _).o; [ "$o" -nt "$c" ] && [ "$o" -nt "$newest" ] || echo "$c"; done |
       xargs -r -P 2 -I{} sh -c 'gcc '"$CFLAGS"' -c {} -o '"$LIB"'/$(echo {} | tr / _).o'
   fi
@@ -58,7 +62,7 @@ for v in $VARIANTS; do
     echo "planted in:$planted"
   fi
   # the objects of today's sources only: one left by a renamed or removed file would define twice
-  lib_objs=$(ls core/*.c autograd/*.c layers/*.c kernels/*.c parallel/*.c train/*.c "$E/device.c" | grep -vx train/main.c |
+  lib_objs=$(ls $SOURCES "$E/device.c" | grep -vx train/main.c |
     while read -r c; do echo "$LIB/$(echo "$c" | tr / _).o"; done)
   g++ -pthread $cu_objs $lib_objs "$LIB/tests_test_cuda.c.o" "$LIB/tests_gpu_emulate_main.c.o" \
     $(pkg-config --libs check) $LIBS -o "$OUT/emulated_cuda"

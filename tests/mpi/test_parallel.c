@@ -7,12 +7,12 @@
 #include "../../parallel/autograd_collectives.h"
 #include "../../core/safetensors.h"
 #include "../../parallel/sp.h"
-#include "../../train/checkpoint.h"
-#include "../../train/compare.h"
-#include "../../train/plan.h"
-#include "../../train/probe.h"
+#include "../../run/checkpoint.h"
+#include "../../study/compare.h"
+#include "../../plan/plan.h"
+#include "../../study/probe.h"
 #include "../../train/sample.h"
-#include "../../train/step.h"
+#include "../../parallel/step.h"
 #include "../../train/train.h"
 #include "../gradchecked.h"
 #include "../testutil.h"
@@ -1509,7 +1509,7 @@ START_TEST(train_step_matches_formulas) {
 }
 END_TEST
 
-// The planner (train/plan.c) against a real step of every mesh this rank count allows, 12 images
+// The planner (plan/plan.c) against a real step of every mesh this rank count allows, 12 images
 // of 169 tokens with 5 heads (uneven over 2 to 4 ranks), and with in-context conditioning (its
 // 2 tokens' queries and outputs exchanged by the all-to-all too; the ring and hybrid left out):
 // the bytes rank 0's counters count over its groups and the world equal the planner's, and the

@@ -4,8 +4,8 @@
 #include "../kernels/kernels.h"
 #include "../parallel/autograd_collectives.h"
 #include "budget.h"
-#include "flags.h"
-#include "timing.h"
+#include "../run/flags.h"
+#include "../core/timing.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,10 +2,10 @@
 #include "compare.h"
 #include "../core/check.h"
 #include "../core/safetensors.h"
-#include "flags.h"
-#include "losslog.h"
-#include "outfile.h"
-#include "settings.h"
+#include "../run/flags.h"
+#include "../run/losslog.h"
+#include "../run/outfile.h"
+#include "../run/settings.h"
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>

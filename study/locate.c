@@ -3,7 +3,7 @@
 #include "../core/check.h"
 #include "../core/safetensors.h"
 #include "compare.h"
-#include "flags.h"
+#include "../run/flags.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

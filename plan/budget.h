@@ -3,7 +3,7 @@
 // training run against its ranks' share of their machine's memory, or of their GPU's, made before
 // anything is allocated.
 #pragma once
-#include "config.h"
+#include "../run/config.h"
 
 // The memory a rank shares and how many ranks share it: its machine's among the node_ranks ranks
 // on it, or with cuda its GPU's among the ranks on that GPU (node_ranks over the machine's GPUs).

@@ -2,7 +2,7 @@
 #include "budget.h"
 #include "../core/device.h"
 #include "../parallel/usage.h"
-#include "sample.h"
+#include "../train/sample.h"
 #include <string.h>
 #include <unistd.h>
 

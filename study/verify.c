@@ -1,17 +1,17 @@
 // verify.c: see verify.h.
 #include "verify.h"
 #include "../core/check.h"
-#include "budget.h"
+#include "../plan/budget.h"
 #include "compare.h"
 #include "identical.h"
 #include "locate.h"
-#include "config.h"
-#include "data.h"
-#include "flags.h"
+#include "../run/config.h"
+#include "../data/data.h"
+#include "../run/flags.h"
 #include "launch.h"
-#include "outfile.h"
-#include "settings.h"
-#include "train.h"
+#include "../run/outfile.h"
+#include "../run/settings.h"
+#include "../train/train.h"
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,7 +10,7 @@
 // behind its attention (plan.c's ring_hidden). It ranks them: those that fit the memory first,
 // each group by predicted time.
 #pragma once
-#include "config.h"
+#include "../run/config.h"
 
 // What one rank computes per second, measured with every rank of the job measuring at once (so
 // ranks that share a machine's cores share them here too)

@@ -3,7 +3,7 @@
 // element count (sp_loss_shard), so it weighs by its real elements and the accumulated gradients
 // are those of the mean over the whole batch, whatever K, the layout and the rank count.
 #pragma once
-#include "../parallel/sp.h"
+#include "sp.h"
 
 // Zeroes m's gradients; forward and backward of this data group's n images of a global batch of
 // `batch`, x (n, C, S, S), t (n), y (n) against target (n, Ct, S, S), one micro-batch at a time in

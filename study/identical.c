@@ -1,7 +1,7 @@
 // identical.c: see identical.h.
 #include "identical.h"
 #include "../core/safetensors.h"
-#include "losslog.h"
+#include "../run/losslog.h"
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>

@@ -2,9 +2,9 @@
 #include "regimes.h"
 #include "../core/check.h"
 #include "../core/safetensors.h"
-#include "canvas.h"
+#include "../draw/canvas.h"
 #include "compare.h"
-#include "losslog.h"
+#include "../run/losslog.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

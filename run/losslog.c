@@ -1,8 +1,8 @@
 // losslog.c: see losslog.h.
 #include "losslog.h"
 #include "../core/check.h"
-#include "canvas.h"
-#include "plot.h"
+#include "../draw/canvas.h"
+#include "../draw/plot.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
