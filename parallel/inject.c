@@ -1,6 +1,7 @@
-// inject.c: see inject.h. The table of injectable bugs and where each one can run.
+// inject.c: see inject.h. The table of injectable bugs and where each one can run (checked by
+// sp_init, sp.c).
 #include "inject.h"
-#include "sp.h"
+#include "seq_attention.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -50,33 +51,4 @@ const char *bug_list(unsigned set, char *buf, size_t len) {
 const char *bug_names(void) {
     static char names[512];
     return bug_list(~0u, names, sizeof names);
-}
-
-// The bug's place: NULL if it can run with these options, else the sentence
-static const char *bug_fits(int i, const SpOptions *o, int dp, char *buf, size_t len) {
-    int at = bugs[i].layout;
-    if (at >= 0 && at != (int)o->layout && !(at == SP_RING && o->layout == SP_HYBRID)) {
-        const char *name = seq_attention_name((SeqAttention)at);
-        return snprintf(buf, len, "the %s bug lives in the %s layout; inject it with "
-                        "--sp-attention %s", bugs[i].name, name, name), buf;
-    }
-    if (at == DATA_PARALLEL && dp < 2)
-        return snprintf(buf, len, "the %s bug needs data parallelism: pass --sp N with N a divisor "
-                        "of the ranks below their count (e.g. --sp 1 for 2 ranks)", bugs[i].name), buf;
-    if (at == MICRO_BATCHES && o->grad_accum < 2)
-        return snprintf(buf, len, "the %s bug needs micro-batches: pass --grad-accum K with K >= 2, "
-                        "and a K that does not divide the images of a data group to see it (e.g. "
-                        "--grad-accum 3 for 8 images)", bugs[i].name), buf;
-    if (at == PACKS && !o->packs)
-        return snprintf(buf, len, "the %s bug needs packs of images of different sizes in one "
-                        "sequence: pass --max-tokens N with --data DIR, or a probe batch of packs ('pack')",
-                        bugs[i].name), buf;
-    return NULL;
-}
-
-const char *bug_check(const SpOptions *o, int dp, char *buf, size_t len) {
-    const char *why = NULL;
-    for (int i = 0; i < N_BUGS && !why; i++)
-        if (o->bugs & bugs[i].flag) why = bug_fits(i, o, dp, buf, len);
-    return why;
 }

@@ -47,7 +47,3 @@ unsigned bug_from_name(const char *name); // a bug's flag from its name; 0 if un
 const char *bug_names(void);              // for --help and error messages
 // The names of the bugs in a set, comma-separated, or "none", into buf.
 const char *bug_list(unsigned bugs, char *buf, size_t len);
-// NULL when every bug the options inject can run with them and dp data groups; else the sentence
-// that names the first one that cannot and the flags it needs.
-struct SpOptions;
-const char *bug_check(const struct SpOptions *o, int dp, char *buf, size_t len);

@@ -60,6 +60,38 @@ const char *sp_exact_error(const SpOptions *o, char *buf, size_t len) {
 
 // The pad-mask-off-by-one bug: each shard's keys masked from its own count of real tokens with
 // `<=` for `<`, so the first padded key of the shard that holds the sequence's end takes part
+// NULL when bug b can run with these options and dp data groups; else the sentence naming the
+// flags it needs
+static const char *bug_fits(const BugInfo *b, const SpOptions *o, int dp, char *buf, size_t len) {
+    int at = b->layout;
+    if (at >= 0 && at != (int)o->layout && !(at == SP_RING && o->layout == SP_HYBRID)) {
+        const char *name = seq_attention_name((SeqAttention)at);
+        return snprintf(buf, len, "the %s bug lives in the %s layout; inject it with "
+                        "--sp-attention %s", b->name, name, name), buf;
+    }
+    if (at == BUG_DATA_PARALLEL && dp < 2)
+        return snprintf(buf, len, "the %s bug needs data parallelism: pass --sp N with N a divisor "
+                        "of the ranks below their count (e.g. --sp 1 for 2 ranks)", b->name), buf;
+    if (at == BUG_MICRO_BATCHES && o->grad_accum < 2)
+        return snprintf(buf, len, "the %s bug needs micro-batches: pass --grad-accum K with K >= 2, "
+                        "and a K that does not divide the images of a data group to see it (e.g. "
+                        "--grad-accum 3 for 8 images)", b->name), buf;
+    if (at == BUG_PACKS && !o->packs)
+        return snprintf(buf, len, "the %s bug needs packs of images of different sizes in one "
+                        "sequence: pass --max-tokens N with --data DIR, or a probe batch of packs ('pack')",
+                        b->name), buf;
+    return NULL;
+}
+
+// NULL when every bug the options inject can run with them; else the sentence for the first
+static const char *bugs_error(const SpOptions *o, int dp, char *buf, size_t len) {
+    const char *why = NULL;
+    const BugInfo *b;
+    for (int i = 0; !why && (b = bug_info(i)); i++)
+        if (o->bugs & b->flag) why = bug_fits(b, o, dp, buf, len);
+    return why;
+}
+
 static void pad_mask_off_by_one(SeqShard *s) {
     for (int j = 0; j < s->T_pad; j++) {
         int local = j % s->n, real_here = s->T - j / s->n * s->n;
@@ -85,7 +117,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     if (!why) why = sp_device_error(o, buf, len);
     if (!why) why = seq_validate(&policy, T, P, buf, len);
     if (!why) why = sp_layout_error(o, heads, P, buf, len);
-    if (!why) why = bug_check(o, ranks / P, buf, len);
+    if (!why) why = bugs_error(o, ranks / P, buf, len);
     if (why) return why;
     int U = o->layout == SP_HYBRID ? o->ulysses : 1, sp_rank = rank % P, dp_rank = rank / P;
     *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&policy, T, P, sp_rank),

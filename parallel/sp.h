@@ -40,9 +40,9 @@
 #include "comm.h"
 #include "inject.h"
 #include "policy.h"
+#include "seq_attention.h"
 
-// layouts.c; SP_AUTO is --sp-attention auto, which training resolves (plan/plan.c) before sp_init
-typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_RING, SP_HYBRID, SP_LAYOUTS, SP_AUTO = SP_LAYOUTS } SeqAttention;
+// layouts.c: the layouts' names (SeqAttention: seq_attention.h)
 // The layout of a name ("gather", "all-to-all", ...); false for another name.
 bool seq_attention_from_name(const char *name, SeqAttention *out);
 const char *seq_attention_name(SeqAttention a);

@@ -2,7 +2,6 @@
 #include "budget.h"
 #include "../core/device.h"
 #include "../parallel/usage.h"
-#include "../train/sample.h"
 #include <string.h>
 #include <unistd.h>
 
@@ -19,7 +18,7 @@ size_t budget_train_arena(const SeqParallel *sp, const TrainConfig *tc) {
     double image = (double)tc->model.in_channels * tc->model.input_size * tc->model.input_size;
     size_t upload = sp->cuda ? (size_t)((3 * image + 1) * (tc->batch / sp->dp) * sizeof(real)) + 8 * ARENA_ALIGN : 0;
     size_t step = sp_step_bytes(sp, &tc->model, largest, true) + upload;
-    size_t sample = sample_min_bytes(sp, &tc->model, tc->cfg_scale);
+    size_t sample = budget_sample_min(sp, &tc->model, tc->cfg_scale);
     return step > sample ? step : sample;
 }
 
@@ -93,11 +92,19 @@ ProbeArenas budget_probe(const SeqParallel *sp, const DiTConfig *c, int B, int c
                          sp_step_bytes(sp, c, micro, true) + step * sizeof(real) + 64 * ARENA_ALIGN};
 }
 
+bool budget_sample_guided(const DiTConfig *c, double cfg_scale) {
+    return cfg_scale != 1 && c->class_dropout_prob > 0;
+}
+
+size_t budget_sample_min(const SeqParallel *sp, const DiTConfig *c, double cfg_scale) {
+    return sp_step_bytes(sp, c, budget_sample_guided(c, cfg_scale) ? 2 : 1, false);
+}
+
 size_t budget_sample_arena(const SeqParallel *sp, const DiTConfig *c, double cfg_scale,
                            int node_ranks) {
     Memory m = budget_memory(sp->cuda, node_ranks);
     double have = m.bytes / 4 / m.sharing;
     size_t full = sp_step_bytes(sp, c, 2 * SAMPLE_CHUNK, false);
-    size_t least = sample_min_bytes(sp, c, cfg_scale);
+    size_t least = budget_sample_min(sp, c, cfg_scale);
     return full < have ? full : least > have ? least : (size_t)have;
 }

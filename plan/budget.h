@@ -43,7 +43,12 @@ typedef struct ProbeArenas {
 } ProbeArenas;
 ProbeArenas budget_probe(const SeqParallel *sp, const DiTConfig *c, int B, int count, int micro);
 
-// Sample: a full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory
+// Sample: SAMPLE_CHUNK images per forward pass at most, each two rows when guided (cfg_scale
+// not 1 and a model trained with label dropout); at least one image a pass (budget_sample_min).
+#define SAMPLE_CHUNK 16
+bool budget_sample_guided(const DiTConfig *c, double cfg_scale);
+size_t budget_sample_min(const SeqParallel *sp, const DiTConfig *c, double cfg_scale);
+// A full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory
 // (budget_memory) allows, else what that quarter allows, and at least one image per pass.
 size_t budget_sample_arena(const SeqParallel *sp, const DiTConfig *c, double cfg_scale,
                            int node_ranks);

@@ -10,19 +10,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-void train_config_defaults(TrainConfig *tc) {
-    *tc = (TrainConfig){
-        .model = {.input_size = 20, .in_channels = 3, .num_classes = 10, .class_dropout_prob = 0.1},
-        .steps = 8000, .batch = 32, .lr = 1e-3, .clip_norm = 1.0, .ema = 0.999, .seed = 0, .qkv_gain = 1,
-        .log_every = 0, .save_every = -1, .sample_steps = 25, .samples_per_class = 8, .cfg_scale = 3.0,
-        .parallel = sp_options_default(),
-    };
-    strcpy(tc->preset, "DiT-mini/4");
-    dit_preset(tc->preset, &tc->model);
-    tc->out[0] = 0; // settle picks a fresh runs/<yyyymmdd>-<n> unless --out or --resume names one
-    strcpy(tc->data, "shapes");
-}
-
 void train_config_help(FILE *f) {
     fprintf(f,
         "usage: mpirun -np N train/train [flags]      train a DiT with sequence parallelism over N ranks\n"

@@ -395,6 +395,19 @@ const Setting settings[] = {
 };
 _Static_assert(sizeof settings / sizeof settings[0] == SETTINGS, "SETTINGS must count the rows of settings[]");
 
+void train_config_defaults(TrainConfig *tc) {
+    *tc = (TrainConfig){
+        .model = {.input_size = 20, .in_channels = 3, .num_classes = 10, .class_dropout_prob = 0.1},
+        .steps = 8000, .batch = 32, .lr = 1e-3, .clip_norm = 1.0, .ema = 0.999, .seed = 0, .qkv_gain = 1,
+        .log_every = 0, .save_every = -1, .sample_steps = 25, .samples_per_class = 8, .cfg_scale = 3.0,
+        .parallel = sp_options_default(),
+    };
+    strcpy(tc->preset, "DiT-mini/4");
+    dit_preset(tc->preset, &tc->model);
+    tc->out[0] = 0; // settle picks a fresh runs/<yyyymmdd>-<n> unless --out or --resume names one
+    strcpy(tc->data, "shapes");
+}
+
 // ---- a row ------------------------------------------------------------------------------------
 static const TrainConfig *defaults(void) {
     static TrainConfig d;

@@ -7,9 +7,42 @@
 // settings two runs differ in, verify's reference, the ranks' agreement check and checkpoint
 // metadata (the model's rows) all read it: a new setting is its field and one row.
 #pragma once
-#include "config.h"
+#include "../layers/dit.h"
+#include "../parallel/sp.h"
+#include <stdint.h>
 #include <jansson.h>
 #include <stdio.h>
+
+#define PATH_LEN 512
+
+// --sample-sizes: the pixel sizes h x w of the samples' columns (column j: size j mod n); n 0:
+// square images of --input-size
+#define SAMPLE_SIZES_MAX 16
+typedef struct SampleSizes {
+    int n, h[SAMPLE_SIZES_MAX], w[SAMPLE_SIZES_MAX];
+} SampleSizes;
+
+typedef struct TrainConfig {
+    DiTConfig model;
+    char preset[32];
+    int steps, batch;
+    double lr, weight_decay, clip_norm, ema; // ema 0 = off
+    uint64_t seed;
+    double qkv_gain; // the initial attention qkv weights times this (large attention logits)
+    char out[PATH_LEN], data[PATH_LEN], resume[PATH_LEN]; // data: "shapes" or an image folder
+    int sample_every, save_every, log_every;              // 0 = only at the end; save -1 = timed
+    int sample_steps, samples_per_class;
+    double cfg_scale;
+    SampleSizes sample_sizes;
+    int threads; // BLAS threads per rank; 0 = cores / ranks
+    int max_tokens; // --max-tokens: rows pack a folder's images at their own sizes (0: square)
+    int zero;    // --zero: 1 = the Adam moments sharded over every rank (ZeRO stage 1); 0 = whole
+    SpOptions parallel; // the layout, the groups and the injected bugs (parallel/sp.h)
+    int ranks;          // the run's world size (config.json only: mpirun -np chooses it)
+} TrainConfig;
+
+// The defaults of every setting (the --help defaults)
+void train_config_defaults(TrainConfig *tc);
 
 // The commands that take a flag (verify passes train's to its runs)
 enum { FOR_TRAIN = 1, FOR_PROBE = 2, FOR_SAMPLE = 4, FOR_BUGS = 8, FOR_ALL = 15 };

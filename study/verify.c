@@ -11,7 +11,6 @@
 #include "launch.h"
 #include "../run/outfile.h"
 #include "../run/settings.h"
-#include "../train/train.h"
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>

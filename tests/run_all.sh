@@ -53,6 +53,8 @@ planted_exact() {
   echo "$(grep -m 1 '^planted in:' "$log"); caught: $(grep -m 1 '^FAILED' "$log.exact")"
 }
 
+suite "layering: each folder includes only from its floor or below, no include circles (a planted upward include and circle caught)" \
+  "$PY" tests/layering.py --self-test
 suite "unit tests, float32" "$BUILD/f32/test_all"
 suite "unit tests, float64" "$BUILD/f64/test_all"
 for v in f32 f64; do

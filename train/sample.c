@@ -21,14 +21,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static bool is_guided(const DiTConfig *c, double cfg_scale) {
-    return cfg_scale != 1 && c->class_dropout_prob > 0;
-}
-
-size_t sample_min_bytes(const SeqParallel *sp, const DiTConfig *c, double cfg_scale) {
-    return sp_step_bytes(sp, c, is_guided(c, cfg_scale) ? 2 : 1, false);
-}
-
 // the most images per forward pass (up to SAMPLE_CHUNK) whose activations fit in `bytes`
 static int chunk_images(const SeqParallel *sp, const DiTConfig *c, bool guided, size_t bytes) {
     int k = SAMPLE_CHUNK;
@@ -72,9 +64,9 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
     const DiTConfig *c = &m->cfg;
     int C = c->in_channels, S = c->input_size;
     size_t chw = (size_t)C * S * S;
-    bool guided = is_guided(c, cfg_scale);
-    CHECK(arena->cap >= sample_min_bytes(sp, c, cfg_scale),
-          "sampling needs an arena of %zu bytes, not %zu", sample_min_bytes(sp, c, cfg_scale), arena->cap);
+    bool guided = budget_sample_guided(c, cfg_scale);
+    CHECK(arena->cap >= budget_sample_min(sp, c, cfg_scale),
+          "sampling needs an arena of %zu bytes, not %zu", budget_sample_min(sp, c, cfg_scale), arena->cap);
     int chunk = chunk_images(sp, c, guided, arena->cap);
     rng_fill_normal(out, (size_t)n * chw, seed, STREAM_SAMPLE, 0, 1.0);
     DiTShard sh = sp_dit_shard(sp);
@@ -152,10 +144,10 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
     const DiTConfig *c = &m->cfg;
     int C = c->in_channels, S = c->input_size, p = c->patch_size, Co = dit_out_channels(c), T = sp->shard.T;
     size_t chw = (size_t)C * S * S;
-    bool guided = is_guided(c, cfg_scale);
+    bool guided = budget_sample_guided(c, cfg_scale);
     int copies = guided ? 2 : 1;
-    CHECK(arena->cap >= sample_min_bytes(sp, c, cfg_scale),
-          "sampling needs an arena of %zu bytes, not %zu", sample_min_bytes(sp, c, cfg_scale), arena->cap);
+    CHECK(arena->cap >= budget_sample_min(sp, c, cfg_scale),
+          "sampling needs an arena of %zu bytes, not %zu", budget_sample_min(sp, c, cfg_scale), arena->cap);
     int rows = chunk_images(sp, c, guided, arena->cap);
     rng_fill_normal(out, (size_t)n * chw, seed, STREAM_SAMPLE, 0, 1.0);
     DiTPack *pk = xmalloc(sizeof *pk);

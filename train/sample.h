@@ -2,6 +2,7 @@
 // guidance on the velocity), drawn into a labelled grid (samples.png: one row per class).
 #pragma once
 #include "../parallel/sp.h"
+#include "../plan/budget.h"
 #include "../run/config.h"
 #include "../data/data.h"
 
@@ -20,9 +21,6 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
 // itself only; as many rows per pass as sample_images takes images.
 void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, const int *h,
                   const int *w, int n, int steps, double cfg_scale, uint64_t seed, real *out);
-#define SAMPLE_CHUNK 16 // images per forward pass at most (twice that many rows with guidance)
-// The least arena that sampling needs: one image per pass (two rows with guidance).
-size_t sample_min_bytes(const SeqParallel *sp, const DiTConfig *c, double cfg_scale);
 // Samples per_class images of each class and writes the grid PNG on rank 0: square, or column j at
 // sizes (NULL or none: square) size j mod sizes->n, each image at its own size. Returns 0, or with
 // the reason in err: SAMPLE_NOT_FINITE (on every rank) when an image holds NaN or an infinite

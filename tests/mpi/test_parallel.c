@@ -875,7 +875,7 @@ START_TEST(sampling_splits_over_data_groups) {
         o.sp = g ? comm.size / 2 : 0;
         SeqParallel sp;
         ck_assert(init_mesh(&sp, &o));
-        Arena a = arena_create(sample_min_bytes(&sp, &cfg, 3.0)); // one image a pass
+        Arena a = arena_create(budget_sample_min(&sp, &cfg, 3.0)); // one image a pass
         sample_images(&m, &sp, &a, labels, n, 3, 3.0, 11, g ? groups : one);
         arena_destroy(&a);
         sp_free(&sp);
@@ -913,7 +913,7 @@ START_TEST(sampling_at_mixed_sizes) {
         o.packs = true;
         SeqParallel sp;
         ck_assert(init_mesh(&sp, &o));
-        Arena a = arena_create(4 * sample_min_bytes(&sp, &cfg, 3.0));
+        Arena a = arena_create(4 * budget_sample_min(&sp, &cfg, 3.0));
         sample_sized(&m, &sp, &a, labels, h, w, n, 3, 3.0, 11, mixed);
         double e_alone = 0, e_square = 0;
         for (int i = 0; i < n; i++) { // image i alone in its row: the ones before it fill theirs
@@ -1428,7 +1428,7 @@ START_TEST(samples_not_finite_are_refused) {
     SeqParallel sp;
     SpOptions o = options(SP_GATHER, 0);
     ck_assert(init_mesh(&sp, &o));
-    Arena a = arena_create(sample_min_bytes(&sp, &cfg, 1.0));
+    Arena a = arena_create(budget_sample_min(&sp, &cfg, 1.0));
     Data data;
     char dir[64], path[128], err[1024];
     ck_assert_msg(!data_open(&data, "shapes", cfg.input_size, cfg.in_channels, 10, err, sizeof err), "%s", err);

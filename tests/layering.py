@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""layering.py: folders are floors. A file of the library includes only from its own folder or
+from a folder on a lower floor; folders on one floor do not include each other; and no module (a
+.c with its .h) reaches itself again through its includes (no include circles). tests/ sits
+above every floor and is not checked. Prints each upward include and each circle and exits 1,
+or prints one line and exits 0.
+
+usage: tests/layering.py [ROOT]          check the tree at ROOT (default: the current folder)
+       tests/layering.py --self-test     also show that a planted upward include and a planted
+                                         circle are caught (a copy of the tree in a temporary folder)
+"""
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+# lowest first; folders in one entry share a floor (README.md, "Layout", states the same)
+FLOORS = [["core"], ["kernels"], ["autograd"], ["layers"], ["parallel"], ["data", "draw"],
+          ["run"], ["plan"], ["study"], ["train"]]
+FLOOR = {folder: i for i, names in enumerate(FLOORS) for folder in names}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def sources(root):
+    for folder in FLOOR:
+        d = os.path.join(root, folder)
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if name.endswith((".c", ".h", ".cu")):
+                yield f"{folder}/{name}"
+
+
+def includes(root, path):
+    with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+        for spec in INCLUDE.findall(f.read()):
+            yield os.path.normpath(os.path.join(os.path.dirname(path), spec))
+
+
+def module(path):  # x.c, x.h and x.cu are one module
+    return os.path.splitext(path)[0]
+
+
+def check(root):
+    problems, graph = [], {}
+    for path in sources(root):
+        own = path.split("/")[0]
+        for target in includes(root, path):
+            folder = target.split("/")[0]
+            if folder not in FLOOR:
+                problems.append(f"{path} includes {target}, outside the library's floors")
+                continue
+            if FLOOR[folder] > FLOOR[own] or (FLOOR[folder] == FLOOR[own] and folder != own):
+                problems.append(f"{path} includes {target}: {folder}/ is not below {own}/ "
+                                f"(floors, lowest first: {' < '.join('/'.join(f) for f in FLOORS)})")
+            if module(target) != module(path):
+                graph.setdefault(module(path), set()).add(module(target))
+    # circles: depth-first search for a back edge; each circle reported once
+    state, seen = {}, set()
+
+    def visit(m, trail):
+        state[m] = 1
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == 1:
+                circle = trail[trail.index(n):] + [n]
+                key = frozenset(circle)
+                if key not in seen:
+                    seen.add(key)
+                    problems.append("include circle: " + " -> ".join(circle))
+            elif n not in state:
+                visit(n, trail + [n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    return problems
+
+
+def self_test(root):
+    """A planted upward include and a planted circle, each in a copy of the tree: both caught."""
+    plants = [("core/arena.c", '#include "../train/train.h"\n', "core/arena.c includes train/train.h"),
+              ("run/settings.h", '#include "config.h"\n', "run/settings -> run/config")]
+    ok = True
+    for path, line, expect in plants:
+        with tempfile.TemporaryDirectory() as tmp:
+            for folder in FLOOR:
+                shutil.copytree(os.path.join(root, folder), os.path.join(tmp, folder))
+            with open(os.path.join(tmp, path), "a") as f:
+                f.write(line)
+            found = [p for p in check(tmp) if expect in p]
+        print(f"planted {line.strip()} in {path}: " + (f"caught ({found[0]})" if found else "NOT caught"))
+        ok = ok and bool(found)
+    return ok
+
+
+def main():
+    args = sys.argv[1:]
+    test = "--self-test" in args
+    args = [a for a in args if a != "--self-test"]
+    root = args[0] if args else "."
+    problems = check(root)
+    for p in problems:
+        print("layering:", p)
+    if not problems:
+        files = sum(1 for _ in sources(root))
+        print(f"layering: {files} files, every include on its own floor or below, no include circles")
+    ok = not problems
+    if test:
+        ok = self_test(root) and ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
