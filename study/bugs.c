@@ -9,6 +9,7 @@
 #include "../run/config.h"
 #include "../data/data.h"
 #include "../run/flags.h"
+#include "../run/lock.h"
 #include "launch.h"
 #include "locate.h"
 #include "../run/losslog.h"
@@ -357,9 +358,9 @@ int bugs_main(int argc, char **argv) {
     if (strlen(out) >= OUT_LEN) usage_error("--out: the path is longer than %d characters", OUT_LEN - 1);
     if (regimes && shared.parallel.exact)
         usage_error("bugs --regimes runs its own --exact column beside the default mode: drop --exact");
+    run_folder_lock("--out", out, false); // a job writing it now refuses this one at once
     out_runs_folder_check("--out", out, "bugs");
-    if (mkdir(out, 0755) && errno != EEXIST)
-        usage_error("--out: cannot create %s: %s", out, strerror(errno));
+    run_folder_lock("--out", out, true);
     if (!launch_self(self, sizeof self)) usage_error("cannot find the train program itself");
     snprintf(nsteps, sizeof nsteps, "%d", steps);
 

@@ -8,6 +8,7 @@
 #include "../run/config.h"
 #include "../data/data.h"
 #include "../run/flags.h"
+#include "../run/lock.h"
 #include "launch.h"
 #include "../run/outfile.h"
 #include "../run/settings.h"
@@ -198,6 +199,7 @@ int verify_main(int argc, char **argv) {
     }
     if (!ranks) usage_error("verify needs --ranks N (N >= 2)");
     if (!check_flags(pass, np, ranks, ref_steps)) return free(pass), 0;
+    run_folder_lock("--out", out, false); // a job writing it now refuses this one at once
     out_runs_folder_check("--out", out, "verify");
     char self[4096];
     if (!launch_self(self, sizeof self))
@@ -206,6 +208,7 @@ int verify_main(int argc, char **argv) {
     for (int i = 0; i < np; i++) exact |= !strcmp(pass[i], "--exact") || !strcmp(pass[i], "--virtual-shards");
     if (exact && ref_steps)
         usage_error("verify --exact compares the final checkpoints of both runs; drop --reference-steps");
+    run_folder_lock("--out", out, true);
     int rc = run_both(self, ranks, out, pass, np, ref_steps, tol, exact);
     free(pass);
     return rc;

@@ -9,6 +9,7 @@
 #include "../run/checkpoint.h"
 #include "../run/config.h"
 #include "../run/flags.h"
+#include "../run/lock.h"
 #include "../run/outfile.h"
 #include "../run/settings.h"
 #include "../core/timing.h"
@@ -331,7 +332,12 @@ int sample_main(int argc, char **argv, Comm *c) {
     char line[sizeof text + 2 * PATH_LEN];
     snprintf(line, sizeof line, "ckpt=%s out=%s %s", ckpt, out, text);
     comm_check_same(c, "sample arguments", line);
-    if (c->rank == 0) out_file_check("--out", out, ".png"); // the rank that writes the grid
+    if (c->rank == 0) { // the rank that writes the grid; not into a folder another job writes
+        out_file_check("--out", out, ".png");
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", out);
+        run_folder_lock("--out", dirname(dir), false);
+    }
     char path[PATH_LEN + 32], run[PATH_LEN + 32], err[1024];
     const char *weights = checkpoint_in(ckpt, path, run, sizeof path);
     if (c->rank == 0) out_file_not_input("--out", out, "--ckpt", path);

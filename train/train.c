@@ -15,6 +15,7 @@
 #include "../run/config.h"
 #include "../data/data.h"
 #include "../run/flags.h"
+#include "../run/lock.h"
 #include "../run/losslog.h"
 #include "../run/outfile.h"
 #include "../plan/plan.h"
@@ -50,20 +51,6 @@ typedef struct Run {
 static void path_in(char *buf, size_t len, const char *dir, const char *file) {
     int n = snprintf(buf, len, "%s/%s", dir, file);
     CHECK(n > 0 && (size_t)n < len, "the path %s/%s is too long", dir, file);
-}
-
-static void make_dirs(const char *dir) {
-    char buf[PATH_LEN];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST) break;
-            *p = '/';
-        }
-    if (mkdir(buf, 0755) && errno != EEXIST)
-        usage_error("--out: cannot create the run folder %s: %s; pass a folder you can write to",
-                    dir, strerror(errno));
 }
 
 // ---- start: fresh or resumed -------------------------------------------------------------------
@@ -267,7 +254,10 @@ static void setup(Run *r) {
     train_config_text(tc, text, sizeof text);
     comm_check_same(c, "training configuration (flags)", text);
     if (tc->parallel.layout == SP_AUTO) plan_choose(tc, c); // every rank, as they all agree
-    if (c->rank == 0) out_folder_check("--out", tc->out, tc->resume); // rank 0 writes the run
+    if (c->rank == 0) { // rank 0 writes the run; a job writing the folder now refuses this one
+        run_folder_lock("--out", tc->out, false);
+        out_folder_check("--out", tc->out, tc->resume);
+    }
     if (tc->threads) {
         cpu_set_t mask;
         if (!sched_getaffinity(0, sizeof mask, &mask) && CPU_COUNT(&mask) < tc->threads)
@@ -303,7 +293,8 @@ static void setup(Run *r) {
     r->arena = arena_create_on(r->sp.cuda, bytes, r->sp.exact ? bytes : 0); // --exact: sums on the host
     comm_barrier(c);
     if (c->rank == 0) {
-        make_dirs(tc->out);
+        run_folder_lock("--out", tc->out, true); // made and locked before the first write
+        out_folder_check("--out", tc->out, tc->resume); // under the lock: no run written since
         path_in(path, sizeof path, tc->out, "config.json");
         tc->ranks = c->size;
         CHECK(!train_config_write_json(tc, path, err, sizeof err), "%s", err);

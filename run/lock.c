@@ -1,0 +1,61 @@
+// lock.c: see lock.h.
+#include "lock.h"
+#include "../core/check.h"
+#include "flags.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static char held[4096]; // the folder this process holds, "" if none
+
+static void make_dirs(const char *flag, const char *dir) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0755) && errno != EEXIST) break;
+            *p = '/';
+        }
+    if (mkdir(buf, 0755) && errno != EEXIST)
+        usage_error("%s: cannot create the folder %s: %s; pass a folder you can write to", flag,
+                    dir, strerror(errno));
+}
+
+void run_folder_lock(const char *flag, const char *dir, bool create) {
+    if (held[0] && !strcmp(held, dir)) return;
+    CHECK(!held[0], "run_folder_lock: this process holds %s already, not %s", held, dir);
+    if (create) make_dirs(flag, dir);
+    char path[4096 + 8];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    if (fd < 0) {
+        if (!create && errno == ENOENT) return; // no job has written it
+        usage_error("%s: cannot open the lock file %s: %s; pass a folder you can write to", flag,
+                    path, strerror(errno));
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        char holder[256] = "";
+        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = 0;
+        holder[strcspn(holder, "\n")] = 0;
+        close(fd);
+        usage_error("%s: the folder %s is being written by another job (%s); wait for it to end, "
+                    "or pass another folder (a job that was killed holds no lock)", flag, dir,
+                    holder[0] ? holder : "its process id is not written yet");
+    }
+    char host[256] = "?", when[64] = "";
+    gethostname(host, sizeof host - 1);
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
+    char text[512];
+    int len = snprintf(text, sizeof text, "process %ld on host %s, since %s\n", (long)getpid(), host, when);
+    if (ftruncate(fd, 0) || pwrite(fd, text, (size_t)len, 0) != len)
+        usage_error("%s: cannot write the lock file %s: %s", flag, path, strerror(errno));
+    snprintf(held, sizeof held, "%s", dir); // fd stays open: the lock lasts as long as the process
+}
