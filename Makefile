@@ -104,8 +104,9 @@ $(1)/tests/attention_planted.o: kernels/attention.c
 	  -Dattention_merge=planted_attention_merge -Dattention_progress=planted_attention_progress -c $$< -o $$@
 $(1)/test_all: $(patsubst %.c,$(1)/%.o,$(TEST_SRC)) $(1)/tests/attention_planted.o $(1)/libdit.a
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(CHECK_LIBS) $$(LDLIBS)
+# every failed check aborts the whole MPI job (__wrap__ck_assert_failed in the test file)
 $(1)/test_parallel: $(1)/tests/mpi/test_parallel.o $(1)/libdit.a
-	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(CHECK_LIBS) $$(LDLIBS)
+	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ -Wl,--wrap=_ck_assert_failed $$(CHECK_LIBS) $$(LDLIBS)
 $(1)/bench_kernels: $(1)/tests/bench/bench_kernels.o $(1)/libdit.a
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(LDLIBS)
 $(1)/bench_gemm: $(1)/tests/bench/bench_gemm.o $(1)/libdit.a

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_all.sh: every suite of `make test`, in order. A failing suite does not stop the others; the
 # last line sums them up ("tests: N passed, N failed, N skipped"); above it, the seconds each suite
-# took, and what failed or was skipped and why. A suite that could not run part of itself says so
+# took, and what failed or was skipped and why. Each suite runs under a time limit, a few times its
+# usual length on 2 cores: a suite still running then is stopped and counted as failed, by name. A suite that could not run part of itself says so
 # in a line "skipped: WHAT (WHY)" (the unit tests without a GPU), and each such line counts as
 # skipped too.
 # Exit status 1 when any suite failed.
@@ -15,11 +16,18 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 passed=0 failed=0 skipped=0 notes="" times=""
 LOG=$(mktemp); trap 'rm -f "$LOG"' EXIT
 
-suite() { # name, command...
-  local name=$1 part start=$SECONDS; shift
+suite() { # limit (seconds), name, command...
+  local limit=$1 name=$2 part start=$SECONDS rc; shift 2
   echo "== $name =="
-  "$@" 2>&1 | tee "$LOG"
-  if [ "${PIPESTATUS[0]}" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); notes+="failed: $name"$'\n'; fi
+  # a shell function of this script runs in a bash of its own (exported below), as timeout needs
+  if declare -F "$1" >/dev/null; then set -- bash -c '"$@"' bash "$@"; fi
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$LOG"
+  rc=${PIPESTATUS[0]}
+  if [ "$rc" = 0 ]; then passed=$((passed + 1))
+  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    failed=$((failed + 1)); echo "TIMEOUT: $name: still running after $limit s, stopped"
+    notes+="failed: $name (timed out: still running after $limit s)"$'\n'
+  else failed=$((failed + 1)); notes+="failed: $name"$'\n'; fi
   times+="$(printf '%5d s  %s' $((SECONDS - start)) "$name")"$'\n'
   while IFS= read -r part; do
     skipped=$((skipped + 1)); notes+="skipped: $name: ${part#skipped: }"$'\n'
@@ -53,56 +61,76 @@ planted_exact() {
   echo "$(grep -m 1 '^planted in:' "$log"); caught: $(grep -m 1 '^FAILED' "$log.exact")"
 }
 
-suite "layering: each folder includes only from its floor or below, no include circles (a planted upward include and circle caught)" \
+suite 60 "layering: each folder includes only from its floor or below, no include circles (a planted upward include and circle caught)" \
   "$PY" tests/layering.py --self-test
-suite "unit tests, float32" "$BUILD/f32/test_all"
-suite "unit tests, float64" "$BUILD/f64/test_all"
+# rank_failure: a check planted to fail on rank 1 alone (test_parallel's "planted" case) ends the
+# whole 2-rank job within seconds, with the check's message and its rank; before, the other rank
+# waited in the next collective until an outer timeout
+rank_failure() {
+  local start=$SECONDS out rc
+  out=$(timeout 60 $MPIRUN -np 2 -x CK_RUN_CASE=planted "$BUILD/f32/test_parallel" 2>&1); rc=$?
+  local took=$((SECONDS - start)) msg
+  msg=$(grep -o 'FAILED on rank 1 of 2 at .*a failure planted on rank 1 alone' <<< "$out")
+  if [ $rc = 0 ]; then echo "not caught: the job passed with the failure planted"; return 1; fi
+  if [ $rc = 124 ] || [ $rc = 137 ]; then echo "the job hung: still running after 60 s"; return 1; fi
+  if [ -z "$msg" ]; then echo "exit $rc, without the check's message and rank:"; tail -5 <<< "$out"; return 1; fi
+  if [ $took -gt 20 ]; then echo "the job took $took s to end"; return 1; fi
+  echo "the job ended in $took s (exit $rc): $msg"
+}
+
+export BUILD MPIRUN; export -f planted planted_exact rank_failure
+
+suite 60 "a check failing on rank 1 alone ends the 2-rank job at once, naming the check" rank_failure
+suite 600 "unit tests, float32" "$BUILD/f32/test_all"
+suite 600 "unit tests, float64" "$BUILD/f64/test_all"
 for v in f32 f64; do
   # one process: the sequence-parallel code with nothing to exchange against the plain model,
   # micro-batches, the memory estimate; a baseline, the parallel runs compare ranks. Both run 2
   # ranks; the uneven split of 3 ranks is float64's (the same tests, tighter tolerances), the
   # 4-rank meshes float32's, to keep the suite's time (one rank has no ring step to move: its run
   # runs the parallel case alone, not the progress one)
-  suite "one rank through the sequence-parallel code (the single-rank baseline), $v" \
+  suite 600 "one rank through the sequence-parallel code (the single-rank baseline), $v" \
     $MPIRUN -np 1 -x CK_RUN_CASE=parallel "$BUILD/$v/test_parallel"
   for np in 2 $([ $v = f32 ] && echo 4 || echo 3); do
-    suite "sequence parallel vs one rank, $v, $np ranks" $MPIRUN -np $np "$BUILD/$v/test_parallel"
+    suite 900 "sequence parallel vs one rank, $v, $np ranks" $MPIRUN -np $np "$BUILD/$v/test_parallel"
   done
 done
-suite "a ring step moves during the attention over TCP (--mca btl tcp,self), 2 ranks" \
+suite 300 "a ring step moves during the attention over TCP (--mca btl tcp,self), 2 ranks" \
   $MPIRUN -np 2 --mca pml ob1 --mca btl tcp,self -x CK_RUN_CASE=progress "$BUILD/f32/test_parallel"
-suite "the CUDA kernels on an emulated device, device vs CPU, under three schedules" tests/gpu/emulate.sh "$BUILD"
-suite "a planted warp sum one shuffle short: caught by the LayerNorm test" \
+suite 900 "the CUDA kernels on an emulated device, device vs CPU, under three schedules" tests/gpu/emulate.sh "$BUILD"
+suite 600 "a planted warp sum one shuffle short: caught by the LayerNorm test" \
   planted 's/off > 0; off >>= 1/off > 1; off >>= 1/' ':F:cuda:cuda_layernorm:.*layernorm_forward (out|mean|rstd)'
-suite "a planted missing __syncthreads in the attention forward: its schedules disagree" \
+suite 600 "a planted missing __syncthreads in the attention forward: its schedules disagree" \
   planted 's/__syncthreads\(\);(\n    \}\n    if \(!active\) return;\n    real inv)/$1/' \
   '^emulated kernel forward_kernel .*: the (reverse|shuffled) schedule leaves device memory different'
-suite "the train program on the emulated device (--device cuda) against the CPU, f32" \
+suite 900 "the train program on the emulated device (--device cuda) against the CPU, f32" \
   tests/gpu/device_cli.sh "$BUILD/emulate/f32/train"
-suite "the same probes in float64 (those that agree; the bugs: float32's)" \
+suite 600 "the same probes in float64 (those that agree; the bugs: float32's)" \
   tests/gpu/device_cli.sh "$BUILD/emulate/f64/train" "" --probes-only
-suite "a planted LayerNorm rounding rows from the 16th on another way: within tolerance, caught by --exact on the device" \
+suite 600 "a planted LayerNorm rounding rows from the 16th on another way: within tolerance, caught by --exact on the device" \
   planted_exact 's/real r = \(real\)\(1 \/ sqrt\(var \+ eps\)\);/real r = (real)(1 \/ sqrt(row < 16 ? var + eps : (real)(var + eps)));/'
-suite "the train program under mpirun" tests/cli_tests.sh train/train
+suite 1200 "the train program under mpirun" tests/cli_tests.sh train/train
 # the 4 signals on 2 ranks and a rank killed on 1 (make soak: each signal on both, 4 moments each)
-suite "kill at any moment, then resume (5 kills)" tests/kill_test.sh train/train 1 "1:KILL-rank 2:KILL-rank 2:KILL-mpirun 2:INT 2:TERM"
-suite "--exact: every layout and mesh the same bits as one rank, f32" tests/exact_test.sh train/train
-suite "--exact: one case of each layout and mesh in float64" tests/exact_test.sh "$BUILD/f64/bin/train" quick
+suite 120 "a run folder has one writer: two jobs 0.05 s apart, a live holder refuses every command, a killed one blocks nothing" \
+  tests/lock_test.sh train/train
+suite 600 "kill at any moment, then resume (5 kills)" tests/kill_test.sh train/train 1 "1:KILL-rank 2:KILL-rank 2:KILL-mpirun 2:INT 2:TERM"
+suite 900 "--exact: every layout and mesh the same bits as one rank, f32" tests/exact_test.sh train/train
+suite 600 "--exact: one case of each layout and mesh in float64" tests/exact_test.sh "$BUILD/f64/bin/train" quick
 if "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
-  suite "parity with an independent PyTorch DiT" "$PY" tests/parity/parity.py train/train \
+  suite 900 "parity with an independent PyTorch DiT" "$PY" tests/parity/parity.py train/train \
     "$BUILD/f64/bin/train" "$BUILD/parity"
 else
   skip "parity with an independent PyTorch DiT" "python3-torch or python3-numpy could not be installed; 'make deps' installs them"
 fi
 if "$PY" -c 'import safetensors' >/dev/null 2>&1 && [ -f "$BUILD/parity/run/model.safetensors" ]; then
-  suite "our files read by the official safetensors package" "$PY" tests/parity/load_with_safetensors.py \
+  suite 300 "our files read by the official safetensors package" "$PY" tests/parity/load_with_safetensors.py \
     "$BUILD/parity/run/model.safetensors" "$BUILD"/parity/*.safetensors
 else
   skip "our files read by the official safetensors package" "the safetensors Python package is not packaged for Debian; 'pip install safetensors' adds it where PyPI is reachable"
 fi
 fuzz_why=$(${MAKE:-make} --no-print-directory -s BUILD="$BUILD" fuzz-why-not)
 if [ -z "$fuzz_why" ]; then
-  suite "fuzzing, 5 s per target" env FUZZ_SEED=1 ${MAKE:-make} --no-print-directory -s BUILD="$BUILD" FUZZ_SECONDS=5 fuzz-run
+  suite 600 "fuzzing, 5 s per target" env FUZZ_SEED=1 ${MAKE:-make} --no-print-directory -s BUILD="$BUILD" FUZZ_SECONDS=5 fuzz-run
 else
   skip "fuzzing, 5 s per target" "$fuzz_why"
 fi

@@ -17,6 +17,7 @@
 #include "../gradchecked.h"
 #include "../testutil.h"
 #include <check.h>
+#include <stdarg.h>
 #include <float.h>
 #include <math.h>
 #include <mpi.h>
@@ -1560,6 +1561,36 @@ START_TEST(planner_matches_a_step) {
 }
 END_TEST
 
+// A failed check on any rank ends the whole job at once, with the check's message and its rank:
+// left to Check, the failing rank would leave the test while the others wait in its next
+// collective for ever (Check prints nothing from ranks but 0, either). The Makefile links this
+// program with -Wl,--wrap=_ck_assert_failed, so every ck_assert here lands in this function first.
+void __wrap__ck_assert_failed(const char *file, int line, const char *expr, const char *msg, ...) {
+    char text[2048];
+    int n = snprintf(text, sizeof text, "%s", expr);
+    if (msg && n >= 0 && (size_t)n < sizeof text) {
+        va_list ap;
+        va_start(ap, msg);
+        snprintf(text + n, sizeof text - (size_t)n, ": ");
+        vsnprintf(text + n + 2, sizeof text - (size_t)n - 2, msg, ap);
+        va_end(ap);
+    }
+    fprintf(stderr, "test_parallel: FAILED on rank %d of %d at %s:%d: %s\n", comm.rank, comm.size,
+            file, line, text);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort();
+}
+
+// Planted: a check that fails on rank 1 alone, then a collective that the other ranks wait in.
+// The job must end at once, naming the check (run_all.sh runs it by its case name, "planted";
+// no other run includes it).
+START_TEST(planted_failure_on_one_rank) {
+    ck_assert_msg(comm.rank != 1, "a failure planted on rank 1 alone");
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+END_TEST
+
 int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
     arena_poison = true; // every op that takes empty memory must write all of it (arena.h)
@@ -1600,6 +1631,12 @@ int main(int argc, char **argv) {
     TCase *progress = tcase_create("progress"); // alone: run_all.sh runs it over TCP too
     tcase_add_test(progress, ring_step_moves_during_attention);
     suite_add_tcase(s, progress);
+    const char *only = getenv("CK_RUN_CASE");
+    if (only && !strcmp(only, "planted")) {
+        TCase *planted = tcase_create("planted");
+        tcase_add_test(planted, planted_failure_on_one_rank);
+        suite_add_tcase(s, planted);
+    }
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); // MPI and fork do not mix
     srunner_run_all(sr, comm.rank == 0 ? CK_NORMAL : CK_SILENT);
