@@ -48,14 +48,14 @@ const char *budget_rank_memory(const TrainConfig *tc, int ranks, RankMemory *m, 
     return NULL;
 }
 
-void budget_train_check(const TrainConfig *tc, int ranks, int node_ranks) {
+void budget_train_check(const TrainConfig *tc, int ranks, int node_ranks, char *said, size_t len) {
     // with --device cuda the arena, the weights, moments, the EMA and pos_embed are on the GPU,
     // which node_ranks / GPUs ranks share
     char err[1024];
     RankMemory m;
     if (budget_rank_memory(tc, ranks, &m, err, sizeof err)) usage_error("%s", err);
     double model = m.weights + m.optimizer + m.ema + m.pos_embed, step = m.arena;
-    double need = model + m.host + step, GiB = 1073741824.0;
+    double need = model + m.host + step, GiB = 1073741824.0, MiB = 1048576.0;
     char flags[64] = ""; // what frees memory and is not on yet
     if (!tc->parallel.recompute) strcat(flags, "add --recompute, ");
     if (!tc->zero && ranks > 1) strcat(flags, tc->parallel.recompute ? "add --zero 1, " : "--zero 1, ");
@@ -78,6 +78,11 @@ void budget_train_check(const TrainConfig *tc, int ranks, int node_ranks) {
                     "or the model size, or spread the sequence over more machines", need / GiB,
                     step / GiB, need * have.sharing / GiB, have.sharing, have.sharing > 1 ? "s" : "",
                     have.bytes / GiB, flags);
+    if (said)
+        snprintf(said, len, "memory check: about %.1f MiB per rank (%.1f MiB of activations%s), "
+                 "%.1f MiB for the %d rank%s on this machine, which has %.1f GiB: fits", need / MiB,
+                 (tc->parallel.cuda ? m.arena : step) / MiB, tc->parallel.cuda ? ", on the GPU" : "",
+                 need * have.sharing / MiB, have.sharing, have.sharing > 1 ? "s" : "", have.bytes / GiB);
 }
 
 ProbeArenas budget_probe(const SeqParallel *sp, const DiTConfig *c, int B, int count, int micro) {

@@ -32,8 +32,9 @@ typedef struct RankMemory {
 // batch over the data groups)
 const char *budget_rank_memory(const TrainConfig *tc, int ranks, RankMemory *m, char *err, size_t len);
 // The checks a run makes before it allocates or writes anything, as usage errors: the sequence
-// split over `ranks`, and the memory that `node_ranks` of them on one machine will need.
-void budget_train_check(const TrainConfig *tc, int ranks, int node_ranks);
+// split over `ranks`, and the memory that `node_ranks` of them on one machine will need. When
+// `said` is not NULL, the passed check in a sentence (the needs against what there is).
+void budget_train_check(const TrainConfig *tc, int ranks, int node_ranks, char *said, size_t len);
 
 // Probe of a batch of B images, `count` of them this data group's, in micro-batches of at most
 // `micro`: the host arena (the batch, the output images of the group's slice and of the batch)

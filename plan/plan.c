@@ -375,7 +375,7 @@ static void help(void) {
            "  --link-bandwidth MB/s  a rank's bandwidth while every rank sends (10^6 bytes/s)\n"
            "  --link-latency US      microseconds a message waits before its bytes\n"
            "  training flags         the model, --input-size, --batch, --grad-accum, --sp (fixes the\n"
-           "                         sequence group); see train/train --help\n");
+           "                         sequence group); see train/train --help\n" DRY_RUN_HELP);
 }
 
 int plan_main(int argc, char **argv, Comm *c) {
@@ -411,6 +411,11 @@ int plan_main(int argc, char **argv, Comm *c) {
     TrainConfig tc;
     if (!train_config_parse(&tc, np, pass, c->rank)) return free(pass), 0;
     refuse_mesh_flags(&tc, "plan", "");
+    if (dry_run) {
+        print0(c, "dry run: plan would measure this machine's rates and rank every mesh of %d rank%s "
+               "for %s\ndry run: every flag checked; nothing run\n", ranks, ranks > 1 ? "s" : "", tc.preset);
+        return free(pass), 0;
+    }
     PlanRates rates = plan_measure_rates(&tc, ranks, c);
     PlanLink link = measure ? plan_measure_link(c) : (PlanLink){bandwidth > 0 ? bandwidth : 1e300, latency > 0 ? latency : 0};
     static PlanRow rows[MAX_ROWS];

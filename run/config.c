@@ -21,6 +21,7 @@ void train_config_help(FILE *f) {
         "       train/train bugs --help                every injectable bug caught, as a table\n"
         "       train/train locate A B                 where two tape dumps (probe --dump-tape) part\n");
     settings_help(f, FOR_TRAIN);
+    fprintf(f, "\nevery command:\n" DRY_RUN_HELP);
 }
 
 // The default --out: runs/<yyyymmdd>-<n> with the first n not there yet, so a second run gets a
@@ -155,7 +156,7 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
     for (int i = 0; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--resume")) resume = argv[i + 1];
     if (resume && !resume[0]) usage_error("--resume is empty; pass the folder of the run to continue");
-    bool resumed = resume && read_run(tc, resume);
+    bool resumed = resume && !dry_run_missing("--resume", resume, rank == 0) && read_run(tc, resume);
     TrainConfig run = *tc; // the run's settings alone, to hold the flags given again against
     // the preset first, so that explicit sizes override it wherever they appear
     for (int i = 0; i < argc; i++)

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 // strtol and friends skip leading spaces (and strtoull accepts "-1"): a value may not start
 // with white space
@@ -51,4 +53,22 @@ double flag_double(const char *flag, const char *text, double min, double max) {
 const char *flag_value(int argc, char **argv, int *i) {
     if (*i + 1 >= argc) usage_error("%s needs a value", argv[*i]);
     return argv[++*i];
+}
+
+bool dry_run;
+
+void dry_run_take(int *argc, char **argv) {
+    int n = 0;
+    for (int i = 0; i < *argc; i++)
+        if (strcmp(argv[i], "--dry-run")) argv[n++] = argv[i];
+        else dry_run = true;
+    argv[n] = NULL;
+    *argc = n;
+}
+
+bool dry_run_missing(const char *flag, const char *path, bool say) {
+    struct stat sb;
+    if (!dry_run || !path || stat(path, &sb) == 0) return false;
+    if (say) printf("dry run: %s %s is not there yet (the real command would stop on that)\n", flag, path);
+    return true;
 }

@@ -15,3 +15,13 @@ int flag_int(const char *flag, const char *text, long min, long max);
 double flag_double(const char *flag, const char *text, double min, double max);
 // argv[*i] is the flag; returns argv[*i + 1] and advances *i, or a usage error if missing.
 const char *flag_value(int argc, char **argv, int *i);
+
+// --dry-run, which every command takes: check every flag and what it sets (for training: the
+// mesh, the memory check, the run folder), print what would run, and exit 0 having run nothing
+// and written nothing. main.c takes it out of argv before the command parses its flags.
+extern bool dry_run;
+void dry_run_take(int *argc, char **argv);
+#define DRY_RUN_HELP "  --dry-run             check every flag, print what would run; run and write nothing\n"
+// Under --dry-run, an input `path` that is not there (yet): says so (when `say`) and returns true,
+// and the command goes on without it; else false.
+bool dry_run_missing(const char *flag, const char *path, bool say);

@@ -30,6 +30,7 @@ static void make_dirs(const char *flag, const char *dir) {
 void run_folder_lock(const char *flag, const char *dir, bool create) {
     if (held[0] && !strcmp(held, dir)) return;
     CHECK(!held[0], "run_folder_lock: this process holds %s already, not %s", held, dir);
+    if (dry_run) create = false; // it only tries the lock of a folder that is there
     if (create) make_dirs(flag, dir);
     char path[4096 + 8];
     snprintf(path, sizeof path, "%s/.lock", dir);
@@ -48,6 +49,10 @@ void run_folder_lock(const char *flag, const char *dir, bool create) {
         usage_error("%s: the folder %s is being written by another job (%s); wait for it to end, "
                     "or pass another folder (a job that was killed holds no lock)", flag, dir,
                     holder[0] ? holder : "its process id is not written yet");
+    }
+    if (dry_run) { // free: nothing written
+        close(fd);
+        return;
     }
     char host[256] = "?", when[64] = "";
     gethostname(host, sizeof host - 1);

@@ -11,4 +11,5 @@
 // `create`, makes the folder (and its parents) and the lock file as needed; without, locks only
 // where the lock file exists (a folder some job wrote). When another live process holds it: a
 // usage error (exit 2) naming the folder, the holder and what to do; `flag` names the option.
+// Under --dry-run it only tries the lock of a folder that is there, and writes nothing.
 void run_folder_lock(const char *flag, const char *dir, bool create);

@@ -27,6 +27,7 @@ void out_file_check(const char *flag, const char *path, const char *ext) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
     const char *dir = dirname(buf);
+    if (stat(dir, &sb) != 0 && dry_run_missing(flag, dir, true)) return;
     if (stat(dir, &sb) != 0)
         usage_error("%s %s: the folder %s does not exist; create it first or pass a path in an "
                     "existing folder", flag, path, dir);

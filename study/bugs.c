@@ -58,6 +58,7 @@ static void help(void) {
            "  These flags go to every training and probe run:\n",
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
     settings_help(stdout, FOR_BUGS);
+    printf(DRY_RUN_HELP);
 }
 
 // The 1-rank reference of the runs given further flags (a bug's config: "--grad-accum 5"; "": none)
@@ -360,6 +361,11 @@ int bugs_main(int argc, char **argv) {
         usage_error("bugs --regimes runs its own --exact column beside the default mode: drop --exact");
     run_folder_lock("--out", out, false); // a job writing it now refuses this one at once
     out_runs_folder_check("--out", out, "bugs");
+    if (dry_run) {
+        printf("dry run: bugs would run the catalogue%s on %d ranks into %s\ndry run: every flag "
+               "checked; nothing trained or written\n", regimes ? " with its regimes" : "", ranks, out);
+        return 0;
+    }
     run_folder_lock("--out", out, true);
     if (!launch_self(self, sizeof self)) usage_error("cannot find the train program itself");
     snprintf(nsteps, sizeof nsteps, "%d", steps);

@@ -25,7 +25,7 @@ static void help(void) {
            "        (default %g), 'grad.*' against --grad-tol (default %g).\n"
            "  Other files (checkpoints, EMA weights, optimizer states, probe batches) are refused.\n"
            "  Runs without mpirun.\n"
-           "  Exit status: 0 within tolerance, 1 over it, 2 for bad arguments or files.\n",
+           "  Exit status: 0 within tolerance, 1 over it, 2 for bad arguments or files.\n" DRY_RUN_HELP,
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
 
@@ -210,6 +210,12 @@ int compare_main(int argc, char **argv) {
         else usage_error("compare takes two runs or two probe results, not '%s' as well", argv[i]);
     }
     if (nf != 2) usage_error("compare needs two runs (folders) or two probe results (.safetensors)");
+    if (dry_run) {
+        dry_run_missing("A", files[0], true), dry_run_missing("B", files[1], true);
+        printf("dry run: compare would compare %s with %s\ndry run: every flag checked; nothing run or "
+               "written\n", files[0], files[1]);
+        return 0;
+    }
     char what[2][96];
     ArgKind ka = arg_kind(files[0], what[0], sizeof what[0]);
     ArgKind kb = arg_kind(files[1], what[1], sizeof what[1]);

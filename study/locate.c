@@ -151,7 +151,7 @@ static void help(void) {
            "  part: bit for bit when both were dumped with --exact, else ||a - b|| / ||b|| beyond --tol\n"
            "  (default %g forward, %g for gradients); with its block, op, the\n"
            "  tokens that differ and the ranks owning them in each layout, the size of the difference,\n"
-           "  and how many later tensors differ too. Exit 0 when nothing parts, 1 when it does.\n",
+           "  and how many later tensors differ too. Exit 0 when nothing parts, 1 when it does.\n" DRY_RUN_HELP,
            PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
 
@@ -167,6 +167,12 @@ int locate_main(int argc, char **argv) {
         else usage_error("locate takes two dumps; '%s' is a third", argv[i]);
     }
     if (n < 2) usage_error("locate needs two dumps: train/train locate A B (probe --dump-tape writes them)");
+    if (dry_run) {
+        dry_run_missing("A", path[0], true), dry_run_missing("B", path[1], true);
+        printf("dry run: locate would compare the tapes %s and %s\ndry run: every flag checked; nothing "
+               "run\n", path[0], path[1]);
+        return 0;
+    }
     char verdict[1024];
     int rc = locate_dumps(path[0], path[1], tol, verdict, sizeof verdict);
     if (rc < 0) usage_error("locate: %s", verdict);

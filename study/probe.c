@@ -33,6 +33,7 @@ static void help(void) {
            "                        of packs and their 'pack' I64 [n,4]) for --ckpt to --out\n",
            PROBE_BATCH_STEP);
     settings_help(stdout, FOR_PROBE);
+    printf(DRY_RUN_HELP);
 }
 
 // The batch tensor `name`, which this checkpoint needs to be a float tensor (F32 or F64) or, if
@@ -261,6 +262,17 @@ static void write_result(const DiT *m, const Tensor *img, double loss, const cha
 int probe_main(int argc, char **argv, Comm *c) {
     ProbeArgs a;
     if (!parse_args(&a, argc, argv, c)) return 0;
+    if (dry_run) {
+        bool say = c->rank == 0;
+        dry_run_missing("--ckpt", a.ckpt, say);
+        if (!a.make_batch) dry_run_missing("--batch", a.batch, say);
+        if (a.make_batch) print0(c, "dry run: probe would write a batch of %d for %s to %s\n", a.make_batch, a.ckpt, a.out);
+        else print0(c, "dry run: probe would run one step of %s on %s over %d rank%s and write %s%s%s\n",
+                    a.ckpt, a.batch, c->size, c->size > 1 ? "s" : "", a.out, a.dump ? " and the tape " : "",
+                    a.dump ? a.dump : "");
+        print0(c, "dry run: every flag checked; nothing run or written\n");
+        return 0;
+    }
     if (a.make_batch) {
         if (c->rank == 0)
             probe_write_batch(a.ckpt, a.out, a.make_batch, PROBE_BATCH_STEP, a.run.data, a.run.max_tokens);

@@ -38,7 +38,8 @@ static void help(void) {
            "  With --exact the runs must also be the same bit for bit: every logged loss and every\n"
            "  value of the model, EMA and optimizer files (\"identical: 0 of N values differ\").\n"
            "  When the runs disagree, one step of the 1-rank run's final weights is dumped on N ranks\n"
-           "  and on one (probe --dump-tape into DIR) and `train locate` says where they part.\n");
+           "  and on one (probe --dump-tape into DIR) and `train locate` says where they part.\n"
+           DRY_RUN_HELP);
 }
 
 // --sp-attention auto: the mesh the N-rank run in dir picked, from its config.json, as the flags
@@ -114,12 +115,12 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
                   err, sizeof err))
         usage_error("--data: %s", err);
     data_close(&data);
-    if (tc.parallel.layout != SP_AUTO) budget_train_check(&tc, ranks, ranks); // auto: its run checks its pick
+    if (tc.parallel.layout != SP_AUTO) budget_train_check(&tc, ranks, ranks, NULL, 0); // auto: its run checks its pick
     TrainConfig plain; // the reference: one rank, without the layout flags
     train_config_defaults(&plain);
     for (int i = 0; i < SETTINGS; i++)
         if (settings[i].rules & LAYOUT) setting_copy(&settings[i], &tc, &plain);
-    budget_train_check(&tc, 1, 1);
+    budget_train_check(&tc, 1, 1, NULL, 0);
     return true;
 }
 
@@ -208,6 +209,12 @@ int verify_main(int argc, char **argv) {
     for (int i = 0; i < np; i++) exact |= !strcmp(pass[i], "--exact") || !strcmp(pass[i], "--virtual-shards");
     if (exact && ref_steps)
         usage_error("verify --exact compares the final checkpoints of both runs; drop --reference-steps");
+    if (dry_run) {
+        printf("dry run: verify would train %d ranks and 1 rank into %s/ranks-%d and %s/ranks-1 and "
+               "compare them%s\ndry run: every flag checked; nothing trained or written\n", ranks,
+               out, ranks, out, exact ? " bit for bit" : "");
+        return free(pass), 0;
+    }
     run_folder_lock("--out", out, true);
     int rc = run_both(self, ranks, out, pass, np, ref_steps, tol, exact);
     free(pass);

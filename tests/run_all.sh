@@ -80,6 +80,8 @@ rank_failure() {
 
 export BUILD MPIRUN; export -f planted planted_exact rank_failure
 
+suite 180 "docs that stay true: every train/train example of README.md and docs/ with --dry-run, every flag they name in --help (a misspelt one caught)" \
+  "$PY" tests/docs_check.py train/train --self-test
 suite 60 "a check failing on rank 1 alone ends the 2-rank job at once, naming the check" rank_failure
 suite 600 "unit tests, float32" "$BUILD/f32/test_all"
 suite 600 "unit tests, float64" "$BUILD/f64/test_all"

@@ -2,6 +2,7 @@
 // subcommands; with no arguments at all, a short usage.
 #include "../core/blas.h"
 #include "../core/cpu.h"
+#include "../run/flags.h"
 #include "../parallel/comm.h"
 #include "../study/compare.h"
 #include "../study/locate.h"
@@ -82,6 +83,7 @@ int main(int argc, char **argv) {
         if (!rank || !strcmp(rank, "0")) fprintf(stderr, "error: %s\n", bad);
         return 2;
     }
+    dry_run_take(&argc, argv); // every command takes --dry-run
     int rc = outside_mpi(argc, argv);
     if (rc >= 0) return rc;
     Comm c;

@@ -306,6 +306,7 @@ static void sample_help(void) {
            "  the --data given, else the data in the run's config.json, else the shapes; the seed\n"
            "  draws the noise; --samples-per-class is at least 1.\n");
     settings_help(stdout, FOR_SAMPLE);
+    printf(DRY_RUN_HELP);
 }
 
 int sample_main(int argc, char **argv, Comm *c) {
@@ -337,6 +338,13 @@ int sample_main(int argc, char **argv, Comm *c) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", out);
         run_folder_lock("--out", dirname(dir), false);
+    }
+    if (dry_run) {
+        dry_run_missing("--ckpt", ckpt, c->rank == 0);
+        print0(c, "dry run: sample would draw %d per class from %s over %d rank%s into %s\n"
+               "dry run: every flag checked; nothing run or written\n", tc.samples_per_class, ckpt,
+               c->size, c->size > 1 ? "s" : "", out);
+        return 0;
     }
     char path[PATH_LEN + 32], run[PATH_LEN + 32], err[1024];
     const char *weights = checkpoint_in(ckpt, path, run, sizeof path);

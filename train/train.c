@@ -245,6 +245,28 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     return loss;
 }
 
+// The start line (the model, the mesh, the batch, the steps and the folder), then the device or the
+// CPU's kernels. first: the first step, 0 when the checkpoint's (a dry run of --resume)
+static void print_start(const Run *r, size_t params, int first) {
+    const TrainConfig *tc = &r->tc;
+    const Comm *c = r->comm;
+    char layout[128], steps[64];
+    if (first) snprintf(steps, sizeof steps, "steps %d..%d", first, tc->steps);
+    else snprintf(steps, sizeof steps, "steps from the checkpoint's to %d", tc->steps);
+    print0(c, "%s%s: %zu parameters, %d tokens per %s; %d rank%s: %s%s (%d tokens each, padded to "
+           "%d); batch %d, %s, %s -> %s\n", dry_run ? "dry run: " : "", tc->preset, params,
+           tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model),
+           tc->max_tokens ? "pack of images at their own sizes" : "image", c->size, c->size > 1 ? "s" : "",
+           sp_layout_text(&tc->parallel, c->size, layout, sizeof layout), tc->zero ? ", zero 1" : "",
+           r->sp.shard.n, r->sp.shard.T_pad, tc->batch, tc->data, steps, tc->out);
+    if (r->sp.cuda) print0(c, "device: %s\n", sp_device_text(&r->sp, layout, sizeof layout));
+    else {
+        char cpu[256];
+        print0(c, "GEMM: %s; %d thread%s per rank\nCPU: %s\n", blas_setup(), kernel_threads(),
+               kernel_threads() > 1 ? "s" : "", cpu_text(cpu, sizeof cpu));
+    }
+}
+
 // Checks and opens everything a run needs (memory, data, the checkpoint to resume), then writes
 // config.json: the first file, written only when all of that worked
 static void setup(Run *r) {
@@ -267,11 +289,13 @@ static void setup(Run *r) {
         openblas_set_num_threads(tc->threads);
     }
     train_config_check_packs(tc);
-    if (data_open(&r->data, tc->data, tc->model.input_size, tc->model.in_channels,
+    if (!dry_run_missing("--data", strcmp(tc->data, "shapes") ? tc->data : NULL, c->rank == 0) &&
+        data_open(&r->data, tc->data, tc->model.input_size, tc->model.in_channels,
                   tc->model.num_classes, err, sizeof err))
         usage_error("--data: %s", err);
     r->data.max_tokens = tc->max_tokens, r->data.patch = tc->model.patch_size;
-    budget_train_check(tc, c->size, comm_node_size(c)); // packs: rows no longer than the images'
+    char memory[512];
+    budget_train_check(tc, c->size, comm_node_size(c), memory, sizeof memory); // packs: rows no longer than the images'
     // the model's config is the flags' (a resumed checkpoint must match them)
     sp_setup_tokens(&r->sp, c, c->size, c->rank, &tc->parallel, &tc->model,
                     tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model));
@@ -279,6 +303,14 @@ static void setup(Run *r) {
         SpOptions o = tc->parallel;
         o.packs = o.packs || tc->sample_sizes.n;
         sp_setup(&r->sampling, c, c->size, c->rank, &o, &tc->model);
+    }
+    if (dry_run) { // what would run, the memory check passed; nothing loaded, made or written
+        DiT shape;
+        dit_layout(&shape, &tc->model);
+        print_start(r, shape.ps.total, tc->resume[0] ? 0 : 1);
+        dit_free(&shape);
+        print0(c, "dry run: %s\ndry run: every flag checked; nothing trained or written\n", memory);
+        return;
     }
     start_run(r);
     if (r->opt.step >= tc->steps)
@@ -300,20 +332,7 @@ static void setup(Run *r) {
         CHECK(!train_config_write_json(tc, path, err, sizeof err), "%s", err);
     }
     comm_barrier(c);
-    char layout[128];
-    print0(c, "%s: %zu parameters, %d tokens per %s; %d rank%s: %s%s (%d tokens each, padded to "
-           "%d); batch %d, %s, steps %d..%d -> %s\n", tc->preset, r->m.ps.total,
-           tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model),
-           tc->max_tokens ? "pack of images at their own sizes" : "image", c->size, c->size > 1 ? "s" : "",
-           sp_layout_text(&tc->parallel, c->size, layout, sizeof layout), tc->zero ? ", zero 1" : "",
-           r->sp.shard.n,
-           r->sp.shard.T_pad, tc->batch, tc->data, r->opt.step + 1, tc->steps, tc->out);
-    if (r->sp.cuda) print0(c, "device: %s\n", sp_device_text(&r->sp, layout, sizeof layout));
-    else {
-        char cpu[256];
-        print0(c, "GEMM: %s; %d thread%s per rank\nCPU: %s\n", blas_setup(), kernel_threads(),
-               kernel_threads() > 1 ? "s" : "", cpu_text(cpu, sizeof cpu));
-    }
+    print_start(r, r->m.ps.total, r->opt.step + 1);
 }
 
 // A loss that is NaN or infinite stops every rank (they all see the same global loss): loss.csv
@@ -391,6 +410,12 @@ int train_main(int argc, char **argv, Comm *c) {
     TrainConfig *tc = &r.tc;
     if (!train_config_parse(tc, argc, argv, c->rank)) return 0;
     setup(&r);
+    if (dry_run) {
+        sp_free(&r.sp);
+        if (own_sampling(tc)) sp_free(&r.sampling);
+        data_close(&r.data);
+        return 0;
+    }
     Arena *arena = &r.arena;
     int first = r.opt.step + 1, steps = tc->steps - first + 1;
     sp_reset_bytes(&r.sp);
