@@ -134,13 +134,17 @@ test: deps
 test-run: found train/train $(BUILD)/f64/bin/train $(foreach v,f32 f64,$(BUILD)/$(v)/test_all $(BUILD)/$(v)/test_parallel)
 	@tests/run_all.sh $(BUILD) "$(MPIRUN)" $(PYTHON)
 
-# the main job: train with 2 ranks and check against 1 rank (its first 500 steps), with pictures.
+# the main job: train with 2 ranks and check against 1 rank (its first 500 steps), with pictures;
+# then 200 steps of 2 ranks and 1 rank with --exact, which must be the same to the last bit.
 # It runs on the CPU, so it builds only the CPU-only program (on every core unless make was given
 # -j), which train/train then is; a plain make puts the CUDA build back
 demo: deps-build
 	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) USE_CUDA=0 found train/train
 	train/train verify --ranks 2 --reference-steps 500 --out runs/demo
+	train/train verify --exact --ranks 2 --steps 200 --samples-per-class 0 --out runs/demo-exact
 	@echo "demo: samples in runs/demo/ranks-2/samples.png, both loss curves in runs/demo/loss.png"
+	@echo "demo: the default check says 2 ranks and 1 rank agree within float rounding (loss curves within 1e-5);"
+	@echo "      --exact says they are the same computation to the last bit, so any difference at all is a bug"
 
 # the long kill test: 32 runs killed at spread-out moments and resumed (about 4 minutes)
 soak: found train/train
