@@ -151,13 +151,13 @@ soak: found train/train
 	tests/kill_test.sh train/train 4
 
 bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm $(BUILD)/f32/bin/train $(BUILD)/f64/bin/train
-	@echo "== kernels =="; $(BUILD)/f32/bench_kernels
-	@echo "== a training step against PyTorch, and memory at long sequences =="; tests/bench/bench_step.sh train/train $(BUILD)/f32/bench_gemm $(PYTHON)
-	@echo "== training throughput, default model (DiT-mini/4, 20x20 shapes, 25 tokens), batch 32 =="; tests/bench/bench_train.sh train/train 40 $(BUILD)/f32/bench_gemm
-	@echo "== the planner against measured steps on a shaped network (TCP over loopback, tc tbf) =="; tests/bench/bench_plan.sh train/train
-	@echo "== the ring's transfers overlapped against blocking, on the shaped network =="; tests/bench/bench_overlap.sh train/train
-	@echo "== the largest run that fits 4 ranks of this machine, predicted against measured memory =="; tests/bench/bench_largest.sh train/train
-	@for v in f32 f64; do echo "== --exact against one rank, $$v, 200 steps =="; tests/bench/exact_table.sh $(BUILD)/$$v/bin/train 200 || exit 1; done
+	@tests/bench/record.sh kernels "Kernels" -- $(BUILD)/f32/bench_kernels
+	@tests/bench/record.sh step "A training step against PyTorch, and memory at long sequences" -- tests/bench/bench_step.sh train/train $(BUILD)/f32/bench_gemm $(PYTHON)
+	@tests/bench/record.sh throughput "Training throughput, default model (DiT-mini/4, 20x20 shapes, 25 tokens), batch 32" -- tests/bench/bench_train.sh train/train 40 $(BUILD)/f32/bench_gemm
+	@tests/bench/record.sh plan "The planner against measured steps on a shaped network (TCP over loopback, tc tbf)" -- tests/bench/bench_plan.sh train/train
+	@tests/bench/record.sh overlap "The ring's transfers overlapped against blocking, on the shaped network" -- tests/bench/bench_overlap.sh train/train
+	@tests/bench/record.sh largest "The largest run that fits 4 ranks of this machine, predicted against measured memory" -- tests/bench/bench_largest.sh train/train
+	@tests/bench/record.sh exact "--exact against one rank, 200 steps, float32 and float64" -- sh -c 'for v in f32 f64; do echo "== $$v"; tests/bench/exact_table.sh $(BUILD)/$$v/bin/train 200 || exit 1; done'
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
 asan:
