@@ -23,7 +23,11 @@ override CFLAGS += -fopenmp -I/usr/include/$(ARCH)/openblas-openmp
 LDLIBS  := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lstb -ljpeg -ljansson -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev check libopenmpi-dev openmpi-bin libstb-dev libjpeg-dev libjansson-dev
-PARITY_PACKAGES := python3-torch python3-numpy
+PARITY_PACKAGES := python3-torch python3-numpy python3-venv
+# Python packages Debian lacks come from PyPI into a virtual environment that also sees Debian's
+# (torch, numpy); make deps makes it, the tests use it when it is there
+VENV := build/venv
+PYPI_PACKAGES := safetensors
 
 # ---- probes: compile a tiny program (source in $(1), flags in $(2)); 1 if it builds ------------
 H := \#
@@ -124,7 +128,7 @@ $(eval $(call variant,$(BUILD)/asan-f32,$(SAN)))
 $(eval $(call variant,$(BUILD)/asan-f64,-DREAL_F64 $(SAN)))
 
 MPIRUN := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root)
-PYTHON := /usr/bin/python3
+PYTHON = $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,/usr/bin/python3)
 HAVE_TORCH = $(shell $(PYTHON) -c 'import torch, numpy' >/dev/null 2>&1 && echo 1 || echo 0)
 
 # test installs what is missing (the parity test's packages too), demo what building needs; both
@@ -253,6 +257,11 @@ deps: deps-build deps-fuzz
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(PARITY_PACKAGES) \
 	    || echo "deps: $(PARITY_PACKAGES) could not be installed; the parity test will be skipped"; \
+	fi
+	@if ! $(VENV)/bin/python -c 'import $(PYPI_PACKAGES)' >/dev/null 2>&1; then \
+	  echo "deps: installing $(PYPI_PACKAGES) from PyPI into $(VENV)"; \
+	  { /usr/bin/python3 -m venv --system-site-packages $(VENV) && $(VENV)/bin/pip install -q $(PYPI_PACKAGES); } \
+	    || echo "deps: $(PYPI_PACKAGES) could not be installed into $(VENV); the tests that need them will be skipped"; \
 	fi
 
 clean:
