@@ -554,11 +554,13 @@ static int sample_help(int argc, char **argv) { return sample_main(argc, argv, &
 // are its own flags (probe's --ckpt, ...): none is written by hand
 START_TEST(settings_help_lists_exactly_the_rows) {
     const struct { unsigned command; int (*main)(int, char **); const char *own; } commands[] = {
-        {FOR_TRAIN, train_help, ""}, {FOR_PROBE, probe_help, " --ckpt --batch --out --dump-tape --make-batch "},
-        {FOR_SAMPLE, sample_help, ""}, {FOR_BUGS, bugs_main, " --regimes "}};
+        {FOR_TRAIN, train_help, " --dry-run "},
+        {FOR_PROBE, probe_help, " --ckpt --batch --out --dump-tape --make-batch --dry-run "},
+        {FOR_SAMPLE, sample_help, " --dry-run "}, {FOR_BUGS, bugs_main, " --regimes --dry-run "}};
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
         char out[16384];
         ck_assert_int_eq(captured(out, sizeof out, commands[c].main, 1, (char *[]){"--help", NULL}), 0);
+        ck_assert_msg(strstr(out, "\n  --dry-run "), "--help of command %u does not list --dry-run", commands[c].command);
         int entries = 0, rows = 0;
         for (const char *line = out; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
             char flag[64], own[70];
