@@ -3,7 +3,10 @@
 // else by ||a - b|| / ||b|| beyond a tolerance (PROBE_OUT_TOL forward, PROBE_GRAD_TOL for
 // gradients, as the probe's own comparison). The first that differs is named with its block and op, the
 // token range where it differs and the ranks that own those tokens in each dump's layout, the
-// size of the difference, and how many later tensors differ too.
+// size of the difference, and how many later tensors differ too. Tape order is the "NNNN " prefix
+// of the names (names without one come last); a tensor one tape lacks is counted and named in the
+// verdict, the others compared. Owning ranks: the metadata's "shards" (each rank's token runs,
+// "0-13,13-25", written by python/ditsp_tape.py), else rank r holds [r T_pad/P, (r+1) T_pad/P).
 #pragma once
 #include <stddef.h>
 

@@ -124,6 +124,15 @@ if "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
 else
   skip "parity with an independent PyTorch DiT" "python3-torch or python3-numpy could not be installed; 'make deps' installs them"
 fi
+# check your own: a PyTorch DiT split over 2 and 3 processes (gloo) records its step with
+# python/ditsp_tape.py; locate finds no divergence from our float64 probe, and places each of the
+# three bugs planted in it (op, direction, tokens, ranks)
+if "$PY" -c 'import sys, torch, numpy, torch.distributed as d; sys.exit(not (d.is_available() and d.is_gloo_available()))' >/dev/null 2>&1; then
+  suite 180 "check your own implementation: a PyTorch sequence-parallel DiT at 2 and 3 processes located against our probe, three planted bugs placed" \
+    "$PY" tests/parity/check_your_own.py train/train "$BUILD/f64/bin/train" "$BUILD/check-your-own"
+else
+  skip "check your own implementation: a PyTorch sequence-parallel DiT located against our probe" "torch.distributed with the gloo backend is not available to $PY; 'make deps' installs Debian's python3-torch, which has it"
+fi
 if "$PY" -c 'import safetensors' >/dev/null 2>&1 && [ -f "$BUILD/parity/run/model.safetensors" ]; then
   suite 300 "our files read by the official safetensors package" "$PY" tests/parity/load_with_safetensors.py \
     "$BUILD/parity/run/model.safetensors" "$BUILD"/parity/*.safetensors
