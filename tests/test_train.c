@@ -1,12 +1,13 @@
 // test_train.c: checkpoints (round trip, and every kind of mismatch named), the config's text
 // form, the diffusion formulas, model config validation, `compare` on hand-written runs and
-// probe results, the checks of `bugs --regimes` on hand-made runs, and the settings table against
+// probe results, the place `locate` gives a divergence planted in hand-made tapes, the checks of `bugs --regimes` on hand-made runs, and the settings table against
 // --help, --resume, compare and the rank check.
 #include "../core/safetensors.h"
 #include "../kernels/kernels.h"
 #include "../plan/budget.h"
 #include "../run/checkpoint.h"
 #include "../study/compare.h"
+#include "../study/locate.h"
 #include "../plan/plan.h"
 #include "../run/settings.h"
 #include "../study/bugs.h"
@@ -440,6 +441,138 @@ START_TEST(compare_results_shapes_must_match) {
     EXPECT_COMPARE("a.safetensors", "t.safetensors", 1, "the results DIFFER");
     EXPECT_COMPARE("a.safetensors", "t.safetensors", 1, "has shape [4, 6] in ");
     EXPECT_COMPARE("a.safetensors", "t.safetensors", 1, "/a.safetensors but [6, 4] in ");
+}
+END_TEST
+
+// ---- locate: the place of a divergence planted in hand-made tapes ------------------------------
+
+// A tape of T tokens in a layout of P ranks padded to `padded` (and `shards` metadata unless
+// NULL): x_embedder, blocks.1.attn.out and its gradient, each (2, T, 3), the same values in every
+// tape except blocks.1.attn.out's tokens [a, b), raised by 1 (a == b: none)
+static void write_tape(const char *name, int T, int P, int padded, const char *shards, int a, int b) {
+    enum { B = 2, X = 3 };
+    float *v = malloc(sizeof(float) * B * T * X), *w = malloc(sizeof(float) * B * T * X);
+    for (int i = 0; i < B * T * X; i++) {
+        int t = i / X % T;
+        v[i] = (float)(1 + i % 7), w[i] = v[i] + (t >= a && t < b);
+    }
+    char path[256], err[256], text[32];
+    tmp_path(path, sizeof path, name);
+    StWriter *st = st_writer_new();
+    const int64_t shape[3] = {B, T, X};
+    st_writer_add(st, "0000 x_embedder", ST_F32, 3, shape, v);
+    st_writer_add(st, "0001 blocks.1.attn.out", ST_F32, 3, shape, w);
+    st_writer_add(st, "0002 grad.blocks.1.attn.out", ST_F32, 3, shape, v);
+    snprintf(text, sizeof text, "%d", P), st_writer_meta(st, "ranks", text);
+    snprintf(text, sizeof text, "%d", T), st_writer_meta(st, "tokens", text);
+    snprintf(text, sizeof text, "%d", padded), st_writer_meta(st, "padded_tokens", text);
+    if (shards) st_writer_meta(st, "shards", shards);
+    ck_assert_msg(!st_writer_write(st, path, err, sizeof err), "%s", err);
+    st_writer_free(st), free(v), free(w);
+}
+
+static int locate_in_dir(const char *a, const char *b, char *verdict, size_t len) {
+    char pa[256], pb[256];
+    tmp_path(pa, sizeof pa, a), tmp_path(pb, sizeof pb, b);
+    return locate_dumps(pa, pb, 0, verdict, len);
+}
+
+// "rank 1 of 3" or "ranks 0-2 of 3": the ranks whose shard [r n, (r+1) n) meets tokens [a, b),
+// found by intersecting shards, not by dividing token numbers
+static void owners_of(int n, int P, int a, int b, char *buf, size_t len) {
+    int first = -1, last = -1;
+    for (int r = 0; r < P; r++)
+        if (r * n < b && (r + 1) * n > a) last = r, first = first < 0 ? r : first;
+    if (first == last) snprintf(buf, len, "rank %d of %d", first, P);
+    else snprintf(buf, len, "ranks %d-%d of %d", first, last, P);
+}
+
+// Divergences in tokens [a, b) at 1-5 ranks, T = 25 (every P > 1 pads: 26, 27, 28, 30) and
+// T = 24 (4 ranks: no padding): ranges inside a shard, ending on a shard's last token, starting
+// on one's first, across shards, the padded last shard, every token
+START_TEST(locate_places_a_divergence) {
+    static const int tokens[2] = {25, 24};
+    for (int k = 0; k < 2; k++)
+        for (int P = 1; P <= 5; P++) {
+            int T = tokens[k], padded = (T + P - 1) / P * P, n = padded / P;
+            int ranges[][2] = {{0, 1}, {0, n}, {n - 1, n}, {n - 1, n + 1}, {n, T < 2 * n ? T : 2 * n},
+                               {(P - 1) * n, T}, {T - 1, T}, {1, T - 1}, {0, T}};
+            write_tape("ref", T, 1, T, NULL, 0, 0);
+            for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+                int a = ranges[i][0], b = ranges[i][1];
+                if (a >= b || b > T) continue;
+                write_tape("planted", T, P, padded, NULL, a, b);
+                write_tape("planted-2", T, 2, (T + 1) / 2 * 2, NULL, 0, 0); // B in a layout of 2 ranks
+                char verdict[1024], want[512], oa[64], ob[64];
+                owners_of(n, P, a, b, oa, sizeof oa);
+                snprintf(want, sizeof want, "first divergence: blocks.1.attn.out (forward, block 1, op attn.out), "
+                         "tokens %d-%d of %d (%s in A, rank 0 of 1 in B); %d values differ", a, b - 1, T, oa, 2 * 3 * (b - a));
+                ck_assert_int_eq(locate_in_dir("planted", "ref", verdict, sizeof verdict), 1);
+                ck_assert_msg(strstr(verdict, want), "T %d, %d ranks, tokens [%d, %d):\n got  %s\n want %s", T, P, a, b, verdict, want);
+                owners_of((T + 1) / 2, 2, a, b, ob, sizeof ob);
+                snprintf(want, sizeof want, "tokens %d-%d of %d (%s in A, %s in B)", a, b - 1, T, oa, ob);
+                ck_assert_int_eq(locate_in_dir("planted", "planted-2", verdict, sizeof verdict), 1);
+                ck_assert_msg(strstr(verdict, want), "T %d, %d ranks against 2, tokens [%d, %d):\n got  %s\n want %s", T, P, a, b, verdict, want);
+            }
+        }
+    // shards of another layout (python/ditsp_tape.py writes them): rank 0 holds [0, 2) and
+    // [6, 8), rank 1 [2, 4), rank 2 [4, 6)
+    write_tape("ref", 8, 1, 8, NULL, 0, 0);
+    static const struct { int a, b; const char *owners; } zig[] = {
+        {6, 8, "rank 0 of 3"}, {1, 3, "ranks 0-1 of 3"}, {4, 8, "ranks 0, 2 of 3"}, {3, 5, "ranks 1-2 of 3"}};
+    for (int i = 0; i < 4; i++) {
+        char verdict[1024], want[128];
+        write_tape("zigzag", 8, 3, 8, "0-2+6-8,2-4,4-6", zig[i].a, zig[i].b);
+        snprintf(want, sizeof want, "tokens %d-%d of 8 (%s in A, rank 0 of 1 in B)", zig[i].a, zig[i].b - 1, zig[i].owners);
+        ck_assert_int_eq(locate_in_dir("zigzag", "ref", verdict, sizeof verdict), 1);
+        ck_assert_msg(strstr(verdict, want), "shards, tokens [%d, %d):\n got  %s\n want %s", zig[i].a, zig[i].b, verdict, want);
+    }
+    char verdict[1024];
+    write_tape("bad-shards", 8, 3, 8, "0-2,2-4", 0, 0); // two ranks' runs for three ranks
+    ck_assert_int_eq(locate_in_dir("bad-shards", "ref", verdict, sizeof verdict), -1);
+    ck_assert_msg(strstr(verdict, "are not 3 ranks' token runs"), "%s", verdict);
+}
+END_TEST
+
+// A tape with tensors the other lacks is compared on those both hold, and says what is missing;
+// names without a block's op, without a position, or of integers are no crash
+START_TEST(locate_reports_what_a_tape_lacks) {
+    enum { N = 2 * 4 * 3 };
+    float v[N], w[N];
+    for (int i = 0; i < N; i++) v[i] = (float)i, w[i] = (float)i + (i >= 12);
+    const int64_t shape[3] = {2, 4, 3};
+    int64_t labels[2] = {1, 2};
+    struct { const char *name, *tensors[4]; bool differ, integer; } tapes[] = {
+        {"a", {"0000 x_embedder", "0001 blocks.0.attn.out", "0002 grad.blocks.0.attn.out"}, false, false},
+        {"b", {"0000 x_embedder", "0001 blocks.0.attn.q", "0002 grad.blocks.0.attn.out", "0003 loss"}, false, false},
+        {"block", {"0000 x_embedder", "0001 blocks.3"}, true, false},         // a block's output, no op
+        {"block-ref", {"0000 x_embedder", "0001 blocks.3"}, false, false},
+        {"unnumbered", {"x_embedder", "blocks.3"}, true, false},             // no positions: file order
+        {"other", {"0000 y"}, false, false},
+        {"ints", {"0000 x_embedder"}, false, true}};
+    char path[256], err[256], verdict[1024];
+    for (size_t t = 0; t < sizeof tapes / sizeof tapes[0]; t++) {
+        StWriter *st = st_writer_new();
+        for (int i = 0; i < 4 && tapes[t].tensors[i]; i++) {
+            if (tapes[t].integer) st_writer_add(st, tapes[t].tensors[i], ST_I64, 1, (int64_t[]){2}, labels);
+            else st_writer_add(st, tapes[t].tensors[i], ST_F32, 3, shape, i && tapes[t].differ ? w : v);
+        }
+        st_writer_meta(st, "ranks", "2"), st_writer_meta(st, "tokens", "4"), st_writer_meta(st, "padded_tokens", "4");
+        tmp_path(path, sizeof path, tapes[t].name);
+        ck_assert_msg(!st_writer_write(st, path, err, sizeof err), "%s", err);
+        st_writer_free(st);
+    }
+    ck_assert_int_eq(locate_in_dir("a", "b", verdict, sizeof verdict), 0);
+    ck_assert_str_eq(verdict, "no divergence: every tensor both tapes hold (2) is within tolerance; 1 tensor of A "
+                              "is not in B (blocks.0.attn.out); 2 tensors of B are not in A (blocks.0.attn.q, loss)");
+    ck_assert_int_eq(locate_in_dir("block", "block-ref", verdict, sizeof verdict), 1);
+    ck_assert_msg(strstr(verdict, "first divergence: blocks.3 (forward, op blocks.3), tokens 0-3 of 4 (ranks 0-1 of 2 in A"), "%s", verdict);
+    ck_assert_int_eq(locate_in_dir("unnumbered", "block-ref", verdict, sizeof verdict), 1);
+    ck_assert_msg(strstr(verdict, "first divergence: blocks.3 (forward"), "%s", verdict);
+    ck_assert_int_eq(locate_in_dir("a", "other", verdict, sizeof verdict), -1);
+    ck_assert_msg(strstr(verdict, "have no tensor name in common"), "%s", verdict);
+    ck_assert_int_eq(locate_in_dir("ints", "a", verdict, sizeof verdict), -1);
+    ck_assert_msg(strstr(verdict, "has x_embedder as I64 [2], but"), "%s", verdict);
 }
 END_TEST
 
@@ -931,6 +1064,8 @@ Suite *train_suite(void) {
     tcase_add_test(tc, compare_loss_csv_steps_must_increase);
     tcase_add_test(tc, compare_loss_csv_steps_are_whole_numbers);
     tcase_add_test(tc, compare_results_shapes_must_match);
+    tcase_add_test(tc, locate_places_a_divergence);
+    tcase_add_test(tc, locate_reports_what_a_tape_lacks);
     tcase_add_test(tc, regimes_errors_by_formula);
     tcase_add_test(tc, settings_table_is_consistent);
     tcase_add_test(tc, settings_help_lists_exactly_the_rows);
