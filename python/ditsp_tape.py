@@ -399,7 +399,9 @@ class TapeRecorder:
         """Collective: every rank of the group calls it. Rank 0 gathers the records, puts the
         tokens of every rank in order with the padding dropped, sums the shares, and writes the
         tape with the metadata `train locate` reads (ranks, tokens, padded_tokens, shards:
-        each rank's token runs, exact 0, layout). Returns the path on rank 0, None elsewhere."""
+        each rank's token runs, exact 0, layout). Returns the path on rank 0, None elsewhere.
+        With NCCL, set each rank's device (torch.cuda.set_device) first: gather_object moves
+        its bytes through it."""
         mine = (self.index, self.records)
         if self.dist and self.ranks > 1:
             every = [None] * self.ranks if self.rank == 0 else None

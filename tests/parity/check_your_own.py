@@ -9,7 +9,10 @@ Without a bug it must locate no divergence (float64 at locate's own tolerance; f
                          it is right), every token, every rank
   wrong-restore          blocks.0.attn.out, forward, the tokens of ranks 1 .. P-1 (rank 0's rows
                          [0, n) are its own)
-25 tokens: 2 ranks pad to 26, 3 ranks to 27. Also: the diffusers name mapping round-trips.
+25 tokens: 2 ranks pad to 26, 3 ranks to 27. Also: one process without torch.distributed, the
+plain reference model recorded by forward hooks alone with its rows in reverse order (the
+recorder's token index puts them back), agrees on what both tapes hold and is told the 37
+tensors it lacks; and the diffusers name mapping round-trips.
 
 usage: check_your_own.py TRAIN_F32 TRAIN_F64 WORKDIR
 """
@@ -92,6 +95,28 @@ def main():
                 ok = v.stdout.startswith(want) and v.returncode == (0 if bug == "none" else 1)
                 check(ok, f"{p} processes, {dtype}, bug {bug}: {v.stdout.strip()[:170]}"
                       + ("" if ok else f"\n     expected (exit {0 if bug == 'none' else 1}): {want}\n     got exit {v.returncode}: {v.stderr.strip()}"))
+    # one process, no torch.distributed: the plain reference model with its modules watched
+    # (hooks only: no tensor marked by hand), its tokens recorded in reverse row order; locate
+    # compares what both tapes hold and names what this one lacks
+    state, cfg = tape.load_checkpoint(ckpt, torch.float64)
+    model = DiT(**cfg).double()
+    model.load_state_dict(state, strict=True)
+    rec = tape.TapeRecorder(tokens=T, token_index=range(T - 1, -1, -1))
+    for i, blk in enumerate(model.blocks):
+        rec.watch(blk.attn.qkv, [f"blocks.{i}.attn.{x}" for x in "qkv"], view=lambda u: [w.flip(1) for w in u.chunk(3, -1)])
+        for mod, name in ((blk.adaLN_modulation, "adaLN"), (blk.mlp.fc1, "mlp.fc1"), (blk.mlp.fc2, "mlp.fc2")):
+            rec.watch(mod, f"blocks.{i}.{name}", view=(lambda u: u.flip(1)) if name != "adaLN" else None)
+    rec.watch(model.final_layer.linear, "final_layer.out", view=lambda u: u.flip(1))
+    b = tape.load_batch(batch, torch.float64)
+    out = model(b["x"], b["t"], b["y"])
+    ((out - b["target"]) ** 2).mean().backward()
+    rec.gradients({n: p.grad for n, p in model.named_parameters() if p.requires_grad})
+    one = os.path.join(work, "their-1.hooks.tape")
+    rec.write(one)
+    v = subprocess.run([train64, "locate", one, ours], capture_output=True, text=True)
+    want = "no divergence: every tensor both tapes hold (57) is within tolerance; 37 tensors of B are not in A (x_embedder, c, blocks.0.norm1, ...)"
+    check(v.returncode == 0 and v.stdout.strip() == want, f"1 process, hooks only, rows reversed: {v.stdout.strip()}"
+          + ("" if v.stdout.strip() == want else f"\n     expected: {want}\n     {v.stderr.strip()}"))
     # diffusers: every name maps, qkv splits in three and joins again, the embedders are copied
     d = CFG["depth"]
     ours_sd = {k: torch.from_numpy(v) for k, v in sd.items()}
