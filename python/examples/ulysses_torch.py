@@ -23,6 +23,8 @@ gradients are all-reduced (summed).
 usage (CPU, gloo):
   python python/examples/ulysses_torch.py --procs 2 --ckpt M.safetensors --batch B.safetensors --tape their.tape
   torchrun --nproc-per-node 2 python/examples/ulysses_torch.py --ckpt M --batch B --tape their.tape
+  (or any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT: Debian's torch 1.13
+  torchrun fails under Python 3.11 in its own launcher; --procs needs none)
 then
   train/train locate their.tape ours.tape        (ours: train/train probe ... --dump-tape ours.tape)
 --bug and --dtype take comma lists, run one after the other in the same processes; the tape path
