@@ -184,16 +184,20 @@ def _is_qkv(name):
 
 
 def to_diffusers(state, depth=None):
-    """Our state dict -> diffusers' names (qkv split in three, the embedders copied into every
-    block). pos_embed becomes pos_embed.pos_embed: diffusers computes that buffer itself and
-    leaves it out of its state dict, so load with strict=False or drop it."""
+    """Our state dict (torch tensors or numpy arrays) -> diffusers' names (qkv split in three,
+    the embedders copied into every block). pos_embed becomes pos_embed.pos_embed: diffusers
+    computes that buffer itself and leaves it out of its state dict, so load with strict=False
+    or drop it."""
     depth = depth if depth is not None else 1 + max(int(k.split(".")[1]) for k in state if k.startswith("blocks."))
     out = {}
     for ours, theirs in diffusers_names(depth).items():
         if ours not in state:
             continue
         v = state[ours]
-        parts = v.chunk(3, dim=0) if _is_qkv(ours) else (v,) * len(theirs)
+        if not _is_qkv(ours):
+            parts = (v,) * len(theirs)
+        else:
+            parts = v.chunk(3, dim=0) if torch.is_tensor(v) else np.split(np.asarray(v), 3, axis=0)
         for name, part in zip(theirs, parts):
             out[name] = part.clone() if torch.is_tensor(part) else np.copy(part)
     return out
@@ -312,7 +316,8 @@ class TapeRecorder:
         self.rank = self.dist.get_rank(group) if self.dist else 0
         self.tokens = int(tokens)
         if token_index is None:
-            lo, hi = token_range if token_range is not None else contiguous_shard(tokens, self.ranks, self.rank, multiple)[:2]
+            lo, hi = token_range if token_range is not None else \
+                contiguous_shard(tokens, self.ranks, self.rank, multiple)[:2]
             token_index = range(lo, hi)
         self.index = np.asarray(list(token_index), dtype=np.int64)
         self.records = []  # (name, kind, numpy array), in the order made
@@ -432,8 +437,9 @@ class TapeRecorder:
                     whole[:, index[real]] = a[:, real]
                     np.add.at(seen, index[real], 1)
                 if not (seen == 1).all():
-                    raise ValueError(f"TapeRecorder: the ranks' token indices cover tokens "
-                                     f"{np.flatnonzero(seen != 1)[:8].tolist()}... {'never' if (seen == 0).any() else 'twice'}")
+                    bad = np.flatnonzero(seen != 1)[:8].tolist()
+                    raise ValueError(f"TapeRecorder: the ranks' token indices cover tokens {bad} (the first) "
+                                     f"{'never' if (seen == 0).any() else 'twice'}; each token must be one rank's")
                 value = whole
             elif kind == "whole" or (kind == "replicated" and not name.startswith("grad.")):
                 value = a0
