@@ -27,16 +27,16 @@ static void make_dirs(const char *flag, const char *dir) {
                     dir, strerror(errno));
 }
 
-void run_folder_lock(const char *flag, const char *dir, bool create) {
+void run_folder_lock(const char *flag, const char *dir, bool hold) {
     if (held[0] && !strcmp(held, dir)) return;
-    CHECK(!held[0], "run_folder_lock: this process holds %s already, not %s", held, dir);
-    if (dry_run) create = false; // it only tries the lock of a folder that is there
-    if (create) make_dirs(flag, dir);
+    if (dry_run) hold = false;
+    CHECK(!hold || !held[0], "run_folder_lock: this process holds %s already, not %s", held, dir);
+    if (hold) make_dirs(flag, dir);
     char path[4096 + 8];
     snprintf(path, sizeof path, "%s/.lock", dir);
-    int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    int fd = open(path, O_RDWR | O_CLOEXEC | (hold ? O_CREAT : 0), 0644);
     if (fd < 0) {
-        if (!create && errno == ENOENT) return; // no job has written it
+        if (!hold && (errno == ENOENT || errno == ENOTDIR)) return; // no job has written it
         usage_error("%s: cannot open the lock file %s: %s; pass a folder you can write to", flag,
                     path, strerror(errno));
     }
@@ -50,7 +50,7 @@ void run_folder_lock(const char *flag, const char *dir, bool create) {
                     "or pass another folder (a job that was killed holds no lock)", flag, dir,
                     holder[0] ? holder : "its process id is not written yet");
     }
-    if (dry_run) { // free: nothing written
+    if (!hold) { // free again: nothing written
         close(fd);
         return;
     }
