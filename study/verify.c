@@ -111,10 +111,12 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     SpOptions sampling = tc.parallel; // and the context the samples are drawn in
     sampling.packs = sampling.packs || tc.sample_sizes.n;
     if (sp_context_error(&sampling, tc.model.in_context, err, sizeof err)) usage_error("%s", err);
-    if (data_open(&data, tc.data, tc.model.input_size, tc.model.in_channels, tc.model.num_classes,
-                  err, sizeof err))
-        usage_error("--data: %s", err);
-    data_close(&data);
+    if (!dry_run_missing("--data", strcmp(tc.data, "shapes") ? tc.data : NULL, true)) {
+        if (data_open(&data, tc.data, tc.model.input_size, tc.model.in_channels, tc.model.num_classes,
+                      err, sizeof err))
+            usage_error("--data: %s", err);
+        data_close(&data);
+    }
     if (tc.parallel.layout != SP_AUTO) budget_train_check(&tc, ranks, ranks, NULL, 0); // auto: its run checks its pick
     TrainConfig plain; // the reference: one rank, without the layout flags
     train_config_defaults(&plain);
