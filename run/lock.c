@@ -11,7 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static char held[4096]; // the folder this process holds, "" if none
+// the folders this process holds (a test process runs several trainings)
+static char held[16][4096];
+static int n_held;
 
 static void make_dirs(const char *flag, const char *dir) {
     char buf[4096];
@@ -28,9 +30,10 @@ static void make_dirs(const char *flag, const char *dir) {
 }
 
 void run_folder_lock(const char *flag, const char *dir, bool hold) {
-    if (held[0] && !strcmp(held, dir)) return;
+    for (int i = 0; i < n_held; i++)
+        if (!strcmp(held[i], dir)) return;
     if (dry_run) hold = false;
-    CHECK(!hold || !held[0], "run_folder_lock: this process holds %s already, not %s", held, dir);
+    CHECK(!hold || n_held < 16, "run_folder_lock: this process holds 16 folders already, not %s too", dir);
     if (hold) make_dirs(flag, dir);
     char path[4096 + 8];
     snprintf(path, sizeof path, "%s/.lock", dir);
@@ -62,5 +65,5 @@ void run_folder_lock(const char *flag, const char *dir, bool hold) {
     int len = snprintf(text, sizeof text, "process %ld on host %s, since %s\n", (long)getpid(), host, when);
     if (ftruncate(fd, 0) || pwrite(fd, text, (size_t)len, 0) != len)
         usage_error("%s: cannot write the lock file %s: %s", flag, path, strerror(errno));
-    snprintf(held, sizeof held, "%s", dir); // fd stays open: the lock lasts as long as the process
+    snprintf(held[n_held++], sizeof held[0], "%s", dir); // fd stays open: the lock lasts as long as the process
 }
