@@ -153,6 +153,7 @@ bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm $(BU
 	@echo "== the ring's transfers overlapped against blocking, on the shaped network =="; tests/bench/bench_overlap.sh train/train
 	@echo "== the largest run that fits 4 ranks of this machine, predicted against measured memory =="; tests/bench/bench_largest.sh train/train
 	@for v in f32 f64; do echo "== --exact against one rank, $$v, 200 steps =="; tests/bench/exact_table.sh $(BUILD)/$$v/bin/train 200 || exit 1; done
+	@echo "== one-line mutations of the movement code: caught by verify --exact, by plain verify, and where locate puts them =="; tests/mutations/survey.sh $(BUILD)
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
 asan:

@@ -84,6 +84,8 @@ suite "the same probes in float64 (those that agree; the bugs: float32's)" \
 suite "a planted LayerNorm rounding rows from the 16th on another way: within tolerance, caught by --exact on the device" \
   planted_exact 's/real r = \(real\)\(1 \/ sqrt\(var \+ eps\)\);/real r = (real)(1 \/ sqrt(row < 16 ? var + eps : (real)(var + eps)));/'
 suite "the train program under mpirun" tests/cli_tests.sh train/train
+suite "two slips in the movement code (an add one value short), planted: verify's tape check names the op; without the check, not caught" \
+  tests/mutations/slips_test.sh "$BUILD"
 # the 4 signals on 2 ranks and a rank killed on 1 (make soak: each signal on both, 4 moments each)
 suite "kill at any moment, then resume (5 kills)" tests/kill_test.sh train/train 1 "1:KILL-rank 2:KILL-rank 2:KILL-mpirun 2:INT 2:TERM"
 suite "--exact: every layout and mesh the same bits as one rank, f32" tests/exact_test.sh train/train
