@@ -55,7 +55,7 @@ static const StTensor *named(const Dump *d, const char *name) {
 // token where they do
 typedef struct Diff {
     bool differs;
-    double rel; // ||x - y|| / ||y||: 0 when both are 0, infinite for a NaN or y = 0 alone
+    double rel; // ||x - y|| / ||y|| (||x - y|| where y is all 0; infinite for a NaN)
     size_t count;
     double max_diff, max_ref;
     int t_lo, t_hi;
@@ -72,8 +72,9 @@ static Diff diff_of(const StTensor *x, const StTensor *y, bool exact, double tol
         double d = (double)a[i] - b[i];
         f.max_ref = fmax(f.max_ref, fabs((double)b[i])), dd += d * d, bb += (double)b[i] * b[i];
     }
-    f.rel = dd == 0 ? 0 : isnan(dd) || bb == 0 ? INFINITY : sqrt(dd) / sqrt(bb);
-    f.differs = exact ? memcmp(a, b, n * sizeof(real)) != 0 : !(sqrt(dd) <= tol * sqrt(bb));
+    f.rel = bb > 0 ? sqrt(dd / bb) : sqrt(dd); // compare's rule (probe results): absolute where y is 0
+    if (isnan(f.rel)) f.rel = INFINITY;
+    f.differs = exact ? memcmp(a, b, n * sizeof(real)) != 0 : !(f.rel <= tol);
     int T = x->ndim == 3 ? (int)x->shape[1] : 0, X = x->ndim == 3 ? (int)x->shape[2] : 1;
     for (size_t i = 0; f.differs && i < n; i++) {
         double d = fabs((double)a[i] - b[i]);
@@ -136,7 +137,7 @@ int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t l
         // the worst: under --exact the largest relative error among those whose bits differ,
         // else the largest for its tolerance
         double ratio = exact ? (d.differs ? d.rel : -1) : d.rel / t;
-        if (worst < 0 || ratio > worst_ratio || (isnan(ratio) && !isnan(worst_ratio)))
+        if (worst < 0 || ratio > worst_ratio)
             worst = pos, worst_ratio = ratio, s.worst_err = d.rel, s.worst_tol = exact ? 0 : t;
         s.tensors++, s.over += d.differs;
         if (first >= 0) after++, later += d.differs;

@@ -1,9 +1,10 @@
 // locate.h: `train locate A B`: where two dumps of one step (probe --dump-tape) part. Tensors are
 // compared in execution order (forward, then backward): bit for bit when both dumps are --exact,
-// else by ||a - b|| / ||b|| beyond a tolerance (PROBE_OUT_TOL forward, PROBE_GRAD_TOL for
-// gradients, as the probe's own comparison). The first that differs is named with its block and op, the
-// token range where it differs and the ranks that own those tokens in each dump's layout, the
-// size of the difference, and how many later tensors differ too.
+// else by ||a - b|| / ||b|| over the whole tensor (||a - b|| where b is all zeros: compare's rule
+// for probe results) beyond a tolerance (PROBE_OUT_TOL forward, PROBE_GRAD_TOL for gradients). The
+// first that differs is named with its block and op, the token range where it differs and the ranks
+// that own those tokens in each dump's layout, the size of the difference, and how many later
+// tensors differ too.
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>

@@ -36,12 +36,13 @@ static void help(void) {
     printf(".\n"
            "  With --exact the runs must also be the same bit for bit: every logged loss and every\n"
            "  value of the model, EMA and optimizer files (\"identical: 0 of N values differ\").\n"
-           "  Then, every time, one step of every tensor: the 1-rank run's final weights on a fresh\n"
+           "  Then, every time, every tensor of one step: the 1-rank run's final weights on a fresh\n"
            "  batch, dumped on N ranks and on one (probe --dump-tape into DIR/tape-N.safetensors and\n"
            "  DIR/tape-1.safetensors; packs over data groups: on one group's ranks), each tensor and\n"
-           "  its gradient compared by ||a - b|| / ||b|| (at most %g forward, %g for gradients; bit\n"
-           "  for bit under --exact). It prints the worst tensor and, when one is beyond, `train\n"
-           "  locate`'s first divergence. Exit 0 when the curves and every tensor agree, 1 otherwise.\n",
+           "  its gradient compared by ||a - b|| / ||b|| over the tensor (at most %g forward, %g for\n"
+           "  gradients; bit for bit under --exact). It prints the worst tensor and, when one is\n"
+           "  beyond, `train locate`'s first divergence. Exit 0 when the curves and every tensor\n"
+           "  agree, 1 otherwise.\n",
            PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
 

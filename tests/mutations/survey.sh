@@ -45,8 +45,8 @@ run() {
   timeout 600 "$bin" verify --ranks "$np" --steps "$STEPS" --samples-per-class 0 $([ "$mode" = exact ] && echo --exact) \
     $flags --out "$dir/$mode" > "$dir/$mode.log" 2>&1 < /dev/null
   rc=$?
-  grep -q 'runs DISAGREE' "$dir/$mode.log" && what="curves"
-  grep -q '^identical: .* differ' "$dir/$mode.log" && ! grep -q '^identical: 0 of' "$dir/$mode.log" && what="${what:+$what, }bits"
+  grep -q 'the runs DIVERGE' "$dir/$mode.log" && what="curves"
+  grep -q '^NOT identical' "$dir/$mode.log" && what="${what:+$what, }bits"
   grep -q 'the step DIFFERS' "$dir/$mode.log" && what="${what:+$what, }tape"
   case $rc in 0) echo no ;; 1) echo "yes${what:+ ($what)}" ;; *) echo "error (exit $rc)" ;; esac
 }
