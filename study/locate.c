@@ -50,10 +50,12 @@ static const StTensor *named(const Dump *d, const char *name) {
 }
 
 // How x and y (same name and shape) differ: whether they do (any bit under --exact, else
-// ||x - y|| / ||y|| over tol), the count of differing values (beyond tol times the largest |y|),
-// the largest |x - y| and |y|, and for tokens (B, T, X) the first and last token where they do
+// ||x - y|| / ||y|| over tol), that relative error, the count of differing values (beyond tol
+// times the largest |y|), the largest |x - y| and |y|, and for tokens (B, T, X) the first and last
+// token where they do
 typedef struct Diff {
     bool differs;
+    double rel; // ||x - y|| / ||y|| (||x - y|| where y is all 0; infinite for a NaN)
     size_t count;
     double max_diff, max_ref;
     int t_lo, t_hi;
@@ -70,7 +72,9 @@ static Diff diff_of(const StTensor *x, const StTensor *y, bool exact, double tol
         double d = (double)a[i] - b[i];
         f.max_ref = fmax(f.max_ref, fabs((double)b[i])), dd += d * d, bb += (double)b[i] * b[i];
     }
-    f.differs = exact ? memcmp(a, b, n * sizeof(real)) != 0 : !(sqrt(dd) <= tol * sqrt(bb));
+    f.rel = bb > 0 ? sqrt(dd / bb) : sqrt(dd); // compare's rule (probe results): absolute where y is 0
+    if (isnan(f.rel)) f.rel = INFINITY;
+    f.differs = exact ? memcmp(a, b, n * sizeof(real)) != 0 : !(f.rel <= tol);
     int T = x->ndim == 3 ? (int)x->shape[1] : 0, X = x->ndim == 3 ? (int)x->shape[2] : 1;
     for (size_t i = 0; f.differs && i < n; i++) {
         double d = fabs((double)a[i] - b[i]);
@@ -93,12 +97,29 @@ static void owners(const Dump *d, int lo, int hi, char *buf, size_t len) {
     else snprintf(buf, len, "ranks %d-%d of %d", r0, r1, d->ranks);
 }
 
-int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t len) {
+// "(backward, block 3, op attn.v)" for the tensor called `name` in d: a gradient of no tensor the
+// forward made is a parameter's, summed over ranks
+static void describe(const Dump *d, const char *name, char *buf, size_t len) {
+    bool grad = !strncmp(name, "grad.", 5);
+    const char *what = grad ? name + 5 : name, *op = what;
+    char block[32] = "";
+    int blk;
+    if (sscanf(what, "blocks.%d.", &blk) == 1 && strchr(what + 7, '.'))
+        snprintf(block, sizeof block, "block %d, ", blk), op = strchr(what + 7, '.') + 1;
+    bool param = grad;
+    for (int i = 0; param && i < d->st.n; i++) param = strcmp(name_of(&d->st.tensors[i]), what) != 0;
+    snprintf(buf, len, "%s, %sop %s", param ? "parameter gradient" : grad ? "backward" : "forward", block, op);
+}
+
+int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t len, TapeSummary *sum) {
     Dump a, b;
+    TapeSummary s = {.worst_tol = -1};
+    if (sum) *sum = s;
     if (load(&a, pa, buf, len)) return -1;
     if (load(&b, pb, buf, len)) return st_free(&a.st), -1;
     bool exact = a.exact && b.exact;
-    int first = -1, later = 0, after = 0, rc = 0;
+    int first = -1, later = 0, after = 0, rc = 0, worst = -1;
+    double worst_ratio = -1;
     Diff fd = {0};
     for (int pos = 0;; pos++) { // A's order, B's tensors by name
         const StTensor *x = at(&a, pos), *y = x ? named(&b, name_of(x)) : NULL;
@@ -111,19 +132,29 @@ int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t l
             break;
         }
         bool grad = !strncmp(name_of(x), "grad.", 5);
-        Diff d = diff_of(x, y, exact, tol > 0 ? tol : grad ? PROBE_GRAD_TOL : PROBE_OUT_TOL);
+        double t = tol > 0 ? tol : grad ? PROBE_GRAD_TOL : PROBE_OUT_TOL;
+        Diff d = diff_of(x, y, exact, t);
+        // the worst: under --exact the largest relative error among those whose bits differ,
+        // else the largest for its tolerance
+        double ratio = exact ? (d.differs ? d.rel : -1) : d.rel / t;
+        if (worst < 0 || ratio > worst_ratio)
+            worst = pos, worst_ratio = ratio, s.worst_err = d.rel, s.worst_tol = exact ? 0 : t;
+        s.tensors++, s.over += d.differs;
         if (first >= 0) after++, later += d.differs;
         else if (d.differs) first = pos, fd = d;
+    }
+    s.exact = exact;
+    if (rc == 0 && worst >= 0) {
+        char what[96];
+        describe(&a, name_of(at(&a, worst)), what, sizeof what);
+        snprintf(s.worst, sizeof s.worst, "%s (%s)", name_of(at(&a, worst)), what);
     }
     if (rc == 0 && first < 0)
         snprintf(buf, len, "no divergence: every tensor of the step is %s", exact ? "identical, bit for bit" : "within tolerance");
     else if (rc == 0) {
         const char *name = name_of(at(&a, first));
-        bool grad = !strncmp(name, "grad.", 5);
-        const char *what = grad ? name + 5 : name, *op = what;
-        char block[32] = "", tokens[224] = "", oa[48], ob[48];
-        int blk;
-        if (sscanf(what, "blocks.%d.", &blk) == 1) snprintf(block, sizeof block, "block %d, ", blk), op = strchr(what + 7, '.') + 1;
+        char what[96], tokens[224] = "", oa[48], ob[48];
+        describe(&a, name, what, sizeof what);
         const StTensor *x = at(&a, first);
         int R = x->ndim == 3 && x->shape[1] == a.context + a.tokens ? a.context : 0;
         if (fd.t_hi >= R) { // tokens counted after the in-context conditioning ones, which every rank holds
@@ -132,14 +163,13 @@ int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t l
             snprintf(tokens, sizeof tokens, ", tokens %d-%d of %d (%s in A, %s in B)%s", lo, hi, a.tokens,
                      oa, ob, fd.t_lo < R ? ", and the conditioning tokens" : "");
         } else if (fd.t_lo >= 0) snprintf(tokens, sizeof tokens, ", the conditioning tokens only");
-        bool param = grad; // a gradient of no tensor the forward made: a parameter's, summed over ranks
-        for (int i = 0; param && i < a.st.n; i++) param = strcmp(name_of(&a.st.tensors[i]), what) != 0;
-        snprintf(buf, len, "first divergence: %s (%s, %sop %s)%s; %zu values differ, largest |difference| "
+        snprintf(buf, len, "first divergence: %s (%s)%s; %zu values differ, largest |difference| "
                  "%.3g (%.3g of the tensor's largest value); %d of the %d tensors after it differ too",
-                 name, param ? "parameter gradient" : grad ? "backward" : "forward", block, op, tokens, fd.count, fd.max_diff,
+                 name, what, tokens, fd.count, fd.max_diff,
                  fd.max_ref > 0 ? fd.max_diff / fd.max_ref : INFINITY, later, after);
         rc = 1;
     }
+    if (sum && rc >= 0) *sum = s;
     st_free(&a.st), st_free(&b.st);
     return rc;
 }
@@ -174,7 +204,7 @@ int locate_main(int argc, char **argv) {
         return 0;
     }
     char verdict[1024];
-    int rc = locate_dumps(path[0], path[1], tol, verdict, sizeof verdict);
+    int rc = locate_dumps(path[0], path[1], tol, verdict, sizeof verdict, NULL);
     if (rc < 0) usage_error("locate: %s", verdict);
     printf("%s\n", verdict);
     return rc;
