@@ -133,8 +133,10 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
         // gradient, and the largest transient
         reals = b * (kept + rest + grads + rest + (double)n * c->hidden_size) +
                 fmax(scratch, b * attn.transient);
-    else // without gradients dit_forward keeps one block's intermediates at a time
-        reals = b * (block + rest) + fmax(scratch, b * attn.transient);
+    else // without gradients dit_forward keeps one block's intermediates at a time, and its input
+        // (the block before's output, kept); the attention's transient lives during its half only
+        reals = b * (rest + (double)n * c->hidden_size) +
+                fmax(b * block, b * attn_half + fmax(scratch, b * attn.transient));
     double bytes = reals * sizeof(real) + tiles * 2.0 * ARENA_ALIGN;
     return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;
 }
@@ -654,10 +656,11 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     if (c->in_context)
         return in_context_forward(m, tp, x, temb, embedding(tp, m->y_table, y, images), &sh);
     Tensor *c_act = silu(tp, tape_name(tp, add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
+    // without gradients each block's output replaces its intermediates and the block before's output
+    size_t mark = arena_mark(tp->arena);
     for (int i = 0; i < c->depth; i++) {
-        size_t mark = arena_mark(tp->arena);
         x = block_forward(m, i, tp, x, c_act, &pt, &sh);
-        if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates
+        if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark);
     }
     // final layer
     Tensor *mod = tape_name(tp, linear(tp, c_act, m->f_ada_w, m->f_ada_b), "final_layer.adaLN");

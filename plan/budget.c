@@ -101,15 +101,21 @@ bool budget_sample_guided(const DiTConfig *c, double cfg_scale) {
     return cfg_scale != 1 && c->class_dropout_prob > 0;
 }
 
+size_t budget_sample_pass(const SeqParallel *sp, const DiTConfig *c, int rows) {
+    size_t S = (size_t)c->input_size, in = c->in_channels * S * S, out = dit_out_channels(c) * S * S;
+    return sp_step_bytes(sp, c, rows, false) + (size_t)rows * ((in + out + 1) * sizeof(real) + sizeof(int64_t)) +
+           8 * ARENA_ALIGN;
+}
+
 size_t budget_sample_min(const SeqParallel *sp, const DiTConfig *c, double cfg_scale) {
-    return sp_step_bytes(sp, c, budget_sample_guided(c, cfg_scale) ? 2 : 1, false);
+    return budget_sample_pass(sp, c, budget_sample_guided(c, cfg_scale) ? 2 : 1);
 }
 
 size_t budget_sample_arena(const SeqParallel *sp, const DiTConfig *c, double cfg_scale,
                            int node_ranks) {
     Memory m = budget_memory(sp->cuda, node_ranks);
     double have = m.bytes / 4 / m.sharing;
-    size_t full = sp_step_bytes(sp, c, 2 * SAMPLE_CHUNK, false);
+    size_t full = budget_sample_pass(sp, c, 2 * SAMPLE_CHUNK);
     size_t least = budget_sample_min(sp, c, cfg_scale);
     return full < have ? full : least > have ? least : (size_t)have;
 }

@@ -49,6 +49,9 @@ ProbeArenas budget_probe(const SeqParallel *sp, const DiTConfig *c, int B, int c
 #define SAMPLE_CHUNK 16
 bool budget_sample_guided(const DiTConfig *c, double cfg_scale);
 size_t budget_sample_min(const SeqParallel *sp, const DiTConfig *c, double cfg_scale);
+// One forward pass of `rows` rows (images, twice each when guided): the model's forward, and the
+// rows' noisy images, times, labels and gathered output images beside it
+size_t budget_sample_pass(const SeqParallel *sp, const DiTConfig *c, int rows);
 // A full pass of SAMPLE_CHUNK images where a quarter of this rank's share of the memory
 // (budget_memory) allows, else what that quarter allows, and at least one image per pass.
 size_t budget_sample_arena(const SeqParallel *sp, const DiTConfig *c, double cfg_scale,

@@ -11,7 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static char held[4096]; // the folder this process holds, "" if none
+// the folders this process holds (a test process runs several trainings)
+static char held[16][4096];
+static int n_held;
 
 static void make_dirs(const char *flag, const char *dir) {
     char buf[4096];
@@ -27,16 +29,17 @@ static void make_dirs(const char *flag, const char *dir) {
                     dir, strerror(errno));
 }
 
-void run_folder_lock(const char *flag, const char *dir, bool create) {
-    if (held[0] && !strcmp(held, dir)) return;
-    CHECK(!held[0], "run_folder_lock: this process holds %s already, not %s", held, dir);
-    if (dry_run) create = false; // it only tries the lock of a folder that is there
-    if (create) make_dirs(flag, dir);
+void run_folder_lock(const char *flag, const char *dir, bool hold) {
+    for (int i = 0; i < n_held; i++)
+        if (!strcmp(held[i], dir)) return;
+    if (dry_run) hold = false;
+    CHECK(!hold || n_held < 16, "run_folder_lock: this process holds 16 folders already, not %s too", dir);
+    if (hold) make_dirs(flag, dir);
     char path[4096 + 8];
     snprintf(path, sizeof path, "%s/.lock", dir);
-    int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    int fd = open(path, O_RDWR | O_CLOEXEC | (hold ? O_CREAT : 0), 0644);
     if (fd < 0) {
-        if (!create && errno == ENOENT) return; // no job has written it
+        if (!hold && (errno == ENOENT || errno == ENOTDIR)) return; // no job has written it
         usage_error("%s: cannot open the lock file %s: %s; pass a folder you can write to", flag,
                     path, strerror(errno));
     }
@@ -50,7 +53,7 @@ void run_folder_lock(const char *flag, const char *dir, bool create) {
                     "or pass another folder (a job that was killed holds no lock)", flag, dir,
                     holder[0] ? holder : "its process id is not written yet");
     }
-    if (dry_run) { // free: nothing written
+    if (!hold) { // free again: nothing written
         close(fd);
         return;
     }
@@ -62,5 +65,5 @@ void run_folder_lock(const char *flag, const char *dir, bool create) {
     int len = snprintf(text, sizeof text, "process %ld on host %s, since %s\n", (long)getpid(), host, when);
     if (ftruncate(fd, 0) || pwrite(fd, text, (size_t)len, 0) != len)
         usage_error("%s: cannot write the lock file %s: %s", flag, path, strerror(errno));
-    snprintf(held, sizeof held, "%s", dir); // fd stays open: the lock lasts as long as the process
+    snprintf(held[n_held++], sizeof held[0], "%s", dir); // fd stays open: the lock lasts as long as the process
 }

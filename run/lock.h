@@ -7,9 +7,9 @@
 #pragma once
 #include <stdbool.h>
 
-// Takes dir's lock for the rest of this process (again for the same dir: nothing to do). With
-// `create`, makes the folder (and its parents) and the lock file as needed; without, locks only
-// where the lock file exists (a folder some job wrote). When another live process holds it: a
-// usage error (exit 2) naming the folder, the holder and what to do; `flag` names the option.
-// Under --dry-run it only tries the lock of a folder that is there, and writes nothing.
-void run_folder_lock(const char *flag, const char *dir, bool create);
+// When another live process holds dir's lock: a usage error (exit 2) naming the folder, the holder
+// and what to do; `flag` names the option. Otherwise, with `hold`, makes the folder (and its
+// parents) and the lock file as needed and keeps the lock for the rest of this process (again
+// for the same dir: nothing to do); without, lets go of it at once and writes nothing (a check
+// before the folder's other checks). Under --dry-run `hold` is ignored.
+void run_folder_lock(const char *flag, const char *dir, bool hold);

@@ -111,11 +111,12 @@ static bool is_float(const StTensor *t) { return t->dtype == ST_F32 || t->dtype 
 static size_t count_of(const StTensor *t) { return t->nbytes / st_dtype_size(t->dtype); }
 
 // How x and y (same name and shape) differ: whether they do (any bit under --exact, else
-// ||x - y|| / ||y|| over tol), the count of differing values (beyond tol times the largest |y|),
-// the largest |x - y| and |y|, and for a tensor of T tokens (B, T, X) (T > 0) the first and last
-// token where they do
+// ||x - y|| / ||y|| over tol), that relative error, the count of differing values (beyond tol
+// times the largest |y|), the largest |x - y| and |y|, and for a tensor of T tokens (B, T, X)
+// (T > 0) the first and last token where they do
 typedef struct Diff {
     bool differs;
+    double rel; // ||x - y|| / ||y|| (||x - y|| where y is all 0; infinite for a NaN)
     size_t count;
     double max_diff, max_ref;
     int t_lo, t_hi;
@@ -132,7 +133,9 @@ static Diff diff_of(const StTensor *x, const StTensor *y, bool exact, double tol
         double d = (double)a[i] - b[i];
         f.max_ref = fmax(f.max_ref, fabs((double)b[i])), dd += d * d, bb += (double)b[i] * b[i];
     }
-    f.differs = exact ? memcmp(a, b, n * sizeof(real)) != 0 : !(sqrt(dd) <= tol * sqrt(bb));
+    f.rel = bb > 0 ? sqrt(dd / bb) : sqrt(dd); // compare's rule (probe results): absolute where y is 0
+    if (isnan(f.rel)) f.rel = INFINITY;
+    f.differs = exact ? memcmp(a, b, n * sizeof(real)) != 0 : !(f.rel <= tol);
     int X = T ? (int)x->shape[2] : 1;
     for (size_t i = 0; f.differs && i < n; i++) {
         double d = fabs((double)a[i] - b[i]);
@@ -192,8 +195,24 @@ static void missing_text(const Missing *m, const char *side, const char *other, 
                  side, m->n > 1 ? "are" : "is", other, m->names, m->n > 3 ? ", ..." : "");
 }
 
-int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t len) {
+// "(backward, block 3, op attn.v)" for the tensor called `name` in d: a gradient of no tensor the
+// forward made is a parameter's, summed over ranks
+static void describe(const Dump *d, const char *name, char *buf, size_t len) {
+    bool grad = !strncmp(name, "grad.", 5);
+    const char *what = grad ? name + 5 : name, *op = what;
+    char block[32] = "";
+    int blk;
+    if (sscanf(what, "blocks.%d.", &blk) == 1 && strchr(what + 7, '.'))
+        snprintf(block, sizeof block, "block %d, ", blk), op = strchr(what + 7, '.') + 1;
+    bool param = grad;
+    for (int i = 0; param && i < d->st.n; i++) param = strcmp(name_of(&d->st.tensors[i]), what) != 0;
+    snprintf(buf, len, "%s, %sop %s", param ? "parameter gradient" : grad ? "backward" : "forward", block, op);
+}
+
+int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t len, TapeSummary *sum) {
     Dump a, b;
+    TapeSummary s = {.worst_tol = -1};
+    if (sum) *sum = s;
     if (load(&a, pa, buf, len)) return -1;
     if (load(&b, pb, buf, len)) return dump_free(&a), -1;
     if (a.tokens != b.tokens || a.context != b.context) {
@@ -202,7 +221,8 @@ int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t l
         return dump_free(&a), dump_free(&b), -1;
     }
     bool exact = a.exact && b.exact;
-    int first = -1, later = 0, after = 0, compared = 0, rc = 0;
+    int first = -1, later = 0, after = 0, compared = 0, rc = 0, worst = -1;
+    double worst_ratio = -1;
     Missing not_in_b = {0}, not_in_a = {0};
     Diff fd = {0};
     for (int k = 0; k < a.st.n; k++) { // A's order, B's tensors by name
@@ -225,12 +245,25 @@ int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t l
         bool grad = !strncmp(name_of(x), "grad.", 5);
         // a tensor of tokens (B, T, X), or of the R in-context conditioning tokens and them
         int T = x->ndim == 3 && (x->shape[1] == a.tokens || x->shape[1] == a.context + a.tokens) ? (int)x->shape[1] : 0;
-        Diff d = diff_of(x, y, exact, tol > 0 ? tol : grad ? PROBE_GRAD_TOL : PROBE_OUT_TOL, T);
+        double t = tol > 0 ? tol : grad ? PROBE_GRAD_TOL : PROBE_OUT_TOL;
+        Diff d = diff_of(x, y, exact, t, T);
+        // the worst: under --exact the largest relative error among those whose bits differ,
+        // else the largest for its tolerance
+        double ratio = exact ? (d.differs ? d.rel : -1) : d.rel / t;
+        if (worst < 0 || ratio > worst_ratio)
+            worst = a.order[k], worst_ratio = ratio, s.worst_err = d.rel, s.worst_tol = exact ? 0 : t;
+        s.tensors++, s.over += d.differs;
         if (first >= 0) after++, later += d.differs;
         else if (d.differs) first = a.order[k], fd = d;
     }
     for (int i = 0; rc == 0 && i < b.st.n; i++)
         if (!named(&a, name_of(&b.st.tensors[i]))) missing_add(&not_in_a, name_of(&b.st.tensors[i]));
+    s.exact = exact;
+    if (rc == 0 && worst >= 0) {
+        char what[96];
+        describe(&a, name_of(&a.st.tensors[worst]), what, sizeof what);
+        snprintf(s.worst, sizeof s.worst, "%s (%s)", name_of(&a.st.tensors[worst]), what);
+    }
     if (rc == 0 && !compared) {
         snprintf(buf, len, "%s and %s have no tensor name in common (%s holds %s, %s %s): dump the "
                  "same model under the names of probe --dump-tape", pa, pb, pa,
@@ -246,12 +279,8 @@ int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t l
     } else if (rc == 0) {
         const StTensor *x = &a.st.tensors[first];
         const char *name = name_of(x);
-        bool grad = !strncmp(name, "grad.", 5);
-        const char *what = grad ? name + 5 : name, *op = what;
-        char block[32] = "", tokens[320] = "", oa[96], ob[96];
-        int blk;
-        if (sscanf(what, "blocks.%d.", &blk) == 1 && strchr(what + 7, '.'))
-            snprintf(block, sizeof block, "block %d, ", blk), op = strchr(what + 7, '.') + 1;
+        char what[96], tokens[320] = "", oa[96], ob[96];
+        describe(&a, name, what, sizeof what);
         int R = x->ndim == 3 && x->shape[1] == a.context + a.tokens ? a.context : 0;
         if (fd.t_hi >= R) { // tokens counted after the in-context conditioning ones, which every rank holds
             int lo = fd.t_lo > R ? fd.t_lo - R : 0, hi = fd.t_hi - R;
@@ -259,15 +288,14 @@ int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t l
             snprintf(tokens, sizeof tokens, ", tokens %d-%d of %d (%s in A, %s in B)%s", lo, hi, a.tokens,
                      oa, ob, fd.t_lo < R ? ", and the conditioning tokens" : "");
         } else if (fd.t_lo >= 0) snprintf(tokens, sizeof tokens, ", the conditioning tokens only");
-        bool param = grad; // a gradient of no tensor the forward made: a parameter's, summed over ranks
-        for (int i = 0; param && i < a.st.n; i++) param = strcmp(name_of(&a.st.tensors[i]), what) != 0;
-        snprintf(buf, len, "first divergence: %s (%s, %sop %s)%s; %zu values differ, largest |difference| "
+        snprintf(buf, len, "first divergence: %s (%s)%s; %zu values differ, largest |difference| "
                  "%.3g (%.3g of the tensor's largest value); %d of the %d tensors after it differ too",
-                 name, param ? "parameter gradient" : grad ? "backward" : "forward", block, op, tokens, fd.count, fd.max_diff,
+                 name, what, tokens, fd.count, fd.max_diff,
                  fd.max_ref > 0 ? fd.max_diff / fd.max_ref : INFINITY, later, after);
         rc = 1;
     }
     if (rc >= 0) missing_text(&not_in_b, "A", "B", buf, len), missing_text(&not_in_a, "B", "A", buf, len);
+    if (sum && rc >= 0) *sum = s;
     dump_free(&a), dump_free(&b);
     return rc;
 }
@@ -281,7 +309,7 @@ static void help(void) {
            "  tokens that differ and the ranks owning them in each layout, the size of the difference,\n"
            "  and how many later tensors differ too. A tensor that one tape lacks is named, and the\n"
            "  others compared; a tape of another implementation (python/ditsp_tape.py writes one) may\n"
-           "  hold fewer. Pass --tol for a float32 tape against a float64 one (1e-4, say).\n"
+           "  hold fewer. Pass --tol for a float32 tape against a float64 one (1e-3, say).\n"
            "  Exit 0 when nothing parts, 1 when it does.\n" DRY_RUN_HELP,
            PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
@@ -305,7 +333,7 @@ int locate_main(int argc, char **argv) {
         return 0;
     }
     char verdict[1024];
-    int rc = locate_dumps(path[0], path[1], tol, verdict, sizeof verdict);
+    int rc = locate_dumps(path[0], path[1], tol, verdict, sizeof verdict, NULL);
     if (rc < 0) usage_error("locate: %s", verdict);
     printf("%s\n", verdict);
     return rc;

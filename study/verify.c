@@ -24,7 +24,7 @@ static void help(void) {
            "  Trains with N ranks (mpirun) and with 1 rank from the same seed, into DIR/ranks-N and\n"
            "  DIR/ranks-1 (default DIR: runs/verify), then compares their loss curves: prints the\n"
            "  largest per-step relative difference and the first step over --tol (default %g),\n"
-           "  and plots both curves and the difference into DIR/loss.png. Exit 0 when they agree.\n"
+           "  and plots both curves and the difference into DIR/loss.png.\n"
            "  An earlier verify's results in DIR are replaced; a DIR that is a training run is refused.\n"
            "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check)\n"
            "  and draws no samples.\n"
@@ -37,9 +37,14 @@ static void help(void) {
     printf(".\n"
            "  With --exact the runs must also be the same bit for bit: every logged loss and every\n"
            "  value of the model, EMA and optimizer files (\"identical: 0 of N values differ\").\n"
-           "  When the runs disagree, one step of the 1-rank run's final weights is dumped on N ranks\n"
-           "  and on one (probe --dump-tape into DIR) and `train locate` says where they part.\n"
-           DRY_RUN_HELP);
+           "  Then, every time, every tensor of one step: the 1-rank run's final weights on a fresh\n"
+           "  batch, dumped on N ranks and on one (probe --dump-tape into DIR/tape-N.safetensors and\n"
+           "  DIR/tape-1.safetensors; packs over data groups: on one group's ranks), each tensor and\n"
+           "  its gradient compared by ||a - b|| / ||b|| over the tensor (at most %g forward, %g for\n"
+           "  gradients; bit for bit under --exact). It prints the worst tensor and, when one is\n"
+           "  beyond, `train locate`'s first divergence. Exit 0 when the curves and every tensor\n"
+           "  agree, 1 otherwise.\n",
+           PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
 
 // --sp-attention auto: the mesh the N-rank run in dir picked, from its config.json, as the flags
@@ -111,10 +116,12 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     SpOptions sampling = tc.parallel; // and the context the samples are drawn in
     sampling.packs = sampling.packs || tc.sample_sizes.n;
     if (sp_context_error(&sampling, tc.model.in_context, err, sizeof err)) usage_error("%s", err);
-    if (data_open(&data, tc.data, tc.model.input_size, tc.model.in_channels, tc.model.num_classes,
-                  err, sizeof err))
-        usage_error("--data: %s", err);
-    data_close(&data);
+    if (!dry_run_missing("--data", strcmp(tc.data, "shapes") ? tc.data : NULL, true)) {
+        if (data_open(&data, tc.data, tc.model.input_size, tc.model.in_channels, tc.model.num_classes,
+                      err, sizeof err))
+            usage_error("--data: %s", err);
+        data_close(&data);
+    }
     if (tc.parallel.layout != SP_AUTO) budget_train_check(&tc, ranks, ranks, NULL, 0); // auto: its run checks its pick
     TrainConfig plain; // the reference: one rank, without the layout flags
     train_config_defaults(&plain);
@@ -124,32 +131,79 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     return true;
 }
 
-// After runs that disagree: one step of the 1-rank run's final weights on a fresh batch, dumped
-// on N ranks (with the layout and bug flags; the mesh its run in dir_n picked for auto) and on
-// one, and `locate`'s verdict on where they part
-static void locate_runs(char *self, int ranks, const char *out, char **pass, int np, const char *dir_n,
-                        const char *dir_1) {
-    char ckpt[4200], batch[4200], dump[2][4200], res[4200], verdict[1024];
+// The first line of log that starts with "error", in buf ("" if none)
+static const char *first_error(const char *log, char *buf, size_t len) {
+    FILE *f = fopen(log, "r");
+    buf[0] = 0;
+    while (f && fgets(buf, (int)len, f) && strncmp(buf, "error", 5)) buf[0] = 0;
+    if (f) fclose(f);
+    buf[strcspn(buf, "\n")] = 0;
+    return buf;
+}
+
+// The tape check: one step of the 1-rank run's final weights on a fresh probe batch, dumped
+// (probe --dump-tape) on N ranks with the layout and bug flags (the mesh its run in dir_n picked
+// for auto) and on one without, and every tensor compared (locate.h): ||a - b|| / ||b|| within
+// PROBE_OUT_TOL forward, PROBE_GRAD_TOL for gradients; under --exact, bit for bit. Prints one line
+// (and locate's verdict when they part); 0 every tensor agrees, 1 one does not, 2 no dump was made.
+static int tape_check(char *self, int ranks, const char *out, char **pass, int np, const char *dir_n,
+                      const char *dir_1, bool exact) {
+    char ckpt[4200], batch[4200], dump[2][4200], res[4200], verdict[1024], path[4200], err[1024], images[16],
+        log[4200];
+    // the N-rank run's mesh: a batch its data groups split; packs dump in one data group (its
+    // sequence group's ranks), as probe --dump-tape runs them
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    json_t *root = settings_load(dir_n, path, sizeof path, err, sizeof err);
+    if (root) settings_read(&tc, root, path, err, sizeof err);
+    json_decref(root);
+    int sp = tc.parallel.sp > 0 && tc.parallel.sp < ranks ? tc.parallel.sp : ranks, dp = ranks / sp;
+    int dump_ranks = tc.max_tokens && dp > 1 ? sp : ranks, B = dump_ranks < ranks ? 6 : (6 + dp - 1) / dp * dp;
+    snprintf(images, sizeof images, "%d", B);
     snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", dir_1);
-    snprintf(batch, sizeof batch, "%s/locate-batch.safetensors", out);
-    snprintf(res, sizeof res, "%s/locate-probe.safetensors", out);
+    snprintf(batch, sizeof batch, "%s/tape-batch.safetensors", out);
+    snprintf(res, sizeof res, "%s/tape-probe.safetensors", out);
+    snprintf(log, sizeof log, "%s/tape.log", out); // the probes' output
+    remove(log);
+    char rule[96] = "bit for bit";
+    if (!exact) snprintf(rule, sizeof rule, "||a - b|| / ||b|| within %.0e forward, %.0e gradients", PROBE_OUT_TOL, PROBE_GRAD_TOL);
+    printf("== one step, every tensor: %d ranks against 1 rank (%s%s)\n", dump_ranks, rule,
+           dump_ranks < ranks ? "; packs: one data group" : "");
+    fflush(stdout);
     Command cmd;
     command_start(&cmd, 1, self);
-    command_add(&cmd, "probe", "--ckpt", ckpt, "--make-batch", "6", "--out", batch, NULL);
+    command_add(&cmd, "probe", "--ckpt", ckpt, "--make-batch", images, "--out", batch, NULL);
     add_flags(&cmd, pass, np, FOR_PROBE, not_batch_row, false, NULL); // the run's images: a folder, packs
     remove(batch);
-    if (command_run(&cmd, NULL)) return (void)printf("locate: could not write a probe batch\n");
+    if (command_run(&cmd, log))
+        return fprintf(stderr, "error: tape check: could not write a probe batch (%s); see %s\n",
+                       first_error(log, err, sizeof err), log), 2;
     for (int side = 0; side < 2; side++) { // N ranks with the layout, then one without
-        snprintf(dump[side], sizeof dump[side], "%s/locate-%d.safetensors", out, side ? 1 : ranks);
+        snprintf(dump[side], sizeof dump[side], "%s/tape-%d.safetensors", out, side ? 1 : dump_ranks);
         remove(dump[side]), remove(res);
-        command_start(&cmd, side ? 1 : ranks, self);
+        command_start(&cmd, side ? 1 : dump_ranks, self);
         command_add(&cmd, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res, "--dump-tape", dump[side], NULL);
         add_flags(&cmd, pass, np, FOR_PROBE, not_dump_row, !side, side ? NULL : dir_n);
-        if (command_run(&cmd, NULL)) return (void)printf("locate: the %s probe failed\n", side ? "1-rank" : "N-rank");
+        if (command_run(&cmd, log))
+            return fprintf(stderr, "error: tape check: the %d-rank probe failed (%s); see %s\n", side ? 1 : dump_ranks,
+                           first_error(log, err, sizeof err), log), 2;
     }
     remove(res);
-    if (locate_dumps(dump[0], dump[1], 0, verdict, sizeof verdict) < 0) printf("locate: %s\n", verdict);
-    else printf("locate (%s against %s): %s\n", dump[0], dump[1], verdict);
+    TapeSummary t;
+    int rc = locate_dumps(dump[0], dump[1], 0, verdict, sizeof verdict, &t);
+    if (rc < 0) return fprintf(stderr, "error: tape check: %s\n", verdict), 2;
+    if (t.exact && !t.over) printf("tape: all %d tensors identical -> the step AGREES\n", t.tensors);
+    else if (t.exact)
+        printf("tape: %d of %d tensors differ; worst %s: relative error %.1e -> the step DIFFERS\n",
+               t.over, t.tensors, t.worst, t.worst_err);
+    else if (t.over)
+        printf("tape: %d of %d tensors beyond tolerance; worst %s: %.1e, tolerance %.0e -> the step "
+               "DIFFERS\n", t.over, t.tensors, t.worst, t.worst_err, t.worst_tol);
+    else
+        printf("tape: all %d tensors within tolerance; worst %s: %.1e, tolerance %.0e -> the step AGREES\n",
+               t.tensors, t.worst, t.worst_err, t.worst_tol);
+    if (rc == 1) printf("locate (%s against %s): %s\n", dump[0], dump[1], verdict);
+    return rc;
 }
 
 // Trains with `ranks` ranks into out/ranks-N and then with one rank (without --inject-bug; only
@@ -179,8 +233,9 @@ static int run_both(char *self, int ranks, const char *out, char **pass, int np,
         printf("== --exact: %d ranks against 1 rank, bit for bit\n", ranks);
         rc = runs_identical(dir_n, dir_1) ? 1 : rc;
     }
-    if (rc == 1) locate_runs(self, ranks, out, pass, np, dir_n, dir_1);
-    return rc;
+    // a step that cannot be dumped leaves the runs unchecked (2) unless their curves already part
+    int tape = tape_check(self, ranks, out, pass, np, dir_n, dir_1, exact);
+    return rc == 2 || (tape == 2 && rc == 0) ? 2 : rc || tape;
 }
 
 int verify_main(int argc, char **argv) {

@@ -16,10 +16,12 @@ SMALL="--model DiT-tiny/2 --input-size 18 --batch 8 --steps 30 --sample-steps 1 
 # 1. loss curves: N ranks reproduce 1 rank in every layout and mesh; every injected bug is caught
 # by the same comparison
 # expect_agree NP DIR FLAGS...: verify --ranks NP of $SMALL with FLAGS, into DIR, agrees with 1 rank
+# (its loss curve, and every tensor of one step)
 expect_agree() {
   local np=$1 dir=$2; shift 2
   out=$("$TRAIN" verify --ranks $np $SMALL "$@" --out "$dir" 2>&1)
-  if [ $? = 0 ]; then ok "$(echo "$out" | grep -o "$np ranks: [^(]*" | head -1 | sed 's/ $//')${*:+ ($*)} vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
+  # and every tensor of one step (verify's tape check, every time)
+  if [ $? = 0 ] && echo "$out" | grep -q '^tape: all [0-9]* tensors .* -> the step AGREES$'; then ok "$(echo "$out" | grep -o "$np ranks: [^(]*" | head -1 | sed 's/ $//')${*:+ ($*)} vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
   else bad "$np ranks${*:+ with $*} disagree with 1 rank"; echo "$out" | tail -5; fi
 }
 # expect_caught NP BUG FLAGS...: NP ranks of $SMALL with FLAGS and the bug diverge from the 1-rank

@@ -112,6 +112,8 @@ suite 600 "the same probes in float64 (those that agree; the bugs: float32's)" \
 suite 600 "a planted LayerNorm rounding rows from the 16th on another way: within tolerance, caught by --exact on the device" \
   planted_exact 's/real r = \(real\)\(1 \/ sqrt\(var \+ eps\)\);/real r = (real)(1 \/ sqrt(row < 16 ? var + eps : (real)(var + eps)));/'
 suite 1200 "the train program under mpirun" tests/cli_tests.sh train/train
+suite 300 "two slips in the movement code (an add one value short), planted: verify's tape check names the op; without the check, not caught" \
+  tests/mutations/slips_test.sh "$BUILD"
 # the 4 signals on 2 ranks and a rank killed on 1 (make soak: each signal on both, 4 moments each)
 suite 120 "a run folder has one writer: two jobs 0.05 s apart, a live holder refuses every command, a killed one blocks nothing" \
   tests/lock_test.sh train/train

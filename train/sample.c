@@ -25,7 +25,7 @@
 // the most images per forward pass (up to SAMPLE_CHUNK) whose activations fit in `bytes`
 static int chunk_images(const SeqParallel *sp, const DiTConfig *c, bool guided, size_t bytes) {
     int k = SAMPLE_CHUNK;
-    while (k > 1 && sp_step_bytes(sp, c, guided ? 2 * k : k, false) > bytes) k--;
+    while (k > 1 && budget_sample_pass(sp, c, guided ? 2 * k : k) > bytes) k--;
     return k;
 }
 

@@ -278,7 +278,10 @@ static void setup(Run *r) {
     if (tc->parallel.layout == SP_AUTO) plan_choose(tc, c); // every rank, as they all agree
     if (c->rank == 0) { // rank 0 writes the run; a job writing the folder now refuses this one
         run_folder_lock("--out", tc->out, false);
+        if (tc->resume[0]) run_folder_lock("--resume", tc->resume, false);
         out_folder_check("--out", tc->out, tc->resume);
+        struct stat sb; // a resumed folder is held before start_run finishes its interrupted save
+        if (tc->resume[0] && !stat(tc->out, &sb) && S_ISDIR(sb.st_mode)) run_folder_lock("--out", tc->out, true);
     }
     if (tc->threads) {
         cpu_set_t mask;

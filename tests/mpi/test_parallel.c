@@ -1205,7 +1205,7 @@ END_TEST
 // (sampling picks its images per pass from it, and every rank must pick the same), so with heads
 // that the ranks do not divide it is the one of a rank with the most heads.
 static const DiTConfig mem_configs[] = {
-    {.input_size = 32, .patch_size = 2, .in_channels = 3, .hidden_size = 64, .depth = 3,
+    {.input_size = 32, .patch_size = 2, .in_channels = 3, .hidden_size = 64, .depth = 8,
      .num_heads = 4, .mlp_ratio = 4, .num_classes = 10, .class_dropout_prob = 0.1},
     {.input_size = 26, .patch_size = 2, .in_channels = 3, .hidden_size = 96, .depth = 2,
      .num_heads = 12, .mlp_ratio = 2, .num_classes = 5, .learn_sigma = true},
