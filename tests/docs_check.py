@@ -5,7 +5,8 @@ trailing backslash continues it) runs with --dry-run, which checks every flag an
 they make and exits 0 without running or writing anything (the folder they ran in must stay
 empty). And every flag the docs name in code
 (`--something`, in blocks and inline) must appear in the program's --help or a subcommand's,
-but for mpirun's own options. Examples with --device cuda run only where a GPU is (a
+but for mpirun's own options and a Python script's (a line or span running python, torchrun or
+a *.py). Examples with --device cuda run only where a GPU is (a
 "skipped:" line says how many did not); their flags are checked all the same. Prints each failure with its file and line; exits 1 on any.
 
 usage: tests/docs_check.py TRAIN_BINARY [ROOT]    check ROOT's README.md and docs/ (default .)
@@ -69,6 +70,14 @@ def commands(path):
             yield n, line
 
 
+def other_program(text):
+    """A code line or span that runs a Python script (python, torchrun, a *.py word): its flags
+    are the script's, not the program's"""
+    words = text.split()
+    return bool(words) and (os.path.basename(words[0]) in ("python", "python3", "torchrun")
+                            or any(w.endswith(".py") for w in words))
+
+
 def help_flags(train):
     text = ""
     for args in [["--help"]] + [[s, "--help"] for s in SUBCOMMANDS]:
@@ -107,7 +116,7 @@ def check(train, root):
                 continue
             name = os.path.relpath(path, root)
             for n, text, _ in code_parts(path):
-                for flag in FLAG.findall(text):
+                for flag in [] if other_program(text) else FLAG.findall(text):
                     if flag not in known and flag not in MPIRUN_OPTIONS:
                         failures.append(f"{name}:{n}: {flag} is in no --help of the program")
             for n, command in commands(path):
