@@ -186,10 +186,14 @@ ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *s
     int64_t n64 = pack ? pack->n : B64; // times and labels: per image
     const StTensor *ts = batch_tensor(st, path, "t", false, 1, &n64);
     const StTensor *ys = batch_tensor(st, path, "y", true, 1, &n64);
-    const StTensor *gs = batch_tensor(st, path, "target", false, 4, (int64_t[]){B64, Co, H, W});
+    // the target: every output channel, or (learn_sigma) the velocity's alone, as training and
+    // --make-batch write it
+    const StTensor *g = st_find(st, "target");
+    int Ct = g && g->ndim == 4 && g->shape[1] == cfg->in_channels ? cfg->in_channels : Co;
+    const StTensor *gs = batch_tensor(st, path, "target", false, 4, (int64_t[]){B64, Ct, H, W});
     int B = (int)B64, n = (int)n64;
     ProbeBatch b = {tensor_new(arena, 4, B, cfg->in_channels, (int)H, (int)W), tensor_new(arena, 1, n),
-                    tensor_new(arena, 4, B, Co, (int)H, (int)W), arena_alloc(arena, (size_t)n * sizeof(int64_t)), pack};
+                    tensor_new(arena, 4, B, Ct, (int)H, (int)W), arena_alloc(arena, (size_t)n * sizeof(int64_t)), pack};
     batch_into(b.x, xs, path);
     batch_into(b.t, ts, path);
     batch_into(b.target, gs, path);

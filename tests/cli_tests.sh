@@ -703,5 +703,15 @@ expect_usage "--sample-sizes 5x4: each side must be a multiple of the patch 2; p
 expect_usage "--sample-sizes 32x16 has 32 tokens, more than the 16 of --input-size 16 (patch 4)" --input-size 16 --sample-sizes 32x16
 expect_usage "the pack-mask-crosses-images bug needs packs of images of different sizes" --inject-bug pack-mask-crosses-images
 
+# a learn_sigma checkpoint's own probe batch (its target: the velocity's channels, as training's)
+# probes on 2 ranks; the probe once wanted every output channel of it
+$TRAIN --model DiT-tiny/2 --input-size 8 --learn-sigma --batch 4 --steps 2 --samples-per-class 0 \
+  --out "$WORK/sigma" >/dev/null 2>&1
+$TRAIN probe --make-batch 2 --ckpt "$WORK/sigma/model.safetensors" --out "$WORK/sigma/b.safetensors" >/dev/null 2>&1
+msg=$($MPIRUN -np 2 "$TRAIN" probe --ckpt "$WORK/sigma/model.safetensors" --batch "$WORK/sigma/b.safetensors" \
+  --out "$WORK/sigma/r.safetensors" 2>&1); rc=$?
+if [ $rc = 0 ] && [ -f "$WORK/sigma/r.safetensors" ]; then ok "probe of a --learn-sigma checkpoint on its own --make-batch: $(echo "$msg" | tail -1)"
+else bad "probe of a --learn-sigma checkpoint on its own --make-batch (exit $rc): $msg"; fi
+
 echo "cli tests: $pass passed, $fail failed"
 [ $fail = 0 ]
