@@ -642,16 +642,7 @@ else bad "ranks of different widths: $line"; fi
 # (--max-tokens): 3 and 4 ranks agree with one rank and draw their (square) samples, both pack
 # bugs diverge, and packs refuse what they do not run with
 mkdir -p "$WORK/mixed"
-python3 - "$WORK/mixed" <<'PY'
-import struct, sys, zlib
-def png(path, w, h, seed):  # RGB, 8 bits, no filter
-    rows = b''.join(b'\0' + bytes((x * 7 + y * 13 + seed * 29 + c * 50) % 256 for x in range(w) for c in range(3)) for y in range(h))
-    chunk = lambda t, d: struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))
-    open(path, 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 0)) +
-                           chunk(b'IDAT', zlib.compress(rows)) + chunk(b'IEND', b''))
-for i, (w, h) in enumerate([(12, 6), (8, 8), (6, 14), (16, 4), (10, 10), (4, 6)]):
-    png(f'{sys.argv[1]}/img{i}.png', w, h, i)
-PY
+python3 "$(dirname "$0")/mixed_images.py" "$WORK/mixed"
 PACKS="--model DiT-tiny/2 --input-size 16 --data $WORK/mixed --max-tokens 40 --batch 2 --steps 10 --sample-steps 1 --samples-per-class 1"
 png_height() { od -An -tu1 -j20 -N4 "$1" | awk '{print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4}'; }
 for mesh in 3 4; do # 4 ranks: samples at 8x8 and 4x12 pixels, one class: a row 8 pixels high, 4x
