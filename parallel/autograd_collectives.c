@@ -2,6 +2,7 @@
 // blocks, so the sequence layout (B, P*n, D) is packed to and from rank-major blocks (P, B, n, D)
 // around each call, on the host or the device, where the tensors are: a send buffer is a strided
 // copy (slice_forward) into unzeroed scratch, what arrives is added (add_rows) into the output.
+// Under --exact a gradient held as exact sums takes the same path (packed as sums on their own).
 #include "autograd_collectives.h"
 #include "../core/check.h"
 #include "../core/device.h"
@@ -9,16 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-// seq (B, P*n, D) += blocks (P, B, n, D), or blocks = seq (to_blocks): rank r's rows are B rows
-// of n*D values, P*n*D apart in seq and n*D apart in blocks
+// seq (B, P*n, D) += blocks (P, B, n, D): rank r's rows are B rows of n*D values, P*n*D apart in
+// seq and n*D apart in blocks
 static void from_blocks(bool dev, real *seq, const real *blocks, int P, int B, int n, int D) {
     size_t row = (size_t)n * D;
     for (int r = 0; r < P; r++) RUN(dev, add_rows, seq + r * row, P * row, blocks + r * B * row, row, row, B);
-}
-
-static void to_blocks(bool dev, real *blocks, const real *seq, int P, int B, int n, int D) {
-    int row = n * D;
-    for (int r = 0; r < P; r++) RUN(dev, slice_forward, blocks + (size_t)r * B * row, seq, B, P * row, r * row, row);
 }
 
 // gather: seq (B,P*n,D) += every rank's local (B,n,D)
@@ -30,20 +26,40 @@ static void gather(Comm *c, Arena *a, real *seq, const real *local, int B, int n
     arena_release(a, mark);
 }
 
-// reduce-scatter: seq (B,P*n,D) -> local (B,n,D) += sum over ranks of this rank's rows
-static void scatter_add(Comm *c, Arena *a, real *local, const real *seq, int B, int n, int D) {
-    size_t mark = arena_mark(a), size = (size_t)B * n * D;
-    real *blocks = arena_alloc_empty(a, (size_t)(c->size + 1) * size * sizeof(real));
-    real *mine = blocks + (size_t)c->size * size;
-    to_blocks(a->device, blocks, seq, c->size, B, n, D);
-    comm_reduce_scatter(c, mine, blocks, size);
-    RUN(a->device, add_rows, local, size, mine, size, size, 1);
+// reduce-scatter: local (B,n,D) += sum over ranks of this rank's rows of seq (B,P*n,D). The rows
+// are the gradient's reals, where the arena keeps them, or under --exact (sums not NULL; seq
+// unused) its exact sums, host memory, which travel whole (COMM_EXACT) and are rounded once
+// summed: the same blocks, exchange and rows either way.
+static void scatter_add(Comm *c, Arena *a, real *local, const real *seq, const ExactSum *sums, int B,
+                        int n, int D) {
+    CommKind kind = sums ? COMM_EXACT : COMM_REAL;
+    Arena *side = sums ? arena_host(a) : a; // where the blocks are
+    size_t mark = arena_mark(a), hmark = arena_mark(arena_host(a)), size = (size_t)B * n * D;
+    size_t row = (size_t)n * D, bytes = size * comm_kind_size(kind);
+    int P = c->size;
+    char *blocks = arena_alloc_empty(side, (size_t)(P + 1) * bytes), *mine = blocks + (size_t)P * bytes;
+    for (int r = 0; r < P; r++) { // rank r's rows, B of n*D values P*n*D apart, into block r
+        if (sums)
+            for (int b = 0; b < B; b++)
+                exact_parts((ExactPart *)blocks + r * size + b * row, sums, (b * P + r) * row, NULL, row);
+        else RUN(a->device, slice_forward, (real *)blocks + r * size, seq, B, (int)(P * row), (int)(r * row), (int)row);
+    }
+    comm_reduce_scatter(c, kind, mine, blocks, size);
+    real *sum = (real *)mine;
+    if (sums) { // rounded, then where the arena keeps the reals
+        real *host = arena_alloc(arena_host(a), size * sizeof(real));
+        exact_parts_result(host, (const ExactPart *)mine, size);
+        sum = a->device ? arena_alloc(a, size * sizeof(real)) : host;
+        if (a->device) copy_bytes(sum, host, size * sizeof(real));
+    }
+    RUN(a->device, add_rows, local, size, sum, size, size, 1);
+    arena_release(arena_host(a), hmark);
     arena_release(a, mark);
 }
 
 static void all_gather_bwd(Node *nd) {
     real *dx = node_grad(nd, 0);
-    if (dx) scatter_add((Comm *)nd->ptr, nd->arena, dx, nd->out->grad, nd->iarg[0], nd->iarg[1], nd->iarg[2]);
+    if (dx) scatter_add((Comm *)nd->ptr, nd->arena, dx, nd->out->grad, NULL, nd->iarg[0], nd->iarg[1], nd->iarg[2]);
 }
 
 Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x) {
@@ -69,10 +85,14 @@ Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x) {
           tensor_shape_str(x, s, sizeof s), c->size);
     int B = x->shape[0], n = x->shape[1] / c->size, D = x->shape[2];
     Tensor *out = tensor_new(tp->arena, 3, B, n, D);
-    scatter_add(c, tp->arena, out->data, x->data, B, n, D);
+    scatter_add(c, tp->arena, out->data, x->data, NULL, B, n, D);
     Node *nd = tape_record(tp, "seq_reduce_scatter", reduce_scatter_bwd, out, 1, x);
     if (nd) nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = D, nd->ptr = c;
     return out;
+}
+
+void seq_reduce_scatter_sums(Comm *c, Arena *a, real *local, const ExactSum *seq, int B, int n, int D) {
+    scatter_add(c, a, local, NULL, seq, B, n, D);
 }
 
 typedef struct Spread {
@@ -93,7 +113,7 @@ static void spread_bwd(Node *nd) {
     real *dout = nd->out->grad, *sum = arena_alloc(host, (all > n ? all : n) * sizeof(real));
     if (a->device) copy_bytes(sum, dout, all * sizeof(real)), dout = sum;
     for (int r = 0; r < rows; r++) exact_add(&s, (size_t)of[r] * K, dout + (size_t)r * K, (size_t)K);
-    comm_all_reduce_exact(sp->c, &s);
+    comm_all_reduce_sums(sp->c, &s);
     exact_result(sum, &s, 0, n);
     real *add = sum;
     if (a->device) add = arena_alloc(a, n * sizeof(real)), copy_bytes(add, sum, n * sizeof(real));
