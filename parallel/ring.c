@@ -174,7 +174,7 @@ typedef struct Backward { // what the steps add into besides the travelling shar
     real *dq, *dk, *dv; // the inputs' gradients
     real *os;           // ring-block-delta: a block's partial output and log-sum-exp
     ExactSum q;         // --exact: dQ's sums
-    Shares kept;        // --exact: the shares kept here under ring-dkv-not-returned
+    Shares kept;        // --exact, ring-dkv-not-returned: the shares kept here
 } Backward;
 
 // This rank's share of the visiting block of `owner` (k, v) into sh, its dQ added; under
@@ -196,18 +196,20 @@ static void backward_step(Node *nd, const Ring *g, Backward *b, Shares *sh, bool
                               g->H, g->dh);
 }
 
-// This rank's own block, every rank's share summed in sh, into k's and v's gradients; under
-// --exact the sums rounded there, with those of dQ and of the shares kept here
+// This rank's own block, every rank's share summed in sh, into k's and v's gradients: the shares
+// themselves, or under --exact their sums (with those kept here) rounded, dQ's rounded on the way
 static void backward_end(Arena *a, const Ring *g, Backward *b, Shares *sh) {
     size_t blk = g->blk;
-    if (!g->exact) {
-        if (b->dk) RUN(a->device, add_rows, b->dk, blk, sh->d, blk, blk, 1);
-        if (b->dv) RUN(a->device, add_rows, b->dv, blk, sh->d + blk, blk, blk, 1);
-        return;
+    const real *d = sh->d;
+    if (g->exact) {
+        if (b->dq) exact_add_into(b->dq, &b->q, 0, blk, a);
+        if (g->bugs & BUG_RING_DKV_NOT_RETURNED) exact_merge(&sh->k, 0, &b->kept.k), exact_merge(&sh->v, 0, &b->kept.v);
+        real *host = arena_alloc(arena_host(a), 2 * blk * sizeof(real));
+        exact_result(host, &sh->k, 0, blk), exact_result(host + blk, &sh->v, 0, blk);
+        d = op_input(a, host, 2 * blk * sizeof(real));
     }
-    if (b->dq) exact_add_into(b->dq, &b->q, 0, blk, a);
-    if (b->dk) exact_add_into(b->dk, &sh->k, 0, blk, a), exact_add_into(b->dk, &b->kept.k, 0, blk, a);
-    if (b->dv) exact_add_into(b->dv, &sh->v, 0, blk, a), exact_add_into(b->dv, &b->kept.v, 0, blk, a);
+    if (b->dk) RUN(a->device, add_rows, b->dk, blk, d, blk, blk, 1);
+    if (b->dv) RUN(a->device, add_rows, b->dv, blk, d + blk, blk, blk, 1);
 }
 
 static void ring_bwd(Node *nd) {
@@ -218,8 +220,10 @@ static void ring_bwd(Node *nd) {
     size_t two = 2 * g->blk;
     Backward b = {.dq = node_grad(nd, 0), .dk = node_grad(nd, 1), .dv = node_grad(nd, 2)}; // before the mark
     ArenaMarks mark = arena_marks(a);
-    if (g->exact) b.q = exact_sums(a, g->blk), b.kept = shares_new(a, g);
-    else if (g->bugs & BUG_RING_BLOCK_DELTA) b.os = arena_alloc(a, (g->blk + (size_t)g->B * g->H * g->n) * sizeof(real));
+    bool kept = g->bugs & BUG_RING_DKV_NOT_RETURNED, delta = g->bugs & BUG_RING_BLOCK_DELTA;
+    if (g->exact) b.q = exact_sums(a, g->blk);
+    if (g->exact && kept) b.kept = shares_new(a, g);
+    if (!g->exact && delta) b.os = arena_alloc(a, (g->blk + (size_t)g->B * g->H * g->n) * sizeof(real));
     // K V of the visiting block and of the next; this rank's share of the visiting block, the
     // last step's (on its way on), and the earlier ranks' sum arriving for this one
     real *cur = arena_alloc(a, 2 * two * sizeof(real)), *next = cur + two;
