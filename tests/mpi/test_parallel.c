@@ -1138,6 +1138,7 @@ END_TEST
 // on rank 1, 2^-60 on rank 2, whose fronts sum exactly in doubles, but 2^-60 lies more than 64
 // bits below the window of 2^40, and a reduction of the limbs drops it: so must the fronts' way
 // (this case, against the limbs' sum of all the terms in one element, instead of the true sum).
+// The exact reduce-scatter of the same sums (whole, as parts) gives each rank its slice of them.
 enum { EXACT_ELEMS = 72, EXACT_TERMS = 40 };
 
 static int exact_terms(int i, int r, real *x) {
@@ -1158,12 +1159,16 @@ static int exact_terms(int i, int r, real *x) {
 }
 
 START_TEST(exact_all_reduce_is_the_rounded_true_sum) {
-    static int64_t mem[2][(EXACT_LIMBS + 2) * EXACT_ELEMS];
+    static int64_t mem[3][(EXACT_LIMBS + 2) * EXACT_ELEMS];
     ExactSum s = exact_view(mem[0], EXACT_ELEMS), limbs = exact_view(mem[1], EXACT_ELEMS);
+    ExactSum scattered = exact_view(mem[2], EXACT_ELEMS);
     real x[EXACT_TERMS];
-    for (int i = 0; i < EXACT_ELEMS; i++)
+    for (int i = 0; i < EXACT_ELEMS; i++) {
         exact_add_terms(&s, (size_t)i, x, 1, exact_terms(i, comm.rank, x), 1);
+        exact_add_terms(&scattered, (size_t)i, x, 1, exact_terms(i, comm.rank, x), 1);
+    }
     comm_all_reduce_sums(&comm, &s);
+    comm_reduce_scatter_sums(&comm, &scattered);
     double got[EXACT_ELEMS], window[EXACT_ELEMS];
     exact_result_double(got, &s, 0, EXACT_ELEMS);
     for (int i = 0; i < EXACT_ELEMS; i++) {
@@ -1180,6 +1185,13 @@ START_TEST(exact_all_reduce_is_the_rounded_true_sum) {
                       i % 6, comm.size, got[i], want);
     }
     if (comm.size >= 3) ck_assert(window[5] == 0); // 2^-60 dropped
+    int m = EXACT_ELEMS / comm.size, first = comm.rank * m;
+    double slice[EXACT_ELEMS];
+    exact_result_double(slice, &scattered, (size_t)first, (size_t)m);
+    for (int k = 0; k < m; k++)
+        ck_assert_msg(!memcmp(&slice[k], &got[first + k], sizeof(double)),
+                      "element %d reduce-scattered on %d ranks: %.17g, all-reduced %.17g", first + k,
+                      comm.size, slice[k], got[first + k]);
 }
 END_TEST
 
