@@ -321,13 +321,14 @@ void exact_parts_result(real *out, const ExactPart *parts, size_t n) {
     }
 }
 
-void exact_fronts(const ExactSum *s, ExactFront *out) {
-#pragma omp parallel for if (s->n > PAR_EXACT)
-    for (size_t i = 0; i < s->n; i++) {
+void exact_fronts(ExactFront *fronts, const ExactSum *s, size_t at, size_t n) {
+#pragma omp parallel for if (n > PAR_EXACT)
+    for (size_t k = 0; k < n; k++) {
+        size_t i = at + k;
         int64_t low, high;
         front_span(s->front[i], &low, &high);
-        out[i] = s->top[i] == EXACT_EMPTY ? (ExactFront){s->front[i], (int32_t)low, (int32_t)high}
-                                          : (ExactFront){NAN, NO_LOW, NO_HIGH};
+        fronts[k] = s->top[i] == EXACT_EMPTY ? (ExactFront){s->front[i], (int32_t)low, (int32_t)high}
+                                             : (ExactFront){NAN, NO_LOW, NO_HIGH};
     }
 }
 
@@ -339,6 +340,13 @@ void exact_fronts_add(ExactFront *out, const ExactFront *a, const ExactFront *b,
         if (!add_front_pair(&sum, &low, &high, b[k].sum, b[k].low, b[k].high)) sum = NAN;
         out[k] = (ExactFront){sum, (int32_t)low, (int32_t)high};
     }
+}
+
+size_t exact_fronts_result(real *out, const ExactFront *fronts, size_t n) {
+    size_t left = 0;
+#pragma omp parallel for reduction(+ : left) if (n > PAR_EXACT)
+    for (size_t k = 0; k < n; k++) out[k] = (real)fronts[k].sum, left += isnan(fronts[k].sum);
+    return left;
 }
 
 size_t exact_take_fronts(ExactSum *s, const ExactFront *f, size_t *slow) {

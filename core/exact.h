@@ -75,11 +75,13 @@ void exact_put_parts(ExactSum *s, size_t at, const size_t *idx, const ExactPart 
 // go to the limbs, a front's window first raised to the bin of its greatest position.
 void exact_parts_add(ExactPart *out, const ExactPart *a, const ExactPart *b, size_t n);
 void exact_parts_result(real *out, const ExactPart *parts, size_t n); // out[k] = parts[k] rounded
-// out[i] = element i's front and its position, or sum NaN where it has limbs
-void exact_fronts(const ExactSum *s, ExactFront *out);
+// fronts[k] = element at + k's front and its position, or sum NaN where it has limbs, for k < n
+void exact_fronts(ExactFront *fronts, const ExactSum *s, size_t at, size_t n);
 // out[k] = a[k] + b[k] as exact_parts_add adds fronts, or sum NaN where they would go to the
 // limbs (or either is NaN)
 void exact_fronts_add(ExactFront *out, const ExactFront *a, const ExactFront *b, size_t n);
+// out[k] = fronts[k]'s sum rounded; returns how many are NaN (no front's sum)
+size_t exact_fronts_result(real *out, const ExactFront *fronts, size_t n);
 // s's front = f's sum for each element where it is a number; slow = the others, in order; returns
 // their count
 size_t exact_take_fronts(ExactSum *s, const ExactFront *f, size_t *slow);

@@ -26,35 +26,55 @@ static void gather(Comm *c, Arena *a, real *seq, const real *local, int B, int n
     arena_release(a, mark);
 }
 
-// reduce-scatter: local (B,n,D) += sum over ranks of this rank's rows of seq (B,P*n,D). The rows
-// are the gradient's reals, where the arena keeps them, or under --exact (sums not NULL; seq
-// unused) its exact sums, host memory, which travel whole (COMM_EXACT) and are rounded once
-// summed: the same blocks, exchange and rows either way.
-static void scatter_add(Comm *c, Arena *a, real *local, const real *seq, const ExactSum *sums, int B,
-                        int n, int D) {
-    CommKind kind = sums ? COMM_EXACT : COMM_REAL;
-    Arena *side = sums ? arena_host(a) : a; // where the blocks are
+// --exact: n values of kind k, summed over the ranks of c, rounded to reals where the arena keeps
+// them; NULL for fronts of which some, on any rank, did not add in a front
+static const real *rounded(Comm *c, Arena *a, CommKind k, const void *sums, size_t n) {
+    real *host = arena_alloc(arena_host(a), n * sizeof(real));
+    double left = 0;
+    if (k == COMM_EXACT) exact_parts_result(host, sums, n);
+    else left = (double)exact_fronts_result(host, sums, n);
+    if (k == COMM_FRONTS) comm_all_reduce(c, COMM_DOUBLE, &left, 1);
+    if (left || !a->device) return left ? NULL : host;
+    real *dev = arena_alloc(a, n * sizeof(real));
+    copy_bytes(dev, host, n * sizeof(real));
+    return dev;
+}
+
+// reduce-scatter: local (B,n,D) += sum over ranks of this rank's rows of seq (B,P*n,D), the values
+// exchanged as kind k: the gradient's reals (COMM_REAL, where the arena keeps them), or under
+// --exact its exact sums (host memory; seq unused) as their fronts (COMM_FRONTS) or whole
+// (COMM_EXACT), rounded once summed. The same blocks, exchange and rows for every kind. Returns
+// false, nothing added, where fronts fall short (rounded).
+static bool scatter_kind(Comm *c, Arena *a, CommKind k, real *local, const real *seq, const ExactSum *sums,
+                         int B, int n, int D) {
+    Arena *side = k == COMM_REAL ? a : arena_host(a); // where the blocks are
     size_t mark = arena_mark(a), hmark = arena_mark(arena_host(a)), size = (size_t)B * n * D;
-    size_t row = (size_t)n * D, bytes = size * comm_kind_size(kind);
+    size_t row = (size_t)n * D, bytes = size * comm_kind_size(k);
     int P = c->size;
     char *blocks = arena_alloc_empty(side, (size_t)(P + 1) * bytes), *mine = blocks + (size_t)P * bytes;
     for (int r = 0; r < P; r++) { // rank r's rows, B of n*D values P*n*D apart, into block r
-        if (sums)
-            for (int b = 0; b < B; b++)
-                exact_parts((ExactPart *)blocks + r * size + b * row, sums, (b * P + r) * row, NULL, row);
-        else RUN(a->device, slice_forward, (real *)blocks + r * size, seq, B, (int)(P * row), (int)(r * row), (int)row);
+        char *block = blocks + (size_t)r * bytes;
+        if (k == COMM_REAL) RUN(a->device, slice_forward, (real *)block, seq, B, (int)(P * row), (int)(r * row), (int)row);
+        for (int b = 0; k != COMM_REAL && b < B; b++) {
+            size_t at = (size_t)(b * P + r) * row;
+            if (k == COMM_FRONTS) exact_fronts((ExactFront *)block + b * row, sums, at, row);
+            else exact_parts((ExactPart *)block + b * row, sums, at, NULL, row);
+        }
     }
-    comm_reduce_scatter(c, kind, mine, blocks, size);
-    real *sum = (real *)mine;
-    if (sums) { // rounded, then where the arena keeps the reals
-        real *host = arena_alloc(arena_host(a), size * sizeof(real));
-        exact_parts_result(host, (const ExactPart *)mine, size);
-        sum = a->device ? arena_alloc(a, size * sizeof(real)) : host;
-        if (a->device) copy_bytes(sum, host, size * sizeof(real));
-    }
-    RUN(a->device, add_rows, local, size, sum, size, size, 1);
+    comm_reduce_scatter(c, k, mine, blocks, size);
+    const real *sum = k == COMM_REAL ? (const real *)mine : rounded(c, a, k, mine, size);
+    if (sum) RUN(a->device, add_rows, local, size, sum, size, size, 1);
     arena_release(arena_host(a), hmark);
     arena_release(a, mark);
+    return sum != NULL;
+}
+
+// --exact: the fronts first (16 bytes a value), the sums whole (40) only where they fall short
+static void scatter_add(Comm *c, Arena *a, real *local, const real *seq, const ExactSum *sums, int B,
+                        int n, int D) {
+    if (!sums) scatter_kind(c, a, COMM_REAL, local, seq, NULL, B, n, D);
+    else if (!scatter_kind(c, a, COMM_FRONTS, local, NULL, sums, B, n, D))
+        scatter_kind(c, a, COMM_EXACT, local, NULL, sums, B, n, D);
 }
 
 static void all_gather_bwd(Node *nd) {

@@ -321,7 +321,7 @@ void comm_all_reduce_sums(Comm *c, ExactSum *s) {
     if (c->size == 1) return;
     size_t n = s->n;
     ExactFront *fronts = kept(KEPT_FRONTS, n * sizeof *fronts);
-    exact_fronts(s, fronts);
+    exact_fronts(fronts, s, 0, n);
     comm_all_reduce(c, COMM_FRONTS, fronts, n);
     size_t *slow = kept(KEPT_SLOW, n * sizeof *slow), m = exact_take_fronts(s, fronts, slow);
     if (!m) return;
