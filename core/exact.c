@@ -239,36 +239,38 @@ void exact_result(real *out, ExactSum *s, size_t at, size_t n) {
 }
 
 // ---- sums on their own (exact.h) ------------------------------------------------------------
-// A part or a front without limbs carries the span of the significand positions p (split_double)
-// of the fronts added into it: none (NO_LOW, NO_HIGH) for a zero front. Two add as fronts while
-// their double sum is exact and every position lies in the window of the greatest's top bit
-// (p + 52): the test of an all-reduce of fronts (its sum is then the one the limbs would hold,
-// and the same for any grouping). Else they go to the limbs, where a front's window starts at its
-// greatest position's bin, as its fronts' own would have, even where they cancelled.
-#define NO_LOW INT32_MAX
-#define NO_HIGH (-1)
+// A part or a front without limbs carries the span of the fronts added into it: the least bin of
+// their lowest significand bits (p >> 5, split_double's p) and the greatest bin of their top bits
+// ((p + 52) >> 5); a zero front spans nothing (NO_LOW, NO_TOP: no test fails on it, and the least
+// and the greatest ignore it). Two add as fronts while their double sum is exact and the span fits
+// one window (the least bin at most EXACT_LIMBS - 1 below the greatest): the test of an
+// all-reduce of fronts (its sum is then the one the limbs would hold, the same for any grouping).
+// Else they go to the limbs, where a front's window starts at its span's greatest bin, as its
+// fronts' own would have, even where they cancelled.
+#define NO_LOW 255
+#define NO_TOP 0
 
-static inline void front_span(double x, int64_t *low, int64_t *high) {
+static inline void front_span(double x, int64_t *low, int64_t *top) {
     int p;
     split_double(x, &p);
-    *low = x == 0 ? NO_LOW : p, *high = x == 0 ? NO_HIGH : p;
+    *low = x == 0 ? NO_LOW : p >> 5, *top = x == 0 ? NO_TOP : (p + 52) >> 5;
 }
 
-// *a += b with the spans joined; false (nothing changed) where the sum would leave the fronts
-static inline bool add_front_pair(double *a, int64_t *alow, int64_t *ahigh, double b, int64_t blow, int64_t bhigh) {
+// *a += b with the spans joined, branch-free (the loops over fronts vectorize); false where the sum
+// would leave the fronts (nothing changed then)
+static inline bool add_front_pair(double *a, int64_t *alow, int64_t *atop, double b, int64_t blow, int64_t btop) {
     double sum = *a + b, bb = sum - *a;
-    int64_t low = blow < *alow ? blow : *alow, high = bhigh > *ahigh ? bhigh : *ahigh;
-    if ((*a - (sum - bb)) + (b - bb) != 0) return false; // rounds; NaN too
-    if (high >= 0 && low >> 5 < ((high + 52) >> 5) - (EXACT_LIMBS - 1)) return false;
-    *a = sum, *alow = low, *ahigh = high;
-    return true;
+    int64_t low = blow < *alow ? blow : *alow, top = btop > *atop ? btop : *atop;
+    bool fits = (*a - (sum - bb)) + (b - bb) == 0 && low >= top - (EXACT_LIMBS - 1); // false for NaN
+    *a = fits ? sum : *a, *alow = fits ? low : *alow, *atop = fits ? top : *atop;
+    return fits;
 }
 
-// A part's limbs with its front added (a front alone in the window of its greatest position)
+// A part's limbs with its front added (a front alone in the window of its span's greatest bin)
 static inline Elem part_limbs(const ExactPart *p) {
     Elem e = {.top = p->top};
     if (p->top != EXACT_EMPTY) memcpy(e.l, p->limb, sizeof e.l);
-    else if (p->limb[1] != NO_HIGH) raise_to(&e, (p->limb[1] + 52) >> 5);
+    else if (p->limb[1] != NO_TOP) raise_to(&e, p->limb[1]);
     add_double(&e, p->front);
     return e;
 }
@@ -324,11 +326,10 @@ void exact_parts_result(real *out, const ExactPart *parts, size_t n) {
 void exact_fronts(ExactFront *fronts, const ExactSum *s, size_t at, size_t n) {
 #pragma omp parallel for if (n > PAR_EXACT)
     for (size_t k = 0; k < n; k++) {
-        size_t i = at + k;
-        int64_t low, high;
-        front_span(s->front[i], &low, &high);
-        fronts[k] = s->top[i] == EXACT_EMPTY ? (ExactFront){s->front[i], (int32_t)low, (int32_t)high}
-                                             : (ExactFront){NAN, NO_LOW, NO_HIGH};
+        int64_t low, top;
+        bool limbs = s->top[at + k] != EXACT_EMPTY;
+        front_span(limbs ? 0 : s->front[at + k], &low, &top);
+        fronts[k] = (ExactFront){limbs ? NAN : s->front[at + k], (uint8_t)low, (uint8_t)top};
     }
 }
 
@@ -336,9 +337,9 @@ void exact_fronts_add(ExactFront *out, const ExactFront *a, const ExactFront *b,
 #pragma omp parallel for if (n > PAR_EXACT)
     for (size_t k = 0; k < n; k++) {
         double sum = a[k].sum;
-        int64_t low = a[k].low, high = a[k].high;
-        if (!add_front_pair(&sum, &low, &high, b[k].sum, b[k].low, b[k].high)) sum = NAN;
-        out[k] = (ExactFront){sum, (int32_t)low, (int32_t)high};
+        int64_t low = a[k].low, top = a[k].top;
+        if (!add_front_pair(&sum, &low, &top, b[k].sum, b[k].low, b[k].top)) sum = NAN;
+        out[k] = (ExactFront){sum, (uint8_t)low, (uint8_t)top};
     }
 }
 

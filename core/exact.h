@@ -11,7 +11,7 @@
 // Most terms never reach the limbs: a double `front` per element takes them while its sum stays
 // exact, and the result of an element without limbs is its front (exact_add_terms, result_one in
 // exact.c). A reduction over ranks carries sums on their own (ExactPart: 40 bytes a value), or
-// first their fronts alone (ExactFront: 16 bytes) where no rank has limbs (comm.h). Both give the
+// first their fronts alone (ExactFront: 10 bytes) where no rank has limbs (comm.h). Both give the
 // bits of the limbs' arithmetic as long as no piece falls below a window. Where one does (terms
 // that cancel down to more than 64 bits below the largest, e.g. 2^40, -2^40 and 2^-60), a front
 // that already cancelled keeps the small term that the window of a grouping with the large term
@@ -53,29 +53,29 @@ void exact_flush(ExactSum *s);
 
 // ---- sums on their own, as a reduction carries them (comm.h) ----------------------------------
 // One element's sum. A part without limbs (top EXACT_EMPTY) is its front alone, and limb[0] and
-// limb[1] hold the least and the greatest significand position of the fronts added into it (see
-// exact_parts_add), so that parts add in any grouping with the bits an all-reduce of the fronts
-// gives.
+// limb[1] hold the span of the fronts added into it: the least bin of their lowest bits and the
+// greatest of their top bits (see exact_parts_add), so that parts add in any grouping with the
+// bits an all-reduce of the fronts gives.
 typedef struct ExactPart {
     int64_t top, limb[EXACT_LIMBS];
     double front;
 } ExactPart;
-// One element's front and that span of positions; sum NaN where the element has limbs, or where
-// fronts no longer add in a front (exact_fronts_add)
-typedef struct ExactFront {
+// One element's front and that span; sum NaN where the element has limbs, or where fronts no
+// longer add in a front (exact_fronts_add). Packed: 10 bytes travel a value.
+typedef struct __attribute__((packed)) ExactFront {
     double sum;
-    int32_t low, high;
+    uint8_t low, top;
 } ExactFront;
 // parts[k] = s's element at + k, or idx[k] where idx is not NULL, for k < n
 void exact_parts(ExactPart *parts, const ExactSum *s, size_t at, const size_t *idx, size_t n);
 // The other way: s's element at + k (or idx[k]) = parts[k], its span dropped (a complete sum's)
 void exact_put_parts(ExactSum *s, size_t at, const size_t *idx, const ExactPart *parts, size_t n);
 // out[k] = a[k] + b[k], exactly; out may be a or b. Two fronts stay a front while their sum is
-// exact and their span fits one window (the greatest's top bin and the two below it); else both
-// go to the limbs, a front's window first raised to the bin of its greatest position.
+// exact and their span fits one window (the greatest top bin and the two below it); else both go
+// to the limbs, a front's window first raised to its span's greatest bin.
 void exact_parts_add(ExactPart *out, const ExactPart *a, const ExactPart *b, size_t n);
 void exact_parts_result(real *out, const ExactPart *parts, size_t n); // out[k] = parts[k] rounded
-// fronts[k] = element at + k's front and its position, or sum NaN where it has limbs, for k < n
+// fronts[k] = element at + k's front and its span, or sum NaN where it has limbs, for k < n
 void exact_fronts(ExactFront *fronts, const ExactSum *s, size_t at, size_t n);
 // out[k] = a[k] + b[k] as exact_parts_add adds fronts, or sum NaN where they would go to the
 // limbs (or either is NaN)

@@ -69,7 +69,7 @@ static bool scatter_kind(Comm *c, Arena *a, CommKind k, real *local, const real 
     return sum != NULL;
 }
 
-// --exact: the fronts first (16 bytes a value), the sums whole (40) only where they fall short
+// --exact: the fronts first (10 bytes a value), the sums whole (40) only where they fall short
 static void scatter_add(Comm *c, Arena *a, real *local, const real *seq, const ExactSum *sums, int B,
                         int n, int D) {
     if (!sums) scatter_kind(c, a, COMM_REAL, local, seq, NULL, B, n, D);

@@ -64,7 +64,7 @@ void comm_reduce_scatter(Comm *c, CommKind k, void *out, const void *in, size_t 
 // buf (n) = sum over ranks, in place
 void comm_all_reduce(Comm *c, CommKind k, void *buf, size_t n);
 // Exact sums (host memory) through those two, in place, with the same bits for any number of
-// ranks and any split of the terms. All-reduced: the fronts first (COMM_FRONTS, 16 bytes a
+// ranks and any split of the terms. All-reduced: the fronts first (COMM_FRONTS, 10 bytes a
 // value), then whole (COMM_EXACT) only the values some rank holds limbs of, or whose fronts do
 // not add in a front.
 void comm_all_reduce_sums(Comm *c, ExactSum *s);
