@@ -34,7 +34,8 @@ static const real *rounded(Comm *c, Arena *a, CommKind k, const void *sums, size
     if (k == COMM_EXACT) exact_parts_result(host, sums, n);
     else left = (double)exact_fronts_result(host, sums, n);
     if (k == COMM_FRONTS) comm_all_reduce(c, COMM_DOUBLE, &left, 1);
-    if (left || !a->device) return left ? NULL : host;
+    if (left) return NULL;
+    if (!a->device) return host;
     real *dev = arena_alloc(a, n * sizeof(real));
     copy_bytes(dev, host, n * sizeof(real));
     return dev;
@@ -55,11 +56,12 @@ static bool scatter_kind(Comm *c, Arena *a, CommKind k, real *local, const real 
     for (int r = 0; r < P; r++) { // rank r's rows, B of n*D values P*n*D apart, into block r
         char *block = blocks + (size_t)r * bytes;
         if (k == COMM_REAL) RUN(a->device, slice_forward, (real *)block, seq, B, (int)(P * row), (int)(r * row), (int)row);
-        for (int b = 0; k != COMM_REAL && b < B; b++) {
-            size_t at = (size_t)(b * P + r) * row;
-            if (k == COMM_FRONTS) exact_fronts((ExactFront *)block + b * row, sums, at, row);
-            else exact_parts((ExactPart *)block + b * row, sums, at, NULL, row);
-        }
+        else
+            for (int b = 0; b < B; b++) {
+                size_t at = (size_t)(b * P + r) * row;
+                if (k == COMM_FRONTS) exact_fronts((ExactFront *)block + b * row, sums, at, row);
+                else exact_parts((ExactPart *)block + b * row, sums, at, NULL, row);
+            }
     }
     comm_reduce_scatter(c, k, mine, blocks, size);
     const real *sum = k == COMM_REAL ? (const real *)mine : rounded(c, a, k, mine, size);
