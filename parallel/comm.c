@@ -13,6 +13,7 @@
         if (r_ != ncclSuccess) FATAL("%s failed: %s", #call, ncclGetErrorString(r_));              \
     } while (0)
 #endif
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,10 +49,10 @@ static struct {
     MPI_Datatype type;
     MPI_Op sum;
 } kinds[COMM_KINDS] = {
-    [COMM_REAL] = {sizeof(real), add_reals},
-    [COMM_DOUBLE] = {sizeof(double), add_doubles},
-    [COMM_FRONTS] = {sizeof(ExactFront), add_fronts},
-    [COMM_EXACT] = {sizeof(ExactPart), add_parts},
+    [COMM_REAL] = {.size = sizeof(real), .add = add_reals},
+    [COMM_DOUBLE] = {.size = sizeof(double), .add = add_doubles},
+    [COMM_FRONTS] = {.size = sizeof(ExactFront), .add = add_fronts},
+    [COMM_EXACT] = {.size = sizeof(ExactPart), .add = add_parts},
 };
 
 size_t comm_kind_size(CommKind k) { return kinds[k].size; }
@@ -119,15 +120,16 @@ void comm_stop_all(const char *msg, int code) {
 static void abort_all(const char *msg) { comm_stop_all(msg, 1); }
 
 // MPI granted MPI_THREAD_FUNNELED: the attention kernels may call it on the main thread while a
-// ring step is in flight (comm_shift_start)
+// ring step is in flight (comm_shift_start); mpi_thread is that thread, which started MPI
 static bool funneled;
+static pthread_t mpi_thread;
 
 void comm_init(Comm *world, int *argc, char ***argv) {
     int ready = 0, level = MPI_THREAD_SINGLE;
     MPI_Initialized(&ready);
     if (!ready) MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &level));
     else MPI_Query_thread(&level);
-    funneled = level >= MPI_THREAD_FUNNELED;
+    funneled = level >= MPI_THREAD_FUNNELED, mpi_thread = pthread_self();
     *world = (Comm){.group = MPI_COMM_WORLD};
     MPI_Comm_rank(MPI_COMM_WORLD, &world->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world->size);
@@ -384,7 +386,10 @@ enum { IN_FLIGHT_MAX = 4 };
 static CommShift *in_flight[IN_FLIGHT_MAX];
 static int in_flight_n;
 
+// The kernels call this on thread 0 of their team, which inside a parallel region of jobs (--exact's
+// attention) every thread is: MPI is called from its own thread alone
 static void progress_in_flight(void) {
+    if (!pthread_equal(pthread_self(), mpi_thread)) return;
     for (int i = 0; i < in_flight_n; i++) {
         CommShift *s = in_flight[i];
         int done = s->done;
