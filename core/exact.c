@@ -194,43 +194,39 @@ void exact_flush(ExactSum *s) {
 
 void exact_add(ExactSum *s, size_t at, const real *x, size_t n) { exact_add_terms(s, at, x, n, 1, n); }
 
+// a += b limbwise, in the window of the larger
+static inline void merge_limbs(Elem *a, Elem b) {
+    if (b.top == EXACT_EMPTY || a->top == EXACT_NONFINITE) return;
+    int64_t to = a->top == EXACT_EMPTY || b.top > a->top ? b.top : a->top;
+    raise_to(a, to), raise_to(&b, to);
+    for (int j = 0; j < EXACT_LIMBS; j++) a->l[j] += b.l[j];
+}
+
 void exact_merge(ExactSum *dst, size_t at, ExactSum *src) {
     exact_flush(src);
 #pragma omp parallel for if (src->n > PAR_EXACT)
     for (size_t i = 0; i < src->n; i++) {
-        Elem a = load(dst, at + i), b = load(src, i);
-        if (b.top == EXACT_EMPTY || a.top == EXACT_NONFINITE) continue;
-        int64_t to = a.top == EXACT_EMPTY || b.top > a.top ? b.top : a.top;
-        raise_to(&a, to), raise_to(&b, to);
-        for (int j = 0; j < EXACT_LIMBS; j++) a.l[j] += b.l[j];
+        Elem a = load(dst, at + i);
+        merge_limbs(&a, load(src, i));
         store(dst, at + i, &a);
-    }
-}
-
-void exact_align(ExactSum *s, const int64_t *to) {
-    exact_flush(s);
-#pragma omp parallel for if (s->n > PAR_EXACT)
-    for (size_t i = 0; i < s->n; i++) {
-        Elem e = load(s, i);
-        raise_to(&e, to[i]);
-        store(s, i, &e);
     }
 }
 
 // The window's integer (limbs at weights 2^64, 2^32, 1; |limb| < 2^62 keeps it in 128 bits),
 // rounded once to a double, then scaled: the bin of limb 2 starts at bit 32 (top - 2) - 1074.
-// The front is added on the way (as exact_flush would, s unchanged); with no limbs it is the
+// The front is added on the way (as exact_flush would, the sum unchanged); with no limbs it is the
 // result itself: flushed alone, its at most 84 bits (53 shifted by p mod 32) lie in the three bins
 // of its own window, so the window's integer is the front's exact value.
-static double result_one(const ExactSum *s, size_t i) {
-    if (s->top[i] == EXACT_EMPTY) return s->front[i];
-    Elem e = load(s, i);
-    add_double(&e, s->front[i]);
+static double value(Elem e, double front) {
+    if (e.top == EXACT_EMPTY) return front;
+    add_double(&e, front);
     if (e.top == EXACT_NONFINITE) return NAN;
     __int128 v = 0;
     for (int j = 0; j < EXACT_LIMBS; j++) v = v * ((__int128)1 << 32) + e.l[j];
     return ldexp((double)v, (int)(32 * (e.top - (EXACT_LIMBS - 1)) - 1074));
 }
+
+static double result_one(const ExactSum *s, size_t i) { return value(load(s, i), s->front[i]); }
 
 void exact_result_double(double *out, ExactSum *s, size_t at, size_t n) {
 #pragma omp parallel for if (n > PAR_EXACT)
@@ -242,121 +238,122 @@ void exact_result(real *out, ExactSum *s, size_t at, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = (real)result_one(s, at + i);
 }
 
-void exact_fronts(const ExactSum *s, double *out) {
-#pragma omp parallel for if (s->n > PAR_EXACT)
-    for (size_t i = 0; i < s->n; i++) out[i] = s->top[i] == EXACT_EMPTY ? s->front[i] : NAN;
-}
+// ---- sums on their own (exact.h) ------------------------------------------------------------
+// A part or a front without limbs carries the span of the fronts added into it: the least bin of
+// their lowest significand bits (p >> 5, split_double's p) and the greatest bin of their top bits
+// ((p + 52) >> 5); a zero front spans nothing (NO_LOW, NO_TOP: no test fails on it, and the least
+// and the greatest ignore it). Two add as fronts while their double sum is exact and the span fits
+// one window (the least bin at most EXACT_LIMBS - 1 below the greatest): the test of an
+// all-reduce of fronts (its sum is then the one the limbs would hold, the same for any grouping).
+// Else they go to the limbs, where a front's window starts at its span's greatest bin, as its
+// fronts' own would have, even where they cancelled.
+#define NO_LOW 255
+#define NO_TOP 0
 
-static bool any_nan(const double *fronts, size_t n, int count, size_t i) {
-    bool any = false;
-    for (int r = 0; r < count; r++) any |= isnan(fronts[(size_t)r * n + i]);
-    return any;
-}
-
-// Global bit positions (weight 2^(pos - 1074), as in add_double) of the highest and the lowest
-// set bit of a nonzero finite double
-static void bit_span(double x, int *top, int *bottom) {
+static inline void front_span(double x, int64_t *low, int64_t *top) {
     int p;
-    uint64_t mant = split_double(x, &p);
-    *top = p + 63 - __builtin_clzll(mant), *bottom = p + __builtin_ctzll(mant);
+    split_double(x, &p);
+    *low = x == 0 ? NO_LOW : p >> 5, *top = x == 0 ? NO_TOP : (p + 52) >> 5;
 }
 
-// The fronts' sum kept as a front, when that is the value the window would hold: no front has a
-// set bit below the window of the highest (whose top bin is the highest bit's), so none is dropped,
-// and their double sum is exact at every step. Then the window's integer is that sum, and its
-// rounding (exact_result) is the sum itself, as for any front.
-static bool fronts_in_front(const double *fronts, size_t n, int count, size_t i, double *sum) {
-    int top = INT32_MIN, bottom = INT32_MAX;
-    double s = 0;
-    for (int r = 0; r < count; r++) {
-        double b = fronts[(size_t)r * n + i], t = s + b, bb = t - s;
-        if ((s - (t - bb)) + (b - bb) != 0) return false;
-        s = t;
-        if (b == 0) continue;
-        int hi, lo;
-        bit_span(b, &hi, &lo);
-        top = hi > top ? hi : top, bottom = lo < bottom ? lo : bottom;
-    }
-    if (top != INT32_MIN && bottom >> 5 < (top >> 5) - (EXACT_LIMBS - 1)) return false;
-    *sum = s;
-    return true;
+// *a += b with the spans joined, branch-free (the loops over fronts vectorize); false where the sum
+// would leave the fronts (nothing changed then)
+static inline bool add_front_pair(double *a, int64_t *alow, int64_t *atop, double b, int64_t blow, int64_t btop) {
+    double sum = *a + b, bb = sum - *a;
+    int64_t low = blow < *alow ? blow : *alow, top = btop > *atop ? btop : *atop;
+    bool fits = (*a - (sum - bb)) + (b - bb) == 0 && low >= top - (EXACT_LIMBS - 1); // false for NaN
+    *a = fits ? sum : *a, *alow = fits ? low : *alow, *atop = fits ? top : *atop;
+    return fits;
 }
 
-// One rank's fronts x[i] added to the running sums sum[i] of a run of elements, vectorized: bad[i]
-// set where an addition rounds (or meets a NaN or an infinity), low[i] and high[i] the least and
-// the greatest significand position p (split_double) of the nonzero fronts so far
-SIMD_BODY void sum_front_pass(double *sum, int64_t *low, int64_t *high, int64_t *bad, const double *x,
-                              size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        double a = sum[i], b = x[i], t = a + b, bb = t - a;
-        bad[i] |= (a - (t - bb)) + (b - bb) != 0; // NaN too
-        sum[i] = t;
-        uint64_t bits;
-        memcpy(&bits, &b, sizeof bits);
-        int64_t ex = (int64_t)(bits >> 52 & 0x7ff), p = ex ? ex - 1 : 0;
-        bool nonzero = b != 0;
-        low[i] = nonzero && p < low[i] ? p : low[i];
-        high[i] = nonzero && p > high[i] ? p : high[i];
+// A part's limbs with its front added (a front alone in the window of its span's greatest bin)
+static inline Elem part_limbs(const ExactPart *p) {
+    Elem e = {.top = p->top};
+    if (p->top != EXACT_EMPTY) memcpy(e.l, p->limb, sizeof e.l);
+    else if (p->limb[1] != NO_TOP) raise_to(&e, p->limb[1]);
+    add_double(&e, p->front);
+    return e;
+}
+
+void exact_parts(ExactPart *parts, const ExactSum *s, size_t at, const size_t *idx, size_t n) {
+#pragma omp parallel for if (n > PAR_EXACT)
+    for (size_t k = 0; k < n; k++) {
+        size_t i = idx ? idx[k] : at + k;
+        ExactPart *p = &parts[k];
+        p->top = s->top[i], p->front = s->front[i];
+        if (p->top != EXACT_EMPTY)
+            for (int j = 0; j < EXACT_LIMBS; j++) p->limb[j] = LIMB(s, j, i);
+        else front_span(p->front, &p->limb[0], &p->limb[1]);
     }
 }
-SIMD_CLONES(sum_front_pass, (double *sum, int64_t *low, int64_t *high, int64_t *bad, const double *x,
-                             size_t n), (sum, low, high, bad, x, n))
 
-// Else each front goes into the window as exact_flush would put it into its own sum, and the pieces
-// of every front add there at once: the highest front sets the window, and a piece kept is one at
-// or above its lowest bin, as after exact_align to the highest window and the limbs' SUM.
-// Most elements pass fronts_in_front's test by their exponents alone, which a vectorized pass over
-// a run of elements checks first: every addition exact, and the lowest significand position at or
-// above the window of the highest front's top bit (p + 52, or above it for a subnormal); a front's
-// lowest set bit is at or above its p, so fronts_in_front keeps the same sum there. The others take
-// fronts_in_front itself.
-#define RUN_FRONTS 512
-size_t exact_sum_fronts(ExactSum *s, const double *fronts, int count) {
-    size_t slow = 0, n = s->n;
-#pragma omp parallel for reduction(+ : slow) if (n * (size_t)count > PAR_EXACT)
-    for (size_t c = 0; c < n; c += RUN_FRONTS) {
-        size_t len = n - c < RUN_FRONTS ? n - c : RUN_FRONTS;
-        double sum[RUN_FRONTS];
-        int64_t low[RUN_FRONTS], high[RUN_FRONTS], bad[RUN_FRONTS];
-        for (size_t k = 0; k < len; k++) sum[k] = 0, low[k] = INT64_MAX, high[k] = -1, bad[k] = 0;
-        for (int r = 0; r < count; r++)
-            sum_front_pass_simd(sum, low, high, bad, fronts + (size_t)r * n + c, len);
-        for (size_t k = 0, i = c; k < len; k++, i++) {
-            if (!bad[k] && (high[k] < 0 || low[k] >> 5 >= ((high[k] + 52) >> 5) - (EXACT_LIMBS - 1))) {
-                s->front[i] = sum[k];
-                continue;
-            }
-            if (any_nan(fronts, n, count, i)) {
-                slow++;
-                continue;
-            }
-            if (fronts_in_front(fronts, n, count, i, &s->front[i])) continue; // no limbs here
-            Elem e = {.top = EXACT_EMPTY};
-            for (int r = 0; r < count; r++) add_double(&e, fronts[(size_t)r * n + i]);
-            store(s, i, &e);
-            s->front[i] = 0;
+void exact_put_parts(ExactSum *s, size_t at, const size_t *idx, const ExactPart *parts, size_t n) {
+#pragma omp parallel for if (n > PAR_EXACT)
+    for (size_t k = 0; k < n; k++) {
+        size_t i = idx ? idx[k] : at + k;
+        const ExactPart *p = &parts[k];
+        s->top[i] = p->top, s->front[i] = p->front;
+        for (int j = 0; j < EXACT_LIMBS; j++) LIMB(s, j, i) = p->top == EXACT_EMPTY ? 0 : p->limb[j];
+    }
+}
+
+void exact_parts_add(ExactPart *out, const ExactPart *a, const ExactPart *b, size_t n) {
+#pragma omp parallel for if (n > PAR_EXACT)
+    for (size_t k = 0; k < n; k++) {
+        ExactPart x = a[k];
+        const ExactPart *y = &b[k];
+        if (x.top == EXACT_EMPTY && y->top == EXACT_EMPTY &&
+            add_front_pair(&x.front, &x.limb[0], &x.limb[1], y->front, y->limb[0], y->limb[1])) {
+            out[k] = x;
+            continue;
         }
-    }
-    return slow;
-}
-
-void exact_slow_fronts(const double *fronts, size_t n, int count, size_t *idx) {
-    for (size_t i = 0, k = 0; i < n; i++)
-        if (any_nan(fronts, n, count, i)) idx[k++] = i;
-}
-
-void exact_pick(ExactSum *dst, const ExactSum *src, const size_t *idx) {
-    for (size_t k = 0; k < dst->n; k++) {
-        Elem e = load(src, idx[k]);
-        store(dst, k, &e);
-        dst->front[k] = src->front[idx[k]];
+        Elem e = part_limbs(&x);
+        merge_limbs(&e, part_limbs(y));
+        out[k] = (ExactPart){.top = e.top}; // e has a term: never empty
+        memcpy(out[k].limb, e.l, sizeof e.l);
     }
 }
 
-void exact_put(ExactSum *dst, const ExactSum *src, const size_t *idx) {
-    for (size_t k = 0; k < src->n; k++) {
-        Elem e = load(src, k);
-        store(dst, idx[k], &e);
-        dst->front[idx[k]] = src->front[k];
+void exact_parts_result(real *out, const ExactPart *parts, size_t n) {
+#pragma omp parallel for if (n > PAR_EXACT)
+    for (size_t k = 0; k < n; k++) {
+        Elem e = {.top = parts[k].top};
+        memcpy(e.l, parts[k].limb, sizeof e.l);
+        out[k] = (real)value(e, parts[k].front);
     }
+}
+
+void exact_fronts(ExactFront *fronts, const ExactSum *s, size_t at, size_t n) {
+#pragma omp parallel for if (n > PAR_EXACT)
+    for (size_t k = 0; k < n; k++) {
+        int64_t low, top;
+        bool limbs = s->top[at + k] != EXACT_EMPTY;
+        front_span(limbs ? 0 : s->front[at + k], &low, &top);
+        fronts[k] = (ExactFront){limbs ? NAN : s->front[at + k], (uint8_t)low, (uint8_t)top};
+    }
+}
+
+void exact_fronts_add(ExactFront *out, const ExactFront *a, const ExactFront *b, size_t n) {
+#pragma omp parallel for if (n > PAR_EXACT)
+    for (size_t k = 0; k < n; k++) {
+        double sum = a[k].sum;
+        int64_t low = a[k].low, top = a[k].top;
+        if (!add_front_pair(&sum, &low, &top, b[k].sum, b[k].low, b[k].top)) sum = NAN;
+        out[k] = (ExactFront){sum, (uint8_t)low, (uint8_t)top};
+    }
+}
+
+size_t exact_fronts_result(real *out, const ExactFront *fronts, size_t n) {
+    size_t left = 0;
+#pragma omp parallel for reduction(+ : left) if (n > PAR_EXACT)
+    for (size_t k = 0; k < n; k++) out[k] = (real)fronts[k].sum, left += isnan(fronts[k].sum);
+    return left;
+}
+
+size_t exact_take_fronts(ExactSum *s, const ExactFront *f, size_t *slow) {
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (isnan(f[i].sum)) slow[k++] = i;
+        else s->front[i] = f[i].sum; // no rank had limbs: neither has this one
+    return k;
 }

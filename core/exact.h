@@ -10,12 +10,12 @@
 // A non-finite term makes the element's result NaN.
 // Most terms never reach the limbs: a double `front` per element takes them while its sum stays
 // exact, and the result of an element without limbs is its front (exact_add_terms, result_one in
-// exact.c). A reduction over ranks exchanges the fronts alone where no rank has limbs (8 bytes a
-// value instead of 32; comm.h). Both give the bits of the limbs' arithmetic as long as no piece
-// falls below a window. Where one does (terms that cancel down to more than 64 bits below the
-// largest, e.g. 2^40, -2^40 and 2^-60), a front that already cancelled keeps the small term that
-// the window of a grouping with the large term on its own drops: one rank gets 2^-60, three ranks
-// holding one term each get 0.
+// exact.c). A reduction over ranks carries sums on their own (ExactPart: 40 bytes a value), or
+// first their fronts alone (ExactFront: 10 bytes) where no rank has limbs (comm.h). Both give the
+// bits of the limbs' arithmetic as long as no piece falls below a window. Where one does (terms
+// that cancel down to more than 64 bits below the largest, e.g. 2^40, -2^40 and 2^-60), a front
+// that already cancelled keeps the small term that the window of a grouping with the large term
+// on its own drops: one rank gets 2^-60, three ranks holding one term each get 0.
 #pragma once
 #include "real.h"
 #include <stddef.h>
@@ -42,29 +42,46 @@ void exact_add(ExactSum *s, size_t at, const real *x, size_t n);
 // The same for `count` arrays of n terms, `stride` apart in x: one pass over the sums
 void exact_add_terms(ExactSum *s, size_t at, const real *x, size_t stride, int count, size_t n);
 void exact_add_double(ExactSum *s, size_t at, const double *x, size_t n);
-// dst[i] += src[i] for the n elements of src, into dst starting at `at`
+// dst[i] += src[i] for the n elements of src, into dst starting at `at`, limbwise in the window of
+// the larger (src's fronts moved into its limbs first)
 void exact_merge(ExactSum *dst, size_t at, ExactSum *src);
-// Moves element i's limbs to the window of top `to[i]` (>= its own), dropping the bins below it:
-// the step between the MAX and the SUM of a reduction.
-void exact_align(ExactSum *s, const int64_t *to);
 // out[i] = s[i] rounded (from the exact integer sum in the window) for i < n, from element `at`
 void exact_result(real *out, ExactSum *s, size_t at, size_t n);
 void exact_result_double(double *out, ExactSum *s, size_t at, size_t n);
-// Moves the terms kept in `front` into the limbs (exact_align and exact_merge do it first; the limbs
-// alone are what a reduction exchanges; exact_result reads both and leaves s as it is)
+// Moves the terms kept in `front` into the limbs (exact_result reads both and leaves s as it is)
 void exact_flush(ExactSum *s);
 
-// ---- a reduction by fronts (comm.c): when no rank has limbs for an element, every rank's front
-// (8 bytes) is all the reduction needs, and the sum is set from the fronts of all ranks with the
-// bits a reduction of the limbs gives (see exact_sum_fronts in exact.c) ----
-// out[i] = element i's front, or NaN (never a front: a non-finite term goes to the limbs) when it
-// has limbs
-void exact_fronts(const ExactSum *s, double *out);
-// s[i] = the sum of fronts[r * n + i] over r < count, for each element i with no NaN among them;
-// returns how many have one (left as they are)
-size_t exact_sum_fronts(ExactSum *s, const double *fronts, int count);
-// idx = those elements, in order
-void exact_slow_fronts(const double *fronts, size_t n, int count, size_t *idx);
-// dst[k] = src[idx[k]] for k < dst->n, and back: src[k] into dst[idx[k]] for k < src->n
-void exact_pick(ExactSum *dst, const ExactSum *src, const size_t *idx);
-void exact_put(ExactSum *dst, const ExactSum *src, const size_t *idx);
+// ---- sums on their own, as a reduction carries them (comm.h) ----------------------------------
+// One element's sum. A part without limbs (top EXACT_EMPTY) is its front alone, and limb[0] and
+// limb[1] hold the span of the fronts added into it: the least bin of their lowest bits and the
+// greatest of their top bits (see exact_parts_add), so that parts add in any grouping with the
+// bits an all-reduce of the fronts gives.
+typedef struct ExactPart {
+    int64_t top, limb[EXACT_LIMBS];
+    double front;
+} ExactPart;
+// One element's front and that span; sum NaN where the element has limbs, or where fronts no
+// longer add in a front (exact_fronts_add). Packed: 10 bytes travel a value.
+typedef struct __attribute__((packed)) ExactFront {
+    double sum;
+    uint8_t low, top;
+} ExactFront;
+// parts[k] = s's element at + k, or idx[k] where idx is not NULL, for k < n
+void exact_parts(ExactPart *parts, const ExactSum *s, size_t at, const size_t *idx, size_t n);
+// The other way: s's element at + k (or idx[k]) = parts[k], its span dropped (a complete sum's)
+void exact_put_parts(ExactSum *s, size_t at, const size_t *idx, const ExactPart *parts, size_t n);
+// out[k] = a[k] + b[k], exactly; out may be a or b. Two fronts stay a front while their sum is
+// exact and their span fits one window (the greatest top bin and the two below it); else both go
+// to the limbs, a front's window first raised to its span's greatest bin.
+void exact_parts_add(ExactPart *out, const ExactPart *a, const ExactPart *b, size_t n);
+void exact_parts_result(real *out, const ExactPart *parts, size_t n); // out[k] = parts[k] rounded
+// fronts[k] = element at + k's front and its span, or sum NaN where it has limbs, for k < n
+void exact_fronts(ExactFront *fronts, const ExactSum *s, size_t at, size_t n);
+// out[k] = a[k] + b[k] as exact_parts_add adds fronts, or sum NaN where they would go to the
+// limbs (or either is NaN)
+void exact_fronts_add(ExactFront *out, const ExactFront *a, const ExactFront *b, size_t n);
+// out[k] = fronts[k]'s sum rounded; returns how many are NaN (no front's sum)
+size_t exact_fronts_result(real *out, const ExactFront *fronts, size_t n);
+// s's front = f's sum for each element where it is a number; slow = the others, in order; returns
+// their count
+size_t exact_take_fronts(ExactSum *s, const ExactFront *f, size_t *slow);

@@ -14,7 +14,7 @@
 
 void (*attention_progress)(void);
 
-// attention_progress, on the main thread only (MPI is called from it alone)
+// attention_progress, on the team's thread 0 only (comm.c checks that it is MPI's thread)
 static inline void progress(void) {
     if (attention_progress && omp_thread() == 0) attention_progress();
 }

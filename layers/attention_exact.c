@@ -1,7 +1,7 @@
 // attention_exact.c: attention under --exact (tape.h), the same bits for any split of the queries
 // and keys over ranks and any layout (see attention_exact.h for the pieces). The op here has all
-// the keys its queries see; `reduce` completes the sums of dK and dV over the other ranks'
-// queries, and this rank's rows go to k's and v's gradients. The saved log-sum-exp is
+// the keys its queries see; `reduce` sums this rank's rows of dK and dV over the other ranks'
+// queries into k's and v's gradients (without it, its rows alone go there). The saved log-sum-exp is
 // (B, query blocks, H, block).
 #include "attention_exact.h"
 
@@ -187,13 +187,16 @@ static void exact_attention_bwd(Node *n) {
     exact_attn_grad(g, a, &sq, &sk, &sv, n->out->grad, n->out->data, n->saved->data, n->in[0]->data,
                     e->k_all, e->v_all, e->Tk, 0);
     if (dq) exact_add_into(dq, &sq, 0, sq.n, a);
-    if (e->reduce) e->reduce(&sk, e->ctx), e->reduce(&sv, e->ctx);
-    size_t own = (size_t)n->in[1]->shape[1] * D;
-    for (int b = 0; b < g->B; b++) { // this rank's rows
-        size_t from = ((size_t)b * e->Tk + e->kfirst) * D;
-        if (dk) exact_add_into(dk + b * own, &sk, from, own, a);
-        if (dv) exact_add_into(dv + b * own, &sv, from, own, a);
-    }
+    int own = n->in[1]->shape[1];
+    if (e->reduce) {
+        if (dk) e->reduce(a, dk, &sk, g->B, own, (int)D, e->ctx);
+        if (dv) e->reduce(a, dv, &sv, g->B, own, (int)D, e->ctx);
+    } else
+        for (int b = 0; b < g->B; b++) { // this rank's rows
+            size_t from = ((size_t)b * e->Tk + e->kfirst) * D, rows = (size_t)own * D;
+            if (dk) exact_add_into(dk + b * rows, &sk, from, rows, a);
+            if (dv) exact_add_into(dv + b * rows, &sv, from, rows, a);
+        }
     arena_release_marks(a, mark);
 }
 

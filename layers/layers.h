@@ -34,9 +34,10 @@ Tensor *timestep_embedding(Tape *tp, Tensor *t, int dim);
 // rows [kfirst, kfirst + n) of k_all, v_all (B,Tk,D), all the keys its queries see (not
 // differentiated; k_all = k where they are all here). Tq and Tk are multiples of the tape's
 // canonical block. seg: packs' images of the queries (from token seg.q0) and of all Tk keys
-// (seg.k0 0), or NO_SEGMENTS. reduce (NULL: none) completes the exact sums of dK or dV of all
-// keys over the ranks whose queries saw them.
-typedef void (*ExactReduceFn)(ExactSum *d_all, void *ctx);
+// (seg.k0 0), or NO_SEGMENTS. reduce (NULL: none, this rank's rows of d_all are its keys' whole
+// gradient) adds into d (B,n,D) this rank's rows of d_all, the exact sums of dK or dV of all keys,
+// summed over the ranks whose queries saw them.
+typedef void (*ExactReduceFn)(Arena *a, real *d, const ExactSum *d_all, int B, int n, int D, void *ctx);
 // --exact: a linear's blocks' weight gradients wait for the sums in groups of up to this many
 // blocks and values (at least one block's); a group's blocks run on the threads, so the values
 // allow a few blocks of width 384's largest layer (6 x 384^2 weights)

@@ -2,6 +2,7 @@
 // blocks, so the sequence layout (B, P*n, D) is packed to and from rank-major blocks (P, B, n, D)
 // around each call, on the host or the device, where the tensors are: a send buffer is a strided
 // copy (slice_forward) into unzeroed scratch, what arrives is added (add_rows) into the output.
+// Under --exact a gradient held as exact sums takes the same path (packed as sums on their own).
 #include "autograd_collectives.h"
 #include "../core/check.h"
 #include "../core/device.h"
@@ -9,16 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-// seq (B, P*n, D) += blocks (P, B, n, D), or blocks = seq (to_blocks): rank r's rows are B rows
-// of n*D values, P*n*D apart in seq and n*D apart in blocks
+// seq (B, P*n, D) += blocks (P, B, n, D): rank r's rows are B rows of n*D values, P*n*D apart in
+// seq and n*D apart in blocks
 static void from_blocks(bool dev, real *seq, const real *blocks, int P, int B, int n, int D) {
     size_t row = (size_t)n * D;
     for (int r = 0; r < P; r++) RUN(dev, add_rows, seq + r * row, P * row, blocks + r * B * row, row, row, B);
-}
-
-static void to_blocks(bool dev, real *blocks, const real *seq, int P, int B, int n, int D) {
-    int row = n * D;
-    for (int r = 0; r < P; r++) RUN(dev, slice_forward, blocks + (size_t)r * B * row, seq, B, P * row, r * row, row);
 }
 
 // gather: seq (B,P*n,D) += every rank's local (B,n,D)
@@ -30,20 +26,62 @@ static void gather(Comm *c, Arena *a, real *seq, const real *local, int B, int n
     arena_release(a, mark);
 }
 
-// reduce-scatter: seq (B,P*n,D) -> local (B,n,D) += sum over ranks of this rank's rows
-static void scatter_add(Comm *c, Arena *a, real *local, const real *seq, int B, int n, int D) {
-    size_t mark = arena_mark(a), size = (size_t)B * n * D;
-    real *blocks = arena_alloc_empty(a, (size_t)(c->size + 1) * size * sizeof(real));
-    real *mine = blocks + (size_t)c->size * size;
-    to_blocks(a->device, blocks, seq, c->size, B, n, D);
-    comm_reduce_scatter(c, mine, blocks, size);
-    RUN(a->device, add_rows, local, size, mine, size, size, 1);
+// --exact: n values of kind k, summed over the ranks of c, rounded to reals where the arena keeps
+// them; NULL for fronts of which some, on any rank, did not add in a front
+static const real *rounded(Comm *c, Arena *a, CommKind k, const void *sums, size_t n) {
+    real *host = arena_alloc(arena_host(a), n * sizeof(real));
+    double left = 0;
+    if (k == COMM_EXACT) exact_parts_result(host, sums, n);
+    else left = (double)exact_fronts_result(host, sums, n);
+    if (k == COMM_FRONTS) comm_all_reduce(c, COMM_DOUBLE, &left, 1);
+    if (left) return NULL;
+    if (!a->device) return host;
+    real *dev = arena_alloc(a, n * sizeof(real));
+    copy_bytes(dev, host, n * sizeof(real));
+    return dev;
+}
+
+// reduce-scatter: local (B,n,D) += sum over ranks of this rank's rows of seq (B,P*n,D), the values
+// exchanged as kind k: the gradient's reals (COMM_REAL, where the arena keeps them), or under
+// --exact its exact sums (host memory; seq unused) as their fronts (COMM_FRONTS) or whole
+// (COMM_EXACT), rounded once summed. The same blocks, exchange and rows for every kind. Returns
+// false, nothing added, where fronts fall short (rounded).
+static bool scatter_kind(Comm *c, Arena *a, CommKind k, real *local, const real *seq, const ExactSum *sums,
+                         int B, int n, int D) {
+    Arena *side = k == COMM_REAL ? a : arena_host(a); // where the blocks are
+    size_t mark = arena_mark(a), hmark = arena_mark(arena_host(a)), size = (size_t)B * n * D;
+    size_t row = (size_t)n * D, bytes = size * comm_kind_size(k);
+    int P = c->size;
+    char *blocks = arena_alloc_empty(side, (size_t)(P + 1) * bytes), *mine = blocks + (size_t)P * bytes;
+    for (int r = 0; r < P; r++) { // rank r's rows, B of n*D values P*n*D apart, into block r
+        char *block = blocks + (size_t)r * bytes;
+        if (k == COMM_REAL) RUN(a->device, slice_forward, (real *)block, seq, B, (int)(P * row), (int)(r * row), (int)row);
+        else
+            for (int b = 0; b < B; b++) {
+                size_t at = (size_t)(b * P + r) * row;
+                if (k == COMM_FRONTS) exact_fronts((ExactFront *)block + b * row, sums, at, row);
+                else exact_parts((ExactPart *)block + b * row, sums, at, NULL, row);
+            }
+    }
+    comm_reduce_scatter(c, k, mine, blocks, size);
+    const real *sum = k == COMM_REAL ? (const real *)mine : rounded(c, a, k, mine, size);
+    if (sum) RUN(a->device, add_rows, local, size, sum, size, size, 1);
+    arena_release(arena_host(a), hmark);
     arena_release(a, mark);
+    return sum != NULL;
+}
+
+// --exact: the fronts first (10 bytes a value), the sums whole (40) only where they fall short
+static void scatter_add(Comm *c, Arena *a, real *local, const real *seq, const ExactSum *sums, int B,
+                        int n, int D) {
+    if (!sums) scatter_kind(c, a, COMM_REAL, local, seq, NULL, B, n, D);
+    else if (!scatter_kind(c, a, COMM_FRONTS, local, NULL, sums, B, n, D))
+        scatter_kind(c, a, COMM_EXACT, local, NULL, sums, B, n, D);
 }
 
 static void all_gather_bwd(Node *nd) {
     real *dx = node_grad(nd, 0);
-    if (dx) scatter_add((Comm *)nd->ptr, nd->arena, dx, nd->out->grad, nd->iarg[0], nd->iarg[1], nd->iarg[2]);
+    if (dx) scatter_add((Comm *)nd->ptr, nd->arena, dx, nd->out->grad, NULL, nd->iarg[0], nd->iarg[1], nd->iarg[2]);
 }
 
 Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x) {
@@ -69,10 +107,14 @@ Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x) {
           tensor_shape_str(x, s, sizeof s), c->size);
     int B = x->shape[0], n = x->shape[1] / c->size, D = x->shape[2];
     Tensor *out = tensor_new(tp->arena, 3, B, n, D);
-    scatter_add(c, tp->arena, out->data, x->data, B, n, D);
+    scatter_add(c, tp->arena, out->data, x->data, NULL, B, n, D);
     Node *nd = tape_record(tp, "seq_reduce_scatter", reduce_scatter_bwd, out, 1, x);
     if (nd) nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = D, nd->ptr = c;
     return out;
+}
+
+void seq_reduce_scatter_sums(Comm *c, Arena *a, real *local, const ExactSum *seq, int B, int n, int D) {
+    scatter_add(c, a, local, NULL, seq, B, n, D);
 }
 
 typedef struct Spread {
@@ -93,7 +135,7 @@ static void spread_bwd(Node *nd) {
     real *dout = nd->out->grad, *sum = arena_alloc(host, (all > n ? all : n) * sizeof(real));
     if (a->device) copy_bytes(sum, dout, all * sizeof(real)), dout = sum;
     for (int r = 0; r < rows; r++) exact_add(&s, (size_t)of[r] * K, dout + (size_t)r * K, (size_t)K);
-    comm_all_reduce_exact(sp->c, &s);
+    comm_all_reduce_sums(sp->c, &s);
     exact_result(sum, &s, 0, n);
     real *add = sum;
     if (a->device) add = arena_alloc(a, n * sizeof(real)), copy_bytes(add, sum, n * sizeof(real));

@@ -13,6 +13,10 @@ Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x);
 // x (B, P*n, D) -> (B, n, D): the sum over ranks of rows [rank*n, (rank+1)*n).
 // Backward: all-gather.
 Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x);
+// --exact: seq_all_gather's backward for a gradient held as exact sums (host memory) of
+// (B, P*n, D) values: local (B, n, D) += this rank's rows summed over the ranks, exactly (the
+// same blocks and exchange, the sums travelling whole), then rounded.
+void seq_reduce_scatter_sums(Comm *c, Arena *a, real *local, const ExactSum *seq, int B, int n, int D);
 
 // --exact: x (B, K), one row per image, -> (rows, K): row r is x's row of[r] (of on the host,
 // valid until backward): the row for each canonical block of this rank's tokens, or for each of

@@ -13,6 +13,7 @@
         if (r_ != ncclSuccess) FATAL("%s failed: %s", #call, ncclGetErrorString(r_));              \
     } while (0)
 #endif
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +27,64 @@
 #define NCCL_REAL ncclFloat32
 #endif
 
-// The exact reductions' host buffers, and the partner's part of a two-rank sum (pair_sum), kept
-// from call to call and grown when a call needs more: the gradients' fronts are P times the
-// parameters, and fresh pages every step would cost their faults and zeroing. Freed by
-// comm_finalize.
-enum { KEPT_FRONTS, KEPT_TOPS, KEPT_PAIR, KEPT_COUNT };
+// ---- the kinds of values (comm.h): size, addition, MPI's type and sum (set by comm_init) ------
+static void add_reals(void *out, const void *a, const void *b, size_t n) {
+    real *o = out;
+    const real *x = a, *y = b;
+    for (size_t i = 0; i < n; i++) o[i] = x[i] + y[i];
+}
+
+static void add_doubles(void *out, const void *a, const void *b, size_t n) {
+    double *o = out;
+    const double *x = a, *y = b;
+    for (size_t i = 0; i < n; i++) o[i] = x[i] + y[i];
+}
+
+static void add_fronts(void *out, const void *a, const void *b, size_t n) { exact_fronts_add(out, a, b, n); }
+static void add_parts(void *out, const void *a, const void *b, size_t n) { exact_parts_add(out, a, b, n); }
+
+static struct {
+    size_t size;
+    void (*add)(void *out, const void *a, const void *b, size_t n); // out = a + b
+    MPI_Datatype type;
+    MPI_Op sum;
+} kinds[COMM_KINDS] = {
+    [COMM_REAL] = {.size = sizeof(real), .add = add_reals},
+    [COMM_DOUBLE] = {.size = sizeof(double), .add = add_doubles},
+    [COMM_FRONTS] = {.size = sizeof(ExactFront), .add = add_fronts},
+    [COMM_EXACT] = {.size = sizeof(ExactPart), .add = add_parts},
+};
+
+size_t comm_kind_size(CommKind k) { return kinds[k].size; }
+
+// MPI's sums of the exact kinds: inout = in + inout
+static void mpi_add_fronts(void *in, void *inout, int *n, MPI_Datatype *t) {
+    (void)t, add_fronts(inout, in, inout, (size_t)*n);
+}
+static void mpi_add_parts(void *in, void *inout, int *n, MPI_Datatype *t) {
+    (void)t, add_parts(inout, in, inout, (size_t)*n);
+}
+
+static void make_kinds(void) {
+    static bool made;
+    if (made) return;
+    made = true;
+    kinds[COMM_REAL].type = MPI_REAL_T, kinds[COMM_REAL].sum = MPI_SUM;
+    kinds[COMM_DOUBLE].type = MPI_DOUBLE, kinds[COMM_DOUBLE].sum = MPI_SUM;
+    MPI_User_function *add[2] = {mpi_add_fronts, mpi_add_parts};
+    for (int i = 0; i < 2; i++) { // contiguous bytes; the additions commute
+        CommKind k = i ? COMM_EXACT : COMM_FRONTS;
+        MPI_CHECK(MPI_Type_contiguous((int)kinds[k].size, MPI_BYTE, &kinds[k].type));
+        MPI_CHECK(MPI_Type_commit(&kinds[k].type));
+        MPI_CHECK(MPI_Op_create(add[i], 1, &kinds[k].sum));
+    }
+}
+
+// The exact sums' host buffers (their fronts, the slow ones' indices, their parts), and the
+// partner's half of a two-rank sum (pair_sum), kept from call to call and grown when a call needs
+// more: the gradients' parts are 10 times their bytes, and fresh pages every step would cost their
+// faults and zeroing. Freed by comm_finalize.
+enum { KEPT_FRONTS, KEPT_SLOW, KEPT_PARTS, KEPT_PAIR, KEPT_COUNT };
 static struct {
     void *p;
     size_t bytes;
@@ -66,15 +120,16 @@ void comm_stop_all(const char *msg, int code) {
 static void abort_all(const char *msg) { comm_stop_all(msg, 1); }
 
 // MPI granted MPI_THREAD_FUNNELED: the attention kernels may call it on the main thread while a
-// ring step is in flight (comm_shift_start)
+// ring step is in flight (comm_shift_start); mpi_thread is that thread, which started MPI
 static bool funneled;
+static pthread_t mpi_thread;
 
 void comm_init(Comm *world, int *argc, char ***argv) {
     int ready = 0, level = MPI_THREAD_SINGLE;
     MPI_Initialized(&ready);
     if (!ready) MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &level));
     else MPI_Query_thread(&level);
-    funneled = level >= MPI_THREAD_FUNNELED;
+    funneled = level >= MPI_THREAD_FUNNELED, mpi_thread = pthread_self();
     *world = (Comm){.group = MPI_COMM_WORLD};
     MPI_Comm_rank(MPI_COMM_WORLD, &world->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world->size);
@@ -84,6 +139,7 @@ void comm_init(Comm *world, int *argc, char ***argv) {
                 "an MPI built with thread support overlaps them\n", level, MPI_THREAD_FUNNELED);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     set_fatal_handler(abort_all);
+    make_kinds();
 }
 
 void comm_split(Comm *parent, int color, int key, Comm *out) {
@@ -128,22 +184,22 @@ bool comm_use_nccl(Comm *c) { return (void)c, false; }
 // MPI's view of a call's buffers: the buffers themselves on the host, else host copies of them
 // (host-staged), the input copied in before the call and the output copied back after it
 typedef struct Staged {
-    const real *in;
-    real *out, *dev_out;
-    size_t out_n;
+    const void *in;
+    void *out, *dev_out;
+    size_t out_bytes;
 } Staged;
 
-static Staged stage(const real *in, size_t in_n, real *out, size_t out_n) {
+static Staged stage(const void *in, size_t in_bytes, void *out, size_t out_bytes) {
     if (!device_pointer(in) && !device_pointer(out)) return (Staged){in, out, NULL, 0};
-    real *host = xmalloc((in == out ? out_n : in_n + out_n) * sizeof(real) + 1);
-    copy_bytes(host, in, in_n * sizeof(real));
-    return (Staged){host, in == out ? host : host + in_n, out, out_n};
+    char *host = xmalloc((in == out ? out_bytes : in_bytes + out_bytes) + 1);
+    copy_bytes(host, in, in_bytes);
+    return (Staged){host, in == out ? host : host + in_bytes, out, out_bytes};
 }
 
 static void unstage(Staged *s) {
     if (!s->dev_out) return;
-    copy_bytes(s->dev_out, s->out, s->out_n * sizeof(real));
-    free((real *)s->in);
+    copy_bytes(s->dev_out, s->out, s->out_bytes);
+    free((void *)s->in);
 }
 
 void comm_finalize(void) {
@@ -161,14 +217,22 @@ static int count(size_t n) {
 
 // A group of one rank: each collective is a copy (on the device, where the buffers are; no
 // staging) or nothing
-static bool alone(const Comm *c, real *out, const real *in, size_t n) {
+static bool alone(const Comm *c, void *out, const void *in, size_t bytes) {
     if (c->size > 1) return false;
-    if (out != in) copy_bytes(out, in, n * sizeof(real));
+    if (out != in) copy_bytes(out, in, bytes);
     return true;
 }
 
+#ifdef USE_NCCL
+// NCCL's type of a kind's values (device buffers hold reals and doubles only)
+static ncclDataType_t nccl_type(CommKind k) {
+    CHECK(k == COMM_REAL || k == COMM_DOUBLE, "NCCL sums reals and doubles, not exact sums (host memory)");
+    return k == COMM_REAL ? NCCL_REAL : ncclFloat64;
+}
+#endif
+
 void comm_all_gather(Comm *c, real *out, const real *in, size_t n) {
-    if (alone(c, out, in, n)) return;
+    if (alone(c, out, in, n * sizeof(real))) return;
     c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
 #ifdef USE_NCCL
     if (over_nccl(c, in)) {
@@ -176,19 +240,20 @@ void comm_all_gather(Comm *c, real *out, const real *in, size_t n) {
         return;
     }
 #endif
+    size_t all = (size_t)c->size * n * sizeof(real);
     if (in == out + (size_t)c->rank * n) { // in place (on the host, or a host copy of all of out)
-        Staged s = stage(out, c->size * n, out, c->size * n);
+        Staged s = stage(out, all, out, all);
         MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_REAL_T, s.out, count(n), MPI_REAL_T, c->group));
         unstage(&s);
         return;
     }
-    Staged s = stage(in, n, out, c->size * n);
+    Staged s = stage(in, n * sizeof(real), out, all);
     MPI_CHECK(MPI_Allgather(s.in, count(n), MPI_REAL_T, s.out, count(n), MPI_REAL_T, c->group));
     unstage(&s);
 }
 
 void comm_gather(Comm *c, real *out, const real *in, size_t n) {
-    if (alone(c, out, in, n)) return;
+    if (alone(c, out, in, n * sizeof(real))) return;
     CHECK(!device_pointer(in) && !device_pointer(out), "comm_gather: host buffers only");
     if (c->rank) c->bytes_sent += n * sizeof(real);
     MPI_CHECK(MPI_Gather(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, 0, c->group));
@@ -196,144 +261,106 @@ void comm_gather(Comm *c, real *out, const real *in, size_t n) {
 
 // ---- a reduce-scatter over two ranks ----------------------------------------------------------
 // Each rank sums its own part: mine + the partner's copy of it, which arrives in one exchange.
-// Float addition commutes, so every element is the same a + b that any MPI algorithm computes for
-// two ranks: the same bits as MPI_SUM. It is here for speed: Open MPI 4.1's MPI_Reduce_scatter_block
-// took 29 us for the 106 KB of a K or V gradient of the default model on 2 ranks, this 17 us (the
-// fastest of 400 calls each, 2-core AMD EPYC). Its MPI_Allreduce of the gradients (1.3 MB) was
-// faster than the same exchange of halves (123 us against 195), so that stays MPI's.
-static void pair_sum(Comm *c, real *out, const real *mine, const real *theirs, size_t n) {
+// The kinds' additions commute, so every element is the same a + b that any MPI algorithm
+// computes for two ranks: the same bits as MPI's sum. It is here for speed: Open MPI 4.1's
+// MPI_Reduce_scatter_block took 29 us for the 106 KB of a K or V gradient of the default model on
+// 2 ranks, this 17 us (the fastest of 400 calls each, 2-core AMD EPYC). Its MPI_Allreduce of the
+// gradients (1.3 MB) was faster than the same exchange of halves (123 us against 195), so that
+// stays MPI's.
+static void pair_sum(Comm *c, CommKind k, void *out, const void *mine, const void *theirs, size_t n) {
     int other = 1 - c->rank;
-    real *got = kept(KEPT_PAIR, n * sizeof(real));
-    MPI_CHECK(MPI_Sendrecv(theirs, count(n), MPI_REAL_T, other, 0, got, count(n), MPI_REAL_T, other,
-                           0, c->group, MPI_STATUS_IGNORE));
-    for (size_t i = 0; i < n; i++) out[i] = mine[i] + got[i];
+    void *got = kept(KEPT_PAIR, n * kinds[k].size);
+    MPI_CHECK(MPI_Sendrecv(theirs, count(n), kinds[k].type, other, 0, got, count(n), kinds[k].type,
+                           other, 0, c->group, MPI_STATUS_IGNORE));
+    kinds[k].add(out, mine, got, n);
 }
 
-void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n) {
-    if (alone(c, out, in, n)) return;
-    c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
+void comm_reduce_scatter(Comm *c, CommKind k, void *out, const void *in, size_t n) {
+    size_t size = kinds[k].size, part = n * size;
+    if (alone(c, out, in, part)) return;
+    c->bytes_sent += (size_t)(c->size - 1) * part;
 #ifdef USE_NCCL
     if (over_nccl(c, in)) {
-        NCCL_CHECK(ncclReduceScatter(in, out, n, NCCL_REAL, ncclSum, c->nccl, 0));
+        NCCL_CHECK(ncclReduceScatter(in, out, n, nccl_type(k), ncclSum, c->nccl, 0));
         return;
     }
 #endif
-    if (out == in + (size_t)c->rank * n) { // in place (on the host, or a host copy of all of in)
-        Staged s = stage(in, c->size * n, (real *)in, c->size * n);
-        real *mine = s.out + (size_t)c->rank * n;
-        if (c->size == 2) pair_sum(c, mine, mine, s.out + (size_t)(1 - c->rank) * n, n);
+    size_t mine = (size_t)c->rank * part, theirs = (size_t)(1 - c->rank) * part; // theirs: 2 ranks
+    if (out == (const char *)in + mine) { // in place (on the host, or a host copy of all of in)
+        Staged s = stage(in, c->size * part, (void *)in, c->size * part);
+        char *all = s.out;
+        if (c->size == 2) pair_sum(c, k, all + mine, all + mine, all + theirs, n);
         else {
-            MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, s.out, count(n), MPI_REAL_T, MPI_SUM, c->group));
-            memmove(mine, s.out, n * sizeof(real)); // the sum lands first
+            MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, all, count(n), kinds[k].type, kinds[k].sum, c->group));
+            memmove(all + mine, all, part); // the sum lands first
         }
         unstage(&s);
         return;
     }
-    Staged s = stage(in, c->size * n, out, n);
-    if (c->size == 2) pair_sum(c, s.out, s.in + (size_t)c->rank * n, s.in + (size_t)(1 - c->rank) * n, n);
-    else MPI_CHECK(MPI_Reduce_scatter_block(s.in, s.out, count(n), MPI_REAL_T, MPI_SUM, c->group));
+    Staged s = stage(in, c->size * part, out, part);
+    if (c->size == 2) pair_sum(c, k, s.out, (const char *)s.in + mine, (const char *)s.in + theirs, n);
+    else MPI_CHECK(MPI_Reduce_scatter_block(s.in, s.out, count(n), kinds[k].type, kinds[k].sum, c->group));
     unstage(&s);
 }
 
-void comm_all_reduce(Comm *c, real *buf, size_t n) {
-    if (alone(c, buf, buf, n)) return;
-    c->bytes_sent += 2 * (size_t)(c->size - 1) * n * sizeof(real) / (size_t)c->size;
+void comm_all_reduce(Comm *c, CommKind k, void *buf, size_t n) {
+    size_t bytes = n * kinds[k].size;
+    if (alone(c, buf, buf, bytes)) return;
+    c->bytes_sent += 2 * (size_t)(c->size - 1) * bytes / (size_t)c->size;
 #ifdef USE_NCCL
     if (over_nccl(c, buf)) {
-        NCCL_CHECK(ncclAllReduce(buf, buf, n, NCCL_REAL, ncclSum, c->nccl, 0));
+        NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_type(k), ncclSum, c->nccl, 0));
         return;
     }
 #endif
-    Staged s = stage(buf, n, buf, n);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s.out, count(n), MPI_REAL_T, MPI_SUM, c->group));
+    Staged s = stage(buf, bytes, buf, bytes);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s.out, count(n), kinds[k].type, kinds[k].sum, c->group));
     unstage(&s);
 }
 
-void comm_all_reduce_double(Comm *c, double *buf, size_t n) {
-    c->bytes_sent += 2 * (size_t)(c->size - 1) * n * sizeof(double) / (size_t)c->size;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count(n), MPI_DOUBLE, MPI_SUM, c->group));
-}
-
-// Every rank's elements moved to the window of the highest top any rank has (the MAX step of a
-// reduction; the limbs alone say the tops)
-static void align_windows(Comm *c, ExactSum *s) {
-    exact_flush(s);
-    int64_t *top = kept(KEPT_TOPS, s->n * sizeof(int64_t));
-    memcpy(top, s->top, s->n * sizeof(int64_t));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, top, count(s->n), MPI_INT64_T, MPI_MAX, c->group));
-    exact_align(s, top);
-}
-
-// The windows' MAX, then the aligned limbs' SUM
-static void all_reduce_limbs(Comm *c, ExactSum *s) {
-    c->bytes_sent += 2 * (size_t)(c->size - 1) * (EXACT_LIMBS + 1) * s->n * sizeof(int64_t) / (size_t)c->size;
-    align_windows(c, s);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s->limb, count(s->n * EXACT_LIMBS), MPI_INT64_T, MPI_SUM, c->group));
-}
-
-void comm_all_reduce_exact(Comm *c, ExactSum *s) {
+// ---- exact sums through the reductions above --------------------------------------------------
+void comm_all_reduce_sums(Comm *c, ExactSum *s) {
     if (c->size == 1) return;
-    if (c->size >= EXACT_FRONT_RANKS) return all_reduce_limbs(c, s);
-    // every rank's fronts; the elements some rank has limbs of (rare) the limbs' way, packed
-    size_t n = s->n, P = (size_t)c->size;
-    double *fronts = kept(KEPT_FRONTS, P * n * sizeof(double));
-    exact_fronts(s, fronts + (size_t)c->rank * n);
-    c->bytes_sent += (P - 1) * n * sizeof(double);
-    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, fronts, count(n), MPI_DOUBLE, c->group));
-    size_t slow = exact_sum_fronts(s, fronts, c->size);
-    if (slow) {
-        size_t *idx = xmalloc(slow * sizeof *idx);
-        exact_slow_fronts(fronts, n, c->size, idx);
-        ExactSum sub = exact_view(xmalloc(exact_bytes(slow)), slow);
-        exact_pick(&sub, s, idx);
-        all_reduce_limbs(c, &sub);
-        exact_put(s, &sub, idx);
-        free(sub.top), free(idx);
-    }
+    size_t n = s->n;
+    ExactFront *fronts = kept(KEPT_FRONTS, n * sizeof *fronts);
+    exact_fronts(fronts, s, 0, n);
+    comm_all_reduce(c, COMM_FRONTS, fronts, n);
+    size_t *slow = kept(KEPT_SLOW, n * sizeof *slow), m = exact_take_fronts(s, fronts, slow);
+    if (!m) return;
+    ExactPart *parts = kept(KEPT_PARTS, m * sizeof *parts);
+    exact_parts(parts, s, 0, slow, m);
+    comm_all_reduce(c, COMM_EXACT, parts, m);
+    exact_put_parts(s, 0, slow, parts, m);
 }
 
-void comm_reduce_scatter_exact(Comm *c, ExactSum *s) {
+void comm_reduce_scatter_sums(Comm *c, ExactSum *s) {
     if (c->size == 1) return;
-    size_t n = s->n / (size_t)c->size;
-    CHECK(n * (size_t)c->size == s->n, "comm_reduce_scatter_exact: %d ranks do not divide %zu sums",
+    size_t n = s->n / (size_t)c->size, mine = (size_t)c->rank * n;
+    CHECK(n * (size_t)c->size == s->n, "comm_reduce_scatter_sums: %d ranks do not divide %zu sums",
           c->size, s->n);
-    c->bytes_sent += (size_t)(c->size - 1) * (2 + EXACT_LIMBS) * n * sizeof(int64_t);
-    align_windows(c, s);
-    for (int i = 0; i < EXACT_LIMBS; i++) { // each limb's row: this rank's part lands first
-        int64_t *row = s->limb + (size_t)i * s->n;
-        MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, row, count(n), MPI_INT64_T, MPI_SUM, c->group));
-        memmove(row + (size_t)c->rank * n, row, n * sizeof(int64_t));
-    }
+    ExactPart *parts = kept(KEPT_PARTS, s->n * sizeof *parts);
+    exact_parts(parts, s, 0, NULL, s->n);
+    comm_reduce_scatter(c, COMM_EXACT, parts + mine, parts, n);
+    exact_put_parts(s, mine, NULL, parts + mine, n);
 }
 
-void comm_shift_bytes(Comm *c, void *out, const void *in, size_t bytes, int shift) {
+// ---- ring steps ---------------------------------------------------------------------------------
+void comm_shift(Comm *c, void *out, const void *in, size_t bytes, int shift) {
     int to = ((c->rank + shift) % c->size + c->size) % c->size;
     int from = ((c->rank - shift) % c->size + c->size) % c->size;
-    if (c->size == 1) {
-        if (out != in) memmove(out, in, bytes);
-        return;
-    }
-    c->bytes_sent += bytes;
-    MPI_CHECK(MPI_Sendrecv(in, count(bytes), MPI_BYTE, to, 0, out, count(bytes), MPI_BYTE, from, 0,
-                           c->group, MPI_STATUS_IGNORE));
-}
-
-void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift) {
-    int to = ((c->rank + shift) % c->size + c->size) % c->size;
-    int from = ((c->rank - shift) % c->size + c->size) % c->size;
-    if (alone(c, out, in, n)) return;
-    if (to != c->rank) c->bytes_sent += n * sizeof(real);
+    if (alone(c, out, in, bytes)) return;
+    if (to != c->rank) c->bytes_sent += bytes;
 #ifdef USE_NCCL
     if (over_nccl(c, in)) {
         NCCL_CHECK(ncclGroupStart());
-        NCCL_CHECK(ncclSend(in, n, NCCL_REAL, to, c->nccl, 0));
-        NCCL_CHECK(ncclRecv(out, n, NCCL_REAL, from, c->nccl, 0));
+        NCCL_CHECK(ncclSend(in, bytes, ncclUint8, to, c->nccl, 0));
+        NCCL_CHECK(ncclRecv(out, bytes, ncclUint8, from, c->nccl, 0));
         NCCL_CHECK(ncclGroupEnd());
         return;
     }
 #endif
-    Staged s = stage(in, n, out, n);
-    MPI_CHECK(MPI_Sendrecv(s.in, count(n), MPI_REAL_T, to, 0, s.out, count(n), MPI_REAL_T, from, 0,
+    Staged s = stage(in, bytes, out, bytes);
+    MPI_CHECK(MPI_Sendrecv(s.in, count(bytes), MPI_BYTE, to, 0, s.out, count(bytes), MPI_BYTE, from, 0,
                            c->group, MPI_STATUS_IGNORE));
     unstage(&s);
 }
@@ -359,7 +386,10 @@ enum { IN_FLIGHT_MAX = 4 };
 static CommShift *in_flight[IN_FLIGHT_MAX];
 static int in_flight_n;
 
+// The kernels call this on thread 0 of their team, which inside a parallel region of jobs (--exact's
+// attention) every thread is: MPI is called from its own thread alone
 static void progress_in_flight(void) {
+    if (!pthread_equal(pthread_self(), mpi_thread)) return;
     for (int i = 0; i < in_flight_n; i++) {
         CommShift *s = in_flight[i];
         int done = s->done;
@@ -368,18 +398,18 @@ static void progress_in_flight(void) {
     }
 }
 
-void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n, int shift) {
+void comm_shift_start(Comm *c, CommShift *s, void *out, const void *in, size_t bytes, int shift) {
     s->n = 0, s->done = false;
     if (c->size == 1 || ring_blocking() || device_pointer(in) || device_pointer(out)) {
-        comm_shift(c, out, in, n, shift);
+        comm_shift(c, out, in, bytes, shift);
         s->done = true;
         return;
     }
     int to = ((c->rank + shift) % c->size + c->size) % c->size;
     int from = ((c->rank - shift) % c->size + c->size) % c->size;
-    c->bytes_sent += n * sizeof(real);
-    MPI_CHECK(MPI_Irecv(out, count(n), MPI_REAL_T, from, 1, c->group, &s->req[0]));
-    MPI_CHECK(MPI_Isend(in, count(n), MPI_REAL_T, to, 1, c->group, &s->req[1]));
+    c->bytes_sent += bytes;
+    MPI_CHECK(MPI_Irecv(out, count(bytes), MPI_BYTE, from, 1, c->group, &s->req[0]));
+    MPI_CHECK(MPI_Isend(in, count(bytes), MPI_BYTE, to, 1, c->group, &s->req[1]));
     s->n = 2;
     if (!funneled) return;
     CHECK(in_flight_n < IN_FLIGHT_MAX, "comm_shift_start: more than %d ring steps in flight", IN_FLIGHT_MAX);
@@ -398,7 +428,7 @@ void comm_shift_wait(CommShift *s) {
 
 void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *in,
                      const size_t *in_counts) {
-    if (alone(c, out, in, in_counts[0])) return;
+    if (alone(c, out, in, in_counts[0] * sizeof(real))) return;
     int P = c->size, *n = xmalloc(4 * (size_t)P * sizeof(int)); // counts and offsets, in and out
     int *in_n = n, *in_at = n + P, *out_n = n + 2 * P, *out_at = n + 3 * P;
     size_t in_off = 0, out_off = 0;
@@ -419,7 +449,7 @@ void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *i
         return;
     }
 #endif
-    Staged s = stage(in, in_off, out, out_off);
+    Staged s = stage(in, in_off * sizeof(real), out, out_off * sizeof(real));
     MPI_CHECK(MPI_Alltoallv(s.in, in_n, in_at, MPI_REAL_T, s.out, out_n, out_at, MPI_REAL_T, c->group));
     unstage(&s);
     free(n);

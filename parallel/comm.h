@@ -44,31 +44,42 @@ _Noreturn void comm_stop_all(const char *msg, int code);
 void comm_all_gather(Comm *c, real *out, const real *in, size_t n);
 // The same into rank 0's out only (the other ranks' out is not used); host memory
 void comm_gather(Comm *c, real *out, const real *in, size_t n);
+// What a reduction's values are: each kind has its size, its MPI type and sum (comm.c's table),
+// and an addition for the sums this file makes itself. The default runs sum reals and doubles;
+// --exact sums exact sums on their own (exact.h), the same values through the same calls: whole
+// (COMM_EXACT), or first their fronts alone (COMM_FRONTS, comm_all_reduce_sums). The exact kinds
+// are host memory; the others may be device memory (NCCL or host-staged).
+typedef enum {
+    COMM_REAL,   // real
+    COMM_DOUBLE, // double
+    COMM_FRONTS, // ExactFront: fronts add while they stay a front, else NaN
+    COMM_EXACT,  // ExactPart: added exactly
+    COMM_KINDS
+} CommKind;
+size_t comm_kind_size(CommKind k); // bytes of a value
 // out (n) = sum over ranks of their in[rank * n .. (rank + 1) * n); out may be in + rank * n (in
-// place: the rest of in is then overwritten)
-void comm_reduce_scatter(Comm *c, real *out, const real *in, size_t n);
+// place: the rest of in is then overwritten). Two ranks exchange the halves and add them here
+// (the kind's addition); more go through MPI_Reduce_scatter_block (or NCCL).
+void comm_reduce_scatter(Comm *c, CommKind k, void *out, const void *in, size_t n);
 // buf (n) = sum over ranks, in place
-void comm_all_reduce(Comm *c, real *buf, size_t n);
-void comm_all_reduce_double(Comm *c, double *buf, size_t n);
-// Order-independent sums (host memory), in place: the windows' MAX, then the aligned limbs' SUM,
-// so the result has the same bits for any number of ranks and any split of the terms. Below
-// EXACT_FRONT_RANKS ranks every rank's fronts are gathered instead (8 bytes a value, (P - 1) 8
-// sent, against 2 (P - 1) / P 32 for the limbs) and summed the same way on each rank
-// (exact_sum_fronts); only values some rank holds limbs of go the limbs' way.
-#define EXACT_FRONT_RANKS 8
-void comm_all_reduce_exact(Comm *c, ExactSum *s);
-// The same, reduce-scattered: of s's size * n elements, this rank's [rank * n, (rank + 1) * n)
-// hold the sums over every rank (the windows' MAX goes to every rank, the limbs' SUM only to
-// the slice's owner); the other elements are left unusable
-void comm_reduce_scatter_exact(Comm *c, ExactSum *s);
+void comm_all_reduce(Comm *c, CommKind k, void *buf, size_t n);
+// Exact sums (host memory) through those two, in place, with the same bits for any number of
+// ranks and any split of the terms. All-reduced: the fronts first (COMM_FRONTS, 10 bytes a
+// value), then whole (COMM_EXACT) only the values some rank holds limbs of, or whose fronts do
+// not add in a front.
+void comm_all_reduce_sums(Comm *c, ExactSum *s);
+// Reduce-scattered whole (COMM_EXACT): of s's size * n sums, this rank's [rank * n,
+// (rank + 1) * n) hold the sums over every rank; the other elements are left as they are
+void comm_reduce_scatter_sums(Comm *c, ExactSum *s);
 // Every rank sends a block to every rank: in holds this rank's blocks in rank order, in_counts[r]
 // values for rank r; out receives them in rank order, out_counts[r] values from rank r (what rank
 // r sent this rank). Counts may differ from rank to rank (MPI_Alltoallv); the bytes counted are
 // the blocks sent to the other ranks.
 void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *in,
                      const size_t *in_counts);
-// A ring step: sends n values to rank (rank + shift) mod size and receives n from (rank - shift)
-void comm_shift(Comm *c, real *out, const real *in, size_t n, int shift);
+// A ring step: sends `bytes` bytes to rank (rank + shift) mod size and receives as many from
+// (rank - shift)
+void comm_shift(Comm *c, void *out, const void *in, size_t bytes, int shift);
 // A ring step in two halves, so that work on `in` runs while it travels: comm_shift_start posts
 // the send and the receive (MPI_Isend, MPI_Irecv) and comm_shift_wait completes them; until then
 // `in` may be read but not written, and `out` neither. Device buffers make the whole step in
@@ -85,10 +96,8 @@ typedef struct CommShift {
     int n;     // requests posted
     bool done; // complete before comm_shift_wait: whole in comm_shift_start, or by the attention's MPI_Testall
 } CommShift;
-void comm_shift_start(Comm *c, CommShift *s, real *out, const real *in, size_t n, int shift);
+void comm_shift_start(Comm *c, CommShift *s, void *out, const void *in, size_t bytes, int shift);
 void comm_shift_wait(CommShift *s);
-// The same for any bytes in host memory (--exact's sums travelling the ring)
-void comm_shift_bytes(Comm *c, void *out, const void *in, size_t bytes, int shift);
 void comm_barrier(Comm *c);
 // How many ranks of the job share this rank's machine (collective).
 int comm_node_size(const Comm *c);

@@ -52,12 +52,13 @@ static Tensor *wrong_restore(Tape *tp, Tensor *o_all, Tensor *q, int n) {
     return add(tp, tensor_reshape(tp->arena, rows, 3, q->shape), tensor_new(tp->arena, 3, 1, n, q->shape[2]));
 }
 
-static void reduce_exact(ExactSum *d_all, void *ctx) {
-    comm_all_reduce_exact(((SeqParallel *)ctx)->comm, d_all);
+// --exact: the all-gather's backward for dK and dV of all keys as exact sums
+static void reduce_scatter_exact(Arena *a, real *d, const ExactSum *d_all, int B, int n, int D, void *ctx) {
+    seq_reduce_scatter_sums(((SeqParallel *)ctx)->comm, a, d, d_all, B, n, D);
 }
 
-// --exact: K and V gathered outside the tape; dK and dV of all keys summed exactly over the
-// group, each rank keeping its rows (the bugs as below)
+// --exact: K and V gathered outside the tape; dK and dV of all keys, as exact sums, go back
+// through the all-gather's backward (reduce_scatter_exact; the bugs as below)
 static Tensor *attend_exact(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads,
                             const int32_t *seg) {
     const SeqShard *s = &sp->shard;
@@ -71,7 +72,7 @@ static Tensor *attend_exact(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Ten
     tp->grad_enabled = false;
     Tensor *k_all = seq_all_gather(tp, sp->comm, k), *v_all = seq_all_gather(tp, sp->comm, v);
     tp->grad_enabled = grad;
-    ExactReduceFn reduce = (sp->bugs & BUG_NO_DKV_REDUCE_SCATTER) ? NULL : reduce_exact;
+    ExactReduceFn reduce = (sp->bugs & BUG_NO_DKV_REDUCE_SCATTER) ? NULL : reduce_scatter_exact;
     if (!(sp->bugs & BUG_WRONG_RESTORE))
         return attention_exact(tp, q, k, v, k_all, v_all, s->t0, heads, mask,
                                sp_segments(sp, seg, s->t0, 0), reduce, sp);

@@ -32,7 +32,8 @@ const char *sp_layout_error(const SpOptions *o, int heads, int P, char *buf, siz
 }
 
 // Packs add the adaLN vectors per token. --exact adds: K and V of all tokens (kept), the exact sums of their gradients, of dQ and of the
-// output (the ring's: dQ, dK and dV travelling and arriving, and those kept), the key blocks'
+// output (the ring's: dQ, dK and dV travelling and arriving, and those kept; the gather's: the
+// rank-major blocks of dK or dV reduce-scattered), the key blocks'
 // log-sum-exp and the blocks' shares (transient), the adaLN vectors once per canonical block, and
 // a linear's block gradients (the largest, the adaLN modulation's 6D x D)
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
@@ -47,7 +48,9 @@ size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool back
     double reals = 2 * B * T * D * (c->depth + 1) + B * (G - 1) * 12 * D * (c->depth + 1) +
                    fmax(fmin(LINEAR_EXACT_BLOCKS * linear, LINEAR_EXACT_TERMS), linear) +
                    V * B * T * c->num_heads + 6 * B * T * D;
-    return bytes + exact_bytes((size_t)(2 * B * T * D + 7 * B * n * D)) + (size_t)(reals * sizeof(real));
+    double sums = 2 * B * T * D + 7 * B * n * D;
+    if (sp->layout == SP_GATHER) sums += B * T * D;
+    return bytes + exact_bytes((size_t)sums) + (size_t)(reals * sizeof(real));
 }
 
 SpTraffic sp_layer_traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {

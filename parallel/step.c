@@ -24,7 +24,7 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         x = tensor_to(arena, x), t = tensor_to(arena, t), target = tensor_to(arena, target);
     size_t mark = arena_mark(arena);
     double loss = 0, batch_tokens = pack ? (double)dit_pack_tokens(pack) : 0;
-    if (pack && sp->data) comm_all_reduce_double(sp->data, &batch_tokens, 1); // every data group's
+    if (pack && sp->data) comm_all_reduce(sp->data, COMM_DOUBLE, &batch_tokens, 1); // every data group's
     ExactMode exact;
     if (sp->exact) ps_use_exact(&m->ps);
     ps_zero_grad(&m->ps); // backward adds into the gradients: the micro-batches accumulate
@@ -56,6 +56,6 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
     sp_sync_grads(sp, &m->ps);
     if (sp->bugs & BUG_LOSS_TIMES_SP) loss *= sp_local_mean_scale(sp); // this rank's local mean
     else if (sp->exact) return sp_exact_loss(sp, &exact);
-    comm_all_reduce_double(sp->world, &loss, 1);
+    comm_all_reduce(sp->world, COMM_DOUBLE, &loss, 1);
     return loss;
 }

@@ -15,9 +15,9 @@ double sp_optimizer_step(SeqParallel *sp, AdamW *opt, ParamStore *ps) {
     ExactSum squares = exact_view(mem, 1);
     double sum = adamw_squares(ps, &squares);
     if (ps->exact_mem) {
-        comm_all_reduce_exact(sp->world, &squares);
+        comm_all_reduce_sums(sp->world, &squares);
         exact_result_double(&sum, &squares, 0, 1);
-    } else comm_all_reduce_double(sp->world, &sum, 1);
+    } else comm_all_reduce(sp->world, COMM_DOUBLE, &sum, 1);
     double norm = sqrt(sum);
     adamw_update_slice(opt, ps, norm);
     comm_all_gather(sp->world, ps->params, ps->params + ps->at, ps->chunk);

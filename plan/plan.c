@@ -162,7 +162,7 @@ static double per_call(Comm *c, void (*f)(void *), void *ctx, int windows) {
     double t0 = now_seconds();
     f(ctx);
     double t = now_seconds() - t0;
-    comm_all_reduce_double(c, &t, 1); // every rank then makes the same number of calls
+    comm_all_reduce(c, COMM_DOUBLE, &t, 1); // every rank then makes the same number of calls
     int calls = (int)fmin(fmax(0.05 * c->size / t, 2), 1e5);
     double least = INFINITY;
     for (int w = 0; w < windows; w++) {
@@ -171,7 +171,7 @@ static double per_call(Comm *c, void (*f)(void *), void *ctx, int windows) {
         for (int i = 0; i < calls; i++) f(ctx);
         least = fmin(least, (now_seconds() - t0) / calls);
     }
-    comm_all_reduce_double(c, &least, 1);
+    comm_all_reduce(c, COMM_DOUBLE, &least, 1);
     return least / c->size;
 }
 
@@ -270,7 +270,7 @@ typedef struct Shift {
 
 static void shift_pass(void *ctx) {
     Shift *s = ctx;
-    comm_shift(s->c, s->out, s->in, s->n, 1);
+    comm_shift(s->c, s->out, s->in, s->n * sizeof(real), 1);
 }
 
 PlanLink plan_measure_link(Comm *c) {

@@ -42,7 +42,7 @@ static real *one_rank_layout(Tape *tp, SeqParallel *sp, const Tensor *t, bool gr
             copy_bytes(to + (size_t)R * X, all->data + (size_t)b * Tp * X, (size_t)T * X * sizeof(real));
         }
         if (R && grad) // the conditioning rows' gradient: every rank's share
-            for (int b = 0; b < B; b++) comm_all_reduce(sp->comm, local + b * per_image, (size_t)R * X);
+            for (int b = 0; b < B; b++) comm_all_reduce(sp->comm, COMM_REAL, local + b * per_image, (size_t)R * X);
         *ndim = 3, shape[1] = R + T, shape[2] = X;
     } else { // one row per image (every rank of the group has it), or a scalar
         per_image = t->size / (size_t)B;
@@ -50,7 +50,7 @@ static real *one_rank_layout(Tape *tp, SeqParallel *sp, const Tensor *t, bool gr
         copy_bytes(local, src, t->size * sizeof(real));
         // its gradient is each rank's share (its tokens'), but under --exact, where the spread
         // of the adaLN vectors already summed it over the group
-        if (grad && !tp->exact) comm_all_reduce(sp->comm, local, t->size);
+        if (grad && !tp->exact) comm_all_reduce(sp->comm, COMM_REAL, local, t->size);
         *ndim = t->ndim;
         for (int i = 1; i < t->ndim; i++) shape[i] = t->shape[i];
     }
@@ -79,9 +79,9 @@ static void watch(Tape *tp, Tensor *t, bool grad, void *ctx) {
             int64_t mem[EXACT_LIMBS + 2];
             ExactSum s = exact_view(mem, 1);
             exact_merge(&s, 0, &tp->exact->loss);
-            comm_all_reduce_exact(d->sp->world, &s);
+            comm_all_reduce_sums(d->sp->world, &s);
             exact_result_double(&loss, &s, 0, 1);
-        } else comm_all_reduce_double(d->sp->world, &loss, 1);
+        } else comm_all_reduce(d->sp->world, COMM_DOUBLE, &loss, 1);
         snprintf(name, sizeof name, "%04d %s", d->index, t->name);
         d->loss = (real)loss;
         if (d->w) st_writer_add_real(d->w, name, 1, (int[]){1}, &d->loss);

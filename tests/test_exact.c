@@ -55,8 +55,8 @@ START_TEST(exact_sum_is_the_rounded_true_sum) {
 }
 END_TEST
 
-// Any order, and any split into partial sums that merge (or align and add limbwise, as an MPI
-// MAX-then-SUM reduction does), gives the same bits, while a plain double sum does not
+// Any order, and any split into partial sums that merge (or add as sums on their own, as a
+// reduction over ranks does), gives the same bits, while a plain double sum does not
 START_TEST(exact_sum_ignores_order_and_grouping) {
     static double x[TERMS], y[TERMS];
     terms(x, TERMS, 9);
@@ -79,7 +79,7 @@ START_TEST(exact_sum_ignores_order_and_grouping) {
         double plain = 0;
         for (int i = 0; i < TERMS; i++) plain += y[i];
         plain_differed |= plain != plain_first;
-        // three parts of random sizes: part 0 merged into part 1, part 2 reduced as MPI would
+        // three parts of random sizes: part 0 merged into part 1, part 2 added as a reduction would
         int cut1 = (int)(trial * 97 % TERMS), cut2 = cut1 + (TERMS - cut1) / 2;
         ExactSum p[3] = {exact_view(mem[1], ELEMS), exact_view(mem[2], ELEMS), exact_view(mem[3], ELEMS)};
         // element 0 by doubles one at a time, the others as reals (float32 terms are floats), in
@@ -95,11 +95,11 @@ START_TEST(exact_sum_ignores_order_and_grouping) {
             i += count;
         }
         exact_merge(&p[1], 0, &p[0]);
-        exact_flush(&p[1]), exact_flush(&p[2]);
-        int64_t top[ELEMS];
-        for (int e = 0; e < ELEMS; e++) top[e] = p[1].top[e] > p[2].top[e] ? p[1].top[e] : p[2].top[e];
-        exact_align(&p[1], top), exact_align(&p[2], top);
-        for (size_t k = 0; k < ELEMS * EXACT_LIMBS; k++) p[1].limb[k] += p[2].limb[k];
+        if (trial % 2) exact_flush(&p[1]), exact_flush(&p[2]); // the parts' limbs' way, else fronts where they can
+        ExactPart a[ELEMS], b[ELEMS];
+        exact_parts(a, &p[1], 0, NULL, ELEMS), exact_parts(b, &p[2], 0, NULL, ELEMS);
+        exact_parts_add(a, a, b, ELEMS);
+        exact_put_parts(&p[1], 0, NULL, a, ELEMS);
         double got[ELEMS];
         exact_result_double(got, &p[1], 0, ELEMS);
         for (int e = 0; e < ELEMS; e++)

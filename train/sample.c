@@ -115,7 +115,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
         if (xd) copy_bytes(x, xd, (size_t)k * chw * sizeof(real));
     }
     device_free(xd);
-    if (sp->data) comm_all_reduce(sp->data, out, (size_t)n * chw);
+    if (sp->data) comm_all_reduce(sp->data, COMM_REAL, out, (size_t)n * chw);
     arena_reset(arena);
 }
 
@@ -199,7 +199,7 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
         }
     }
     free(pk), free(v);
-    if (sp->data) comm_all_reduce(sp->data, out, (size_t)n * chw);
+    if (sp->data) comm_all_reduce(sp->data, COMM_REAL, out, (size_t)n * chw);
     arena_reset(arena);
 }
 

@@ -285,8 +285,8 @@ static PackResult pack_run(DiT *m, SeqParallel *sp, const DiTPack *pk, Arena *a)
                        row * sizeof(real));
     if (sp) {
         sp_sync_grads(sp, &m->ps);
-        comm_all_reduce(&comm, r.out, (size_t)Bp * T * row);
-        comm_all_reduce_double(&comm, &r.loss, 1);
+        comm_all_reduce(&comm, COMM_REAL, r.out, (size_t)Bp * T * row);
+        comm_all_reduce(&comm, COMM_DOUBLE, &r.loss, 1);
     }
     memcpy(r.grads, m->ps.grads, m->ps.total * sizeof(real));
     free(id);
@@ -543,7 +543,7 @@ START_TEST(ring_step_moves_during_attention) {
     rng_fill_normal(qkv, 3 * (size_t)T * D, 23, (uint64_t)comm.rank, 0, 1);
     CommShift step;
     comm_barrier(&comm);
-    comm_shift_start(&comm, &step, out, in, n, 1);
+    comm_shift_start(&comm, &step, out, in, (size_t)n * sizeof(real), 1);
     int runs = 0;
     for (double until = MPI_Wtime() + 5; !step.done && MPI_Wtime() < until; runs++)
         attention_kernel_forward(&a, o, o + T * D, qkv, qkv + T * D, qkv + 2 * T * D, NULL, NO_SEGMENTS, 1,
@@ -1080,8 +1080,8 @@ START_TEST(collectives_are_adjoint) {
     double lhs = 0, rhs = 0;
     for (size_t i = 0; i < gx->size; i++) lhs += gx->data[i] * y->data[i];
     for (size_t i = 0; i < x->size; i++) rhs += x->data[i] * ry->data[i];
-    comm_all_reduce_double(&comm, &lhs, 1);
-    comm_all_reduce_double(&comm, &rhs, 1);
+    comm_all_reduce(&comm, COMM_DOUBLE, &lhs, 1);
+    comm_all_reduce(&comm, COMM_DOUBLE, &rhs, 1);
     ck_assert_double_eq_tol(lhs, rhs, 1e-4 * fabs(rhs));
     // the all-to-all to the head shard and back, with 5 heads of 2 columns (uneven over 2 to 4)
     int H = 5, mine = seq_heads(H, comm.size, comm.rank);
@@ -1093,8 +1093,8 @@ START_TEST(collectives_are_adjoint) {
     lhs = rhs = 0;
     for (size_t i = 0; i < hz->size; i++) lhs += hz->data[i] * w->data[i];
     for (size_t i = 0; i < z->size; i++) rhs += z->data[i] * tw->data[i];
-    comm_all_reduce_double(&comm, &lhs, 1);
-    comm_all_reduce_double(&comm, &rhs, 1);
+    comm_all_reduce(&comm, COMM_DOUBLE, &lhs, 1);
+    comm_all_reduce(&comm, COMM_DOUBLE, &rhs, 1);
     ck_assert_double_eq_tol(lhs, rhs, 1e-4 * fabs(rhs));
     tape_free(&tp);
     arena_destroy(&a);
@@ -1139,6 +1139,7 @@ END_TEST
 // on rank 1, 2^-60 on rank 2, whose fronts sum exactly in doubles, but 2^-60 lies more than 64
 // bits below the window of 2^40, and a reduction of the limbs drops it: so must the fronts' way
 // (this case, against the limbs' sum of all the terms in one element, instead of the true sum).
+// The exact reduce-scatter of the same sums (whole, as parts) gives each rank its slice of them.
 enum { EXACT_ELEMS = 72, EXACT_TERMS = 40 };
 
 static int exact_terms(int i, int r, real *x) {
@@ -1159,12 +1160,16 @@ static int exact_terms(int i, int r, real *x) {
 }
 
 START_TEST(exact_all_reduce_is_the_rounded_true_sum) {
-    static int64_t mem[2][(EXACT_LIMBS + 2) * EXACT_ELEMS];
+    static int64_t mem[3][(EXACT_LIMBS + 2) * EXACT_ELEMS];
     ExactSum s = exact_view(mem[0], EXACT_ELEMS), limbs = exact_view(mem[1], EXACT_ELEMS);
+    ExactSum scattered = exact_view(mem[2], EXACT_ELEMS);
     real x[EXACT_TERMS];
-    for (int i = 0; i < EXACT_ELEMS; i++)
+    for (int i = 0; i < EXACT_ELEMS; i++) {
         exact_add_terms(&s, (size_t)i, x, 1, exact_terms(i, comm.rank, x), 1);
-    comm_all_reduce_exact(&comm, &s);
+        exact_add_terms(&scattered, (size_t)i, x, 1, exact_terms(i, comm.rank, x), 1);
+    }
+    comm_all_reduce_sums(&comm, &s);
+    comm_reduce_scatter_sums(&comm, &scattered);
     double got[EXACT_ELEMS], window[EXACT_ELEMS];
     exact_result_double(got, &s, 0, EXACT_ELEMS);
     for (int i = 0; i < EXACT_ELEMS; i++) {
@@ -1181,6 +1186,13 @@ START_TEST(exact_all_reduce_is_the_rounded_true_sum) {
                       i % 6, comm.size, got[i], want);
     }
     if (comm.size >= 3) ck_assert(window[5] == 0); // 2^-60 dropped
+    int m = EXACT_ELEMS / comm.size, first = comm.rank * m;
+    double slice[EXACT_ELEMS];
+    exact_result_double(slice, &scattered, (size_t)first, (size_t)m);
+    for (int k = 0; k < m; k++)
+        ck_assert_msg(!memcmp(&slice[k], &got[first + k], sizeof(double)),
+                      "element %d reduce-scattered on %d ranks: %.17g, all-reduced %.17g", first + k,
+                      comm.size, slice[k], got[first + k]);
 }
 END_TEST
 
@@ -1193,7 +1205,7 @@ START_TEST(split_groups_talk_within) {
     ck_assert_int_eq(half.rank, comm.rank / 2);
     double sum = comm.rank, want = 0;
     for (int r = comm.rank % 2; r < comm.size; r += 2) want += r;
-    comm_all_reduce_double(&half, &sum, 1);
+    comm_all_reduce(&half, COMM_DOUBLE, &sum, 1);
     ck_assert_double_eq(sum, want);
     comm_free(&half);
 }
