@@ -350,9 +350,9 @@ size_t exact_fronts_result(real *out, const ExactFront *fronts, size_t n) {
     return left;
 }
 
-size_t exact_take_fronts(ExactSum *s, const ExactFront *f, size_t *slow) {
+size_t exact_take_fronts(ExactSum *s, const ExactFront *f, size_t n, size_t *slow) {
     size_t k = 0;
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; i < n; i++)
         if (isnan(f[i].sum)) slow[k++] = i;
         else s->front[i] = f[i].sum; // no rank had limbs: neither has this one
     return k;

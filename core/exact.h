@@ -82,6 +82,6 @@ void exact_fronts(ExactFront *fronts, const ExactSum *s, size_t at, size_t n);
 void exact_fronts_add(ExactFront *out, const ExactFront *a, const ExactFront *b, size_t n);
 // out[k] = fronts[k]'s sum rounded; returns how many are NaN (no front's sum)
 size_t exact_fronts_result(real *out, const ExactFront *fronts, size_t n);
-// s's front = f's sum for each element where it is a number; slow = the others, in order; returns
-// their count
-size_t exact_take_fronts(ExactSum *s, const ExactFront *f, size_t *slow);
+// s's front = f's sum for each of the first n elements where it is a number; slow = the others,
+// in order; returns their count
+size_t exact_take_fronts(ExactSum *s, const ExactFront *f, size_t n, size_t *slow);

@@ -55,10 +55,11 @@ static bool scatter_kind(Comm *c, Arena *a, CommKind k, real *local, const real 
     char *blocks = arena_alloc_empty(side, (size_t)(P + 1) * bytes), *mine = blocks + (size_t)P * bytes;
     for (int r = 0; r < P; r++) { // rank r's rows, B of n*D values P*n*D apart, into block r
         char *block = blocks + (size_t)r * bytes;
-        if (k == COMM_REAL) RUN(a->device, slice_forward, (real *)block, seq, B, (int)(P * row), (int)(r * row), (int)row);
+        size_t from = (size_t)r * row; // in each image
+        if (k == COMM_REAL) RUN(a->device, slice_forward, (real *)block, seq, B, (int)(P * row), (int)from, (int)row);
         else
             for (int b = 0; b < B; b++) {
-                size_t at = (size_t)(b * P + r) * row;
+                size_t at = (size_t)b * P * row + from;
                 if (k == COMM_FRONTS) exact_fronts((ExactFront *)block + b * row, sums, at, row);
                 else exact_parts((ExactPart *)block + b * row, sums, at, NULL, row);
             }
@@ -135,7 +136,7 @@ static void spread_bwd(Node *nd) {
     real *dout = nd->out->grad, *sum = arena_alloc(host, (all > n ? all : n) * sizeof(real));
     if (a->device) copy_bytes(sum, dout, all * sizeof(real)), dout = sum;
     for (int r = 0; r < rows; r++) exact_add(&s, (size_t)of[r] * K, dout + (size_t)r * K, (size_t)K);
-    comm_all_reduce_sums(sp->c, &s);
+    comm_all_reduce_sums(sp->c, &s, n);
     exact_result(sum, &s, 0, n);
     real *add = sum;
     if (a->device) add = arena_alloc(a, n * sizeof(real)), copy_bytes(add, sum, n * sizeof(real));

@@ -84,9 +84,9 @@ void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
     bool slice = over == sp->world && ps->shards > 1; // --zero 1: each rank needs its slice's sums only
     size_t at = slice ? ps->at : 0, n = slice ? ps->chunk : ps->padded;
     // the flat buffer's reals, or under --exact the store's exact sums, rounded into it once summed
-    if (slice && sp->exact) comm_reduce_scatter_sums(over, &ps->exact);
+    if (slice && sp->exact) comm_reduce_scatter_sums(over, &ps->exact, n);
     else if (slice) comm_reduce_scatter(over, COMM_REAL, ps->grads + at, ps->grads, n);
-    else if (over && sp->exact) comm_all_reduce_sums(over, &ps->exact);
+    else if (over && sp->exact) comm_all_reduce_sums(over, &ps->exact, n);
     else if (over) comm_all_reduce(over, COMM_REAL, ps->grads, n);
     if (sp->exact) ps_exact_grads(ps, at, n);
 }
@@ -101,7 +101,7 @@ void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em) {
 
 double sp_exact_loss(SeqParallel *sp, ExactMode *em) {
     double loss;
-    comm_all_reduce_sums(sp->world, &em->loss);
+    comm_all_reduce_sums(sp->world, &em->loss, 1);
     exact_result_double(&loss, &em->loss, 0, 1);
     return loss;
 }

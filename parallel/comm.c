@@ -319,13 +319,13 @@ void comm_all_reduce(Comm *c, CommKind k, void *buf, size_t n) {
 }
 
 // ---- exact sums through the reductions above --------------------------------------------------
-void comm_all_reduce_sums(Comm *c, ExactSum *s) {
+void comm_all_reduce_sums(Comm *c, ExactSum *s, size_t n) {
+    CHECK(n <= s->n, "comm_all_reduce_sums: %zu of %zu sums", n, s->n);
     if (c->size == 1) return;
-    size_t n = s->n;
     ExactFront *fronts = kept(KEPT_FRONTS, n * sizeof *fronts);
     exact_fronts(fronts, s, 0, n);
     comm_all_reduce(c, COMM_FRONTS, fronts, n);
-    size_t *slow = kept(KEPT_SLOW, n * sizeof *slow), m = exact_take_fronts(s, fronts, slow);
+    size_t *slow = kept(KEPT_SLOW, n * sizeof *slow), m = exact_take_fronts(s, fronts, n, slow);
     if (!m) return;
     ExactPart *parts = kept(KEPT_PARTS, m * sizeof *parts);
     exact_parts(parts, s, 0, slow, m);
@@ -333,13 +333,12 @@ void comm_all_reduce_sums(Comm *c, ExactSum *s) {
     exact_put_parts(s, 0, slow, parts, m);
 }
 
-void comm_reduce_scatter_sums(Comm *c, ExactSum *s) {
+void comm_reduce_scatter_sums(Comm *c, ExactSum *s, size_t n) {
+    size_t all = n * (size_t)c->size, mine = (size_t)c->rank * n;
+    CHECK(all <= s->n, "comm_reduce_scatter_sums: %d slices of %zu of %zu sums", c->size, n, s->n);
     if (c->size == 1) return;
-    size_t n = s->n / (size_t)c->size, mine = (size_t)c->rank * n;
-    CHECK(n * (size_t)c->size == s->n, "comm_reduce_scatter_sums: %d ranks do not divide %zu sums",
-          c->size, s->n);
-    ExactPart *parts = kept(KEPT_PARTS, s->n * sizeof *parts);
-    exact_parts(parts, s, 0, NULL, s->n);
+    ExactPart *parts = kept(KEPT_PARTS, all * sizeof *parts);
+    exact_parts(parts, s, 0, NULL, all);
     comm_reduce_scatter(c, COMM_EXACT, parts + mine, parts, n);
     exact_put_parts(s, mine, NULL, parts + mine, n);
 }

@@ -64,13 +64,13 @@ void comm_reduce_scatter(Comm *c, CommKind k, void *out, const void *in, size_t 
 // buf (n) = sum over ranks, in place
 void comm_all_reduce(Comm *c, CommKind k, void *buf, size_t n);
 // Exact sums (host memory) through those two, in place, with the same bits for any number of
-// ranks and any split of the terms. All-reduced: the fronts first (COMM_FRONTS, 10 bytes a
-// value), then whole (COMM_EXACT) only the values some rank holds limbs of, or whose fronts do
-// not add in a front.
-void comm_all_reduce_sums(Comm *c, ExactSum *s);
-// Reduce-scattered whole (COMM_EXACT): of s's size * n sums, this rank's [rank * n,
+// ranks and any split of the terms; n counts as it does for the reals. All-reduced, s's first n:
+// the fronts first (COMM_FRONTS, 10 bytes a value), then whole (COMM_EXACT) only the values some
+// rank holds limbs of, or whose fronts do not add in a front.
+void comm_all_reduce_sums(Comm *c, ExactSum *s, size_t n);
+// Reduce-scattered whole (COMM_EXACT): of s's first size * n sums, this rank's [rank * n,
 // (rank + 1) * n) hold the sums over every rank; the other elements are left as they are
-void comm_reduce_scatter_sums(Comm *c, ExactSum *s);
+void comm_reduce_scatter_sums(Comm *c, ExactSum *s, size_t n);
 // Every rank sends a block to every rank: in holds this rank's blocks in rank order, in_counts[r]
 // values for rank r; out receives them in rank order, out_counts[r] values from rank r (what rank
 // r sent this rank). Counts may differ from rank to rank (MPI_Alltoallv); the bytes counted are

@@ -15,7 +15,7 @@ double sp_optimizer_step(SeqParallel *sp, AdamW *opt, ParamStore *ps) {
     ExactSum squares = exact_view(mem, 1);
     double sum = adamw_squares(ps, &squares);
     if (ps->exact_mem) {
-        comm_all_reduce_sums(sp->world, &squares);
+        comm_all_reduce_sums(sp->world, &squares, 1);
         exact_result_double(&sum, &squares, 0, 1);
     } else comm_all_reduce(sp->world, COMM_DOUBLE, &sum, 1);
     double norm = sqrt(sum);

@@ -79,7 +79,7 @@ static void watch(Tape *tp, Tensor *t, bool grad, void *ctx) {
             int64_t mem[EXACT_LIMBS + 2];
             ExactSum s = exact_view(mem, 1);
             exact_merge(&s, 0, &tp->exact->loss);
-            comm_all_reduce_sums(d->sp->world, &s);
+            comm_all_reduce_sums(d->sp->world, &s, 1);
             exact_result_double(&loss, &s, 0, 1);
         } else comm_all_reduce(d->sp->world, COMM_DOUBLE, &loss, 1);
         snprintf(name, sizeof name, "%04d %s", d->index, t->name);

@@ -1168,8 +1168,8 @@ START_TEST(exact_all_reduce_is_the_rounded_true_sum) {
         exact_add_terms(&s, (size_t)i, x, 1, exact_terms(i, comm.rank, x), 1);
         exact_add_terms(&scattered, (size_t)i, x, 1, exact_terms(i, comm.rank, x), 1);
     }
-    comm_all_reduce_sums(&comm, &s);
-    comm_reduce_scatter_sums(&comm, &scattered);
+    comm_all_reduce_sums(&comm, &s, EXACT_ELEMS);
+    comm_reduce_scatter_sums(&comm, &scattered, EXACT_ELEMS / comm.size);
     double got[EXACT_ELEMS], window[EXACT_ELEMS];
     exact_result_double(got, &s, 0, EXACT_ELEMS);
     for (int i = 0; i < EXACT_ELEMS; i++) {

@@ -12,10 +12,6 @@ HERE=$(dirname "$0")
 WORK=$(mktemp -d /tmp/dit-slips.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} MUTANT_CACHE=$WORK/commands
-# Slips whose --exact half is skipped (a "skipped:" line): --exact does not run the default
-# movement code of ring.c and of the gather's backward yet, so it cannot catch them (the movement
-# branch makes it run that code); once it does, empty this list
-EXACT_PENDING="slip-ring-own-dv slip-scatter-add"
 # verify's tape check taken out: the check that this test stands on
 NO_TAPE=(study/verify.c 's/int tape = tape_check(self, ranks, out, pass, np, dir_n, dir_1, exact);/int tape = 0;/')
 pass=0 fail=0
@@ -55,12 +51,8 @@ for slip in slip-ring-own-dv slip-scatter-add; do
   what="$slip ($file, $np ranks${flags:+ $flags})"
   v=$(verdict "$WORK/$slip/train" "$slip" plain "$np" "$flags" "$want")
   case $v in caught*) ok "$what, plain verify: $v" ;; *) bad "$what, plain verify: $v" ;; esac
-  if [[ " $EXACT_PENDING " == *" $slip "* ]]; then # not run: known not caught, and the suite's time
-    echo "skipped: $what, verify --exact (EXACT_PENDING: --exact does not run this movement code yet)"
-  else
-    v=$(verdict "$WORK/$slip/train" "$slip" exact "$np" "$flags" "$want")
-    case $v in caught*) ok "$what, verify --exact: $v" ;; *) bad "$what, verify --exact: $v" ;; esac
-  fi
+  v=$(verdict "$WORK/$slip/train" "$slip" exact "$np" "$flags" "$want")
+  case $v in caught*) ok "$what, verify --exact: $v" ;; *) bad "$what, verify --exact: $v" ;; esac
   # the test can fail: without the tape check the loss curves alone let the slip through
   v=$(verdict "$WORK/$slip-no-tape/train" "$slip-no-tape" plain "$np" "$flags" "$want")
   case $v in "not caught"*) ok "$what, plain verify without its tape check: the test says $v" ;;
