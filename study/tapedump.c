@@ -3,7 +3,6 @@
 #include "../core/check.h"
 #include "../core/device.h"
 #include "../kernels/run.h"
-#include "../parallel/autograd_collectives.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,20 +25,26 @@ static real *one_rank_layout(Tape *tp, SeqParallel *sp, const Tensor *t, bool gr
     if (t->ndim == 3 && t->shape[1] == sp->shard.n + R) { // tokens: the sequence group's, padding
         // dropped, after the conditioning tokens (every rank's copy; their gradient, each rank's
         // share, summed)
-        int X = t->shape[2], Tp = sp->shard.T_pad, n = sp->shard.n;
+        int X = t->shape[2], n = sp->shard.n;
         Tensor *mine = R ? tensor_new(a, 3, B, n, X) : &view, *cond = R ? tensor_new(a, 3, B, R, X) : NULL;
         if (R) {
             RUN(a->device, add_rows, cond->data, (size_t)R * X, src, (size_t)(R + n) * X, (size_t)R * X, B);
             RUN(a->device, add_rows, mine->data, (size_t)n * X, src + (size_t)R * X, (size_t)(R + n) * X,
                 (size_t)n * X, B);
         }
-        Tensor *all = seq_all_gather(tp, sp->comm, mine);
+        // every rank's (B, n, X) in rank order, placed here rather than by the layouts' own
+        // all-gather, so that a slip in theirs shows in the tensors it feeds, not in every one
+        size_t shard = (size_t)B * n * X;
+        real *all = arena_alloc(a, (size_t)sp->comm->size * shard * sizeof(real));
+        comm_all_gather(sp->comm, all, mine->data, shard);
         per_image = (size_t)(R + T) * X;
         local = xmalloc((size_t)B * per_image * sizeof(real));
         for (int b = 0; b < B; b++) {
             real *to = local + b * per_image;
             if (R) copy_bytes(to, cond->data + (size_t)b * R * X, (size_t)R * X * sizeof(real));
-            copy_bytes(to + (size_t)R * X, all->data + (size_t)b * Tp * X, (size_t)T * X * sizeof(real));
+            for (int r = 0, t0 = 0; t0 < T; r++, t0 += n) // rank r's tokens [r n, (r + 1) n), padding dropped
+                copy_bytes(to + (size_t)(R + t0) * X, all + r * shard + (size_t)b * n * X,
+                           (size_t)(t0 + n < T ? n : T - t0) * X * sizeof(real));
         }
         if (R && grad) // the conditioning rows' gradient: every rank's share
             for (int b = 0; b < B; b++) comm_all_reduce(sp->comm, COMM_REAL, local + b * per_image, (size_t)R * X);

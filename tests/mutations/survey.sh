@@ -62,7 +62,7 @@ TABLE=$OUT/survey.md
   echo
   echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' (with changes)'), $(grep -m 1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; verify --steps $STEPS, $TRAIN's flags (tests/mutations/list)"
   echo
-  echo "| mutation | file | ranks, flags | should first appear at | caught by --exact | caught by plain verify | locate (plain) | locate (--exact) | place right |"
+  echo "| mutation | file | ranks, flags | should first appear at | caught by --exact | caught by plain verify | locate (plain) | locate (--exact) | place right (--exact / plain) |"
   echo "|---|---|---|---|---|---|---|---|---|"
 } > "$TABLE"
 
@@ -99,12 +99,12 @@ while IFS='|' read -r name file np flags expect expr; do
   exact=$(run "$dir/train" "$dir" exact "$np" "$flags")
   plain=$(run "$dir/train" "$dir" plain "$np" "$flags")
   lp=$(located "$dir" plain) le=$(located "$dir" exact)
-  echo "$name: --exact caught: $exact; plain caught: $plain; locate: $lp (expected $expect: $(right "$lp" "$expect")) [$((SECONDS - start)) s]"
-  echo "| $name | ${file#parallel/} | $np${shown:+, $shown} | $expect | $exact | $plain | $lp | $le | $(right "$lp" "$expect") |" >> "$TABLE"
+  echo "$name: --exact caught: $exact; plain caught: $plain; locate: --exact $le, plain $lp (expected $expect: --exact $(right "$le" "$expect"), plain $(right "$lp" "$expect")) [$((SECONDS - start)) s]"
+  echo "| $name | ${file#parallel/} | $np${shown:+, $shown} | $expect | $exact | $plain | $lp | $le | $(right "$le" "$expect") / $(right "$lp" "$expect") |" >> "$TABLE"
 done < "$HERE/list"
 {
   echo
-  echo "PACKS: $PACKS. \"curves\": the loss curves disagree; \"bits\": --exact's files differ; \"tape\": a tensor of one step is beyond tolerance (plain) or differs in a bit (--exact). \"place right\": locate's first divergence (plain verify's tape) matches the expected place; \"-\" expects none in the tape."
+  echo "PACKS: $PACKS. \"curves\": the loss curves disagree; \"bits\": --exact's files differ; \"tape\": a tensor of one step is beyond tolerance (plain) or differs in a bit (--exact). \"place right\": locate's first divergence (in --exact's tape, then plain verify's) matches the expected place; \"-\" expects none in the tape."
 } >> "$TABLE"
 echo
 cat "$TABLE"
