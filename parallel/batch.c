@@ -82,13 +82,14 @@ void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
     // group the gradient of its own images
     Comm *over = (sp->bugs & BUG_NO_GRAD_ALLREDUCE) ? NULL : (sp->bugs & BUG_NO_DP_ALLREDUCE) ? sp->comm : sp->world;
     bool slice = over == sp->world && ps->shards > 1; // --zero 1: each rank needs its slice's sums only
-    size_t at = slice ? ps->at : 0, n = slice ? ps->chunk : ps->padded;
+    size_t at = slice ? ps->at : 0, kept = slice ? ps->chunk : ps->padded; // this rank's sums
+    size_t n = slice ? ps->chunk : ps->padded; // what each rank's reduction moves
     // the flat buffer's reals, or under --exact the store's exact sums, rounded into it once summed
     if (slice && sp->exact) comm_reduce_scatter_sums(over, &ps->exact, n);
     else if (slice) comm_reduce_scatter(over, COMM_REAL, ps->grads + at, ps->grads, n);
     else if (over && sp->exact) comm_all_reduce_sums(over, &ps->exact, n);
     else if (over) comm_all_reduce(over, COMM_REAL, ps->grads, n);
-    if (sp->exact) ps_exact_grads(ps, at, n);
+    if (sp->exact) ps_exact_grads(ps, at, kept);
 }
 
 void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em) {

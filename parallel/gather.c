@@ -36,8 +36,13 @@ static void keep_local_rows_bwd(Node *nd) {
     if (dx) RUN(nd->arena->device, add_rows, dx, row, nd->out->grad + c->rank * row, c->size * row, row, B);
 }
 
+// K or V of every rank. Under --exact gathered off the tape: attention_exact sends dK and dV of
+// all keys back through the all-gather's backward itself, as exact sums (reduce_scatter_exact)
 static Tensor *gather(Tape *tp, SeqParallel *sp, Tensor *x) {
+    bool grad = tp->grad_enabled;
+    tp->grad_enabled = grad && !tp->exact;
     Tensor *all = seq_all_gather(tp, sp->comm, x);
+    tp->grad_enabled = grad;
     if ((sp->bugs & BUG_NO_DKV_REDUCE_SCATTER) && all->requires_grad)
         tp->nodes[tp->n - 1].backward = keep_local_rows_bwd;
     return all;
@@ -57,28 +62,25 @@ static void reduce_scatter_exact(Arena *a, real *d, const ExactSum *d_all, int B
     seq_reduce_scatter_sums(((SeqParallel *)ctx)->comm, a, d, d_all, B, n, D);
 }
 
-// --exact: K and V gathered outside the tape; dK and dV of all keys, as exact sums, go back
-// through the all-gather's backward (reduce_scatter_exact; the bugs as below)
-static Tensor *attend_exact(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads,
-                            const int32_t *seg) {
-    const SeqShard *s = &sp->shard;
+// q attends to every rank's keys k_all and values v_all (this rank's k and v among them from
+// token t0 on), the queries' and keys' images as in `images`
+static Tensor *attend_all(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all,
+                          Tensor *v_all, int heads, Segments images) {
     const uint8_t *mask = sp_key_mask(sp);
-    if (sp->bugs & BUG_LOCAL_KV) { // the ids of the local tokens: each row's from token t0 on
-        Segments local = sp_segments(sp, seg, 0, 0);
-        if (local.id) local.id += s->t0;
-        return attention_exact(tp, q, k, v, k, v, 0, heads, mask ? mask + s->t0 : NULL, local, NULL, NULL);
-    }
-    bool grad = tp->grad_enabled;
-    tp->grad_enabled = false;
-    Tensor *k_all = seq_all_gather(tp, sp->comm, k), *v_all = seq_all_gather(tp, sp->comm, v);
-    tp->grad_enabled = grad;
+    if (!tp->exact) return attention(tp, q, k_all, v_all, heads, mask, images);
     ExactReduceFn reduce = (sp->bugs & BUG_NO_DKV_REDUCE_SCATTER) ? NULL : reduce_scatter_exact;
-    if (!(sp->bugs & BUG_WRONG_RESTORE))
-        return attention_exact(tp, q, k, v, k_all, v_all, s->t0, heads, mask,
-                               sp_segments(sp, seg, s->t0, 0), reduce, sp);
-    Tensor *o_all = attention_exact(tp, seq_all_gather(tp, sp->comm, q), k, v, k_all, v_all, s->t0,
-                                    heads, mask, sp_segments(sp, seg, 0, 0), reduce, sp);
-    return wrong_restore(tp, o_all, q, s->n);
+    return attention_exact(tp, q, k, v, k_all, v_all, sp->shard.t0, heads, mask, images, reduce, sp);
+}
+
+// The local-kv bug: local queries against local keys, long-range lost
+static Tensor *local_kv(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads, const int32_t *seg) {
+    int t0 = sp->shard.t0;
+    const uint8_t *mask = sp_key_mask(sp);
+    if (mask) mask += t0;
+    if (!tp->exact) return attention(tp, q, k, v, heads, mask, sp_segments(sp, seg, t0, t0));
+    Segments local = sp_segments(sp, seg, 0, 0); // --exact: keys from token 0, each row's ids from t0
+    if (local.id) local.id += t0;
+    return attention_exact(tp, q, k, v, k, v, 0, heads, mask, local, NULL, NULL);
 }
 
 // In-context: q, k, v (B, R + n, D), the R conditioning tokens that every rank holds first; the
@@ -95,19 +97,16 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
                       void *ctx) {
     SeqParallel *sp = ctx;
     const SeqShard *s = &sp->shard;
-    const uint8_t *mask = sp_key_mask(sp);
-    if (tp->exact) return attend_exact(tp, sp, q, k, v, heads, seg);
     if (sp->context) return attend_in_context(tp, sp, q, k, v, heads);
-    if (sp->bugs & BUG_LOCAL_KV) // local queries against local keys: long-range lost
-        return attention(tp, q, k, v, heads, mask ? mask + s->t0 : NULL, sp_segments(sp, seg, s->t0, s->t0));
+    if (sp->bugs & BUG_LOCAL_KV) return local_kv(tp, sp, q, k, v, heads, seg);
     Tensor *k_all = gather(tp, sp, k), *v_all = gather(tp, sp, v);
-    if (sp->bugs & BUG_WRONG_RESTORE) {
-        // all queries attend, and the output is "restored" as rows [0, n) instead of this
-        // rank's rows [t0, t0 + n)
-        return wrong_restore(tp, attention(tp, seq_all_gather(tp, sp->comm, q), k_all, v_all, heads,
-                                           mask, sp_segments(sp, seg, 0, 0)), q, s->n);
-    }
-    return attention(tp, q, k_all, v_all, heads, mask, sp_segments(sp, seg, s->t0, 0));
+    if (!(sp->bugs & BUG_WRONG_RESTORE))
+        return attend_all(tp, sp, q, k, v, k_all, v_all, heads, sp_segments(sp, seg, s->t0, 0));
+    // all queries attend, and the output is "restored" as rows [0, n) instead of this rank's rows
+    // [t0, t0 + n)
+    Tensor *o_all = attend_all(tp, sp, seq_all_gather(tp, sp->comm, q), k, v, k_all, v_all, heads,
+                               sp_segments(sp, seg, 0, 0));
+    return wrong_restore(tp, o_all, q, s->n);
 }
 
 // forward all-gathers K and V (P - 1 shards of B n D each, one ring step per shard), backward

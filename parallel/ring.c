@@ -47,18 +47,23 @@ typedef struct Ring { // what one call needs, from q (B, n, D)
     ExactAttn *exact;    // --exact: the block pairs (canonical blocks of exact->blk tokens); else NULL
 } Ring;
 
+// where this rank's queries, and the keys of the block of `owner`, start among all tokens (both
+// modes: --exact counts the keys in canonical blocks)
+static int queries_at(const Ring *g) { return g->c->rank * g->n; }
+static int keys_at(const Ring *g, int owner) { return owner * g->n; }
+
 static const uint8_t *block_mask(const Ring *g, int owner) {
-    return g->mask ? g->mask + (size_t)owner * g->n : NULL;
+    return g->mask ? g->mask + keys_at(g, owner) : NULL;
 }
 
 // this rank's queries against the block of `owner`: a block whose images none of the queries
 // share is skipped tile by tile inside the kernels, so such a ring step only passes it on
 static Segments block_segments(const Ring *g, int owner) {
-    return g->seg ? (Segments){g->seg, g->c->size * g->n, g->c->rank * g->n, owner * g->n} : NO_SEGMENTS;
+    return g->seg ? (Segments){g->seg, g->c->size * g->n, queries_at(g), keys_at(g, owner)} : NO_SEGMENTS;
 }
 
 // --exact: the first canonical block of the block of `owner` among all keys
-static int first_key_block(const Ring *g, int owner) { return owner * (g->n / g->exact->blk); }
+static int first_key_block(const Ring *g, int owner) { return keys_at(g, owner) / g->exact->blk; }
 
 // attention of the local queries to one visiting block, on the host or the device (the arena's)
 static void block_forward(Arena *a, const Ring *g, real *o, real *l, const real *q, const real *k,
@@ -100,7 +105,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     if (tp->exact) {
         int blkt = tp->exact->block;
         CHECK(n % blkt == 0, "ring attention: --exact needs whole blocks of %d tokens, got %d tokens", blkt, n);
-        Segments images = seg ? (Segments){seg, P * n, r * n, 0} : NO_SEGMENTS;
+        Segments images = seg ? (Segments){seg, P * n, queries_at(g), 0} : NO_SEGMENTS;
         g->exact = arena_alloc(arena_host(a), sizeof(ExactAttn));
         *g->exact = (ExactAttn){B, n, heads, D / heads, blkt, P * (n / blkt), key_mask, images,
                                 bugs & BUG_RING_WRONG_MERGE, bugs & BUG_RING_BLOCK_DELTA, bugs & BUG_LSE_OVERFLOW};

@@ -11,7 +11,7 @@ pass=0 fail=0
 ok()  { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 # a small padded run: 81 tokens (18x18, patch 2) over 4 ranks -> 84
-SMALL="--model DiT-tiny/2 --input-size 18 --batch 8 --steps 16 --sample-steps 1 --samples-per-class 1"
+SMALL="--model DiT-tiny/2 --input-size 18 --batch 8 --steps 30 --sample-steps 1 --samples-per-class 1"
 
 # 1. loss curves: N ranks reproduce 1 rank in every layout and mesh; every injected bug is caught
 # by the same comparison
@@ -21,7 +21,7 @@ expect_agree() {
   local np=$1 dir=$2; shift 2
   out=$("$TRAIN" verify --ranks $np $SMALL "$@" --out "$dir" 2>&1)
   # and every tensor of one step (verify's tape check, every time)
-  if [ $? = 0 ] && echo "$out" | grep -q '^tape: all [0-9]* tensors .* -> the step AGREES$'; then ok "$(echo "$out" | grep -o "$np ranks: [^(]*" | head -1 | sed 's/ $//')${*:+ ($*)} vs 1 rank, 16 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
+  if [ $? = 0 ] && echo "$out" | grep -q '^tape: all [0-9]* tensors .* -> the step AGREES$'; then ok "$(echo "$out" | grep -o "$np ranks: [^(]*" | head -1 | sed 's/ $//')${*:+ ($*)} vs 1 rank, 30 steps: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
   else bad "$np ranks${*:+ with $*} disagree with 1 rank"; echo "$out" | tail -5; fi
 }
 # expect_caught NP BUG FLAGS...: NP ranks of $SMALL with FLAGS and the bug diverge from the 1-rank
