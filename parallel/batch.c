@@ -1,11 +1,13 @@
 // batch.c: a batch over the mesh: the images of each data group, their micro-batches, the count
 // each loss divides by, and putting the results back together (output images gathered over the
 // sequence group and the data groups, gradients summed over every rank).
+#include "../core/check.h"
 #include "../core/device.h"
 #include "../kernels/run.h"
 #include "autograd_collectives.h"
 #include "sp.h"
 #include <stdio.h>
+#include <stdlib.h>
 
 const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count, char *buf, size_t len) {
     if (B % sp->dp)
@@ -77,18 +79,56 @@ void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size) {
     else copy_bytes(out, in, size * sizeof(real));
 }
 
+// The group gradients are summed over: every rank; under no-dp-allreduce each data group keeps
+// the gradient of its own images, under no-grad-allreduce each rank its partial sums (NULL)
+static Comm *grad_group(const SeqParallel *sp) {
+    return (sp->bugs & BUG_NO_GRAD_ALLREDUCE) ? NULL : (sp->bugs & BUG_NO_DP_ALLREDUCE) ? sp->comm : sp->world;
+}
+
+// dst's elements [at, at + n) += src's [from, from + n), exactly
+static void add_sums(ExactSum *dst, size_t at, ExactSum *src, size_t from, size_t n) {
+    ExactPart *a = xmalloc(2 * n * sizeof *a + 1), *b = a + n;
+    exact_parts(a, dst, at, NULL, n);
+    exact_parts(b, src, from, NULL, n);
+    exact_parts_add(a, a, b, n);
+    exact_put_parts(dst, at, NULL, a, n);
+    free(a);
+}
+
+// A split store's unit u: its gradients summed over the ranks and this rank's piece added into the
+// slice. Over the world a reduce-scatter of the unit's place (under --exact of its exact sums);
+// over a smaller group (the allreduce bugs) an all-reduce, and none without one.
+static void sum_unit(SeqParallel *sp, ParamStore *ps, int u) {
+    const PsUnit *U = &ps->unit[u];
+    Comm *over = grad_group(sp);
+    size_t n = U->piece, mine = (size_t)ps->shard * n;
+    real *g = ps->grads + U->grad;
+    ExactSum *s = ps->exact_mem ? ps_unit_sums(ps, u) : NULL;
+    if (over == sp->world && s) comm_reduce_scatter_sums(over, s);
+    else if (over == sp->world) comm_reduce_scatter(over, COMM_REAL, g + (size_t)ps->shard * n, g, n);
+    else if (over && s) comm_all_reduce_sums(over, s);
+    else if (over) comm_all_reduce(over, COMM_REAL, g, ps->shards * n);
+    if (s) add_sums(&ps->sums[ps->n_sums], U->slice, s, mine, n);
+    else RUN(ps->device, add_rows, ps->slice + U->slice, n, g + mine, n, n, 1);
+}
+
+void sp_store_hook(ParamStore *ps, int u, bool open, bool backward, void *ctx) {
+    if (!backward) return; // level 2: the parameters are whole
+    if (!open) return sum_unit(ctx, ps, u);
+    const PsUnit *U = &ps->unit[u]; // the shared place, for this unit's gradients
+    zero_bytes(ps->grads + U->grad, ps->shards * U->piece * sizeof(real));
+    if (ps->exact_mem) *ps_unit_sums(ps, u) = exact_view(ps_unit_sums(ps, u)->top, ps->shards * U->piece);
+}
+
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
-    // under no-grad-allreduce each rank keeps its partial sums, under no-dp-allreduce each data
-    // group the gradient of its own images
-    Comm *over = (sp->bugs & BUG_NO_GRAD_ALLREDUCE) ? NULL : (sp->bugs & BUG_NO_DP_ALLREDUCE) ? sp->comm : sp->world;
-    bool slice = over == sp->world && ps->shards > 1; // --zero 1: each rank needs its slice's sums only
-    size_t at = slice ? ps->at : 0, n = slice ? ps->chunk : ps->padded;
-    // the flat buffer's reals, or under --exact the store's exact sums, rounded into it once summed
-    if (slice && sp->exact) comm_reduce_scatter_sums(over, &ps->exact);
-    else if (slice) comm_reduce_scatter(over, COMM_REAL, ps->grads + at, ps->grads, n);
-    else if (over && sp->exact) comm_all_reduce_sums(over, &ps->exact);
-    else if (over) comm_all_reduce(over, COMM_REAL, ps->grads, n);
-    if (sp->exact) ps_exact_grads(ps, at, n);
+    Comm *over = grad_group(sp);
+    if (ps->shards > 1) { // each unit, at level 2 those backward has not summed as it went
+        for (int u = 0; u < ps->units; u++)
+            if (ps->level < 2 || !ps->unit[u].scoped) sum_unit(sp, ps, u);
+    } else if (over && sp->exact) // the flat buffer's reals, or under --exact each unit's exact sums
+        for (int u = 0; u < ps->units; u++) comm_all_reduce_sums(over, ps_unit_sums(ps, u));
+    else if (over) comm_all_reduce(over, COMM_REAL, ps->grads, ps->padded);
+    if (sp->exact) ps_exact_slice(ps);
 }
 
 void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em) {

@@ -164,14 +164,18 @@ Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConf
 // (dp * B, ...). Not differentiated.
 void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size);
 // One all-reduce (sum) of the flat gradient buffer over every rank; under --exact, of the store's
-// exact sums, rounded into the buffer. For a sharded store (--zero 1) a reduce-scatter: the sums
-// of this rank's slice only.
+// exact sums, rounded into the buffer. For a split store (--zero) a reduce-scatter of each unit:
+// the sums of this rank's slice only, into ps->slice; at level 2 of the units that are not scoped,
+// the blocks' having gone as backward finished each (sp_store_hook).
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps);
+// The store's hook (autograd/params.h) during a step of a level-2 store, ctx the SeqParallel:
+// before a block's backward its place is cleared, after it its gradients are summed into the slice
+void sp_store_hook(ParamStore *ps, int unit, bool open, bool backward, void *ctx);
 
 // ---- the optimizer over the mesh (zero.c) -----------------------------------------------------
 // The AdamW update of ps after sp_sync_grads; returns the global gradient norm. A whole store
-// updates itself; a sharded one (ps_shard, --zero 1: ZeRO stage 1 over every rank) updates its
-// slice, from a norm summed over the ranks (under --exact, exactly), and the parameters are
+// updates itself; a split one (ps_shard, --zero: ZeRO over every rank) updates its pieces, from a
+// norm summed over the ranks (under --exact, exactly), and each unit's parameters are
 // all-gathered.
 double sp_optimizer_step(SeqParallel *sp, AdamW *opt, ParamStore *ps);
 // The whole Adam moments of a sharded host store, m then v (total each), gathered on rank 0 into

@@ -182,10 +182,10 @@ static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole n
 
 // --device cuda needs a GPU here: said before any work
 static const char *zero_check(const TrainConfig *tc, char *buf, size_t len) {
-    if (tc->zero < 2) return NULL;
-    return snprintf(buf, len, "--zero %d: only stage 1 is built (the Adam moments sharded over the "
-                    "ranks); stages 2 and 3 would shard the gradients and the parameters too; pass "
-                    "--zero 1, or leave it out", tc->zero), buf;
+    if (tc->zero < 3) return NULL;
+    return snprintf(buf, len, "--zero %d: stages 1 and 2 are built (the Adam moments, then the "
+                    "gradients too, sharded over the ranks); stage 3 would shard the parameters "
+                    "too; pass --zero 2, or leave it out", tc->zero), buf;
 }
 
 static const char *device_check(const TrainConfig *tc, char *buf, size_t len) {
@@ -357,7 +357,9 @@ const Setting settings[] = {
      FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, zero_check, NULL,
      "1: ZeRO stage 1, each rank keeps the Adam moments of 1/ranks of the\n"
      "parameters (gradients reduce-scattered, parameters all-gathered);\n"
-     "the same checkpoint files; 0: whole on every rank (default {default})"},
+     "2: stage 2, the summed gradients too (a block's reduce-scattered as\n"
+     "its backward ends); the same checkpoint files, and a resumed run may\n"
+     "change the stage; 0: whole on every rank (default {default})"},
     {"exact", "--exact", NULL, &BOOL_TEXT, OFF(parallel.exact), 0, 0,
      FOR_ALL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "the same bits as one rank for every rank count per sequence group that\n"

@@ -145,7 +145,7 @@ static void start_run(Run *r) {
             for (size_t j = 0; j < w->size; j++) w->data[j] *= (real)tc->qkv_gain;
         }
     }
-    if (tc->zero && r->comm->size > 1) ps_shard(&r->m.ps, r->comm->rank, r->comm->size); // before the EMA, the device
+    if (tc->zero && r->comm->size > 1) ps_shard(&r->m.ps, r->comm->rank, r->comm->size, tc->zero); // before the EMA, the device
     if (tc->ema > 0) start_ema(r);
     r->work = dit_place(&r->m, &r->dev, r->sp.cuda); // on the device: the model goes up, EMA too
 }
@@ -174,7 +174,7 @@ static void write_loss_files(Run *r) {
 static void save(Run *r, int step) {
     char err[1024], path[PATH_LEN + 32];
     ParamStore *ps = &r->m.ps;
-    bool sharded = ps->shards > 1; // --zero 1: every rank's moments go to rank 0
+    bool sharded = ps->shards > 1; // --zero: every rank's moments go to rank 0
     if (r->work != &r->m && (sharded || r->comm->rank == 0)) dit_copy(&r->m, r->work); // the host copy of what trained on the device
     real *whole = sharded ? sp_gather_moments(&r->sp, ps) : NULL;
     if (r->comm->rank != 0) return;
@@ -206,7 +206,7 @@ static void write_samples(Run *r, Arena *arena) {
     if (!r->tc.samples_per_class) return;
     ParamStore *ps = &r->work->ps;
     real *saved = NULL;
-    size_t bytes = ps->total * sizeof(real);
+    size_t bytes = ps->padded * sizeof(real);
     if (ps->ema) { // sample with the EMA weights (copies on the host or the device, where they are)
         saved = xmalloc(bytes);
         copy_bytes(saved, ps->params, bytes);
@@ -241,7 +241,7 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     double loss = step_gradients(r->work, &r->sp, arena, b->xt, t, b->y, b->v, r->tc.batch, b->pack,
                                  NULL);
     *grad_norm = sp_optimizer_step(&r->sp, &r->opt, ps);
-    if (ps->ema) RUN(ps->device, ema_update, ps->ema, ps->params, ps->total, ema_decay(r->tc.ema, r->opt.step));
+    if (ps->ema) RUN(ps->device, ema_update, ps->ema, ps->params, ps->padded, ema_decay(r->tc.ema, r->opt.step));
     return loss;
 }
 
@@ -253,11 +253,13 @@ static void print_start(const Run *r, size_t params, int first) {
     char layout[128], steps[64];
     if (first) snprintf(steps, sizeof steps, "steps %d..%d", first, tc->steps);
     else snprintf(steps, sizeof steps, "steps from the checkpoint's to %d", tc->steps);
+    char zero[16] = "";
+    if (tc->zero) snprintf(zero, sizeof zero, ", zero %d", tc->zero);
     print0(c, "%s%s: %zu parameters, %d tokens per %s; %d rank%s: %s%s (%d tokens each, padded to "
            "%d); batch %d, %s, %s -> %s\n", dry_run ? "dry run: " : "", tc->preset, params,
            tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model),
            tc->max_tokens ? "pack of images at their own sizes" : "image", c->size, c->size > 1 ? "s" : "",
-           sp_layout_text(&tc->parallel, c->size, layout, sizeof layout), tc->zero ? ", zero 1" : "",
+           sp_layout_text(&tc->parallel, c->size, layout, sizeof layout), zero,
            r->sp.shard.n, r->sp.shard.T_pad, tc->batch, tc->data, steps, tc->out);
     if (r->sp.cuda) print0(c, "device: %s\n", sp_device_text(&r->sp, layout, sizeof layout));
     else {
@@ -437,12 +439,12 @@ int train_main(int argc, char **argv, Comm *c) {
            tc->samples_per_class ? ",samples.png" : "");
     { // what the step's side holds (the GPU with cuda)
         const ParamStore *ps = &r.work->ps;
-        double MiB = 1048576.0, weights = 2.0 * ps->padded * sizeof(real) / MiB;
-        double moments = 2.0 * ps->chunk * sizeof(real) / MiB, ema = ps->ema ? weights / 2 : 0;
+        double MiB = 1048576.0, weights = ps_weight_reals(ps) * sizeof(real) / MiB;
+        double moments = 2.0 * ps->chunk * sizeof(real) / MiB, ema = ps->ema ? ps->padded * sizeof(real) / MiB : 0;
         double peak = (train_peak > arena->peak ? train_peak : arena->peak) / MiB;
         double pos = r.work->pos_embed.size * sizeof(real) / MiB;
         char share[64] = "";
-        if (ps->shards > 1) snprintf(share, sizeof share, " (1/%d of them: --zero 1)", ps->shards);
+        if (ps->shards > 1) snprintf(share, sizeof share, " (1/%d of them: --zero %d)", ps->shards, ps->level);
         print0(c, "%smemory: at most %.1f MiB per rank: the arena's peak %.1f MiB, parameters and "
                "gradients %.1f MiB, Adam moments %.1f MiB%s, EMA %.1f MiB, pos_embed %.1f MiB\n",
                r.sp.cuda ? "device " : "", peak + weights + moments + ema + pos, peak, weights,
