@@ -201,7 +201,7 @@ int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size
     else {
         snprintf(err, len, UNUSABLE, path);
         for (int i = 0; i < layout.ps.n; i++)
-            load_tensor(&st, layout.ps.t[i], flat + layout.ps.offset[i], err, len, &problems);
+            load_tensor(&st, layout.ps.t[i], flat + m->ps.offset[i], err, len, &problems); // m's layout
     }
     st_free(&st);
     dit_free(&layout);

@@ -40,6 +40,7 @@ typedef struct TrainConfig {
                  // gradients too (stage 2); 0 = whole
     SpOptions parallel; // the layout, the groups and the injected bugs (parallel/sp.h)
     int ranks;          // the run's world size (config.json only: mpirun -np chooses it)
+    int resumed_zero;   // --resume: the --zero the run saved under (its config.json's; not a setting)
 } TrainConfig;
 
 // The defaults of every setting (the --help defaults)

@@ -52,6 +52,7 @@ if [ -n "$QUICK" ]; then
   same one ring-3 3 --sp-attention ring
   same one hybrid-2x2 4 --sp-attention hybrid --ulysses-degree 2
   same one dp2-sp2-accum2 4 --sp 2 --grad-accum 2
+  same one zero2-dp2-sp2-accum3 4 --zero 2 --sp 2 --grad-accum 3
   train heads5-one 1 --hidden 80 --heads 5 || exit 1
   same heads5-one heads5-all-to-all-3 3 --hidden 80 --heads 5 --sp-attention all-to-all
   echo "exact: $pass passed, $fail failed"
@@ -67,15 +68,21 @@ same one ring-3 3 --sp-attention ring
 same one hybrid-2x2 4 --sp-attention hybrid --ulysses-degree 2
 same one dp2-sp2 4 --sp 2
 same one accum3-3 3 --grad-accum 3
-# --zero 1 (the Adam moments split over the ranks, gradients reduce-scattered as exact sums); and
-# 2 steps of it on 4 ranks resumed on 3 ranks, both split: the same bits
+# --zero 1 (the Adam moments split over the ranks, gradients reduce-scattered as exact sums), --zero
+# 2 (the summed gradients too, a block's reduce-scattered as its backward ends) over the layouts, a
+# data x sequence mesh, micro-batches and --recompute; and 2 steps of --zero 2 on 4 ranks resumed
+# under --zero 1 on 3 ranks (the state split anew, as the start line says): the same bits
 same one zero-4 4 --zero 1 --sp-attention ring
-if train zero-resumed 4 --zero 1 --steps 2 &&
-   $MPIRUN -np 3 "$TRAIN" $ARGS --resume "$WORK/zero-resumed" > "$WORK/zero-resumed.log" 2>&1; then
+same one zero2-3 3 --zero 2
+same one zero2-a2a-4 4 --zero 2 --sp-attention all-to-all
+same one zero2-hybrid-dp2-accum3 4 --zero 2 --sp 2 --sp-attention hybrid --ulysses-degree 2 --grad-accum 3 --recompute
+if train zero-resumed 4 --zero 2 --steps 2 &&
+   $MPIRUN -np 3 "$TRAIN" $ARGS --resume "$WORK/zero-resumed" --zero 1 > "$WORK/zero-resumed.log" 2>&1; then
   first=""
   for f in $FILES; do cmp -s "$WORK/one/$f" "$WORK/zero-resumed/$f" || { first=$f; break; }; done
-  if [ -z "$first" ]; then echo "ok   zero-resumed (4 ranks, then 3, --zero 1): identical to one rank"; pass=$((pass + 1))
-  else echo "FAIL zero-resumed: $first differs from one rank's"; fail=$((fail + 1)); fi
+  said=$(grep -c "zero 1 (the run saved under --zero 2; its state split anew)" "$WORK/zero-resumed.log")
+  if [ -z "$first" ] && [ "$said" = 1 ]; then echo "ok   zero-resumed (4 ranks --zero 2, then 3 ranks --zero 1): identical to one rank"; pass=$((pass + 1))
+  else echo "FAIL zero-resumed: ${first:-the start line} differs from what was expected"; fail=$((fail + 1)); fi
 else echo "FAIL zero-resumed: the resumed run failed: $(tail -n 1 "$WORK/zero-resumed.log")"; fail=$((fail + 1)); fi
 train heads5-one 1 --hidden 80 --heads 5 || exit 1
 same heads5-one heads5-all-to-all-3 3 --hidden 80 --heads 5 --sp-attention all-to-all

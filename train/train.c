@@ -253,8 +253,11 @@ static void print_start(const Run *r, size_t params, int first) {
     char layout[128], steps[64];
     if (first) snprintf(steps, sizeof steps, "steps %d..%d", first, tc->steps);
     else snprintf(steps, sizeof steps, "steps from the checkpoint's to %d", tc->steps);
-    char zero[16] = "";
+    char zero[96] = "";
     if (tc->zero) snprintf(zero, sizeof zero, ", zero %d", tc->zero);
+    if (tc->resume[0] && tc->resumed_zero != tc->zero) // the files are whole: each rank takes its share
+        snprintf(zero + strlen(zero), sizeof zero - strlen(zero), "%s (the run saved under --zero %d; "
+                 "its state split anew)", tc->zero ? "" : ", zero 0", tc->resumed_zero);
     print0(c, "%s%s: %zu parameters, %d tokens per %s; %d rank%s: %s%s (%d tokens each, padded to "
            "%d); batch %d, %s, %s -> %s\n", dry_run ? "dry run: " : "", tc->preset, params,
            tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model),
