@@ -42,8 +42,7 @@ void adamw_update_slice(AdamW *opt, ParamStore *ps, double norm) {
     opt->step++;
     for (int u = 0; u < ps->units; u++) { // the slice's piece of each unit
         const PsUnit *U = &ps->unit[u];
-        RUN(ps->device, adamw_update, ps->params + U->at + (size_t)ps->shard * U->piece,
-            ps->slice + U->slice, ps->m + U->slice, ps->v + U->slice, U->piece, (real)opt->lr,
+        RUN(ps->device, adamw_update, ps_piece(ps, u), ps->slice + U->slice, ps->m + U->slice, ps->v + U->slice, U->piece, (real)opt->lr,
             (real)opt->beta1, (real)opt->beta2, (real)opt->eps, (real)opt->weight_decay, (real)scale,
             opt->step);
     }

@@ -39,7 +39,9 @@ void ps_unit(ParamStore *ps, bool scoped) {
 // The reals of the flat buffer: parameters, gradients, the slice's when split, the two moments
 // and the EMA
 static size_t flat_size(const ParamStore *ps, bool ema) {
-    return (1 + (size_t)ema) * ps->padded + ps->work + (ps->shards > 1) * ps->chunk + 2 * ps->chunk;
+    size_t own = ps->level >= 3 ? ps->chunk : 0;
+    return ps->padded + ps->work + (ps->shards > 1) * ps->chunk + 2 * ps->chunk + own +
+           ema * (own ? own : ps->padded);
 }
 
 // Points the slices and the tensors into flat (flat_size reals) on the store's side
@@ -49,7 +51,8 @@ static void point(ParamStore *ps, real *flat, bool ema) {
     ps->slice = ps->shards > 1 ? ps->grads + ps->work : ps->grads;
     ps->m = ps->grads + ps->work + (ps->shards > 1) * ps->chunk;
     ps->v = ps->m + ps->chunk;
-    ps->ema = ema ? ps->v + ps->chunk : NULL;
+    ps->own = ps->level >= 3 ? ps->v + ps->chunk : ps->params;
+    ps->ema = ema ? ps->v + ps->chunk + (ps->level >= 3) * ps->chunk : NULL;
     for (int u = 0; u < ps->units; u++) {
         const PsUnit *U = &ps->unit[u];
         int end = u + 1 < ps->units ? ps->unit[u + 1].first : ps->n;
@@ -76,36 +79,57 @@ static void free_flat(real *flat, bool device) {
     else free(flat);
 }
 
-// Level 2's scoped units share the place after every other unit's
+// Level 2's scoped units share the gradients' place after every other unit's; level 3's share two
+// places of the whole buffer after every other unit's, unit u the (u mod 2)th: a block and the next
 void ps_split(ParamStore *ps, int shard, int shards, int level) {
     if (!ps->units) ps->unit[ps->units++] = (PsUnit){.first = 0};
     ps->shards = shards, ps->shard = shard, ps->level = shards > 1 ? level : 0;
     ps->padded = ps->chunk = ps->work = 0;
-    size_t shared = 0; // the largest scoped unit, level 2
+    size_t shared = 0; // the largest scoped unit, level 2 and 3
     for (int u = 0; u < ps->units; u++) {
         PsUnit *U = &ps->unit[u];
-        int end = u + 1 < ps->units ? ps->unit[u + 1].first : ps->n;
-        U->at = ps->padded, U->slice = ps->chunk, U->len = 0;
-        for (int i = U->first; i < end; i++) ps->offset[i] = U->at + U->len, U->len += ps->t[i]->size;
+        U->slice = ps->chunk, U->len = 0;
+        for (int i = U->first; i < (u + 1 < ps->units ? ps->unit[u + 1].first : ps->n); i++)
+            U->len += ps->t[i]->size;
         U->piece = (U->len + (size_t)shards - 1) / (size_t)shards;
         size_t whole = (size_t)shards * U->piece;
-        ps->padded += whole, ps->chunk += U->piece;
+        ps->chunk += U->piece;
         if (ps->level >= 2 && U->scoped) shared = whole > shared ? whole : shared;
         else U->grad = ps->work, ps->work += whole;
+        if (ps->level < 3 || !U->scoped) U->at = ps->padded, ps->padded += whole;
     }
     ps->n_sums = 0;
-    for (int u = 0; u < ps->units; u++) { // the shared place last
+    for (int u = 0; u < ps->units; u++) { // the shared places last
         PsUnit *U = &ps->unit[u];
         if (ps->level >= 2 && U->scoped) U->grad = ps->work;
         else U->sums = ps->n_sums++;
+        if (ps->level >= 3 && U->scoped) U->at = ps->padded + (size_t)(u % 2) * shared;
     }
     for (int u = 0; u < ps->units; u++)
         if (ps->level >= 2 && ps->unit[u].scoped) ps->unit[u].sums = ps->n_sums;
     if (shared) ps->n_sums++;
     ps->work += shared;
+    if (ps->level >= 3) ps->padded += 2 * shared;
+    for (int u = 0; u < ps->units; u++)
+        for (int i = ps->unit[u].first, at = 0; i < (u + 1 < ps->units ? ps->unit[u + 1].first : ps->n); i++)
+            ps->offset[i] = ps->unit[u].at + at, at += ps->t[i]->size;
 }
 
-size_t ps_weight_reals(const ParamStore *ps) { return ps->padded + ps->work + (ps->shards > 1) * ps->chunk; }
+real *ps_piece(ParamStore *ps, int u) {
+    const PsUnit *U = &ps->unit[u];
+    return ps->level >= 3 ? ps->own + U->slice : ps->params + U->at + (size_t)ps->shard * U->piece;
+}
+
+void ps_unpad(const ParamStore *ps, real *out, const real *whole) {
+    for (int u = 0, at = 0; u < ps->units; at += ps->unit[u++].len)
+        copy_bytes(out + at, whole + ps->unit[u].at, ps->unit[u].len * sizeof(real));
+}
+
+size_t ps_own_len(const ParamStore *ps) { return ps->level >= 3 ? ps->chunk : ps->padded; }
+
+size_t ps_weight_reals(const ParamStore *ps) {
+    return ps->padded + ps->work + (ps->shards > 1) * ps->chunk + (ps->level >= 3) * ps->chunk;
+}
 
 void ps_alloc(ParamStore *ps, bool device, bool ema) {
     ps_split(ps, ps->shards ? ps->shard : 0, ps->shards ? ps->shards : 1, ps->level);
@@ -130,8 +154,10 @@ void ps_shard(ParamStore *ps, int shard, int shards, int level) {
     for (int u = 0; u < ps->units; u++) {
         const PsUnit *U = &ps->unit[u], *O = &old.unit[u];
         size_t from, mine = piece_of(U, shard, &from);
-        copy_bytes(ps->params + U->at, old.params + O->at, U->len * sizeof(real));
-        if (old.ema) copy_bytes(ps->ema + U->at, old.ema + O->at, U->len * sizeof(real));
+        if (ps->level < 3 || !U->scoped) copy_bytes(ps->params + U->at, old.params + O->at, U->len * sizeof(real));
+        if (ps->level >= 3) copy_bytes(ps->own + U->slice, old.params + O->at + from, mine * sizeof(real));
+        if (old.ema && ps->level >= 3) copy_bytes(ps->ema + U->slice, old.ema + O->at + from, mine * sizeof(real));
+        else if (old.ema) copy_bytes(ps->ema + U->at, old.ema + O->at, U->len * sizeof(real));
         copy_bytes(ps->m + U->slice, old.m + O->at + from, mine * sizeof(real));
         copy_bytes(ps->v + U->slice, old.v + O->at + from, mine * sizeof(real));
     }
@@ -139,7 +165,8 @@ void ps_shard(ParamStore *ps, int shard, int shards, int level) {
 }
 
 void ps_add_ema(ParamStore *ps) {
-    CHECK(ps->params && !ps->ema, "ps_add_ema: the store is not allocated, or has an EMA already");
+    CHECK(ps->params && !ps->ema && ps->level < 3,
+          "ps_add_ema: the store is not allocated, has an EMA already, or is split at level 3");
     real *old = ps->params, *flat = zeros(flat_size(ps, true), ps->device);
     copy_bytes(flat, old, flat_size(ps, false) * sizeof(real));
     point(ps, flat, true);

@@ -13,7 +13,11 @@
 //  - level 2 (stage 2): the gradients too: backward adds a unit's gradients into a place of its
 //    own, except the scoped units (the blocks, which the model opens and closes around each use,
 //    ps_open), which share one; when a scoped unit's backward is done its gradients are
-//    reduce-scattered into the slice and its place is cleared for the next (ps->hook).
+//    reduce-scattered into the slice and its place is cleared for the next (ps->hook);
+//  - level 3 (stage 3): the parameters and the EMA too: the rank keeps its pieces (`own`, and the
+//    EMA of them); the units that are not scoped are whole in the parameters' buffer, all-gathered
+//    after each update; the scoped ones have two places there, block u the (u mod 2)th, which the
+//    hook fills by an all-gather when the block opens (the next one's gather in flight meanwhile).
 // The summed gradients of the slice are `slice`; a whole store's slice is its gradient buffer.
 #pragma once
 #include "../core/exact.h"
@@ -26,7 +30,8 @@ typedef struct PsUnit {
     int first;     // its first parameter (the next unit's first ends it)
     bool scoped;   // the model opens and closes it around each use (ps_open, ps_close)
     size_t len;    // its elements
-    size_t at;     // where it begins in the whole buffers (parameters, EMA); shards x piece long
+    size_t at;     // where it begins in the whole buffers (parameters, EMA below level 3);
+                   // shards x piece long
     size_t piece;  // each rank's share: ceil(len / shards)
     size_t slice;  // where this rank's piece begins in the slice buffers (slice, m, v)
     size_t grad;   // where backward adds its gradients in grads (shards x piece of them)
@@ -49,11 +54,13 @@ struct ParamStore {
     size_t padded;              // elements of the whole buffers: every unit padded
     size_t chunk;               // elements of the slice buffers: the pieces of every unit
     size_t work;                // elements of grads
-    real *params;               // [padded] (the padding is zero)
+    real *params;               // [padded] (the padding is zero); level 3: see above
+    real *own;                  // level 3: [chunk] the slice's parameters; else params
     real *grads;                // [work]: where backward adds (whole, or level 2's places)
     real *slice;                // [chunk]: the slice's summed gradients (grads when whole)
     real *m, *v;                // [chunk] each: the moments of the slice
-    real *ema;                  // [padded]: the EMA of params (ps_add_ema), or NULL: none
+    real *ema;                  // the EMA of params (ps_add_ema), [padded], at level 3 of own
+                                // [chunk]; or NULL: none
     bool device;                // the buffers are device memory
     int n_sums;                 // --exact: the exact sums, one for each place in grads, then
     ExactSum sums[PS_MAX_UNITS + 1]; // the slice's when split (sums[n_sums - 1])
@@ -70,12 +77,20 @@ Tensor *ps_add(ParamStore *ps, const char *name, int ndim, const int *shape);
 // The sizes (padded, chunk, work, the units' places) and the parameters' offsets of the store as
 // rank `shard` of `shards` at --zero `level`, without allocating (ps_alloc and ps_shard call it)
 void ps_split(ParamStore *ps, int shard, int shards, int level);
+// Where this rank's piece of unit u's parameters lies (own, or the whole buffer)
+real *ps_piece(ParamStore *ps, int u);
+// A buffer laid out as the whole buffers (the parameters, the EMA below level 3), its padding
+// dropped, into out (total values: a whole store's layout)
+void ps_unpad(const ParamStore *ps, real *out, const real *whole);
+// The parameters the optimizer updates and the EMA follows: own, and its length (chunk at level
+// 3, else padded)
+size_t ps_own_len(const ParamStore *ps);
 // The reals of the parameters and the gradients (grads, and the slice's when split)
 size_t ps_weight_reals(const ParamStore *ps);
 // zero-filled, on the host or the device, with the EMA when ema; whole, or split as ps->shards,
 // ps->shard and ps->level say when shards is set (a copy of a split store)
 void ps_alloc(ParamStore *ps, bool device, bool ema);
-// --zero `level` (1 or 2): the whole allocated store becomes rank `shard`'s of `shards`, keeping
+// --zero `level` (1 to 3): the whole allocated store becomes rank `shard`'s of `shards`, keeping
 // its pieces of the moments (and at level 2 of the gradients, which start at zero); the flat
 // buffer moves and the tensors follow it. Before ps_use_exact.
 void ps_shard(ParamStore *ps, int shard, int shards, int level);

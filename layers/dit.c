@@ -239,6 +239,7 @@ DiT *dit_place(DiT *host, DiT *dev, bool device) {
     dit_layout(dev, &host->cfg);
     const ParamStore *h = &host->ps; // split as the host's (--zero)
     dev->ps.shards = h->shards, dev->ps.shard = h->shard, dev->ps.level = h->level;
+    dev->ps.hook = h->hook, dev->ps.hook_ctx = h->hook_ctx;
     dit_alloc(dev, true, h->ema != NULL);
     copy_bytes(dev->pos_embed.data, host->pos_embed.data, host->pos_embed.size * sizeof(real));
     dit_copy(dev, host);

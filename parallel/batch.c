@@ -95,10 +95,9 @@ static void add_sums(ExactSum *dst, size_t at, ExactSum *src, size_t from, size_
     free(a);
 }
 
-// A split store's unit u: its gradients summed over the ranks and this rank's piece added into the
-// slice. Over the world a reduce-scatter of the unit's place (under --exact of its exact sums);
-// over a smaller group (the allreduce bugs) an all-reduce, and none without one.
-static void sum_unit(SeqParallel *sp, ParamStore *ps, int u) {
+// Over the world a reduce-scatter of the unit's place (under --exact of its exact sums); over a
+// smaller group (the allreduce bugs) an all-reduce, and none without one.
+void sp_sum_unit(SeqParallel *sp, ParamStore *ps, int u) {
     const PsUnit *U = &ps->unit[u];
     Comm *over = grad_group(sp);
     size_t n = U->piece, mine = (size_t)ps->shard * n;
@@ -112,19 +111,11 @@ static void sum_unit(SeqParallel *sp, ParamStore *ps, int u) {
     else RUN(ps->device, add_rows, ps->slice + U->slice, n, g + mine, n, n, 1);
 }
 
-void sp_store_hook(ParamStore *ps, int u, bool open, bool backward, void *ctx) {
-    if (!backward) return; // level 2: the parameters are whole
-    if (!open) return sum_unit(ctx, ps, u);
-    const PsUnit *U = &ps->unit[u]; // the shared place, for this unit's gradients
-    zero_bytes(ps->grads + U->grad, ps->shards * U->piece * sizeof(real));
-    if (ps->exact_mem) *ps_unit_sums(ps, u) = exact_view(ps_unit_sums(ps, u)->top, ps->shards * U->piece);
-}
-
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
     Comm *over = grad_group(sp);
     if (ps->shards > 1) { // each unit, at level 2 those backward has not summed as it went
         for (int u = 0; u < ps->units; u++)
-            if (ps->level < 2 || !ps->unit[u].scoped) sum_unit(sp, ps, u);
+            if (ps->level < 2 || !ps->unit[u].scoped) sp_sum_unit(sp, ps, u);
     } else if (over && sp->exact) // the flat buffer's reals, or under --exact each unit's exact sums
         for (int u = 0; u < ps->units; u++) comm_all_reduce_sums(over, ps_unit_sums(ps, u));
     else if (over) comm_all_reduce(over, COMM_REAL, ps->grads, ps->padded);

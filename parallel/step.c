@@ -28,7 +28,6 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
     ExactMode exact;
     if (sp->exact) ps_use_exact(&m->ps);
     ps_zero_grad(&m->ps); // backward adds into the gradients: the micro-batches accumulate
-    if (m->ps.level >= 2) m->ps.hook = sp_store_hook, m->ps.hook_ctx = sp; // for this step
     for (int i = 0; i < sp->accum; i++) {
         int first, n;
         sp_micro_batch(sp, x->shape[0], i, &first, &n);
@@ -54,7 +53,6 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         arena_release(arena, mark);
     }
     ps_check_reached(&m->ps);
-    m->ps.hook = NULL;
     sp_sync_grads(sp, &m->ps);
     if (sp->bugs & BUG_LOSS_TIMES_SP) loss *= sp_local_mean_scale(sp); // this rank's local mean
     else if (sp->exact) return sp_exact_loss(sp, &exact);

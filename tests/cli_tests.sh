@@ -182,7 +182,7 @@ expect_usage "--heads 5 does not divide the width 64 (--hidden)" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
 expect_usage "runs its own --exact column" bugs --regimes --exact
-expect_usage "--zero 3: stages 1 and 2 are built" --zero 3
+
 expect_usage "--zero must be between 0 and 3, got 4" --zero 4
 expect_usage "probe: unknown argument '--zero'" probe --zero 1
 expect_usage "sample: unknown argument '--recompute'" sample --recompute

@@ -1022,12 +1022,15 @@ END_TEST
 // bits, the moments the ranks gather too; the parameters agree on every rank. The store's size is
 // odd, so 2 to 4 ranks pad the units. The sizes against the formula: each unit (the embeddings,
 // each block, the final layer) padded to a multiple of the ranks; the slice one piece of each; at
-// level 2 the gradients backward adds into those of the embeddings, the final layer and one block.
+// level 2 the gradients backward adds into those of the embeddings, the final layer and one block;
+// at level 3 the whole parameters those of the embeddings, the final layer and two blocks (under
+// --recompute, so that the blocks are gathered again for the halves run again).
 START_TEST(zero_matches_whole) {
     cfg.patch_size = 3, cfg.learn_sigma = false; // 45 final biases: an odd size
     SpOptions o = options(SP_GATHER, 0);
     o.exact = _i % 2;
     int level = 1 + _i / 2;
+    if (level == 3) o.recompute = true; // the blocks gathered again in backward, for the recomputed halves
     DiT m[2];
     AdamW opt[2];
     Arena a = arena_create(64 << 20);
@@ -1035,7 +1038,7 @@ START_TEST(zero_matches_whole) {
     ck_assert(init_mesh(&sp, &o));
     for (int k = 0; k < 2; k++) { // k = 1: sharded
         random_model(&m[k]);
-        if (k) ps_shard(&m[k].ps, comm.rank, comm.size, level);
+        if (k) sp_split_store(&sp, &m[k].ps, level);
         opt[k] = adamw_default(1e-2);
         opt[k].clip_norm = 0.5;
         for (int step = 0; step < 2; step++) {
@@ -1060,19 +1063,23 @@ START_TEST(zero_matches_whole) {
     }
     ck_assert_uint_eq(len[0] + cfg.depth * len[1] + len[2], whole->total);
     ck_assert_uint_eq(sharded->chunk, P > 1 ? chunk : whole->total);
-    ck_assert_uint_eq(sharded->padded, P > 1 ? padded : whole->total);
-    ck_assert_uint_eq(sharded->work, P > 1 && level == 2 ? P * (piece[0] + piece[1] + piece[2]) : sharded->padded);
+    size_t one_block = P * (piece[0] + piece[1] + piece[2]); // the embeddings, the final layer, a block
+    ck_assert_uint_eq(sharded->padded, P == 1 ? whole->total : level == 3 ? one_block + P * piece[1] : padded);
+    ck_assert_uint_eq(sharded->work, P > 1 && level >= 2 ? one_block : sharded->padded);
     real *params = xmalloc(whole->total * sizeof(real)); // the split store's, without its padding
-    for (int i = 0; i < whole->n; i++)
-        memcpy(params + whole->offset[i], sharded->t[i]->data, whole->t[i]->size * sizeof(real));
+    if (level < 3) ps_unpad(sharded, params, sharded->params);
+    else { // the ranks' pieces, gathered on rank 0 and sent to every rank
+        real *got = sp_gather_slices(&sp, sharded, sharded->own);
+        if (got) memcpy(params, got, whole->total * sizeof(real)), free(got);
+        MPI_Bcast(params, (int)(whole->total * sizeof(real)), MPI_BYTE, 0, comm.group);
+    }
     double e = rel(params, whole->params, whole->total);
     bool same = !memcmp(params, whole->params, whole->total * sizeof(real));
     free(params);
-    real *moments = sp_gather_moments(&sp, sharded);
+    real *m1 = sp_gather_slices(&sp, sharded, sharded->m), *v1 = sp_gather_slices(&sp, sharded, sharded->v);
     if (comm.rank == 0 && comm.size > 1)
-        same &= !memcmp(moments, whole->m, whole->total * sizeof(real)) &&
-                !memcmp(moments + whole->total, whole->v, whole->total * sizeof(real));
-    free(moments);
+        same &= !memcmp(m1, whole->m, whole->total * sizeof(real)) && !memcmp(v1, whole->v, whole->total * sizeof(real));
+    free(m1), free(v1);
     double spread = e, most = e; // the parameters of every rank the same
     MPI_Allreduce(&e, &most, 1, MPI_DOUBLE, MPI_MAX, comm.group);
     MPI_Allreduce(&e, &spread, 1, MPI_DOUBLE, MPI_MIN, comm.group);
@@ -1664,7 +1671,7 @@ int main(int argc, char **argv) {
     suite_add_tcase(s, tc);
     TCase *zero = tcase_create("zero"); // --zero's: CK_RUN_CASE=zero runs them alone
     tcase_set_timeout(zero, 120);
-    tcase_add_loop_test(zero, zero_matches_whole, 0, 4);
+    tcase_add_loop_test(zero, zero_matches_whole, 0, 6);
     suite_add_tcase(s, zero);
     TCase *progress = tcase_create("progress"); // alone: run_all.sh runs it over TCP too
     tcase_add_test(progress, ring_step_moves_during_attention);
