@@ -11,7 +11,7 @@ AdamW adamw_default(double lr) {
 }
 
 double adamw_squares(const ParamStore *ps, ExactSum *squares) {
-    const real *g = ps->grads + ps->at;
+    const real *g = ps->slice;
     if (!ps->exact_mem) return RUN(ps->device, sum_squares, g, ps->chunk);
     real *host = ps->device ? xmalloc(ps->chunk * sizeof(real) + 1) : NULL; // the sums are the host's
     if (host) copy_bytes(host, g, ps->chunk * sizeof(real)), g = host;
@@ -40,9 +40,12 @@ double adamw_squares(const ParamStore *ps, ExactSum *squares) {
 void adamw_update_slice(AdamW *opt, ParamStore *ps, double norm) {
     double scale = (opt->clip_norm > 0 && norm > opt->clip_norm) ? opt->clip_norm / norm : 1;
     opt->step++;
-    RUN(ps->device, adamw_update, ps->params + ps->at, ps->grads + ps->at, ps->m, ps->v, ps->chunk,
-        (real)opt->lr, (real)opt->beta1, (real)opt->beta2, (real)opt->eps, (real)opt->weight_decay,
-        (real)scale, opt->step);
+    for (int u = 0; u < ps->units; u++) { // the slice's piece of each unit
+        const PsUnit *U = &ps->unit[u];
+        RUN(ps->device, adamw_update, ps_piece(ps, u), ps->slice + U->slice, ps->m + U->slice, ps->v + U->slice, U->piece, (real)opt->lr,
+            (real)opt->beta1, (real)opt->beta2, (real)opt->eps, (real)opt->weight_decay, (real)scale,
+            opt->step);
+    }
 }
 
 double adamw_step(AdamW *opt, ParamStore *ps) {

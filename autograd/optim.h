@@ -10,14 +10,14 @@ typedef struct AdamW {
 } AdamW;
 
 AdamW adamw_default(double lr); // betas (0.9, 0.999), eps 1e-8, no decay, no clipping
-// One update from ps->grads of a whole store; returns the gradient norm before clipping.
+// One update from the gradients (ps->slice) of a whole store; returns the gradient norm before clipping.
 double adamw_step(AdamW *opt, ParamStore *ps);
-// The two halves, for a store that is one of several (--zero 1, parallel/zero.c):
-// The sum of squares of the gradients of the store's slice [at, at + chunk): a double sum, or
+// The two halves, for a store that is one of several (--zero, parallel/zero.c):
+// The sum of squares of the gradients of the store's slice (ps->slice): a double sum, or
 // under --exact (an exact store) added into *squares (1 element), an order-independent sum of
 // the rounded squares, and 0 returned.
 double adamw_squares(const ParamStore *ps, ExactSum *squares);
-// The update of the store's slice of the parameters and its moments, clipped by the global
+// The update of the store's pieces of the parameters and their moments, clipped by the global
 // gradient norm `norm`.
 void adamw_update_slice(AdamW *opt, ParamStore *ps, double norm);
 // The EMA's decay for the update after optimizer step `step`: `target`, but at most

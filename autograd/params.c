@@ -1,5 +1,7 @@
 // params.c: see params.h.
 #include "params.h"
+#include "tape.h"
+#include "../kernels/run.h"
 #include "../core/check.h"
 #include "../core/device.h"
 #include <stdlib.h>
@@ -27,22 +29,40 @@ Tensor *ps_add(ParamStore *ps, const char *name, int ndim, const int *shape) {
     return t;
 }
 
-// The reals of the flat buffer: parameters, gradients, the two moments and the EMA
+void ps_unit(ParamStore *ps, bool scoped) {
+    CHECK(ps->params == NULL && ps->units < PS_MAX_UNITS && (ps->units || ps->n == 0),
+          "ps_unit: units are registered before ps_alloc, from the first parameter on, at most %d",
+          PS_MAX_UNITS);
+    ps->unit[ps->units++] = (PsUnit){.first = ps->n, .scoped = scoped};
+}
+
+// The reals of the flat buffer: parameters, gradients, the slice's when split, the two moments
+// and the EMA
 static size_t flat_size(const ParamStore *ps, bool ema) {
-    return (2 + (size_t)ema) * ps->padded + 2 * ps->chunk;
+    size_t own = ps->level >= 3 ? ps->chunk : 0;
+    return ps->padded + ps->work + (ps->shards > 1) * ps->chunk + 2 * ps->chunk + own +
+           ema * (own ? own : ps->padded);
 }
 
 // Points the slices and the tensors into flat (flat_size reals) on the store's side
 static void point(ParamStore *ps, real *flat, bool ema) {
     ps->params = flat;
     ps->grads = flat + ps->padded;
-    ps->m = flat + 2 * ps->padded;
+    ps->slice = ps->shards > 1 ? ps->grads + ps->work : ps->grads;
+    ps->m = ps->grads + ps->work + (ps->shards > 1) * ps->chunk;
     ps->v = ps->m + ps->chunk;
-    ps->ema = ema ? ps->v + ps->chunk : NULL;
-    for (int i = 0; i < ps->n; i++) {
-        ps->t[i]->data = ps->params + ps->offset[i];
-        ps->t[i]->grad = ps->grads + ps->offset[i];
-        ps->t[i]->device = ps->device;
+    ps->own = ps->level >= 3 ? ps->v + ps->chunk : ps->params;
+    ps->ema = ema ? ps->v + ps->chunk + (ps->level >= 3) * ps->chunk : NULL;
+    for (int u = 0; u < ps->units; u++) {
+        const PsUnit *U = &ps->unit[u];
+        int end = u + 1 < ps->units ? ps->unit[u + 1].first : ps->n;
+        for (int i = U->first; i < end; i++) {
+            size_t within = ps->offset[i] - U->at;
+            ps->t[i]->data = ps->params + ps->offset[i];
+            ps->t[i]->grad = ps->grads + U->grad + within;
+            ps->t[i]->device = ps->device;
+            if (ps->exact_mem) ps->t[i]->exact = &ps->sums[U->sums], ps->t[i]->exact_at = within;
+        }
     }
 }
 
@@ -59,39 +79,94 @@ static void free_flat(real *flat, bool device) {
     else free(flat);
 }
 
-// The slice of shard `shard` of `shards`
-static void split(ParamStore *ps, int shard, int shards) {
-    ps->shards = shards;
-    ps->chunk = (ps->total + (size_t)shards - 1) / (size_t)shards;
-    ps->at = (size_t)shard * ps->chunk;
-    ps->padded = (size_t)shards * ps->chunk;
+// Level 2's scoped units share the gradients' place after every other unit's; level 3's share two
+// places of the whole buffer after every other unit's, unit u the (u mod 2)th: a block and the next
+void ps_split(ParamStore *ps, int shard, int shards, int level) {
+    if (!ps->units) ps->unit[ps->units++] = (PsUnit){.first = 0};
+    ps->shards = shards, ps->shard = shard, ps->level = shards > 1 ? level : 0;
+    ps->padded = ps->chunk = ps->work = 0;
+    size_t shared = 0; // the largest scoped unit, level 2 and 3
+    for (int u = 0; u < ps->units; u++) {
+        PsUnit *U = &ps->unit[u];
+        U->slice = ps->chunk, U->len = 0;
+        for (int i = U->first; i < (u + 1 < ps->units ? ps->unit[u + 1].first : ps->n); i++)
+            U->len += ps->t[i]->size;
+        U->piece = (U->len + (size_t)shards - 1) / (size_t)shards;
+        size_t whole = (size_t)shards * U->piece;
+        ps->chunk += U->piece;
+        if (ps->level >= 2 && U->scoped) shared = whole > shared ? whole : shared;
+        else U->grad = ps->work, ps->work += whole;
+        if (ps->level < 3 || !U->scoped) U->at = ps->padded, ps->padded += whole;
+    }
+    ps->n_sums = 0;
+    for (int u = 0; u < ps->units; u++) { // the shared places last
+        PsUnit *U = &ps->unit[u];
+        if (ps->level >= 2 && U->scoped) U->grad = ps->work;
+        else U->sums = ps->n_sums++;
+        if (ps->level >= 3 && U->scoped) U->at = ps->padded + (size_t)(u % 2) * shared;
+    }
+    for (int u = 0; u < ps->units; u++)
+        if (ps->level >= 2 && ps->unit[u].scoped) ps->unit[u].sums = ps->n_sums;
+    if (shared) ps->n_sums++;
+    ps->work += shared;
+    if (ps->level >= 3) ps->padded += 2 * shared;
+    for (int u = 0; u < ps->units; u++)
+        for (int i = ps->unit[u].first, at = 0; i < (u + 1 < ps->units ? ps->unit[u + 1].first : ps->n); i++)
+            ps->offset[i] = ps->unit[u].at + at, at += ps->t[i]->size;
+}
+
+real *ps_piece(ParamStore *ps, int u) {
+    const PsUnit *U = &ps->unit[u];
+    return ps->level >= 3 ? ps->own + U->slice : ps->params + U->at + (size_t)ps->shard * U->piece;
+}
+
+void ps_unpad(const ParamStore *ps, real *out, const real *whole) {
+    for (int u = 0, at = 0; u < ps->units; at += ps->unit[u++].len)
+        copy_bytes(out + at, whole + ps->unit[u].at, ps->unit[u].len * sizeof(real));
+}
+
+size_t ps_own_len(const ParamStore *ps) { return ps->level >= 3 ? ps->chunk : ps->padded; }
+
+size_t ps_weight_reals(const ParamStore *ps) {
+    return ps->padded + ps->work + (ps->shards > 1) * ps->chunk + (ps->level >= 3) * ps->chunk;
 }
 
 void ps_alloc(ParamStore *ps, bool device, bool ema) {
-    if (!ps->shards) split(ps, 0, 1);
+    ps_split(ps, ps->shards ? ps->shard : 0, ps->shards ? ps->shards : 1, ps->level);
     ps->device = device;
     point(ps, zeros(flat_size(ps, ema), device), ema);
 }
 
-void ps_shard(ParamStore *ps, int shard, int shards) {
-    CHECK(ps->params && ps->shards == 1 && !ps->exact_mem && shard >= 0 && shard < shards,
+// rank shard's piece of unit U: its elements and where they begin within the unit
+static size_t piece_of(const PsUnit *U, int shard, size_t *from) {
+    *from = (size_t)shard * U->piece;
+    size_t left = *from < U->len ? U->len - *from : 0; // the last pieces hold padding only, or partly
+    return left < U->piece ? left : U->piece;
+}
+
+void ps_shard(ParamStore *ps, int shard, int shards, int level) {
+    CHECK(ps->params && ps->shards == 1 && !ps->exact_mem && shard >= 0 && shard < shards && level >= 1,
           "ps_shard: the store is not allocated whole, or shard %d of %d does not exist", shard, shards);
     ParamStore old = *ps;
-    split(ps, shard, shards);
+    ps_split(ps, shard, shards, level);
     real *flat = zeros(flat_size(ps, old.ema), ps->device);
     point(ps, flat, old.ema);
-    size_t bytes = ps->total * sizeof(real), mine = ps->at < ps->total ? ps->total - ps->at : 0;
-    if (mine > ps->chunk) mine = ps->chunk; // the last slices hold padding only, or partly
-    copy_bytes(ps->params, old.params, bytes);
-    copy_bytes(ps->grads, old.grads, bytes);
-    copy_bytes(ps->m, old.m + ps->at, mine * sizeof(real));
-    copy_bytes(ps->v, old.v + ps->at, mine * sizeof(real));
-    if (old.ema) copy_bytes(ps->ema, old.ema, bytes);
+    for (int u = 0; u < ps->units; u++) {
+        const PsUnit *U = &ps->unit[u], *O = &old.unit[u];
+        size_t from, mine = piece_of(U, shard, &from);
+        if (ps->level < 3 || !U->scoped) copy_bytes(ps->params + U->at, old.params + O->at, U->len * sizeof(real));
+        if (ps->level >= 3) copy_bytes(ps->own + U->slice, old.params + O->at + from, mine * sizeof(real));
+        if (old.ema && ps->level >= 3) copy_bytes(ps->ema + U->slice, old.ema + O->at + from, mine * sizeof(real));
+        else if (old.ema) copy_bytes(ps->ema + U->at, old.ema + O->at, U->len * sizeof(real));
+        copy_bytes(ps->m + U->slice, old.m + O->at + from, mine * sizeof(real));
+        copy_bytes(ps->v + U->slice, old.v + O->at + from, mine * sizeof(real));
+    }
     free_flat(old.params, ps->device);
 }
 
 void ps_add_ema(ParamStore *ps) {
-    CHECK(ps->params && !ps->ema, "ps_add_ema: the store is not allocated, or has an EMA already");
+    CHECK(ps->params && !ps->ema && ps->level < 3,
+          "ps_add_ema: the store is not allocated, has an EMA already, or is split at level 3");
     real *old = ps->params, *flat = zeros(flat_size(ps, true), ps->device);
     copy_bytes(flat, old, flat_size(ps, false) * sizeof(real));
     point(ps, flat, true);
@@ -101,7 +176,7 @@ void ps_add_ema(ParamStore *ps) {
 
 void ps_copy(ParamStore *dst, const ParamStore *src) {
     CHECK(dst->n == src->n && dst->total == src->total && !dst->ema == !src->ema &&
-          dst->shards == src->shards && dst->at == src->at,
+          dst->shards == src->shards && dst->shard == src->shard && dst->level == src->level,
           "ps_copy: the stores hold different parameters (%d, %zu values%s, %d shards vs %d, %zu%s, "
           "%d)", dst->n, dst->total, dst->ema ? " and an EMA" : "", dst->shards, src->n, src->total,
           src->ema ? " and an EMA" : "", src->shards);
@@ -127,20 +202,33 @@ Tensor *ps_find(const ParamStore *ps, const char *name) {
 void ps_use_exact(ParamStore *ps) {
     CHECK(ps->params, "--exact needs the parameters allocated");
     if (ps->exact_mem) return;
-    ps->exact_mem = xmalloc(exact_bytes(ps->padded));
-    ps->exact = exact_view(ps->exact_mem, ps->padded);
-    for (int i = 0; i < ps->n; i++) ps->t[i]->exact = &ps->exact, ps->t[i]->exact_at = ps->offset[i];
+    size_t n[PS_MAX_UNITS + 1], bytes = 0; // each place's sums, then the slice's
+    int places = ps->n_sums;
+    for (int u = 0; u < ps->units; u++) n[ps->unit[u].sums] = ps->unit[u].piece * ps->shards;
+    if (ps->shards > 1) n[places++] = ps->chunk;
+    for (int k = 0; k < places; k++) bytes += exact_bytes(n[k]);
+    char *mem = ps->exact_mem = xmalloc(bytes);
+    for (int k = 0; k < places; k++) ps->sums[k] = exact_view(mem, n[k]), mem += exact_bytes(n[k]);
+    point(ps, ps->params, ps->ema != NULL);
 }
 
-void ps_exact_grads(ParamStore *ps, size_t at, size_t n) {
-    real *g = ps->device ? xmalloc(n * sizeof(real)) : ps->grads + at; // the sums are on the host
-    exact_result(g, &ps->exact, at, n);
-    if (g != ps->grads + at) copy_bytes(ps->grads + at, g, n * sizeof(real)), free(g);
+ExactSum *ps_unit_sums(ParamStore *ps, int u) { return &ps->sums[ps->unit[u].sums]; }
+
+void ps_exact_slice(ParamStore *ps) {
+    ExactSum *s = &ps->sums[ps->shards > 1 ? ps->n_sums : 0];
+    real *g = ps->device ? xmalloc(ps->chunk * sizeof(real)) : ps->slice; // the sums are on the host
+    if (ps->shards > 1) exact_result(g, s, 0, ps->chunk);
+    else // a whole store: each unit's sums
+        for (int u = 0; u < ps->units; u++)
+            exact_result(g + ps->unit[u].at, ps_unit_sums(ps, u), 0, ps->unit[u].len);
+    if (g != ps->slice) copy_bytes(ps->slice, g, ps->chunk * sizeof(real)), free(g);
 }
 
 void ps_zero_grad(ParamStore *ps) {
-    if (ps->exact_mem) exact_clear(&ps->exact);
-    zero_bytes(ps->grads, ps->padded * sizeof(real));
+    if (ps->exact_mem)
+        for (int k = 0; k < ps->n_sums + (ps->shards > 1); k++) exact_clear(&ps->sums[k]);
+    zero_bytes(ps->grads, ps->work * sizeof(real));
+    if (ps->shards > 1) zero_bytes(ps->slice, ps->chunk * sizeof(real));
     for (int i = 0; i < ps->n; i++) ps->t[i]->got_grad = false;
 }
 
@@ -151,3 +239,31 @@ void ps_check_reached(const ParamStore *ps) {
               "produced the loss (is it wired into the model, with gradients enabled?)",
               ps->t[i]->name);
 }
+
+// ---- scoped units on the tape ------------------------------------------------------------------
+// The node ps_open or ps_close records: x passed through; backward calls the hook (iarg: the
+// unit, and whether it opens), then hands the gradient on
+static void unit_bwd(Node *nd) {
+    ParamStore *ps = (ParamStore *)nd->ptr;
+    ps->hook(ps, nd->iarg[0], nd->iarg[1], true, ps->hook_ctx);
+    if (node_grad_take(nd, 0)) return;
+    real *dx = node_grad(nd, 0);
+    if (dx) RUN(nd->out->device, add_rows, dx, nd->out->size, nd->out->grad, nd->out->size, nd->out->size, 1);
+}
+
+static Tensor *pass(ParamStore *ps, Tape *tp, int u, Tensor *x, bool open) {
+    CHECK(u >= 0 && u < ps->units && ps->unit[u].scoped, "unit %d is not a scoped unit of the store", u);
+    if (!ps->hook) return x;
+    ps->hook(ps, u, open, false, ps->hook_ctx);
+    if (!tp->grad_enabled || !x->requires_grad) return x;
+    Tensor *y = arena_alloc(arena_host(tp->arena), sizeof *y);
+    *y = (Tensor){.ndim = x->ndim, .size = x->size, .data = x->data, .device = x->device};
+    memcpy(y->shape, x->shape, sizeof y->shape);
+    Node *nd = tape_record(tp, open ? "open unit" : "close unit", unit_bwd, y, 1, x);
+    nd->iarg[0] = u, nd->iarg[1] = !open; // backward runs the other way
+    nd->ptr = ps;
+    return y;
+}
+
+Tensor *ps_open(ParamStore *ps, Tape *tp, int u, Tensor *x) { return pass(ps, tp, u, x, true); }
+Tensor *ps_close(ParamStore *ps, Tape *tp, int u, Tensor *x) { return pass(ps, tp, u, x, false); }

@@ -183,6 +183,7 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
     *m = (DiT){.cfg = *cfg};
     int D = cfg->hidden_size, C = cfg->in_channels, p = cfg->patch_size, M = dit_mlp_hidden(cfg);
     int rows = cfg->num_classes + (cfg->class_dropout_prob > 0);
+    ps_unit(&m->ps, false); // the embeddings, each block, the final layer: units of the store
     m->x_w = param(m, "x_embedder.proj.weight", 4, D, C, p, p);
     m->x_b = param(m, "x_embedder.proj.bias", 1, D, 0, 0, 0);
     m->t0_w = param(m, "t_embedder.mlp.0.weight", 2, D, DIT_FREQ_DIM, 0, 0);
@@ -192,6 +193,7 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
     m->y_table = param(m, "y_embedder.embedding_table.weight", 2, rows, D, 0, 0);
     for (int i = 0; i < cfg->depth; i++) {
         DiTBlock *b = &m->blocks[i];
+        ps_unit(&m->ps, true);
 #define BLOCK_PARAM(field, suffix, ndim, d0, d1)                                                   \
     snprintf(name, sizeof name, "blocks.%d.%s", i, suffix);                                        \
     b->field = param(m, name, ndim, d0, d1, 0, 0)
@@ -209,6 +211,7 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
 #undef BLOCK_PARAM
     }
     int out = p * p * dit_out_channels(cfg);
+    ps_unit(&m->ps, false);
     m->f_w = param(m, "final_layer.linear.weight", 2, out, D, 0, 0);
     m->f_b = param(m, "final_layer.linear.bias", 1, out, 0, 0, 0);
     if (!cfg->in_context) {
@@ -234,8 +237,9 @@ void dit_create(DiT *m, const DiTConfig *cfg) {
 DiT *dit_place(DiT *host, DiT *dev, bool device) {
     if (!device) return host;
     dit_layout(dev, &host->cfg);
-    const ParamStore *h = &host->ps; // split as the host's (--zero 1)
-    dev->ps.shards = h->shards, dev->ps.at = h->at, dev->ps.chunk = h->chunk, dev->ps.padded = h->padded;
+    const ParamStore *h = &host->ps; // split as the host's (--zero)
+    dev->ps.shards = h->shards, dev->ps.shard = h->shard, dev->ps.level = h->level;
+    dev->ps.hook = h->hook, dev->ps.hook_ctx = h->hook_ctx;
     dit_alloc(dev, true, h->ema != NULL);
     copy_bytes(dev->pos_embed.data, host->pos_embed.data, host->pos_embed.size * sizeof(real));
     dit_copy(dev, host);
@@ -578,7 +582,9 @@ static Tensor *in_context_forward(DiT *m, Tape *tp, Tensor *x, Tensor *temb, Ten
     x = dit_join_tokens(tp, tensor_reshape(tp->arena, cond, 3, (int[]){B, DIT_CONTEXT_TOKENS, D}), x);
     for (int i = 0; i < c->depth; i++) {
         size_t mark = arena_mark(tp->arena);
+        x = ps_open(&m->ps, tp, dit_block_unit(i), x);
         x = plain_block_forward(&m->blocks[i], i, tp, x, c->num_heads, sh);
+        x = ps_close(&m->ps, tp, dit_block_unit(i), x);
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates
     }
     x = tape_name(tp, layernorm(tp, dit_tokens_of(tp, x, DIT_CONTEXT_TOKENS, n), LN_EPS), "final_layer.norm");
@@ -659,7 +665,8 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     // without gradients each block's output replaces its intermediates and the block before's output
     size_t mark = arena_mark(tp->arena);
     for (int i = 0; i < c->depth; i++) {
-        x = block_forward(m, i, tp, x, c_act, &pt, &sh);
+        x = ps_open(&m->ps, tp, dit_block_unit(i), x);
+        x = ps_close(&m->ps, tp, dit_block_unit(i), block_forward(m, i, tp, x, c_act, &pt, &sh));
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark);
     }
     // final layer

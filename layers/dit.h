@@ -158,6 +158,9 @@ typedef enum { DIT_FORWARD, DIT_BACKWARD, DIT_RECOMPUTE } DiTPass;
 // (attention is fused).
 size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass pass);
 
+// The store's units (autograd/params.h): 0 the embeddings, 1 + i block i (scoped: dit_forward
+// opens and closes it around the block), then the final layer
+static inline int dit_block_unit(int i) { return 1 + i; }
 // Registers every parameter (reference names) and allocates the store; weights are zero.
 void dit_create(DiT *m, const DiTConfig *cfg);
 // dit_create in two steps, so a checkpoint's shapes are checked before its model's memory is

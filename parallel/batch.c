@@ -1,11 +1,13 @@
 // batch.c: a batch over the mesh: the images of each data group, their micro-batches, the count
 // each loss divides by, and putting the results back together (output images gathered over the
 // sequence group and the data groups, gradients summed over every rank).
+#include "../core/check.h"
 #include "../core/device.h"
 #include "../kernels/run.h"
 #include "autograd_collectives.h"
 #include "sp.h"
 #include <stdio.h>
+#include <stdlib.h>
 
 const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count, char *buf, size_t len) {
     if (B % sp->dp)
@@ -77,19 +79,51 @@ void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size) {
     else copy_bytes(out, in, size * sizeof(real));
 }
 
+// The group gradients are summed over: every rank; under no-dp-allreduce each data group keeps
+// the gradient of its own images, under no-grad-allreduce each rank its partial sums (NULL)
+static Comm *grad_group(const SeqParallel *sp) {
+    return (sp->bugs & BUG_NO_GRAD_ALLREDUCE) ? NULL : (sp->bugs & BUG_NO_DP_ALLREDUCE) ? sp->comm : sp->world;
+}
+
+// dst's elements [at, at + n) += src's [from, from + n), exactly
+static void add_sums(ExactSum *dst, size_t at, ExactSum *src, size_t from, size_t n) {
+    ExactPart *a = xmalloc(2 * n * sizeof *a + 1), *b = a + n;
+    exact_parts(a, dst, at, NULL, n);
+    exact_parts(b, src, from, NULL, n);
+    exact_parts_add(a, a, b, n);
+    exact_put_parts(dst, at, NULL, a, n);
+    free(a);
+}
+
+// Over the world a reduce-scatter of the unit's place (under --exact of its exact sums); over a
+// smaller group (the allreduce bugs) an all-reduce, and none without one.
+void sp_sum_unit(SeqParallel *sp, ParamStore *ps, int u) {
+    const PsUnit *U = &ps->unit[u];
+    Comm *over = grad_group(sp);
+    size_t n = U->piece, mine = (size_t)ps->shard * n;
+    real *g = ps->grads + U->grad;
+    ExactSum *s = ps->exact_mem ? ps_unit_sums(ps, u) : NULL;
+    if (over == sp->world && s) comm_reduce_scatter_sums(over, s, n);
+    else if (over == sp->world) comm_reduce_scatter(over, COMM_REAL, g + (size_t)ps->shard * n, g, n);
+    else if (over && s) comm_all_reduce_sums(over, s, ps->shards * n);
+    else if (over) comm_all_reduce(over, COMM_REAL, g, ps->shards * n);
+    if (s) add_sums(&ps->sums[ps->n_sums], U->slice, s, mine, n);
+    else RUN(ps->device, add_rows, ps->slice + U->slice, n, g + mine, n, n, 1);
+}
+
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
-    // under no-grad-allreduce each rank keeps its partial sums, under no-dp-allreduce each data
-    // group the gradient of its own images
-    Comm *over = (sp->bugs & BUG_NO_GRAD_ALLREDUCE) ? NULL : (sp->bugs & BUG_NO_DP_ALLREDUCE) ? sp->comm : sp->world;
-    bool slice = over == sp->world && ps->shards > 1; // --zero 1: each rank needs its slice's sums only
-    size_t at = slice ? ps->at : 0, kept = slice ? ps->chunk : ps->padded; // this rank's sums
-    size_t n = slice ? ps->chunk : ps->padded; // what each rank's reduction moves
-    // the flat buffer's reals, or under --exact the store's exact sums, rounded into it once summed
-    if (slice && sp->exact) comm_reduce_scatter_sums(over, &ps->exact, n);
-    else if (slice) comm_reduce_scatter(over, COMM_REAL, ps->grads + at, ps->grads, n);
-    else if (over && sp->exact) comm_all_reduce_sums(over, &ps->exact, n);
-    else if (over) comm_all_reduce(over, COMM_REAL, ps->grads, n);
-    if (sp->exact) ps_exact_grads(ps, at, kept);
+    Comm *over = grad_group(sp);
+    for (int u = 0; u < ps->units; u++) {
+        const PsUnit *U = &ps->unit[u];
+        if (ps->shards > 1) { // at level 2 those that backward has not summed as it went
+            if (ps->level < 2 || !U->scoped) sp_sum_unit(sp, ps, u);
+        } else if (over) { // a whole store: each unit's place, its reals or under --exact its sums
+            size_t n = U->piece; // the unit whole
+            if (sp->exact) comm_all_reduce_sums(over, ps_unit_sums(ps, u), n);
+            else comm_all_reduce(over, COMM_REAL, ps->grads + U->grad, n);
+        }
+    }
+    if (sp->exact) ps_exact_slice(ps);
 }
 
 void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em) {

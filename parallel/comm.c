@@ -252,6 +252,19 @@ void comm_all_gather(Comm *c, real *out, const real *in, size_t n) {
     unstage(&s);
 }
 
+void comm_all_gather_start(Comm *c, CommGather *g, real *out, const real *in, size_t n) {
+    g->posted = false;
+    if (c->size == 1 || device_pointer(in) || device_pointer(out)) return comm_all_gather(c, out, in, n);
+    c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
+    MPI_CHECK(MPI_Iallgather(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, c->group, &g->req));
+    g->posted = true;
+}
+
+void comm_all_gather_wait(CommGather *g) {
+    if (g->posted) MPI_CHECK(MPI_Wait(&g->req, MPI_STATUS_IGNORE));
+    g->posted = false;
+}
+
 void comm_gather(Comm *c, real *out, const real *in, size_t n) {
     if (alone(c, out, in, n * sizeof(real))) return;
     CHECK(!device_pointer(in) && !device_pointer(out), "comm_gather: host buffers only");

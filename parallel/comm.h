@@ -42,6 +42,16 @@ void comm_finalize(void);
 _Noreturn void comm_stop_all(const char *msg, int code);
 // out (size * n) = the n values of every rank, in rank order; in may be out + rank * n (in place)
 void comm_all_gather(Comm *c, real *out, const real *in, size_t n);
+// comm_all_gather in two halves, so that work runs while the values travel (a block's parameters
+// while the block before it computes): comm_all_gather_start posts it (MPI_Iallgather; device
+// buffers make the whole gather in it), comm_all_gather_wait completes it; until then neither
+// buffer may be touched. in must not lie in out.
+typedef struct CommGather {
+    MPI_Request req;
+    bool posted;
+} CommGather;
+void comm_all_gather_start(Comm *c, CommGather *g, real *out, const real *in, size_t n);
+void comm_all_gather_wait(CommGather *g);
 // The same into rank 0's out only (the other ranks' out is not used); host memory
 void comm_gather(Comm *c, real *out, const real *in, size_t n);
 // What a reduction's values are: each kind has its size, its MPI type and sum (comm.c's table),

@@ -97,6 +97,8 @@ typedef struct SeqParallel {
                         // (DIT_CONTEXT_TOKENS), which every rank holds; 0: none
     uint8_t *context_mask; // (context + T_pad): 1 for the conditioning tokens, then the key mask
     int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
+    CommGather prefetch; // --zero 3: the next block's parameters on their way (zero.c)
+    int prefetch_unit;   // its unit; 0: none (unit 0 is never a block)
     TapeWatch watch;    // a step's tapes are watched by this (probe --dump-tape); NULL: not
     void *watch_ctx;
     Comm groups[SP_MAX_GROUPS]; // split from the world, owned
@@ -164,19 +166,33 @@ Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConf
 // (dp * B, ...). Not differentiated.
 void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size);
 // One all-reduce (sum) of the flat gradient buffer over every rank; under --exact, of the store's
-// exact sums, rounded into the buffer. For a sharded store (--zero 1) a reduce-scatter: the sums
-// of this rank's slice only.
+// exact sums, rounded into the buffer. For a split store (--zero) a reduce-scatter of each unit:
+// the sums of this rank's slice only, into ps->slice; at level 2 of the units that are not scoped,
+// the blocks' having gone as backward finished each (sp_store_hook).
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps);
+// A split store's unit u: its gradients summed over the ranks and this rank's piece added into the
+// slice (a reduce-scatter over the world)
+void sp_sum_unit(SeqParallel *sp, ParamStore *ps, int u);
 
 // ---- the optimizer over the mesh (zero.c) -----------------------------------------------------
 // The AdamW update of ps after sp_sync_grads; returns the global gradient norm. A whole store
-// updates itself; a sharded one (ps_shard, --zero 1: ZeRO stage 1 over every rank) updates its
-// slice, from a norm summed over the ranks (under --exact, exactly), and the parameters are
+// updates itself; a split one (ps_shard, --zero: ZeRO over every rank) updates its pieces, from a
+// norm summed over the ranks (under --exact, exactly), and each unit's parameters are
 // all-gathered.
 double sp_optimizer_step(SeqParallel *sp, AdamW *opt, ParamStore *ps);
-// The whole Adam moments of a sharded host store, m then v (total each), gathered on rank 0 into
-// a buffer it frees; NULL on the other ranks (a collective).
-real *sp_gather_moments(SeqParallel *sp, const ParamStore *ps);
+// --zero 2 and 3: splits the whole store ps over the world at `level` (ps_shard) and makes sp its
+// hook (autograd/params.h): before a block's backward its gradients' place is cleared, after it
+// they are summed into the slice; at level 3 a block's parameters are all-gathered into their
+// place as it opens, forward or backward, and the next block's gather is posted (one ahead).
+// sp must outlive the store's use.
+void sp_split_store(SeqParallel *sp, ParamStore *ps, int level);
+// The units whole in the parameters' buffer all-gathered from the ranks' pieces (after an update,
+// or after the pieces were swapped with the EMA's)
+void sp_gather_params(SeqParallel *sp, ParamStore *ps);
+// A slice buffer of a split host store (its moments, its parameters or EMA at level 3: chunk
+// values), every rank's gathered on rank 0 into a buffer of total values in the order the
+// parameters were registered (a whole store's layout), which it frees; NULL on the other ranks
+real *sp_gather_slices(SeqParallel *sp, const ParamStore *ps, const real *slice);
 // --exact (batch.c): tp runs in exact mode with *em (this rank's canonical block size, whether it
 // repeats another rank's per-image work); nothing otherwise
 void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em);

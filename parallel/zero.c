@@ -1,8 +1,10 @@
-// zero.c: the optimizer over the mesh (sp.h). Under --zero 1 (ZeRO stage 1) every rank keeps the
-// Adam moments of its slice of the parameters only: the gradients are reduce-scattered
-// (sp_sync_grads), each rank updates its slice, and the parameters are all-gathered, so every
-// rank holds the same parameters as without it, from a quarter of the moments on 4 ranks.
+// zero.c: the optimizer over the mesh (sp.h). Under --zero 1 and 2 (ZeRO stages 1 and 2) every
+// rank keeps the Adam moments (and at 2 the summed gradients) of its slice of the parameters only:
+// the gradients are reduce-scattered unit by unit (sp_sync_grads, sp_store_hook), each rank updates
+// its pieces, and each unit's parameters are all-gathered, so every rank holds the same parameters
+// as without it, from a quarter of the moments on 4 ranks.
 #include "../core/check.h"
+#include "../core/device.h"
 #include "sp.h"
 #include <math.h>
 #include <stdlib.h>
@@ -20,15 +22,61 @@ double sp_optimizer_step(SeqParallel *sp, AdamW *opt, ParamStore *ps) {
     } else comm_all_reduce(sp->world, COMM_DOUBLE, &sum, 1);
     double norm = sqrt(sum);
     adamw_update_slice(opt, ps, norm);
-    comm_all_gather(sp->world, ps->params, ps->params + ps->at, ps->chunk);
+    sp_gather_params(sp, ps);
     return norm;
 }
 
-real *sp_gather_moments(SeqParallel *sp, const ParamStore *ps) {
-    real *whole = sp->world->rank == 0 ? xmalloc(2 * ps->padded * sizeof(real)) : NULL;
-    comm_gather(sp->world, whole, ps->m, ps->chunk);
-    comm_gather(sp->world, whole ? whole + ps->padded : NULL, ps->v, ps->chunk);
-    if (!whole) return NULL;
-    memmove(whole + ps->total, whole + ps->padded, ps->total * sizeof(real)); // m, v of total each
+void sp_gather_params(SeqParallel *sp, ParamStore *ps) {
+    for (int u = 0; u < ps->units; u++)
+        if (ps->level < 3 || !ps->unit[u].scoped)
+            comm_all_gather(sp->world, ps->params + ps->unit[u].at, ps_piece(ps, u), ps->unit[u].piece);
+}
+
+// Unit u's parameters into their place: the gather in flight when it is u's, else one now
+static void gather_unit(SeqParallel *sp, ParamStore *ps, int u) {
+    bool posted = sp->prefetch_unit == u;
+    comm_all_gather_wait(&sp->prefetch); // (another unit's, when it is not u's: unused)
+    sp->prefetch_unit = 0;
+    if (!posted) comm_all_gather(sp->world, ps->params + ps->unit[u].at, ps_piece(ps, u), ps->unit[u].piece);
+}
+
+static void hook(ParamStore *ps, int u, bool open, bool backward, void *ctx) {
+    SeqParallel *sp = ctx;
+    const PsUnit *U = &ps->unit[u];
+    if (backward && !open) return sp_sum_unit(sp, ps, u);
+    if (backward) { // the shared place, for this unit's gradients
+        zero_bytes(ps->grads + U->grad, ps->shards * U->piece * sizeof(real));
+        if (ps->exact_mem) *ps_unit_sums(ps, u) = exact_view(ps_unit_sums(ps, u)->top, ps->shards * U->piece);
+    }
+    if (!open || ps->level < 3) return;
+    gather_unit(sp, ps, u);
+    int next = backward ? u - 1 : u + 1; // the block that opens after this one
+    if (next < 0 || next >= ps->units || !ps->unit[next].scoped) return;
+    sp->prefetch_unit = next;
+    comm_all_gather_start(sp->world, &sp->prefetch, ps->params + ps->unit[next].at, ps_piece(ps, next),
+                          ps->unit[next].piece);
+}
+
+void sp_split_store(SeqParallel *sp, ParamStore *ps, int level) {
+    ps_shard(ps, sp->world->rank, sp->world->size, level);
+    if (ps->level >= 2) ps->hook = hook, ps->hook_ctx = sp;
+    sp->prefetch_unit = 0;
+}
+
+real *sp_gather_slices(SeqParallel *sp, const ParamStore *ps, const real *slice) {
+    real *all = sp->world->rank == 0 ? xmalloc(ps->shards * ps->chunk * sizeof(real)) : NULL; // every slice
+    comm_gather(sp->world, all, slice, ps->chunk);
+    if (!all) return NULL;
+    real *whole = xmalloc(ps->total * sizeof(real) + 1);
+    for (size_t u = 0, done = 0; u < (size_t)ps->units; u++) {
+        const PsUnit *U = &ps->unit[u];
+        for (int r = 0; r < ps->shards; r++) { // rank r's piece, the padding dropped
+            size_t from = (size_t)r * U->piece, n = U->len - from < U->piece ? U->len - from : U->piece;
+            if (from >= U->len) break;
+            copy_bytes(whole + done + from, all + (size_t)r * ps->chunk + U->slice, n * sizeof(real));
+        }
+        done += U->len;
+    }
+    free(all);
     return whole;
 }

@@ -36,12 +36,15 @@ const char *budget_rank_memory(const TrainConfig *tc, int ranks, RankMemory *m, 
     if (why) return why;
     DiT shape;
     dit_layout(&shape, mc);
-    int shards = tc->zero && ranks > 1 ? ranks : 1; // as ps_shard splits the store
-    double chunk = (double)((shape.ps.total + (size_t)shards - 1) / (size_t)shards), R = sizeof(real);
+    ps_split(&shape.ps, 0, tc->zero && ranks > 1 ? ranks : 1, tc->zero); // as ps_shard splits the store
+    const ParamStore *ps = &shape.ps;
+    double R = sizeof(real), blocks = 0;
+    for (int u = 0; u < ps->units; u++) blocks += ps->unit[u].scoped ? (double)ps->unit[u].piece : 0;
     double image = (double)mc->in_channels * mc->input_size * mc->input_size;
     double samples = (double)mc->num_classes * tc->samples_per_class * image;
-    *m = (RankMemory){.arena = arena, .weights = 2 * shards * chunk * R, .optimizer = 2 * chunk * R,
-                      .ema = tc->ema > 0 ? 2 * shards * chunk * R : 0,
+    *m = (RankMemory){.arena = arena, .weights = (double)ps_weight_reals(ps) * R,
+                      .optimizer = 2.0 * ps->chunk * R, .ema = tc->ema > 0 ? 2.0 * ps_own_len(ps) * R : 0,
+                      .params = (double)ps->total, .slice = (double)ps->chunk, .blocks = blocks,
                       .pos_embed = (double)shape.pos_embed.size * R,
                       .host = (3.0 * count * image + samples) * R};
     dit_free(&shape);
@@ -58,7 +61,7 @@ void budget_train_check(const TrainConfig *tc, int ranks, int node_ranks, char *
     double need = model + m.host + step, GiB = 1073741824.0, MiB = 1048576.0;
     char flags[64] = ""; // what frees memory and is not on yet
     if (!tc->parallel.recompute) strcat(flags, "add --recompute, ");
-    if (!tc->zero && ranks > 1) strcat(flags, tc->parallel.recompute ? "add --zero 1, " : "--zero 1, ");
+    if (tc->zero < 3 && ranks > 1) strcat(flags, tc->parallel.recompute ? "add --zero 3, " : "--zero 3, ");
     if (tc->parallel.cuda) {
         Memory gpu = budget_memory(true, node_ranks);
         double device = model - m.ema / 2 + step; // no swap copy there

@@ -22,9 +22,16 @@ size_t budget_train_arena(const SeqParallel *sp, const TrainConfig *tc);
 // copy of the parameters, gradients, moments and EMA too.
 typedef struct RankMemory {
     double arena;     // the step's activations (one micro-batch) or the sampling's, the larger
-    double weights;   // parameters and gradients: whole on every rank
-    double optimizer; // Adam's two moments: whole, or this rank's 1/ranks under --zero 1
-    double ema;       // the EMA and the copy of the parameters sampling swaps out (--ema > 0)
+    double weights;   // parameters and gradients: whole on every rank, or as --zero splits them
+                      // (ps_weight_reals: level 2 the gradients of the slice, the embeddings,
+                      // the final layer and one block; level 3 the parameters of the slice, the
+                      // embeddings, the final layer and two blocks too)
+    double optimizer; // Adam's two moments: whole, or this rank's 1/ranks under --zero
+    double ema;       // the EMA and the copy of the parameters sampling swaps out (--ema > 0):
+                      // whole, or this rank's slice of them under --zero 3
+    double params;    // elements: the model's parameters
+    double slice;     // elements: this rank's slice of them (all of them when whole), and its
+    double blocks;    // pieces of the blocks' (the units reduce-scattered as backward goes)
     double pos_embed;
     double host;      // the batch and the sampled images
 } RankMemory;

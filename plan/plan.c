@@ -11,11 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-// The memory options a mesh is tried with: neither, --recompute, --zero 1 (more than one rank), both
+// The memory options a mesh is tried with: each --zero level (above 0 with more than one rank),
+// without and with --recompute
 static const struct {
     bool recompute;
     int zero;
-} memory_options[] = {{false, 0}, {true, 0}, {false, 1}, {true, 1}};
+} memory_options[] = {{false, 0}, {true, 0}, {false, 1}, {true, 1}, {false, 2}, {true, 2}, {false, 3}, {true, 3}};
 
 enum { MAX_ROWS = 256 }; // of a table: meshes x memory options
 
@@ -63,7 +64,7 @@ PlanRow plan_predict(const TrainConfig *tc, int ranks, const SpOptions *o, bool 
     sp_setup(&sp, NULL, ranks, 0, o, c);
     double images = (double)tc->batch / sp.dp, n = sp.shard.n, T = sp.shard.T_pad, rows = images * n;
     double D = c->hidden_size, M = dit_mlp_hidden(c), L = c->depth, dh = D / c->num_heads;
-    double p2 = (double)c->patch_size * c->patch_size, params = need.weights / 2 / sizeof(real);
+    double p2 = (double)c->patch_size * c->patch_size, params = need.params;
     // each GEMM runs forward and twice as much backward (2 flops a multiply-add, 3 passes);
     // recompute runs the blocks' forward twice, their adaLN modulation once
     double again = recompute ? 4.0 / 3 : 1;
@@ -79,22 +80,31 @@ PlanRow plan_predict(const TrainConfig *tc, int ranks, const SpOptions *o, bool 
     row.compute = gemm / rates->gemm + attention / rates->attention + L * rows * again / rates->rest +
                   params * (zero ? 1.0 / ranks : 1) / rates->optimizer;
     // the layout's exchanges in every block (forward twice with recompute; messages per
-    // micro-batch), then the all-reduce of the gradients (with zero: their reduce-scatter and the
-    // parameters' all-gather, the same bytes) and of the loss over every rank
+    // micro-batch), then the all-reduce of the gradients and of the loss over every rank; with
+    // --zero each unit's reduce-scatter and all-gather of its pieces instead, and the norm's
+    // all-reduce: at level 2 the blocks' gradients a micro-batch, at level 3 the blocks'
+    // parameters twice a micro-batch (forward, backward) and the rest's after the update
     SpTraffic f = sp_layer_traffic(&sp, c, (int)images, false), b = sp_layer_traffic(&sp, c, (int)images, true);
     double passes = recompute ? 2 : 1;
     row.sent = L * (passes * f.values + b.values) * sizeof(real);
     row.messages = L * sp.accum * (passes * f.messages + b.messages);
-    if (ranks > 1) {
-        row.sent += 2.0 * (ranks - 1) / ranks * (params * sizeof(real) + sizeof(double));
-        row.messages += 4.0 * (ranks - 1);
+    double P = ranks, K = sp.accum, R = sizeof(real), rest = need.slice - need.blocks;
+    if (ranks > 1 && !zero) {
+        row.sent += 2 * (P - 1) / P * (params * R + sizeof(double));
+        row.messages += 4 * (P - 1);
+    } else if (ranks > 1) {
+        double scattered = zero >= 2 ? K * need.blocks + rest : need.slice;
+        double gathered = zero >= 3 ? 2 * K * need.blocks + rest : need.slice;
+        double calls = zero >= 2 ? (K + (zero >= 3 ? 2 * K : 1)) * L + 4 : 2 * (L + 2);
+        row.sent += (P - 1) * (scattered + gathered) * R + 2 * 2 * (P - 1) / P * sizeof(double);
+        row.messages += (P - 1) * calls + 4 * (P - 1);
     }
     // what the link carries beyond the bytes sent: the gather layout's backward reduce-scatters
     // dK and dV (a block a micro-batch), --zero 1 the gradients (a slice a rank)
-    double wire = row.sent, R = sizeof(real);
+    double wire = row.sent;
     if (o->layout == SP_GATHER)
         wire += L * 2 * sp.accum * reduce_scatter_extra(sp.shard.P, images / sp.accum * n * D * R);
-    if (zero) wire += reduce_scatter_extra(ranks, ceil(params / ranks) * R);
+    if (zero) wire += reduce_scatter_extra(ranks, need.slice * R);
     row.comm = row.messages * link->latency + wire / link->bandwidth -
                L * (passes * ring_hidden(&sp, f, 4 * work, rates, link, false) +
                     ring_hidden(&sp, b, 10 * work, rates, link, true));
@@ -143,7 +153,7 @@ int plan_rows(const TrainConfig *tc, int ranks, const PlanRates *rates, const Pl
                 SpOptions with = o[i];
                 with.recompute = memory_options[j].recompute;
                 char err[512];
-                // on one rank --zero 1 changes nothing; in-context conditioning has no --recompute
+                // on one rank --zero changes nothing; in-context conditioning has no --recompute
                 if ((ranks > 1 || !memory_options[j].zero) &&
                     !sp_context_error(&with, tc->model.in_context, err, sizeof err))
                     rows[k++] = plan_predict(tc, ranks, &o[i], memory_options[j].recompute,
@@ -446,7 +456,7 @@ int plan_main(int argc, char **argv, Comm *c) {
                 else printf(" %s", pass[i]);
             printf(" %s%s%s\n", mesh_flags(&rows[0].parallel, mesh, sizeof mesh),
                    rows[0].recompute && !tc.parallel.recompute ? " --recompute" : "",
-                   rows[0].zero && !tc.zero ? " --zero 1" : "");
+                   rows[0].zero && !tc.zero ? (const char *[]){"", " --zero 1", " --zero 2", " --zero 3"}[rows[0].zero] : "");
         }
     }
     free(pass);

@@ -31,7 +31,7 @@ typedef struct PlanLink {
 typedef struct PlanRow {
     SpOptions parallel;         // tc's options with this mesh: --sp, the layout, --ulysses-degree
     bool recompute;             // each block's forward again in backward (--recompute)
-    int zero;                   // optimizer state sharded over the ranks (--zero 1)
+    int zero;                   // state split over the ranks (--zero 1 to 3)
     double memory, arena;       // bytes per rank: all of it, and the activations
     double sent, messages;      // bytes and messages per step and rank
     double compute, comm, time; // seconds per step: compute + comm = time

@@ -38,9 +38,9 @@ int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
     if (step >= 0) st_writer_meta(w, "step", buf);
     if (optimizer_file) st_writer_meta(w, "optimizer_state", optimizer_file);
     st_writer_add_real(w, "pos_embed", 3, m->pos_embed.shape, m->pos_embed.data);
-    for (int i = 0; i < m->ps.n; i++)
+    for (size_t i = 0, at = 0; i < (size_t)m->ps.n; at += m->ps.t[i++]->size) // flat: a whole store's order
         st_writer_add_real(w, m->ps.t[i]->name, m->ps.t[i]->ndim, m->ps.t[i]->shape,
-                           flat ? flat + m->ps.offset[i] : m->ps.t[i]->data);
+                           flat ? flat + at : m->ps.t[i]->data);
     int rc = st_writer_write(w, path, err, len);
     st_writer_free(w);
     return rc;
@@ -201,7 +201,7 @@ int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size
     else {
         snprintf(err, len, UNUSABLE, path);
         for (int i = 0; i < layout.ps.n; i++)
-            load_tensor(&st, layout.ps.t[i], flat + layout.ps.offset[i], err, len, &problems);
+            load_tensor(&st, layout.ps.t[i], flat + m->ps.offset[i], err, len, &problems); // m's layout
     }
     st_free(&st);
     dit_free(&layout);

@@ -7,8 +7,9 @@
 #include "../layers/dit.h"
 #include "settings.h" // the metadata's config keys and their text (the model's rows)
 
-// Writes pos_embed and every parameter, taking the parameter values from `flat` (laid out like
-// m->ps.params, e.g. EMA weights) or from the model when flat is NULL. step >= 0 records the
+// Writes pos_embed and every parameter, taking the parameter values from `flat` (e.g. EMA weights,
+// in the order the parameters were registered: a whole store's layout, ps_unpad) or from the
+// model when flat is NULL. step >= 0 records the
 // training step in the metadata, and optimizer_file (or NULL) where the Adam state is.
 int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
                     const char *optimizer_file, char *err, size_t len);

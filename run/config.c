@@ -177,6 +177,7 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
         cfg_given = cfg_given || !strcmp(s->key, "cfg_scale");
     }
     if (resumed) check_resumed(&run, tc, resume);
+    tc->resumed_zero = run.zero;
     settle(tc, out_given, cfg_given);
     return true;
 }

@@ -181,13 +181,6 @@ static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole n
     SIZES_TEXT = {sizeof(SampleSizes), AS_STRING, NULL, "pixel sizes", NULL, parse_sizes, format_sizes};
 
 // --device cuda needs a GPU here: said before any work
-static const char *zero_check(const TrainConfig *tc, char *buf, size_t len) {
-    if (tc->zero < 2) return NULL;
-    return snprintf(buf, len, "--zero %d: only stage 1 is built (the Adam moments sharded over the "
-                    "ranks); stages 2 and 3 would shard the gradients and the parameters too; pass "
-                    "--zero 1, or leave it out", tc->zero), buf;
-}
-
 static const char *device_check(const TrainConfig *tc, char *buf, size_t len) {
     return tc->parallel.cuda ? sp_device_error(&tc->parallel, buf, len) : NULL;
 }
@@ -354,10 +347,14 @@ const Setting settings[] = {
      "the half's forward again in backward: the activations of those inputs\n"
      "and of one half, the same gradients (bit for bit), one more forward"},
     {"zero", "--zero", "STAGE", &INT_TEXT, OFF(zero), 0, 3,
-     FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, zero_check, NULL,
+     FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "1: ZeRO stage 1, each rank keeps the Adam moments of 1/ranks of the\n"
      "parameters (gradients reduce-scattered, parameters all-gathered);\n"
-     "the same checkpoint files; 0: whole on every rank (default {default})"},
+     "2: stage 2, the summed gradients too (a block's reduce-scattered as\n"
+     "its backward ends); 3: stage 3, the parameters and the EMA too (a\n"
+     "block's all-gathered as it opens, forward and backward, the next one's\n"
+     "on its way meanwhile); the same checkpoint files, and a resumed run\n"
+     "may change the stage; 0: whole on every rank (default {default})"},
     {"exact", "--exact", NULL, &BOOL_TEXT, OFF(parallel.exact), 0, 0,
      FOR_ALL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "the same bits as one rank for every rank count per sequence group that\n"

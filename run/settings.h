@@ -36,9 +36,11 @@ typedef struct TrainConfig {
     SampleSizes sample_sizes;
     int threads; // BLAS threads per rank; 0 = cores / ranks
     int max_tokens; // --max-tokens: rows pack a folder's images at their own sizes (0: square)
-    int zero;    // --zero: 1 = the Adam moments sharded over every rank (ZeRO stage 1); 0 = whole
+    int zero;    // --zero: 1 = the Adam moments sharded over every rank (ZeRO stage 1), 2 = the
+                 // gradients too (stage 2); 0 = whole
     SpOptions parallel; // the layout, the groups and the injected bugs (parallel/sp.h)
     int ranks;          // the run's world size (config.json only: mpirun -np chooses it)
+    int resumed_zero;   // --resume: the --zero the run saved under (its config.json's; not a setting)
 } TrainConfig;
 
 // The defaults of every setting (the --help defaults)

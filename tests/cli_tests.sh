@@ -182,7 +182,7 @@ expect_usage "--heads 5 does not divide the width 64 (--hidden)" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
 expect_usage "runs its own --exact column" bugs --regimes --exact
-expect_usage "--zero 2: only stage 1 is built" --zero 2
+
 expect_usage "--zero must be between 0 and 3, got 4" --zero 4
 expect_usage "probe: unknown argument '--zero'" probe --zero 1
 expect_usage "sample: unknown argument '--recompute'" sample --recompute
@@ -303,12 +303,13 @@ if cmp -s "$WORK/recompute/model.safetensors" "$WORK/recompute--recompute/model.
    "$TRAIN" locate "$WORK/recompute--recompute/tape" "$WORK/recompute/tape" >/dev/null 2>&1; then
   ok "--recompute: model, optimizer state and probe gradients identical to without it; its dumped tape agrees"
 else bad "--recompute differs from a run without it"; fi
-# --zero 1 on 4 ranks: the memory line reports a quarter of the Adam moments (the bits, the
-# tolerance and resuming onto other rank counts: tests/exact_test.sh, test_parallel's zero tests)
-out=$($MPIRUN -np 4 "$TRAIN" $RES --steps 2 --zero 1 --samples-per-class 0 --out "$WORK/zero" 2>&1)
-if [ $? = 0 ] && echo "$out" | grep -q "Adam moments [0-9.]* MiB (1/4 of them: --zero 1)"; then
-  ok "--zero 1 on 4 ranks: $(echo "$out" | grep -o 'Adam moments [^,]*')"
-else bad "--zero 1 on 4 ranks"; echo "$out" | tail -3; fi
+# --zero 3 on 4 ranks: the memory line reports a quarter of the Adam moments (the bits, the
+# tolerance and resuming onto other levels and rank counts: tests/exact_test.sh, test_parallel's
+# zero tests)
+out=$($MPIRUN -np 4 "$TRAIN" $RES --steps 2 --zero 3 --samples-per-class 0 --out "$WORK/zero" 2>&1)
+if [ $? = 0 ] && echo "$out" | grep -q "Adam moments [0-9.]* MiB (1/4 of them: --zero 3)"; then
+  ok "--zero 3 on 4 ranks: $(echo "$out" | grep -o 'Adam moments [^,]*')"
+else bad "--zero 3 on 4 ranks"; echo "$out" | tail -3; fi
 # a verify that cannot start keeps the earlier results: it checks what the runs check first
 for args in "--data $WORK/no-such-folder" "--sp-attention all-to-all --heads 2 --ranks 4"; do
   msg=$("$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" $args 2>&1); rc=$?
@@ -584,14 +585,14 @@ expect_usage "plan predicts the default mode; --exact's sums" plan --ranks 1 --e
 st "$WORK/auto.safetensors" $X $T $Y $G
 expect_usage "--sp-attention auto picks the layout of a training run; give this command a layout" probe --ckpt "$CK" --batch "$WORK/auto.safetensors" --sp-attention auto
 msg=$($TRAIN plan --ranks 4 --link-bandwidth 100 --link-latency 50 $SMALL 2>&1); rc=$?
-if [ $rc = 0 ] && [ "$(echo "$msg" | grep -c '^ *[0-9]* *\(no\|yes\) *[01] ')" = 28 ] && echo "$msg" | grep -q "^best: mpirun -np 4 train/train $SMALL --sp [124] --sp-attention "; then
-  ok "plan --ranks 4: 7 meshes ranked, each with and without --recompute and --zero 1, $(echo "$msg" | grep -o '^best: .*')"
+if [ $rc = 0 ] && [ "$(echo "$msg" | grep -c '^ *[0-9]* *\(no\|yes\) *[0-3] ')" = 56 ] && echo "$msg" | grep -q "^best: mpirun -np 4 train/train $SMALL --sp [124] --sp-attention "; then
+  ok "plan --ranks 4: 7 meshes ranked, each with and without --recompute at every --zero level, $(echo "$msg" | grep -o '^best: .*')"
 else bad "plan --ranks 4 (exit $rc): $msg"; fi
 # in-context: the 4 meshes it runs (2 heads: no all-to-all over 4), the others named as left out
 expect_usage "in-context conditioning (--in-context, or a checkpoint trained with it) runs with --sp-attention gather or all-to-all" plan --ranks 1 --in-context --recompute $SMALL
 msg=$($TRAIN plan --ranks 4 --link-bandwidth 100 --link-latency 50 $SMALL --in-context 2>&1); rc=$?
-if [ $rc = 0 ] && [ "$(echo "$msg" | grep -c '^ *[0-9]* *no *[01] .*--sp-attention \(gather\|all-to-all\)$')" = 8 ] && echo "$msg" | grep -q "^in-context conditioning runs with gather or all-to-all and without --recompute: the ring, hybrid and --recompute are left out$"; then
-  ok "plan --ranks 4 --in-context: 4 meshes ranked, with and without --zero 1, the ring, hybrid and --recompute left out"
+if [ $rc = 0 ] && [ "$(echo "$msg" | grep -c '^ *[0-9]* *no *[0-3] .*--sp-attention \(gather\|all-to-all\)$')" = 16 ] && echo "$msg" | grep -q "^in-context conditioning runs with gather or all-to-all and without --recompute: the ring, hybrid and --recompute are left out$"; then
+  ok "plan --ranks 4 --in-context: 4 meshes ranked, at every --zero level, the ring, hybrid and --recompute left out"
 else bad "plan --ranks 4 --in-context (exit $rc): $msg"; fi
 msg=$($MPIRUN -np 2 $TRAIN $SMALL --steps 2 --sp-attention auto --out "$WORK/auto" 2>&1); rc=$?
 picked=$(grep -o '"sp_attention": "[a-z-]*"' "$WORK/auto/config.json" 2>/dev/null)

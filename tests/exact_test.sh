@@ -52,6 +52,8 @@ if [ -n "$QUICK" ]; then
   same one ring-3 3 --sp-attention ring
   same one hybrid-2x2 4 --sp-attention hybrid --ulysses-degree 2
   same one dp2-sp2-accum2 4 --sp 2 --grad-accum 2
+  same one zero2-dp2-sp2-accum3 4 --zero 2 --sp 2 --grad-accum 3
+  same one zero3-ring-3 3 --zero 3 --sp-attention ring --recompute
   train heads5-one 1 --hidden 80 --heads 5 || exit 1
   same heads5-one heads5-all-to-all-3 3 --hidden 80 --heads 5 --sp-attention all-to-all
   echo "exact: $pass passed, $fail failed"
@@ -67,16 +69,30 @@ same one ring-3 3 --sp-attention ring
 same one hybrid-2x2 4 --sp-attention hybrid --ulysses-degree 2
 same one dp2-sp2 4 --sp 2
 same one accum3-3 3 --grad-accum 3
-# --zero 1 (the Adam moments split over the ranks, gradients reduce-scattered as exact sums); and
-# 2 steps of it on 4 ranks resumed on 3 ranks, both split: the same bits
+# --zero 1 (the Adam moments split over the ranks, gradients reduce-scattered as exact sums), --zero
+# 2 (the summed gradients too, a block's reduce-scattered as its backward ends), --zero 3 (the
+# parameters and the EMA too, a block's gathered as it opens) over the layouts, a data x sequence
+# mesh, micro-batches and --recompute; and runs resumed under another level and rank count (the
+# state split anew, as the start line says): the same bits
 same one zero-4 4 --zero 1 --sp-attention ring
-if train zero-resumed 4 --zero 1 --steps 2 &&
-   $MPIRUN -np 3 "$TRAIN" $ARGS --resume "$WORK/zero-resumed" > "$WORK/zero-resumed.log" 2>&1; then
-  first=""
-  for f in $FILES; do cmp -s "$WORK/one/$f" "$WORK/zero-resumed/$f" || { first=$f; break; }; done
-  if [ -z "$first" ]; then echo "ok   zero-resumed (4 ranks, then 3, --zero 1): identical to one rank"; pass=$((pass + 1))
-  else echo "FAIL zero-resumed: $first differs from one rank's"; fail=$((fail + 1)); fi
-else echo "FAIL zero-resumed: the resumed run failed: $(tail -n 1 "$WORK/zero-resumed.log")"; fail=$((fail + 1)); fi
+same one zero2-3 3 --zero 2
+same one zero2-hybrid-dp2-accum3 4 --zero 2 --sp 2 --sp-attention hybrid --ulysses-degree 2 --grad-accum 3 --recompute
+same one zero3-a2a-4 4 --zero 3 --sp-attention all-to-all
+same one zero3-ring-dp2-accum3 4 --zero 3 --sp 2 --sp-attention ring --grad-accum 3 --recompute
+# resumed: name, ranks and level saved, then ranks and level resumed
+resumed() {
+  local name=$1 first=""
+  if train "$name" "$2" --zero "$3" --steps 2 &&
+     $MPIRUN -np "$4" "$TRAIN" $ARGS --resume "$WORK/$name" --zero "$5" > "$WORK/$name.log" 2>&1; then
+    for f in $FILES; do cmp -s "$WORK/one/$f" "$WORK/$name/$f" || { first=$f; break; }; done
+    local said; said=$(grep -c "zero $5 (the run saved under --zero $3; its state" "$WORK/$name.log")
+    if [ -z "$first" ] && [ "$said" = 1 ]; then echo "ok   $name ($2 ranks --zero $3, then $4 ranks --zero $5): identical to one rank"; pass=$((pass + 1))
+    else echo "FAIL $name: ${first:-the start line} differs from what was expected"; fail=$((fail + 1)); fi
+  else echo "FAIL $name: the resumed run failed: $(tail -n 1 "$WORK/$name.log")"; fail=$((fail + 1)); fi
+}
+resumed zero-resumed-2-1 4 2 3 1
+resumed zero-resumed-3-0 4 3 1 0
+resumed zero-resumed-1-3 2 1 4 3
 train heads5-one 1 --hidden 80 --heads 5 || exit 1
 same heads5-one heads5-all-to-all-3 3 --hidden 80 --heads 5 --sp-attention all-to-all
 # an injected bug makes the files differ, in the gather and ring layouts, on 3 ranks, in

@@ -145,8 +145,8 @@ static void start_run(Run *r) {
             for (size_t j = 0; j < w->size; j++) w->data[j] *= (real)tc->qkv_gain;
         }
     }
-    if (tc->zero && r->comm->size > 1) ps_shard(&r->m.ps, r->comm->rank, r->comm->size); // before the EMA, the device
     if (tc->ema > 0) start_ema(r);
+    if (tc->zero && r->comm->size > 1) sp_split_store(&r->sp, &r->m.ps, tc->zero); // before the device
     r->work = dit_place(&r->m, &r->dev, r->sp.cuda); // on the device: the model goes up, EMA too
 }
 
@@ -174,25 +174,28 @@ static void write_loss_files(Run *r) {
 static void save(Run *r, int step) {
     char err[1024], path[PATH_LEN + 32];
     ParamStore *ps = &r->m.ps;
-    bool sharded = ps->shards > 1; // --zero 1: every rank's moments go to rank 0
+    bool sharded = ps->shards > 1, split = ps->level >= 3; // the moments, and the parameters and EMA
     if (r->work != &r->m && (sharded || r->comm->rank == 0)) dit_copy(&r->m, r->work); // the host copy of what trained on the device
-    real *whole = sharded ? sp_gather_moments(&r->sp, ps) : NULL;
+    // each rank's slices on rank 0, in a whole store's layout: the moments; at level 3 the
+    // parameters and the EMA too, else the EMA with its padding dropped
+    real *m = sharded ? sp_gather_slices(&r->sp, ps, ps->m) : NULL, *v = sharded ? sp_gather_slices(&r->sp, ps, ps->v) : NULL;
+    real *params = split ? sp_gather_slices(&r->sp, ps, ps->own) : NULL, *ema = NULL;
+    if (ps->ema && split) ema = sp_gather_slices(&r->sp, ps, ps->ema);
+    else if (ps->ema && r->comm->rank == 0) ps_unpad(ps, ema = xmalloc(ps->total * sizeof(real)), ps->ema);
     if (r->comm->rank != 0) return;
-    const real *ema = ps->ema;
     safefile_group_begin();
     path_in(path, sizeof path, r->tc.out, "optimizer.safetensors");
-    CHECK(!ckpt_save_optimizer(ps, whole ? whole : ps->m, whole ? whole + ps->total : ps->v, &r->opt,
-                               r->run_text, path, err, sizeof err), "%s", err);
-    free(whole);
+    CHECK(!ckpt_save_optimizer(ps, m ? m : ps->m, v ? v : ps->v, &r->opt, r->run_text, path, err, sizeof err), "%s", err);
     path_in(path, sizeof path, r->tc.out, "model.safetensors");
-    CHECK(!ckpt_save_model(&r->m, NULL, path, step, "optimizer.safetensors", err, sizeof err), "%s", err);
+    CHECK(!ckpt_save_model(&r->m, params, path, step, "optimizer.safetensors", err, sizeof err), "%s", err);
     if (ema) {
         path_in(path, sizeof path, r->tc.out, "ema.safetensors");
         CHECK(!ckpt_save_model(&r->m, ema, path, step, NULL, err, sizeof err), "%s", err);
     }
+    free(m), free(v), free(params), free(ema);
     write_loss_files(r);
     CHECK(!safefile_group_end(err, sizeof err), "%s", err);
-    if (!ema) { // an average from an earlier --ema would not match this model any more
+    if (!ps->ema) { // an average from an earlier --ema would not match this model any more
         path_in(path, sizeof path, r->tc.out, "ema.safetensors");
         remove(path);
     }
@@ -206,18 +209,20 @@ static void write_samples(Run *r, Arena *arena) {
     if (!r->tc.samples_per_class) return;
     ParamStore *ps = &r->work->ps;
     real *saved = NULL;
-    size_t bytes = ps->total * sizeof(real);
+    size_t bytes = ps_own_len(ps) * sizeof(real);
     if (ps->ema) { // sample with the EMA weights (copies on the host or the device, where they are)
         saved = xmalloc(bytes);
-        copy_bytes(saved, ps->params, bytes);
-        copy_bytes(ps->params, ps->ema, bytes);
+        copy_bytes(saved, ps->own, bytes);
+        copy_bytes(ps->own, ps->ema, bytes);
+        if (ps->level >= 3) sp_gather_params(&r->sp, ps);
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
     int rc = sample_grid(r->work, own_sampling(&r->tc) ? &r->sampling : &r->sp, arena, &r->data,
                          r->tc.samples_per_class, &r->tc.sample_sizes, r->tc.sample_steps,
                          r->tc.cfg_scale, r->tc.seed, path, err, sizeof err);
     if (saved) {
-        copy_bytes(ps->params, saved, bytes);
+        copy_bytes(ps->own, saved, bytes);
+        if (ps->level >= 3) sp_gather_params(&r->sp, ps);
         free(saved);
     }
     if (rc) {
@@ -241,7 +246,7 @@ static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_
     double loss = step_gradients(r->work, &r->sp, arena, b->xt, t, b->y, b->v, r->tc.batch, b->pack,
                                  NULL);
     *grad_norm = sp_optimizer_step(&r->sp, &r->opt, ps);
-    if (ps->ema) RUN(ps->device, ema_update, ps->ema, ps->params, ps->total, ema_decay(r->tc.ema, r->opt.step));
+    if (ps->ema) RUN(ps->device, ema_update, ps->ema, ps->own, ps_own_len(ps), ema_decay(r->tc.ema, r->opt.step));
     return loss;
 }
 
@@ -253,11 +258,16 @@ static void print_start(const Run *r, size_t params, int first) {
     char layout[128], steps[64];
     if (first) snprintf(steps, sizeof steps, "steps %d..%d", first, tc->steps);
     else snprintf(steps, sizeof steps, "steps from the checkpoint's to %d", tc->steps);
+    char zero[96] = "";
+    if (tc->zero) snprintf(zero, sizeof zero, ", zero %d", tc->zero);
+    if (tc->resume[0] && tc->resumed_zero != tc->zero) // the files are whole: each rank takes its share
+        snprintf(zero + strlen(zero), sizeof zero - strlen(zero), "%s (the run saved under --zero %d; "
+                 "its state %s)", tc->zero ? "" : ", zero 0", tc->resumed_zero, tc->zero ? "split anew" : "whole again");
     print0(c, "%s%s: %zu parameters, %d tokens per %s; %d rank%s: %s%s (%d tokens each, padded to "
            "%d); batch %d, %s, %s -> %s\n", dry_run ? "dry run: " : "", tc->preset, params,
            tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model),
            tc->max_tokens ? "pack of images at their own sizes" : "image", c->size, c->size > 1 ? "s" : "",
-           sp_layout_text(&tc->parallel, c->size, layout, sizeof layout), tc->zero ? ", zero 1" : "",
+           sp_layout_text(&tc->parallel, c->size, layout, sizeof layout), zero,
            r->sp.shard.n, r->sp.shard.T_pad, tc->batch, tc->data, steps, tc->out);
     if (r->sp.cuda) print0(c, "device: %s\n", sp_device_text(&r->sp, layout, sizeof layout));
     else {
@@ -437,12 +447,12 @@ int train_main(int argc, char **argv, Comm *c) {
            tc->samples_per_class ? ",samples.png" : "");
     { // what the step's side holds (the GPU with cuda)
         const ParamStore *ps = &r.work->ps;
-        double MiB = 1048576.0, weights = 2.0 * ps->padded * sizeof(real) / MiB;
-        double moments = 2.0 * ps->chunk * sizeof(real) / MiB, ema = ps->ema ? weights / 2 : 0;
+        double MiB = 1048576.0, weights = ps_weight_reals(ps) * sizeof(real) / MiB;
+        double moments = 2.0 * ps->chunk * sizeof(real) / MiB, ema = ps->ema ? ps_own_len(ps) * sizeof(real) / MiB : 0;
         double peak = (train_peak > arena->peak ? train_peak : arena->peak) / MiB;
         double pos = r.work->pos_embed.size * sizeof(real) / MiB;
         char share[64] = "";
-        if (ps->shards > 1) snprintf(share, sizeof share, " (1/%d of them: --zero 1)", ps->shards);
+        if (ps->shards > 1) snprintf(share, sizeof share, " (1/%d of them: --zero %d)", ps->shards, ps->level);
         print0(c, "%smemory: at most %.1f MiB per rank: the arena's peak %.1f MiB, parameters and "
                "gradients %.1f MiB, Adam moments %.1f MiB%s, EMA %.1f MiB, pos_embed %.1f MiB\n",
                r.sp.cuda ? "device " : "", peak + weights + moments + ema + pos, peak, weights,

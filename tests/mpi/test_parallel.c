@@ -1014,16 +1014,23 @@ START_TEST(recompute_is_bitwise) {
 }
 END_TEST
 
-// --zero 1: two AdamW steps with the moments sharded over every rank (the gradients
-// reduce-scattered, the parameters all-gathered) against the whole store's: within the rounding
-// of the gradients' sums in another order, which Adam's division by the root of the second moment
-// magnifies where gradients are small (with clipping on), and under --exact the same bits, the
-// moments the ranks gather too; the parameters agree on every rank. The store's size is odd, so
-// 2 to 4 ranks pad the last slice.
+// --zero 1 and 2: two AdamW steps with the moments (and at 2 the summed gradients, a block's
+// reduce-scattered as its backward ends) split over every rank, each unit of the store on its own
+// (the gradients reduce-scattered, the parameters all-gathered) against the whole store's: within
+// the rounding of the gradients' sums in another order, which Adam's division by the root of the
+// second moment magnifies where gradients are small (with clipping on), and under --exact the same
+// bits, the moments the ranks gather too; the parameters agree on every rank. The store's size is
+// odd, so 2 to 4 ranks pad the units. The sizes against the formula: each unit (the embeddings,
+// each block, the final layer) padded to a multiple of the ranks; the slice one piece of each; at
+// level 2 the gradients backward adds into those of the embeddings, the final layer and one block;
+// at level 3 the whole parameters those of the embeddings, the final layer and two blocks (under
+// --recompute, so that the blocks are gathered again for the halves run again).
 START_TEST(zero_matches_whole) {
     cfg.patch_size = 3, cfg.learn_sigma = false; // 45 final biases: an odd size
     SpOptions o = options(SP_GATHER, 0);
-    o.exact = _i;
+    o.exact = _i % 2;
+    int level = 1 + _i / 2;
+    if (level == 3) o.recompute = true; // the blocks gathered again in backward, for the recomputed halves
     DiT m[2];
     AdamW opt[2];
     Arena a = arena_create(64 << 20);
@@ -1031,7 +1038,7 @@ START_TEST(zero_matches_whole) {
     ck_assert(init_mesh(&sp, &o));
     for (int k = 0; k < 2; k++) { // k = 1: sharded
         random_model(&m[k]);
-        if (k) ps_shard(&m[k].ps, comm.rank, comm.size);
+        if (k) sp_split_store(&sp, &m[k].ps, level);
         opt[k] = adamw_default(1e-2);
         opt[k].clip_norm = 0.5;
         for (int step = 0; step < 2; step++) {
@@ -1043,20 +1050,43 @@ START_TEST(zero_matches_whole) {
     }
     ParamStore *whole = &m[0].ps, *sharded = &m[1].ps;
     ck_assert(whole->total % 2);
-    ck_assert_int_eq(sharded->chunk, (whole->total + comm.size - 1) / comm.size);
-    double e = rel(sharded->params, whole->params, whole->total);
-    bool same = !memcmp(sharded->params, whole->params, whole->total * sizeof(real));
-    real *moments = sp_gather_moments(&sp, sharded);
+    size_t D = cfg.hidden_size, M = dit_mlp_hidden(&cfg), p2 = cfg.patch_size * cfg.patch_size;
+    size_t out = p2 * dit_out_channels(&cfg), P = comm.size;
+    size_t len[3] = {D * cfg.in_channels * p2 + D + D * DIT_FREQ_DIM + D + D * D + D +
+                         (cfg.num_classes + (cfg.class_dropout_prob > 0)) * D, // embeddings
+                     3 * D * D + 3 * D + D * D + D + 2 * M * D + M + D + 6 * D * D + 6 * D, // a block
+                     out * D + out + 2 * D * D + 2 * D}; // the final layer
+    size_t piece[3], chunk = 0, padded = 0;
+    for (int u = 0; u < 3; u++) {
+        piece[u] = (len[u] + P - 1) / P;
+        chunk += piece[u] * (u == 1 ? cfg.depth : 1), padded += P * piece[u] * (u == 1 ? cfg.depth : 1);
+    }
+    ck_assert_uint_eq(len[0] + cfg.depth * len[1] + len[2], whole->total);
+    ck_assert_uint_eq(sharded->chunk, P > 1 ? chunk : whole->total);
+    size_t one_block = P * (piece[0] + piece[1] + piece[2]); // the embeddings, the final layer, a block
+    ck_assert_uint_eq(sharded->padded, P == 1 ? whole->total : level == 3 ? one_block + P * piece[1] : padded);
+    ck_assert_uint_eq(sharded->work, P > 1 && level >= 2 ? one_block : sharded->padded);
+    real *params = xmalloc(whole->total * sizeof(real)); // the split store's, without its padding
+    if (level < 3) ps_unpad(sharded, params, sharded->params);
+    else { // the ranks' pieces, gathered on rank 0 and sent to every rank
+        real *got = sp_gather_slices(&sp, sharded, sharded->own);
+        if (got) memcpy(params, got, whole->total * sizeof(real)), free(got);
+        MPI_Bcast(params, (int)(whole->total * sizeof(real)), MPI_BYTE, 0, comm.group);
+    }
+    double e = rel(params, whole->params, whole->total);
+    bool same = !memcmp(params, whole->params, whole->total * sizeof(real));
+    free(params);
+    real *m1 = sp_gather_slices(&sp, sharded, sharded->m), *v1 = sp_gather_slices(&sp, sharded, sharded->v);
     if (comm.rank == 0 && comm.size > 1)
-        same &= !memcmp(moments, whole->m, whole->total * sizeof(real)) &&
-                !memcmp(moments + whole->total, whole->v, whole->total * sizeof(real));
-    free(moments);
+        same &= !memcmp(m1, whole->m, whole->total * sizeof(real)) && !memcmp(v1, whole->v, whole->total * sizeof(real));
+    free(m1), free(v1);
     double spread = e, most = e; // the parameters of every rank the same
     MPI_Allreduce(&e, &most, 1, MPI_DOUBLE, MPI_MAX, comm.group);
     MPI_Allreduce(&e, &spread, 1, MPI_DOUBLE, MPI_MIN, comm.group);
     if (comm.rank == 0)
-        printf("--zero 1%s over %d ranks, 2 steps: parameters rel err %.2e%s\n", o.exact ? ", exact" : "",
-               comm.size, most, same ? " (the same bits, moments too)" : "");
+        printf("--zero %d%s over %d ranks, 2 steps: parameters rel err %.2e%s; %zu of %zu values a "
+               "slice, gradients %zu\n", level, o.exact ? ", exact" : "", comm.size, most,
+               same ? " (the same bits, moments too)" : "", sharded->chunk, whole->total, sharded->work);
     ck_assert_double_le(most, 1e-4);
     ck_assert_double_eq(most, spread);
     if (o.exact) ck_assert(same);
@@ -1525,8 +1555,11 @@ END_TEST
 // The planner (plan/plan.c) against a real step of every mesh this rank count allows, 12 images
 // of 169 tokens with 5 heads (uneven over 2 to 4 ranks), and with in-context conditioning (its
 // 2 tokens' queries and outputs exchanged by the all-to-all too; the ring and hybrid left out):
-// the bytes rank 0's counters count over its groups and the world equal the planner's, and the
-// arena's peak stays within its estimate of the activations (at most 30% above the largest rank's)
+// the bytes rank 0's counters count over its groups and the world in a step and its update equal
+// the planner's, and the arena's peak stays within its estimate of the activations (at most 30%
+// above the largest rank's); with the gather layout over one sequence group at every --zero level
+// too (the store split,
+// its units reduce-scattered and all-gathered as the level says)
 START_TEST(planner_matches_a_step) {
     cfg = mem_configs[_i ? 3 : 2];
     B = B_MAX;
@@ -1538,10 +1571,10 @@ START_TEST(planner_matches_a_step) {
     PlanRow rows[64];
     int k = plan_rows(&tc, comm.size, &rates, &link, 0, rows, 64);
     ck_assert_int_ge(k, 1);
-    DiT m;
-    random_model(&m);
     for (int i = 0; i < k; i++) {
-        if (rows[i].recompute || rows[i].zero) continue; // memory_estimate_holds has recompute
+        // memory_estimate_holds has recompute
+        bool one_group = rows[i].parallel.sp == 0 || rows[i].parallel.sp == comm.size;
+        if (rows[i].recompute || (rows[i].zero && (rows[i].parallel.layout != SP_GATHER || !one_group))) continue;
         SeqParallel sp;
         char text[128], err[256];
         ck_assert(init_mesh(&sp, &rows[i].parallel));
@@ -1551,14 +1584,20 @@ START_TEST(planner_matches_a_step) {
         Tensor *x, *t, *target;
         int64_t y[B_MAX];
         random_slice(&data, first, count, &x, &t, &target, y);
+        DiT split; // the model as the row's level splits it
+        random_model(&split);
+        if (rows[i].zero) sp_split_store(&sp, &split.ps, rows[i].zero);
+        AdamW opt = adamw_default(1e-3);
         sp_reset_bytes(&sp);
-        step_gradients(&m, &sp, &a, x, t, y, target, B, NULL, NULL);
+        step_gradients(&split, &sp, &a, x, t, y, target, B, NULL, NULL);
+        sp_optimizer_step(&sp, &opt, &split.ps);
+        dit_free(&split);
         double sent = (double)(sp_layout_bytes(&sp) + sp_world_bytes(&sp)), peak = (double)a.peak, largest;
         MPI_Allreduce(&peak, &largest, 1, MPI_DOUBLE, MPI_MAX, comm.group);
         if (comm.rank == 0) {
-            printf("plan, %s: rank 0 sent %.0f bytes, planned %.0f; arena peak %.2f MiB (largest "
+            printf("plan, %s, zero %d: rank 0 sent %.0f bytes, planned %.0f; arena peak %.2f MiB (largest "
                    "rank), planned %.2f MiB (x%.2f)\n", sp_layout_text(&rows[i].parallel, comm.size, text, sizeof text),
-                   sent, rows[i].sent, largest / 1048576.0, rows[i].arena / 1048576.0, rows[i].arena / largest);
+                   rows[i].zero, sent, rows[i].sent, largest / 1048576.0, rows[i].arena / 1048576.0, rows[i].arena / largest);
             ck_assert_double_le(fabs(sent - rows[i].sent), 1e-9 * rows[i].sent + 8);
         }
         ck_assert_double_le(peak, rows[i].arena);
@@ -1567,7 +1606,6 @@ START_TEST(planner_matches_a_step) {
         arena_destroy(&data);
         sp_free(&sp);
     }
-    dit_free(&m);
     B = 3;
     cfg = configs[0];
 }
@@ -1625,7 +1663,6 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, meshes_match_single_rank);
     tcase_add_loop_test(tc, grad_accum_matches_one_batch, 0, 2);
     tcase_add_loop_test(tc, recompute_is_bitwise, 0, 2 * SP_LAYOUTS);
-    tcase_add_loop_test(tc, zero_matches_whole, 0, 2);
     tcase_add_test(tc, sampling_splits_over_data_groups);
     tcase_add_test(tc, sampling_at_mixed_sizes);
     tcase_add_test(tc, collectives_are_adjoint);
@@ -1640,6 +1677,10 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, samples_not_finite_are_refused);
     tcase_add_test(tc, train_step_matches_formulas);
     suite_add_tcase(s, tc);
+    TCase *zero = tcase_create("zero"); // --zero's: CK_RUN_CASE=zero runs them alone
+    tcase_set_timeout(zero, 120);
+    tcase_add_loop_test(zero, zero_matches_whole, 0, 6);
+    suite_add_tcase(s, zero);
     TCase *progress = tcase_create("progress"); // alone: run_all.sh runs it over TCP too
     tcase_add_test(progress, ring_step_moves_during_attention);
     suite_add_tcase(s, progress);
