@@ -195,6 +195,10 @@ def main():
     train32, train64, work = sys.argv[1:4]
     os.makedirs(work, exist_ok=True)
     start = time.time()
+    if int(torch.__version__.split(".")[0]) < 2:
+        print(f"skipped: the field's libraries (torch {torch.__version__}; they need PyTorch 2, which 'make deps' "
+              "installs from PyPI into build/venv)")
+        return 0
     versions = {}
     for lib in ("yunchang", "diffusers"):
         try:
@@ -202,10 +206,6 @@ def main():
             versions[lib] = importlib.metadata.version(lib)
         except Exception as e:  # not installed, or not importable with this torch
             print(f"skipped: {lib} ({type(e).__name__}: {e}; 'make deps' installs it from PyPI into build/venv)")
-    if int(torch.__version__.split(".")[0]) < 2:
-        print(f"skipped: the field's libraries (torch {torch.__version__}; they need PyTorch 2, which 'make deps' "
-              "installs from PyPI into build/venv)")
-        return 0
     variants = [v for v in VARIANTS if VARIANTS[v][0] in versions]
     if not variants:
         return 0
@@ -247,7 +247,7 @@ def main():
                 ok = got.stdout.startswith(want) and got.returncode == (0 if want.startswith("no divergence") else 1)
                 check(ok, f"{v}, {p} processes, {dtype}: {got.stdout.strip()[:300]}"
                       + ("" if ok else f"\n     expected: {want}\n     {got.stderr.strip()}"))
-                rows.append((lib, versions[lib], layout, shape, p, dtype, got.stdout.strip()))
+                rows.append((lib, versions[lib], layout, shape[p], p, dtype, got.stdout.strip()))
     if "yunchang" in versions:
         errors = yunchang_backward(work)
         check(errors == [BACKWARD_ERROR] * 2, f"yunchang's UlyssesAttention and LongContextAttention backward, torch backend: {errors}")

@@ -30,6 +30,7 @@ for r in m.requires("torch"):
         print(r.split(";")[0].strip())' "$TORCH_CUDA_WHEELS")
   # nvidia-cufile comes through cuda-toolkit's extra, unpinned
   echo "$reqs" nvidia-cufile | xargs "$PY" -m pip install -q --disable-pip-version-check --timeout 60 --no-deps
+  echo "deps: (pip's resolver may list torch's other CUDA wheels as missing below: they are left out on purpose)"
   echo "$reqs" | grep -v '^nvidia' | xargs "$PY" -m pip install -q --disable-pip-version-check --timeout 60
   if ! works; then
     echo "deps: that torch does not load here; installing torch $TORCH with all its dependencies (about 4 GB)"
