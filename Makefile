@@ -24,10 +24,14 @@ LDLIBS  := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lstb -ljpeg
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev check libopenmpi-dev openmpi-bin libstb-dev libjpeg-dev libjansson-dev
 PARITY_PACKAGES := python3-torch python3-numpy python3-venv
-# Python packages Debian lacks come from PyPI into a virtual environment that also sees Debian's
-# (torch, numpy); make deps makes it, the tests use it when it is there
+# PyTorch 2 and the Python packages Debian lacks come from PyPI into a virtual environment that also
+# sees Debian's (numpy, and torch 1.13 where PyPI is not reachable); make deps makes it
+# (tests/parity/install_pypi.sh: torch without the CUDA libraries the toolkit here has), the tests
+# use it when it is there
 VENV := build/venv
-PYPI_PACKAGES := safetensors
+PYPI_TORCH := 2.15.0
+PYPI_PACKAGES := yunchang==0.6.4 diffusers==0.42.1 safetensors
+PYPI_CHECK := import importlib.metadata as m; assert m.version("torch") == "$(PYPI_TORCH)"; [m.version(p.split("=")[0]) for p in "$(PYPI_PACKAGES)".split()]
 
 # ---- probes: compile a tiny program (source in $(1), flags in $(2)); 1 if it builds ------------
 H := \#
@@ -259,10 +263,11 @@ deps: deps-build deps-fuzz
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(PARITY_PACKAGES) \
 	    || echo "deps: $(PARITY_PACKAGES) could not be installed; the parity test will be skipped"; \
 	fi
-	@if ! $(VENV)/bin/python -c 'import $(PYPI_PACKAGES)' >/dev/null 2>&1; then \
-	  echo "deps: installing $(PYPI_PACKAGES) from PyPI into $(VENV)"; \
-	  { /usr/bin/python3 -m venv --system-site-packages $(VENV) && $(VENV)/bin/pip install -q $(PYPI_PACKAGES); } \
-	    || echo "deps: $(PYPI_PACKAGES) could not be installed into $(VENV); the tests that need them will be skipped"; \
+	@if ! $(VENV)/bin/python -c '$(PYPI_CHECK)' >/dev/null 2>&1; then \
+	  start=$$(date +%s); \
+	  sh tests/parity/install_pypi.sh $(VENV) $(PYPI_TORCH) $(PYPI_PACKAGES) \
+	    && echo "deps: torch $(PYPI_TORCH), $(PYPI_PACKAGES) in $(VENV): $$(($$(date +%s) - start)) s, $$(du -sh $(VENV) | cut -f1)" \
+	    || echo "deps: PyPI's packages could not all be installed into $(VENV); the tests that need them will be skipped"; \
 	fi
 
 clean:

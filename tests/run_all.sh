@@ -135,11 +135,19 @@ if "$PY" -c 'import sys, torch, numpy, torch.distributed as d; sys.exit(not (d.i
 else
   skip "check your own implementation: a PyTorch sequence-parallel DiT located against our probe" "torch.distributed with the gloo backend is not available to $PY; 'make deps' installs Debian's python3-torch, which has it"
 fi
+# the field's code under the locator: yunchang's and diffusers' sequence-parallel attention in the
+# same DiT at 2 and 4 processes, each verdict the expected one (diffusers' ring dK/dV from 3 ranks on)
+if "$PY" -c 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) < 2)' >/dev/null 2>&1; then
+  suite 300 "the field's libraries: yunchang's and diffusers' sequence-parallel attention located against our probe at 2 and 4 processes" \
+    "$PY" tests/parity/field_libraries.py train/train "$BUILD/f64/bin/train" "$BUILD/field-libraries"
+else
+  skip "the field's libraries: yunchang's and diffusers' sequence-parallel attention located against our probe" "they need PyTorch 2, which $PY lacks; 'make deps' installs it, yunchang and diffusers from PyPI into build/venv"
+fi
 if "$PY" -c 'import safetensors' >/dev/null 2>&1 && [ -f "$BUILD/parity/run/model.safetensors" ]; then
   suite 300 "our files read by the official safetensors package" "$PY" tests/parity/load_with_safetensors.py \
     "$BUILD/parity/run/model.safetensors" "$BUILD"/parity/*.safetensors
 else
-  skip "our files read by the official safetensors package" "the safetensors Python package is not packaged for Debian; 'pip install safetensors' adds it where PyPI is reachable"
+  skip "our files read by the official safetensors package" "the safetensors Python package is not packaged for Debian and is not in $PY; 'make deps' installs it from PyPI into build/venv where PyPI is reachable"
 fi
 fuzz_why=$(${MAKE:-make} --no-print-directory -s BUILD="$BUILD" fuzz-why-not)
 if [ -z "$fuzz_why" ]; then

@@ -120,9 +120,10 @@ def patchify(img, p):
     return img.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 3, 5, 1).reshape(b, (h // p) * (w // p), p * p * c)
 
 
-def step(model, batch, group, rec, bug):
+def step(model, batch, group, rec, backward=True):
     """One forward and backward of loss = mean((model(x, t, y) - target)^2) on this rank's shard,
-    every named tensor marked in rec; then the parameter gradients summed over the group"""
+    every named tensor marked in rec; then the parameter gradients summed over the group
+    (backward=False: the forward alone). Returns this rank's share of the loss."""
     P, r = dist.get_world_size(group), dist.get_rank(group)
     T = model.pos_embed.shape[1]
     lo, hi, T_pad = tape.contiguous_shard(T, P, r)
@@ -143,16 +144,20 @@ def step(model, batch, group, rec, bug):
     real = (torch.arange(lo, hi) < T).to(out.dtype)[None, :, None]
     loss = ((out - target) ** 2 * real).sum() / (batch["target"].numel())  # this rank's share
     rec.tensor("loss", loss, kind="partial")
+    if not backward:
+        return loss
     loss.backward()
     for p in model.parameters():
         if p.grad is not None:
             dist.all_reduce(p.grad, group=group)
     rec.gradients({n: p.grad for n, p in model.named_parameters() if p.requires_grad})
+    return loss
 
 
-def build(ckpt, dtype, group, bug):
+def build(ckpt, dtype, group, bug, attention=None):
     """The model with the checkpoint's weights, each block's attention sequence-parallel, and a
-    recorder watching its modules"""
+    recorder watching its modules. attention(heads, tokens, group) makes another attention module
+    (q, k, v (B, n, D) -> (B, n, D), this rank's shard) in place of this file's"""
     state, cfg = tape.load_checkpoint(ckpt, dtype)
     if cfg["in_context"]:
         raise SystemExit("ulysses_torch.py: in-context checkpoints are not supported here")
@@ -165,7 +170,7 @@ def build(ckpt, dtype, group, bug):
     rec.watch(model.final_layer.adaLN_modulation, "final_layer.adaLN")
     rec.watch(model.final_layer.linear, "final_layer.out")
     for i, blk in enumerate(model.blocks):
-        blk.attn.sp = SeqParallelAttention(cfg["num_heads"], T, group, bug)
+        blk.attn.sp = (attention or (lambda h, t, g: SeqParallelAttention(h, t, g, bug)))(cfg["num_heads"], T, group)
         b = f"blocks.{i}."
         rec.watch(blk.adaLN_modulation, b + "adaLN")
         rec.watch(blk.attn.qkv, [b + "attn.q", b + "attn.k", b + "attn.v"])
@@ -185,7 +190,7 @@ def run(rank, world, args, init):
         batch = tape.load_batch(args.batch, dtype)
         for bug in args.bug.split(","):
             model, rec = build(args.ckpt, dtype, None, bug)
-            step(model, batch, None, rec, bug)
+            step(model, batch, None, rec)
             path = args.tape.format(bug=bug, dtype=dtype_name)
             if rec.write(path, layout=f"ulysses_torch.py, {world} processes, bug {bug}, {dtype_name}"):
                 print(f"ulysses_torch: {world} processes, bug {bug}, {dtype_name}: wrote {path}", flush=True)

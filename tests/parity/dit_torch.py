@@ -116,6 +116,8 @@ class LabelEmbedder(nn.Module):
 
 
 class Attention(nn.Module):
+    fused = False  # True: PyTorch 2's scaled_dot_product_attention in place of the formula (benchmarks)
+
     def __init__(self, d, heads):
         super().__init__()
         self.heads = heads
@@ -127,8 +129,11 @@ class Attention(nn.Module):
         h = self.heads
         q, k, v = (named(at + "attn." + s, u) for s, u in zip("qkv", self.qkv(x).chunk(3, dim=2)))
         q, k, v = (u.reshape(n, t, h, d // h).transpose(1, 2) for u in (q, k, v))
-        w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // h), dim=-1)
-        return named(at + "attn.proj", self.proj(named(at + "attn.out", (w @ v).transpose(1, 2).reshape(n, t, d))))
+        if self.fused:
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        else:
+            o = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // h), dim=-1) @ v
+        return named(at + "attn.proj", self.proj(named(at + "attn.out", o.transpose(1, 2).reshape(n, t, d))))
 
 
 class Mlp(nn.Module):
