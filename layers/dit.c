@@ -58,11 +58,7 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
         snprintf(buf, len, "text_len %d must be in 1..%d", c->text_len, DIT_MAX_TEXT_LEN);
     else if (c->text && (c->text_depth < 0 || c->text_depth > DIT_MAX_TEXT_DEPTH))
         snprintf(buf, len, "text_depth %d must be in 0..%d", c->text_depth, DIT_MAX_TEXT_DEPTH);
-    else if (c->text && c->text_attn != DIT_TEXT_CROSS)
-        snprintf(buf, len, "text_attn joint (MMDiT blocks) is not built yet; use --text-attn cross");
-    else if (c->text && c->in_context)
-        snprintf(buf, len, "text conditioning attends to the caption in every block; it does not "
-                 "combine with in_context (drop --in-context)");
+
     else
         return NULL;
     return buf;

@@ -293,6 +293,7 @@ static void setup(Run *r) {
         openblas_set_num_threads(tc->threads);
     }
     train_config_check_packs(tc);
+    train_config_check_text(tc);
     if (!dry_run_missing("--data", strcmp(tc->data, "shapes") ? tc->data : NULL, c->rank == 0) &&
         data_open(&r->data, tc->data, tc->model.input_size, tc->model.in_channels,
                   tc->model.num_classes, err, sizeof err))
