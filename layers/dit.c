@@ -748,6 +748,7 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     TextTokens tt = {0};
     if (c->text) {
         CHECK(!sh.pack, "text conditioning of packs (--max-tokens) is not built; leave out --max-tokens");
+        CHECK(!tp->exact, "--exact with text conditioning is not built; leave out --exact");
         tt = text_tokens(m, tp, y, images, sh.n);
     }
     Tensor *c_act = silu(tp, tape_name(tp, c->text ? temb : add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));

@@ -6,6 +6,8 @@
 #include "autograd_collectives.h"
 #include "sp.h"
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count, char *buf, size_t len) {
     if (B % sp->dp)
@@ -77,7 +79,29 @@ void sp_gather_batch(SeqParallel *sp, real *out, const real *in, size_t size) {
     else copy_bytes(out, in, size * sizeof(real));
 }
 
+// The text encoder's parameters (text_embedder.*, text_encoder.*, registered one after another) as
+// the range [*at, *at + *n) of the flat buffer; n 0 when the model has none
+static void text_range(const ParamStore *ps, size_t *at, size_t *n) {
+    *at = *n = 0;
+    for (int i = 0; i < ps->n; i++)
+        if (!strncmp(ps->t[i]->name, "text_", 5)) {
+            if (!*n) *at = ps->offset[i];
+            *n = ps->offset[i] + ps->t[i]->size - *at;
+        }
+}
+
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
+    // the text-grad-unsummed bug: the text encoder, which every rank of a sequence group runs on the
+    // whole caption, taken for a module whose gradient each rank holds whole (as if its rows were
+    // not the rank's image tokens' share): summed over the data groups only
+    size_t t_at, t_n = 0;
+    real *text = NULL;
+    if (sp->bugs & BUG_TEXT_GRAD_UNSUMMED) text_range(ps, &t_at, &t_n);
+    if (t_n) {
+        text = xmalloc(t_n * sizeof(real));
+        copy_bytes(text, ps->grads + t_at, t_n * sizeof(real));
+        if (sp->data) comm_all_reduce(sp->data, COMM_REAL, text, t_n);
+    }
     // under no-grad-allreduce each rank keeps its partial sums, under no-dp-allreduce each data
     // group the gradient of its own images
     Comm *over = (sp->bugs & BUG_NO_GRAD_ALLREDUCE) ? NULL : (sp->bugs & BUG_NO_DP_ALLREDUCE) ? sp->comm : sp->world;
@@ -89,6 +113,8 @@ void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
     else if (over && sp->exact) comm_all_reduce_sums(over, &ps->exact);
     else if (over) comm_all_reduce(over, COMM_REAL, ps->grads, n);
     if (sp->exact) ps_exact_grads(ps, at, n);
+    if (text) copy_bytes(ps->grads + t_at, text, t_n * sizeof(real));
+    free(text);
 }
 
 void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em) {

@@ -107,12 +107,17 @@ const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *b
 
 void train_config_check_text(const TrainConfig *tc) {
     const DiTConfig *m = &tc->model;
+    if (!m->text && (tc->parallel.bugs & BUG_TEXT_GRAD_UNSUMMED))
+        usage_error("the text-grad-unsummed bug leaves the text encoder's gradients unsummed; add --cond text");
     if (!m->text) return;
     if (m->in_context)
         usage_error("--cond text attends to the caption in every block; it does not combine with "
                     "--in-context (leave out one of them)");
     if (m->text_attn != DIT_TEXT_CROSS)
         usage_error("--text-attn joint (SD3's MMDiT blocks) is not built yet; pass --text-attn cross");
+    if (tc->parallel.exact)
+        usage_error("--exact with --cond text is not built yet (the caption's K and V gradients would "
+                    "need exact sums over the group); leave out --exact");
 }
 
 void train_config_check_packs(const TrainConfig *tc) {
