@@ -213,7 +213,7 @@ static void write_samples(Run *r, Arena *arena) {
         copy_bytes(ps->params, ps->ema, bytes);
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
-    int rc = sample_grid(r->work, own_sampling(&r->tc) ? &r->sampling : &r->sp, arena, &r->data,
+    int rc = sample_grid(r->work, own_sampling(&r->tc) ? &r->sampling : &r->sp, arena, &r->data, NULL, 0,
                          r->tc.samples_per_class, &r->tc.sample_sizes, r->tc.sample_steps,
                          r->tc.cfg_scale, r->tc.seed, path, err, sizeof err);
     if (saved) {

@@ -1488,7 +1488,7 @@ START_TEST(samples_not_finite_are_refused) {
     ck_assert_msg(!data_open(&data, "shapes", cfg.input_size, cfg.in_channels, 10, err, sizeof err), "%s", err);
     shared_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/samples.png", dir);
-    ck_assert_int_eq(sample_grid(&m, &sp, &a, &data, 1, NULL, 1, 1.0, 3, path, err, sizeof err), SAMPLE_NOT_FINITE);
+    ck_assert_int_eq(sample_grid(&m, &sp, &a, &data, NULL, 0, 1, NULL, 1, 1.0, 3, path, err, sizeof err), SAMPLE_NOT_FINITE);
     ck_assert_msg(strstr(err, "sampling gave NaN in image 1 of 10 (class 'circle')") &&
                   strstr(err, "no picture was drawn"), "%s", err);
     comm_barrier(&comm);
