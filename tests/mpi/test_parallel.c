@@ -612,6 +612,37 @@ START_TEST(in_context_matches_single_rank) {
 }
 END_TEST
 
+// The bytes one step of a text-conditioned model sends in its layout's exchanges: the planner's
+// formula (sp_layer_traffic per block, forward and backward), which counts no text token: the
+// cross-attention moves nothing
+static void text_step_bytes(SeqAttention layout) {
+    SpOptions o = options(layout, 0);
+    if (layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
+    SeqParallel sp;
+    ck_assert(init_mesh(&sp, &o));
+    DiT m;
+    random_model(&m);
+    Arena a = arena_create(64 << 20);
+    Tensor *x, *t, *target;
+    int64_t y[B_MAX * TEXT_LEN];
+    random_batch(&a, &x, &t, &target, y);
+    Comm *comms[3] = {sp.comm, sp.heads, sp.ring};
+    for (int i = 0; i < 3; i++)
+        if (comms[i]) comms[i]->bytes_sent = 0;
+    step_gradients(&m, &sp, &a, x, t, y, target, B, NULL, NULL);
+    size_t sent = sp.comm->bytes_sent + (sp.heads && sp.heads != sp.comm ? sp.heads->bytes_sent : 0) +
+                  (sp.ring && sp.ring != sp.comm && sp.ring != sp.heads ? sp.ring->bytes_sent : 0);
+    SpTraffic f = sp_layer_traffic(&sp, &cfg, B, false), b = sp_layer_traffic(&sp, &cfg, B, true);
+    size_t want = (size_t)(cfg.depth * (f.values + b.values) * sizeof(real));
+    if (comm.rank == 0)
+        printf("text cross, %s, ranks %d: %zu bytes sent by rank 0 in a step's exchanges, formula %zu\n",
+               seq_attention_name(layout), comm.size, sent, want);
+    ck_assert_uint_eq(sent, want);
+    arena_destroy(&a);
+    dit_free(&m);
+    sp_free(&sp);
+}
+
 // Text conditioning with cross-attention (7-token captions, one of them empty, over 5 heads of 4 on
 // 25 tokens) against one rank: every layout, a data x sequence mesh, micro-batches and
 // --recompute. The text encoder's and the caption's K/V gradients are each rank's share, summed
@@ -642,6 +673,7 @@ START_TEST(text_cross_matches_single_rank) {
             printf("text cross, %s, ranks %d: output rel err %.2e, worst gradient %.2e%s\n", what,
                    comm.size, e_out, e_grad, !o.bugs ? "" : caught ? " -> caught" : " -> MISSED");
         ck_assert_msg(caught == (o.bugs != 0), "%s", what);
+        if (v < SP_LAYOUTS) text_step_bytes(o.layout);
     }
     cfg = configs[0];
 }
