@@ -493,6 +493,16 @@ static Tensor *mlp_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *c
     return NAME(gated_add(tp, x, per_token(tp, m[2], pt, sh, B, n), h), "residual2");
 }
 // ---- text: the captions' encoder and the blocks' cross-attention -----------------------------
+// A linear of tokens (B, T, C) that every rank of a group holds whole (a caption's): under --exact
+// as B T rows of one, each its own block, so that each rank adds the weight gradients of its share
+// of the rows (linear.c, as the conditioning's rows), the same bits for any rank count; else linear
+static Tensor *token_linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
+    if (!tp->exact) return linear(tp, x, w, b);
+    int B = x->shape[0], T = x->shape[1];
+    Tensor *y = linear(tp, tensor_reshape(tp->arena, x, 2, (int[]){B * T, x->shape[2]}), w, b);
+    return tensor_reshape(tp->arena, y, 3, (int[]){B, T, w->shape[0]});
+}
+
 typedef struct TextTokens {
     Tensor *h;          // (images, L, D): the encoded captions, whole on every rank
     const int32_t *seg; // (images, n + L): the cross-attention's images (kernels/segments.h): the
@@ -504,12 +514,18 @@ typedef struct TextTokens {
 // come from the encoded captions that every rank holds whole: no collective in any layout, and
 // each rank's dK, dV hold its own queries' share, summed over the group with the parameters'
 // gradients (once).
-static Tensor *cross_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, int heads, const TextTokens *tt) {
+// Under --exact the queries go in canonical blocks and the caption's dK and dV are summed exactly
+// over the group (sh->sum_group), so that every rank holds all of them, and a caption's tokens are
+// rows of their own to the linears (token_linear).
+static Tensor *cross_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, int heads, const TextTokens *tt,
+                          const DiTShard *sh) {
     int n = x->shape[1], D = x->shape[2], L = tt->h->shape[1];
     Tensor *q = NAME(linear(tp, x, b->xq_w, b->xq_b), "cross.q");
-    Tensor *kv = linear(tp, tt->h, b->xkv_w, b->xkv_b);
+    Tensor *kv = token_linear(tp, tt->h, b->xkv_w, b->xkv_b);
     Tensor *k = NAME(slice_last(tp, kv, 0, D), "cross.k"), *v = NAME(slice_last(tp, kv, D, D), "cross.v");
-    Tensor *a = NAME(attention(tp, q, k, v, heads, NULL, (Segments){tt->seg, n + L, 0, n}), "cross.out");
+    Segments seg = {tt->seg, n + L, 0, n};
+    Tensor *a = NAME(tp->exact ? attention_whole_kv_exact(tp, q, k, v, heads, seg, sh->sum_group, sh->attend_ctx)
+                               : attention(tp, q, k, v, heads, NULL, seg), "cross.out");
     return NAME(add(tp, x, NAME(linear(tp, a, b->xproj_w, b->xproj_b), "cross.proj")), "cross.residual");
 }
 #undef NAME
@@ -592,25 +608,27 @@ static Tensor *block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor *c
     bool again = sh->recompute && tp->grad_enabled;
     x = again ? checkpoint(m, i, attention_half, tp, x, mod, pt, sh)
               : attention_half(&m->blocks[i], i, tp, x, mod, m->cfg.num_heads, pt, sh);
-    if (tt) x = cross_half(&m->blocks[i], i, tp, x, m->cfg.num_heads, tt);
+    if (tt) x = cross_half(&m->blocks[i], i, tp, x, m->cfg.num_heads, tt, sh);
     return again ? checkpoint(m, i, mlp_half, tp, x, mod + 3, pt, sh)
                  : mlp_half(&m->blocks[i], i, tp, x, mod + 3, m->cfg.num_heads, pt, sh);
 }
 
 // A plain pre-norm transformer block, x (B, T, D): an in-context block (the conditioning tokens
-// first; prefix "blocks"), or a layer of the text encoder. Names as in block_forward.
+// first; prefix "blocks"), or a layer of the text encoder (its linears token_linear's, whose
+// outputs under --exact are views: a watched tape sees their values, not their gradients). Names
+// as in block_forward.
 static Tensor *plain_block_forward(const DiTBlock *b, const char *prefix, int i, Tape *tp, Tensor *x,
                                    int heads, AttendFn attend, const int32_t *seg, void *ctx) {
     int D = x->shape[2];
 #define NAME(t, what) tape_name(tp, t, "%s.%d.%s", prefix, i, what)
-    Tensor *qkv = linear(tp, NAME(layernorm(tp, x, LN_EPS), "norm1"), b->qkv_w, b->qkv_b);
+    Tensor *qkv = token_linear(tp, NAME(layernorm(tp, x, LN_EPS), "norm1"), b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
     Tensor *a = NAME(attend(tp, q, k, v, heads, seg, ctx), "attn.out");
-    x = NAME(add(tp, x, NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
+    x = NAME(add(tp, x, NAME(token_linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
     Tensor *h = NAME(layernorm(tp, x, LN_EPS), "norm2");
-    h = NAME(gelu(tp, NAME(linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
-    h = NAME(linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
+    h = NAME(gelu(tp, NAME(token_linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
+    h = NAME(token_linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
     return NAME(add(tp, x, h), "residual2");
 #undef NAME
 }
@@ -748,7 +766,6 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     TextTokens tt = {0};
     if (c->text) {
         CHECK(!sh.pack, "text conditioning of packs (--max-tokens) is not built; leave out --max-tokens");
-        CHECK(!tp->exact, "--exact with text conditioning is not built; leave out --exact");
         tt = text_tokens(m, tp, y, images, sh.n);
     }
     Tensor *c_act = silu(tp, tape_name(tp, c->text ? temb : add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));

@@ -121,6 +121,9 @@ typedef struct DiTShard {
     // packs: dit_loss divides by pack_tokens x the values of a token instead: the real tokens of
     // all images of the global batch (other micro-batches' and data groups' too); 0: this pack's
     long pack_tokens;
+    // --exact: adds exact sums over the sequence group's ranks (each gets the sum), for the
+    // gradients of what every rank holds whole (a caption's keys and values); ctx attend_ctx
+    ExactSumFn sum_group;
     // --recompute: a step with gradients keeps the input of each block's attention and MLP
     // halves only and runs the half's forward again in backward, with the same kernels in the
     // same order (the same gradients)

@@ -115,9 +115,6 @@ void train_config_check_text(const TrainConfig *tc) {
                     "--in-context (leave out one of them)");
     if (m->text_attn != DIT_TEXT_CROSS)
         usage_error("--text-attn joint (SD3's MMDiT blocks) is not built yet; pass --text-attn cross");
-    if (tc->parallel.exact)
-        usage_error("--exact with --cond text is not built yet (the caption's K and V gradients would "
-                    "need exact sums over the group); leave out --exact");
 }
 
 void train_config_check_packs(const TrainConfig *tc) {

@@ -178,7 +178,6 @@ static const char *exact_refusal(const char *flags, char *buf, size_t len) {
         argv[argc++] = w;
     for (int i = 0; i < argc; i++) settings_flag(&tc, FOR_TRAIN, argc, argv, &i);
     tc.parallel.exact = true;
-    if (tc.model.text) return snprintf(buf, len, "--cond text has no exact mode yet"), buf;
     return sp_context_error(&tc.parallel, tc.model.in_context, buf, len);
 }
 
