@@ -689,7 +689,7 @@ START_TEST(settings_help_lists_exactly_the_rows) {
     const struct { unsigned command; int (*main)(int, char **); const char *own; } commands[] = {
         {FOR_TRAIN, train_help, " --dry-run "},
         {FOR_PROBE, probe_help, " --ckpt --batch --out --dump-tape --make-batch --dry-run "},
-        {FOR_SAMPLE, sample_help, " --dry-run "}, {FOR_BUGS, bugs_main, " --regimes --dry-run "}};
+        {FOR_SAMPLE, sample_help, " --prompt --dry-run "}, {FOR_BUGS, bugs_main, " --regimes --dry-run "}};
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
         char out[16384];
         ck_assert_int_eq(captured(out, sizeof out, commands[c].main, 1, (char *[]){"--help", NULL}), 0);
