@@ -1,5 +1,6 @@
 // caption.c: see caption.h.
 #include "caption.h"
+#include "../layers/dit.h"
 #include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@ static const char *const WORDS[] = {
 };
 enum { WORD_COUNT = sizeof WORDS / sizeof WORDS[0] };
 _Static_assert(WORD_COUNT <= CAPTION_MAX_WORDS, "the vocabulary holds at most 64 words");
+_Static_assert(WORD_COUNT + 1 == DIT_TEXT_VOCAB, "the model's word embedding has a row per word and padding");
 
 int caption_vocab_size(void) { return WORD_COUNT; }
 

@@ -5,7 +5,6 @@
 #include "../core/check.h"
 #include "../core/device.h"
 #include "../core/rng.h"
-#include "../data/caption.h"
 #include "../kernels/kernels.h"
 #include <math.h>
 #include <stdint.h>
@@ -217,7 +216,7 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
         BLOCK_PARAM(fc2_w, "mlp.fc2.weight", 2, D, M);                                             \
         BLOCK_PARAM(fc2_b, "mlp.fc2.bias", 1, D, 0)
     if (cfg->text) {
-        m->w_table = param(m, "text_embedder.embedding_table.weight", 2, caption_vocab_size() + 1, D, 0, 0);
+        m->w_table = param(m, "text_embedder.embedding_table.weight", 2, DIT_TEXT_VOCAB, D, 0, 0);
         const char *prefix = "text_encoder.layers";
         for (int i = 0; i < cfg->text_depth; i++) {
             DiTBlock *b = &m->text_layers[i];

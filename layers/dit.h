@@ -30,6 +30,8 @@ typedef struct DiTConfig {
 enum { DIT_TEXT_CROSS, DIT_TEXT_JOINT };
 #define DIT_MAX_TEXT_LEN 256
 #define DIT_MAX_TEXT_DEPTH 16
+#define DIT_TEXT_VOCAB 53 // rows of the word embedding: padding, then the captions' 52 words
+                          // (data/caption.h holds them to it)
 
 typedef struct DiTBlock {
     Tensor *qkv_w, *qkv_b;   // (3D, D), (3D): attn.qkv
