@@ -2,6 +2,7 @@
 #include "data.h"
 #include "../core/check.h"
 #include "../core/rng.h"
+#include "caption.h"
 #include "shapes.h"
 #include <math.h>
 #include <stdio.h>
@@ -45,7 +46,35 @@ void data_image_grid(const Data *d, int item, int *gh, int *gw) {
     *gh = h, *gw = w;
 }
 
+int data_captions(Data *d, int L, char *err, size_t len) {
+    d->text_len = L;
+    if (d->shapes && L < SHAPES_CAPTION_WORDS)
+        return snprintf(err, len, "the shapes' captions have up to %d words; pass --text-len %d or more",
+                        SHAPES_CAPTION_WORDS, SHAPES_CAPTION_WORDS), -1;
+    if (d->shapes) return 0;
+    d->captions = xmalloc((size_t)d->folder.n * L * sizeof(int64_t));
+    for (int i = 0; i < d->folder.n; i++) {
+        const char *img = d->folder.paths[i], *dot = strrchr(img, '.');
+        char path[4096], text[4096];
+        snprintf(path, sizeof path, "%.*s.txt", (int)(dot ? dot - img : (long)strlen(img)), img);
+        FILE *f = fopen(path, "rb");
+        if (!f)
+            return snprintf(err, len, "%s has no caption: --cond text reads each image's caption from "
+                            "the .txt file beside it (%s); write one", img, path), -1;
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        bool more = fgetc(f) != EOF;
+        fclose(f);
+        text[n] = 0;
+        if (more || strlen(text) != n)
+            return snprintf(err, len, "%s: a caption is one line of words, not %s", path,
+                            more ? "over 4 KiB" : "binary data"), -1;
+        if (caption_tokenize(text, d->captions + (size_t)i * L, L, path, err, len)) return -1;
+    }
+    return 0;
+}
+
 void data_close(Data *d) {
+    free(d->captions);
     if (!d->shapes) image_folder_close(&d->folder);
     *d = (Data){0};
 }
@@ -54,15 +83,15 @@ const char *data_class_name(const Data *d, int c) {
     return d->shapes ? shapes_class_name(c) : d->folder.class_names[c];
 }
 
-Batch batch_alloc(int first, int B, int total, int C, int S) {
+Batch batch_alloc(int first, int B, int total, int C, int S, int per) {
     size_t n = (size_t)B * C * S * S;
     Batch b = {.B = B, .first = first, .total = total, .row0 = 0, .row1 = S, .arena = arena_create(3 * (n * sizeof(real) + 2 * ARENA_ALIGN) + 4096 +
-                                             (size_t)B * (sizeof(real) + sizeof(int64_t)))};
+                                             (size_t)B * (sizeof(real) + per * sizeof(int64_t)))};
     b.x0 = tensor_new(&b.arena, 4, B, C, S, S);
     b.xt = tensor_new(&b.arena, 4, B, C, S, S);
     b.v = tensor_new(&b.arena, 4, B, C, S, S);
     b.t = tensor_new(&b.arena, 1, B);
-    b.y = arena_alloc(&b.arena, (size_t)B * sizeof(int64_t));
+    b.y = arena_alloc(&b.arena, (size_t)B * per * sizeof(int64_t));
     return b;
 }
 
@@ -133,17 +162,19 @@ void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null
             make_pack_row(b, d, seed, label_dropout, null_class, i, (uint64_t)step * b->total + b->first + i);
         return;
     }
+    CHECK(!d->text_len || !b->pack, "captions of packs are not built");
     size_t plane = (size_t)d->size * d->size, chw = (size_t)b->x0->shape[1] * plane;
     size_t row = (size_t)b->row0 * d->size, rows = (size_t)(b->row1 - b->row0) * d->size;
     char err[512];
     for (int i = 0; i < b->B; i++) {
         uint64_t k = (uint64_t)step * b->total + b->first + i;
         real *x0 = b->x0->data + i * chw;
-        if (d->shapes) shapes_sample_rows(x0, &b->y[i], d->size, seed, k, b->row0, b->row1);
+        int64_t label;
+        int item = d->shapes ? 0 : (int)(rng_u32(seed, STREAM_PICK, k) % (uint32_t)d->folder.n);
+        if (d->shapes) shapes_sample_rows(x0, &label, d->size, seed, k, b->row0, b->row1);
         else {
-            int item = (int)(rng_u32(seed, STREAM_PICK, k) % (uint32_t)d->folder.n);
             CHECK(!image_folder_load(&d->folder, item, x0, err, sizeof err), "%s", err);
-            b->y[i] = d->folder.labels[item];
+            label = d->folder.labels[item];
         }
         double t = flow_sample_t(seed, STREAM_T, k);
         b->t->data[i] = (real)(FLOW_T_SCALE * t);
@@ -153,6 +184,18 @@ void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null
             rng_fill_normal(v, rows, seed, STREAM_NOISE, k * chw + c + row, 1.0);
             flow_interpolate(b->xt->data + at, v, b->x0->data + at, v, t, rows);
         }
-        if (label_dropout > 0 && rng_uniform(seed, STREAM_DROP, k) < label_dropout) b->y[i] = null_class;
+        bool drop = label_dropout > 0 && rng_uniform(seed, STREAM_DROP, k) < label_dropout;
+        if (!d->text_len) {
+            b->y[i] = drop ? null_class : label;
+            continue;
+        }
+        int L = d->text_len;
+        int64_t *ids = b->y + (size_t)i * L;
+        if (d->shapes) {
+            char text[128];
+            shapes_caption(text, sizeof text, seed, k);
+            CHECK(!caption_tokenize(text, ids, L, "the shapes' caption", err, sizeof err), "%s", err);
+        } else memcpy(ids, d->captions + (size_t)item * L, (size_t)L * sizeof(int64_t));
+        if (drop) memset(ids, 0, (size_t)L * sizeof(int64_t));
     }
 }

@@ -18,6 +18,8 @@ typedef struct Data {
     ImageFolder folder;
     int size, classes;
     int max_tokens, patch; // packs (--max-tokens): tokens a row, and the patch (0: square images)
+    int text_len;          // captions of text_len token ids instead of labels (0: labels)
+    int64_t *captions;     // a folder's: (images, text_len), each from the .txt beside its image
 } Data;
 
 // Opens the data source ("shapes" or an image folder) as images of (channels, size, size) and
@@ -25,6 +27,11 @@ typedef struct Data {
 int data_open(Data *d, const char *source, int size, int channels, int num_classes, char *err,
               size_t len);
 void data_close(Data *d);
+// Captions instead of labels, of L token ids each (data/caption.h): the shapes' own
+// (shapes_caption), or for a folder the text of the .txt file beside each image (the image's
+// name with .txt for its extension). -1 with a sentence naming the file that is missing or the
+// word outside the vocabulary.
+int data_captions(Data *d, int L, char *err, size_t len);
 // Packs: image `item` of the folder as a gh x gw patch grid: its own aspect, each side rounded to
 // the patch (at least one), shrunk with its aspect kept when it holds more than max_tokens
 void data_image_grid(const Data *d, int item, int *gh, int *gw);
@@ -39,14 +46,16 @@ typedef struct Batch {
     Tensor *xt;     // (B, C, H, W) points on the path, fed to the model
     Tensor *v;      // (B, C, H, W) the velocity eps - x0: the training target
     Tensor *t;      // (B) model timesteps, 1000 t
-    int64_t *y;     // (B) labels, the null class where dropped
+    int64_t *y;     // (B) labels, the null class where dropped; with captions (B, text_len) token
+                    // ids, the empty caption where dropped
     // packs (--max-tokens): x0, xt, v are strips (B, C, p, T p) of rows that pack several images
     // at their own sizes (layers/dit.h), t and y are per image (the first pack->n); NULL: one
     // square image per row
     DiTPack *pack;
 } Batch;
 
-Batch batch_alloc(int first, int B, int total, int C, int S);
+// per: the values of y per image, 1 (a label) or the captions' text_len
+Batch batch_alloc(int first, int B, int total, int C, int S, int per);
 // A batch of B packed rows of T tokens of patch p (Batch.pack)
 Batch batch_alloc_packs(int first, int B, int total, int C, int p, int T);
 // Builds only the pixel rows that the tokens [t0, t0 + n) of T (patches of p x p, row-major;
@@ -54,7 +63,8 @@ Batch batch_alloc_packs(int first, int B, int total, int C, int p, int T);
 void batch_rows_of_tokens(Batch *b, int t0, int n, int T, int p);
 void batch_free(Batch *b);
 // The batch of step `step` (see the top of this file): labels are dropped to null_class (the
-// model's num_classes) with probability label_dropout. Packs: row i is item k's, its first image
+// model's num_classes) with probability label_dropout, or with captions (d->text_len) a caption
+// to the empty one. Packs: row i is item k's, its first image
 // picked as above and image j > 0 by rng_u32(seed, STREAM_PACK, k * DIT_PACK_MAX + j), while they
 // fit in the row; image j's time and dropout draw at index k * DIT_PACK_MAX + j, and the noise of
 // strip row i at k times the size of a row.

@@ -6,6 +6,7 @@
 #include "../core/check.h"
 #include "../core/rng.h"
 #include <math.h>
+#include <stdio.h>
 
 static const char *const NAMES[SHAPES_CLASSES] = {
     "circle", "square", "triangle", "cross", "ring", "diamond", "hbar", "vbar", "x", "two dots",
@@ -49,6 +50,24 @@ static double sd_shape(int c, double dx, double dy, double r) {
     default: // two dots side by side
         return fmin(hypot(dx - 0.6 * r, dy), hypot(dx + 0.6 * r, dy)) - 0.38 * r;
     }
+}
+
+void shapes_caption(char *buf, size_t len, uint64_t seed, uint64_t index) {
+    static const char *const colour[8] = {"red", "orange", "yellow", "green", "cyan", "blue", "purple", "pink"};
+    static const double upto[8] = {1 / 24.0, 1 / 8.0, 5 / 24.0, 5 / 12.0, 7 / 12.0, 3 / 4.0, 5 / 6.0, 11 / 12.0};
+    static const char *const words[SHAPES_CLASSES] = {"circle", "square", "triangle", "cross", "ring",
+        "diamond", "horizontal bar", "vertical bar", "x", "two dots"};
+    static const char *const across[3] = {"left", "", "right"}, *const down[3] = {"top", "", "bottom"};
+    double u[4];
+    for (int k = 0; k < 4; k++) u[k] = rng_uniform(seed, STREAM_SHAPE_GEOM, 8 * index + (uint64_t)k);
+    int hue = 0; // 11/12 and on is red again
+    while (hue < 8 && u[3] >= upto[hue]) hue++;
+    int n = snprintf(buf, len, "a %s %s %s", u[0] < 0.5 ? "small" : "large", colour[hue % 8],
+                     words[shapes_label(seed, index)]);
+    if (u[0] >= 0.5 || n < 0 || (size_t)n >= len) return;
+    int x = u[1] < 1 / 3.0 ? 0 : u[1] < 2 / 3.0 ? 1 : 2, y = u[2] < 1 / 3.0 ? 0 : u[2] < 2 / 3.0 ? 1 : 2;
+    if (x == 1 && y == 1) snprintf(buf + n, len - (size_t)n, " in the centre");
+    else snprintf(buf + n, len - (size_t)n, " at the %s%s%s", down[y], *down[y] && *across[x] ? " " : "", across[x]);
 }
 
 // h, s, v in [0, 1] -> rgb in [0, 1]

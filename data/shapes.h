@@ -11,6 +11,7 @@
 // so sample i is the same whatever the batch, rank count or call order.
 #pragma once
 #include "../core/real.h"
+#include <stddef.h>
 #include <stdint.h>
 
 #define SHAPES_CLASSES 10
@@ -22,6 +23,15 @@ const char *shapes_class_name(int c);
 
 // The label of sample `index`, without drawing it (the same one shapes_sample returns).
 int64_t shapes_label(uint64_t seed, uint64_t index);
+
+// The caption of sample `index` (data/caption.h's words), a pure function of (seed, index) like
+// its image: "a <size> <colour> <class>", then for a small shape its place, e.g. "a small red
+// triangle at the top left". size: small when the radius is in the lower half of its range;
+// colour: the hue in eight bins (red orange yellow green cyan blue purple pink); place: the
+// centre's third of the range it can take, across and down ("in the centre" for the middle of
+// both). The hbar and vbar classes read "horizontal bar" and "vertical bar".
+void shapes_caption(char *buf, size_t len, uint64_t seed, uint64_t index);
+#define SHAPES_CAPTION_WORDS 9 // the longest: "a small red horizontal bar at the top left"
 
 // img is (3, size, size) CHW with values in [-1, 1]; *label in [0, SHAPES_CLASSES).
 // size must be in [SHAPES_MIN_SIZE, SHAPES_MAX_SIZE]; any value, odd ones included.

@@ -234,3 +234,73 @@ Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all
     }
     return out;
 }
+
+// ---- keys that every rank holds whole (a caption), queries in canonical blocks ------------------
+typedef struct WholeKV {
+    Segments seg;
+    int blk, heads;
+    ExactSumFn sum_group;
+    void *ctx;
+} WholeKV;
+
+// the call of query block qb of image b: its images from token q0 + qb blk of row b
+static Segments whole_kv_segments(const WholeKV *w, int b, int qb) {
+    const Segments *s = &w->seg;
+    return s->id ? (Segments){s->id + (size_t)b * s->T, s->T, s->q0 + qb * w->blk, s->k0} : NO_SEGMENTS;
+}
+
+static void whole_kv_bwd(Node *nd) {
+    const WholeKV *w = nd->ptr;
+    Tensor *q = nd->in[0], *k = nd->in[1], *v = nd->in[2];
+    Arena *a = nd->arena;
+    int B = q->shape[0], n = q->shape[1], L = k->shape[1], D = q->shape[2], nqb = n / w->blk;
+    size_t kv = (size_t)L * D, all = (size_t)B * kv;
+    real *dq = node_grad(nd, 0), *dk = node_grad(nd, 1), *dv = node_grad(nd, 2);
+    ArenaMarks mark = arena_marks(a);
+    ExactSum s = exact_view(arena_alloc(arena_host(a), exact_bytes(2 * all)), 2 * all);
+    real *part = arena_alloc(a, 2 * kv * sizeof(real)), *scratch = dq ? NULL : arena_alloc(a, (size_t)w->blk * D * sizeof(real));
+    for (int b = 0; b < B; b++)
+        for (int qb = 0; qb < nqb; qb++) { // the block's share of dK and dV, whatever rank holds it
+            size_t at = ((size_t)b * n + (size_t)qb * w->blk) * D;
+            zero_bytes(part, 2 * kv * sizeof(real));
+            if (scratch) zero_bytes(scratch, (size_t)w->blk * D * sizeof(real));
+            attention_kernel_backward(a, dq ? dq + at : scratch, part, part + kv, nd->out->grad + at,
+                                      nd->out->data + at, nd->saved->data + ((size_t)b * nqb + qb) * w->heads * w->blk,
+                                      q->data + at, k->data + b * kv, v->data + b * kv, NULL,
+                                      whole_kv_segments(w, b, qb), 1, w->blk, L, w->heads, D / w->heads);
+            ArenaMarks staged = arena_marks(a);
+            const real *h = host_reals(a, part, 2 * kv);
+            exact_add(&s, b * kv, h, kv);
+            exact_add(&s, all + b * kv, h + kv, kv);
+            arena_release_marks(a, staged);
+        }
+    w->sum_group(&s, w->ctx); // every rank: every query's share
+    if (dk) exact_add_into(dk, &s, 0, all, a);
+    if (dv) exact_add_into(dv, &s, all, all, a);
+    arena_release_marks(a, mark);
+}
+
+Tensor *attention_whole_kv_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, Segments seg,
+                                 ExactSumFn sum_group, void *ctx) {
+    int B = q->shape[0], n = q->shape[1], L = k->shape[1], D = q->shape[2], blk = tp->exact->block;
+    CHECK(n % blk == 0 && D % heads == 0 && k->shape[0] == B && tensor_same_shape(k, v),
+          "attention_whole_kv_exact: %d queries in blocks of %d, %d heads of width %d", n, blk, heads, D);
+    Tensor *out = tensor_empty_like(tp->arena, q), *lse = tensor_empty(tp->arena, 3, B * (n / blk), heads, blk);
+    seg.id = op_input(tp->arena, seg.id, (size_t)B * seg.T * sizeof(int32_t));
+    WholeKV w = {seg, blk, heads, sum_group, ctx};
+    size_t kv = (size_t)L * D;
+    for (int b = 0; b < B; b++)
+        for (int qb = 0; qb < n / blk; qb++) { // the same calls whatever rank holds the block
+            size_t at = ((size_t)b * n + (size_t)qb * blk) * D;
+            attention_kernel_forward(tp->arena, out->data + at, lse->data + ((size_t)b * (n / blk) + qb) * heads * blk,
+                                     q->data + at, k->data + b * kv, v->data + b * kv, NULL,
+                                     whole_kv_segments(&w, b, qb), 1, blk, L, heads, D / heads);
+        }
+    Node *nd = tape_record(tp, "attention (keys whole, exact)", whole_kv_bwd, out, 3, q, k, v);
+    if (nd) {
+        WholeKV *kept = arena_alloc(arena_host(tp->arena), sizeof *kept);
+        *kept = w;
+        nd->ptr = kept, nd->saved = lse;
+    }
+    return out;
+}

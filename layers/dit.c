@@ -53,6 +53,11 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
                  c->mlp_ratio, c->hidden_size, c->mlp_ratio);
     else if (!(c->class_dropout_prob >= 0 && c->class_dropout_prob < 1)) // NaN too
         snprintf(buf, len, "class_dropout_prob %g must be in [0, 1)", c->class_dropout_prob);
+    else if (c->text && (c->text_len < 1 || c->text_len > DIT_MAX_TEXT_LEN))
+        snprintf(buf, len, "text_len %d must be in 1..%d", c->text_len, DIT_MAX_TEXT_LEN);
+    else if (c->text && (c->text_depth < 0 || c->text_depth > DIT_MAX_TEXT_DEPTH))
+        snprintf(buf, len, "text_depth %d must be in 0..%d", c->text_depth, DIT_MAX_TEXT_DEPTH);
+
     else
         return NULL;
     return buf;
@@ -77,6 +82,10 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     l[k++] = (Line){"in-context: K and V apart from the conditioning tokens", !ada * 2 * n * D};
     l[k++] = (Line){"attention projection", n * D};
     l[k++] = (Line){"gated residual 1", n * D};
+    // text: the cross-attention's q, output, log-sum-exp, projection and residual, and the
+    // caption's K and V (L tokens) with their slices
+    double H = c->num_heads, L = c->text ? c->text_len : 0;
+    l[k++] = (Line){"cross-attention", !!c->text * (n * (4 * D + H) + 4 * L * D)};
     *mlp = k;
     l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (D + 2)};
     l[k++] = (Line){"modulate 2", ada * n * D};
@@ -101,6 +110,9 @@ static int rest_lines(Line *l, const DiTConfig *c, double n, double B) {
     if (c->in_context)
         l[k++] = (Line){"in-context: the conditioning tokens, the joined and the final sequence",
                         (2 * DIT_CONTEXT_TOKENS + n) * D + n * D};
+    if (c->text) // embeddings, positions, and per layer what a plain block keeps (block_lines)
+        l[k++] = (Line){"text encoder", c->text_len * (3 * D + c->text_depth *
+                        (2 * (D + 2) + 10 * D + 2 * dit_mlp_hidden(c) + c->num_heads))};
     return k;
 }
 
@@ -116,6 +128,7 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     // in-context: the blocks run on the conditioning tokens too
     double nb = n + (c->in_context ? DIT_CONTEXT_TOKENS : 0), b = B;
     int mlp, k = block_lines(l, c, nb, &mlp);
+    double cross = l[mlp - 1].reals; // the cross-attention's line: kept under --recompute too
     double attn_half = sum_lines(l, mlp) + attn.kept, mlp_half = sum_lines(l + mlp, k - mlp);
     double block = attn_half + mlp_half, rest = sum_lines(l, rest_lines(l, c, n, b));
     int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
@@ -126,7 +139,7 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     // gradients of one block (tape.c frees the rest as it goes), or of one half
     double half = fmax(attn_half, mlp_half);
     bool again = pass == DIT_RECOMPUTE;
-    double kept = again ? 2 * c->depth * (double)n * c->hidden_size + half : c->depth * block;
+    double kept = again ? c->depth * (2 * (double)n * c->hidden_size + cross) + half : c->depth * block;
     double grads = again ? half : block;
     double reals;
     if (pass != DIT_FORWARD) // the blocks' activations and gradients, the residual stream's
@@ -190,26 +203,46 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
     m->t0_b = param(m, "t_embedder.mlp.0.bias", 1, D, 0, 0, 0);
     m->t2_w = param(m, "t_embedder.mlp.2.weight", 2, D, D, 0, 0);
     m->t2_b = param(m, "t_embedder.mlp.2.bias", 1, D, 0, 0, 0);
-    m->y_table = param(m, "y_embedder.embedding_table.weight", 2, rows, D, 0, 0);
+    if (!cfg->text) m->y_table = param(m, "y_embedder.embedding_table.weight", 2, rows, D, 0, 0);
+#define BLOCK_PARAM(field, suffix, ndim, d0, d1)                                                   \
+    snprintf(name, sizeof name, "%s.%d.%s", prefix, i, suffix);                                    \
+    b->field = param(m, name, ndim, d0, d1, 0, 0)
+#define PLAIN_BLOCK                                                                                \
+        BLOCK_PARAM(qkv_w, "attn.qkv.weight", 2, 3 * D, D);                                        \
+        BLOCK_PARAM(qkv_b, "attn.qkv.bias", 1, 3 * D, 0);                                          \
+        BLOCK_PARAM(proj_w, "attn.proj.weight", 2, D, D);                                          \
+        BLOCK_PARAM(proj_b, "attn.proj.bias", 1, D, 0);                                            \
+        BLOCK_PARAM(fc1_w, "mlp.fc1.weight", 2, M, D);                                             \
+        BLOCK_PARAM(fc1_b, "mlp.fc1.bias", 1, M, 0);                                               \
+        BLOCK_PARAM(fc2_w, "mlp.fc2.weight", 2, D, M);                                             \
+        BLOCK_PARAM(fc2_b, "mlp.fc2.bias", 1, D, 0)
+    if (cfg->text) {
+        m->w_table = param(m, "text_embedder.embedding_table.weight", 2, DIT_TEXT_VOCAB, D, 0, 0);
+        const char *prefix = "text_encoder.layers";
+        for (int i = 0; i < cfg->text_depth; i++) {
+            DiTBlock *b = &m->text_layers[i];
+            PLAIN_BLOCK;
+        }
+    }
     for (int i = 0; i < cfg->depth; i++) {
         DiTBlock *b = &m->blocks[i];
         ps_unit(&m->ps, true);
-#define BLOCK_PARAM(field, suffix, ndim, d0, d1)                                                   \
-    snprintf(name, sizeof name, "blocks.%d.%s", i, suffix);                                        \
-    b->field = param(m, name, ndim, d0, d1, 0, 0)
-        BLOCK_PARAM(qkv_w, "attn.qkv.weight", 2, 3 * D, D);
-        BLOCK_PARAM(qkv_b, "attn.qkv.bias", 1, 3 * D, 0);
-        BLOCK_PARAM(proj_w, "attn.proj.weight", 2, D, D);
-        BLOCK_PARAM(proj_b, "attn.proj.bias", 1, D, 0);
-        BLOCK_PARAM(fc1_w, "mlp.fc1.weight", 2, M, D);
-        BLOCK_PARAM(fc1_b, "mlp.fc1.bias", 1, M, 0);
-        BLOCK_PARAM(fc2_w, "mlp.fc2.weight", 2, D, M);
-        BLOCK_PARAM(fc2_b, "mlp.fc2.bias", 1, D, 0);
+        const char *prefix = "blocks";
+        PLAIN_BLOCK;
+        if (cfg->text) {
+            BLOCK_PARAM(xq_w, "cross_attn.q_linear.weight", 2, D, D);
+            BLOCK_PARAM(xq_b, "cross_attn.q_linear.bias", 1, D, 0);
+            BLOCK_PARAM(xkv_w, "cross_attn.kv_linear.weight", 2, 2 * D, D);
+            BLOCK_PARAM(xkv_b, "cross_attn.kv_linear.bias", 1, 2 * D, 0);
+            BLOCK_PARAM(xproj_w, "cross_attn.proj.weight", 2, D, D);
+            BLOCK_PARAM(xproj_b, "cross_attn.proj.bias", 1, D, 0);
+        }
         if (cfg->in_context) continue;
         BLOCK_PARAM(ada_w, "adaLN_modulation.1.weight", 2, 6 * D, D);
         BLOCK_PARAM(ada_b, "adaLN_modulation.1.bias", 1, 6 * D, 0);
-#undef BLOCK_PARAM
     }
+#undef PLAIN_BLOCK
+#undef BLOCK_PARAM
     int out = p * p * dit_out_channels(cfg);
     ps_unit(&m->ps, false);
     m->f_w = param(m, "final_layer.linear.weight", 2, out, D, 0, 0);
@@ -353,13 +386,20 @@ static void pack_positions(real *pos, const DiTPack *p, const int32_t *id, int T
         }
 }
 
+static bool plain_linear(const DiTBlock *b, const Tensor *w) {
+    return w == b->qkv_w || w == b->proj_w || w == b->fc1_w || w == b->fc2_w;
+}
+
 // weights the reference initializes xavier-uniform: the patch embedding and the block linears
+// (the text encoder's, and the cross-attention's but its output projection, zero as PixArt-alpha's)
 static bool is_xavier(const DiT *m, const Tensor *w) {
     if (w == m->x_w) return true;
     for (int i = 0; i < m->cfg.depth; i++) {
         const DiTBlock *b = &m->blocks[i];
-        if (w == b->qkv_w || w == b->proj_w || w == b->fc1_w || w == b->fc2_w) return true;
+        if (plain_linear(b, w) || (w && (w == b->xq_w || w == b->xkv_w))) return true;
     }
+    for (int i = 0; i < (m->cfg.text ? m->cfg.text_depth : 0); i++)
+        if (plain_linear(&m->text_layers[i], w)) return true;
     return false;
 }
 
@@ -373,7 +413,7 @@ void dit_init(DiT *m, uint64_t seed) {
         int fan_out = w->shape[0], fan_in = (int)(w->size / (size_t)fan_out);
         double a = sqrt(6.0 / (fan_in + fan_out));
         if (is_xavier(m, w)) rng_fill_uniform(w->data, w->size, seed, STREAM_PARAM(i), 0, -a, a);
-        else if (w == m->t0_w || w == m->t2_w || w == m->y_table)
+        else if (w == m->t0_w || w == m->t2_w || w == m->y_table || w == m->w_table)
             rng_fill_normal(w->data, w->size, seed, STREAM_PARAM(i), 0, 0.02);
         else memset(w->data, 0, w->size * sizeof(real)); // biases, adaLN-Zero, final layer
     }
@@ -455,6 +495,42 @@ static Tensor *mlp_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *c
     h = NAME(linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
     return NAME(gated_add(tp, x, per_token(tp, m[2], pt, sh, B, n), h), "residual2");
 }
+// ---- text: the captions' encoder and the blocks' cross-attention -----------------------------
+// A linear of tokens (B, T, C) that every rank of a group holds whole (a caption's): under --exact
+// as B T rows of one, each its own block, so that each rank adds the weight gradients of its share
+// of the rows (linear.c, as the conditioning's rows), the same bits for any rank count; else linear
+static Tensor *token_linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
+    if (!tp->exact) return linear(tp, x, w, b);
+    int B = x->shape[0], T = x->shape[1];
+    Tensor *y = linear(tp, tensor_reshape(tp->arena, x, 2, (int[]){B * T, x->shape[2]}), w, b);
+    return tensor_reshape(tp->arena, y, 3, (int[]){B, T, w->shape[0]});
+}
+
+typedef struct TextTokens {
+    Tensor *h;          // (images, L, D): the encoded captions, whole on every rank
+    const int32_t *seg; // (images, n + L): the cross-attention's images (kernels/segments.h): the
+                        // shard's n tokens 0, then the caption's words 0 and its padding -1
+} TextTokens;
+
+// PixArt-alpha's cross-attention after the self-attention, x (B, n, D) this rank's tokens:
+// x + proj(attention(q(x), k(text), v(text))), text padding masked. The caption's keys and values
+// come from the encoded captions that every rank holds whole: no collective in any layout, and
+// each rank's dK, dV hold its own queries' share, summed over the group with the parameters'
+// gradients (once).
+// Under --exact the queries go in canonical blocks and the caption's dK and dV are summed exactly
+// over the group (sh->sum_group), so that every rank holds all of them, and a caption's tokens are
+// rows of their own to the linears (token_linear).
+static Tensor *cross_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, int heads, const TextTokens *tt,
+                          const DiTShard *sh) {
+    int n = x->shape[1], D = x->shape[2], L = tt->h->shape[1];
+    Tensor *q = NAME(linear(tp, x, b->xq_w, b->xq_b), "cross.q");
+    Tensor *kv = token_linear(tp, tt->h, b->xkv_w, b->xkv_b);
+    Tensor *k = NAME(slice_last(tp, kv, 0, D), "cross.k"), *v = NAME(slice_last(tp, kv, D, D), "cross.v");
+    Segments seg = {tt->seg, n + L, 0, n};
+    Tensor *a = NAME(tp->exact ? attention_whole_kv_exact(tp, q, k, v, heads, seg, sh->sum_group, sh->attend_ctx)
+                               : attention(tp, q, k, v, heads, NULL, seg), "cross.out");
+    return NAME(add(tp, x, NAME(linear(tp, a, b->xproj_w, b->xproj_b), "cross.proj")), "cross.residual");
+}
 #undef NAME
 
 // ---- --recompute: each half of a block as one tape node that keeps its inputs and output only --
@@ -526,34 +602,36 @@ static Tensor *checkpoint(const DiT *m, int i, HalfFn half, Tape *tp, Tensor *x,
     return y;
 }
 
-// Block i: its modulation, the attention half, the MLP half; under --recompute with gradients
-// each half is a checkpoint
+// Block i: its modulation, the attention half, with text the cross-attention, the MLP half; under
+// --recompute with gradients each half is a checkpoint (the cross-attention keeps its tensors)
 static Tensor *block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor *c_act,
-                             const PackTokens *pt, const DiTShard *sh) {
+                             const PackTokens *pt, const DiTShard *sh, const TextTokens *tt) {
     Tensor *mod[6];
     block_modulation(&m->blocks[i], i, tp, c_act, pt, sh, x->shape[0], x->shape[1], mod);
-    if (sh->recompute && tp->grad_enabled) {
-        x = checkpoint(m, i, attention_half, tp, x, mod, pt, sh);
-        return checkpoint(m, i, mlp_half, tp, x, mod + 3, pt, sh);
-    }
-    x = attention_half(&m->blocks[i], i, tp, x, mod, m->cfg.num_heads, pt, sh);
-    return mlp_half(&m->blocks[i], i, tp, x, mod + 3, m->cfg.num_heads, pt, sh);
+    bool again = sh->recompute && tp->grad_enabled;
+    x = again ? checkpoint(m, i, attention_half, tp, x, mod, pt, sh)
+              : attention_half(&m->blocks[i], i, tp, x, mod, m->cfg.num_heads, pt, sh);
+    if (tt) x = cross_half(&m->blocks[i], i, tp, x, m->cfg.num_heads, tt, sh);
+    return again ? checkpoint(m, i, mlp_half, tp, x, mod + 3, pt, sh)
+                 : mlp_half(&m->blocks[i], i, tp, x, mod + 3, m->cfg.num_heads, pt, sh);
 }
 
-// An in-context block, a plain pre-norm transformer block: x (B, 2 + n, D), conditioning tokens
-// first. Names as in block_forward.
-static Tensor *plain_block_forward(const DiTBlock *b, int i, Tape *tp, Tensor *x, int heads,
-                                   const DiTShard *sh) {
+// A plain pre-norm transformer block, x (B, T, D): an in-context block (the conditioning tokens
+// first; prefix "blocks"), or a layer of the text encoder (its linears token_linear's, whose
+// outputs under --exact are views: a watched tape sees their values, not their gradients). Names
+// as in block_forward.
+static Tensor *plain_block_forward(const DiTBlock *b, const char *prefix, int i, Tape *tp, Tensor *x,
+                                   int heads, AttendFn attend, const int32_t *seg, void *ctx) {
     int D = x->shape[2];
-#define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
-    Tensor *qkv = linear(tp, NAME(layernorm(tp, x, LN_EPS), "norm1"), b->qkv_w, b->qkv_b);
+#define NAME(t, what) tape_name(tp, t, "%s.%d.%s", prefix, i, what)
+    Tensor *qkv = token_linear(tp, NAME(layernorm(tp, x, LN_EPS), "norm1"), b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
-    Tensor *a = NAME((sh->attend ? sh->attend : local_attend)(tp, q, k, v, heads, NULL, sh->attend_ctx), "attn.out");
-    x = NAME(add(tp, x, NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
+    Tensor *a = NAME(attend(tp, q, k, v, heads, seg, ctx), "attn.out");
+    x = NAME(add(tp, x, NAME(token_linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
     Tensor *h = NAME(layernorm(tp, x, LN_EPS), "norm2");
-    h = NAME(gelu(tp, NAME(linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
-    h = NAME(linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
+    h = NAME(gelu(tp, NAME(token_linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
+    h = NAME(token_linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
     return NAME(add(tp, x, h), "residual2");
 #undef NAME
 }
@@ -583,12 +661,41 @@ static Tensor *in_context_forward(DiT *m, Tape *tp, Tensor *x, Tensor *temb, Ten
     for (int i = 0; i < c->depth; i++) {
         size_t mark = arena_mark(tp->arena);
         x = ps_open(&m->ps, tp, dit_block_unit(i), x);
-        x = plain_block_forward(&m->blocks[i], i, tp, x, c->num_heads, sh);
+        x = plain_block_forward(&m->blocks[i], "blocks", i, tp, x, c->num_heads,
+                                sh->attend ? sh->attend : local_attend, NULL, sh->attend_ctx);
         x = ps_close(&m->ps, tp, dit_block_unit(i), x);
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates
     }
     x = tape_name(tp, layernorm(tp, dit_tokens_of(tp, x, DIT_CONTEXT_TOKENS, n), LN_EPS), "final_layer.norm");
     return tape_name(tp, linear(tp, x, m->f_w, m->f_b), "final_layer.out");
+}
+
+// ids (images, L) -> TextTokens of a shard of n tokens: each word's embedding plus the 1-D sin-cos
+// position of its place (dit_pos_embed_at's row 0), then text_depth plain blocks whose attention
+// sees the caption's words only (a padding token's query sees padding only; its output is never
+// read). Every rank of a sequence group runs it on the whole caption.
+static TextTokens text_tokens(const DiT *m, Tape *tp, const int64_t *ids, int images, int n) {
+    const DiTConfig *c = &m->cfg;
+    int L = c->text_len, D = c->hidden_size;
+    Arena *host = arena_host(tp->arena);
+    int32_t *words = arena_alloc(host, (size_t)images * L * sizeof(int32_t));
+    int32_t *seg = arena_alloc(host, (size_t)images * (n + L) * sizeof(int32_t));
+    for (int b = 0; b < images; b++)
+        for (int j = 0; j < n + L; j++) {
+            int32_t w = j < n ? 0 : ids[(size_t)b * L + j - n] ? 0 : -1;
+            seg[(size_t)b * (n + L) + j] = w;
+            if (j >= n) words[(size_t)b * L + j - n] = w;
+        }
+    real *at = arena_alloc(host, (size_t)L * D * sizeof(real));
+    for (int j = 0; j < L; j++) dit_pos_embed_at(at + (size_t)j * D, 0, j, D);
+    Tensor *pos = tensor_new(tp->arena, 3, 1, L, D);
+    copy_bytes(pos->data, at, pos->size * sizeof(real));
+    Tensor *e = tensor_reshape(tp->arena, embedding(tp, m->w_table, ids, images * L), 3, (int[]){images, L, D});
+    Tensor *h = tape_name(tp, add(tp, e, pos), "text_embedder");
+    for (int i = 0; i < c->text_depth; i++)
+        h = plain_block_forward(&m->text_layers[i], "text_encoder.layers", i, tp, h, c->num_heads,
+                                local_attend, words, NULL);
+    return (TextTokens){tape_name(tp, h, "text_encoder"), seg};
 }
 
 static DiTShard whole(const DiT *m, const DiTShard *sh) {
@@ -661,12 +768,17 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     temb = linear(tp, silu(tp, temb), m->t2_w, m->t2_b);
     if (c->in_context)
         return in_context_forward(m, tp, x, temb, embedding(tp, m->y_table, y, images), &sh);
-    Tensor *c_act = silu(tp, tape_name(tp, add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
+    TextTokens tt = {0};
+    if (c->text) {
+        CHECK(!sh.pack, "text conditioning of packs (--max-tokens) is not built; leave out --max-tokens");
+        tt = text_tokens(m, tp, y, images, sh.n);
+    }
+    Tensor *c_act = silu(tp, tape_name(tp, c->text ? temb : add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
     // without gradients each block's output replaces its intermediates and the block before's output
     size_t mark = arena_mark(tp->arena);
     for (int i = 0; i < c->depth; i++) {
         x = ps_open(&m->ps, tp, dit_block_unit(i), x);
-        x = ps_close(&m->ps, tp, dit_block_unit(i), block_forward(m, i, tp, x, c_act, &pt, &sh));
+        x = ps_close(&m->ps, tp, dit_block_unit(i), block_forward(m, i, tp, x, c_act, &pt, &sh, c->text ? &tt : NULL));
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark);
     }
     // final layer

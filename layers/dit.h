@@ -19,7 +19,19 @@ typedef struct DiTConfig {
     // tokens in front of the sequence, every rank holding them, instead of adaLN: plain blocks
     // (no adaLN_modulation, no gates), dropped before a final layer without adaLN
     bool in_context;
+    // Text conditioning (docs/text.md; false: class labels): y holds each image's caption, text_len
+    // token ids (data/caption.h, 0 padding); a text encoder of text_depth pre-norm transformer
+    // layers; each block attends to it by text_attn; c is the timestep's embedding alone
+    bool text;
+    int text_len, text_depth;
+    int text_attn; // DIT_TEXT_CROSS or DIT_TEXT_JOINT
 } DiTConfig;
+
+enum { DIT_TEXT_CROSS, DIT_TEXT_JOINT };
+#define DIT_MAX_TEXT_LEN 256
+#define DIT_MAX_TEXT_DEPTH 16
+#define DIT_TEXT_VOCAB 53 // rows of the word embedding: padding, then the captions' 52 words
+                          // (data/caption.h holds them to it)
 
 typedef struct DiTBlock {
     Tensor *qkv_w, *qkv_b;   // (3D, D), (3D): attn.qkv
@@ -27,6 +39,9 @@ typedef struct DiTBlock {
     Tensor *fc1_w, *fc1_b;   // (M, D), (M): mlp.fc1, M = D * mlp_ratio
     Tensor *fc2_w, *fc2_b;   // (D, M), (D): mlp.fc2
     Tensor *ada_w, *ada_b;   // (6D, D), (6D): adaLN_modulation.1; NULL in-context
+    // --text-attn cross (PixArt-alpha's names): cross_attn.q_linear (D, D), cross_attn.kv_linear
+    // (2D, D), cross_attn.proj (D, D); NULL otherwise
+    Tensor *xq_w, *xq_b, *xkv_w, *xkv_b, *xproj_w, *xproj_b;
 } DiTBlock;
 
 // Config limits, shared by the training flags and checkpoints' metadata; they keep every
@@ -48,7 +63,11 @@ typedef struct DiT {
     Tensor *x_w, *x_b;         // (D, C, p, p), (D): x_embedder.proj
     Tensor *t0_w, *t0_b;       // (D, 256), (D): t_embedder.mlp.0
     Tensor *t2_w, *t2_b;       // (D, D), (D): t_embedder.mlp.2
-    Tensor *y_table;           // (classes [+1], D): y_embedder.embedding_table
+    Tensor *y_table;           // (classes [+1], D): y_embedder.embedding_table; NULL with text
+    // --cond text: the caption's encoder, text_embedder.embedding_table (words + 1, D; row 0 the
+    // padding's) and text_encoder.layers.<j>, plain pre-norm blocks (no adaLN)
+    Tensor *w_table;
+    DiTBlock text_layers[DIT_MAX_TEXT_DEPTH];
     DiTBlock blocks[DIT_MAX_DEPTH];
     Tensor *f_w, *f_b;         // (p*p*C_out, D), (p*p*C_out): final_layer.linear
     Tensor *f_ada_w, *f_ada_b; // (2D, D), (2D): final_layer.adaLN_modulation.1; NULL in-context
@@ -104,6 +123,9 @@ typedef struct DiTShard {
     // packs: dit_loss divides by pack_tokens x the values of a token instead: the real tokens of
     // all images of the global batch (other micro-batches' and data groups' too); 0: this pack's
     long pack_tokens;
+    // --exact: adds exact sums over the sequence group's ranks (each gets the sum), for the
+    // gradients of what every rank holds whole (a caption's keys and values); ctx attend_ctx
+    ExactSumFn sum_group;
     // --recompute: a step with gradients keeps the input of each block's attention and MLP
     // halves only and runs the half's forward again in backward, with the same kernels in the
     // same order (the same gradients)
@@ -178,7 +200,8 @@ void dit_copy(DiT *dst, const DiT *src);
 void dit_init(DiT *m, uint64_t seed);
 void dit_free(DiT *m);
 
-// img (B,C,H,W), t (B), y (B) -> tokens (B, n, p*p*C_out) for the shard's tokens, rows laid out
+// img (B,C,H,W), t (B), y (B) (with text conditioning y is (B, text_len): each image's caption as
+// token ids, 0 padding) -> tokens (B, n, p*p*C_out) for the shard's tokens, rows laid out
 // (i, j, c). Tokens past T are padding: their outputs are meaningless and must be masked. With
 // shard->pack, img is the packs' strip (B, C, p, T p), t and y are per image of the pack (its
 // order), and padding is every token of no image.

@@ -46,6 +46,13 @@ typedef void (*ExactReduceFn)(Arena *a, real *d, const ExactSum *d_all, int B, i
 Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all, Tensor *v_all,
                         int kfirst, int heads, const uint8_t *key_mask, Segments seg,
                         ExactReduceFn reduce, void *ctx);
+// --exact, keys that every rank of the group holds whole (a caption's): q (B,n,D) this rank's
+// queries, n a multiple of the tape's canonical block; k, v (B,L,D); seg as attention's. Each
+// query block's share of dK and dV goes into exact sums, which sum_group adds over the group's
+// ranks (all of them get every query's share): the same bits for any split of the queries.
+typedef void (*ExactSumFn)(ExactSum *s, void *ctx);
+Tensor *attention_whole_kv_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, Segments seg,
+                                 ExactSumFn sum_group, void *ctx);
 // q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D);
 // seg: the images of packed rows, a query attends only to its own image's keys (segments.h), or
 // NO_SEGMENTS. Labels, masks and ids may be host memory for ops on the device too (copied up).

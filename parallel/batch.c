@@ -8,6 +8,7 @@
 #include "sp.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *sp_batch_slice(const SeqParallel *sp, int B, int *first, int *count, char *buf, size_t len) {
     if (B % sp->dp)
@@ -111,7 +112,30 @@ void sp_sum_unit(SeqParallel *sp, ParamStore *ps, int u) {
     else RUN(ps->device, add_rows, ps->slice + U->slice, n, g + mine, n, n, 1);
 }
 
+// The text encoder's parameters (text_embedder.*, text_encoder.*, registered one after another) as
+// the range [*at, *at + *n) of the flat buffer; n 0 when the model has none
+static void text_range(const ParamStore *ps, size_t *at, size_t *n) {
+    *at = *n = 0;
+    for (int i = 0; i < ps->n; i++)
+        if (!strncmp(ps->t[i]->name, "text_", 5)) {
+            if (!*n) *at = ps->offset[i];
+            *n = ps->offset[i] + ps->t[i]->size - *at;
+        }
+}
+
 void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
+    // the text-grad-unsummed bug: the text encoder, which every rank of a sequence group runs on the
+    // whole caption, taken for a module whose gradient each rank holds whole (as if its rows were
+    // not the rank's image tokens' share): summed over the data groups only
+    size_t t_at, t_n = 0;
+    real *text = NULL;
+    if (sp->bugs & BUG_TEXT_GRAD_UNSUMMED) text_range(ps, &t_at, &t_n);
+    if (t_n) {
+        CHECK(ps->shards == 1, "the text-grad-unsummed bug runs with a whole store: leave out --zero");
+        text = xmalloc(t_n * sizeof(real));
+        copy_bytes(text, ps->grads + t_at, t_n * sizeof(real));
+        if (sp->data) comm_all_reduce(sp->data, COMM_REAL, text, t_n);
+    }
     Comm *over = grad_group(sp);
     for (int u = 0; u < ps->units; u++) {
         const PsUnit *U = &ps->unit[u];
@@ -124,6 +148,8 @@ void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
         }
     }
     if (sp->exact) ps_exact_slice(ps);
+    if (text) copy_bytes(ps->grads + t_at, text, t_n * sizeof(real));
+    free(text);
 }
 
 void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em) {

@@ -28,6 +28,7 @@ static const BugInfo bugs[] = {
     {"ulysses-replicated-kv", BUG_ULYSSES_REPLICATED_KV, SP_ALL_TO_ALL, "vllm-omni #6930", "--in-context --heads 4", NULL},
     {"pack-mask-crosses-images", BUG_PACK_MASK_CROSSES, PACKS, NULL, "", NULL},
     {"pack-positions-from-shard", BUG_PACK_POSITIONS_FROM_SHARD, PACKS, "Megatron-LM #5243", "", NULL},
+    {"text-grad-unsummed", BUG_TEXT_GRAD_UNSUMMED, ANY, NULL, "--cond text", NULL},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 

@@ -28,6 +28,8 @@ enum {
                                          // holds, exchanged again: counted P times
     BUG_PACK_MASK_CROSSES = 1 << 20,    // packs: images of a pack attend to each other
     BUG_PACK_POSITIONS_FROM_SHARD = 1 << 21, // packs: positions restart at each shard
+    BUG_TEXT_GRAD_UNSUMMED = 1 << 24,   // --cond text: the text encoder's gradients not summed over
+                                        // the sequence group (each rank keeps its tokens' share)
 };
 enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2, BUG_MICRO_BATCHES = -3, BUG_PACKS = -4 };
 typedef struct BugInfo { // a row of the bug table

@@ -39,7 +39,8 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         int i0 = pack ? dit_pack_rows(pack, first, n, &rows) : first, images = pack ? rows.n : n;
         DiTShard sh = sp_loss_shard(sp, n, batch, pack ? &rows : NULL, (long)batch_tokens);
         Tensor *tokens = dit_forward(m, &tp, tensor_rows(arena, x, first, n),
-                                     tensor_rows(arena, t, i0, images), y + i0, &sh);
+                                     tensor_rows(arena, t, i0, images),
+                                     y + (size_t)i0 * (m->cfg.text ? m->cfg.text_len : 1), &sh);
         Tensor *l = dit_loss(m, &tp, tokens, tensor_rows(arena, target, first, n), &sh);
         backward(&tp, l);
         loss += tensor_item(l);

@@ -6,7 +6,7 @@
 #include "sp.h"
 
 // Zeroes m's gradients; forward and backward of this data group's n images of a global batch of
-// `batch`, x (n, C, S, S), t (n), y (n) against target (n, Ct, S, S), one micro-batch at a time in
+// `batch`, x (n, C, S, S), t (n), y (n; with text conditioning (n, text_len)) against target (n, Ct, S, S), one micro-batch at a time in
 // `arena` (each freed before the next); then the gradients summed over every rank. Returns the
 // global mean loss. out, when not NULL, receives the data group's output images (n, C_out, S, S),
 // or with packs their strips (n, C_out, p, T p), zero where no image is.

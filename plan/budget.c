@@ -101,12 +101,12 @@ ProbeArenas budget_probe(const SeqParallel *sp, const DiTConfig *c, int B, int c
 }
 
 bool budget_sample_guided(const DiTConfig *c, double cfg_scale) {
-    return cfg_scale != 1 && c->class_dropout_prob > 0;
+    return cfg_scale != 1 && (c->text || c->class_dropout_prob > 0); // text: the empty caption
 }
 
 size_t budget_sample_pass(const SeqParallel *sp, const DiTConfig *c, int rows) {
     size_t S = (size_t)c->input_size, in = c->in_channels * S * S, out = dit_out_channels(c) * S * S;
-    return sp_step_bytes(sp, c, rows, false) + (size_t)rows * ((in + out + 1) * sizeof(real) + sizeof(int64_t)) +
+    return sp_step_bytes(sp, c, rows, false) + (size_t)rows * ((in + out + 1) * sizeof(real) + (c->text ? c->text_len : 1) * sizeof(int64_t)) +
            8 * ARENA_ALIGN;
 }
 

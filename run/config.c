@@ -74,10 +74,15 @@ static void settle(TrainConfig *tc, bool out_given, bool cfg_given) {
         strcpy(tc->preset, "custom");
     if (tc->resume[0] && !out_given) strcpy(tc->out, tc->resume);
     else if (!out_given) default_out(tc->out);
-    if (tc->cfg_scale != 1 && tc->model.class_dropout_prob == 0) { // no null class to guide with
+    if (!m->text && tc->text_dropout > 0)
+        usage_error("--text-dropout drops captions, which --cond class does not have; add --cond text "
+                    "or leave it out");
+    // no null class, or null caption, to guide with
+    if (tc->cfg_scale != 1 && (m->text ? tc->text_dropout : m->class_dropout_prob) == 0) {
         if (cfg_given)
-            usage_error("--cfg-scale %g needs the null class that label dropout trains; pass "
-                        "--class-dropout above 0, or --cfg-scale 1", tc->cfg_scale);
+            usage_error("--cfg-scale %g needs the null %s that %s dropout trains; pass --%s-dropout "
+                        "above 0, or --cfg-scale 1", tc->cfg_scale, m->text ? "caption" : "class",
+                        m->text ? "caption" : "label", m->text ? "text" : "class");
         tc->cfg_scale = 1;
     }
     if (tc->log_every == 0) tc->log_every = tc->steps >= 20 ? tc->steps / 20 : 1;
@@ -100,9 +105,24 @@ const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *b
     return NULL;
 }
 
+void train_config_check_text(const TrainConfig *tc) {
+    const DiTConfig *m = &tc->model;
+    if (!m->text && (tc->parallel.bugs & BUG_TEXT_GRAD_UNSUMMED))
+        usage_error("the text-grad-unsummed bug leaves the text encoder's gradients unsummed; add --cond text");
+    if (!m->text) return;
+    if (m->in_context)
+        usage_error("--cond text attends to the caption in every block; it does not combine with "
+                    "--in-context (leave out one of them)");
+    if (m->text_attn != DIT_TEXT_CROSS)
+        usage_error("--text-attn joint (SD3's MMDiT blocks) is not built yet; pass --text-attn cross");
+}
+
 void train_config_check_packs(const TrainConfig *tc) {
     const DiTConfig *m = &tc->model;
     if (!tc->max_tokens) return;
+    if (m->text)
+        usage_error("--cond text does not run with --max-tokens yet (each image of a pack would need "
+                    "its own caption); leave out one of them");
     if (!strcmp(tc->data, "shapes"))
         usage_error("--max-tokens packs the images of a folder; it does not run with the shapes "
                     "data (pass --data DIR)");

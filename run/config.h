@@ -13,6 +13,9 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank);
 // --max-tokens (packs) with what it does not run with yet: a usage error (at a run's start, so
 // that config.json keeps any combination)
 void train_config_check_packs(const TrainConfig *tc);
+// --cond text against the settings it does not run with yet (--in-context, --text-attn joint);
+// a usage error if so
+void train_config_check_text(const TrainConfig *tc);
 // NULL when every --sample-sizes size fits model m: each side a multiple of the patch, at most
 // the tokens of --input-size; else the sentence
 const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *buf, size_t len);

@@ -167,6 +167,26 @@ static void format_sizes(const void *field, char *buf, size_t len) {
         used += (size_t)snprintf(buf + used, len - used, "%s%dx%d", i ? "," : "", z->h[i], z->w[i]);
 }
 
+static const char *cond_names(void) { return "class, text"; }
+static const char *parse_cond(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    if (strcmp(text, "class") && strcmp(text, "text")) return unknown(s, "conditioning", text, buf, len);
+    *(bool *)field = !strcmp(text, "text");
+    return NULL;
+}
+static void format_cond(const void *field, char *buf, size_t len) {
+    snprintf(buf, len, "%s", *(const bool *)field ? "text" : "class");
+}
+
+static const char *text_attn_names(void) { return "cross, joint"; }
+static const char *parse_text_attn(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    if (strcmp(text, "cross") && strcmp(text, "joint")) return unknown(s, "text attention", text, buf, len);
+    *(int *)field = strcmp(text, "cross") ? DIT_TEXT_JOINT : DIT_TEXT_CROSS;
+    return NULL;
+}
+static void format_text_attn(const void *field, char *buf, size_t len) {
+    snprintf(buf, len, "%s", *(const int *)field == DIT_TEXT_JOINT ? "joint" : "cross");
+}
+
 static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole number", NULL, parse_int, format_int},
     DOUBLE_TEXT = {sizeof(double), AS_REAL, "%g", "a number", NULL, parse_double, format_double},
     U64_TEXT = {sizeof(uint64_t), AS_INTEGER, NULL, "a non-negative whole number", NULL, parse_u64, format_u64},
@@ -178,7 +198,10 @@ static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole n
                    parse_layout, format_layout},
     DEVICE_NAME = {sizeof(bool), AS_STRING, NULL, "a device", device_names, parse_device, format_device},
     BUG_NAMES = {sizeof(unsigned), AS_STRING, NULL, "bug names", bug_names, parse_bugs, format_bugs},
-    SIZES_TEXT = {sizeof(SampleSizes), AS_STRING, NULL, "pixel sizes", NULL, parse_sizes, format_sizes};
+    SIZES_TEXT = {sizeof(SampleSizes), AS_STRING, NULL, "pixel sizes", NULL, parse_sizes, format_sizes},
+    COND_NAME = {sizeof(bool), AS_STRING, NULL, "class or text", cond_names, parse_cond, format_cond},
+    TEXT_ATTN_NAME = {sizeof(int), AS_STRING, NULL, "cross or joint", text_attn_names, parse_text_attn,
+                      format_text_attn};
 
 // --device cuda needs a GPU here: said before any work
 static const char *device_check(const TrainConfig *tc, char *buf, size_t len) {
@@ -234,6 +257,23 @@ const Setting settings[] = {
      "condition by two tokens (time, class) in front of the sequence, held\n"
      "by every rank, instead of adaLN: DiT's in-context variant (layouts\n"
      "gather and all-to-all)"},
+    {"cond", "--cond", "class|text", &COND_NAME, OFF(model.text), 0, 0,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "condition on class labels or on captions (default {default}; text:\n"
+     "the shapes' captions, or a .txt beside each image of a folder;\n"
+     "docs/text.md)"},
+    {"text_len", "--text-len", "L", &INT_TEXT, OFF(model.text_len), 1, DIT_MAX_TEXT_LEN,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "--cond text: tokens a caption is padded to (default {default})"},
+    {"text_depth", "--text-depth", "N", &INT_TEXT, OFF(model.text_depth), 0, DIT_MAX_TEXT_DEPTH,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "--cond text: pre-norm transformer layers of the text encoder, after\n"
+     "its token embeddings (default {default})"},
+    {"text_attn", "--text-attn", "cross|joint", &TEXT_ATTN_NAME, OFF(model.text_attn), 0, 0,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "--cond text: cross-attention to the caption after each block's\n"
+     "self-attention (PixArt-alpha), or joint attention over [caption;\n"
+     "image] with weights per stream (SD3's MMDiT) (default {default})"},
 
     {"steps", "--steps", "N", &INT_TEXT, OFF(steps), 1, 1 << 30,
      FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, NULL, "training",
@@ -273,6 +313,10 @@ const Setting settings[] = {
      "image with its own positions and attending only to itself; at most\n"
      "the tokens of --input-size (default {default}: square images; probe:\n"
      "--make-batch writes rows of packs)"},
+    {"text_dropout", "--text-dropout", "P", &DOUBLE_TEXT, OFF(text_dropout), 0, 0.99,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "--cond text: replace a caption by the empty one with probability P,\n"
+     "for classifier-free guidance (default {default})"},
     {"threads", "--threads", "T", &INT_TEXT, OFF(threads), 1, 1024,
      FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
      "threads per rank, GEMM and other loops (default: cores / ranks\n"
@@ -377,7 +421,8 @@ const Setting settings[] = {
      "loss-times-sp, shard-pos-embed, pad-mask-off-by-one (any layout);\n"
      "lse-overflow (ring, hybrid; shows with --qkv-gain 10);\n"
      "ulysses-replicated-kv (all-to-all, with --in-context);\n"
-     "pack-mask-crosses-images, pack-positions-from-shard (with --max-tokens)"},
+     "pack-mask-crosses-images, pack-positions-from-shard (with --max-tokens);\n"
+     "text-grad-unsummed (with --cond text)"},
     {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
      FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,
      "where the step runs (default {default}); cuda: each rank on GPU local rank\n"
@@ -394,7 +439,8 @@ _Static_assert(sizeof settings / sizeof settings[0] == SETTINGS, "SETTINGS must 
 
 void train_config_defaults(TrainConfig *tc) {
     *tc = (TrainConfig){
-        .model = {.input_size = 20, .in_channels = 3, .num_classes = 10, .class_dropout_prob = 0.1},
+        .model = {.input_size = 20, .in_channels = 3, .num_classes = 10, .class_dropout_prob = 0.1,
+                  .text_len = 12, .text_depth = 1},
         .steps = 8000, .batch = 32, .lr = 1e-3, .clip_norm = 1.0, .ema = 0.999, .seed = 0, .qkv_gain = 1,
         .log_every = 0, .save_every = -1, .sample_steps = 25, .samples_per_class = 8, .cfg_scale = 3.0,
         .parallel = sp_options_default(),

@@ -7,6 +7,7 @@
 #include "../plan/budget.h"
 #include "../run/checkpoint.h"
 #include "../run/config.h"
+#include "../data/caption.h"
 #include "../data/data.h"
 #include "../run/flags.h"
 #include "../run/outfile.h"
@@ -185,7 +186,8 @@ ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *s
     DiTPack *pack = packs ? load_pack(st, path, (int)B64, (int)(W / p), arena) : NULL;
     int64_t n64 = pack ? pack->n : B64; // times and labels: per image
     const StTensor *ts = batch_tensor(st, path, "t", false, 1, &n64);
-    const StTensor *ys = batch_tensor(st, path, "y", true, 1, &n64);
+    int L = cfg->text ? cfg->text_len : 1; // text: y holds each image's caption, (n, L) token ids
+    const StTensor *ys = batch_tensor(st, path, "y", true, cfg->text ? 2 : 1, (int64_t[]){n64, L});
     // the target: every output channel, or (learn_sigma) the velocity's alone, as training and
     // --make-batch write it
     const StTensor *g = st_find(st, "target");
@@ -193,12 +195,18 @@ ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *s
     const StTensor *gs = batch_tensor(st, path, "target", false, 4, (int64_t[]){B64, Ct, H, W});
     int B = (int)B64, n = (int)n64;
     ProbeBatch b = {tensor_new(arena, 4, B, cfg->in_channels, (int)H, (int)W), tensor_new(arena, 1, n),
-                    tensor_new(arena, 4, B, Ct, (int)H, (int)W), arena_alloc(arena, (size_t)n * sizeof(int64_t)), pack};
+                    tensor_new(arena, 4, B, Ct, (int)H, (int)W), arena_alloc(arena, (size_t)n * L * sizeof(int64_t)), pack};
     batch_into(b.x, xs, path);
     batch_into(b.t, ts, path);
     batch_into(b.target, gs, path);
-    int classes = cfg->num_classes, rows = m->y_table->shape[0]; // rows: +1 for a null class
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n * L && cfg->text; i++) {
+        b.y[i] = batch_int(ys, (size_t)i);
+        if (!caption_word((int)b.y[i]) && b.y[i])
+            usage_error("--batch %s: y[%d][%d] = %lld is not a word of the captions' vocabulary (1 to "
+                        "%d, or 0 for padding)", path, i / L, i % L, (long long)b.y[i], caption_vocab_size());
+    }
+    int classes = cfg->num_classes, rows = m->y_table ? m->y_table->shape[0] : 0; // +1: a null class
+    for (int i = 0; i < n && !cfg->text; i++) {
         b.y[i] = batch_int(ys, (size_t)i);
         if (b.y[i] < 0 || b.y[i] >= rows) {
             char null[64] = "";
@@ -224,16 +232,18 @@ void probe_write_batch(const char *ckpt, const char *path, int B, int step, cons
     Data data;
     if (data_open(&data, source, c->input_size, c->in_channels, c->num_classes, err, sizeof err))
         usage_error("--data: %s", err);
+    if (c->text && data_captions(&data, c->text_len, err, sizeof err)) usage_error("--data: %s", err);
     data.max_tokens = max_tokens, data.patch = c->patch_size;
     Batch b = max_tokens ? batch_alloc_packs(0, B, B, c->in_channels, c->patch_size, max_tokens)
-                         : batch_alloc(0, B, B, c->in_channels, c->input_size);
+                         : batch_alloc(0, B, B, c->in_channels, c->input_size, c->text ? c->text_len : 1);
     batch_make(&b, &data, 0, c->class_dropout_prob, c->num_classes, step);
     int n = b.pack ? b.pack->n : B; // the times and labels are per image
     StWriter *w = st_writer_new();
     st_writer_add_real(w, "x", 4, b.xt->shape, b.xt->data);
     st_writer_add_real(w, "t", 1, (int[]){n}, b.t->data);
     st_writer_add_real(w, "target", 4, b.v->shape, b.v->data);
-    st_writer_add(w, "y", ST_I64, 1, (int64_t[]){n}, b.y);
+    if (c->text) st_writer_add(w, "y", ST_I64, 2, (int64_t[]){n, c->text_len}, b.y);
+    else st_writer_add(w, "y", ST_I64, 1, (int64_t[]){n}, b.y);
     int64_t *images = xmalloc((size_t)4 * n * sizeof(int64_t));
     for (int i = 0; b.pack && i < n; i++) {
         const DiTImage *im = &b.pack->img[i];

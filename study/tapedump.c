@@ -7,8 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+// A tensor of the captions' tokens, which every rank holds whole (layers/dit.c names them): the
+// text encoder's (text_*) and the cross-attention's keys and values (blocks.<i>.cross.k, .v); a
+// caption may have as many tokens as a shard
+static bool caption_tensor(const char *name) {
+    size_t n = strlen(name);
+    return !strncmp(name, "text_", 5) ||
+           (n > 8 && (!strcmp(name + n - 8, ".cross.k") || !strcmp(name + n - 8, ".cross.v")));
+}
+
 // t (B, n, X) this rank's tokens, or (B, R + n, X) the R in-context conditioning tokens and this
-// rank's, or (B, ...) one row per image, or the loss: in the one-rank layout on the host (rank 0's
+// rank's, or (B, ...) one row per image (a caption's tokens too), or the loss: in the one-rank layout on the host (rank 0's
 // copy; (B, R + T, X) for in-context tokens), freed by the caller
 static real *one_rank_layout(Tape *tp, SeqParallel *sp, const Tensor *t, bool grad, int *ndim, int *shape) {
     Arena *a = tp->arena;
@@ -22,7 +31,7 @@ static real *one_rank_layout(Tape *tp, SeqParallel *sp, const Tensor *t, bool gr
     real *local = NULL;
     size_t per_image;
     int R = t->ndim == 3 && t->shape[1] == sp->shard.n + sp->context ? sp->context : 0;
-    if (t->ndim == 3 && t->shape[1] == sp->shard.n + R) { // tokens: the sequence group's, padding
+    if (t->ndim == 3 && t->shape[1] == sp->shard.n + R && !caption_tensor(t->name)) { // tokens: the sequence group's, padding
         // dropped, after the conditioning tokens (every rank's copy; their gradient, each rank's
         // share, summed)
         int X = t->shape[2], n = sp->shard.n;

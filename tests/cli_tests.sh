@@ -705,5 +705,30 @@ msg=$($MPIRUN -np 2 "$TRAIN" probe --ckpt "$WORK/sigma/model.safetensors" --batc
 if [ $rc = 0 ] && [ -f "$WORK/sigma/r.safetensors" ]; then ok "probe of a --learn-sigma checkpoint on its own --make-batch: $(echo "$msg" | tail -1)"
 else bad "probe of a --learn-sigma checkpoint on its own --make-batch (exit $rc): $msg"; fi
 
+# text conditioning (docs/text.md): what it does not run with, captions that do not fit, a tiny
+# run with its prompts' grid, and prompts that name a word outside the vocabulary
+expect_usage "unknown conditioning 'words'" --cond words
+expect_usage "--text-attn joint (SD3's MMDiT blocks) is not built yet" --cond text --text-attn joint
+expect_usage "--text-dropout drops captions, which --cond class does not have" --text-dropout 0.1
+expect_usage "the shapes' captions have up to 9 words; pass --text-len 9 or more" --cond text --text-len 8
+expect_usage "has no caption: --cond text reads each image's caption from the .txt file beside it" \
+  --model DiT-tiny/2 --input-size 16 --data "$WORK/mixed" --cond text
+expect_usage "the text-grad-unsummed bug leaves the text encoder's gradients unsummed; add --cond text" --inject-bug text-grad-unsummed
+$TRAIN --model DiT-tiny/2 --input-size 8 --cond text --text-dropout 0.2 --batch 4 --steps 2 --sample-steps 1 \
+  --samples-per-class 1 --out "$WORK/text" >/dev/null 2>&1
+if [ -f "$WORK/text/samples.png" ]; then ok "a --cond text run draws its samples.png (the data's first captions)"
+else bad "a --cond text run wrote no samples.png"; fi
+msg=$($TRAIN sample --ckpt "$WORK/text" --prompt "a red circle" --prompt "two blue dots at the top" \
+  --sample-steps 1 --cfg-scale 2 --out "$WORK/text/prompts.png" 2>&1); rc=$?
+if [ $rc = 0 ] && [ -f "$WORK/text/prompts.png" ]; then ok "sample --prompt twice, guided by the empty caption"
+else bad "sample --prompt (exit $rc): $msg"; fi
+msg=$($TRAIN sample --ckpt "$WORK/text" --prompt "a red unicorn" --out "$WORK/text/never.png" 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$msg" | grep -q "the word 'unicorn' is not in the captions' vocabulary" && [ ! -e "$WORK/text/never.png" ]
+then ok "sample --prompt with a word outside the vocabulary: exit 2, the word named"
+else bad "sample --prompt 'a red unicorn' (exit $rc): $msg"; fi
+msg=$($TRAIN sample --ckpt "$WORK/sigma" --prompt "a red circle" --out "$WORK/sigma/never.png" 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$msg" | grep -q "is class-conditioned"; then ok "sample --prompt of a class-conditioned checkpoint: exit 2"
+else bad "sample --prompt of a class checkpoint (exit $rc): $msg"; fi
+
 echo "cli tests: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -95,6 +95,15 @@ resumed zero-resumed-3-0 4 3 1 0
 resumed zero-resumed-1-3 2 1 4 3
 train heads5-one 1 --hidden 80 --heads 5 || exit 1
 same heads5-one heads5-all-to-all-3 3 --hidden 80 --heads 5 --sp-attention all-to-all
+# captions (--cond text): the caption's keys and values whole on every rank, their gradients summed
+# exactly over the group; all-to-all with 4 heads over 3 ranks (uneven), hybrid with --recompute,
+# data groups in micro-batches with --zero 1; unsummed text encoder gradients differ
+TEXT="--cond text --text-dropout 0.2 --cfg-scale 2"
+train text-one 1 $TEXT || exit 1
+same text-one text-all-to-all-3 3 $TEXT --sp-attention all-to-all
+same text-one text-hybrid-2x2-recompute 4 $TEXT --sp-attention hybrid --ulysses-degree 2 --recompute
+same text-one text-dp2-sp2-accum2-zero 4 $TEXT --sp 2 --grad-accum 2 --zero 1
+differs text-one text-bug-grad-unsummed 2 $TEXT --inject-bug text-grad-unsummed
 # an injected bug makes the files differ, in the gather and ring layouts, on 3 ranks, in
 # micro-batches, and in the logged loss alone (every other bug: flagged at step 1 by `bugs --exact`
 # below)

@@ -1,6 +1,8 @@
 // test_data.c: the toy shapes dataset (determinism, label balance, each class recognised from its
 // pixels by geometric properties alone), the canvas (PNG round trip, paste, text, atomic write
 // errors), the image folder loader (classes, crop, formats, clear errors) and plots.
+#include "../data/caption.h"
+#include "../data/data.h"
 #include "../draw/canvas.h"
 #include "../data/imagefolder.h"
 #include "../draw/plot.h"
@@ -323,6 +325,143 @@ START_TEST(canvas_line_covers_its_path) {
 }
 END_TEST
 
+// ---- captions --------------------------------------------------------------------------------
+
+START_TEST(captions_tokenize_pad_and_name_what_is_wrong) {
+    int64_t ids[6];
+    char err[512], text[256];
+    ck_assert_int_le(caption_vocab_size(), CAPTION_MAX_WORDS);
+    ck_assert_int_eq(caption_tokenize("A small, RED triangle!", ids, 6, "x", err, sizeof err), 0);
+    const char *want[4] = {"a", "small", "red", "triangle"};
+    for (int i = 0; i < 4; i++) ck_assert_str_eq(caption_word((int)ids[i]), want[i]);
+    ck_assert(ids[4] == 0 && ids[5] == 0); // padding
+    caption_text(ids, 6, text, sizeof text);
+    ck_assert_str_eq(text, "a small red triangle");
+    ck_assert_int_eq(caption_tokenize(" ", ids, 6, "x", err, sizeof err), 0); // the empty caption
+    for (int i = 0; i < 6; i++) ck_assert(ids[i] == 0);
+    ck_assert_int_eq(caption_tokenize("a purple giraffe", ids, 6, "cats/1.txt", err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "cats/1.txt") && strstr(err, "'giraffe'"), "%s", err);
+    ck_assert_int_eq(caption_tokenize("a a a a a a a", ids, 6, "--prompt", err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "7 words") && strstr(err, "--text-len 6"), "%s", err);
+    char vocab[1024]; // every word once, and ids in order
+    caption_vocabulary(vocab, sizeof vocab);
+    int64_t all[CAPTION_MAX_WORDS];
+    ck_assert_int_eq(caption_tokenize(vocab, all, CAPTION_MAX_WORDS, "x", err, sizeof err), 0);
+    for (int i = 0; i < caption_vocab_size(); i++) ck_assert_int_eq(all[i], i + 1);
+    ck_assert_ptr_null(caption_word(0));
+    ck_assert_ptr_null(caption_word(caption_vocab_size() + 1));
+}
+END_TEST
+
+// Each caption says what its image shows, judged from the pixels (mask_of): the class as
+// shapes_label has it, the colour from the lit pixels' hue, the size from the lit box (a small
+// shape's radius is below 0.75 of the largest, a large one's above), the place from the box's
+// centre against the image's
+START_TEST(shapes_captions_describe_their_images) {
+    enum { S = 32, N = 300 };
+    static const char *const hues[8] = {"red", "orange", "yellow", "green", "cyan", "blue", "purple", "pink"};
+    real *img = xmalloc(3 * S * S * sizeof(real));
+    int checked_place = 0;
+    for (int i = 0; i < N; i++) {
+        int64_t label, ids[SHAPES_CAPTION_WORDS];
+        char text[128], err[256], words[9][16] = {{0}};
+        shapes_caption(text, sizeof text, 7, (uint64_t)i);
+        ck_assert_msg(!caption_tokenize(text, ids, SHAPES_CAPTION_WORDS, "shapes", err, sizeof err), "%s", err);
+        shapes_sample(img, &label, S, 7, (uint64_t)i);
+        int n = sscanf(text, "%15s %15s %15s %15s %15s %15s %15s %15s %15s", words[0], words[1], words[2],
+                       words[3], words[4], words[5], words[6], words[7], words[8]);
+        ck_assert_str_eq(words[0], "a");
+        char name[32];
+        snprintf(name, sizeof name, "%s", words[3]);
+        if (!strcmp(words[3], "horizontal") || !strcmp(words[3], "vertical") || !strcmp(words[3], "two"))
+            snprintf(name, sizeof name, "%s %s", words[3], words[4]);
+        const char *cls = label == HBAR ? "horizontal bar" : label == VBAR ? "vertical bar" : shapes_class_name((int)label);
+        ck_assert_msg(!strcmp(name, cls), "sample %d: '%s' for a %s", i, text, cls);
+        Mask m = mask_of(img, S);
+        // hue of the lit pixels' mean colour (the usual RGB -> HSV formula), into eight bins
+        double rgb[3] = {0};
+        for (size_t p = 0; p < (size_t)S * S; p++)
+            for (int k = 0; k < 3 && m.on[p]; k++) rgb[k] += img[k * S * S + p] / m.n_on;
+        double mx = fmax(rgb[0], fmax(rgb[1], rgb[2])), mn = fmin(rgb[0], fmin(rgb[1], rgb[2]));
+        double h = mx == rgb[0] ? fmod((rgb[1] - rgb[2]) / (mx - mn) + 6, 6)
+                 : mx == rgb[1] ? (rgb[2] - rgb[0]) / (mx - mn) + 2 : (rgb[0] - rgb[1]) / (mx - mn) + 4;
+        // the eight bins in 15-degree steps; the caption's within 5 degrees of the pixels' hue
+        static const int of_step[24] = {0, 1, 1, 2, 2, 3, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 7, 7, 0, 0};
+        bool near = false;
+        for (int d = -1; d <= 1; d++)
+            near |= !strcmp(words[2], hues[of_step[(int)floor(fmod(h * 60 + 5 * d + 360, 360) / 15)]]);
+        ck_assert_msg(near, "sample %d: '%s' but the hue is %.0f degrees", i, text, h * 60);
+        // the radius from the lit box's longer side: the square and the x reach 0.85 of it, the
+        // dots 0.98, the others all of it
+        int w = m.x1 - m.x0 + 1, hh = m.y1 - m.y0 + 1, big = w > hh ? w : hh;
+        double reach = label == SQUARE || label == XSHAPE ? 0.85 : label == DOTS ? 0.98 : 1;
+        double r = big / (2 * reach), split = 0.75 * (0.5 * S - 1);
+        if (!strcmp(words[1], "small")) ck_assert_msg(r <= split + 1, "sample %d: '%s', radius %.1f", i, text, r);
+        else ck_assert_msg(r >= split - 1, "sample %d: '%s', radius %.1f", i, text, r);
+        if (!strcmp(words[1], "small")) { // left/right and top/bottom from the box's centre
+            double cx = 0.5 * (m.x0 + m.x1 + 1) / S - 0.5, cy = 0.5 * (m.y0 + m.y1 + 1) / S - 0.5;
+            ck_assert(n >= 6);
+            bool left = strstr(text, "left"), right = strstr(text, "right");
+            bool top = strstr(text, " top"), bottom = strstr(text, "bottom");
+            if (left) ck_assert_msg(cx < 0, "sample %d: '%s' at x %+.2f", i, text, cx);
+            if (right) ck_assert_msg(cx > 0, "sample %d: '%s' at x %+.2f", i, text, cx);
+            if (top) ck_assert_msg(cy < 0, "sample %d: '%s' at y %+.2f", i, text, cy);
+            if (bottom) ck_assert_msg(cy > 0, "sample %d: '%s' at y %+.2f", i, text, cy);
+            checked_place += left || right || top || bottom;
+        } else ck_assert_int_le(n, 5);
+        free(m.on);
+    }
+    ck_assert_int_gt(checked_place, N / 4);
+    free(img);
+}
+END_TEST
+
+static void write_png_solid_bands(const char *path, int w, int h, bool vertical_bands,
+                                  const uint8_t outer[3], const uint8_t inner[3], int band);
+
+START_TEST(image_folder_captions_from_txt_files) {
+    char dir[64], p[256], err[512];
+    test_tmpdir(dir, sizeof dir);
+    const uint8_t a[3] = {10, 20, 30};
+    write_png_solid_bands(path_in(p, sizeof p, dir, "one.png"), 4, 4, true, a, a, 0);
+    write_png_solid_bands(path_in(p, sizeof p, dir, "two.png"), 4, 4, true, a, a, 0);
+    write_file(path_in(p, sizeof p, dir, "one.txt"), "a dark square\n", 14);
+    Data d;
+    ck_assert_int_eq(data_open(&d, dir, 4, 3, 1, err, sizeof err), 0);
+    ck_assert_int_eq(data_captions(&d, 4, err, sizeof err), -1); // two.png has none
+    ck_assert_msg(strstr(err, "two.png has no caption") && strstr(err, "two.txt"), "%s", err);
+    data_close(&d);
+    write_file(path_in(p, sizeof p, dir, "two.txt"), "a blue zebra", 12);
+    ck_assert_int_eq(data_open(&d, dir, 4, 3, 1, err, sizeof err), 0);
+    ck_assert_int_eq(data_captions(&d, 4, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "two.txt") && strstr(err, "'zebra'"), "%s", err);
+    data_close(&d);
+    write_file(path_in(p, sizeof p, dir, "two.txt"), "two blue dots", 13);
+    ck_assert_int_eq(data_open(&d, dir, 4, 3, 1, err, sizeof err), 0);
+    ck_assert_msg(!data_captions(&d, 4, err, sizeof err), "%s", err);
+    char text[64];
+    caption_text(d.captions, 4, text, sizeof text);
+    ck_assert_str_eq(text, "a dark square");
+    caption_text(d.captions + 4, 4, text, sizeof text);
+    ck_assert_str_eq(text, "two blue dots");
+    Batch b = batch_alloc(0, 3, 3, 3, 4, 4); // each image's caption, and dropped ones empty
+    batch_make(&b, &d, 5, 0, 0, 0);
+    for (int i = 0; i < 3; i++) {
+        int item = (int)(rng_u32(5, STREAM_PICK, (uint64_t)i) % 2);
+        ck_assert(!memcmp(b.y + 4 * i, d.captions + 4 * item, 4 * sizeof(int64_t)));
+    }
+    batch_make(&b, &d, 5, 0.99, 0, 0);
+    for (int i = 0; i < 12; i++) ck_assert(b.y[i] == 0 || rng_uniform(5, STREAM_DROP, (uint64_t)i / 4) >= 0.99);
+    batch_free(&b);
+    data_close(&d);
+    ck_assert_int_eq(data_open(&d, "shapes", 20, 3, 10, err, sizeof err), 0);
+    ck_assert_int_eq(data_captions(&d, 8, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "--text-len 9"), "%s", err);
+    data_close(&d);
+    test_rm_rf(dir);
+}
+END_TEST
+
 // ---- image folder --------------------------------------------------------------------------
 
 static void write_png_solid_bands(const char *path, int w, int h, bool vertical_bands,
@@ -567,6 +706,9 @@ Suite *data_suite(void) {
     tcase_add_test(tc, shapes_fit_and_stay_in_range);
     tcase_add_test(tc, shapes_match_their_class_geometrically);
     tcase_add_test(tc, shapes_reject_bad_arguments);
+    tcase_add_test(tc, captions_tokenize_pad_and_name_what_is_wrong);
+    tcase_add_test(tc, shapes_captions_describe_their_images);
+    tcase_add_test(tc, image_folder_captions_from_txt_files);
     tcase_add_test(tc, canvas_png_round_trip);
     tcase_add_test(tc, canvas_paste_clamps_upscales_and_refuses_nan);
     tcase_add_test(tc, canvas_text_scales_and_stays_in_its_box);

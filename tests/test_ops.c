@@ -43,6 +43,12 @@ static Tensor *f_embedding(Tape *tp, Tensor **in, void *c) { (void)c; return emb
 static Tensor *f_timestep(Tape *tp, Tensor **in, void *c) { return timestep_embedding(tp, in[0], *(int *)c); }
 static Tensor *f_attention(Tape *tp, Tensor **in, void *c) { return attention(tp, in[0], in[1], in[2], *(int *)c, NULL, NO_SEGMENTS); }
 static Tensor *f_attention_mask(Tape *tp, Tensor **in, void *c) { return attention(tp, in[0], in[1], in[2], *(int *)c, key_mask, NO_SEGMENTS); }
+// cross-attention to captions: 3 queries of one image per row against 5 caption tokens, row 0's
+// caption 2 words (then padding), row 1's empty (its queries see nothing: zero output and gradients)
+static const int32_t caption_ids[16] = {0, 0, 0, 0, 0, -1, -1, -1, 0, 0, 0, -1, -1, -1, -1, -1};
+static Tensor *f_attention_cross(Tape *tp, Tensor **in, void *c) {
+    return attention(tp, in[0], in[1], in[2], *(int *)c, NULL, (Segments){caption_ids, 8, 0, 3});
+}
 static Tensor *f_slice(Tape *tp, Tensor **in, void *c) { (void)c; return slice_last(tp, in[0], 3, 4); }
 static Tensor *f_concat(Tape *tp, Tensor **in, void *c) { (void)c; return concat_last(tp, in[0], in[1]); }
 static Tensor *f_mse(Tape *tp, Tensor **in, void *c) { (void)c; return mse_loss(tp, in[0], in[1], elem_mask, 11); }
@@ -81,6 +87,7 @@ static const OpCase cases[] = {
     {"attention", f_attention, &heads2, 3, {3, 3, 3}, {{2, 3, 6}, {2, 7, 6}, {2, 7, 6}}, 1e-7, 1e-3},
     {"attention (1 token, 1 head)", f_attention, &heads1, 3, {3, 3, 3}, {{1, 1, 5}, {1, 1, 5}, {1, 1, 5}}, 1e-7, 1e-3},
     {"attention (key mask, 3 heads)", f_attention_mask, &heads3, 3, {3, 3, 3}, {{2, 3, 6}, {2, 7, 6}, {2, 7, 6}}, 1e-7, 1e-3},
+    {"attention (cross, per-row caption masks, one empty)", f_attention_cross, &heads2, 3, {3, 3, 3}, {{2, 3, 6}, {2, 5, 6}, {2, 5, 6}}, 1e-7, 1e-3},
     {"slice_last", f_slice, NULL, 1, {3}, {{2, 3, 9}}, 1e-8, 1e-3},
     {"concat_last", f_concat, NULL, 2, {3, 3}, {{2, 3, 4}, {2, 3, 5}}, 1e-8, 1e-3},
     {"mse_loss (masked)", f_mse, NULL, 2, {2, 2}, {{2, 7}, {2, 7}}, 1e-8, 1e-3},

@@ -5,6 +5,8 @@
 #include "../core/rng.h"
 #include "../kernels/run.h"
 #include "../plan/budget.h"
+#include "../data/caption.h"
+#include "../data/shapes.h"
 #include "../draw/canvas.h"
 #include "../run/checkpoint.h"
 #include "../run/config.h"
@@ -96,12 +98,14 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             tp.grad_enabled = false;
             Arena *host = arena_host(arena); // the times and labels are made on the host
             Tensor *xin = tensor_new(arena, 4, B, C, S, S), *tin = tensor_new(host, 1, B);
-            int64_t *y = arena_alloc(host, (size_t)B * sizeof(int64_t));
+            int per = c->text ? c->text_len : 1; // a label, or a caption's token ids
+            int64_t *y = arena_alloc(host, (size_t)B * per * sizeof(int64_t));
             for (int half = 0; half < B / k; half++) // the images, twice with guidance
                 RUN(arena->device, add_rows, xin->data + half * k * chw, chw, xs, chw, chw, k);
-            for (int i = 0; i < B; i++) {
+            for (int i = 0; i < B; i++) { // second half: the null class, or the empty caption
                 tin->data[i] = (real)(FLOW_T_SCALE * t);
-                y[i] = i < k ? labels[start + i] : c->num_classes; // second half: the null class
+                for (int j = 0; j < per; j++)
+                    y[(size_t)i * per + j] = i < k ? labels[(size_t)(start + i) * per + j] : c->text ? 0 : c->num_classes;
             }
             if (arena->device) tin = tensor_to(arena, tin);
             Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
@@ -143,6 +147,7 @@ static int pack_pass(const int *h, const int *w, int p, int T, int rows, int cop
 void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, const int *h,
                   const int *w, int n, int steps, double cfg_scale, uint64_t seed, real *out) {
     const DiTConfig *c = &m->cfg;
+    CHECK(!c->text, "sampling at mixed sizes (--sample-sizes) is not built for text conditioning");
     int C = c->in_channels, S = c->input_size, p = c->patch_size, Co = dit_out_channels(c), T = sp->shard.T;
     size_t chw = (size_t)C * S * S;
     bool guided = budget_sample_guided(c, cfg_scale);
@@ -203,11 +208,26 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
     arena_reset(arena);
 }
 
-int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per_class,
-                const SampleSizes *sizes, int steps, double cfg_scale, uint64_t seed,
-                const char *path, char *err, size_t len) {
+int sample_prompts(const Data *d, uint64_t seed, char (*prompts)[SAMPLE_PROMPT_LEN]) {
+    int n = d->shapes ? SHAPES_CLASSES : d->folder.n < SHAPES_CLASSES ? d->folder.n : SHAPES_CLASSES;
+    for (int i = 0; i < n; i++)
+        if (d->shapes) shapes_caption(prompts[i], SAMPLE_PROMPT_LEN, seed, (uint64_t)i);
+        else caption_text(d->captions + (size_t)i * d->text_len, d->text_len, prompts[i], SAMPLE_PROMPT_LEN);
+    return n;
+}
+
+int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, const char (*prompts)[SAMPLE_PROMPT_LEN],
+                int n_prompts, int per_class, const SampleSizes *sizes, int steps, double cfg_scale,
+                uint64_t seed, const char *path, char *err, size_t len) {
     const DiTConfig *c = &m->cfg;
-    int n = data->classes * per_class, S = c->input_size, cols = sizes && sizes->n ? sizes->n : 0;
+    char (*own)[SAMPLE_PROMPT_LEN] = NULL; // text without prompts given: the data's first captions
+    if (c->text && !prompts) {
+        own = xmalloc(SHAPES_CLASSES * sizeof *own);
+        n_prompts = sample_prompts(data, seed, own);
+        prompts = (const char (*)[SAMPLE_PROMPT_LEN])own;
+    }
+    int rows = c->text ? n_prompts : data->classes, per = c->text ? c->text_len : 1;
+    int n = rows * per_class, S = c->input_size, cols = sizes && sizes->n ? sizes->n : 0;
     int *h = xmalloc((size_t)n * sizeof(int)), *w = xmalloc((size_t)n * sizeof(int)), tall = 0, side = 0;
     for (int i = 0; i < n; i++) { // column j: size j mod cols
         h[i] = cols ? sizes->h[i % per_class % cols] : S, w[i] = cols ? sizes->w[i % per_class % cols] : S;
@@ -217,9 +237,12 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
     int up = 96 / side;
     up = up < 1 ? 1 : up > 4 ? 4 : up; // small images are drawn 2-4x larger
     size_t chw = (size_t)3 * S * S, bad = 0;
-    int64_t *labels = xmalloc((size_t)n * sizeof(int64_t));
+    int64_t *labels = xmalloc((size_t)n * per * sizeof(int64_t)); // labels, or captions' ids
     real *imgs = xmalloc(n * chw * sizeof(real));
-    for (int i = 0; i < n; i++) labels[i] = i / per_class;
+    for (int i = 0; i < n; i++)
+        if (!c->text) labels[i] = i / per_class;
+        else CHECK(!caption_tokenize(prompts[i / per_class], labels + (size_t)i * per, per, "--prompt",
+                                     err, len), "%s", err);
     if (cols) sample_sized(m, sp, arena, labels, h, w, n, steps, cfg_scale, seed, imgs);
     else sample_images(m, sp, arena, labels, n, steps, cfg_scale, seed, imgs);
     int rc = 0;
@@ -227,22 +250,22 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
     if (bad < n * chw) { // every rank has every image, so every rank stops here
         snprintf(err, len, "sampling gave %s in image %zu of %d (class '%s'): the model's velocity "
                  "overflowed, so no picture was drawn", isnan(imgs[bad]) ? "NaN" : "an infinite value",
-                 bad / chw + 1, n, data_class_name(data, (int)labels[bad / chw]));
+                 bad / chw + 1, n, c->text ? prompts[bad / chw / per_class] : data_class_name(data, (int)labels[bad / chw]));
         rc = SAMPLE_NOT_FINITE;
     } else if (!sp->world || sp->world->rank == 0) {
-        int label_w = 0, cell = tall * up + 4, text = 2, width = 0;
-        for (int k = 0; k < data->classes; k++) {
-            int w = canvas_text_width(data_class_name(data, k), text);
+        int label_w = 0, cell = tall * up + 4, text = c->text ? 1 : 2, width = 0;
+        for (int k = 0; k < rows; k++) {
+            int w = canvas_text_width(c->text ? prompts[k] : data_class_name(data, k), text);
             label_w = w > label_w ? w : label_w;
         }
         label_w += 12;
         for (int j = 0; j < per_class; j++) width += w[j] * up + 4;
         const uint8_t bg[3] = {24, 24, 28}, fg[3] = {230, 230, 230};
-        Canvas cv = canvas_create(label_w + width + 4, data->classes * cell + 4, bg);
-        for (int k = 0; k < data->classes; k++) {
+        Canvas cv = canvas_create(label_w + width + 4, rows * cell + 4, bg);
+        for (int k = 0; k < rows; k++) {
             int y = 4 + k * cell;
             canvas_text(&cv, 6, y + (tall * up - canvas_text_height("A", text)) / 2,
-                        data_class_name(data, k), text, fg);
+                        c->text ? prompts[k] : data_class_name(data, k), text, fg);
             for (int j = 0, x = label_w; j < per_class; x += w[j] * up + 4, j++) // each at its size
                 canvas_paste(&cv, x, y, imgs + (k * per_class + j) * chw, h[j], w[j], up);
         }
@@ -256,6 +279,7 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
     free(labels);
     free(imgs);
     free(h), free(w);
+    free(own);
     return rc;
 }
 
@@ -304,7 +328,9 @@ static void sample_help(void) {
            "  A grid of class-conditional samples (one row per class) from a checkpoint, or from a\n"
            "  run folder: its ema.safetensors, else its model.safetensors. The class names come from\n"
            "  the --data given, else the data in the run's config.json, else the shapes; the seed\n"
-           "  draws the noise; --samples-per-class is at least 1.\n");
+           "  draws the noise; --samples-per-class is at least 1.\n"
+           "  --prompt TEXT (repeatable; a checkpoint of --cond text): one row per prompt, labelled\n"
+           "  with it (default: the data's first ten captions); guidance takes the empty caption.\n");
     settings_help(stdout, FOR_SAMPLE);
     printf(DRY_RUN_HELP);
 }
@@ -312,6 +338,8 @@ static void sample_help(void) {
 int sample_main(int argc, char **argv, Comm *c) {
     const char *ckpt = NULL, *out = NULL;
     bool cfg_given = false, data_given = false;
+    static char prompts[SAMPLE_MAX_PROMPTS][SAMPLE_PROMPT_LEN];
+    int n_prompts = 0;
     TrainConfig tc; // the settings sample takes (settings.h, FOR_SAMPLE)
     train_config_defaults(&tc);
     for (int i = 0; i < argc; i++) {
@@ -320,6 +348,14 @@ int sample_main(int argc, char **argv, Comm *c) {
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) return c->rank == 0 ? sample_help(), 0 : 0;
         else if (!strcmp(f, "--ckpt")) ckpt = flag_value(argc, argv, &i);
         else if (!strcmp(f, "--out")) out = flag_value(argc, argv, &i);
+        else if (!strcmp(f, "--prompt")) {
+            const char *p = flag_value(argc, argv, &i);
+            if (n_prompts == SAMPLE_MAX_PROMPTS)
+                usage_error("--prompt: at most %d prompts (rows of the grid)", SAMPLE_MAX_PROMPTS);
+            if (strlen(p) >= SAMPLE_PROMPT_LEN)
+                usage_error("--prompt: a prompt holds at most %d characters", SAMPLE_PROMPT_LEN - 1);
+            strcpy(prompts[n_prompts++], p);
+        }
         else if ((s = settings_flag(&tc, FOR_SAMPLE, argc, argv, &i))) {
             data_given = data_given || !strcmp(s->key, "data");
             cfg_given = cfg_given || !strcmp(s->key, "cfg_scale");
@@ -331,7 +367,7 @@ int sample_main(int argc, char **argv, Comm *c) {
     char text[3 * PATH_LEN + 256];
     settings_text(&tc, FOR_SAMPLE, text, sizeof text);
     char line[sizeof text + 2 * PATH_LEN];
-    snprintf(line, sizeof line, "ckpt=%s out=%s %s", ckpt, out, text);
+    snprintf(line, sizeof line, "ckpt=%s out=%s prompts=%d %s", ckpt, out, n_prompts, text);
     comm_check_same(c, "sample arguments", line);
     if (c->rank == 0) { // the rank that writes the grid; not into a folder another job writes
         out_file_check("--out", out, ".png");
@@ -354,12 +390,22 @@ int sample_main(int argc, char **argv, Comm *c) {
     DiT m;
     if (ckpt_load_model(&m, path, err, sizeof err)) usage_error("%s", err);
     tc.model = m.cfg;
-    if (cfg_given && tc.cfg_scale != 1 && m.cfg.class_dropout_prob == 0)
+    if (n_prompts && !m.cfg.text)
+        usage_error("--prompt: %s is class-conditioned (trained without --cond text); leave out --prompt", path);
+    for (int i = 0; i < n_prompts; i++) { // every word in the vocabulary, no more than text_len
+        int64_t ids[DIT_MAX_TEXT_LEN];
+        if (caption_tokenize(prompts[i], ids, m.cfg.text_len, "--prompt", err, sizeof err)) usage_error("%s", err);
+    }
+    if (cfg_given && tc.cfg_scale != 1 && !m.cfg.text && m.cfg.class_dropout_prob == 0)
         usage_error("--cfg-scale %g needs a null class, and %s was trained without label dropout; "
                     "pass --cfg-scale 1", tc.cfg_scale, path);
     Data data; // any number of classes here: the checkpoint's count is fixed, --num-classes no help
     if (data_open(&data, tc.data, m.cfg.input_size, m.cfg.in_channels, DIT_MAX_CLASSES, err, sizeof err))
         usage_error("--data %s%s: %s", tc.data, data_from_run ? " (the run's, from its config.json)" : "", err);
+    if (m.cfg.text && !n_prompts && data_captions(&data, m.cfg.text_len, err, sizeof err))
+        usage_error("--data %s: %s; or give --prompt", tc.data, err);
+    if (m.cfg.text && tc.sample_sizes.n)
+        usage_error("--sample-sizes is not built for text conditioning; leave it out");
     if (data.classes > m.cfg.num_classes)
         usage_error("--data %s has %d classes but %s was trained on %d; pass the --data it was "
                     "trained on", tc.data, data.classes, path, m.cfg.num_classes);
@@ -373,8 +419,9 @@ int sample_main(int argc, char **argv, Comm *c) {
     size_t bytes = budget_sample_arena(&sp, &m.cfg, tc.cfg_scale, comm_node_size(c));
     Arena arena = arena_create_on(sp.cuda, bytes, sp.exact ? bytes : 0); // --exact: sums on the host
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
-    int rc = sample_grid(work, &sp, &arena, &data, tc.samples_per_class, &tc.sample_sizes, tc.sample_steps,
-                         tc.cfg_scale, tc.seed, out, err, sizeof err);
+    int rc = sample_grid(work, &sp, &arena, &data, n_prompts ? (const char (*)[SAMPLE_PROMPT_LEN])prompts : NULL,
+                         n_prompts, tc.samples_per_class, &tc.sample_sizes, tc.sample_steps, tc.cfg_scale,
+                         tc.seed, out, err, sizeof err);
     if (rc == SAMPLE_WRITE_FAILED) usage_error("--out: %s", err);
     if (rc == SAMPLE_NOT_FINITE) comm_stop_all(err, 1);
     if (work != &m) dit_free(work);

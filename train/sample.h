@@ -6,7 +6,8 @@
 #include "../run/config.h"
 #include "../data/data.h"
 
-// out (n, C, S, S): one image per label, from noise rng_normal(seed, STREAM_SAMPLE, i*C*S*S + j).
+// out (n, C, S, S): one image per label (with text conditioning: per caption, labels (n, text_len)
+// token ids), from noise rng_normal(seed, STREAM_SAMPLE, i*C*S*S + j).
 // Runs on every rank (each computes its token shard); with data groups the forward passes go round
 // them and every rank ends with all n images. cfg_scale 1 disables guidance. Works in `arena`
 // (reset before and after), as many images per forward pass as fit in it. Sampling
@@ -25,9 +26,16 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
 // sizes (NULL or none: square) size j mod sizes->n, each image at its own size. Returns 0, or with
 // the reason in err: SAMPLE_NOT_FINITE (on every rank) when an image holds NaN or an infinite
 // value (nothing is written), SAMPLE_WRITE_FAILED when the PNG cannot be written (no file left).
+// With text conditioning the rows are prompts (the empty caption guides), labelled with them:
+// prompts[0 .. n_prompts), or NULL: sample_prompts's.
 enum { SAMPLE_WRITE_FAILED = -1, SAMPLE_NOT_FINITE = -2 };
-int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per_class,
-                const SampleSizes *sizes, int steps, double cfg_scale, uint64_t seed,
-                const char *path, char *err, size_t len);
+#define SAMPLE_PROMPT_LEN 256
+#define SAMPLE_MAX_PROMPTS 64
+int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, const char (*prompts)[SAMPLE_PROMPT_LEN],
+                int n_prompts, int per_class, const SampleSizes *sizes, int steps, double cfg_scale,
+                uint64_t seed, const char *path, char *err, size_t len);
+// The default prompts of a grid, into prompts (room for 10): the captions of the data's first
+// items (the shapes' of index 0-9 under seed; a folder's first images'); their count
+int sample_prompts(const Data *d, uint64_t seed, char (*prompts)[SAMPLE_PROMPT_LEN]);
 // `train sample --ckpt M.safetensors --out S.png ...`: a sample grid from a checkpoint.
 int sample_main(int argc, char **argv, Comm *c);

@@ -217,7 +217,7 @@ static void write_samples(Run *r, Arena *arena) {
         if (ps->level >= 3) sp_gather_params(&r->sp, ps);
     }
     path_in(path, sizeof path, r->tc.out, "samples.png");
-    int rc = sample_grid(r->work, own_sampling(&r->tc) ? &r->sampling : &r->sp, arena, &r->data,
+    int rc = sample_grid(r->work, own_sampling(&r->tc) ? &r->sampling : &r->sp, arena, &r->data, NULL, 0,
                          r->tc.samples_per_class, &r->tc.sample_sizes, r->tc.sample_steps,
                          r->tc.cfg_scale, r->tc.seed, path, err, sizeof err);
     if (saved) {
@@ -239,7 +239,8 @@ static void write_samples(Run *r, Arena *arena) {
 // ---- the loop ----------------------------------------------------------------------------------
 // One optimizer step; returns the global loss.
 static double train_step(Run *r, Arena *arena, Batch *b, int step, double *grad_norm) {
-    batch_make(b, &r->data, r->tc.seed, r->tc.model.class_dropout_prob, r->tc.model.num_classes, step - 1);
+    batch_make(b, &r->data, r->tc.seed, r->tc.model.text ? r->tc.text_dropout : r->tc.model.class_dropout_prob,
+               r->tc.model.num_classes, step - 1);
     arena_reset(arena);
     ParamStore *ps = &r->work->ps;
     Tensor *t = b->pack ? tensor_rows(arena, b->t, 0, b->pack->n) : b->t; // packs: per image
@@ -302,10 +303,13 @@ static void setup(Run *r) {
         openblas_set_num_threads(tc->threads);
     }
     train_config_check_packs(tc);
+    train_config_check_text(tc);
     if (!dry_run_missing("--data", strcmp(tc->data, "shapes") ? tc->data : NULL, c->rank == 0) &&
         data_open(&r->data, tc->data, tc->model.input_size, tc->model.in_channels,
                   tc->model.num_classes, err, sizeof err))
         usage_error("--data: %s", err);
+    if (tc->model.text && data_captions(&r->data, tc->model.text_len, err, sizeof err))
+        usage_error("--cond text: %s", err);
     r->data.max_tokens = tc->max_tokens, r->data.patch = tc->model.patch_size;
     char memory[512];
     budget_train_check(tc, c->size, comm_node_size(c), memory, sizeof memory); // packs: rows no longer than the images'
@@ -389,7 +393,8 @@ static double train_loop(Run *r, Arena *arena) {
         batch = batch_alloc_packs(first_image, images, tc->batch, tc->model.in_channels,
                                   tc->model.patch_size, tc->max_tokens);
     else {
-        batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, tc->model.input_size);
+        batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, tc->model.input_size,
+                            tc->model.text ? tc->model.text_len : 1);
         const SeqShard *sh = &r->sp.shard; // this rank reads the pixels of its tokens only
         batch_rows_of_tokens(&batch, sh->t0, sh->n, sh->T, tc->model.patch_size);
     }

@@ -3,7 +3,7 @@
 # (tests/parity/dit_torch.py) on the same configs, measured back to back in one run so the ratios
 # hold on a noisy machine; GFLOP/s and the fraction of this machine's sgemm throughput (2 threads,
 # measured here too); 1 vs 2 ranks on config L; and the peak activation memory per rank (the
-# arena's peak counter) of DiT-mini/2 at 4096 and 16384 tokens.
+# arena's peak counter) of DiT-mini/2 at 4096 and 16384 tokens; config L with captions (--cond text).
 # usage: bench_step.sh TRAIN BENCH_GEMM [PYTHON]
 set -eu
 TRAIN=$(realpath "$1"); GEMM=$(realpath "$2"); PY=${3:-/usr/bin/python3}
@@ -148,4 +148,18 @@ for layout in "gather" "all-to-all" "ring" "hybrid --ulysses-degree 2"; do
   printf "| %-28s | %8.3f | %16s | %16s | %14s |\n" "$layout" "$t" \
     "$(echo "$line" | sed -E 's/.*\(attention ([0-9.]+), .*/\1/')" "$formula" \
     "$(echo "$line" | sed -E 's/.*, gradients ([0-9.]+)\).*/\1/')"
+done
+
+echo
+echo "text conditioning: config L's step with class labels and with captions (--cond text, 12 tokens,"
+echo "a 1-layer text encoder, cross-attention in every block), back to back; joint attention is not built"
+printf "| %-6s | %-15s | %12s | %14s | %7s |\n" config "ranks x threads" "class s/step" "text s/step" ratio
+printf "| %-6s | %-15s | %12s | %14s | %7s |\n" --- --- --- --- ---
+set -- ${CONFIGS[1]}; name=$1 D=$2 L=$3 H=$4 S=$5 P=$6 B=$7
+tok=$(( B * (S / P) * (S / P) ))
+flags="--hidden $D --depth $L --heads $H --patch $P --input-size $S --batch $B"
+for run in "1 2" "2 1"; do
+  set -- $run; np=$1 th=$2
+  t=$(step_time $np $th $tok $flags) tt=$(step_time $np $th $tok $flags --cond text)
+  printf "| %-6s | %-15s | %12.3f | %14.3f | %6.2fx |\n" "$name" "$np x $th" "$t" "$tt" "$(awk -v a=$tt -v b=$t 'BEGIN { print a / b }')"
 done

@@ -6,6 +6,7 @@
 #include "../../kernels/kernels.h"
 #include "../../parallel/autograd_collectives.h"
 #include "../../core/safetensors.h"
+#include "../../data/caption.h"
 #include "../../parallel/sp.h"
 #include "../../run/checkpoint.h"
 #include "../../study/compare.h"
@@ -51,7 +52,7 @@ static const DiTConfig uneven_configs[2] = {
      .num_heads = 5, .mlp_ratio = 2, .num_classes = 5, .class_dropout_prob = 0.1},
 };
 static DiTConfig cfg;
-enum { B_MAX = 12 };
+enum { B_MAX = 12, TEXT_LEN = 7 }; // TEXT_LEN: the text tests' captions (7 tokens: no rank count divides them)
 static int B = 3; // images per batch (the data-parallel tests take 6, gradient accumulation 8)
 
 typedef struct Result {
@@ -82,7 +83,12 @@ static void random_slice(Arena *a, int first, int count, Tensor **x, Tensor **t,
     rng_fill_normal((*x)->data, (*x)->size, 6, 1, (uint64_t)first * (*x)->size / count, 1);
     rng_fill_uniform((*t)->data, count, 6, 2, first, 0, 999);
     rng_fill_normal((*target)->data, (*target)->size, 6, 3, (uint64_t)first * (*target)->size / count, 1);
-    for (int b = 0; b < count; b++) y[b] = (first + b) * 3 % (cfg.num_classes + 1);
+    for (int b = 0; b < count && !cfg.text; b++) y[b] = (first + b) * 3 % (cfg.num_classes + 1);
+    for (int b = 0; b < count && cfg.text; b++) { // image k's caption: k * 3 mod 8 words (image 0's empty)
+        int k = first + b, words = k * 3 % (cfg.text_len + 1);
+        for (int j = 0; j < cfg.text_len; j++)
+            y[(size_t)b * cfg.text_len + j] = j < words ? 1 + (k * 7 + j * 5) % caption_vocab_size() : 0;
+    }
 }
 
 static void random_batch(Arena *a, Tensor **x, Tensor **t, Tensor **target, int64_t *y) {
@@ -119,7 +125,7 @@ static bool init_sp(SeqParallel *sp, SeqAttention layout, unsigned bugs) {
 // micro-batches, the sums over every rank) with every data group's images gathered
 static Result run(DiT *m, SeqParallel *sp, Arena *a) {
     Tensor *x, *t, *target;
-    int64_t y[B_MAX];
+    int64_t y[B_MAX * TEXT_LEN];
     int first = 0, count = B;
     char err[256];
     if (sp) ck_assert_msg(!sp_batch_slice(sp, B, &first, &count, err, sizeof err), "%s", err);
@@ -602,6 +608,73 @@ START_TEST(in_context_matches_single_rank) {
                        comm.size, dit_tokens(&cfg), e_out, e_grad, !bug ? "" : caught ? " -> caught" : " -> MISSED");
             ck_assert(bug ? caught : !caught);
         }
+    cfg = configs[0];
+}
+END_TEST
+
+// The bytes one step of a text-conditioned model sends in its layout's exchanges: the planner's
+// formula (sp_layer_traffic per block, forward and backward), which counts no text token: the
+// cross-attention moves nothing
+static void text_step_bytes(SeqAttention layout) {
+    SpOptions o = options(layout, 0);
+    if (layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
+    SeqParallel sp;
+    ck_assert(init_mesh(&sp, &o));
+    DiT m;
+    random_model(&m);
+    Arena a = arena_create(64 << 20);
+    Tensor *x, *t, *target;
+    int64_t y[B_MAX * TEXT_LEN];
+    random_batch(&a, &x, &t, &target, y);
+    Comm *comms[3] = {sp.comm, sp.heads, sp.ring};
+    for (int i = 0; i < 3; i++)
+        if (comms[i]) comms[i]->bytes_sent = 0;
+    step_gradients(&m, &sp, &a, x, t, y, target, B, NULL, NULL);
+    size_t sent = sp.comm->bytes_sent + (sp.heads && sp.heads != sp.comm ? sp.heads->bytes_sent : 0) +
+                  (sp.ring && sp.ring != sp.comm && sp.ring != sp.heads ? sp.ring->bytes_sent : 0);
+    SpTraffic f = sp_layer_traffic(&sp, &cfg, B, false), b = sp_layer_traffic(&sp, &cfg, B, true);
+    size_t want = (size_t)(cfg.depth * (f.values + b.values) * sizeof(real));
+    if (comm.rank == 0)
+        printf("text cross, %s, ranks %d: %zu bytes sent by rank 0 in a step's exchanges, formula %zu\n",
+               seq_attention_name(layout), comm.size, sent, want);
+    ck_assert_uint_eq(sent, want);
+    arena_destroy(&a);
+    dit_free(&m);
+    sp_free(&sp);
+}
+
+// Text conditioning with cross-attention (7-token captions, one of them empty, over 5 heads of 4 on
+// 25 tokens) against one rank: every layout, a data x sequence mesh, micro-batches and
+// --recompute. The text encoder's and the caption's K/V gradients are each rank's share, summed
+// over the group once; the text-grad-unsummed bug (the text encoder's left per rank) is caught.
+START_TEST(text_cross_matches_single_rank) {
+    cfg = uneven_configs[1];
+    cfg.text = true, cfg.text_len = TEXT_LEN, cfg.text_depth = 1, cfg.text_attn = DIT_TEXT_CROSS;
+    for (int v = 0; v < SP_LAYOUTS + 4; v++) {
+        SpOptions o = options(v < SP_LAYOUTS ? (SeqAttention)v : SP_GATHER, 0);
+        if (o.layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
+        const char *what = v < SP_LAYOUTS ? seq_attention_name(o.layout) : "";
+        if (v == SP_LAYOUTS) o.grad_accum = 2, what = "gather, 2 micro-batches";
+        if (v == SP_LAYOUTS + 1) o.recompute = true, o.layout = SP_RING, what = "ring, --recompute";
+        if (v == SP_LAYOUTS + 2) { // two data groups where the ranks are even
+            if (comm.size % 2) continue;
+            o.sp = comm.size / 2, what = "data x sequence";
+            B = 4;
+        }
+        if (v == SP_LAYOUTS + 3) {
+            if (comm.size == 1) continue;
+            o.bugs = BUG_TEXT_GRAD_UNSUMMED, what = "bug text-grad-unsummed";
+        }
+        double e_out, e_grad;
+        mesh_vs_single(&o, &e_out, &e_grad);
+        B = 3;
+        bool caught = e_out > OUT_TOL || e_grad > GRAD_TOL;
+        if (comm.rank == 0)
+            printf("text cross, %s, ranks %d: output rel err %.2e, worst gradient %.2e%s\n", what,
+                   comm.size, e_out, e_grad, !o.bugs ? "" : caught ? " -> caught" : " -> MISSED");
+        ck_assert_msg(caught == (o.bugs != 0), "%s", what);
+        if (v < SP_LAYOUTS) text_step_bytes(o.layout);
+    }
     cfg = configs[0];
 }
 END_TEST
@@ -1477,7 +1550,7 @@ START_TEST(samples_not_finite_are_refused) {
     ck_assert_msg(!data_open(&data, "shapes", cfg.input_size, cfg.in_channels, 10, err, sizeof err), "%s", err);
     shared_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/samples.png", dir);
-    ck_assert_int_eq(sample_grid(&m, &sp, &a, &data, 1, NULL, 1, 1.0, 3, path, err, sizeof err), SAMPLE_NOT_FINITE);
+    ck_assert_int_eq(sample_grid(&m, &sp, &a, &data, NULL, 0, 1, NULL, 1, 1.0, 3, path, err, sizeof err), SAMPLE_NOT_FINITE);
     ck_assert_msg(strstr(err, "sampling gave NaN in image 1 of 10 (class 'circle')") &&
                   strstr(err, "no picture was drawn"), "%s", err);
     comm_barrier(&comm);
@@ -1681,6 +1754,10 @@ int main(int argc, char **argv) {
     tcase_set_timeout(zero, 120);
     tcase_add_loop_test(zero, zero_matches_whole, 0, 6);
     suite_add_tcase(s, zero);
+    TCase *text = tcase_create("text"); // text conditioning
+    tcase_set_timeout(text, 0);
+    tcase_add_test(text, text_cross_matches_single_rank);
+    suite_add_tcase(s, text);
     TCase *progress = tcase_create("progress"); // alone: run_all.sh runs it over TCP too
     tcase_add_test(progress, ring_step_moves_during_attention);
     suite_add_tcase(s, progress);

@@ -136,6 +136,36 @@ class Attention(nn.Module):
         return named(at + "attn.proj", self.proj(named(at + "attn.out", o.transpose(1, 2).reshape(n, t, d))))
 
 
+def masked_attention(q, k, v, heads, allowed):
+    """Multi-head softmax(q k^T / sqrt(d_h)) v with allowed (N, Tq, Tk) saying which key each query
+    may see; a query that may see none gets zeros (an image's cross-attention to an empty caption)."""
+    n, tq, d = q.shape
+    tk, h = k.shape[1], heads
+    q, k, v = (u.reshape(n, -1, h, d // h).transpose(1, 2) for u in (q, k, v))
+    some = allowed.any(dim=-1, keepdim=True)  # (N, Tq, 1)
+    s = (q @ k.transpose(-2, -1) / math.sqrt(d // h)).masked_fill(~(allowed | ~some)[:, None], float("-inf"))
+    w = torch.softmax(s, dim=-1) * some[:, None]
+    return (w @ v).transpose(1, 2).reshape(n, tq, d)
+
+
+class CrossAttention(nn.Module):
+    """PixArt-alpha's cross-attention (Chen et al., 2023, section 2.3): queries from the image
+    tokens, keys and values from the text tokens, an output projection; text padding masked."""
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.q_linear = nn.Linear(d, d)
+        self.kv_linear = nn.Linear(d, 2 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x, text, words, at=""):
+        q = named(at + "cross.q", self.q_linear(x))
+        k, v = (named(at + "cross." + s, u) for s, u in zip("kv", self.kv_linear(text).chunk(2, dim=2)))
+        allowed = words[:, None, :].expand(-1, x.shape[1], -1)
+        out = named(at + "cross.out", masked_attention(q, k, v, self.heads, allowed))
+        return named(at + "cross.proj", self.proj(out))
+
+
 class Mlp(nn.Module):
     def __init__(self, d, hidden):
         super().__init__()
@@ -147,9 +177,48 @@ class Mlp(nn.Module):
         return named(at + "mlp.fc2", self.fc2(named(at + "mlp.gelu", self.act(named(at + "mlp.fc1", self.fc1(x))))))
 
 
-class DiTBlock(nn.Module):
-    def __init__(self, d, heads, mlp_ratio, in_context=False):
+class TextLayer(nn.Module):
+    """A pre-norm transformer layer (no affine LayerNorm, as DiT's): x + attn(ln(x)), then
+    x + mlp(ln(x)); a word attends to the caption's words, a padding token to the padding."""
+    def __init__(self, d, heads, mlp_ratio):
         super().__init__()
+        self.norm1 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.attn = Attention(d, heads)
+        self.norm2 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.mlp = Mlp(d, int(d * mlp_ratio))
+
+    def forward(self, x, words, at):
+        h = named(at + "norm1", self.norm1(x))
+        q, k, v = (named(at + "attn." + s, u) for s, u in zip("qkv", self.attn.qkv(h).chunk(3, dim=2)))
+        allowed = words[:, :, None] == words[:, None, :]
+        a = named(at + "attn.out", masked_attention(q, k, v, self.attn.heads, allowed))
+        x = named(at + "residual1", x + named(at + "attn.proj", self.attn.proj(a)))
+        return named(at + "residual2", x + self.mlp(named(at + "norm2", self.norm2(x)), at))
+
+
+class TextEncoder(nn.Module):
+    """Captions (N, L) of word ids (0: padding) -> (N, L, D): a learned embedding per word
+    (text_embedder's table) plus the fixed sin-cos embedding of the place (the 2-D formula's
+    1 x L grid), then the layers."""
+    def __init__(self, d, heads, mlp_ratio, depth):
+        super().__init__()
+        self.layers = nn.ModuleList(TextLayer(d, heads, mlp_ratio) for _ in range(depth))
+
+    def forward(self, table, ids):
+        n, L = ids.shape
+        pos = torch.from_numpy(sincos_pos_embed(table.weight.shape[1], 1, L)).to(table.weight.dtype)
+        x = named("text_embedder", table(ids) + pos)
+        words = ids != 0
+        for j, layer in enumerate(self.layers):
+            x = layer(x, words, f"text_encoder.layers.{j}.")
+        return named("text_encoder", x), words
+
+
+class DiTBlock(nn.Module):
+    def __init__(self, d, heads, mlp_ratio, in_context=False, text=False):
+        super().__init__()
+        if text:
+            self.cross_attn = CrossAttention(d, heads)
         self.norm1 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
         self.attn = Attention(d, heads)
         self.norm2 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
@@ -158,12 +227,14 @@ class DiTBlock(nn.Module):
         if not in_context:
             self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
 
-    def forward(self, x, c, at=""):
+    def forward(self, x, c, at="", text=None):
         if self.in_context:  # a plain pre-norm block: the conditioning is in the sequence
             x = named(at + "residual1", x + self.attn(named(at + "norm1", self.norm1(x)), at))
             return named(at + "residual2", x + self.mlp(named(at + "norm2", self.norm2(x)), at))
         sa, ca, ga, sm, cm, gm = named(at + "adaLN", self.adaLN_modulation(c)).chunk(6, dim=1)
         x = named(at + "residual1", x + ga[:, None] * self.attn(named(at + "norm1", modulate(self.norm1(x), sa, ca)), at))
+        if text is not None:  # PixArt-alpha: cross-attention after the self-attention, no norm, no gate
+            x = named(at + "cross.residual", x + self.cross_attn(x, *text, at))
         return named(at + "residual2", x + gm[:, None] * self.mlp(named(at + "norm2", modulate(self.norm2(x), sm, cm)), at))
 
 
@@ -185,7 +256,8 @@ class FinalLayer(nn.Module):
 
 class DiT(nn.Module):
     def __init__(self, input_size, patch_size, in_channels, hidden_size, depth, num_heads,
-                 mlp_ratio, num_classes, learn_sigma, class_dropout_prob, in_context=False):
+                 mlp_ratio, num_classes, learn_sigma, class_dropout_prob, in_context=False, text=False,
+                 text_len=0, text_depth=0, vocab=0):
         """in_context: the DiT paper's in-context conditioning (its Table 4): the timestep and class
         embeddings as two tokens in front of the patch tokens, plain blocks, and the two tokens
         dropped before a final layer without adaLN."""
@@ -196,9 +268,15 @@ class DiT(nn.Module):
         t = (input_size // patch_size) ** 2
         self.x_embedder = PatchEmbed(patch_size, in_channels, hidden_size)
         self.t_embedder = TimestepEmbedder(hidden_size)
-        self.y_embedder = LabelEmbedder(num_classes, hidden_size, class_dropout_prob)
+        self.text = text  # captions instead of labels: c is the timestep's embedding alone
+        if text:
+            self.text_embedder = nn.Module()
+            self.text_embedder.embedding_table = nn.Embedding(vocab, hidden_size)
+            self.text_encoder = TextEncoder(hidden_size, num_heads, mlp_ratio, text_depth)
+        else:
+            self.y_embedder = LabelEmbedder(num_classes, hidden_size, class_dropout_prob)
         self.pos_embed = nn.Parameter(torch.zeros(1, t, hidden_size), requires_grad=False)
-        self.blocks = nn.ModuleList(DiTBlock(hidden_size, num_heads, mlp_ratio, in_context) for _ in range(depth))
+        self.blocks = nn.ModuleList(DiTBlock(hidden_size, num_heads, mlp_ratio, in_context, text) for _ in range(depth))
         self.final_layer = FinalLayer(hidden_size, patch_size, self.c_out, in_context)
 
     def unpatchify(self, x, gh, gw):  # (N, T, p*p*C) laid out (p, q, c) -> (N, C, gh p, gw p)
@@ -213,10 +291,13 @@ class DiT(nn.Module):
         if self.in_context:
             c = named("c", torch.stack([self.t_embedder(t), self.y_embedder(y)], dim=1))
             x = torch.cat([c, x], dim=1)
+        elif self.text:  # y: the captions' word ids (N, L)
+            text = self.text_encoder(self.text_embedder.embedding_table, y)
+            c = named("c", self.t_embedder(t))
         else:
             c = named("c", self.t_embedder(t) + self.y_embedder(y))
         for i, b in enumerate(self.blocks):
-            x = b(x, c, f"blocks.{i}.")
+            x = b(x, c, f"blocks.{i}.", text if self.text else None)
         if self.in_context:
             x = x[:, c.shape[1]:]
         return self.unpatchify(self.final_layer(x, c), gh, gw)
@@ -241,7 +322,12 @@ def config_from_meta(meta):
                 mlp_ratio=float(meta["mlp_ratio"]), num_classes=i("num_classes"),
                 learn_sigma=meta["learn_sigma"] in ("true", "True", "1"),
                 class_dropout_prob=float(meta.get("class_dropout_prob", "0")),
-                in_context=meta.get("in_context", "false") in ("true", "True", "1"))
+                in_context=meta.get("in_context", "false") in ("true", "True", "1"),
+                text=meta.get("cond", "class") == "text", text_len=int(meta.get("text_len", "0")),
+                text_depth=int(meta.get("text_depth", "0")), vocab=VOCAB + 1)
+
+
+VOCAB = 52  # the captions' vocabulary (docs/text.md); its row 0 is padding
 
 
 def sincos_pos_embed(d, gh, gw):

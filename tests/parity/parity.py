@@ -5,7 +5,8 @@ are written; the probe runs in the float32 and float64 builds; its output, loss 
 parameter gradient are compared with the reference by relative error ||a - b|| / ||b||.
 Also checks that a checkpoint written by `train` loads into the reference with strict=True and
 carries the reference's sin-cos pos_embed. Then a batch of packs (3 images of different sizes and
-aspects, probed at 1-4 ranks in every layout) against the reference running each image alone.
+aspects, probed at 1-4 ranks in every layout) against the reference running each image alone, and
+a text-conditioned model (captions, a text encoder, cross-attention) at 1-4 ranks in every layout.
 
 usage: parity.py TRAIN_F32 TRAIN_F64 WORKDIR
 """
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dit_torch import DiT, Tape, config_from_meta, named, sincos_pos_embed, st_read, st_write  # noqa: E402
+from dit_torch import VOCAB, DiT, Tape, config_from_meta, named, sincos_pos_embed, st_read, st_write  # noqa: E402
 
 TOL = {"float32": (1e-5, 1e-4), "float64": (1e-10, 1e-10)}  # (output, gradients)
 
@@ -68,7 +69,11 @@ def random_case(cfg, seed, work, name):
 def reference(ckpt, batch, planted_bug=False, dump=None):
     sd, meta = st_read(ckpt)
     model = DiT(**config_from_meta(meta)).double()
-    if planted_bug:  # the classic slip: exact GELU where DiT uses the tanh approximation
+    if planted_bug == "text-padding":  # the captions' padding taken for words by the cross-attention
+        for b in model.blocks:
+            f = b.cross_attn.forward
+            b.cross_attn.forward = lambda x, text, words, at="", f=f: f(x, text, torch.ones_like(words), at)
+    elif planted_bug:  # the classic slip: exact GELU where DiT uses the tanh approximation
         for b in model.blocks:
             b.mlp.act = torch.nn.GELU()
     model.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in sd.items()}, strict=True)
@@ -217,6 +222,84 @@ def check_packs(train32, train64, work):
     return 2 * len(PACK_RUNS) + 3, failures
 
 
+# Text conditioning (docs/text.md): 25 tokens, 5 heads of 4 (uneven over 2-4 ranks), captions of 7
+# tokens (no rank count divides them), one empty and one full; probed at 1-4 ranks in every layout
+TEXT_CONFIG = dict(input_size=10, patch_size=2, in_channels=3, hidden_size=20, depth=2, num_heads=5,
+                   mlp_ratio=2.0, num_classes=10, learn_sigma=False, class_dropout_prob=0.0)
+TEXT_META = dict(cond="text", text_len=7, text_depth=1, text_attn="cross")
+TEXT_WORDS = [0, 3, 7]  # words in each image's caption
+
+
+def text_case(work):
+    rng = np.random.default_rng(3000)
+    meta = {**{k: ("true" if v is True else "false" if v is False else v) for k, v in TEXT_CONFIG.items()},
+            **TEXT_META}
+    model = DiT(**config_from_meta(meta)).double()
+    sd = {k: rng.normal(0, 0.3, v.shape) for k, v in model.state_dict().items()}
+    ckpt = os.path.join(work, "text.ckpt.safetensors")
+    st_write(ckpt, {k: v.astype(np.float32) for k, v in sd.items()}, meta)
+    b, s, c, L = len(TEXT_WORDS), TEXT_CONFIG["input_size"], TEXT_CONFIG["in_channels"], TEXT_META["text_len"]
+    y = np.zeros((b, L), np.int64)
+    for i, n in enumerate(TEXT_WORDS):
+        y[i, :n] = rng.integers(1, VOCAB + 1, n)
+    batch = {"x": rng.normal(0, 1, (b, c, s, s)).astype(np.float32), "t": rng.uniform(0, 999, b).astype(np.float32),
+             "y": y, "target": rng.normal(0, 1, (b, c, s, s)).astype(np.float32)}
+    path = os.path.join(work, "text.batch.safetensors")
+    st_write(path, batch)
+    return ckpt, path
+
+
+def text_probe(exe, ranks, layout, ckpt, batch, res):
+    cmd = [exe, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res] + LAYOUTS[layout]
+    subprocess.run((MPIRUN + ["-np", str(ranks)] if ranks > 1 else []) + cmd, check=True, stdout=subprocess.DEVNULL)
+    got, _ = st_read(res)
+    return got["out"], float(got["loss"][0]), {k[5:]: v for k, v in got.items() if k.startswith("grad.")}
+
+
+def check_text(train32, train64, work):
+    """The parity table of text conditioning: every rank count and layout, both builds; then a
+    reference whose cross-attention lets padding through must differ. Returns (checks, failures)."""
+    ckpt, batch = text_case(work)
+    ref = reference(ckpt, batch)
+    print(f"text: captions of {TEXT_META['text_len']} tokens holding {TEXT_WORDS} words, "
+          f"{(TEXT_CONFIG['input_size'] // TEXT_CONFIG['patch_size']) ** 2} image tokens, {TEXT_CONFIG['num_heads']} heads")
+    runs = [(build, exe, ranks, layout) for build, exe in (("float32", train32), ("float64", train64))
+            for ranks, layout in PACK_RUNS]
+    with ThreadPoolExecutor(PROBES_AT_ONCE) as pool:
+        results = list(pool.map(lambda r: text_probe(r[1], r[2], r[3], ckpt, batch, os.path.join(
+            work, f"text.{r[0]}.{r[2]}.{r[3]}.result.safetensors")), runs))
+    failures = 0
+    for (build, _, ranks, layout), got in zip(runs, results):
+        e_out, e_loss, e_grad, worst = pack_errors(got, ref)
+        tol_out, tol_grad = TOL[build]
+        ok = e_out <= tol_out and e_loss <= tol_out and e_grad <= tol_grad
+        failures += not ok
+        print(f"{ranks:>5} {layout:<11} {build:<8} {e_out:9.2e} {e_loss:9.2e} {e_grad:9.2e} {worst:<40}"
+              f" {'ok' if ok else 'FAIL'}")
+    # the comparison catches a planted bug in the reference: cross-attention that sees padding
+    bug = reference(ckpt, batch, planted_bug="text-padding")
+    e_out, _, e_grad, _ = pack_errors(results[len(PACK_RUNS)], bug)  # float64, 1 rank
+    caught = max(e_out, e_grad) > TOL["float64"][1]
+    failures += not caught
+    print(f"planted bug in the reference (the cross-attention sees the captions' padding): output {e_out:.2e}, "
+          f"worst gradient {e_grad:.2e} against the float64 probe {'caught' if caught else 'NOT CAUGHT'}")
+    # locate: the float64 probe's tape at 3 ranks against the reference's, name by name
+    tapes = [os.path.join(work, f"text.{k}.tape.safetensors") for k in ("reference", "probe")]
+    res = os.path.join(work, "text.tape-probe.safetensors")
+    for f in tapes + [res]:
+        if os.path.exists(f):
+            os.remove(f)
+    reference(ckpt, batch, dump=tapes[0])
+    subprocess.run(MPIRUN + ["-np", "3", train64, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res,
+                             "--dump-tape", tapes[1], "--sp-attention", "all-to-all"], check=True, stdout=subprocess.DEVNULL)
+    v = subprocess.run([train64, "locate", tapes[1], tapes[0]], capture_output=True, text=True)
+    ok = v.stdout.startswith("no divergence")
+    failures += not ok
+    print(f"locate, the 3-rank all-to-all probe's tape against the reference's: {v.stdout.strip()[:150]} "
+          f"{'ok' if ok else 'FAIL'}")
+    return 2 * len(PACK_RUNS) + 2, failures
+
+
 def main():
     train32, train64, work = sys.argv[1:4]
     torch.set_num_threads(2)
@@ -284,6 +367,8 @@ def main():
           f"{'ok' if ok else 'FAIL'}")
     checks, pack_failures = check_packs(train32, train64, work)
     failures += pack_failures
+    text_checks, text_failures = check_text(train32, train64, work)
+    checks, failures = checks + text_checks, failures + text_failures
     print(f"parity: {2 * len(CONFIGS) + 4 + checks - failures} passed, {failures} failed")
     return 1 if failures else 0
 
