@@ -14,17 +14,22 @@
 #include "../layers/dit.h"
 
 typedef struct Data {
-    bool shapes;        // procedural shapes, else a folder
+    bool shapes;        // procedural shapes (moving ones for clips), else a folder
     ImageFolder folder;
     int size, classes;
+    int frames;         // of a sample: 1 images, more clips (frames stacked along the height)
     int max_tokens, patch; // packs (--max-tokens): tokens a row, and the patch (0: square images)
 } Data;
 
-// Opens the data source ("shapes" or an image folder) as images of (channels, size, size) and
-// checks it against the model: RGB, and at most num_classes classes; -1 with a message on failure.
-int data_open(Data *d, const char *source, int size, int channels, int num_classes, char *err,
-              size_t len);
+// Opens the data source ("shapes", "moving-shapes" or an image folder) as samples of
+// (channels, frames * size, size): images (frames 1) or clips of `frames` frames, and checks it
+// against the model: RGB, at most num_classes classes, images or clips as frames says; -1 with a
+// message on failure.
+int data_open(Data *d, const char *source, int size, int frames, int channels, int num_classes,
+              char *err, size_t len);
 void data_close(Data *d);
+// True for the procedural sources ("shapes", "moving-shapes"), which are not paths
+bool data_procedural(const char *source);
 // Packs: image `item` of the folder as a gh x gw patch grid: its own aspect, each side rounded to
 // the patch (at least one), shrunk with its aspect kept when it holds more than max_tokens
 void data_image_grid(const Data *d, int item, int *gh, int *gw);
@@ -35,9 +40,9 @@ typedef struct Batch {
     int first, total;
     int row0, row1; // the pixel rows built (all by default): the rest stay 0
     Arena arena;    // holds the tensors below for the whole run
-    Tensor *x0;     // (B, C, H, W) clean images in [-1, 1]
-    Tensor *xt;     // (B, C, H, W) points on the path, fed to the model
-    Tensor *v;      // (B, C, H, W) the velocity eps - x0: the training target
+    Tensor *x0;     // (B, C, F H, W) clean images (clips: F frames) in [-1, 1]
+    Tensor *xt;     // (B, C, F H, W) points on the path, fed to the model
+    Tensor *v;      // (B, C, F H, W) the velocity eps - x0: the training target
     Tensor *t;      // (B) model timesteps, 1000 t
     int64_t *y;     // (B) labels, the null class where dropped
     // packs (--max-tokens): x0, xt, v are strips (B, C, p, T p) of rows that pack several images
@@ -46,12 +51,14 @@ typedef struct Batch {
     DiTPack *pack;
 } Batch;
 
-Batch batch_alloc(int first, int B, int total, int C, int S);
-// A batch of B packed rows of T tokens of patch p (Batch.pack)
-Batch batch_alloc_packs(int first, int B, int total, int C, int p, int T);
-// Builds only the pixel rows that the tokens [t0, t0 + n) of T (patches of p x p, row-major;
-// those past T are padding) cover: the rows a rank of a sequence group reads.
-void batch_rows_of_tokens(Batch *b, int t0, int n, int T, int p);
+// A batch of B samples of F frames of S x S
+Batch batch_alloc(int first, int B, int total, int C, int F, int S);
+// A batch of B packed rows of T tokens of patch pt x p x p (Batch.pack)
+Batch batch_alloc_packs(int first, int B, int total, int C, int pt, int p, int T);
+// Builds only the pixel rows (of the frames stacked along the height) that the tokens
+// [t0, t0 + n) of T (patches of pt x p x p, frame-major; those past T are padding) cover, or a
+// few more: the rows a rank of a sequence group reads.
+void batch_rows_of_tokens(Batch *b, int t0, int n, int T, int pt, int p);
 void batch_free(Batch *b);
 // The batch of step `step` (see the top of this file): labels are dropped to null_class (the
 // model's num_classes) with probability label_dropout. Packs: row i is item k's, its first image

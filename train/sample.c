@@ -63,8 +63,8 @@ static void progress_step(Progress *p, int step, int steps, int first, int k, in
 void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, int n, int steps,
                    double cfg_scale, uint64_t seed, real *out) {
     const DiTConfig *c = &m->cfg;
-    int C = c->in_channels, S = c->input_size;
-    size_t chw = (size_t)C * S * S;
+    int C = c->in_channels, S = c->input_size, F = dit_frames(c); // clips: F frames stacked
+    size_t chw = (size_t)C * F * S * S;
     bool guided = budget_sample_guided(c, cfg_scale);
     CHECK(arena->cap >= budget_sample_min(sp, c, cfg_scale),
           "sampling needs an arena of %zu bytes, not %zu", budget_sample_min(sp, c, cfg_scale), arena->cap);
@@ -76,7 +76,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
     int passes = (n + chunk - 1) / chunk, groups = sp->data ? sp->data->size : 1;
     int group = sp->data ? sp->data->rank : 0;
     Progress prog = progress_start(steps * ((passes - group + groups - 1) / groups));
-    size_t out_chw = (size_t)dit_out_channels(c) * S * S;
+    size_t out_chw = (size_t)dit_out_channels(c) * F * S * S;
     // on the device a pass's images stay there through its steps
     real *xd = arena->device ? device_alloc((size_t)chunk * chw * sizeof(real)) : NULL;
     for (int start = 0, pass = 0; start < n; start += chunk, pass++) {
@@ -95,7 +95,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             sp_exact_tape(sp, &tp, &exact);
             tp.grad_enabled = false;
             Arena *host = arena_host(arena); // the times and labels are made on the host
-            Tensor *xin = tensor_new(arena, 4, B, C, S, S), *tin = tensor_new(host, 1, B);
+            Tensor *xin = tensor_new(arena, 4, B, C, F * S, S), *tin = tensor_new(host, 1, B);
             int64_t *y = arena_alloc(host, (size_t)B * sizeof(int64_t));
             for (int half = 0; half < B / k; half++) // the images, twice with guidance
                 RUN(arena->device, add_rows, xin->data + half * k * chw, chw, xs, chw, chw, k);
@@ -105,7 +105,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             }
             if (arena->device) tin = tensor_to(arena, tin);
             Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
-            Tensor *img = sp_gather_image(&tp, sp, tokens, c, false); // (B, C_out, S, S)
+            Tensor *img = sp_gather_image(&tp, sp, tokens, c, false); // (B, C_out, F S, S)
             // the first C output channels are the velocity
             RUN(arena->device, euler_step, xs, img->data, k, chw, out_chw, guided, (real)cfg_scale,
                 t_next - t);
@@ -122,17 +122,17 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
 // Pass of sample_sized from image `first`: the images that fill up to `rows` rows of T tokens in
 // order (at most DIT_PACK_MAX / copies), into pk's first rows, and with guidance (copies 2) again
 // in as many rows after them; returns how many
-static int pack_pass(const int *h, const int *w, int p, int T, int rows, int copies, int first,
-                     int n, DiTPack *pk) {
+static int pack_pass(const int *h, const int *w, int gf, int p, int T, int rows, int copies,
+                     int first, int n, DiTPack *pk) {
     *pk = (DiTPack){.T = T};
     int k = 0, row = 0, start = 0;
     for (; first + k < n && k < DIT_PACK_MAX / copies; k++) {
-        int tokens = h[first + k] / p * (w[first + k] / p);
+        int tokens = gf * (h[first + k] / p) * (w[first + k] / p);
         if (start + tokens > T) {
             if (row + 1 == rows) break;
             row++, start = 0;
         }
-        pk->img[k] = (DiTImage){row, start, h[first + k] / p, w[first + k] / p};
+        pk->img[k] = (DiTImage){row, start, h[first + k] / p, w[first + k] / p, gf};
         start += tokens;
     }
     pk->B = (row + 1) * copies, pk->n = k * copies;
@@ -144,7 +144,8 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
                   const int *w, int n, int steps, double cfg_scale, uint64_t seed, real *out) {
     const DiTConfig *c = &m->cfg;
     int C = c->in_channels, S = c->input_size, p = c->patch_size, Co = dit_out_channels(c), T = sp->shard.T;
-    size_t chw = (size_t)C * S * S;
+    int F = dit_frames(c), pt = dit_patch_t(c), gf = F / pt; // clips: F frames of each size
+    size_t chw = (size_t)C * F * S * S;
     bool guided = budget_sample_guided(c, cfg_scale);
     int copies = guided ? 2 : 1;
     CHECK(arena->cap >= budget_sample_min(sp, c, cfg_scale),
@@ -152,14 +153,14 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
     int rows = chunk_images(sp, c, guided, arena->cap);
     rng_fill_normal(out, (size_t)n * chw, seed, STREAM_SAMPLE, 0, 1.0);
     DiTPack *pk = xmalloc(sizeof *pk);
-    real *v = xmalloc(2 * (size_t)Co * T * p * p * sizeof(real)); // an image's velocities, twice
+    real *v = xmalloc(2 * (size_t)Co * T * pt * p * p * sizeof(real)); // an image's velocities, twice
     bool rank0 = !sp->world || sp->world->rank == 0;
     int groups = sp->data ? sp->data->size : 1, group = sp->data ? sp->data->rank : 0, mine = 0;
     for (int first = 0, pass = 0; first < n; pass++) // the passes go round the data groups
-        first += pack_pass(h, w, p, T, rows, copies, first, n, pk), mine += pass % groups == group;
+        first += pack_pass(h, w, gf, p, T, rows, copies, first, n, pk), mine += pass % groups == group;
     Progress prog = progress_start(steps * mine);
     for (int first = 0, k, pass = 0; first < n; first += k, pass++) {
-        k = pack_pass(h, w, p, T, rows, copies, first, n, pk);
+        k = pack_pass(h, w, gf, p, T, rows, copies, first, n, pk);
         if (pass % groups != group) { // another data group's: zero here, its images in the sum below
             memset(out + (size_t)first * chw, 0, (size_t)k * chw * sizeof(real));
             continue;
@@ -172,10 +173,10 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
             sp_exact_tape(sp, &tp, &exact);
             tp.grad_enabled = false;
             Arena *host = arena_host(arena); // the strips, times and labels are made on the host
-            Tensor *xin = tensor_new(host, 4, pk->B, C, p, T * p), *tin = tensor_new(host, 1, pk->n);
+            Tensor *xin = tensor_new(host, 4, pk->B, C, pt * p, T * p), *tin = tensor_new(host, 1, pk->n);
             int64_t *y = arena_alloc(host, (size_t)pk->n * sizeof(int64_t));
             for (int j = 0; j < pk->n; j++) { // the images, twice with guidance (then the null class)
-                dit_pack_image(pk, j, xin->data, out + (size_t)(first + j % k) * chw, C, p, true);
+                dit_pack_image(pk, j, xin->data, out + (size_t)(first + j % k) * chw, C, pt, p, true);
                 tin->data[j] = (real)(FLOW_T_SCALE * t);
                 y[j] = j < k ? labels[first + j] : c->num_classes;
             }
@@ -183,14 +184,14 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
             DiTShard sh = sp_dit_shard(sp);
             sh.pack = pk;
             Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
-            Tensor *strip = sp_gather_image(&tp, sp, tokens, c, true); // (B, C_out, p, T p)
+            Tensor *strip = sp_gather_image(&tp, sp, tokens, c, true); // (B, C_out, pt p, T p)
             real *pred = strip->data;
             if (arena->device) // down to the host
                 pred = arena_alloc(host, strip->size * sizeof(real)), copy_bytes(pred, strip->data, strip->size * sizeof(real));
             for (int j = 0; j < k; j++) { // the first C output channels are the velocity
-                size_t hw = (size_t)h[first + j] * w[first + j];
+                size_t hw = (size_t)F * h[first + j] * w[first + j]; // every frame's
                 for (int copy = 0; copy < copies; copy++)
-                    dit_pack_image(pk, j + copy * k, pred, v + copy * Co * hw, Co, p, false);
+                    dit_pack_image(pk, j + copy * k, pred, v + copy * Co * hw, Co, pt, p, false);
                 RUN(false, euler_step, out + (size_t)(first + j) * chw, v, 1, C * hw, Co * hw, guided,
                     (real)cfg_scale, t_next - t);
             }
@@ -201,6 +202,12 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
     free(pk), free(v);
     if (sp->data) comm_all_reduce(sp->data, COMM_REAL, out, (size_t)n * chw);
     arena_reset(arena);
+}
+
+// Frame f of a clip (3, F h, w) of F frames stacked along the height, into frame (3, h, w)
+static void sample_frame(const real *clip, int F, int h, int w, int f, real *frame) {
+    size_t hw = (size_t)h * w;
+    for (int k = 0; k < 3; k++) memcpy(frame + k * hw, clip + (k * F + f) * hw, hw * sizeof(real));
 }
 
 int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per_class,
@@ -216,7 +223,8 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
     side = tall > side ? tall : side;
     int up = 96 / side;
     up = up < 1 ? 1 : up > 4 ? 4 : up; // small images are drawn 2-4x larger
-    size_t chw = (size_t)3 * S * S, bad = 0;
+    int F = dit_frames(c), gap = F > 1 ? 8 : 0; // clips: their frames across, a gap between clips
+    size_t chw = (size_t)3 * F * S * S, bad = 0;
     int64_t *labels = xmalloc((size_t)n * sizeof(int64_t));
     real *imgs = xmalloc(n * chw * sizeof(real));
     for (int i = 0; i < n; i++) labels[i] = i / per_class;
@@ -236,15 +244,19 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
             label_w = w > label_w ? w : label_w;
         }
         label_w += 12;
-        for (int j = 0; j < per_class; j++) width += w[j] * up + 4;
+        for (int j = 0; j < per_class; j++) width += F * (w[j] * up + 4) + gap;
         const uint8_t bg[3] = {24, 24, 28}, fg[3] = {230, 230, 230};
+        real *frame = xmalloc((size_t)3 * tall * side * sizeof(real));
         Canvas cv = canvas_create(label_w + width + 4, data->classes * cell + 4, bg);
         for (int k = 0; k < data->classes; k++) {
             int y = 4 + k * cell;
             canvas_text(&cv, 6, y + (tall * up - canvas_text_height("A", text)) / 2,
                         data_class_name(data, k), text, fg);
-            for (int j = 0, x = label_w; j < per_class; x += w[j] * up + 4, j++) // each at its size
-                canvas_paste(&cv, x, y, imgs + (k * per_class + j) * chw, h[j], w[j], up);
+            for (int j = 0, x = label_w; j < per_class; x += gap, j++) // each at its size
+                for (int f = 0; f < F; x += w[j] * up + 4, f++) {
+                    sample_frame(imgs + (k * per_class + j) * chw, F, h[j], w[j], f, frame);
+                    canvas_paste(&cv, x, y, frame, h[j], w[j], up);
+                }
         }
         char why[1024];
         if (canvas_write_png(&cv, path, why, sizeof why)) {
@@ -252,6 +264,7 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
             rc = SAMPLE_WRITE_FAILED;
         }
         canvas_free(&cv);
+        free(frame);
     }
     free(labels);
     free(imgs);
@@ -358,7 +371,7 @@ int sample_main(int argc, char **argv, Comm *c) {
         usage_error("--cfg-scale %g needs a null class, and %s was trained without label dropout; "
                     "pass --cfg-scale 1", tc.cfg_scale, path);
     Data data; // any number of classes here: the checkpoint's count is fixed, --num-classes no help
-    if (data_open(&data, tc.data, m.cfg.input_size, m.cfg.in_channels, DIT_MAX_CLASSES, err, sizeof err))
+    if (data_open(&data, tc.data, m.cfg.input_size, dit_frames(&m.cfg), m.cfg.in_channels, DIT_MAX_CLASSES, err, sizeof err))
         usage_error("--data %s%s: %s", tc.data, data_from_run ? " (the run's, from its config.json)" : "", err);
     if (data.classes > m.cfg.num_classes)
         usage_error("--data %s has %d classes but %s was trained on %d; pass the --data it was "

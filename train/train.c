@@ -292,8 +292,8 @@ static void setup(Run *r) {
         openblas_set_num_threads(tc->threads);
     }
     train_config_check_packs(tc);
-    if (!dry_run_missing("--data", strcmp(tc->data, "shapes") ? tc->data : NULL, c->rank == 0) &&
-        data_open(&r->data, tc->data, tc->model.input_size, tc->model.in_channels,
+    if (!dry_run_missing("--data", data_procedural(tc->data) ? NULL : tc->data, c->rank == 0) &&
+        data_open(&r->data, tc->data, tc->model.input_size, dit_frames(&tc->model), tc->model.in_channels,
                   tc->model.num_classes, err, sizeof err))
         usage_error("--data: %s", err);
     r->data.max_tokens = tc->max_tokens, r->data.patch = tc->model.patch_size;
@@ -377,11 +377,11 @@ static double train_loop(Run *r, Arena *arena) {
     Batch batch;
     if (tc->max_tokens) // rows of packs, every rank all of them
         batch = batch_alloc_packs(first_image, images, tc->batch, tc->model.in_channels,
-                                  tc->model.patch_size, tc->max_tokens);
+                                  dit_patch_t(&tc->model), tc->model.patch_size, tc->max_tokens);
     else {
-        batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, tc->model.input_size);
+        batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, dit_frames(&tc->model), tc->model.input_size);
         const SeqShard *sh = &r->sp.shard; // this rank reads the pixels of its tokens only
-        batch_rows_of_tokens(&batch, sh->t0, sh->n, sh->T, tc->model.patch_size);
+        batch_rows_of_tokens(&batch, sh->t0, sh->n, sh->T, dit_patch_t(&tc->model), tc->model.patch_size);
     }
     int first = r->opt.step + 1, step_last = first - 1, saved_step = r->opt.step;
     double t0 = now_seconds(), t_last = t0, t_save = t0; // the rate is measured since the last line

@@ -140,7 +140,7 @@ static Result run(DiT *m, SeqParallel *sp, Arena *a) {
         backward(&tp, loss);
         r.loss = loss->data[0];
         tp.grad_enabled = false;
-        Tensor *img = unpatchify(&tp, tokens, dit_out_channels(&cfg), cfg.input_size, cfg.input_size, cfg.patch_size);
+        Tensor *img = unpatchify(&tp, tokens, dit_out_channels(&cfg), dit_frames(&cfg), cfg.input_size, cfg.input_size, dit_patch_t(&cfg), cfg.patch_size);
         memcpy(r.out, img->data, img->size * sizeof(real));
         tape_free(&tp);
     }
