@@ -47,6 +47,11 @@ train one 1 || exit 1
 # a thread per core of its own): the blocks' calls, the attention's jobs and the gradient norm's
 # squares that run on the threads give the same bits
 same one threads-2 1 --threads 2
+# clips: 4 frames of 12x12 in patches of 2 x 4 x 4, 18 tokens (3 ranks cut frames apart; 4 heads
+# uneven over 3 ranks), the moving shapes
+CLIP="--data moving-shapes --frames 4 --patch-t 2 --input-size 12"
+train clip-one 1 $CLIP || exit 1
+same clip-one clip-all-to-all-3 3 $CLIP --sp-attention all-to-all
 if [ -n "$QUICK" ]; then
   same one gather-3 3
   same one ring-3 3 --sp-attention ring
@@ -70,6 +75,7 @@ same one accum3-3 3 --grad-accum 3
 # --zero 1 (the Adam moments split over the ranks, gradients reduce-scattered as exact sums); and
 # 2 steps of it on 4 ranks resumed on 3 ranks, both split: the same bits
 same one zero-4 4 --zero 1 --sp-attention ring
+same clip-one clip-hybrid-zero-4 4 $CLIP --sp-attention hybrid --ulysses-degree 2 --zero 1 --grad-accum 2
 if train zero-resumed 4 --zero 1 --steps 2 &&
    $MPIRUN -np 3 "$TRAIN" $ARGS --resume "$WORK/zero-resumed" > "$WORK/zero-resumed.log" 2>&1; then
   first=""
