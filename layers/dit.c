@@ -312,9 +312,10 @@ const char *dit_pack_error(const DiTPack *p, char *buf, size_t len) {
         const DiTImage *a = &p->img[i];
         if (a->row < 0 || a->row >= p->B || a->gh < 1 || a->gw < 1 || a->start < 0 ||
             a->gf < 0 || dit_grid_tokens(dit_image_grid(a)) > p->T - a->start) {
-            snprintf(buf, len, "pack image %d (%dx%dx%d patches at token %d of row %d) does not fit "
-                     "%d rows of %d tokens", i, dit_image_grid(a).frames, a->gh, a->gw, a->start,
-                     a->row, p->B, p->T);
+            char frames[16] = ""; // clips: "F x " in front
+            if (a->gf > 1 || a->gf < 0) snprintf(frames, sizeof frames, "%dx", a->gf);
+            snprintf(buf, len, "pack image %d (%s%dx%d patches at token %d of row %d) does not fit "
+                     "%d rows of %d tokens", i, frames, a->gh, a->gw, a->start, a->row, p->B, p->T);
             return buf;
         }
         if (i && a->row < p->img[i - 1].row) {
