@@ -216,6 +216,52 @@ START_TEST(shapes_reject_bad_arguments) {
 }
 END_TEST
 
+// Moving shapes: every frame keeps the shape inside its 1-pixel background frame and clearly
+// visible; the clip moves (its first and last frames differ); any split of its rows (what a
+// rank builds) gives the same values; the class is the still image's
+START_TEST(moving_shapes_stay_inside_and_move) {
+    const int sizes[] = {12, 13, 32}, F = 5;
+    int moved = 0, clips = 0;
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        int n = sizes[s];
+        size_t plane = (size_t)n * n, all = 3 * F * plane;
+        real *clip = xmalloc(all * sizeof(real)), *parts = xmalloc(all * sizeof(real));
+        real *frame = xmalloc(3 * plane * sizeof(real)), still[3 * 8 * 8];
+        for (uint64_t i = 0; i < 30; i++, clips++) {
+            int64_t l, l2, l3;
+            shapes_clip_rows(clip, &l, n, F, 5, i, 0, F * n);
+            for (int y0 = 0, y1; y0 < F * n; y0 = y1) { // rows in uneven pieces
+                y1 = y0 + 1 + (int)(rng_u32(9, 0, i * 1000 + (uint64_t)y0) % (uint32_t)(2 * n));
+                y1 = y1 > F * n ? F * n : y1;
+                shapes_clip_rows(parts, &l2, n, F, 5, i, y0, y1);
+            }
+            ck_assert(!memcmp(parts, clip, all * sizeof(real)));
+            shapes_sample(still, &l3, 8, 5, i);
+            ck_assert_int_eq(l, l2);
+            ck_assert_int_eq(l, l3);
+            for (int f = 0; f < F; f++) {
+                for (int k = 0; k < 3; k++) memcpy(frame + k * plane, clip + (k * F + f) * plane, plane * sizeof(real));
+                for (int k = 0; k < 3; k++)
+                    for (int t = 0; t < n; t++) {
+                        real bg = frame[k * plane];
+                        REQUIRE(frame[k * plane + t] == bg && frame[k * plane + (size_t)(n - 1) * n + t] == bg &&
+                                    frame[k * plane + (size_t)t * n] == bg && frame[k * plane + (size_t)t * n + n - 1] == bg,
+                                "size %d clip %d frame %d: the shape touches the border", n, (int)i, f);
+                    }
+                Mask m = mask_of(frame, n);
+                ck_assert_msg(m.contrast > 1.0 && m.n_on >= 0.015 * plane, "size %d clip %d frame %d: %d lit pixels",
+                              n, (int)i, f, m.n_on);
+                free(m.on);
+            }
+            moved += memcmp(clip, clip + (F - 1) * plane, plane * sizeof(real)) != 0;
+        }
+        free(clip), free(parts), free(frame);
+    }
+    // only a circle or a ring that turns stays still
+    ck_assert_msg(moved >= clips * 3 / 4, "%d of %d clips move", moved, clips);
+}
+END_TEST
+
 // ---- canvas --------------------------------------------------------------------------------
 
 START_TEST(canvas_png_round_trip) {
@@ -248,6 +294,48 @@ START_TEST(canvas_png_round_trip) {
     ck_assert_msg(strstr(err, "missing/x.png"), "error \"%s\" does not name the file", err);
     ck_assert(!exists(path));
     canvas_free(&c);
+    test_rm_rf(dir);
+}
+END_TEST
+
+// an animated GIF of 3 frames of a few colours, read back by stb_image's own GIF decoder: every
+// frame's every pixel within giflib's 5-bit colour reduction
+START_TEST(canvas_gif_round_trip) {
+    char dir[64], path[128], tmp[160], err[512];
+    test_tmpdir(dir, sizeof dir);
+    const uint8_t grey[3] = {50, 60, 70};
+    Canvas c[3];
+    for (int f = 0; f < 3; f++) {
+        c[f] = canvas_create(29, 17, grey);
+        for (int j = 0; j < 17; j++)
+            for (int i = 0; i < 29; i++) {
+                uint32_t r = rng_u32(4, 0, (uint64_t)((f * 17 + j) * 29 + i)) % 12;
+                uint8_t rgb[3] = {(uint8_t)(r * 20), (uint8_t)(255 - r * 16), (uint8_t)(f * 100)};
+                canvas_fill_rect(&c[f], i, j, 1, 1, rgb);
+            }
+    }
+    path_in(path, sizeof path, dir, "anim.gif");
+    ck_assert_msg(canvas_write_gif(c, 3, 20, path, err, sizeof err) == 0, "%s", err);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    ck_assert(!exists(tmp));
+    FILE *fp = fopen(path, "rb");
+    ck_assert_ptr_nonnull(fp);
+    static uint8_t bytes[1 << 16];
+    int n = (int)fread(bytes, 1, sizeof bytes, fp), w, h, frames, comp, *delays = NULL;
+    fclose(fp);
+    uint8_t *back = stbi_load_gif_from_memory(bytes, n, &delays, &w, &h, &frames, &comp, 3);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_int_eq(w, 29);
+    ck_assert_int_eq(h, 17);
+    ck_assert_int_eq(frames, 3);
+    ck_assert_int_eq(delays[1], 200); // milliseconds
+    int worst = 0;
+    for (int f = 0; f < 3; f++)
+        for (size_t p = 0; p < (size_t)w * h * 3; p++)
+            worst = fmax(worst, abs((int)back[(size_t)f * w * h * 3 + p] - c[f].px[p]));
+    ck_assert_int_le(worst, 8);
+    stbi_image_free(back), stbi_image_free(delays);
+    for (int f = 0; f < 3; f++) canvas_free(&c[f]);
     test_rm_rf(dir);
 }
 END_TEST
@@ -568,6 +656,8 @@ Suite *data_suite(void) {
     tcase_add_test(tc, shapes_match_their_class_geometrically);
     tcase_add_test(tc, shapes_reject_bad_arguments);
     tcase_add_test(tc, canvas_png_round_trip);
+    tcase_add_test(tc, canvas_gif_round_trip);
+    tcase_add_test(tc, moving_shapes_stay_inside_and_move);
     tcase_add_test(tc, canvas_paste_clamps_upscales_and_refuses_nan);
     tcase_add_test(tc, canvas_text_scales_and_stays_in_its_box);
     tcase_add_test(tc, canvas_line_covers_its_path);

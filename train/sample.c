@@ -210,6 +210,58 @@ static void sample_frame(const real *clip, int F, int h, int w, int f, real *fra
     for (int k = 0; k < 3; k++) memcpy(frame + k * hw, clip + (k * F + f) * hw, hw * sizeof(real));
 }
 
+// A sample grid: one row per class, per_class images (clips: each with its frames across) at
+// their sizes h[j] x w[j], upscaled by up, at imgs + i chw
+typedef struct Grid {
+    const Data *data;
+    const real *imgs;
+    size_t chw;
+    int per_class;
+    const int *h, *w;
+    int tall, up, F;
+} Grid;
+
+// The grid's canvas: frame `frame` of every clip, or (-1) every frame across
+static Canvas grid_canvas(const Grid *g, int frame) {
+    int label_w = 0, cell = g->tall * g->up + 4, text = 2, width = 0, classes = g->data->classes;
+    int frames = frame < 0 ? g->F : 1, gap = frames > 1 ? 8 : 0;
+    for (int k = 0; k < classes; k++) {
+        int w = canvas_text_width(data_class_name(g->data, k), text);
+        label_w = w > label_w ? w : label_w;
+    }
+    label_w += 12;
+    for (int j = 0; j < g->per_class; j++) width += frames * (g->w[j] * g->up + 4) + gap;
+    const uint8_t bg[3] = {24, 24, 28}, fg[3] = {230, 230, 230};
+    Canvas cv = canvas_create(label_w + width + 4, classes * cell + 4, bg);
+    real *pixels = xmalloc(g->chw * sizeof(real)); // one frame
+    for (int k = 0; k < classes; k++) {
+        int y = 4 + k * cell;
+        canvas_text(&cv, 6, y + (g->tall * g->up - canvas_text_height("A", text)) / 2,
+                    data_class_name(g->data, k), text, fg);
+        for (int j = 0, x = label_w; j < g->per_class; x += gap, j++) // each at its size
+            for (int f = 0; f < frames; x += g->w[j] * g->up + 4, f++) {
+                sample_frame(g->imgs + (k * g->per_class + j) * g->chw, g->F, g->h[j], g->w[j],
+                             frame < 0 ? f : frame, pixels);
+                canvas_paste(&cv, x, y, pixels, g->h[j], g->w[j], g->up);
+            }
+    }
+    free(pixels);
+    return cv;
+}
+
+// Clips: the grid animated, frame by frame, into the PNG's path with .gif for .png
+static int write_gif(const Grid *g, const char *png, char *err, size_t len) {
+    char path[4096], why[1024];
+    snprintf(path, sizeof path, "%.*s.gif", (int)(strlen(png) - 4), png); // out_file_check: *.png
+    Canvas *cv = xmalloc((size_t)g->F * sizeof(Canvas));
+    for (int f = 0; f < g->F; f++) cv[f] = grid_canvas(g, f);
+    int rc = canvas_write_gif(cv, g->F, SAMPLE_GIF_DELAY_CS, path, why, sizeof why);
+    if (rc) snprintf(err, len, "writing %s failed: %s", path, why);
+    for (int f = 0; f < g->F; f++) canvas_free(&cv[f]);
+    free(cv);
+    return rc ? SAMPLE_WRITE_FAILED : 0;
+}
+
 int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per_class,
                 const SampleSizes *sizes, int steps, double cfg_scale, uint64_t seed,
                 const char *path, char *err, size_t len) {
@@ -223,7 +275,7 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
     side = tall > side ? tall : side;
     int up = 96 / side;
     up = up < 1 ? 1 : up > 4 ? 4 : up; // small images are drawn 2-4x larger
-    int F = dit_frames(c), gap = F > 1 ? 8 : 0; // clips: their frames across, a gap between clips
+    int F = dit_frames(c); // clips: frames stacked along the height
     size_t chw = (size_t)3 * F * S * S, bad = 0;
     int64_t *labels = xmalloc((size_t)n * sizeof(int64_t));
     real *imgs = xmalloc(n * chw * sizeof(real));
@@ -238,33 +290,15 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, int per
                  bad / chw + 1, n, data_class_name(data, (int)labels[bad / chw]));
         rc = SAMPLE_NOT_FINITE;
     } else if (!sp->world || sp->world->rank == 0) {
-        int label_w = 0, cell = tall * up + 4, text = 2, width = 0;
-        for (int k = 0; k < data->classes; k++) {
-            int w = canvas_text_width(data_class_name(data, k), text);
-            label_w = w > label_w ? w : label_w;
-        }
-        label_w += 12;
-        for (int j = 0; j < per_class; j++) width += F * (w[j] * up + 4) + gap;
-        const uint8_t bg[3] = {24, 24, 28}, fg[3] = {230, 230, 230};
-        real *frame = xmalloc((size_t)3 * tall * side * sizeof(real));
-        Canvas cv = canvas_create(label_w + width + 4, data->classes * cell + 4, bg);
-        for (int k = 0; k < data->classes; k++) {
-            int y = 4 + k * cell;
-            canvas_text(&cv, 6, y + (tall * up - canvas_text_height("A", text)) / 2,
-                        data_class_name(data, k), text, fg);
-            for (int j = 0, x = label_w; j < per_class; x += gap, j++) // each at its size
-                for (int f = 0; f < F; x += w[j] * up + 4, f++) {
-                    sample_frame(imgs + (k * per_class + j) * chw, F, h[j], w[j], f, frame);
-                    canvas_paste(&cv, x, y, frame, h[j], w[j], up);
-                }
-        }
+        Grid g = {data, imgs, chw, per_class, h, w, tall, up, F};
+        Canvas cv = grid_canvas(&g, -1);
         char why[1024];
         if (canvas_write_png(&cv, path, why, sizeof why)) {
             snprintf(err, len, "writing %s failed: %s", path, why);
             rc = SAMPLE_WRITE_FAILED;
         }
         canvas_free(&cv);
-        free(frame);
+        if (!rc && F > 1) rc = write_gif(&g, path, err, len);
     }
     free(labels);
     free(imgs);

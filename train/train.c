@@ -434,7 +434,7 @@ int train_main(int argc, char **argv, Comm *c) {
            "optimizer.safetensors%s%s}\n", steps, elapsed, steps / (elapsed > 0 ? elapsed : 1),
            r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena->peak / 1048576.0,
            layout_mib + world_mib, layout_mib, world_mib, tc->out, r.m.ps.ema ? ",ema.safetensors" : "",
-           tc->samples_per_class ? ",samples.png" : "");
+           !tc->samples_per_class ? "" : dit_frames(&tc->model) > 1 ? ",samples.png,samples.gif" : ",samples.png");
     { // what the step's side holds (the GPU with cuda)
         const ParamStore *ps = &r.work->ps;
         double MiB = 1048576.0, weights = 2.0 * ps->padded * sizeof(real) / MiB;
