@@ -1275,6 +1275,9 @@ static const DiTConfig mem_configs[] = {
      .num_heads = 5, .mlp_ratio = 2, .num_classes = 5}, // heads uneven over 2 to 4 ranks
     {.input_size = 26, .patch_size = 2, .in_channels = 3, .hidden_size = 96, .depth = 2,
      .num_heads = 12, .mlp_ratio = 2, .num_classes = 5, .in_context = true}, // gather, all-to-all
+    {.input_size = 12, .patch_size = 2, .in_channels = 3, .hidden_size = 48, .depth = 2,
+     .num_heads = 3, .mlp_ratio = 2, .num_classes = 5, .learn_sigma = true, .frames = 6,
+     .patch_t = 2}, // a video model: 6 frames in patches of 2 x 2 x 2, 108 tokens
 };
 
 START_TEST(memory_estimate_holds) {
@@ -1299,9 +1302,9 @@ START_TEST(memory_estimate_holds) {
     Arena a = arena_create(est);
     Tape tp = tape_create(&a);
     tp.grad_enabled = backward_pass;
-    int S = cfg.input_size;
-    Tensor *x = tensor_new(&a, 4, BM, cfg.in_channels, S, S), *t = tensor_new(&a, 1, BM);
-    Tensor *target = tensor_new(&a, 4, BM, dit_out_channels(&cfg), S, S);
+    int S = cfg.input_size, H = dit_frames(&cfg) * S; // clips: their frames stacked
+    Tensor *x = tensor_new(&a, 4, BM, cfg.in_channels, H, S), *t = tensor_new(&a, 1, BM);
+    Tensor *target = tensor_new(&a, 4, BM, dit_out_channels(&cfg), H, S);
     int64_t y[BM] = {1, 2, 3, 4};
     DiTShard dsh = sp_dit_shard(&sp);
     Tensor *tokens = dit_forward(&m, &tp, x, t, y, &dsh);
@@ -1693,6 +1696,7 @@ int main(int argc, char **argv) {
     TCase *clips = tcase_create("clips"); // clip models; part of every multi-rank run
     tcase_set_timeout(clips, 120);
     tcase_add_loop_test(clips, clips_match_single_rank, 0, SP_LAYOUTS + 1);
+    tcase_add_loop_test(clips, memory_estimate_holds, 12 * SP_LAYOUTS, 15 * SP_LAYOUTS); // the video model
     suite_add_tcase(s, clips);
     TCase *progress = tcase_create("progress"); // alone: run_all.sh runs it over TCP too
     tcase_add_test(progress, ring_step_moves_during_attention);
