@@ -30,13 +30,15 @@ int data_open(Data *d, const char *source, int size, int frames, int channels, i
                             "--input-size >= %d", SHAPES_MIN_SIZE, SHAPES_MIN_SIZE,
                             SHAPES_MIN_SIZE), -1;
     } else {
-        if (frames > 1)
-            return snprintf(err, len, "'%s': folders of clips are not read yet; use --data "
-                            "moving-shapes for clips", source), -1;
         if (channels != 3)
             return snprintf(err, len, "image folders are read as RGB; the model needs in_channels 3"), -1;
-        if (image_folder_open(&d->folder, source, d->size, err, len)) return -1;
-        d->classes = d->folder.n_classes;
+        if (frames > 1) {
+            if (clip_folder_open(&d->clips, source, d->size, frames, err, len)) return -1;
+            d->classes = d->clips.n_classes;
+        } else {
+            if (image_folder_open(&d->folder, source, d->size, err, len)) return -1;
+            d->classes = d->folder.n_classes;
+        }
     }
     if (d->classes > num_classes) {
         snprintf(err, len, "the data have %d classes but the model has %d; pass --num-classes %d",
@@ -60,12 +62,13 @@ void data_image_grid(const Data *d, int item, int *gh, int *gw) {
 }
 
 void data_close(Data *d) {
-    if (!d->shapes) image_folder_close(&d->folder);
+    if (!d->shapes && d->frames > 1) clip_folder_close(&d->clips);
+    else if (!d->shapes) image_folder_close(&d->folder);
     *d = (Data){0};
 }
 
 const char *data_class_name(const Data *d, int c) {
-    return d->shapes ? shapes_class_name(c) : d->folder.class_names[c];
+    return d->shapes ? shapes_class_name(c) : d->frames > 1 ? d->clips.class_names[c] : d->folder.class_names[c];
 }
 
 Batch batch_alloc(int first, int B, int total, int C, int F, int S) {
@@ -159,7 +162,11 @@ void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null
         if (d->shapes && d->frames > 1)
             shapes_clip_rows(x0, &b->y[i], d->size, d->frames, seed, k, b->row0, b->row1);
         else if (d->shapes) shapes_sample_rows(x0, &b->y[i], d->size, seed, k, b->row0, b->row1);
-        else {
+        else if (d->frames > 1) { // a clip of the folder
+            int item = (int)(rng_u32(seed, STREAM_PICK, k) % (uint32_t)d->clips.n);
+            CHECK(!clip_folder_load(&d->clips, item, x0, err, sizeof err), "%s", err);
+            b->y[i] = d->clips.labels[item];
+        } else {
             int item = (int)(rng_u32(seed, STREAM_PICK, k) % (uint32_t)d->folder.n);
             CHECK(!image_folder_load(&d->folder, item, x0, err, sizeof err), "%s", err);
             b->y[i] = d->folder.labels[item];

@@ -15,7 +15,8 @@
 
 typedef struct Data {
     bool shapes;        // procedural shapes (moving ones for clips), else a folder
-    ImageFolder folder;
+    ImageFolder folder; // a folder of images (frames 1)
+    ClipFolder clips;   // a folder of clips (frames > 1)
     int size, classes;
     int frames;         // of a sample: 1 images, more clips (frames stacked along the height)
     int max_tokens, patch; // packs (--max-tokens): tokens a row, and the patch (0: square images)

@@ -108,6 +108,9 @@ void train_config_check_packs(const TrainConfig *tc) {
     if (data_procedural(tc->data))
         usage_error("--max-tokens packs the images of a folder; it does not run with the %s "
                     "data (pass --data DIR)", tc->data);
+    if (dit_frames(m) > 1)
+        usage_error("--max-tokens packs the images of a folder; a clip model (--frames %d) trains "
+                    "on whole clips of --input-size: leave it out", dit_frames(m));
     if (tc->max_tokens > dit_tokens(m))
         usage_error("--max-tokens %d is above the %d tokens of --input-size %d (patch %d); "
                     "pass at most %d, or a larger --input-size", tc->max_tokens, dit_tokens(m),

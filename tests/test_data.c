@@ -435,6 +435,47 @@ static void assert_solid(const real *img, int size, const uint8_t rgb[3], double
         }
 }
 
+// A folder of clips: two classes, their clips' frames in name order and stacked along the height
+// (each frame solid in its own colour); then a clip with too few frames, and one whose frames
+// differ in size, each refused with its name
+START_TEST(clip_folder_reads_clips) {
+    char dir[64], p[256], err[512];
+    test_tmpdir(dir, sizeof dir);
+    const uint8_t col[3][3] = {{10, 20, 30}, {200, 100, 50}, {0, 255, 128}};
+    const char *clips[3] = {"cats/c1", "cats/c2", "dogs/d1"};
+    ck_assert(!mkdir(path_in(p, sizeof p, dir, "cats"), 0700));
+    ck_assert(!mkdir(path_in(p, sizeof p, dir, "dogs"), 0700));
+    for (int c = 0; c < 3; c++) {
+        char clip[160], frame[200];
+        ck_assert(!mkdir(path_in(clip, sizeof clip, dir, clips[c]), 0700));
+        for (int f = 0; f < 3; f++) { // frames named out of order: f2, f0, f1 read as f0, f1, f2
+            snprintf(frame, sizeof frame, "%s/f%d.png", clip, (f + 2) % 3);
+            write_png_solid_bands(frame, 6, 6, true, col[(f + 2 + c) % 3], col[(f + 2 + c) % 3], 0);
+        }
+    }
+    ClipFolder f;
+    ck_assert_msg(!clip_folder_open(&f, dir, 4, 3, err, sizeof err), "%s", err);
+    ck_assert_int_eq(f.n, 3);
+    ck_assert_int_eq(f.n_classes, 2);
+    ck_assert_str_eq(f.class_names[1], "dogs");
+    ck_assert_int_eq(f.labels[1], 0);
+    ck_assert_int_eq(f.labels[2], 1);
+    real img[3 * 3 * 16], frame[3 * 16];
+    ck_assert_msg(!clip_folder_load(&f, 2, img, err, sizeof err), "%s", err);
+    for (int k = 0; k < 3; k++) {
+        for (int c = 0; c < 3; c++) memcpy(frame + c * 16, img + (c * 3 + k) * 16, 16 * sizeof(real));
+        assert_solid(frame, 4, col[(k + 2) % 3], 1e-6, "a clip's frame");
+    }
+    clip_folder_close(&f);
+    ck_assert_int_eq(clip_folder_open(&f, dir, 4, 4, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "cats/c1' has 3 frames; the model takes 4 (--frames)"), "%s", err);
+    write_png_solid_bands(path_in(p, sizeof p, dir, "dogs/d1/f1.png"), 8, 6, true, col[0], col[0], 0);
+    ck_assert_int_eq(clip_folder_open(&f, dir, 4, 3, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "dogs/d1' mixes frame sizes") && strstr(err, "8x6"), "%s", err);
+    test_rm_rf(dir);
+}
+END_TEST
+
 START_TEST(image_folder_reads_classes) {
     char dir[64], p[256], err[512];
     test_tmpdir(dir, sizeof dir);
@@ -663,6 +704,7 @@ Suite *data_suite(void) {
     tcase_add_test(tc, canvas_line_covers_its_path);
     tcase_add_test(tc, image_folder_reads_classes);
     tcase_add_test(tc, image_folder_reads_flat_folder);
+    tcase_add_test(tc, clip_folder_reads_clips);
     tcase_add_test(tc, image_folder_errors_say_what_to_do);
     tcase_add_test(tc, image_folder_refuses_crafted_files);
     tcase_add_test(tc, plot_draws_curves_inside_its_panel);
