@@ -426,7 +426,8 @@ int sample_main(int argc, char **argv, Comm *c) {
     if (rc == SAMPLE_NOT_FINITE) comm_stop_all(err, 1);
     if (work != &m) dit_free(work);
     arena_destroy(&arena);
-    print0(c, "wrote %s\n", out);
+    print0(c, "wrote %s%s%.*s%s\n", out, dit_frames(&m.cfg) > 1 ? " and " : "",
+           dit_frames(&m.cfg) > 1 ? (int)strlen(out) - 4 : 0, out, dit_frames(&m.cfg) > 1 ? ".gif" : "");
     sp_free(&sp);
     data_close(&data);
     dit_free(&m);
