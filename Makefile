@@ -20,9 +20,9 @@ ARCH      := $(shell $(CC) -print-multiarch)
 BLAS_DIR  := /usr/lib/$(ARCH)/openblas-openmp
 BLAS_FLAGS := -I/usr/include/$(ARCH)/openblas-openmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas
 override CFLAGS += -fopenmp -I/usr/include/$(ARCH)/openblas-openmp
-LDLIBS  := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lstb -ljpeg -ljansson -lm
+LDLIBS  := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lstb -ljpeg -lgif -ljansson -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
-DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev check libopenmpi-dev openmpi-bin libstb-dev libjpeg-dev libjansson-dev
+DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev check libopenmpi-dev openmpi-bin libstb-dev libjpeg-dev libgif-dev libjansson-dev
 PARITY_PACKAGES := python3-torch python3-numpy python3-venv
 # PyTorch 2 and the Python packages Debian lacks come from PyPI into a virtual environment that also
 # sees Debian's (numpy, and torch 1.13 where PyPI is not reachable); make deps makes it
@@ -204,7 +204,7 @@ FUZZ_BINS     := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_TARGETS))
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS   := -O1 -g -std=c17 -Wall -Wextra -Wno-unknown-pragmas -Wno-string-plus-int -D_GNU_SOURCE -MMD -MP \
   -I/usr/include/$(ARCH)/openblas-openmp $(shell mpicc --showme:compile 2>/dev/null) $(FUZZ_SAN)
-FUZZ_LIBS     := $(BLAS_FLAGS) -lstb -ljpeg -ljansson -lm $(shell mpicc --showme:link 2>/dev/null)
+FUZZ_LIBS     := $(BLAS_FLAGS) -lstb -ljpeg -lgif -ljansson -lm $(shell mpicc --showme:link 2>/dev/null)
 # 1 when FUZZ_CC links a libFuzzer target (asked only when needed); else FUZZ_WHY says why not
 HAVE_FUZZ = $(if $(FUZZ_CC),$(shell printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }\n' | \
   $(FUZZ_CC) -x c - -fsanitize=fuzzer,address,undefined -o /dev/null >/dev/null 2>&1 && echo 1 || echo 0),0)

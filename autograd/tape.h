@@ -6,7 +6,7 @@
 #include "../core/tensor.h"
 
 #define NODE_MAX_IN 4
-#define NODE_MAX_INT 8
+#define NODE_MAX_INT 10
 
 typedef struct Node Node;
 typedef struct ExactMode ExactMode;

@@ -21,6 +21,7 @@ enum {
     STREAM_GRAD_DIRECTION,  // its random direction
     STREAM_GRAD_PREFILL,    // its random starting gradients
     STREAM_PACK,            // the further images of a pack (data/data.c, --max-tokens)
+    STREAM_SHAPE_MOTION,    // a moving shape's motion across a clip's frames (data/shapes.c)
     STREAM_NAMED_END,       // the first number no named stream uses
 };
 #define STREAM_PARAM(i) (((uint64_t)1 << 32) + (uint64_t)(i))

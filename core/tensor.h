@@ -1,4 +1,4 @@
-// tensor.h: an up-to-4-D, row-major, contiguous array of `real` with an optional gradient of the
+// tensor.h: an up-to-5-D, row-major, contiguous array of `real` with an optional gradient of the
 // same shape. Tensors of one step live in an arena; parameters point into the flat parameter
 // store. A view (tensor_reshape) shares storage with its parent. A tensor of a device arena has
 // its data and gradient on the GPU (device true) and its header on the host.
@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define MAX_DIMS 4
+#define MAX_DIMS 5
 
 typedef struct Tensor {
     int ndim;

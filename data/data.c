@@ -9,10 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-int data_open(Data *d, const char *source, int size, int channels, int num_classes, char *err,
-              size_t len) {
-    *d = (Data){.size = size};
-    if (!strcmp(source, "shapes")) {
+bool data_procedural(const char *source) {
+    return !strcmp(source, "shapes") || !strcmp(source, "moving-shapes");
+}
+
+int data_open(Data *d, const char *source, int size, int frames, int channels, int num_classes,
+              char *err, size_t len) {
+    *d = (Data){.size = size, .frames = frames};
+    bool still = !strcmp(source, "shapes"), moving = !strcmp(source, "moving-shapes");
+    if (still && frames > 1)
+        return snprintf(err, len, "the shapes data are images, and the model takes clips of %d "
+                        "frames; use --data moving-shapes", frames), -1;
+    if (moving && frames < 2)
+        return snprintf(err, len, "the moving-shapes data are clips; pass --frames 2 or more "
+                        "(or --data shapes for images)"), -1;
+    if (still || moving) {
         d->shapes = true;
         d->classes = SHAPES_CLASSES;
         if (channels != 3 || size < SHAPES_MIN_SIZE)
@@ -22,8 +33,13 @@ int data_open(Data *d, const char *source, int size, int channels, int num_class
     } else {
         if (channels != 3)
             return snprintf(err, len, "image folders are read as RGB; the model needs in_channels 3"), -1;
-        if (image_folder_open(&d->folder, source, d->size, err, len)) return -1;
-        d->classes = d->folder.n_classes;
+        if (frames > 1) {
+            if (clip_folder_open(&d->clips, source, d->size, frames, err, len)) return -1;
+            d->classes = d->clips.n_classes;
+        } else {
+            if (image_folder_open(&d->folder, source, d->size, err, len)) return -1;
+            d->classes = d->folder.n_classes;
+        }
     }
     if (d->classes > num_classes) {
         snprintf(err, len, "the data have %d classes but the model has %d; pass --num-classes %d",
@@ -75,44 +91,48 @@ int data_captions(Data *d, int L, char *err, size_t len) {
 
 void data_close(Data *d) {
     free(d->captions);
-    if (!d->shapes) image_folder_close(&d->folder);
+    if (!d->shapes && d->frames > 1) clip_folder_close(&d->clips);
+    else if (!d->shapes) image_folder_close(&d->folder);
     *d = (Data){0};
 }
 
 const char *data_class_name(const Data *d, int c) {
-    return d->shapes ? shapes_class_name(c) : d->folder.class_names[c];
+    return d->shapes ? shapes_class_name(c) : d->frames > 1 ? d->clips.class_names[c] : d->folder.class_names[c];
 }
 
-Batch batch_alloc(int first, int B, int total, int C, int S, int per) {
-    size_t n = (size_t)B * C * S * S;
-    Batch b = {.B = B, .first = first, .total = total, .row0 = 0, .row1 = S, .arena = arena_create(3 * (n * sizeof(real) + 2 * ARENA_ALIGN) + 4096 +
+Batch batch_alloc(int first, int B, int total, int C, int F, int S, int per) {
+    size_t n = (size_t)B * C * F * S * S;
+    Batch b = {.B = B, .first = first, .total = total, .row0 = 0, .row1 = F * S, .arena = arena_create(3 * (n * sizeof(real) + 2 * ARENA_ALIGN) + 4096 +
                                              (size_t)B * (sizeof(real) + per * sizeof(int64_t)))};
-    b.x0 = tensor_new(&b.arena, 4, B, C, S, S);
-    b.xt = tensor_new(&b.arena, 4, B, C, S, S);
-    b.v = tensor_new(&b.arena, 4, B, C, S, S);
+    b.x0 = tensor_new(&b.arena, 4, B, C, F * S, S);
+    b.xt = tensor_new(&b.arena, 4, B, C, F * S, S);
+    b.v = tensor_new(&b.arena, 4, B, C, F * S, S);
     b.t = tensor_new(&b.arena, 1, B);
     b.y = arena_alloc(&b.arena, (size_t)B * per * sizeof(int64_t));
     return b;
 }
 
-Batch batch_alloc_packs(int first, int B, int total, int C, int p, int T) {
-    size_t n = (size_t)B * C * p * T * p;
-    Batch b = {.B = B, .first = first, .total = total, .row0 = 0, .row1 = p,
+Batch batch_alloc_packs(int first, int B, int total, int C, int pt, int p, int T) {
+    size_t n = (size_t)B * C * pt * p * T * p;
+    Batch b = {.B = B, .first = first, .total = total, .row0 = 0, .row1 = pt * p,
                .arena = arena_create(3 * (n * sizeof(real) + 2 * ARENA_ALIGN) + 4096 +
                                      DIT_PACK_MAX * (sizeof(real) + sizeof(int64_t)) + sizeof(DiTPack))};
-    b.x0 = tensor_new(&b.arena, 4, B, C, p, T * p);
-    b.xt = tensor_new(&b.arena, 4, B, C, p, T * p);
-    b.v = tensor_new(&b.arena, 4, B, C, p, T * p);
+    b.x0 = tensor_new(&b.arena, 4, B, C, pt * p, T * p);
+    b.xt = tensor_new(&b.arena, 4, B, C, pt * p, T * p);
+    b.v = tensor_new(&b.arena, 4, B, C, pt * p, T * p);
     b.t = tensor_new(&b.arena, 1, DIT_PACK_MAX); // per image: the first pack->n
     b.y = arena_alloc(&b.arena, DIT_PACK_MAX * sizeof(int64_t));
     b.pack = arena_alloc(&b.arena, sizeof(DiTPack));
     return b;
 }
 
-void batch_rows_of_tokens(Batch *b, int t0, int n, int T, int p) {
-    int grid = b->x0->shape[3] / p, last = (t0 + n < T ? t0 + n : T) - 1; // the last real token
-    b->row0 = last < t0 ? 0 : t0 / grid * p;
-    b->row1 = last < t0 ? 0 : (last / grid + 1) * p;
+void batch_rows_of_tokens(Batch *b, int t0, int n, int T, int pt, int p) {
+    // a token of grid row g (frame by frame: g = frame' * rows + row) covers pixel rows
+    // [row p, (row + 1) p) of frames [frame' pt, (frame' + 1) pt), between the first's and the last's
+    int S = b->x0->shape[3], grid = S / p, last = (t0 + n < T ? t0 + n : T) - 1; // the last real token
+    int g0 = t0 / grid, g1 = last / grid;
+    b->row0 = last < t0 ? 0 : (g0 / grid * pt) * S + g0 % grid * p;
+    b->row1 = last < t0 ? 0 : ((g1 / grid + 1) * pt - 1) * S + (g1 % grid + 1) * p;
 }
 
 void batch_free(Batch *b) {
@@ -139,8 +159,8 @@ static void make_pack_row(Batch *b, Data *d, uint64_t seed, double label_dropout
         if (gh * gw > pk->T - start) break;
         real *img = xmalloc((size_t)C * gh * p * gw * p * sizeof(real));
         CHECK(!image_folder_load_size(f, item, gh * p, gw * p, img, err, sizeof err), "%s", err);
-        pk->img[pk->n++] = (DiTImage){i, start, gh, gw};
-        dit_pack_image(pk, n, b->x0->data, img, C, p, true);
+        pk->img[pk->n++] = (DiTImage){i, start, gh, gw, 1};
+        dit_pack_image(pk, n, b->x0->data, img, C, 1, p, true);
         free(img);
         double t = flow_sample_t(seed, STREAM_T, at);
         b->t->data[n] = (real)(FLOW_T_SCALE * t);
@@ -163,16 +183,23 @@ void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null
         return;
     }
     CHECK(!d->text_len || !b->pack, "captions of packs are not built");
-    size_t plane = (size_t)d->size * d->size, chw = (size_t)b->x0->shape[1] * plane;
+    size_t plane = (size_t)d->frames * d->size * d->size, chw = (size_t)b->x0->shape[1] * plane;
     size_t row = (size_t)b->row0 * d->size, rows = (size_t)(b->row1 - b->row0) * d->size;
     char err[512];
     for (int i = 0; i < b->B; i++) {
         uint64_t k = (uint64_t)step * b->total + b->first + i;
         real *x0 = b->x0->data + i * chw;
         int64_t label;
-        int item = d->shapes ? 0 : (int)(rng_u32(seed, STREAM_PICK, k) % (uint32_t)d->folder.n);
-        if (d->shapes) shapes_sample_rows(x0, &label, d->size, seed, k, b->row0, b->row1);
-        else {
+        int item = 0;
+        if (d->shapes && d->frames > 1)
+            shapes_clip_rows(x0, &label, d->size, d->frames, seed, k, b->row0, b->row1);
+        else if (d->shapes) shapes_sample_rows(x0, &label, d->size, seed, k, b->row0, b->row1);
+        else if (d->frames > 1) { // a clip of the folder
+            item = (int)(rng_u32(seed, STREAM_PICK, k) % (uint32_t)d->clips.n);
+            CHECK(!clip_folder_load(&d->clips, item, x0, err, sizeof err), "%s", err);
+            label = d->clips.labels[item];
+        } else {
+            item = (int)(rng_u32(seed, STREAM_PICK, k) % (uint32_t)d->folder.n);
             CHECK(!image_folder_load(&d->folder, item, x0, err, sizeof err), "%s", err);
             label = d->folder.labels[item];
         }

@@ -14,24 +14,30 @@
 #include "../layers/dit.h"
 
 typedef struct Data {
-    bool shapes;        // procedural shapes, else a folder
-    ImageFolder folder;
+    bool shapes;        // procedural shapes (moving ones for clips), else a folder
+    ImageFolder folder; // a folder of images (frames 1)
+    ClipFolder clips;   // a folder of clips (frames > 1)
     int size, classes;
+    int frames;         // of a sample: 1 images, more clips (frames stacked along the height)
     int max_tokens, patch; // packs (--max-tokens): tokens a row, and the patch (0: square images)
     int text_len;          // captions of text_len token ids instead of labels (0: labels)
     int64_t *captions;     // a folder's: (images, text_len), each from the .txt beside its image
 } Data;
 
-// Opens the data source ("shapes" or an image folder) as images of (channels, size, size) and
-// checks it against the model: RGB, and at most num_classes classes; -1 with a message on failure.
-int data_open(Data *d, const char *source, int size, int channels, int num_classes, char *err,
-              size_t len);
+// Opens the data source ("shapes", "moving-shapes" or an image folder) as samples of
+// (channels, frames * size, size): images (frames 1) or clips of `frames` frames, and checks it
+// against the model: RGB, at most num_classes classes, images or clips as frames says; -1 with a
+// message on failure.
+int data_open(Data *d, const char *source, int size, int frames, int channels, int num_classes,
+              char *err, size_t len);
 void data_close(Data *d);
 // Captions instead of labels, of L token ids each (data/caption.h): the shapes' own
 // (shapes_caption), or for a folder the text of the .txt file beside each image (the image's
 // name with .txt for its extension). -1 with a sentence naming the file that is missing or the
 // word outside the vocabulary.
 int data_captions(Data *d, int L, char *err, size_t len);
+// True for the procedural sources ("shapes", "moving-shapes"), which are not paths
+bool data_procedural(const char *source);
 // Packs: image `item` of the folder as a gh x gw patch grid: its own aspect, each side rounded to
 // the patch (at least one), shrunk with its aspect kept when it holds more than max_tokens
 void data_image_grid(const Data *d, int item, int *gh, int *gw);
@@ -42,9 +48,9 @@ typedef struct Batch {
     int first, total;
     int row0, row1; // the pixel rows built (all by default): the rest stay 0
     Arena arena;    // holds the tensors below for the whole run
-    Tensor *x0;     // (B, C, H, W) clean images in [-1, 1]
-    Tensor *xt;     // (B, C, H, W) points on the path, fed to the model
-    Tensor *v;      // (B, C, H, W) the velocity eps - x0: the training target
+    Tensor *x0;     // (B, C, F H, W) clean images (clips: F frames) in [-1, 1]
+    Tensor *xt;     // (B, C, F H, W) points on the path, fed to the model
+    Tensor *v;      // (B, C, F H, W) the velocity eps - x0: the training target
     Tensor *t;      // (B) model timesteps, 1000 t
     int64_t *y;     // (B) labels, the null class where dropped; with captions (B, text_len) token
                     // ids, the empty caption where dropped
@@ -54,13 +60,15 @@ typedef struct Batch {
     DiTPack *pack;
 } Batch;
 
-// per: the values of y per image, 1 (a label) or the captions' text_len
-Batch batch_alloc(int first, int B, int total, int C, int S, int per);
-// A batch of B packed rows of T tokens of patch p (Batch.pack)
-Batch batch_alloc_packs(int first, int B, int total, int C, int p, int T);
-// Builds only the pixel rows that the tokens [t0, t0 + n) of T (patches of p x p, row-major;
-// those past T are padding) cover: the rows a rank of a sequence group reads.
-void batch_rows_of_tokens(Batch *b, int t0, int n, int T, int p);
+// A batch of B samples of F frames of S x S; per: the values of y per sample, 1 (a label) or the
+// captions' text_len
+Batch batch_alloc(int first, int B, int total, int C, int F, int S, int per);
+// A batch of B packed rows of T tokens of patch pt x p x p (Batch.pack)
+Batch batch_alloc_packs(int first, int B, int total, int C, int pt, int p, int T);
+// Builds only the pixel rows (of the frames stacked along the height) that the tokens
+// [t0, t0 + n) of T (patches of pt x p x p, frame-major; those past T are padding) cover, or a
+// few more: the rows a rank of a sequence group reads.
+void batch_rows_of_tokens(Batch *b, int t0, int n, int T, int pt, int p);
 void batch_free(Batch *b);
 // The batch of step `step` (see the top of this file): labels are dropped to null_class (the
 // model's num_classes) with probability label_dropout, or with captions (d->text_len) a caption

@@ -392,3 +392,88 @@ void image_folder_close(ImageFolder *f) {
     free(f->cached);
     *f = (ImageFolder){0};
 }
+
+// ---- folders of clips -------------------------------------------------------------------------
+// The clip at dir (its frames: image files, no subfolders) as clip n of f, label `label`
+static int add_clip(ClipFolder *f, int *cap, const char *dir, int64_t label, char *err, size_t err_size) {
+    Names frames = {0}, subs = {0};
+    int rc = list_dir(dir, &frames, &subs, err, err_size);
+    if (!rc && subs.n)
+        rc = -1, set_err(err, err_size, "clip folder '%s' has a subfolder '%s'; a clip's folder holds "
+                         "its frames only (.png/.jpg files, in name order)", dir, subs.items[0]);
+    else if (!rc && frames.n < f->frames)
+        rc = -1, set_err(err, err_size, "clip '%s' has %d frame%s; the model takes %d (--frames): add "
+                         "frames to it, remove it, or lower --frames", dir, frames.n,
+                         frames.n == 1 ? "" : "s", f->frames);
+    names_free(&frames), names_free(&subs);
+    if (rc) return -1;
+    if (f->n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        f->clips = xrealloc(f->clips, (size_t)*cap, sizeof *f->clips);
+        f->labels = xrealloc(f->labels, (size_t)*cap, sizeof *f->labels);
+    }
+    ImageFolder *c = &f->clips[f->n];
+    if (image_folder_open(c, dir, f->size, err, err_size)) return -1;
+    f->labels[f->n++] = label;
+    for (int k = 1; k < f->frames; k++)
+        if (c->widths[k] != c->widths[0] || c->heights[k] != c->heights[0]) {
+            set_err(err, err_size, "clip '%s' mixes frame sizes: '%s' is %dx%d but '%s' is %dx%d; "
+                    "make its frames one size", dir, c->paths[0], c->widths[0], c->heights[0],
+                    c->paths[k], c->widths[k], c->heights[k]);
+            return -1;
+        }
+    return 0;
+}
+
+int clip_folder_open(ClipFolder *f, const char *path, int size, int frames, char *err, size_t err_size) {
+    *f = (ClipFolder){.size = size, .frames = frames};
+    CHECK(frames >= 1, "clip_folder_open: %d frames", frames);
+    if (check_folder(path, err, err_size)) return -1;
+    Names top = {0}, classes = {0};
+    int cap = 0, rc = list_dir(path, &top, &classes, err, err_size);
+    if (!rc && (top.n || !classes.n))
+        rc = -1, set_err(err, err_size, "clip folder '%s' must hold one subfolder per class, each "
+                         "with one subfolder of frames per clip%s%s", path, top.n ? "; it has images "
+                         "directly in it, e.g. " : "", top.n ? top.items[0] : "");
+    for (int k = 0; !rc && k < classes.n; k++) {
+        char *dir = join(path, classes.items[k]);
+        Names files = {0}, clips = {0};
+        rc = list_dir(dir, &files, &clips, err, err_size);
+        if (!rc && (files.n || !clips.n))
+            rc = -1, set_err(err, err_size, "class folder '%s' must hold one subfolder of frames per "
+                             "clip%s%s", dir, files.n ? "; it has images directly in it, e.g. " : "",
+                             files.n ? files.items[0] : "");
+        for (int c = 0; !rc && c < clips.n; c++) {
+            char *clip = join(dir, clips.items[c]);
+            rc = add_clip(f, &cap, clip, k, err, err_size);
+            free(clip);
+        }
+        names_free(&files), names_free(&clips);
+        free(dir);
+    }
+    if (!rc) f->n_classes = classes.n, f->class_names = classes.items, classes = (Names){0};
+    names_free(&top), names_free(&classes);
+    if (rc) clip_folder_close(f);
+    return rc;
+}
+
+int clip_folder_load(ClipFolder *f, int i, real *img, char *err, size_t err_size) {
+    CHECK(i >= 0 && i < f->n, "clip_folder_load: clip %d is not in [0, %d)", i, f->n);
+    size_t plane = (size_t)f->size * f->size;
+    real *frame = xmalloc(3 * plane * sizeof(real));
+    int rc = 0;
+    for (int k = 0; !rc && k < f->frames; k++) {
+        rc = image_folder_load(&f->clips[i], k, frame, err, err_size);
+        for (int c = 0; !rc && c < 3; c++)
+            memcpy(img + ((size_t)c * f->frames + k) * plane, frame + c * plane, plane * sizeof(real));
+    }
+    free(frame);
+    return rc;
+}
+
+void clip_folder_close(ClipFolder *f) {
+    for (int i = 0; i < f->n; i++) image_folder_close(&f->clips[i]);
+    for (int c = 0; c < f->n_classes; c++) free(f->class_names[c]);
+    free(f->clips), free(f->labels), free(f->class_names);
+    *f = (ClipFolder){0};
+}

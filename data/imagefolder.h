@@ -33,3 +33,21 @@ int image_folder_load_size(ImageFolder *f, int i, int h, int w, real *img, char 
 void image_folder_close(ImageFolder *f);
 
 #define IMAGE_FOLDER_CACHE_BYTES ((size_t)512 << 20)
+
+// A folder of clips: one subfolder per class, in each one subfolder per clip holding its frames
+// (PNG/JPEG files, in sorted name order), each frame read as image folders read images
+// (centre-cropped to a square, resized to size x size). A clip takes its first `frames` frames;
+// one with fewer, or whose frames differ in size, is an error that names it.
+typedef struct {
+    int size, frames;   // clips come out as (3, frames * size, size), the frames stacked
+    int n, n_classes;   // clips, classes
+    char **class_names; // [n_classes] subfolder names, sorted
+    int64_t *labels;    // [n] in [0, n_classes)
+    ImageFolder *clips; // [n] each clip's frames, a folder of one class
+} ClipFolder;
+
+// Returns 0, or -1 with a message naming the folder, clip or file and what to do.
+int clip_folder_open(ClipFolder *f, const char *path, int size, int frames, char *err, size_t err_size);
+// img is (3, frames * size, size) in [-1, 1]: clip i's first frames. 0, or -1 with the reason.
+int clip_folder_load(ClipFolder *f, int i, real *img, char *err, size_t err_size);
+void clip_folder_close(ClipFolder *f);

@@ -83,42 +83,98 @@ void shapes_sample(real *img, int64_t *label, int size, uint64_t seed, uint64_t 
     shapes_sample_rows(img, label, size, seed, index, 0, size);
 }
 
-// img is (3, size, size)
-void shapes_sample_rows(real *img, int64_t *label, int size, uint64_t seed, uint64_t index, int y0,
-                        int y1) {
+// One sample's look: class, colours, and the radius and centre of an image (u as in shapes.h)
+typedef struct Look {
+    int c;
+    double fg[3], bg[3];
+    double rmin, rmax, r, cx, cy;
+} Look;
+
+static const double MARGIN = 1.0; // background pixels around the shape
+
+static Look look_of(int size, uint64_t seed, uint64_t index) {
     CHECK(size >= SHAPES_MIN_SIZE && size <= SHAPES_MAX_SIZE,
           "shapes: image size %d is not in [%d, %d]; pick an image size in that range", size,
           SHAPES_MIN_SIZE, SHAPES_MAX_SIZE);
-    int c = (int)shapes_label(seed, index);
+    Look k = {.c = (int)shapes_label(seed, index)};
     double u[8];
-    for (int k = 0; k < 8; k++) u[k] = rng_uniform(seed, STREAM_SHAPE_GEOM, 8 * index + (uint64_t)k);
-
+    for (int j = 0; j < 8; j++) u[j] = rng_uniform(seed, STREAM_SHAPE_GEOM, 8 * index + (uint64_t)j);
     // radius in [0.55, 0.95] of the largest that fits inside a 1-pixel frame, but at least 3
     // pixels (or the largest) so small images still show the shape; the centre then ranges over
     // every position that keeps the whole shape, anti-aliased rim included, inside the frame
-    const double margin = 1.0;
-    double rmax = 0.5 * size - margin;
-    double rmin = fmax(0.55 * rmax, fmin(rmax, 3.0));
-    double r = rmin + (fmax(0.95 * rmax, rmin) - rmin) * u[0];
-    double span = size - 2 * margin - 2 * r; // >= 0
-    double cx = margin + r + span * u[1], cy = margin + r + span * u[2];
+    k.rmax = 0.5 * size - MARGIN;
+    k.rmin = fmax(0.55 * k.rmax, fmin(k.rmax, 3.0));
+    k.r = k.rmin + (fmax(0.95 * k.rmax, k.rmin) - k.rmin) * u[0];
+    double span = size - 2 * MARGIN - 2 * k.r; // >= 0
+    k.cx = MARGIN + k.r + span * u[1], k.cy = MARGIN + k.r + span * u[2];
+    hsv_to_rgb(u[3], 0.55 + 0.45 * u[4], 0.8 + 0.2 * u[5], k.fg);
+    hsv_to_rgb(u[7], 0.5, 0.03 + 0.12 * u[6], k.bg);
+    return k;
+}
 
-    double fg[3], bg[3];
-    hsv_to_rgb(u[3], 0.55 + 0.45 * u[4], 0.8 + 0.2 * u[5], fg);
-    hsv_to_rgb(u[7], 0.5, 0.03 + 0.12 * u[6], bg);
-
-    size_t plane = (size_t)size * (size_t)size;
+// rows [y0, y1) of the image img (3 channels `plane` values apart, size x size) of shape k at
+// centre (cx, cy), radius r, turned by angle (radians, clockwise on screen)
+static void draw_rows(real *img, size_t plane, int size, const Look *k, double cx, double cy,
+                      double r, double angle, int y0, int y1) {
+    double co = cos(angle), si = sin(angle);
     for (int y = y0; y < y1; y++)
         for (int x = 0; x < size; x++) {
             // clipped to the shape's box: the distances to polygon edges (triangle, diamond)
             // run on past the corners and would let the anti-aliased rim leak out of it
-            double dx = x + 0.5 - cx, dy = y + 0.5 - cy;
-            double d = fmax(sd_shape(c, dx, dy, r), sd_box(dx, dy, r, r));
+            double ex = x + 0.5 - cx, ey = y + 0.5 - cy;
+            double dx = co * ex + si * ey, dy = co * ey - si * ex; // in the shape's frame
+            double d = fmax(sd_shape(k->c, dx, dy, r), sd_box(dx, dy, r, r));
             double a = fmin(fmax(0.5 - d, 0), 1);
-            for (int k = 0; k < 3; k++) {
-                double v = 2 * (bg[k] + (fg[k] - bg[k]) * a) - 1;
-                img[k * plane + (size_t)y * size + x] = (real)fmin(fmax(v, -1), 1);
+            for (int j = 0; j < 3; j++) {
+                double v = 2 * (k->bg[j] + (k->fg[j] - k->bg[j]) * a) - 1;
+                img[j * plane + (size_t)y * size + x] = (real)fmin(fmax(v, -1), 1);
             }
         }
-    *label = c;
+}
+
+// img is (3, size, size)
+void shapes_sample_rows(real *img, int64_t *label, int size, uint64_t seed, uint64_t index, int y0,
+                        int y1) {
+    Look k = look_of(size, seed, index);
+    draw_rows(img, (size_t)size * size, size, &k, k.cx, k.cy, k.r, 0, y0, y1);
+    *label = k.c;
+}
+
+// img is (3, frames * size, size); see shapes.h for the motions
+void shapes_clip_rows(real *img, int64_t *label, int size, int frames, uint64_t seed,
+                      uint64_t index, int y0, int y1) {
+    CHECK(frames >= 1, "shapes: a clip needs 1 or more frames, not %d", frames);
+    Look k = look_of(size, seed, index);
+    double v[4];
+    for (int j = 0; j < 4; j++) v[j] = rng_uniform(seed, STREAM_SHAPE_MOTION, 4 * index + (uint64_t)j);
+    int kind = v[0] < 1.0 / 3 ? 0 : v[0] < 2.0 / 3 ? 1 : 2;
+    double lo = MARGIN, hi = size - MARGIN; // the shape's box stays in [lo, hi]^2
+    double r, ax, ay, bx, by, r0, r1, turn = 0;
+    if (kind == 0) { // move: the smallest radius, 0.9 of the room along the direction
+        r = r0 = r1 = k.rmin;
+        double th = 2 * M_PI * v[1], ux = cos(th), uy = sin(th), room = hi - lo - 2 * r;
+        double len = 0.9 * room / fmax(fabs(ux), fabs(uy));
+        double dx = len * ux, dy = len * uy; // the path; its start ranges over what keeps it inside
+        ax = lo + r + fmax(0, -dx) + (room - fabs(dx)) * v[2];
+        ay = lo + r + fmax(0, -dy) + (room - fabs(dy)) * v[3];
+        bx = ax + dx, by = ay + dy;
+    } else if (kind == 1) { // turn a quarter, either way: its box's corners reach r sqrt 2 out
+        r = r0 = r1 = fmax(k.rmin / M_SQRT2, fmin(k.r, k.rmax / M_SQRT2));
+        turn = (v[1] < 0.5 ? -1 : 1) * M_PI / 2;
+        double room = fmax(hi - lo - 2 * M_SQRT2 * r, 0);
+        ax = bx = lo + M_SQRT2 * r + room * v[2], ay = by = lo + M_SQRT2 * r + room * v[3];
+    } else { // grow from 0.55 of the largest radius to it, or shrink back
+        double big = fmax(0.95 * k.rmax, k.rmin), small = 0.55 * big;
+        r0 = v[1] < 0.5 ? small : big, r1 = v[1] < 0.5 ? big : small;
+        double room = hi - lo - 2 * big;
+        ax = bx = lo + big + room * v[2], ay = by = lo + big + room * v[3];
+    }
+    for (int f = 0; f < frames; f++) {
+        int a = y0 > f * size ? y0 - f * size : 0, b = y1 < (f + 1) * size ? y1 - f * size : size;
+        if (a >= b) continue;
+        double s = frames > 1 ? (double)f / (frames - 1) : 0;
+        draw_rows(img + (size_t)f * size * size, (size_t)frames * size * size, size, &k,
+                  ax + (bx - ax) * s, ay + (by - ay) * s, r0 + (r1 - r0) * s, turn * s, a, b);
+    }
+    *label = k.c;
 }

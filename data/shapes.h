@@ -9,6 +9,16 @@
 //                               radius, centre x, centre y, hue, saturation, value, background
 //                               level, background hue
 // so sample i is the same whatever the batch, rank count or call order.
+//
+// Moving shapes (clips): sample i is the same shape, colours and class, moving, turning or
+// growing across the frames; its motion draws from stream STREAM_SHAPE_MOTION:
+//   v_k = rng_uniform(seed, stream, 4 * index + k), k = 0..3: the kind (move, turn, grow), the
+//   direction (an angle for a move, the sense of a turn, growing or shrinking), and the start
+//   along the path of a move (across the frame, perpendicular to it)
+// Frame f of F is the shape at s = f / (F - 1) of its path (s = 0 for one frame): a move goes
+// 0.9 of the room the shape has along its direction, a turn rotates it by a quarter turn, a
+// growth scales its radius from 0.55 to 1 of its largest (or back). The shape stays inside the
+// image with its 1-pixel frame in every frame.
 #pragma once
 #include "../core/real.h"
 #include <stddef.h>
@@ -40,3 +50,8 @@ void shapes_sample(real *img, int64_t *label, int size, uint64_t seed, uint64_t 
 // tokens cover those rows needs.
 void shapes_sample_rows(real *img, int64_t *label, int size, uint64_t seed, uint64_t index, int y0,
                         int y1);
+
+// Clip of `frames` frames: img is (3, frames * size, size), the frames stacked along the height;
+// its rows [y0, y1) only (of frames * size), the others left as they are.
+void shapes_clip_rows(real *img, int64_t *label, int size, int frames, uint64_t seed,
+                      uint64_t index, int y0, int y1);

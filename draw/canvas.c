@@ -3,6 +3,7 @@
 #include "canvas.h"
 #include "../core/safefile.h"
 #include "../core/check.h"
+#include <gif_lib.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,4 +135,72 @@ int canvas_write_png(const Canvas *c, const char *path, char *err, size_t err_si
     if (safefile_open(&a, path, err, err_size)) return -1;
     int ok = stbi_write_png_to_func(write_to_file, &a, c->w, c->h, 3, c->px, c->w * 3);
     return safefile_commit(&a, ok && !ferror(a.f), err, err_size);
+}
+
+static int gif_write(GifFileType *g, const GifByteType *bytes, int n) {
+    return (int)fwrite(bytes, 1, (size_t)n, g->UserData);
+}
+
+// frames' pixels as palette indices into idx (n h w) and the palette: giflib's median cut over
+// the frames stacked as one picture; NULL (err set) on failure
+static ColorMapObject *gif_palette(const Canvas *frames, int n, GifByteType *idx, char *err,
+                                   size_t err_size) {
+    size_t hw = (size_t)frames[0].w * frames[0].h, all = hw * n;
+    GifByteType *rgb = xmalloc(3 * all);
+    for (int f = 0; f < n; f++)
+        for (size_t p = 0; p < hw; p++)
+            for (int k = 0; k < 3; k++) rgb[k * all + f * hw + p] = frames[f].px[p * 3 + k];
+    int colours = 256;
+    ColorMapObject *map = GifMakeMapObject(colours, NULL);
+    ALLOC_CHECK(map);
+    if (GifQuantizeBuffer((unsigned)frames[0].w, (unsigned)(frames[0].h * n), &colours, rgb, rgb + all,
+                          rgb + 2 * all, idx, map->Colors) == GIF_ERROR) {
+        snprintf(err, err_size, "giflib could not quantize the frames' colours");
+        GifFreeMapObject(map), map = NULL;
+    }
+    free(rgb);
+    return map;
+}
+
+int canvas_write_gif(const Canvas *frames, int n, int delay_cs, const char *path, char *err,
+                     size_t err_size) {
+    CHECK(n >= 1, "canvas_write_gif: %d frames", n);
+    int w = frames[0].w, h = frames[0].h, code = 0;
+    for (int f = 1; f < n; f++)
+        CHECK(frames[f].w == w && frames[f].h == h, "canvas_write_gif: frame %d is %dx%d, not %dx%d",
+              f, frames[f].w, frames[f].h, w, h);
+    GifByteType *idx = xmalloc((size_t)w * h * n);
+    ColorMapObject *map = gif_palette(frames, n, idx, err, err_size);
+    if (!map) return free(idx), -1;
+    SafeFile a;
+    if (safefile_open(&a, path, err, err_size)) return GifFreeMapObject(map), free(idx), -1;
+    GifFileType *g = EGifOpen(a.f, gif_write, &code);
+    bool ok = g != NULL;
+    if (ok) {
+        EGifSetGifVersion(g, true); // GIF89a: animation
+        static const GifByteType loop[3] = {1, 0, 0}; // NETSCAPE2.0: loop for ever
+        GraphicsControlBlock gcb = {.DisposalMode = DISPOSE_DO_NOT, .DelayTime = delay_cs,
+                                    .TransparentColor = NO_TRANSPARENT_COLOR};
+        GifByteType ext[4];
+        EGifGCBToExtension(&gcb, ext);
+        ok = EGifPutScreenDesc(g, w, h, 8, 0, map) != GIF_ERROR &&
+             EGifPutExtensionLeader(g, APPLICATION_EXT_FUNC_CODE) != GIF_ERROR &&
+             EGifPutExtensionBlock(g, 11, "NETSCAPE2.0") != GIF_ERROR &&
+             EGifPutExtensionBlock(g, 3, loop) != GIF_ERROR && EGifPutExtensionTrailer(g) != GIF_ERROR;
+        for (int f = 0; ok && f < n; f++) {
+            ok = EGifPutExtension(g, GRAPHICS_EXT_FUNC_CODE, 4, ext) != GIF_ERROR &&
+                 EGifPutImageDesc(g, 0, 0, w, h, false, NULL) != GIF_ERROR;
+            for (int y = 0; ok && y < h; y++) ok = EGifPutLine(g, idx + ((size_t)f * h + y) * w, w) != GIF_ERROR;
+        }
+        if (!ok) code = g->Error;
+        if (EGifCloseFile(g, ok ? &code : NULL) == GIF_ERROR) ok = false;
+    }
+    GifFreeMapObject(map);
+    free(idx);
+    if (!ok) {
+        safefile_commit(&a, false, err, err_size);
+        snprintf(err, err_size, "writing the GIF %s failed: %s", path, GifErrorString(code));
+        return -1;
+    }
+    return safefile_commit(&a, !ferror(a.f), err, err_size);
 }

@@ -32,3 +32,8 @@ void canvas_paste(Canvas *c, int x, int y, const real *img, int ih, int iw, int 
 // Writes "<path>.tmp" then renames it onto path, so readers never see a partial file.
 // Returns 0, or -1 with the reason in err (and no file left behind).
 int canvas_write_png(const Canvas *c, const char *path, char *err, size_t err_size);
+// An animated GIF (looping, delay_cs hundredths of a second a frame) of n canvases of one size,
+// written with giflib: one 256-colour palette quantized from all frames, so a colour stays the
+// same from frame to frame. The same writing rules as canvas_write_png.
+int canvas_write_gif(const Canvas *frames, int n, int delay_cs, const char *path, char *err,
+                     size_t err_size);

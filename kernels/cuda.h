@@ -8,6 +8,7 @@
 #include "../core/check.h"
 #include "../core/device.h"
 #include "../core/real.h"
+#include "clipshape.h"
 #include "segments.h"
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
@@ -55,11 +56,11 @@ void layernorm_forward_cuda(real *out, real *mean, real *rstd, const real *inp, 
 void layernorm_backward_cuda(real *dinp, const real *dout, const real *inp, const real *mean,
                              const real *rstd, int N, int C, cudaStream_t stream);
 
-// ---- patches (patch.cu): img (B,C,H,W) <-> tokens (B, n, C*p*p), tokens [t0, t0+n); both add --
-void patch_gather_cuda(real *tokens, const real *img, int B, int C, int H, int W, int p, int t0,
-                       int n, bool channels_last, cudaStream_t stream);
-void patch_scatter_cuda(real *img, const real *tokens, int B, int C, int H, int W, int p, int t0,
-                        int n, bool channels_last, cudaStream_t stream);
+// ---- patches (patch.cu): clips img (B,C,F,H,W) <-> tokens (B, n, C*pt*p*p); both add --------
+void patch_gather_cuda(real *tokens, const real *img, ClipShape s, int t0, int n,
+                       bool channels_last, cudaStream_t stream);
+void patch_scatter_cuda(real *img, const real *tokens, ClipShape s, int t0, int n,
+                        bool channels_last, cudaStream_t stream);
 
 // ---- embeddings (embedding.cu): labels idx (B, on the device) into table (V,D); timesteps ------
 void embedding_forward_cuda(real *out, const real *table, const int64_t *idx, int B, int V, int D,

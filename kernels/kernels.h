@@ -5,6 +5,7 @@
 #pragma once
 #include "../core/cpu.h"
 #include "../core/real.h"
+#include "clipshape.h"
 #include "segments.h"
 #include <stdbool.h>
 #include <stddef.h>
@@ -54,13 +55,13 @@ void linear_forward(real *out, const real *inp, const real *weight, const real *
 void linear_backward(real *dinp, real *dweight, real *dbias, const real *dout, const real *inp,
                      const real *weight, int N, int C, int OC);
 
-// ---- patches: img (B,C,H,W) <-> tokens (B, n, C*p*p) = patches [t0, t0+n) of the grid ----------
-// Token rows are laid out (c, i, j), or (i, j, c) when channels_last; rows past the last patch are
-// padding and left alone. Both ADD into their output.
-void patch_gather(real *tokens, const real *img, int B, int C, int H, int W, int p, int t0, int n,
-                  bool channels_last);
-void patch_scatter(real *img, const real *tokens, int B, int C, int H, int W, int p, int t0, int n,
-                   bool channels_last);
+// ---- patches: clips img (B,C,F,H,W) <-> tokens (B, n, C*pt*p*p) = patches [t0, t0+n) --------
+// A clip is cut into pt x p x p patches, an (F/pt) x (H/p) x (W/p) grid of tokens in frame-major
+// order (frame, row, column); an image is a clip of one frame (F = pt = 1). Token rows are laid
+// out (c, a, i, j), or (a, i, j, c) when channels_last; rows past the last patch are padding and
+// left alone. Both ADD into their output. ClipShape: clipshape.h.
+void patch_gather(real *tokens, const real *img, ClipShape s, int t0, int n, bool channels_last);
+void patch_scatter(real *img, const real *tokens, ClipShape s, int t0, int n, bool channels_last);
 
 // ---- elementwise ---------------------------------------------------------------------------------
 // add: out (n) = a (n) + b (n % nb): b repeats when it is smaller (e.g. pos_embed over a batch).

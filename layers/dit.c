@@ -15,10 +15,14 @@
 
 #define LN_EPS 1e-6
 
-int dit_tokens(const DiTConfig *c) {
+int dit_frames(const DiTConfig *c) { return c->frames > 0 ? c->frames : 1; }
+int dit_patch_t(const DiTConfig *c) { return c->patch_t > 0 ? c->patch_t : 1; }
+int dit_patch_values(const DiTConfig *c) { return dit_patch_t(c) * c->patch_size * c->patch_size; }
+DiTGrid dit_grid(const DiTConfig *c) {
     int g = c->input_size / c->patch_size;
-    return g * g;
+    return (DiTGrid){dit_frames(c) / dit_patch_t(c), g, g};
 }
+int dit_tokens(const DiTConfig *c) { return (int)dit_grid_tokens(dit_grid(c)); }
 int dit_out_channels(const DiTConfig *c) { return c->learn_sigma ? 2 * c->in_channels : c->in_channels; }
 int dit_mlp_hidden(const DiTConfig *c) { return (int)(c->hidden_size * c->mlp_ratio); }
 
@@ -36,9 +40,20 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
         out_of_range("hidden_size", c->hidden_size, DIT_MAX_HIDDEN, buf, len) ||
         out_of_range("depth", c->depth, DIT_MAX_DEPTH, buf, len) ||
         out_of_range("num_heads", c->num_heads, DIT_MAX_HEADS, buf, len) ||
-        out_of_range("num_classes", c->num_classes, DIT_MAX_CLASSES, buf, len))
+        out_of_range("num_classes", c->num_classes, DIT_MAX_CLASSES, buf, len) ||
+        out_of_range("frames", dit_frames(c), DIT_MAX_FRAMES, buf, len) ||
+        out_of_range("patch_t", dit_patch_t(c), DIT_MAX_FRAMES, buf, len))
         return buf;
-    if (c->input_size % c->patch_size)
+    if (dit_frames(c) % dit_patch_t(c))
+        snprintf(buf, len, "frames %d must be a multiple of patch_t %d (the frames of a patch); "
+                 "pass --frames %d or --patch-t %d", dit_frames(c), dit_patch_t(c),
+                 (dit_frames(c) / dit_patch_t(c) + 1) * dit_patch_t(c), 1);
+    else if (dit_frames(c) > 1 && c->input_size % c->patch_size == 0 &&
+             (double)dit_grid_tokens(dit_grid(c)) * dit_patch_values(c) * dit_out_channels(c) > DIT_MAX_VALUES)
+        snprintf(buf, len, "a sample of %d frames of %dx%d pixels and %d channels is too large; "
+                 "use fewer frames or smaller images", dit_frames(c), c->input_size, c->input_size,
+                 dit_out_channels(c));
+    else if (c->input_size % c->patch_size)
         snprintf(buf, len, "input_size %d must be a positive multiple of patch_size %d",
                  c->input_size, c->patch_size);
     else if (c->hidden_size % c->num_heads)
@@ -46,6 +61,10 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
     else if (c->hidden_size % 4)
         snprintf(buf, len, "hidden_size %d must be a multiple of 4 for the 2-D sin-cos position "
                            "embedding", c->hidden_size);
+    else if (dit_frames(c) > 1 && c->hidden_size % 16)
+        snprintf(buf, len, "hidden_size %d must be a multiple of 16 for the 3-D sin-cos position "
+                           "embedding of clips (D/4 for the frame, 3D/8 each for row and column)",
+                 c->hidden_size);
     else if (!(c->mlp_ratio > 0 && c->mlp_ratio <= DIT_MAX_MLP_RATIO))
         snprintf(buf, len, "mlp_ratio %g must be in (0, %d]", c->mlp_ratio, DIT_MAX_MLP_RATIO);
     else if (dit_mlp_hidden(c) < 1)
@@ -98,7 +117,8 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
 
 // The embeddings, the conditioning, the final layer, the loss and the step's inputs
 static int rest_lines(Line *l, const DiTConfig *c, double n, double B) {
-    double D = c->hidden_size, p2 = (double)c->patch_size * c->patch_size, S2 = (double)c->input_size * c->input_size;
+    double D = c->hidden_size, p2 = dit_patch_values(c);
+    double S2 = (double)dit_frames(c) * c->input_size * c->input_size; // a sample's pixels
     double C = c->in_channels, Co = dit_out_channels(c);
     int k = 0;
     l[k++] = (Line){"inputs: image, time, target", C * S2 + 1 + Co * S2};
@@ -188,6 +208,12 @@ const char *dit_preset_like(const char *name, char *buf, size_t len) {
 static Tensor *param(DiT *m, const char *name, int ndim, int d0, int d1, int d2, int d3) {
     return ps_add(&m->ps, name, ndim, (int[]){d0, d1, d2, d3});
 }
+// x_embedder.proj.weight: a 2-D conv's (D, C, p, p), or a 3-D conv's (D, C, pt, p, p) for
+// patches of pt > 1 frames (Open-Sora's PatchEmbed3D)
+static Tensor *patch_weight(DiT *m, int D, int C, int pt, int p) {
+    if (pt == 1) return param(m, "x_embedder.proj.weight", 4, D, C, p, p);
+    return ps_add(&m->ps, "x_embedder.proj.weight", 5, (int[]){D, C, pt, p, p});
+}
 
 void dit_layout(DiT *m, const DiTConfig *cfg) {
     char err[256], name[96];
@@ -197,7 +223,7 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
     int D = cfg->hidden_size, C = cfg->in_channels, p = cfg->patch_size, M = dit_mlp_hidden(cfg);
     int rows = cfg->num_classes + (cfg->class_dropout_prob > 0);
     ps_unit(&m->ps, false); // the embeddings, each block, the final layer: units of the store
-    m->x_w = param(m, "x_embedder.proj.weight", 4, D, C, p, p);
+    m->x_w = patch_weight(m, D, C, dit_patch_t(cfg), p);
     m->x_b = param(m, "x_embedder.proj.bias", 1, D, 0, 0, 0);
     m->t0_w = param(m, "t_embedder.mlp.0.weight", 2, D, DIT_FREQ_DIM, 0, 0);
     m->t0_b = param(m, "t_embedder.mlp.0.bias", 1, D, 0, 0, 0);
@@ -243,7 +269,7 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
     }
 #undef PLAIN_BLOCK
 #undef BLOCK_PARAM
-    int out = p * p * dit_out_channels(cfg);
+    int out = dit_patch_values(cfg) * dit_out_channels(cfg);
     ps_unit(&m->ps, false);
     m->f_w = param(m, "final_layer.linear.weight", 2, out, D, 0, 0);
     m->f_b = param(m, "final_layer.linear.bias", 1, out, 0, 0, 0);
@@ -296,6 +322,22 @@ void dit_pos_embed_at(real *e, int i, int j, int D) {
     }
 }
 
+void dit_pos_embed_clip(real *e, int f, int i, int j, int D) {
+    int half = D / 8; // sincos(f) over D/4
+    for (int k = 0; k < half; k++) {
+        double w = 1.0 / pow(10000.0, (double)k / half);
+        e[k] = (real)sin(f * w), e[half + k] = (real)cos(f * w);
+    }
+    dit_pos_embed_at(e + D / 4, i, j, D - D / 4);
+}
+
+void dit_position(real *e, const DiTConfig *c, DiTGrid g, int t) {
+    int f, i, j;
+    dit_grid_coords(g, t, &f, &i, &j);
+    if (dit_frames(c) > 1) dit_pos_embed_clip(e, f, i, j, c->hidden_size);
+    else dit_pos_embed_at(e, i, j, c->hidden_size);
+}
+
 // ---- packs ------------------------------------------------------------------------------------
 const char *dit_pack_error(const DiTPack *p, char *buf, size_t len) {
     if (p->n < 1 || p->n > DIT_PACK_MAX || p->B < 1 || p->T < 1) {
@@ -306,9 +348,11 @@ const char *dit_pack_error(const DiTPack *p, char *buf, size_t len) {
     for (int i = 0; i < p->n; i++) {
         const DiTImage *a = &p->img[i];
         if (a->row < 0 || a->row >= p->B || a->gh < 1 || a->gw < 1 || a->start < 0 ||
-            (long)a->gh * a->gw > p->T - a->start) {
-            snprintf(buf, len, "pack image %d (%dx%d patches at token %d of row %d) does not fit "
-                     "%d rows of %d tokens", i, a->gh, a->gw, a->start, a->row, p->B, p->T);
+            a->gf < 0 || dit_grid_tokens(dit_image_grid(a)) > p->T - a->start) {
+            char frames[16] = ""; // clips: "F x " in front
+            if (a->gf > 1 || a->gf < 0) snprintf(frames, sizeof frames, "%dx", a->gf);
+            snprintf(buf, len, "pack image %d (%s%dx%d patches at token %d of row %d) does not fit "
+                     "%d rows of %d tokens", i, frames, a->gh, a->gw, a->start, a->row, p->B, p->T);
             return buf;
         }
         if (i && a->row < p->img[i - 1].row) {
@@ -318,8 +362,8 @@ const char *dit_pack_error(const DiTPack *p, char *buf, size_t len) {
         }
         for (int k = 0; k < i; k++) {
             const DiTImage *o = &p->img[k];
-            if (o->row == a->row && o->start < a->start + a->gh * a->gw &&
-                a->start < o->start + o->gh * o->gw) {
+            if (o->row == a->row && o->start < a->start + dit_grid_tokens(dit_image_grid(a)) &&
+                a->start < o->start + dit_grid_tokens(dit_image_grid(o))) {
                 snprintf(buf, len, "pack images %d and %d overlap in row %d", k, i, a->row);
                 return buf;
             }
@@ -332,7 +376,7 @@ void dit_pack_ids(const DiTPack *p, int32_t *id, int T_pad) {
     for (size_t x = 0; x < (size_t)p->B * T_pad; x++) id[x] = -1;
     for (int i = 0; i < p->n; i++) {
         const DiTImage *a = &p->img[i];
-        for (int t = 0; t < a->gh * a->gw; t++) id[(size_t)a->row * T_pad + a->start + t] = i;
+        for (int t = 0; t < dit_grid_tokens(dit_image_grid(a)); t++) id[(size_t)a->row * T_pad + a->start + t] = i;
     }
 }
 
@@ -349,29 +393,32 @@ int dit_pack_rows(const DiTPack *p, int first, int n, DiTPack *sub) {
 
 long dit_pack_tokens(const DiTPack *p) {
     long n = 0;
-    for (int i = 0; i < p->n; i++) n += (long)p->img[i].gh * p->img[i].gw;
+    for (int i = 0; i < p->n; i++) n += dit_grid_tokens(dit_image_grid(&p->img[i]));
     return n;
 }
 
-void dit_pack_image(const DiTPack *p, int i, real *strip, real *img, int C, int patch, bool pack) {
+void dit_pack_image(const DiTPack *p, int i, real *strip, real *img, int C, int pt, int patch, bool pack) {
     const DiTImage *a = &p->img[i];
-    size_t W = (size_t)p->T * patch, w = (size_t)a->gw * patch;
+    DiTGrid g = dit_image_grid(a);
+    size_t W = (size_t)p->T * patch, w = (size_t)a->gw * patch, h = (size_t)a->gh * patch;
     for (int c = 0; c < C; c++)
-        for (int Y = 0; Y < a->gh * patch; Y++)
-            for (int X = 0; X < (int)w; X++) {
-                int t = a->start + (Y / patch) * a->gw + X / patch;
-                real *s = strip + (((size_t)a->row * C + c) * patch + Y % patch) * W +
-                          (size_t)t * patch + X % patch;
-                real *v = img + ((size_t)c * a->gh * patch + Y) * w + X;
-                if (pack) *s = *v;
-                else *v = *s;
-            }
+        for (int F = 0; F < g.frames * pt; F++)
+            for (int Y = 0; Y < (int)h; Y++)
+                for (int X = 0; X < (int)w; X++) {
+                    int t = a->start + ((F / pt) * a->gh + Y / patch) * a->gw + X / patch;
+                    real *s = strip + ((((size_t)a->row * C + c) * pt + F % pt) * patch + Y % patch) * W +
+                              (size_t)t * patch + X % patch;
+                    real *v = img + (((size_t)c * g.frames * pt + F) * h + Y) * w + X;
+                    if (pack) *s = *v;
+                    else *v = *s;
+                }
 }
 
 // pos (B, n, D): the positions of tokens [t0, t0 + n) of the pack's rows (ids as dit_pack_ids
 // gives them for T_pad tokens), zero for padding
 static void pack_positions(real *pos, const DiTPack *p, const int32_t *id, int T_pad,
-                           const DiTShard *sh, int D) {
+                           const DiTShard *sh, const DiTConfig *c) {
+    int D = c->hidden_size;
     for (int b = 0; b < p->B; b++)
         for (int r = 0; r < sh->n; r++) {
             int t = sh->t0 + r, i = id[(size_t)b * T_pad + t];
@@ -382,7 +429,7 @@ static void pack_positions(real *pos, const DiTPack *p, const int32_t *id, int T
             }
             const DiTImage *a = &p->img[i];
             int origin = sh->positions_from_shard && a->start < sh->t0 ? sh->t0 : a->start;
-            dit_pos_embed_at(e, (t - origin) / a->gw, (t - origin) % a->gw, D);
+            dit_position(e, c, dit_image_grid(a), t - origin);
         }
 }
 
@@ -405,9 +452,8 @@ static bool is_xavier(const DiT *m, const Tensor *w) {
 
 void dit_init(DiT *m, uint64_t seed) {
     const DiTConfig *c = &m->cfg;
-    int g = c->input_size / c->patch_size;
-    for (int t = 0; t < g * g; t++)
-        dit_pos_embed_at(m->pos_embed.data + (size_t)t * c->hidden_size, t / g, t % g, c->hidden_size);
+    for (int t = 0; t < dit_tokens(c); t++)
+        dit_position(m->pos_embed.data + (size_t)t * c->hidden_size, c, dit_grid(c), t);
     for (int i = 0; i < m->ps.n; i++) { // parameter i draws from STREAM_PARAM(i)
         Tensor *w = m->ps.t[i];
         int fan_out = w->shape[0], fan_in = (int)(w->size / (size_t)fan_out);
@@ -714,13 +760,18 @@ static void check_images(const DiT *m, const DiTShard *sh, Tensor *img, int C, c
     const DiTConfig *c = &m->cfg;
     int B = img->shape[0];
     if (!sh->pack) {
-        tensor_check_shape(img, what, 4, (int[]){B, C, c->input_size, c->input_size});
+        tensor_check_shape(img, what, 4, (int[]){B, C, dit_frames(c) * c->input_size, c->input_size});
         return;
     }
     char err[256];
     const char *why = dit_pack_error(sh->pack, err, sizeof err);
     CHECK(!why, "%s", why);
-    tensor_check_shape(img, what, 4, (int[]){sh->pack->B, C, c->patch_size, sh->pack->T * c->patch_size});
+    tensor_check_shape(img, what, 4, (int[]){sh->pack->B, C, dit_patch_t(c) * c->patch_size, sh->pack->T * c->patch_size});
+}
+
+// the frames of the model's input: a clip's, or a pack strip's pt
+static int input_frames(const DiTConfig *c, const DiTShard *sh) {
+    return sh->pack ? dit_patch_t(c) : dit_frames(c);
 }
 
 // the pack's image ids of all T_pad tokens, in the host side of the tape's arena
@@ -739,13 +790,13 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     check_images(m, &sh, img, c->in_channels, "the input image batch");
     tensor_check_shape(t, "the timestep batch", 1, (int[]){images});
     // x = patch_embed(img) + pos_embed, on this shard's tokens (padding rows get no position)
-    Tensor *x = patch_embed(tp, img, m->x_w, m->x_b, sh.t0, sh.n);
+    Tensor *x = patch_embed(tp, img, input_frames(c, &sh), m->x_w, m->x_b, sh.t0, sh.n);
     PackTokens pt = {0};
     Tensor *pos;
     if (sh.pack) { // each image's own grid
         int32_t *id = pack_ids(tp, &sh);
         real *host = arena_alloc(arena_host(tp->arena), (size_t)B * sh.n * D * sizeof(real));
-        pack_positions(host, sh.pack, id, sh.T_pad, &sh, D);
+        pack_positions(host, sh.pack, id, sh.T_pad, &sh, c);
         pos = tensor_new(tp->arena, 3, B, sh.n, D);
         copy_bytes(pos->data, host, pos->size * sizeof(real));
         int64_t *image_of = arena_alloc(arena_host(tp->arena), (size_t)B * sh.n * sizeof(int64_t));
@@ -791,16 +842,16 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
 Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *shard) {
     const DiTConfig *c = &m->cfg;
     DiTShard sh = whole(m, shard);
-    int B = out->shape[0], p = c->patch_size, Co = dit_out_channels(c), T = row_tokens(m, &sh);
+    int B = out->shape[0], pv = dit_patch_values(c), Co = dit_out_channels(c), T = row_tokens(m, &sh);
     int Ct = target->ndim == 4 ? target->shape[1] : 0;
     CHECK(Ct >= 1 && Ct <= Co, "the target batch must have 1 to %d channels", Co);
     check_images(m, &sh, target, Ct, "the target batch");
-    if (Ct < Co) { // rows are laid out (i, j, c): keep the first Ct of every pixel's channels
-        Tensor *px = tensor_reshape(tp->arena, out, 2, (int[]){B * sh.n * p * p, Co});
-        out = tensor_reshape(tp->arena, slice_last(tp, px, 0, Ct), 3, (int[]){B, sh.n, p * p * Ct});
+    if (Ct < Co) { // rows are laid out (a, i, j, c): keep the first Ct of every pixel's channels
+        Tensor *px = tensor_reshape(tp->arena, out, 2, (int[]){B * sh.n * pv, Co});
+        out = tensor_reshape(tp->arena, slice_last(tp, px, 0, Ct), 3, (int[]){B, sh.n, pv * Ct});
     }
-    Tensor *tgt = patchify(tp, target, p, sh.t0, sh.n, true);
-    size_t row = (size_t)p * p * Ct;
+    Tensor *tgt = patchify(tp, target, input_frames(c, &sh), dit_patch_t(c), c->patch_size, sh.t0, sh.n, true);
+    size_t row = (size_t)pv * Ct;
     uint8_t *mask = arena_alloc(arena_host(tp->arena), out->size); // real tokens only
     const int32_t *id = sh.pack ? pack_ids(tp, &sh) : NULL;
     for (int b = 0; b < B; b++)

@@ -25,6 +25,10 @@ typedef struct DiTConfig {
     bool text;
     int text_len, text_depth;
     int text_attn; // DIT_TEXT_CROSS or DIT_TEXT_JOINT
+    // Clips (Latte, Open-Sora): a sample is a clip of `frames` frames of input_size^2, cut into
+    // patches of patch_t frames x patch_size^2 pixels, its tokens frame-major (frame, row,
+    // column). 0 means 1: frames 1 is an image model, today's DiT.
+    int frames, patch_t;
 } DiTConfig;
 
 enum { DIT_TEXT_CROSS, DIT_TEXT_JOINT };
@@ -54,13 +58,15 @@ typedef struct DiTBlock {
 #define DIT_MAX_MLP_RATIO 64
 #define DIT_MAX_CHANNELS 4096
 #define DIT_MAX_CLASSES (1 << 20)
+#define DIT_MAX_FRAMES 4096
+#define DIT_MAX_VALUES (1L << 30) // a sample's output values (tokens x pt p p x C_out)
 #define DIT_FREQ_DIM 256 // timestep frequency embedding size
 
 typedef struct DiT {
     DiTConfig cfg;
     ParamStore ps;
-    Tensor pos_embed;          // (1, T, D), fixed 2-D sin-cos, stored in checkpoints
-    Tensor *x_w, *x_b;         // (D, C, p, p), (D): x_embedder.proj
+    Tensor pos_embed;          // (1, T, D), fixed 2-D (clips: 3-D) sin-cos, stored in checkpoints
+    Tensor *x_w, *x_b;         // (D, C, p, p) or (D, C, pt, p, p) for pt > 1, (D): x_embedder.proj
     Tensor *t0_w, *t0_b;       // (D, 256), (D): t_embedder.mlp.0
     Tensor *t2_w, *t2_b;       // (D, D), (D): t_embedder.mlp.2
     Tensor *y_table;           // (classes [+1], D): y_embedder.embedding_table; NULL with text
@@ -69,22 +75,38 @@ typedef struct DiT {
     Tensor *w_table;
     DiTBlock text_layers[DIT_MAX_TEXT_DEPTH];
     DiTBlock blocks[DIT_MAX_DEPTH];
-    Tensor *f_w, *f_b;         // (p*p*C_out, D), (p*p*C_out): final_layer.linear
+    Tensor *f_w, *f_b;         // (pt*p*p*C_out, D), (pt*p*p*C_out): final_layer.linear
     Tensor *f_ada_w, *f_ada_b; // (2D, D), (2D): final_layer.adaLN_modulation.1; NULL in-context
 } DiT;
 
-// A batch of packs: each row of the batch is a sequence of T tokens that holds several images of
-// their own sizes one after another (NaViT's packing); tokens that no image covers are padding.
-// Image i is the gh x gw patch grid (row-major) at tokens [start, start + gh gw) of row `row`.
-// A pack's pixels travel as a strip image (B, C, p, T p): token t of a row is the patch at
-// column t of the strip (dit_pack_image), so the patch embedding, the targets and the outputs
-// are those of a 1 x T patch grid. Each image has its own 2-D sin-cos positions, timestep and
-// label (its adaLN vectors reach its tokens alone), a token attends only to its own image's
-// tokens, and the loss is the mean over the real elements of all images.
+// A token grid: frames x rows x cols patches, the tokens frame-major (frame, row, column). The
+// one place positions read a token's coordinates from: a model's clip (dit_grid), a pack's
+// image (dit_image_grid); a token's index t is relative to its clip's first token.
+typedef struct DiTGrid {
+    int frames, rows, cols;
+} DiTGrid;
+static inline long dit_grid_tokens(DiTGrid g) { return (long)g.frames * g.rows * g.cols; }
+static inline void dit_grid_coords(DiTGrid g, int t, int *f, int *i, int *j) {
+    *f = t / (g.rows * g.cols), *i = t / g.cols % g.rows, *j = t % g.cols;
+}
+
+// A batch of packs: each row of the batch is a sequence of T tokens that holds several images
+// (or clips) of their own sizes one after another (NaViT's packing); tokens that no image covers
+// are padding. Image i is the gf x gh x gw patch grid (frame-major) at tokens
+// [start, start + gf gh gw) of row `row`. A pack's pixels travel as a strip clip (B, C, pt p, T p)
+// of pt frames of p rows: token t of a row is the patch at column t of the strip
+// (dit_pack_image), so the patch embedding, the targets and the outputs are those of a
+// 1 x 1 x T patch grid. Each image has its own sin-cos positions, timestep and label (its adaLN
+// vectors reach its tokens alone), a token attends only to its own image's tokens, and the loss
+// is the mean over the real elements of all images.
 #define DIT_PACK_MAX 256 // images in a batch of packs
 typedef struct DiTImage {
     int row, start, gh, gw;
+    int gf; // patch frames (0 means 1: an image)
 } DiTImage;
+static inline DiTGrid dit_image_grid(const DiTImage *a) {
+    return (DiTGrid){a->gf > 0 ? a->gf : 1, a->gh, a->gw};
+}
 typedef struct DiTPack {
     int B, T; // rows, and tokens per row (the token budget)
     int n;    // images
@@ -143,17 +165,28 @@ int dit_pack_rows(const DiTPack *p, int first, int n, DiTPack *sub);
 void dit_pack_ids(const DiTPack *p, int32_t *id, int T_pad);
 // The real tokens of all images of pack p.
 long dit_pack_tokens(const DiTPack *p);
-// Image i of pack p, img (C, gh p, gw p), into the strip (B, C, p, T p) of the pack (pack true),
-// or back out of it (pack false)
-void dit_pack_image(const DiTPack *p, int i, real *strip, real *img, int C, int patch, bool pack);
+// Image i of pack p, a clip img (C, gf pt, gh p, gw p) of gf pt frames, into the strip
+// (B, C, pt p, T p) of the pack (pack true), or back out of it (pack false); pt = patch_t
+void dit_pack_image(const DiTPack *p, int i, real *strip, real *img, int C, int pt, int patch, bool pack);
 // The 2-D sin-cos position embedding (D values) of the patch at row i, column j of any grid:
 // [sincos(j) over D/2, sincos(i) over D/2], sincos(x) over d = [sin(x w_k), cos(x w_k)] for
 // k < d/2, w_k = 10000^(-k / (d/2)): the reference's get_2d_sincos_pos_embed, which for a
 // non-square gh x gw grid puts the column (of gw) first and the row (of gh) second.
 void dit_pos_embed_at(real *e, int i, int j, int D);
+// The 3-D sin-cos position embedding of a clip's token at frame f, row i, column j, as
+// CogVideoX's get_3d_sincos_pos_embed splits it: [sincos(f) over D/4, dit_pos_embed_at(i, j) over
+// 3D/4] (D a multiple of 16). A model of one frame keeps the 2-D table (its checkpoints and
+// results do not change); a clip model gives every clip, single frames too, the 3-D one.
+void dit_pos_embed_clip(real *e, int f, int i, int j, int D);
+// The position of token t of grid g in model c: the 2-D or 3-D table as above
+void dit_position(real *e, const DiTConfig *c, DiTGrid g, int t);
 
 // Derived sizes.
-int dit_tokens(const DiTConfig *c);       // T = (input_size / patch_size)^2
+int dit_tokens(const DiTConfig *c);       // T = (frames / patch_t) (input_size / patch_size)^2
+DiTGrid dit_grid(const DiTConfig *c);     // frames / patch_t, input_size / patch_size twice
+int dit_frames(const DiTConfig *c);       // frames of a sample (1: images)
+int dit_patch_t(const DiTConfig *c);      // frames of a patch
+int dit_patch_values(const DiTConfig *c); // pt p p: pixels a token covers in each channel
 int dit_out_channels(const DiTConfig *c); // C_out = 2C with learn_sigma, else C
 int dit_mlp_hidden(const DiTConfig *c);
 // NULL if valid; else a sentence naming the bad field and what would fix it.
@@ -200,10 +233,11 @@ void dit_copy(DiT *dst, const DiT *src);
 void dit_init(DiT *m, uint64_t seed);
 void dit_free(DiT *m);
 
-// img (B,C,H,W), t (B), y (B) (with text conditioning y is (B, text_len): each image's caption as
-// token ids, 0 padding) -> tokens (B, n, p*p*C_out) for the shard's tokens, rows laid out
-// (i, j, c). Tokens past T are padding: their outputs are meaningless and must be masked. With
-// shard->pack, img is the packs' strip (B, C, p, T p), t and y are per image of the pack (its
+// img (B,C,F*H,W) (clips of F frames stacked along the height; F = 1: images), t (B), y (B)
+// (with text conditioning y is (B, text_len): each image's caption as token ids, 0 padding) ->
+// tokens (B, n, pt*p*p*C_out) for the shard's tokens, rows laid out (a, i, j, c). Tokens past T
+// are padding: their outputs are meaningless and must be masked. With shard->pack, img is the
+// packs' strip (B, C, pt p, T p), t and y are per image of the pack (its
 // order), and padding is every token of no image.
 Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
                     const DiTShard *shard);
@@ -211,11 +245,11 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
 // x (B, T, D) -> its tokens [first, first + n)
 Tensor *dit_join_tokens(Tape *tp, Tensor *x, Tensor *y);
 Tensor *dit_tokens_of(Tape *tp, Tensor *x, int first, int n);
-// mean((out - target)^2) over the real tokens of all shards: out (B, n, p*p*C_out) from
-// dit_forward, target (B, Ct, H, W) with Ct <= C_out compared with the first Ct output channels
+// mean((out - target)^2) over the real tokens of all shards: out (B, n, pt*p*p*C_out) from
+// dit_forward, target (B, Ct, F*H, W) with Ct <= C_out compared with the first Ct output channels
 // (training a learn_sigma model compares only the noise channels). Divides by the element count
-// images * tokens * p*p*Ct of the shard (by default B * T); with the global batch of every data
+// images * tokens * pt*p*p*Ct of the shard (by default B * T); with the global batch of every data
 // group and T, per-rank and per-micro-batch losses and gradients add up to the single-rank ones.
-// With shard->pack, target is the strip (B, Ct, p, T p) and the count is the real elements of all
+// With shard->pack, target is the strip (B, Ct, pt p, T p) and the count is the real elements of all
 // the pack's images.
 Tensor *dit_loss(DiT *m, Tape *tp, Tensor *out, Tensor *target, const DiTShard *shard);

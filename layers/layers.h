@@ -7,14 +7,17 @@
 
 // x (..., C), w (OC, C), b (OC) or NULL -> (..., OC)
 Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b);
-// img (B,C,H,W) -> (B, len, C*p*p): patches [t0, t0 + len) of the (H/p)*(W/p) grid in row-major
-// order, rows laid out (c, i, j), or (i, j, c) when channels_last; rows past the grid are zero
-Tensor *patchify(Tape *tp, Tensor *img, int p, int t0, int len, bool channels_last);
-// conv with stride = kernel = p on patches [t0, t0 + len): img (B,C,H,W), w (D,C,p,p), b (D)
-// -> (B, len, D)
-Tensor *patch_embed(Tape *tp, Tensor *img, Tensor *w, Tensor *b, int t0, int len);
-// tokens (B, T, p*p*C) laid out (i, j, c) -> (B, C, H, W)
-Tensor *unpatchify(Tape *tp, Tensor *tokens, int C, int H, int W, int p);
+// Clips of F frames travel as images of their frames stacked along the height: (B, C, F*H, W),
+// cut into pt x p x p patches whose tokens run frame-major (frame, row, column); images are
+// clips of one frame (F = pt = 1).
+// img (B, C, F*H, W) -> (B, len, C*pt*p*p): patches [t0, t0 + len) of the (F/pt)*(H/p)*(W/p)
+// grid, rows laid out (c, a, i, j), or (a, i, j, c) when channels_last; rows past the grid are zero
+Tensor *patchify(Tape *tp, Tensor *img, int F, int pt, int p, int t0, int len, bool channels_last);
+// conv with stride = kernel = the patch on patches [t0, t0 + len): img (B, C, F*H, W),
+// w (D,C,p,p) (pt = 1) or (D,C,pt,p,p), b (D) -> (B, len, D)
+Tensor *patch_embed(Tape *tp, Tensor *img, int F, Tensor *w, Tensor *b, int t0, int len);
+// tokens (B, T, pt*p*p*C) laid out (a, i, j, c) -> (B, C, F*H, W)
+Tensor *unpatchify(Tape *tp, Tensor *tokens, int C, int F, int H, int W, int pt, int p);
 // a + b; b may be smaller, repeating over the leading dims of a (a bias or pos_embed)
 Tensor *add(Tape *tp, Tensor *a, Tensor *b);
 Tensor *gelu(Tape *tp, Tensor *x); // tanh approximation

@@ -68,9 +68,9 @@ Tensor *sp_gather_image(Tape *tp, SeqParallel *sp, Tensor *tokens, const DiTConf
     Tensor *real_tokens = tensor_new(tp->arena, 3, B, T, row);
     RUN(real_tokens->device, add_rows, real_tokens->data, (size_t)T * row, all->data,
         (size_t)Tp * row, (size_t)T * row, B);
-    int p = c->patch_size;
-    Tensor *img = strip ? unpatchify(tp, real_tokens, dit_out_channels(c), p, T * p, p)
-                        : unpatchify(tp, real_tokens, dit_out_channels(c), c->input_size, c->input_size, p);
+    int p = c->patch_size, pt = dit_patch_t(c), Co = dit_out_channels(c), S = c->input_size;
+    Tensor *img = strip ? unpatchify(tp, real_tokens, Co, pt, p, T * p, pt, p)
+                        : unpatchify(tp, real_tokens, Co, dit_frames(c), S, S, pt, p);
     tp->grad_enabled = grad;
     return img;
 }

@@ -4,7 +4,7 @@
 #include "../core/device.h"
 #include <string.h>
 
-// The images of pack pk from its strips img (B, C, p, T p) into out (host, the same shape), zero
+// The images of pack pk from its strips img (B, C, pt p, T p) into out (host, the same shape), zero
 // where no image is
 static void copy_images(real *out, const Tensor *img, const DiTPack *pk, int p) {
     size_t lines = (size_t)img->shape[1] * img->shape[2], W = img->shape[3];
@@ -13,7 +13,7 @@ static void copy_images(real *out, const Tensor *img, const DiTPack *pk, int p) 
         const DiTImage *im = &pk->img[j];
         for (size_t r = 0; r < lines; r++) {
             size_t at = ((size_t)im->row * lines + r) * W + (size_t)im->start * p;
-            copy_bytes(out + at, img->data + at, (size_t)im->gh * im->gw * p * sizeof(real));
+            copy_bytes(out + at, img->data + at, dit_grid_tokens(dit_image_grid(im)) * p * sizeof(real));
         }
     }
 }

@@ -15,7 +15,7 @@ Memory budget_memory(bool cuda, int node_ranks) {
 size_t budget_train_arena(const SeqParallel *sp, const TrainConfig *tc) {
     int first, largest; // micro-batch 0
     sp_micro_batch(sp, tc->batch / sp->dp, 0, &first, &largest);
-    double image = (double)tc->model.in_channels * tc->model.input_size * tc->model.input_size;
+    double image = (double)tc->model.in_channels * dit_frames(&tc->model) * tc->model.input_size * tc->model.input_size;
     size_t upload = sp->cuda ? (size_t)((3 * image + 1) * (tc->batch / sp->dp) * sizeof(real)) + 8 * ARENA_ALIGN : 0;
     size_t step = sp_step_bytes(sp, &tc->model, largest, true) + upload;
     size_t sample = budget_sample_min(sp, &tc->model, tc->cfg_scale);
@@ -40,7 +40,7 @@ const char *budget_rank_memory(const TrainConfig *tc, int ranks, RankMemory *m, 
     const ParamStore *ps = &shape.ps;
     double R = sizeof(real), blocks = 0;
     for (int u = 0; u < ps->units; u++) blocks += ps->unit[u].scoped ? (double)ps->unit[u].piece : 0;
-    double image = (double)mc->in_channels * mc->input_size * mc->input_size;
+    double image = (double)mc->in_channels * dit_frames(mc) * mc->input_size * mc->input_size; // clips: every frame
     double samples = (double)mc->num_classes * tc->samples_per_class * image;
     *m = (RankMemory){.arena = arena, .weights = (double)ps_weight_reals(ps) * R,
                       .optimizer = 2.0 * ps->chunk * R, .ema = tc->ema > 0 ? 2.0 * ps_own_len(ps) * R : 0,
@@ -92,7 +92,8 @@ ProbeArenas budget_probe(const SeqParallel *sp, const DiTConfig *c, int B, int c
     // the batch (x, t, target and the labels) and the output images; the step's output gathered:
     // all T_pad tokens, the T real ones, the images
     int S = c->input_size, Co = dit_out_channels(c), T = sp->shard.T;
-    size_t in = ((size_t)c->in_channels + Co) * S * S + 1, out = (size_t)Co * S * S;
+    size_t pixels = (size_t)dit_frames(c) * S * S; // clips: every frame
+    size_t in = ((size_t)c->in_channels + Co) * pixels + 1, out = (size_t)Co * pixels;
     size_t reals = (size_t)B * (in + out) + (size_t)count * out;
     size_t step = (size_t)micro * out * (sp->shard.T_pad + 2 * T) / T + (sp->cuda ? count * in : 0);
     size_t pack = sp->packs ? sizeof(DiTPack) + DIT_PACK_MAX * (sizeof(real) + sizeof(int64_t)) : 0;
@@ -105,7 +106,8 @@ bool budget_sample_guided(const DiTConfig *c, double cfg_scale) {
 }
 
 size_t budget_sample_pass(const SeqParallel *sp, const DiTConfig *c, int rows) {
-    size_t S = (size_t)c->input_size, in = c->in_channels * S * S, out = dit_out_channels(c) * S * S;
+    size_t S = (size_t)c->input_size, pixels = dit_frames(c) * S * S; // clips: every frame
+    size_t in = c->in_channels * pixels, out = dit_out_channels(c) * pixels;
     return sp_step_bytes(sp, c, rows, false) + (size_t)rows * ((in + out + 1) * sizeof(real) + (c->text ? c->text_len : 1) * sizeof(int64_t)) +
            8 * ARENA_ALIGN;
 }

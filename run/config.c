@@ -1,6 +1,7 @@
 // config.c: see config.h.
 #include "config.h"
 #include "../core/safefile.h"
+#include "../data/data.h"
 #include "flags.h"
 #include "settings.h"
 #include <jansson.h>
@@ -97,10 +98,11 @@ const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *b
             return snprintf(buf, len, "--sample-sizes %dx%d: each side must be a multiple of the "
                             "patch %d; pass e.g. %dx%d", h, w, p, (h + p - 1) / p * p,
                             (w + p - 1) / p * p), buf;
-        if ((long)(h / p) * (w / p) > dit_tokens(m))
+        long tokens = (long)dit_grid(m).frames * (h / p) * (w / p); // clips: every frame's
+        if (tokens > dit_tokens(m))
             return snprintf(buf, len, "--sample-sizes %dx%d has %ld tokens, more than the %d of "
                             "--input-size %d (patch %d); pass smaller sizes or a larger --input-size",
-                            h, w, (long)(h / p) * (w / p), dit_tokens(m), m->input_size, p), buf;
+                            h, w, tokens, dit_tokens(m), m->input_size, p), buf;
     }
     return NULL;
 }
@@ -123,9 +125,12 @@ void train_config_check_packs(const TrainConfig *tc) {
     if (m->text)
         usage_error("--cond text does not run with --max-tokens yet (each image of a pack would need "
                     "its own caption); leave out one of them");
-    if (!strcmp(tc->data, "shapes"))
-        usage_error("--max-tokens packs the images of a folder; it does not run with the shapes "
-                    "data (pass --data DIR)");
+    if (data_procedural(tc->data))
+        usage_error("--max-tokens packs the images of a folder; it does not run with the %s "
+                    "data (pass --data DIR)", tc->data);
+    if (dit_frames(m) > 1)
+        usage_error("--max-tokens packs the images of a folder; a clip model (--frames %d) trains "
+                    "on whole clips of --input-size: leave it out", dit_frames(m));
     if (tc->max_tokens > dit_tokens(m))
         usage_error("--max-tokens %d is above the %d tokens of --input-size %d (patch %d); "
                     "pass at most %d, or a larger --input-size", tc->max_tokens, dit_tokens(m),

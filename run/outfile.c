@@ -86,7 +86,8 @@ void out_runs_folder_check(const char *flag, const char *dir, const char *comman
 
 int run_folder_clear(const char *dir) {
     static const char *const files[] = {"config.json", "loss.csv", "loss.png", "model.safetensors",
-                                        "optimizer.safetensors", "ema.safetensors", "samples.png"};
+                                        "optimizer.safetensors", "ema.safetensors", "samples.png",
+                                        "samples.gif"};
     int removed = 0;
     for (size_t i = 0; i < sizeof files / sizeof *files; i++)
         for (int tmp = 0; tmp < 2; tmp++) {

@@ -274,6 +274,14 @@ const Setting settings[] = {
      "--cond text: cross-attention to the caption after each block's\n"
      "self-attention (PixArt-alpha), or joint attention over [caption;\n"
      "image] with weights per stream (SD3's MMDiT) (default {default})"},
+    {"frames", "--frames", "F", &INT_TEXT, OFF(model.frames), 1, DIT_MAX_FRAMES,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "frames of a sample (default {default}: images); more: clips, their\n"
+     "tokens frame by frame, with a 3-D sin-cos position table\n"
+     "(--data moving-shapes)"},
+    {"patch_t", "--patch-t", "PT", &INT_TEXT, OFF(model.patch_t), 1, DIT_MAX_FRAMES,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "frames of a patch, dividing --frames (default {default})"},
 
     {"steps", "--steps", "N", &INT_TEXT, OFF(steps), 1, 1 << 30,
      FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, NULL, "training",
@@ -301,9 +309,10 @@ const Setting settings[] = {
      FOR_TRAIN, FIXED | AGREED, NULL, NULL,
      "multiply the initial attention qkv weights by G, for attention logits\n"
      "G^2 times larger (default {default})"},
-    {"data", "--data", "shapes|DIR", &PATH_TEXT, OFF(data), 0, 0,
+    {"data", "--data", "shapes|moving-shapes|DIR", &PATH_TEXT, OFF(data), 0, 0,
      FOR_TRAIN | FOR_PROBE | FOR_SAMPLE, FIXED | AGREED, NULL, NULL,
-     "procedural shapes (10 classes) or a folder of PNG/JPEG images,\n"
+     "procedural shapes (10 classes; moving-shapes: clips of them moving,\n"
+     "turning or growing, for --frames > 1) or a folder of PNG/JPEG images,\n"
      "one subfolder per class (default {default}; probe: the images of\n"
      "--make-batch)"},
     {"max_tokens", "--max-tokens", "N", &INT_TEXT, OFF(max_tokens), 0, 1 << 24,
@@ -440,7 +449,7 @@ _Static_assert(sizeof settings / sizeof settings[0] == SETTINGS, "SETTINGS must 
 void train_config_defaults(TrainConfig *tc) {
     *tc = (TrainConfig){
         .model = {.input_size = 20, .in_channels = 3, .num_classes = 10, .class_dropout_prob = 0.1,
-                  .text_len = 12, .text_depth = 1},
+                  .text_len = 12, .text_depth = 1, .frames = 1, .patch_t = 1},
         .steps = 8000, .batch = 32, .lr = 1e-3, .clip_norm = 1.0, .ema = 0.999, .seed = 0, .qkv_gain = 1,
         .log_every = 0, .save_every = -1, .sample_steps = 25, .samples_per_class = 8, .cfg_scale = 3.0,
         .parallel = sp_options_default(),

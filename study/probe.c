@@ -145,35 +145,37 @@ static int64_t batch_int(const StTensor *t, size_t i) {
 }
 
 // The batch's `pack` tensor (the file has one) as a pack of B rows of T tokens, in the arena
-static DiTPack *load_pack(const SafeTensors *st, const char *path, int B, int T, Arena *arena) {
-    const StTensor *ps = batch_tensor(st, path, "pack", true, 2, (int64_t[]){-1, 4});
+// (row, first token, patch rows, patch columns, and for a clip model patch frames, of each image)
+static DiTPack *load_pack(const SafeTensors *st, const char *path, int B, int T, bool clips, Arena *arena) {
+    int cols = clips ? 5 : 4;
+    const StTensor *ps = batch_tensor(st, path, "pack", true, 2, (int64_t[]){-1, cols});
     if (ps->shape[0] > DIT_PACK_MAX)
         usage_error("--batch %s: 'pack' lists %lld images; a batch of packs holds at most %d", path,
                     (long long)ps->shape[0], DIT_PACK_MAX);
     DiTPack *pk = arena_alloc(arena, sizeof *pk);
     *pk = (DiTPack){.B = B, .T = T, .n = (int)ps->shape[0]};
     for (int i = 0; i < pk->n; i++) {
-        int v[4];
-        for (int k = 0; k < 4; k++) {
-            int64_t v64 = batch_int(ps, 4 * (size_t)i + k);
+        int v[5] = {0, 0, 0, 0, 1};
+        for (int k = 0; k < cols; k++) {
+            int64_t v64 = batch_int(ps, (size_t)cols * i + k);
             v[k] = v64 < INT32_MIN || v64 > INT32_MAX ? -1 : (int)v64;
         }
-        pk->img[i] = (DiTImage){v[0], v[1], v[2], v[3]};
+        pk->img[i] = (DiTImage){v[0], v[1], v[2], v[3], v[4] < 1 ? -1 : v[4]};
     }
     char err[256];
     if (dit_pack_error(pk, err, sizeof err))
-        usage_error("--batch %s: 'pack' (row, first token, patch rows, patch columns of each image): "
-                    "%s", path, err);
+        usage_error("--batch %s: 'pack' (row, first token, patch rows, patch columns%s of each image): "
+                    "%s", path, clips ? ", patch frames" : "", err);
     return pk;
 }
 
 ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *st, Arena *arena) {
     const DiTConfig *cfg = &m->cfg;
     int S = cfg->input_size, Co = dit_out_channels(cfg), p = cfg->patch_size;
-    // packs: strips (B, C, p, T p) of rows of T tokens
+    // clips: their frames stacked along the height; packs: strips (B, C, pt p, T p) of rows of T tokens
     const StTensor *raw = st_find(st, "x");
     bool packs = st_find(st, "pack") != NULL;
-    int64_t H = packs ? p : S, W = !packs ? S : raw && raw->ndim == 4 && raw->shape[3] > 0 ? raw->shape[3] : p;
+    int64_t H = packs ? dit_patch_t(cfg) * p : dit_frames(cfg) * S, W = !packs ? S : raw && raw->ndim == 4 && raw->shape[3] > 0 ? raw->shape[3] : p;
     if (packs && (W % p || W / p > dit_tokens(cfg)))
         usage_error("--batch %s: 'x' is a strip of %lld pixels; a batch of packs needs rows of at most "
                     "%d tokens of %d pixels (--max-tokens of the checkpoint's --input-size)", path,
@@ -183,7 +185,7 @@ ProbeBatch probe_load_batch(const DiT *m, const char *path, const SafeTensors *s
     if (B64 > PROBE_MAX_BATCH) // probe_main sized the arena for at most this many
         usage_error("--batch %s: 'x' holds %lld images; a probe batch holds at most %d", path,
                     (long long)B64, PROBE_MAX_BATCH);
-    DiTPack *pack = packs ? load_pack(st, path, (int)B64, (int)(W / p), arena) : NULL;
+    DiTPack *pack = packs ? load_pack(st, path, (int)B64, (int)(W / p), dit_frames(cfg) > 1, arena) : NULL;
     int64_t n64 = pack ? pack->n : B64; // times and labels: per image
     const StTensor *ts = batch_tensor(st, path, "t", false, 1, &n64);
     int L = cfg->text ? cfg->text_len : 1; // text: y holds each image's caption, (n, L) token ids
@@ -224,18 +226,18 @@ void probe_write_batch(const char *ckpt, const char *path, int B, int step, cons
     DiT m;
     if (ckpt_load_model(&m, ckpt, err, sizeof err)) usage_error("--ckpt: %s", err);
     const DiTConfig *c = &m.cfg;
-    if (max_tokens && !strcmp(source, "shapes"))
+    if (max_tokens && data_procedural(source))
         usage_error("probe --make-batch --max-tokens packs the images of a folder; pass --data DIR");
     if (max_tokens > dit_tokens(c))
         usage_error("--max-tokens %d is above the %d tokens of %s's input size; pass at most %d",
                     max_tokens, dit_tokens(c), ckpt, dit_tokens(c));
     Data data;
-    if (data_open(&data, source, c->input_size, c->in_channels, c->num_classes, err, sizeof err))
+    if (data_open(&data, source, c->input_size, dit_frames(c), c->in_channels, c->num_classes, err, sizeof err))
         usage_error("--data: %s", err);
     if (c->text && data_captions(&data, c->text_len, err, sizeof err)) usage_error("--data: %s", err);
     data.max_tokens = max_tokens, data.patch = c->patch_size;
-    Batch b = max_tokens ? batch_alloc_packs(0, B, B, c->in_channels, c->patch_size, max_tokens)
-                         : batch_alloc(0, B, B, c->in_channels, c->input_size, c->text ? c->text_len : 1);
+    Batch b = max_tokens ? batch_alloc_packs(0, B, B, c->in_channels, dit_patch_t(c), c->patch_size, max_tokens)
+                         : batch_alloc(0, B, B, c->in_channels, dit_frames(c), c->input_size, c->text ? c->text_len : 1);
     batch_make(&b, &data, 0, c->class_dropout_prob, c->num_classes, step);
     int n = b.pack ? b.pack->n : B; // the times and labels are per image
     StWriter *w = st_writer_new();
@@ -244,12 +246,14 @@ void probe_write_batch(const char *ckpt, const char *path, int B, int step, cons
     st_writer_add_real(w, "target", 4, b.v->shape, b.v->data);
     if (c->text) st_writer_add(w, "y", ST_I64, 2, (int64_t[]){n, c->text_len}, b.y);
     else st_writer_add(w, "y", ST_I64, 1, (int64_t[]){n}, b.y);
-    int64_t *images = xmalloc((size_t)4 * n * sizeof(int64_t));
+    int cols = dit_frames(c) > 1 ? 5 : 4; // clips: their patch frames too
+    int64_t *images = xmalloc((size_t)cols * n * sizeof(int64_t));
     for (int i = 0; b.pack && i < n; i++) {
         const DiTImage *im = &b.pack->img[i];
-        images[4 * i] = im->row, images[4 * i + 1] = im->start, images[4 * i + 2] = im->gh, images[4 * i + 3] = im->gw;
+        int64_t v[5] = {im->row, im->start, im->gh, im->gw, dit_image_grid(im).frames};
+        memcpy(images + (size_t)cols * i, v, (size_t)cols * sizeof(int64_t));
     }
-    if (b.pack) st_writer_add(w, "pack", ST_I64, 2, (int64_t[]){n, 4}, images);
+    if (b.pack) st_writer_add(w, "pack", ST_I64, 2, (int64_t[]){n, cols}, images);
     if (st_writer_write(w, path, err, sizeof err)) usage_error("--out: %s", err);
     st_writer_free(w);
     free(images);

@@ -181,6 +181,10 @@ expect_usage "must be between 1 and" --batch 0
 expect_usage "--heads 5 does not divide the width 64 (--hidden)" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
 expect_usage "unknown preset" --model DiT-Q/2
+expect_usage "frames 5 must be a multiple of patch_t 2 (the frames of a patch); pass --frames 6 or --patch-t 1" --frames 5 --patch-t 2 --data moving-shapes
+expect_usage "the shapes data are images, and the model takes clips of 4 frames; use --data moving-shapes" --frames 4
+expect_usage "the moving-shapes data are clips; pass --frames 2 or more" --data moving-shapes
+expect_usage "hidden_size 40 must be a multiple of 16 for the 3-D sin-cos position embedding" --frames 4 --data moving-shapes --hidden 40 --heads 4
 expect_usage "runs its own --exact column" bugs --regimes --exact
 
 expect_usage "--zero must be between 0 and 3, got 4" --zero 4

@@ -47,6 +47,11 @@ train one 1 || exit 1
 # a thread per core of its own): the blocks' calls, the attention's jobs and the gradient norm's
 # squares that run on the threads give the same bits
 same one threads-2 1 --threads 2
+# clips: 4 frames of 12x12 in patches of 2 x 4 x 4, 18 tokens (3 ranks cut frames apart; 4 heads
+# uneven over 3 ranks), the moving shapes
+CLIP="--data moving-shapes --frames 4 --patch-t 2 --input-size 12"
+train clip-one 1 $CLIP || exit 1
+same clip-one clip-all-to-all-3 3 $CLIP --sp-attention all-to-all
 if [ -n "$QUICK" ]; then
   same one gather-3 3
   same one ring-3 3 --sp-attention ring
@@ -75,6 +80,7 @@ same one accum3-3 3 --grad-accum 3
 # mesh, micro-batches and --recompute; and runs resumed under another level and rank count (the
 # state split anew, as the start line says): the same bits
 same one zero-4 4 --zero 1 --sp-attention ring
+same clip-one clip-hybrid-zero-4 4 $CLIP --sp-attention hybrid --ulysses-degree 2 --zero 1 --grad-accum 2
 same one zero2-3 3 --zero 2
 same one zero2-hybrid-dp2-accum3 4 --zero 2 --sp 2 --sp-attention hybrid --ulysses-degree 2 --grad-accum 3 --recompute
 same one zero3-a2a-4 4 --zero 3 --sp-attention all-to-all

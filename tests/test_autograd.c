@@ -52,7 +52,9 @@ START_TEST(shape_errors_are_clear) {
     Tensor *q = randn(&a, 3, 1, false, 3, (int[]){1, 2, 6});
     EXPECT_FATAL(attention(&tp, q, q, q, 4, NULL, NO_SEGMENTS), "4 heads do not divide the width 6");
     Tensor *img = randn(&a, 4, 1, false, 4, (int[]){1, 3, 5, 4});
-    EXPECT_FATAL(patchify(&tp, img, 2, 0, 4, false), "image size 5x4 is not a multiple of the patch size 2");
+    EXPECT_FATAL(patchify(&tp, img, 1, 1, 2, 0, 4, false), "image size 5x4 is not a multiple of the patch size 2");
+    EXPECT_FATAL(patchify(&tp, img, 5, 2, 1, 0, 4, false), "5 frames are not a multiple of the patch's 2 frames");
+    EXPECT_FATAL(patchify(&tp, img, 2, 1, 1, 0, 4, false), "5 rows do not hold 2 frames");
     int64_t bad = 9;
     EXPECT_FATAL(embedding(&tp, w, &bad, 1), "index 9 at position 0 is outside the table's 4 rows");
     tape_free(&tp);

@@ -365,19 +365,24 @@ END_TEST
 
 // ---- patches and embeddings ------------------------------------------------------------------------
 
-// a shard of tokens [20, 40) of a 6 x 6 grid (its last 4 rows padding), both token layouts; both
-// directions add into outputs that start non-zero
+// a shard of tokens [20, 40) of a 6 x 6 grid (its last 4 rows padding), and of a clip of 6
+// frames of 9 x 6 in patches of 3 x 3 x 3 (a 2 x 3 x 2 grid, tokens [5, 14): a shard that cuts
+// frames apart, its last 2 padding); both token layouts; both directions add into outputs that
+// start non-zero
 START_TEST(cuda_patch) {
-    int B = 2, C = 3, H = 12, W = 12, p = 2, t0 = 20, n = 20;
-    size_t ni = (size_t)B * C * H * W, nt = (size_t)B * n * C * p * p;
-    for (int last = 0; last < 2; last++) {
+    ClipShape shapes[2] = {{2, 3, 1, 12, 12, 1, 2}, {2, 2, 6, 9, 6, 3, 3}};
+    int t0s[2] = {20, 5}, ns[2] = {20, 9};
+    for (int k = 0; k < 4; k++) {
+        int last = k % 2, t0 = t0s[k / 2], n = ns[k / 2];
+        ClipShape s = shapes[k / 2];
+        size_t ni = (size_t)s.B * s.C * s.F * s.H * s.W, nt = (size_t)s.B * n * s.C * s.pt * s.p * s.p;
         real *img = host_randn(ni, 80, 1, 0), *tok = host_randn(nt, 81, 1, 0);
         real *img_d = to_device(img, ni), *tok_d = to_device(tok, nt);
-        patch_gather(tok, img, B, C, H, W, p, t0, n, last);
-        patch_gather_cuda(tok_d, img_d, B, C, H, W, p, t0, n, last, 0);
+        patch_gather(tok, img, s, t0, n, last);
+        patch_gather_cuda(tok_d, img_d, s, t0, n, last, 0);
         expect_close(last ? "patch_gather channels last" : "patch_gather", tok_d, tok, nt);
-        patch_scatter(img, tok, B, C, H, W, p, t0, n, last);
-        patch_scatter_cuda(img_d, tok_d, B, C, H, W, p, t0, n, last, 0);
+        patch_scatter(img, tok, s, t0, n, last);
+        patch_scatter_cuda(img_d, tok_d, s, t0, n, last, 0);
         expect_close(last ? "patch_scatter channels last" : "patch_scatter", img_d, img, ni);
         free(img), free(tok);
         device_free(img_d), device_free(tok_d);
@@ -599,7 +604,8 @@ START_TEST(cuda_launchers_check_sizes) {
     EXPECT_FATAL(modulate_forward_cuda(&x, &x, &x, &x, 0, 4, 4, 0), "bad shape");
     EXPECT_FATAL(slice_forward_cuda(&x, &x, 2, 8, 5, 4, 0), "columns [5, 9) of 8");
     EXPECT_FATAL(mse_forward_cuda(&x, &x, NULL, 1, 0, 0), "must be positive");
-    EXPECT_FATAL(patch_gather_cuda(&x, &x, 1, 3, 7, 8, 2, 0, 4, false, 0), "bad shape");
+    EXPECT_FATAL(patch_gather_cuda(&x, &x, (ClipShape){1, 3, 1, 7, 8, 1, 2}, 0, 4, false, 0), "bad shape");
+    EXPECT_FATAL(patch_gather_cuda(&x, &x, (ClipShape){1, 3, 5, 8, 8, 2, 2}, 0, 4, false, 0), "bad shape");
     EXPECT_FATAL(embedding_forward_cuda(&x, &x, NULL, 1, 0, 4, 0), "bad shape");
     EXPECT_FATAL(attention_forward_cuda(&x, &x, &x, &x, &x, &x, NULL, NO_SEGMENTS, 1, 4, 4, 1, ATTN_CUDA_MAX_DH + 1, 0),
                  "bad shape");

@@ -218,6 +218,52 @@ START_TEST(shapes_reject_bad_arguments) {
 }
 END_TEST
 
+// Moving shapes: every frame keeps the shape inside its 1-pixel background frame and clearly
+// visible; the clip moves (its first and last frames differ); any split of its rows (what a
+// rank builds) gives the same values; the class is the still image's
+START_TEST(moving_shapes_stay_inside_and_move) {
+    const int sizes[] = {12, 13, 32}, F = 5;
+    int moved = 0, clips = 0;
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        int n = sizes[s];
+        size_t plane = (size_t)n * n, all = 3 * F * plane;
+        real *clip = xmalloc(all * sizeof(real)), *parts = xmalloc(all * sizeof(real));
+        real *frame = xmalloc(3 * plane * sizeof(real)), still[3 * 8 * 8];
+        for (uint64_t i = 0; i < 30; i++, clips++) {
+            int64_t l, l2, l3;
+            shapes_clip_rows(clip, &l, n, F, 5, i, 0, F * n);
+            for (int y0 = 0, y1; y0 < F * n; y0 = y1) { // rows in uneven pieces
+                y1 = y0 + 1 + (int)(rng_u32(9, 0, i * 1000 + (uint64_t)y0) % (uint32_t)(2 * n));
+                y1 = y1 > F * n ? F * n : y1;
+                shapes_clip_rows(parts, &l2, n, F, 5, i, y0, y1);
+            }
+            ck_assert(!memcmp(parts, clip, all * sizeof(real)));
+            shapes_sample(still, &l3, 8, 5, i);
+            ck_assert_int_eq(l, l2);
+            ck_assert_int_eq(l, l3);
+            for (int f = 0; f < F; f++) {
+                for (int k = 0; k < 3; k++) memcpy(frame + k * plane, clip + (k * F + f) * plane, plane * sizeof(real));
+                for (int k = 0; k < 3; k++)
+                    for (int t = 0; t < n; t++) {
+                        real bg = frame[k * plane];
+                        REQUIRE(frame[k * plane + t] == bg && frame[k * plane + (size_t)(n - 1) * n + t] == bg &&
+                                    frame[k * plane + (size_t)t * n] == bg && frame[k * plane + (size_t)t * n + n - 1] == bg,
+                                "size %d clip %d frame %d: the shape touches the border", n, (int)i, f);
+                    }
+                Mask m = mask_of(frame, n);
+                ck_assert_msg(m.contrast > 1.0 && m.n_on >= 0.015 * plane, "size %d clip %d frame %d: %d lit pixels",
+                              n, (int)i, f, m.n_on);
+                free(m.on);
+            }
+            moved += memcmp(clip, clip + (F - 1) * plane, plane * sizeof(real)) != 0;
+        }
+        free(clip), free(parts), free(frame);
+    }
+    // only a circle or a ring that turns stays still
+    ck_assert_msg(moved >= clips * 3 / 4, "%d of %d clips move", moved, clips);
+}
+END_TEST
+
 // ---- canvas --------------------------------------------------------------------------------
 
 START_TEST(canvas_png_round_trip) {
@@ -250,6 +296,48 @@ START_TEST(canvas_png_round_trip) {
     ck_assert_msg(strstr(err, "missing/x.png"), "error \"%s\" does not name the file", err);
     ck_assert(!exists(path));
     canvas_free(&c);
+    test_rm_rf(dir);
+}
+END_TEST
+
+// an animated GIF of 3 frames of a few colours, read back by stb_image's own GIF decoder: every
+// frame's every pixel within giflib's 5-bit colour reduction
+START_TEST(canvas_gif_round_trip) {
+    char dir[64], path[128], tmp[160], err[512];
+    test_tmpdir(dir, sizeof dir);
+    const uint8_t grey[3] = {50, 60, 70};
+    Canvas c[3];
+    for (int f = 0; f < 3; f++) {
+        c[f] = canvas_create(29, 17, grey);
+        for (int j = 0; j < 17; j++)
+            for (int i = 0; i < 29; i++) {
+                uint32_t r = rng_u32(4, 0, (uint64_t)((f * 17 + j) * 29 + i)) % 12;
+                uint8_t rgb[3] = {(uint8_t)(r * 20), (uint8_t)(255 - r * 16), (uint8_t)(f * 100)};
+                canvas_fill_rect(&c[f], i, j, 1, 1, rgb);
+            }
+    }
+    path_in(path, sizeof path, dir, "anim.gif");
+    ck_assert_msg(canvas_write_gif(c, 3, 20, path, err, sizeof err) == 0, "%s", err);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    ck_assert(!exists(tmp));
+    FILE *fp = fopen(path, "rb");
+    ck_assert_ptr_nonnull(fp);
+    static uint8_t bytes[1 << 16];
+    int n = (int)fread(bytes, 1, sizeof bytes, fp), w, h, frames, comp, *delays = NULL;
+    fclose(fp);
+    uint8_t *back = stbi_load_gif_from_memory(bytes, n, &delays, &w, &h, &frames, &comp, 3);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_int_eq(w, 29);
+    ck_assert_int_eq(h, 17);
+    ck_assert_int_eq(frames, 3);
+    ck_assert_int_eq(delays[1], 200); // milliseconds
+    int worst = 0;
+    for (int f = 0; f < 3; f++)
+        for (size_t p = 0; p < (size_t)w * h * 3; p++)
+            worst = fmax(worst, abs((int)back[(size_t)f * w * h * 3 + p] - c[f].px[p]));
+    ck_assert_int_le(worst, 8);
+    stbi_image_free(back), stbi_image_free(delays);
+    for (int f = 0; f < 3; f++) canvas_free(&c[f]);
     test_rm_rf(dir);
 }
 END_TEST
@@ -427,24 +515,24 @@ START_TEST(image_folder_captions_from_txt_files) {
     write_png_solid_bands(path_in(p, sizeof p, dir, "two.png"), 4, 4, true, a, a, 0);
     write_file(path_in(p, sizeof p, dir, "one.txt"), "a dark square\n", 14);
     Data d;
-    ck_assert_int_eq(data_open(&d, dir, 4, 3, 1, err, sizeof err), 0);
+    ck_assert_int_eq(data_open(&d, dir, 4, 1, 3, 1, err, sizeof err), 0);
     ck_assert_int_eq(data_captions(&d, 4, err, sizeof err), -1); // two.png has none
     ck_assert_msg(strstr(err, "two.png has no caption") && strstr(err, "two.txt"), "%s", err);
     data_close(&d);
     write_file(path_in(p, sizeof p, dir, "two.txt"), "a blue zebra", 12);
-    ck_assert_int_eq(data_open(&d, dir, 4, 3, 1, err, sizeof err), 0);
+    ck_assert_int_eq(data_open(&d, dir, 4, 1, 3, 1, err, sizeof err), 0);
     ck_assert_int_eq(data_captions(&d, 4, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "two.txt") && strstr(err, "'zebra'"), "%s", err);
     data_close(&d);
     write_file(path_in(p, sizeof p, dir, "two.txt"), "two blue dots", 13);
-    ck_assert_int_eq(data_open(&d, dir, 4, 3, 1, err, sizeof err), 0);
+    ck_assert_int_eq(data_open(&d, dir, 4, 1, 3, 1, err, sizeof err), 0);
     ck_assert_msg(!data_captions(&d, 4, err, sizeof err), "%s", err);
     char text[64];
     caption_text(d.captions, 4, text, sizeof text);
     ck_assert_str_eq(text, "a dark square");
     caption_text(d.captions + 4, 4, text, sizeof text);
     ck_assert_str_eq(text, "two blue dots");
-    Batch b = batch_alloc(0, 3, 3, 3, 4, 4); // each image's caption, and dropped ones empty
+    Batch b = batch_alloc(0, 3, 3, 3, 1, 4, 4); // each image's caption, and dropped ones empty
     batch_make(&b, &d, 5, 0, 0, 0);
     for (int i = 0; i < 3; i++) {
         int item = (int)(rng_u32(5, STREAM_PICK, (uint64_t)i) % 2);
@@ -454,7 +542,7 @@ START_TEST(image_folder_captions_from_txt_files) {
     for (int i = 0; i < 12; i++) ck_assert(b.y[i] == 0 || rng_uniform(5, STREAM_DROP, (uint64_t)i / 4) >= 0.99);
     batch_free(&b);
     data_close(&d);
-    ck_assert_int_eq(data_open(&d, "shapes", 20, 3, 10, err, sizeof err), 0);
+    ck_assert_int_eq(data_open(&d, "shapes", 20, 1, 3, 10, err, sizeof err), 0);
     ck_assert_int_eq(data_captions(&d, 8, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "--text-len 9"), "%s", err);
     data_close(&d);
@@ -485,6 +573,47 @@ static void assert_solid(const real *img, int size, const uint8_t rgb[3], double
                           what, k, (int)p, (double)img[k * plane + p], want);
         }
 }
+
+// A folder of clips: two classes, their clips' frames in name order and stacked along the height
+// (each frame solid in its own colour); then a clip with too few frames, and one whose frames
+// differ in size, each refused with its name
+START_TEST(clip_folder_reads_clips) {
+    char dir[64], p[256], err[512];
+    test_tmpdir(dir, sizeof dir);
+    const uint8_t col[3][3] = {{10, 20, 30}, {200, 100, 50}, {0, 255, 128}};
+    const char *clips[3] = {"cats/c1", "cats/c2", "dogs/d1"};
+    ck_assert(!mkdir(path_in(p, sizeof p, dir, "cats"), 0700));
+    ck_assert(!mkdir(path_in(p, sizeof p, dir, "dogs"), 0700));
+    for (int c = 0; c < 3; c++) {
+        char clip[160], frame[200];
+        ck_assert(!mkdir(path_in(clip, sizeof clip, dir, clips[c]), 0700));
+        for (int f = 0; f < 3; f++) { // frames named out of order: f2, f0, f1 read as f0, f1, f2
+            snprintf(frame, sizeof frame, "%s/f%d.png", clip, (f + 2) % 3);
+            write_png_solid_bands(frame, 6, 6, true, col[(f + 2 + c) % 3], col[(f + 2 + c) % 3], 0);
+        }
+    }
+    ClipFolder f;
+    ck_assert_msg(!clip_folder_open(&f, dir, 4, 3, err, sizeof err), "%s", err);
+    ck_assert_int_eq(f.n, 3);
+    ck_assert_int_eq(f.n_classes, 2);
+    ck_assert_str_eq(f.class_names[1], "dogs");
+    ck_assert_int_eq(f.labels[1], 0);
+    ck_assert_int_eq(f.labels[2], 1);
+    real img[3 * 3 * 16], frame[3 * 16];
+    ck_assert_msg(!clip_folder_load(&f, 2, img, err, sizeof err), "%s", err);
+    for (int k = 0; k < 3; k++) {
+        for (int c = 0; c < 3; c++) memcpy(frame + c * 16, img + (c * 3 + k) * 16, 16 * sizeof(real));
+        assert_solid(frame, 4, col[(k + 2) % 3], 1e-6, "a clip's frame");
+    }
+    clip_folder_close(&f);
+    ck_assert_int_eq(clip_folder_open(&f, dir, 4, 4, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "cats/c1' has 3 frames; the model takes 4 (--frames)"), "%s", err);
+    write_png_solid_bands(path_in(p, sizeof p, dir, "dogs/d1/f1.png"), 8, 6, true, col[0], col[0], 0);
+    ck_assert_int_eq(clip_folder_open(&f, dir, 4, 3, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "dogs/d1' mixes frame sizes") && strstr(err, "8x6"), "%s", err);
+    test_rm_rf(dir);
+}
+END_TEST
 
 START_TEST(image_folder_reads_classes) {
     char dir[64], p[256], err[512];
@@ -710,11 +839,14 @@ Suite *data_suite(void) {
     tcase_add_test(tc, shapes_captions_describe_their_images);
     tcase_add_test(tc, image_folder_captions_from_txt_files);
     tcase_add_test(tc, canvas_png_round_trip);
+    tcase_add_test(tc, canvas_gif_round_trip);
+    tcase_add_test(tc, moving_shapes_stay_inside_and_move);
     tcase_add_test(tc, canvas_paste_clamps_upscales_and_refuses_nan);
     tcase_add_test(tc, canvas_text_scales_and_stays_in_its_box);
     tcase_add_test(tc, canvas_line_covers_its_path);
     tcase_add_test(tc, image_folder_reads_classes);
     tcase_add_test(tc, image_folder_reads_flat_folder);
+    tcase_add_test(tc, clip_folder_reads_clips);
     tcase_add_test(tc, image_folder_errors_say_what_to_do);
     tcase_add_test(tc, image_folder_refuses_crafted_files);
     tcase_add_test(tc, plot_draws_curves_inside_its_panel);

@@ -29,10 +29,16 @@ static Tensor *f_linear_shared(Tape *tp, Tensor **in, void *c) { // x feeds two 
     return add(tp, linear(tp, in[0], in[1], NULL), linear(tp, in[0], in[2], NULL));
 }
 static Tensor *f_linear_nb(Tape *tp, Tensor **in, void *c) { (void)c; return linear(tp, in[0], in[1], NULL); }
-static Tensor *f_patchify(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 2, 0, 6, false); }
-static Tensor *f_patchify_shard(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 2, 4, 3, true); }
-static Tensor *f_patch_embed(Tape *tp, Tensor **in, void *c) { (void)c; return patch_embed(tp, in[0], in[1], in[2], 0, 6); }
-static Tensor *f_unpatchify(Tape *tp, Tensor **in, void *c) { (void)c; return unpatchify(tp, in[0], 3, 4, 6, 2); }
+static Tensor *f_patchify(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 1, 1, 2, 0, 6, false); }
+static Tensor *f_patchify_shard(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 1, 1, 2, 4, 3, true); }
+static Tensor *f_patch_embed(Tape *tp, Tensor **in, void *c) { (void)c; return patch_embed(tp, in[0], 1, in[1], in[2], 0, 6); }
+static Tensor *f_unpatchify(Tape *tp, Tensor **in, void *c) { (void)c; return unpatchify(tp, in[0], 3, 1, 4, 6, 1, 2); }
+// clips (2, 2 channels, 4 frames of 3 x 6) in patches of 2 frames x 3 x 3: a 2 x 1 x 2 grid;
+// a shard of tokens [1, 5) ends in padding
+static Tensor *f_patchify_clip(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 4, 2, 3, 1, 4, false); }
+static Tensor *f_patchify_clip_last(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 4, 2, 3, 1, 4, true); }
+static Tensor *f_patch_embed_clip(Tape *tp, Tensor **in, void *c) { (void)c; return patch_embed(tp, in[0], 4, in[1], in[2], 0, 4); }
+static Tensor *f_unpatchify_clip(Tape *tp, Tensor **in, void *c) { (void)c; return unpatchify(tp, in[0], 2, 4, 3, 6, 2, 3); }
 static Tensor *f_add(Tape *tp, Tensor **in, void *c) { (void)c; return add(tp, in[0], in[1]); }
 static Tensor *f_gelu(Tape *tp, Tensor **in, void *c) { (void)c; return gelu(tp, in[0]); }
 static Tensor *f_silu(Tape *tp, Tensor **in, void *c) { (void)c; return silu(tp, in[0]); }
@@ -61,7 +67,7 @@ typedef struct OpCase {
     void *ctx;
     int n_in;
     int ndim[4];
-    int shape[4][4];
+    int shape[4][5];
     double tol64, tol32; // max relative error allowed in the float64 and float32 builds
 } OpCase;
 
@@ -73,6 +79,10 @@ static const OpCase cases[] = {
     {"patchify (last shard, padded)", f_patchify_shard, NULL, 1, {4}, {{2, 3, 4, 6}}, 1e-8, 1e-3},
     {"patch_embed", f_patch_embed, NULL, 3, {4, 4, 1}, {{2, 3, 4, 6}, {5, 3, 2, 2}, {5}}, 1e-8, 1e-3},
     {"unpatchify", f_unpatchify, NULL, 1, {3}, {{2, 6, 12}}, 1e-8, 1e-3},
+    {"patchify (clip, 3-D patches, shard)", f_patchify_clip, NULL, 1, {4}, {{2, 2, 12, 6}}, 1e-8, 1e-3},
+    {"patchify (clip, channels last)", f_patchify_clip_last, NULL, 1, {4}, {{2, 2, 12, 6}}, 1e-8, 1e-3},
+    {"patch_embed (clip, 3-D conv)", f_patch_embed_clip, NULL, 3, {4, 5, 1}, {{2, 2, 12, 6}, {5, 2, 2, 3, 3}, {5}}, 1e-8, 1e-3},
+    {"unpatchify (clip)", f_unpatchify_clip, NULL, 1, {3}, {{2, 4, 36}}, 1e-8, 1e-3},
     {"add", f_add, NULL, 2, {3, 3}, {{2, 3, 5}, {2, 3, 5}}, 1e-8, 1e-3},
     {"add (repeated, pos_embed)", f_add, NULL, 2, {3, 3}, {{2, 3, 5}, {1, 3, 5}}, 1e-8, 1e-3},
     {"add (bias row)", f_add, NULL, 2, {3, 1}, {{2, 3, 5}, {5}}, 1e-8, 1e-3},
@@ -108,6 +118,39 @@ START_TEST(op_gradcheck) {
                   c->name, r.worst_input, r.worst_index, r.analytic, r.numeric, r.max_rel_err, tol);
     arena_destroy(&inputs);
     arena_destroy(&scratch);
+}
+END_TEST
+
+// ---- the 3-D patch embedding is a 3-D convolution of stride = kernel ------------------------------
+// out[b, t, d] = bias[d] + sum_{c,a,i,j} w[d, c, a, i, j] x[b, c, f pt + a, y p + i, x p + j] for
+// token t = (f, y, x) of the frame-major grid, computed here from that formula, pixel by pixel
+START_TEST(patch_embed_is_a_3d_conv) {
+    enum { B = 2, C = 2, F = 6, H = 3, W = 6, PT = 3, P = 3, D = 4 };
+    Arena a = arena_create(1 << 20);
+    Tape tp = tape_create(&a);
+    Tensor *x = randn(&a, 1, 1, false, 4, (int[]){B, C, F * H, W});
+    Tensor *w = randn(&a, 2, 1, false, 5, (int[]){D, C, PT, P, P}), *b = randn(&a, 3, 1, false, 1, (int[]){D});
+    int gf = F / PT, gh = H / P, gw = W / P, T = gf * gh * gw;
+    Tensor *out = patch_embed(&tp, x, F, w, b, 0, T);
+    double worst = 0;
+    for (int bi = 0; bi < B; bi++)
+        for (int t = 0; t < T; t++)
+            for (int d = 0; d < D; d++) {
+                int f = t / (gh * gw), y = t / gw % gh, xx = t % gw;
+                double sum = b->data[d];
+                for (int c = 0; c < C; c++)
+                    for (int k = 0; k < PT; k++)
+                        for (int i = 0; i < P; i++)
+                            for (int j = 0; j < P; j++)
+                                sum += w->data[(((d * C + c) * PT + k) * P + i) * P + j] *
+                                       x->data[(((size_t)bi * C + c) * F + f * PT + k) * H * W +
+                                               (y * P + i) * W + xx * P + j];
+                worst = fmax(worst, fabs(sum - out->data[((size_t)bi * T + t) * D + d]));
+            }
+    printf("patch_embed vs a 3-D convolution: max abs err %.2e (%s)\n", worst, REAL_NAME);
+    ck_assert_double_le(worst, TOL(1e-12, 1e-5));
+    tape_free(&tp);
+    arena_destroy(&a);
 }
 END_TEST
 
@@ -250,6 +293,7 @@ Suite *ops_suite(void) {
     TCase *tc = tcase_create("gradcheck");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, op_gradcheck, 0, N_CASES);
+    tcase_add_test(tc, patch_embed_is_a_3d_conv);
     tcase_add_test(tc, block_direction_check);
     tcase_add_test(tc, every_listed_op_has_a_row);
     tcase_add_test(tc, checker_catches_wrong_backward);

@@ -65,8 +65,8 @@ static void progress_step(Progress *p, int step, int steps, int first, int k, in
 void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, int n, int steps,
                    double cfg_scale, uint64_t seed, real *out) {
     const DiTConfig *c = &m->cfg;
-    int C = c->in_channels, S = c->input_size;
-    size_t chw = (size_t)C * S * S;
+    int C = c->in_channels, S = c->input_size, F = dit_frames(c); // clips: F frames stacked
+    size_t chw = (size_t)C * F * S * S;
     bool guided = budget_sample_guided(c, cfg_scale);
     CHECK(arena->cap >= budget_sample_min(sp, c, cfg_scale),
           "sampling needs an arena of %zu bytes, not %zu", budget_sample_min(sp, c, cfg_scale), arena->cap);
@@ -78,7 +78,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
     int passes = (n + chunk - 1) / chunk, groups = sp->data ? sp->data->size : 1;
     int group = sp->data ? sp->data->rank : 0;
     Progress prog = progress_start(steps * ((passes - group + groups - 1) / groups));
-    size_t out_chw = (size_t)dit_out_channels(c) * S * S;
+    size_t out_chw = (size_t)dit_out_channels(c) * F * S * S;
     // on the device a pass's images stay there through its steps
     real *xd = arena->device ? device_alloc((size_t)chunk * chw * sizeof(real)) : NULL;
     for (int start = 0, pass = 0; start < n; start += chunk, pass++) {
@@ -97,7 +97,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             sp_exact_tape(sp, &tp, &exact);
             tp.grad_enabled = false;
             Arena *host = arena_host(arena); // the times and labels are made on the host
-            Tensor *xin = tensor_new(arena, 4, B, C, S, S), *tin = tensor_new(host, 1, B);
+            Tensor *xin = tensor_new(arena, 4, B, C, F * S, S), *tin = tensor_new(host, 1, B);
             int per = c->text ? c->text_len : 1; // a label, or a caption's token ids
             int64_t *y = arena_alloc(host, (size_t)B * per * sizeof(int64_t));
             for (int half = 0; half < B / k; half++) // the images, twice with guidance
@@ -109,7 +109,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             }
             if (arena->device) tin = tensor_to(arena, tin);
             Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
-            Tensor *img = sp_gather_image(&tp, sp, tokens, c, false); // (B, C_out, S, S)
+            Tensor *img = sp_gather_image(&tp, sp, tokens, c, false); // (B, C_out, F S, S)
             // the first C output channels are the velocity
             RUN(arena->device, euler_step, xs, img->data, k, chw, out_chw, guided, (real)cfg_scale,
                 t_next - t);
@@ -126,17 +126,17 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
 // Pass of sample_sized from image `first`: the images that fill up to `rows` rows of T tokens in
 // order (at most DIT_PACK_MAX / copies), into pk's first rows, and with guidance (copies 2) again
 // in as many rows after them; returns how many
-static int pack_pass(const int *h, const int *w, int p, int T, int rows, int copies, int first,
-                     int n, DiTPack *pk) {
+static int pack_pass(const int *h, const int *w, int gf, int p, int T, int rows, int copies,
+                     int first, int n, DiTPack *pk) {
     *pk = (DiTPack){.T = T};
     int k = 0, row = 0, start = 0;
     for (; first + k < n && k < DIT_PACK_MAX / copies; k++) {
-        int tokens = h[first + k] / p * (w[first + k] / p);
+        int tokens = gf * (h[first + k] / p) * (w[first + k] / p);
         if (start + tokens > T) {
             if (row + 1 == rows) break;
             row++, start = 0;
         }
-        pk->img[k] = (DiTImage){row, start, h[first + k] / p, w[first + k] / p};
+        pk->img[k] = (DiTImage){row, start, h[first + k] / p, w[first + k] / p, gf};
         start += tokens;
     }
     pk->B = (row + 1) * copies, pk->n = k * copies;
@@ -149,7 +149,8 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
     const DiTConfig *c = &m->cfg;
     CHECK(!c->text, "sampling at mixed sizes (--sample-sizes) is not built for text conditioning");
     int C = c->in_channels, S = c->input_size, p = c->patch_size, Co = dit_out_channels(c), T = sp->shard.T;
-    size_t chw = (size_t)C * S * S;
+    int F = dit_frames(c), pt = dit_patch_t(c), gf = F / pt; // clips: F frames of each size
+    size_t chw = (size_t)C * F * S * S;
     bool guided = budget_sample_guided(c, cfg_scale);
     int copies = guided ? 2 : 1;
     CHECK(arena->cap >= budget_sample_min(sp, c, cfg_scale),
@@ -157,14 +158,14 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
     int rows = chunk_images(sp, c, guided, arena->cap);
     rng_fill_normal(out, (size_t)n * chw, seed, STREAM_SAMPLE, 0, 1.0);
     DiTPack *pk = xmalloc(sizeof *pk);
-    real *v = xmalloc(2 * (size_t)Co * T * p * p * sizeof(real)); // an image's velocities, twice
+    real *v = xmalloc(2 * (size_t)Co * T * pt * p * p * sizeof(real)); // an image's velocities, twice
     bool rank0 = !sp->world || sp->world->rank == 0;
     int groups = sp->data ? sp->data->size : 1, group = sp->data ? sp->data->rank : 0, mine = 0;
     for (int first = 0, pass = 0; first < n; pass++) // the passes go round the data groups
-        first += pack_pass(h, w, p, T, rows, copies, first, n, pk), mine += pass % groups == group;
+        first += pack_pass(h, w, gf, p, T, rows, copies, first, n, pk), mine += pass % groups == group;
     Progress prog = progress_start(steps * mine);
     for (int first = 0, k, pass = 0; first < n; first += k, pass++) {
-        k = pack_pass(h, w, p, T, rows, copies, first, n, pk);
+        k = pack_pass(h, w, gf, p, T, rows, copies, first, n, pk);
         if (pass % groups != group) { // another data group's: zero here, its images in the sum below
             memset(out + (size_t)first * chw, 0, (size_t)k * chw * sizeof(real));
             continue;
@@ -177,10 +178,10 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
             sp_exact_tape(sp, &tp, &exact);
             tp.grad_enabled = false;
             Arena *host = arena_host(arena); // the strips, times and labels are made on the host
-            Tensor *xin = tensor_new(host, 4, pk->B, C, p, T * p), *tin = tensor_new(host, 1, pk->n);
+            Tensor *xin = tensor_new(host, 4, pk->B, C, pt * p, T * p), *tin = tensor_new(host, 1, pk->n);
             int64_t *y = arena_alloc(host, (size_t)pk->n * sizeof(int64_t));
             for (int j = 0; j < pk->n; j++) { // the images, twice with guidance (then the null class)
-                dit_pack_image(pk, j, xin->data, out + (size_t)(first + j % k) * chw, C, p, true);
+                dit_pack_image(pk, j, xin->data, out + (size_t)(first + j % k) * chw, C, pt, p, true);
                 tin->data[j] = (real)(FLOW_T_SCALE * t);
                 y[j] = j < k ? labels[first + j] : c->num_classes;
             }
@@ -188,14 +189,14 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
             DiTShard sh = sp_dit_shard(sp);
             sh.pack = pk;
             Tensor *tokens = dit_forward(m, &tp, xin, tin, y, &sh);
-            Tensor *strip = sp_gather_image(&tp, sp, tokens, c, true); // (B, C_out, p, T p)
+            Tensor *strip = sp_gather_image(&tp, sp, tokens, c, true); // (B, C_out, pt p, T p)
             real *pred = strip->data;
             if (arena->device) // down to the host
                 pred = arena_alloc(host, strip->size * sizeof(real)), copy_bytes(pred, strip->data, strip->size * sizeof(real));
             for (int j = 0; j < k; j++) { // the first C output channels are the velocity
-                size_t hw = (size_t)h[first + j] * w[first + j];
+                size_t hw = (size_t)F * h[first + j] * w[first + j]; // every frame's
                 for (int copy = 0; copy < copies; copy++)
-                    dit_pack_image(pk, j + copy * k, pred, v + copy * Co * hw, Co, p, false);
+                    dit_pack_image(pk, j + copy * k, pred, v + copy * Co * hw, Co, pt, p, false);
                 RUN(false, euler_step, out + (size_t)(first + j) * chw, v, 1, C * hw, Co * hw, guided,
                     (real)cfg_scale, t_next - t);
             }
@@ -214,6 +215,70 @@ int sample_prompts(const Data *d, uint64_t seed, char (*prompts)[SAMPLE_PROMPT_L
         if (d->shapes) shapes_caption(prompts[i], SAMPLE_PROMPT_LEN, seed, (uint64_t)i);
         else caption_text(d->captions + (size_t)i * d->text_len, d->text_len, prompts[i], SAMPLE_PROMPT_LEN);
     return n;
+}
+
+// Frame f of a clip (3, F h, w) of F frames stacked along the height, into frame (3, h, w)
+static void sample_frame(const real *clip, int F, int h, int w, int f, real *frame) {
+    size_t hw = (size_t)h * w;
+    for (int k = 0; k < 3; k++) memcpy(frame + k * hw, clip + (k * F + f) * hw, hw * sizeof(real));
+}
+
+// A sample grid: one row per class (or per prompt), per_class images (clips: each with its
+// frames across) at their sizes h[j] x w[j], upscaled by up, at imgs + i chw
+typedef struct Grid {
+    const Data *data;
+    const real *imgs;
+    size_t chw;
+    int per_class;
+    const int *h, *w;
+    int tall, up, F;
+    int rows;                                 // the classes, or the prompts
+    const char (*prompts)[SAMPLE_PROMPT_LEN]; // each row's label under --cond text, else NULL
+} Grid;
+
+static const char *row_label(const Grid *g, int k) {
+    return g->prompts ? g->prompts[k] : data_class_name(g->data, k);
+}
+
+// The grid's canvas: frame `frame` of every clip, or (-1) every frame across
+static Canvas grid_canvas(const Grid *g, int frame) {
+    int label_w = 0, cell = g->tall * g->up + 4, text = g->prompts ? 1 : 2, width = 0, classes = g->rows;
+    int frames = frame < 0 ? g->F : 1, gap = frames > 1 ? 8 : 0;
+    for (int k = 0; k < classes; k++) {
+        int w = canvas_text_width(row_label(g, k), text);
+        label_w = w > label_w ? w : label_w;
+    }
+    label_w += 12;
+    for (int j = 0; j < g->per_class; j++) width += frames * (g->w[j] * g->up + 4) + gap;
+    const uint8_t bg[3] = {24, 24, 28}, fg[3] = {230, 230, 230};
+    Canvas cv = canvas_create(label_w + width + 4, classes * cell + 4, bg);
+    real *pixels = xmalloc(g->chw * sizeof(real)); // one frame
+    for (int k = 0; k < classes; k++) {
+        int y = 4 + k * cell;
+        canvas_text(&cv, 6, y + (g->tall * g->up - canvas_text_height("A", text)) / 2,
+                    row_label(g, k), text, fg);
+        for (int j = 0, x = label_w; j < g->per_class; x += gap, j++) // each at its size
+            for (int f = 0; f < frames; x += g->w[j] * g->up + 4, f++) {
+                sample_frame(g->imgs + (k * g->per_class + j) * g->chw, g->F, g->h[j], g->w[j],
+                             frame < 0 ? f : frame, pixels);
+                canvas_paste(&cv, x, y, pixels, g->h[j], g->w[j], g->up);
+            }
+    }
+    free(pixels);
+    return cv;
+}
+
+// Clips: the grid animated, frame by frame, into the PNG's path with .gif for .png
+static int write_gif(const Grid *g, const char *png, char *err, size_t len) {
+    char path[4096], why[1024];
+    snprintf(path, sizeof path, "%.*s.gif", (int)(strlen(png) - 4), png); // out_file_check: *.png
+    Canvas *cv = xmalloc((size_t)g->F * sizeof(Canvas));
+    for (int f = 0; f < g->F; f++) cv[f] = grid_canvas(g, f);
+    int rc = canvas_write_gif(cv, g->F, SAMPLE_GIF_DELAY_CS, path, why, sizeof why);
+    if (rc) snprintf(err, len, "writing %s failed: %s", path, why);
+    for (int f = 0; f < g->F; f++) canvas_free(&cv[f]);
+    free(cv);
+    return rc ? SAMPLE_WRITE_FAILED : 0;
 }
 
 int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, const char (*prompts)[SAMPLE_PROMPT_LEN],
@@ -236,7 +301,8 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, const c
     side = tall > side ? tall : side;
     int up = 96 / side;
     up = up < 1 ? 1 : up > 4 ? 4 : up; // small images are drawn 2-4x larger
-    size_t chw = (size_t)3 * S * S, bad = 0;
+    int F = dit_frames(c); // clips: frames stacked along the height
+    size_t chw = (size_t)3 * F * S * S, bad = 0;
     int64_t *labels = xmalloc((size_t)n * per * sizeof(int64_t)); // labels, or captions' ids
     real *imgs = xmalloc(n * chw * sizeof(real));
     for (int i = 0; i < n; i++)
@@ -253,28 +319,15 @@ int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, const c
                  bad / chw + 1, n, c->text ? prompts[bad / chw / per_class] : data_class_name(data, (int)labels[bad / chw]));
         rc = SAMPLE_NOT_FINITE;
     } else if (!sp->world || sp->world->rank == 0) {
-        int label_w = 0, cell = tall * up + 4, text = c->text ? 1 : 2, width = 0;
-        for (int k = 0; k < rows; k++) {
-            int w = canvas_text_width(c->text ? prompts[k] : data_class_name(data, k), text);
-            label_w = w > label_w ? w : label_w;
-        }
-        label_w += 12;
-        for (int j = 0; j < per_class; j++) width += w[j] * up + 4;
-        const uint8_t bg[3] = {24, 24, 28}, fg[3] = {230, 230, 230};
-        Canvas cv = canvas_create(label_w + width + 4, rows * cell + 4, bg);
-        for (int k = 0; k < rows; k++) {
-            int y = 4 + k * cell;
-            canvas_text(&cv, 6, y + (tall * up - canvas_text_height("A", text)) / 2,
-                        c->text ? prompts[k] : data_class_name(data, k), text, fg);
-            for (int j = 0, x = label_w; j < per_class; x += w[j] * up + 4, j++) // each at its size
-                canvas_paste(&cv, x, y, imgs + (k * per_class + j) * chw, h[j], w[j], up);
-        }
+        Grid g = {data, imgs, chw, per_class, h, w, tall, up, F, rows, c->text ? prompts : NULL};
+        Canvas cv = grid_canvas(&g, -1);
         char why[1024];
         if (canvas_write_png(&cv, path, why, sizeof why)) {
             snprintf(err, len, "writing %s failed: %s", path, why);
             rc = SAMPLE_WRITE_FAILED;
         }
         canvas_free(&cv);
+        if (!rc && F > 1) rc = write_gif(&g, path, err, len);
     }
     free(labels);
     free(imgs);
@@ -400,7 +453,7 @@ int sample_main(int argc, char **argv, Comm *c) {
         usage_error("--cfg-scale %g needs a null class, and %s was trained without label dropout; "
                     "pass --cfg-scale 1", tc.cfg_scale, path);
     Data data; // any number of classes here: the checkpoint's count is fixed, --num-classes no help
-    if (data_open(&data, tc.data, m.cfg.input_size, m.cfg.in_channels, DIT_MAX_CLASSES, err, sizeof err))
+    if (data_open(&data, tc.data, m.cfg.input_size, dit_frames(&m.cfg), m.cfg.in_channels, DIT_MAX_CLASSES, err, sizeof err))
         usage_error("--data %s%s: %s", tc.data, data_from_run ? " (the run's, from its config.json)" : "", err);
     if (m.cfg.text && !n_prompts && data_captions(&data, m.cfg.text_len, err, sizeof err))
         usage_error("--data %s: %s; or give --prompt", tc.data, err);
@@ -426,7 +479,8 @@ int sample_main(int argc, char **argv, Comm *c) {
     if (rc == SAMPLE_NOT_FINITE) comm_stop_all(err, 1);
     if (work != &m) dit_free(work);
     arena_destroy(&arena);
-    print0(c, "wrote %s\n", out);
+    print0(c, "wrote %s%s%.*s%s\n", out, dit_frames(&m.cfg) > 1 ? " and " : "",
+           dit_frames(&m.cfg) > 1 ? (int)strlen(out) - 4 : 0, out, dit_frames(&m.cfg) > 1 ? ".gif" : "");
     sp_free(&sp);
     data_close(&data);
     dit_free(&m);

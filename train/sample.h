@@ -23,12 +23,15 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
 void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, const int *h,
                   const int *w, int n, int steps, double cfg_scale, uint64_t seed, real *out);
 // Samples per_class images of each class and writes the grid PNG on rank 0: square, or column j at
-// sizes (NULL or none: square) size j mod sizes->n, each image at its own size. Returns 0, or with
+// sizes (NULL or none: square) size j mod sizes->n, each image at its own size. Clips: each with
+// its frames across, and an animated GIF of the grid, frame by frame, next to the PNG (its path
+// with .gif for .png). Returns 0, or with
 // the reason in err: SAMPLE_NOT_FINITE (on every rank) when an image holds NaN or an infinite
 // value (nothing is written), SAMPLE_WRITE_FAILED when the PNG cannot be written (no file left).
 // With text conditioning the rows are prompts (the empty caption guides), labelled with them:
 // prompts[0 .. n_prompts), or NULL: sample_prompts's.
 enum { SAMPLE_WRITE_FAILED = -1, SAMPLE_NOT_FINITE = -2 };
+#define SAMPLE_GIF_DELAY_CS 25 // hundredths of a second a frame of the GIF
 #define SAMPLE_PROMPT_LEN 256
 #define SAMPLE_MAX_PROMPTS 64
 int sample_grid(DiT *m, SeqParallel *sp, Arena *arena, const Data *data, const char (*prompts)[SAMPLE_PROMPT_LEN],

@@ -304,8 +304,8 @@ static void setup(Run *r) {
     }
     train_config_check_packs(tc);
     train_config_check_text(tc);
-    if (!dry_run_missing("--data", strcmp(tc->data, "shapes") ? tc->data : NULL, c->rank == 0) &&
-        data_open(&r->data, tc->data, tc->model.input_size, tc->model.in_channels,
+    if (!dry_run_missing("--data", data_procedural(tc->data) ? NULL : tc->data, c->rank == 0) &&
+        data_open(&r->data, tc->data, tc->model.input_size, dit_frames(&tc->model), tc->model.in_channels,
                   tc->model.num_classes, err, sizeof err))
         usage_error("--data: %s", err);
     if (tc->model.text && data_captions(&r->data, tc->model.text_len, err, sizeof err))
@@ -391,12 +391,12 @@ static double train_loop(Run *r, Arena *arena) {
     Batch batch;
     if (tc->max_tokens) // rows of packs, every rank all of them
         batch = batch_alloc_packs(first_image, images, tc->batch, tc->model.in_channels,
-                                  tc->model.patch_size, tc->max_tokens);
+                                  dit_patch_t(&tc->model), tc->model.patch_size, tc->max_tokens);
     else {
-        batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, tc->model.input_size,
-                            tc->model.text ? tc->model.text_len : 1);
+        batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, dit_frames(&tc->model),
+                            tc->model.input_size, tc->model.text ? tc->model.text_len : 1);
         const SeqShard *sh = &r->sp.shard; // this rank reads the pixels of its tokens only
-        batch_rows_of_tokens(&batch, sh->t0, sh->n, sh->T, tc->model.patch_size);
+        batch_rows_of_tokens(&batch, sh->t0, sh->n, sh->T, dit_patch_t(&tc->model), tc->model.patch_size);
     }
     int first = r->opt.step + 1, step_last = first - 1, saved_step = r->opt.step;
     double t0 = now_seconds(), t_last = t0, t_save = t0; // the rate is measured since the last line
@@ -449,7 +449,7 @@ int train_main(int argc, char **argv, Comm *c) {
            "optimizer.safetensors%s%s}\n", steps, elapsed, steps / (elapsed > 0 ? elapsed : 1),
            r.log.n ? r.log.loss[r.log.n - 1] : 0.0, train_peak / 1048576.0, arena->peak / 1048576.0,
            layout_mib + world_mib, layout_mib, world_mib, tc->out, r.m.ps.ema ? ",ema.safetensors" : "",
-           tc->samples_per_class ? ",samples.png" : "");
+           !tc->samples_per_class ? "" : dit_frames(&tc->model) > 1 ? ",samples.png,samples.gif" : ",samples.png");
     { // what the step's side holds (the GPU with cuda)
         const ParamStore *ps = &r.work->ps;
         double MiB = 1048576.0, weights = ps_weight_reals(ps) * sizeof(real) / MiB;

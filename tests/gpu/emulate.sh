@@ -21,7 +21,7 @@ ARCH=$(gcc -print-multiarch)
 DIRS="core kernels autograd layers parallel data draw run plan study train"
 HEADERS=$(for d in $DIRS; do echo $d/*.h; done)
 SOURCES=$(for d in $DIRS; do echo $d/*.c; done)
-LIBS="-fopenmp -L/usr/lib/$ARCH/openblas-openmp -Wl,-rpath,/usr/lib/$ARCH/openblas-openmp -lopenblas -lstb -ljpeg -ljansson -lm $(mpicc --showme:link)"
+LIBS="-fopenmp -L/usr/lib/$ARCH/openblas-openmp -Wl,-rpath,/usr/lib/$ARCH/openblas-openmp -lopenblas -lstb -ljpeg -lgif -ljansson -lm $(mpicc --showme:link)"
 for v in $VARIANTS; do
   OUT=$BUILD/emulate${PLANT:+-planted}/$v; LIB=$BUILD/emulate/$v/lib; mkdir -p "$OUT/cu" "$LIB"
   DEF=$([ $v = f64 ] && echo -DREAL_F64 || true)

@@ -76,10 +76,10 @@ static void random_model(DiT *m) {
 // Images [first, first + count) of the batch of B
 static void random_slice(Arena *a, int first, int count, Tensor **x, Tensor **t, Tensor **target,
                          int64_t *y) {
-    int S = cfg.input_size;
-    *x = tensor_new(a, 4, count, cfg.in_channels, S, S);
+    int S = cfg.input_size, H = dit_frames(&cfg) * S; // clips: their frames stacked
+    *x = tensor_new(a, 4, count, cfg.in_channels, H, S);
     *t = tensor_new(a, 1, count);
-    *target = tensor_new(a, 4, count, dit_out_channels(&cfg), S, S);
+    *target = tensor_new(a, 4, count, dit_out_channels(&cfg), H, S);
     rng_fill_normal((*x)->data, (*x)->size, 6, 1, (uint64_t)first * (*x)->size / count, 1);
     rng_fill_uniform((*t)->data, count, 6, 2, first, 0, 999);
     rng_fill_normal((*target)->data, (*target)->size, 6, 3, (uint64_t)first * (*target)->size / count, 1);
@@ -130,7 +130,7 @@ static Result run(DiT *m, SeqParallel *sp, Arena *a) {
     char err[256];
     if (sp) ck_assert_msg(!sp_batch_slice(sp, B, &first, &count, err, sizeof err), "%s", err);
     random_slice(a, first, count, &x, &t, &target, y);
-    size_t image = (size_t)dit_out_channels(&cfg) * cfg.input_size * cfg.input_size;
+    size_t image = (size_t)dit_out_channels(&cfg) * dit_frames(&cfg) * cfg.input_size * cfg.input_size;
     Result r = {.out = xmalloc(B * image * sizeof(real)), .grads = xmalloc(m->ps.total * sizeof(real))};
     if (sp) {
         real *mine = xmalloc(count * image * sizeof(real));
@@ -146,7 +146,7 @@ static Result run(DiT *m, SeqParallel *sp, Arena *a) {
         backward(&tp, loss);
         r.loss = loss->data[0];
         tp.grad_enabled = false;
-        Tensor *img = unpatchify(&tp, tokens, dit_out_channels(&cfg), cfg.input_size, cfg.input_size, cfg.patch_size);
+        Tensor *img = unpatchify(&tp, tokens, dit_out_channels(&cfg), dit_frames(&cfg), cfg.input_size, cfg.input_size, dit_patch_t(&cfg), cfg.patch_size);
         memcpy(r.out, img->data, img->size * sizeof(real));
         tape_free(&tp);
     }
@@ -182,7 +182,7 @@ static void mesh_vs_single(const SpOptions *o, double *e_out, double *e_grad) {
     SeqParallel sp;
     ck_assert(init_mesh(&sp, o));
     Result par = run(&m, &sp, &a);
-    size_t n_out = (size_t)B * dit_out_channels(&cfg) * cfg.input_size * cfg.input_size;
+    size_t n_out = (size_t)B * dit_out_channels(&cfg) * dit_frames(&cfg) * cfg.input_size * cfg.input_size;
     *e_out = rel(par.out, ref.out, n_out);
     *e_grad = worst_grad(&m, par.grads, ref.grads);
     double e_loss = fabs(par.loss - ref.loss) / fabs(ref.loss);
@@ -230,6 +230,56 @@ START_TEST(injected_bug_is_caught) {
         printf("bug %-22s ranks %d: output rel err %.2e, worst gradient %.2e -> %s\n", injected[_i],
                comm.size, e_out, e_grad, e_out > OUT_TOL || e_grad > GRAD_TOL ? "caught" : "MISSED");
     ck_assert(e_out > OUT_TOL || e_grad > GRAD_TOL);
+}
+END_TEST
+
+// ---- clips: 3-D patches, tokens frame by frame -------------------------------------------------
+// 5 frames of 4x4 in patches of 1 x 2 x 2 (20 tokens, frames of 4: 3 ranks pad, 2 and 3 cut
+// frames apart), and 6 frames of 6x6 in patches of 2 x 2 x 2 (27 tokens, frames of 9: 2 and 4
+// ranks pad and cut them apart); 3 heads of 16, uneven over 2 and 4 ranks
+static const DiTConfig clip_configs[2] = {
+    {.input_size = 4, .patch_size = 2, .in_channels = 3, .hidden_size = 48, .depth = 1, .num_heads = 3,
+     .mlp_ratio = 2, .num_classes = 5, .learn_sigma = true, .frames = 5, .patch_t = 1},
+    {.input_size = 6, .patch_size = 2, .in_channels = 3, .hidden_size = 48, .depth = 1, .num_heads = 3,
+     .mlp_ratio = 2, .num_classes = 5, .class_dropout_prob = 0.1, .frames = 6, .patch_t = 2},
+};
+
+// A clip model through every layout against one rank: plain, with --recompute and two
+// micro-batches, and over a data x sequence mesh where the rank count allows; the
+// shard-pos-embed bug (each shard's positions from token 0) is caught. The 3-D patches through
+// every layout, the clip of 1-frame patches through gather. qkv weights halved: the width of 48
+// sharpens the random model's attention, and float32 sums then reach the gradient tolerance.
+START_TEST(clips_match_single_rank) {
+    cfg = clip_configs[_i < SP_LAYOUTS];
+    SeqAttention layout = _i < SP_LAYOUTS ? (SeqAttention)_i : SP_GATHER;
+    B = 2, qkv_gain = 0.5;
+    for (int k = 0; k < 4; k++) {
+        SpOptions o = options(layout, k == 3 ? BUG_SHARD_POS_EMBED : 0);
+        if (layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
+        if (k == 1) o.recompute = true, o.grad_accum = 2;
+        if (k == 2) { // data x sequence: 2 groups
+            if (comm.size % 2) continue;
+            o.sp = comm.size / 2;
+            if (layout == SP_HYBRID) o.ulysses = o.sp % 2 ? 1 : 2;
+        }
+        if (k == 3 && comm.size == 1) continue;
+        SeqParallel probe_sp;
+        if (!init_mesh(&probe_sp, &o)) continue; // a layout this rank count has no place for
+        sp_free(&probe_sp);
+        double e_out, e_grad;
+        char text[128];
+        mesh_vs_single(&o, &e_out, &e_grad);
+        bool differs = !(e_out <= OUT_TOL && e_grad <= GRAD_TOL);
+        if (comm.rank == 0)
+            printf("clip of %d frames, patch %dx%dx%d, %d tokens, %s%s: output %.2e, worst gradient %.2e%s\n",
+                   cfg.frames, cfg.patch_t, cfg.patch_size, cfg.patch_size, dit_tokens(&cfg),
+                   sp_layout_text(&o, comm.size, text, sizeof text),
+                   k == 1 ? " (2 micro-batches)" : k == 3 ? ", bug shard-pos-embed" : "", e_out, e_grad,
+                   k < 3 ? "" : differs ? " -> caught" : " -> MISSED");
+        ck_assert_msg(differs == (k == 3), "clip case %d", k);
+    }
+    B = 3, qkv_gain = 1;
+    cfg = configs[0];
 }
 END_TEST
 
@@ -1328,6 +1378,9 @@ static const DiTConfig mem_configs[] = {
      .num_heads = 5, .mlp_ratio = 2, .num_classes = 5}, // heads uneven over 2 to 4 ranks
     {.input_size = 26, .patch_size = 2, .in_channels = 3, .hidden_size = 96, .depth = 2,
      .num_heads = 12, .mlp_ratio = 2, .num_classes = 5, .in_context = true}, // gather, all-to-all
+    {.input_size = 12, .patch_size = 2, .in_channels = 3, .hidden_size = 48, .depth = 2,
+     .num_heads = 3, .mlp_ratio = 2, .num_classes = 5, .learn_sigma = true, .frames = 6,
+     .patch_t = 2}, // a video model: 6 frames in patches of 2 x 2 x 2, 108 tokens
 };
 
 START_TEST(memory_estimate_holds) {
@@ -1352,9 +1405,9 @@ START_TEST(memory_estimate_holds) {
     Arena a = arena_create(est);
     Tape tp = tape_create(&a);
     tp.grad_enabled = backward_pass;
-    int S = cfg.input_size;
-    Tensor *x = tensor_new(&a, 4, BM, cfg.in_channels, S, S), *t = tensor_new(&a, 1, BM);
-    Tensor *target = tensor_new(&a, 4, BM, dit_out_channels(&cfg), S, S);
+    int S = cfg.input_size, H = dit_frames(&cfg) * S; // clips: their frames stacked
+    Tensor *x = tensor_new(&a, 4, BM, cfg.in_channels, H, S), *t = tensor_new(&a, 1, BM);
+    Tensor *target = tensor_new(&a, 4, BM, dit_out_channels(&cfg), H, S);
     int64_t y[BM] = {1, 2, 3, 4};
     DiTShard dsh = sp_dit_shard(&sp);
     Tensor *tokens = dit_forward(&m, &tp, x, t, y, &dsh);
@@ -1547,7 +1600,7 @@ START_TEST(samples_not_finite_are_refused) {
     Arena a = arena_create(budget_sample_min(&sp, &cfg, 1.0));
     Data data;
     char dir[64], path[128], err[1024];
-    ck_assert_msg(!data_open(&data, "shapes", cfg.input_size, cfg.in_channels, 10, err, sizeof err), "%s", err);
+    ck_assert_msg(!data_open(&data, "shapes", cfg.input_size, 1, cfg.in_channels, 10, err, sizeof err), "%s", err);
     shared_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/samples.png", dir);
     ck_assert_int_eq(sample_grid(&m, &sp, &a, &data, NULL, 0, 1, NULL, 1, 1.0, 3, path, err, sizeof err), SAMPLE_NOT_FINITE);
@@ -1758,6 +1811,11 @@ int main(int argc, char **argv) {
     tcase_set_timeout(text, 0);
     tcase_add_test(text, text_cross_matches_single_rank);
     suite_add_tcase(s, text);
+    TCase *clips = tcase_create("clips"); // clip models; part of every multi-rank run
+    tcase_set_timeout(clips, 120);
+    tcase_add_loop_test(clips, clips_match_single_rank, 0, SP_LAYOUTS + 1);
+    tcase_add_loop_test(clips, memory_estimate_holds, 12 * SP_LAYOUTS, 15 * SP_LAYOUTS); // the video model
+    suite_add_tcase(s, clips);
     TCase *progress = tcase_create("progress"); // alone: run_all.sh runs it over TCP too
     tcase_add_test(progress, ring_step_moves_during_attention);
     suite_add_tcase(s, progress);

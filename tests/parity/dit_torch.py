@@ -1,6 +1,12 @@
 """An independent PyTorch implementation of DiT (Peebles & Xie), written from the paper's
 description with the reference's module and parameter names, plus a minimal safetensors reader
-and writer (the safetensors package is not packaged for Debian). Used by parity.py."""
+and writer (the safetensors package is not packaged for Debian). Used by parity.py.
+
+Clips (frames > 1), as the video DiTs describe them: a clip (N, C, F, H, W) is cut into patches
+of patch_t frames x p x p by a 3-D convolution of stride = kernel (Open-Sora's PatchEmbed3D; with
+patch_t 1 a 2-D convolution of each frame, as Latte embeds frames), the tokens frame by frame;
+the fixed position table is CogVideoX's 3-D sin-cos (sincos_pos_embed_3d); the final layer's
+tokens are unpatchified from (frame, row, column, channel) rows."""
 import json
 import math
 import struct
@@ -85,11 +91,16 @@ def modulate(x, shift, scale):
 
 
 class PatchEmbed(nn.Module):
-    def __init__(self, p, c, d):
+    def __init__(self, p, c, d, pt=1):
         super().__init__()
-        self.proj = nn.Conv2d(c, d, kernel_size=p, stride=p)
+        self.proj = nn.Conv2d(c, d, kernel_size=p, stride=p) if pt == 1 else \
+            nn.Conv3d(c, d, kernel_size=(pt, p, p), stride=(pt, p, p))
 
-    def forward(self, x):  # (N, C, H, W) -> (N, T, D), tokens in row-major patch order
+    def forward(self, x):  # (N, C, H, W) or clips (N, C, F, H, W) -> (N, T, D), frame-major
+        if x.dim() == 5 and isinstance(self.proj, nn.Conv2d):  # each frame alone
+            n, f = x.shape[0], x.shape[2]
+            e = self.proj(x.transpose(1, 2).flatten(0, 1)).flatten(2).transpose(1, 2)  # (N F, hw, D)
+            return e.reshape(n, f * e.shape[1], e.shape[2])
         return self.proj(x).flatten(2).transpose(1, 2)
 
 
@@ -239,10 +250,10 @@ class DiTBlock(nn.Module):
 
 
 class FinalLayer(nn.Module):
-    def __init__(self, d, p, c_out, in_context=False):
+    def __init__(self, d, p, c_out, in_context=False, pt=1):
         super().__init__()
         self.norm_final = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
-        self.linear = nn.Linear(d, p * p * c_out)
+        self.linear = nn.Linear(d, pt * p * p * c_out)
         self.in_context = in_context
         if not in_context:
             self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 2 * d))
@@ -257,16 +268,17 @@ class FinalLayer(nn.Module):
 class DiT(nn.Module):
     def __init__(self, input_size, patch_size, in_channels, hidden_size, depth, num_heads,
                  mlp_ratio, num_classes, learn_sigma, class_dropout_prob, in_context=False, text=False,
-                 text_len=0, text_depth=0, vocab=0):
+                 text_len=0, text_depth=0, vocab=0, frames=1, patch_t=1):
         """in_context: the DiT paper's in-context conditioning (its Table 4): the timestep and class
         embeddings as two tokens in front of the patch tokens, plain blocks, and the two tokens
-        dropped before a final layer without adaLN."""
+        dropped before a final layer without adaLN. frames > 1: clips of that many frames in
+        patches of patch_t frames (the module docstring)."""
         super().__init__()
         self.in_context = in_context
-        self.c, self.p, self.s = in_channels, patch_size, input_size
+        self.c, self.p, self.s, self.pt, self.frames = in_channels, patch_size, input_size, patch_t, frames
         self.c_out = 2 * in_channels if learn_sigma else in_channels
-        t = (input_size // patch_size) ** 2
-        self.x_embedder = PatchEmbed(patch_size, in_channels, hidden_size)
+        t = (frames // patch_t) * (input_size // patch_size) ** 2
+        self.x_embedder = PatchEmbed(patch_size, in_channels, hidden_size, patch_t)
         self.t_embedder = TimestepEmbedder(hidden_size)
         self.text = text  # captions instead of labels: c is the timestep's embedding alone
         if text:
@@ -277,16 +289,29 @@ class DiT(nn.Module):
             self.y_embedder = LabelEmbedder(num_classes, hidden_size, class_dropout_prob)
         self.pos_embed = nn.Parameter(torch.zeros(1, t, hidden_size), requires_grad=False)
         self.blocks = nn.ModuleList(DiTBlock(hidden_size, num_heads, mlp_ratio, in_context, text) for _ in range(depth))
-        self.final_layer = FinalLayer(hidden_size, patch_size, self.c_out, in_context)
+        self.final_layer = FinalLayer(hidden_size, patch_size, self.c_out, in_context, patch_t)
 
     def unpatchify(self, x, gh, gw):  # (N, T, p*p*C) laid out (p, q, c) -> (N, C, gh p, gw p)
         n, p = x.shape[0], self.p
         x = x.reshape(n, gh, gw, p, p, self.c_out)
         return torch.einsum("nhwpqc->nchpwq", x).reshape(n, self.c_out, gh * p, gw * p)
 
+    def unpatchify_clip(self, x, gf, gh, gw):  # (N, T, pt p p C) laid out (r, p, q, c) -> (N, C, gf pt, gh p, gw p)
+        n, p, pt = x.shape[0], self.p, self.pt
+        x = x.reshape(n, gf, gh, gw, pt, p, p, self.c_out)
+        return torch.einsum("nfhwrpqc->ncfrhpwq", x).reshape(n, self.c_out, gf * pt, gh * p, gw * p)
+
     def forward(self, x, t, y, pos_embed=None):
-        """x (N, C, H, W); pos_embed (T, D) for x's grid, by default the stored square one."""
+        """x (N, C, H, W), or clips (N, C, F, H, W); pos_embed (T, D) for x's grid, by default the
+        stored one."""
+        if x.dim() == 5:
+            gf, gh, gw = x.shape[2] // self.pt, x.shape[3] // self.p, x.shape[4] // self.p
+            return self.unpatchify_clip(self.tokens(x, t, y, pos_embed), gf, gh, gw)
         gh, gw = x.shape[2] // self.p, x.shape[3] // self.p
+        return self.unpatchify(self.tokens(x, t, y, pos_embed), gh, gw)
+
+    def tokens(self, x, t, y, pos_embed=None):
+        """The final layer's tokens (N, T, pt p p C_out)"""
         x = named("x_embedder", self.x_embedder(x) + (self.pos_embed if pos_embed is None else pos_embed))
         if self.in_context:
             c = named("c", torch.stack([self.t_embedder(t), self.y_embedder(y)], dim=1))
@@ -300,7 +325,7 @@ class DiT(nn.Module):
             x = b(x, c, f"blocks.{i}.", text if self.text else None)
         if self.in_context:
             x = x[:, c.shape[1]:]
-        return self.unpatchify(self.final_layer(x, c), gh, gw)
+        return self.final_layer(x, c)
 
     def forward_varlen(self, images, t, y, pos_embed=None):
         """Images of their own sizes, the plain way: each image (C, h, w) run alone on its own
@@ -309,6 +334,11 @@ class DiT(nn.Module):
         (C_out, h, w) in the images' order."""
         out = []
         for i, x in enumerate(images):
+            if x.dim() == 4:  # a clip (C, F, h, w): the 3-D table of its own grid
+                gf, gh, gw = x.shape[1] // self.pt, x.shape[2] // self.p, x.shape[3] // self.p
+                pos = sincos_pos_embed_3d(self.pos_embed.shape[2], gf, gh, gw)
+                out.append(self(x[None], t[i:i + 1], y[i:i + 1], torch.from_numpy(pos).to(x.dtype))[0])
+                continue
             gh, gw = x.shape[1] // self.p, x.shape[2] // self.p
             pos = (pos_embed or sincos_pos_embed)(self.pos_embed.shape[2], gh, gw)
             out.append(self(x[None], t[i:i + 1], y[i:i + 1], torch.from_numpy(pos).to(x.dtype))[0])
@@ -324,7 +354,8 @@ def config_from_meta(meta):
                 class_dropout_prob=float(meta.get("class_dropout_prob", "0")),
                 in_context=meta.get("in_context", "false") in ("true", "True", "1"),
                 text=meta.get("cond", "class") == "text", text_len=int(meta.get("text_len", "0")),
-                text_depth=int(meta.get("text_depth", "0")), vocab=VOCAB + 1)
+                text_depth=int(meta.get("text_depth", "0")), vocab=VOCAB + 1,
+                frames=int(meta.get("frames", "1")), patch_t=int(meta.get("patch_t", "1")))
 
 
 VOCAB = 52  # the captions' vocabulary (docs/text.md); its row 0 is padding
@@ -339,3 +370,14 @@ def sincos_pos_embed(d, gh, gw):
         return np.concatenate([np.sin(a), np.cos(a)], axis=1)
     cols, rows = np.meshgrid(np.arange(gw, dtype=np.float64), np.arange(gh, dtype=np.float64))
     return np.concatenate([one(d // 2, cols), one(d // 2, rows)], axis=1)
+
+
+def sincos_pos_embed_3d(d, gf, gh, gw):
+    """CogVideoX's fixed 3-D embedding (get_3d_sincos_pos_embed) of a gf x gh x gw grid, from its
+    description: the frame's 1-D sin-cos on the first d/4 channels, the 2-D table of (row, column)
+    on the other 3d/4; (gf gh gw, d), frame-major."""
+    w = 1.0 / 10000 ** (np.arange(d // 8, dtype=np.float64) / (d / 8.0))
+    f = np.einsum("m,d->md", np.arange(gf, dtype=np.float64), w)
+    temporal = np.concatenate([np.sin(f), np.cos(f)], axis=1)  # (gf, d/4)
+    spatial = sincos_pos_embed(d - d // 4, gh, gw)  # (gh gw, 3d/4)
+    return np.concatenate([np.repeat(temporal, gh * gw, axis=0), np.tile(spatial, (gf, 1))], axis=1)

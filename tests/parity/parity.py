@@ -5,8 +5,10 @@ are written; the probe runs in the float32 and float64 builds; its output, loss 
 parameter gradient are compared with the reference by relative error ||a - b|| / ||b||.
 Also checks that a checkpoint written by `train` loads into the reference with strict=True and
 carries the reference's sin-cos pos_embed. Then a batch of packs (3 images of different sizes and
-aspects, probed at 1-4 ranks in every layout) against the reference running each image alone, and
+aspects, probed at 1-4 ranks in every layout) against the reference running each image alone;
 a text-conditioned model (captions, a text encoder, cross-attention) at 1-4 ranks in every layout.
+Clips: a clip model (3 frames of patches, which 2 and 4 ranks cut apart) probed at 1-4 ranks, and
+a pack of two clips of different lengths and sizes against each clip run alone.
 
 usage: parity.py TRAIN_F32 TRAIN_F64 WORKDIR
 """
@@ -20,7 +22,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dit_torch import VOCAB, DiT, Tape, config_from_meta, named, sincos_pos_embed, st_read, st_write  # noqa: E402
+from dit_torch import (VOCAB, DiT, Tape, config_from_meta, named, sincos_pos_embed,  # noqa: E402
+                       sincos_pos_embed_3d, st_read, st_write)
 
 TOL = {"float32": (1e-5, 1e-4), "float64": (1e-10, 1e-10)}  # (output, gradients)
 
@@ -39,7 +42,12 @@ CONFIGS = {
     "in_context": dict(input_size=6, patch_size=2, in_channels=3, hidden_size=12, depth=2, num_heads=3,
                        mlp_ratio=2.0, num_classes=5, learn_sigma=True, class_dropout_prob=0.1,
                        in_context=True),
+    # a clip: 6 frames of 4x4 in patches of 2 x 2 x 2, 12 tokens (3 frames of 4)
+    "clip": dict(input_size=4, patch_size=2, in_channels=3, hidden_size=32, depth=2, num_heads=2,
+                 mlp_ratio=2.0, num_classes=5, learn_sigma=True, class_dropout_prob=0.1, frames=6,
+                 patch_t=2),
 }
+CLIP_RUNS = [(2, "all-to-all"), (3, "ring"), (4, "hybrid")]  # the clip config beyond one rank
 
 
 def rel(a, b):
@@ -55,12 +63,12 @@ def random_case(cfg, seed, work, name):
     ckpt = os.path.join(work, f"{name}.ckpt.safetensors")
     st_write(ckpt, {k: v.astype(np.float32) for k, v in sd.items()}, meta)
     b, s, c = 3, cfg["input_size"], cfg["in_channels"]
-    c_out = 2 * c if cfg["learn_sigma"] else c
+    c_out, h = 2 * c if cfg["learn_sigma"] else c, cfg.get("frames", 1) * s  # clips: frames stacked
     rows = cfg["num_classes"] + (cfg["class_dropout_prob"] > 0)
-    batch = {"x": rng.normal(0, 1, (b, c, s, s)).astype(np.float32),
+    batch = {"x": rng.normal(0, 1, (b, c, h, s)).astype(np.float32),
              "t": rng.uniform(0, 999, b).astype(np.float32),
              "y": rng.integers(0, rows, b).astype(np.int64),
-             "target": rng.normal(0, 1, (b, c_out, s, s)).astype(np.float32)}
+             "target": rng.normal(0, 1, (b, c_out, h, s)).astype(np.float32)}
     path = os.path.join(work, f"{name}.batch.safetensors")
     st_write(path, batch)
     return ckpt, path
@@ -79,8 +87,11 @@ def reference(ckpt, batch, planted_bug=False, dump=None):
     model.load_state_dict({k: torch.from_numpy(v.astype(np.float64)) for k, v in sd.items()}, strict=True)
     bt, _ = st_read(batch)
     Tape.current = Tape() if dump else None  # the named tensors, for `train locate`
-    out = model(torch.from_numpy(bt["x"].astype(np.float64)), torch.from_numpy(bt["t"].astype(np.float64)),
-                torch.from_numpy(bt["y"]))
+    x = torch.from_numpy(bt["x"].astype(np.float64))
+    if model.frames > 1:  # the probe's clips have their frames stacked along the height
+        x = x.reshape(x.shape[0], x.shape[1], model.frames, x.shape[2] // model.frames, x.shape[3])
+    out = model(x, torch.from_numpy(bt["t"].astype(np.float64)), torch.from_numpy(bt["y"]))
+    out = out.reshape(out.shape[0], out.shape[1], -1, out.shape[-1])
     loss = named("loss", ((out - torch.from_numpy(bt["target"].astype(np.float64))) ** 2).mean())
     loss.backward()
     if dump:
@@ -97,6 +108,14 @@ PACK_CONFIG = dict(input_size=24, patch_size=2, in_channels=3, hidden_size=16, d
                    mlp_ratio=2.0, num_classes=5, learn_sigma=True, class_dropout_prob=0.1)
 PACK_T = 127
 PACK_IMAGES = [(0, 0, 6, 10), (0, 60, 8, 8), (1, 40, 4, 12)]  # row, first token, patch rows, columns
+# a pack of two clips in one row of 31 tokens: 2 frames (of patches) of 2x3 patches, and 1 of 3x4
+# after 3 tokens of padding; patches of 2 x 2 x 2 (the fifth column: the clip's patch frames)
+CLIP_PACK_CONFIG = dict(input_size=8, patch_size=2, in_channels=3, hidden_size=32, depth=2, num_heads=2,
+                        mlp_ratio=2.0, num_classes=5, learn_sigma=True, class_dropout_prob=0.1, frames=4,
+                        patch_t=2)
+CLIP_PACK_T = 31
+CLIP_PACK_IMAGES = [(0, 0, 2, 3, 2), (0, 15, 3, 4, 1)]
+CLIP_PACK_RUNS = [(1, "gather"), (2, "all-to-all"), (3, "ring"), (4, "hybrid")]
 LAYOUTS = {"gather": [], "all-to-all": ["--sp-attention", "all-to-all"], "ring": ["--sp-attention", "ring"],
            "hybrid": ["--sp-attention", "hybrid", "--ulysses-degree", "2"]}
 PACK_RUNS = [(1, "gather")] + [(n, lay) for n in (2, 3, 4) for lay in LAYOUTS if lay != "hybrid" or n == 4]
@@ -104,34 +123,44 @@ PROBES_AT_ONCE = 4  # their ranks' start-up overlaps: about half the wall time o
 MPIRUN = ["mpirun", "-q", "--oversubscribe"] + (["--allow-run-as-root"] if os.getuid() == 0 else [])
 
 
-def strip_get(strip, row, start, gh, gw, p):
+def strip_get(strip, row, start, gh, gw, p, gf=None, pt=1):
     """The image (C, gh p, gw p) at token `start` of row `row` of the rows' strips (B, C, p, T p):
-    its patch at (a, b) is token start + a gw + b, the strip's columns [p token, p token + p)."""
+    its patch at (a, b) is token start + a gw + b, the strip's columns [p token, p token + p).
+    A clip (gf given): (C, gf pt, gh p, gw p) from strips (B, C, pt p, T p) of pt frames, its patch
+    at (f, a, b) token start + (f gh + a) gw + b."""
     c = strip.shape[1]
-    return strip[row, :, :, start * p:(start + gh * gw) * p].reshape(c, p, gh, gw, p) \
-        .transpose(0, 2, 1, 3, 4).reshape(c, gh * p, gw * p)
+    if gf is None:
+        return strip[row, :, :, start * p:(start + gh * gw) * p].reshape(c, p, gh, gw, p) \
+            .transpose(0, 2, 1, 3, 4).reshape(c, gh * p, gw * p)
+    return strip[row, :, :, start * p:(start + gf * gh * gw) * p].reshape(c, pt, p, gf, gh, gw, p) \
+        .transpose(0, 3, 1, 4, 2, 5, 6).reshape(c, gf * pt, gh * p, gw * p)
 
 
-def pack_case(work):
+def pack_get(strip, im, cfg):
+    """Pack image im (row, start, gh, gw[, gf]) of the strips under cfg"""
+    return strip_get(strip, *im[:4], cfg["patch_size"], *((im[4], cfg["patch_t"]) if len(im) > 4 else ()))
+
+
+def pack_case(work, cfg=PACK_CONFIG, T=PACK_T, pack=PACK_IMAGES, name="packs"):
     """A random checkpoint and a batch of packs; returns their paths and the images, times,
     labels and targets one by one. Padding tokens hold noise too: no output may depend on it."""
-    cfg, p, T = PACK_CONFIG, PACK_CONFIG["patch_size"], PACK_T
+    p = cfg["patch_size"]
     rng = np.random.default_rng(2000)
     model = DiT(**cfg).double()
     sd = {k: rng.normal(0, 0.3, v.shape) for k, v in model.state_dict().items()}
     meta = {k: ("true" if v is True else "false" if v is False else v) for k, v in cfg.items()}
-    ckpt = os.path.join(work, "packs.ckpt.safetensors")
+    ckpt = os.path.join(work, f"{name}.ckpt.safetensors")
     st_write(ckpt, {k: v.astype(np.float32) for k, v in sd.items()}, meta)
-    c, n, rows = cfg["in_channels"], len(PACK_IMAGES), 1 + max(i[0] for i in PACK_IMAGES)
+    c, n, rows, pt = cfg["in_channels"], len(pack), 1 + max(i[0] for i in pack), cfg.get("patch_t", 1)
     c_out = 2 * c if cfg["learn_sigma"] else c
-    x = rng.normal(0, 1, (rows, c, p, T * p)).astype(np.float32)
-    target = rng.normal(0, 1, (rows, c_out, p, T * p)).astype(np.float32)
-    images = [strip_get(x, r, s, gh, gw, p) for r, s, gh, gw in PACK_IMAGES]
-    targets = [strip_get(target, r, s, gh, gw, p) for r, s, gh, gw in PACK_IMAGES]
-    batch = {"x": x, "target": target, "pack": np.array(PACK_IMAGES, np.int64),
+    x = rng.normal(0, 1, (rows, c, pt * p, T * p)).astype(np.float32)
+    target = rng.normal(0, 1, (rows, c_out, pt * p, T * p)).astype(np.float32)
+    images = [pack_get(x, im, cfg) for im in pack]
+    targets = [pack_get(target, im, cfg) for im in pack]
+    batch = {"x": x, "target": target, "pack": np.array(pack, np.int64),
              "t": rng.uniform(0, 999, n).astype(np.float32),
              "y": rng.integers(0, cfg["num_classes"] + 1, n).astype(np.int64)}
-    path = os.path.join(work, "packs.batch.safetensors")
+    path = os.path.join(work, f"{name}.batch.safetensors")
     st_write(path, batch)
     return ckpt, path, images, batch["t"], batch["y"], targets
 
@@ -154,7 +183,7 @@ def pack_reference(ckpt, images, t, y, targets, planted_bug=False):
     return [o.detach().numpy() for o in out], float(loss), grads
 
 
-def pack_probe(exe, ranks, layout, ckpt, batch, res, bug=None):
+def pack_probe(exe, ranks, layout, ckpt, batch, res, bug=None, cfg=PACK_CONFIG, pack=PACK_IMAGES):
     """The probe of the batch of packs at `ranks` in `layout` into res: (output of every image,
     flattened in order; loss; gradients)"""
     cmd = [exe, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res] + LAYOUTS[layout]
@@ -162,8 +191,7 @@ def pack_probe(exe, ranks, layout, ckpt, batch, res, bug=None):
     subprocess.run((MPIRUN + ["-np", str(ranks)] if ranks > 1 else []) + cmd, check=True,
                    stdout=subprocess.DEVNULL)
     got, _ = st_read(res)
-    p = PACK_CONFIG["patch_size"]
-    out = np.concatenate([strip_get(got["out"], r, s, gh, gw, p).ravel() for r, s, gh, gw in PACK_IMAGES])
+    out = np.concatenate([pack_get(got["out"], im, cfg).ravel() for im in pack])
     return out, float(got["loss"][0]), {k[5:]: v for k, v in got.items() if k.startswith("grad.")}
 
 
@@ -300,6 +328,65 @@ def check_text(train32, train64, work):
     return 2 * len(PACK_RUNS) + 2, failures
 
 
+def check_clips(train32, train64, work):
+    """Clips beyond one rank: the clip config probed at 2-4 ranks (3 frames of patches, which 2
+    and 4 ranks cut apart) against the reference; a pack of two clips of different lengths and
+    sizes probed at 1-4 ranks against each clip run alone (positions from the 3-D table of each
+    clip's own grid). Both builds. Returns (checks, failures)."""
+    ckpt, batch = random_case(CONFIGS["clip"], 1000 + list(CONFIGS).index("clip"), work, "clip")
+    ref = reference(ckpt, batch)
+    pck, pbatch, images, t, y, targets = pack_case(work, CLIP_PACK_CONFIG, CLIP_PACK_T, CLIP_PACK_IMAGES, "clip-pack")
+    pref_out, pref_loss, pref_grads = pack_reference(pck, images, t, y, targets)
+    pref = (np.concatenate([o.ravel() for o in pref_out]), pref_loss, pref_grads)
+    runs = [(build, exe, ranks, layout, "clip") for build, exe in (("float32", train32), ("float64", train64))
+            for ranks, layout in CLIP_RUNS]
+    runs += [(build, exe, ranks, layout, "pack") for build, exe in (("float32", train32), ("float64", train64))
+             for ranks, layout in CLIP_PACK_RUNS]
+
+    def probe(r):
+        build, exe, ranks, layout, kind = r
+        res = os.path.join(work, f"clip.{kind}.{build}.{ranks}.{layout}.result.safetensors")
+        if kind == "pack":
+            return pack_probe(exe, ranks, layout, pck, pbatch, res, cfg=CLIP_PACK_CONFIG, pack=CLIP_PACK_IMAGES)
+        subprocess.run(MPIRUN + ["-np", str(ranks), exe, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res]
+                       + LAYOUTS[layout], check=True, stdout=subprocess.DEVNULL)
+        got, _ = st_read(res)
+        return got["out"].ravel(), float(got["loss"][0]), {k[5:]: v for k, v in got.items() if k.startswith("grad.")}
+    with ThreadPoolExecutor(PROBES_AT_ONCE) as pool:
+        results = list(pool.map(probe, runs))
+    cc = CONFIGS["clip"]
+    gf, g = cc["frames"] // cc["patch_t"], cc["input_size"] // cc["patch_size"]
+    print(f"clips: {cc['frames']} frames in {cc['patch_t']}x{cc['patch_size']}x{cc['patch_size']} patches "
+          f"({gf * g * g} tokens, {gf} frames of them) at 2-4 ranks; a pack of clips of "
+          f"{' and '.join(f'{gf}x{gh}x{gw}' for _, _, gh, gw, gf in CLIP_PACK_IMAGES)} patches in a row of "
+          f"{CLIP_PACK_T} tokens, against each clip run alone")
+    failures = 0
+    for (build, _, ranks, layout, kind), got in zip(runs, results):
+        want = pref if kind == "pack" else (ref[0].ravel(), ref[1], ref[2])
+        e_out, e_loss, e_grad, worst = pack_errors(got, want)
+        tol_out, tol_grad = TOL[build]
+        ok = e_out <= tol_out and e_loss <= tol_out and e_grad <= tol_grad
+        failures += not ok
+        print(f"{kind:<5} {ranks:>5} {layout:<11} {build:<8} {e_out:9.2e} {e_loss:9.2e} {e_grad:9.2e} "
+              f"{worst:<32} {'ok' if ok else 'FAIL'}")
+    # a clip model written by train loads strictly and has the reference's 3-D table
+    run = os.path.join(work, "clip-run")
+    shutil.rmtree(run, ignore_errors=True)
+    subprocess.run([train32, "--model", "DiT-tiny/2", "--input-size", "8", "--frames", "4", "--patch-t", "2",
+                    "--data", "moving-shapes", "--steps", "1", "--batch", "2", "--out", run,
+                    "--samples-per-class", "1", "--sample-steps", "1"], check=True, stdout=subprocess.DEVNULL)
+    sd, meta = st_read(os.path.join(run, "model.safetensors"))
+    model = DiT(**config_from_meta(meta))
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()}, strict=True)
+    g = int(meta["input_size"]) // int(meta["patch_size"])
+    e_pos = rel(sd["pos_embed"][0], sincos_pos_embed_3d(int(meta["hidden_size"]), 2, g, g))
+    ok = e_pos < 1e-6
+    failures += not ok
+    print(f"clip checkpoint of train loads with strict=True; pos_embed vs the 3-D formula: {e_pos:.2e} "
+          f"{'ok' if ok else 'FAIL'}")
+    return len(runs) + 1, failures
+
+
 def main():
     train32, train64, work = sys.argv[1:4]
     torch.set_num_threads(2)
@@ -368,7 +455,8 @@ def main():
     checks, pack_failures = check_packs(train32, train64, work)
     failures += pack_failures
     text_checks, text_failures = check_text(train32, train64, work)
-    checks, failures = checks + text_checks, failures + text_failures
+    clip_checks, clip_failures = check_clips(train32, train64, work)
+    checks, failures = checks + text_checks + clip_checks, failures + text_failures + clip_failures
     print(f"parity: {2 * len(CONFIGS) + 4 + checks - failures} passed, {failures} failed")
     return 1 if failures else 0
 
