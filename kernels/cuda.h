@@ -55,6 +55,17 @@ void layernorm_forward_cuda(real *out, real *mean, real *rstd, const real *inp, 
 void layernorm_backward_cuda(real *dinp, const real *dout, const real *inp, const real *mean,
                              const real *rstd, int N, int C, cudaStream_t stream);
 
+// ---- QK-norm (RMSNorm with a scale over groups) and rotary positions (qknorm.cu)
+void rmsnorm_forward_cuda(real *out, real *rstd, const real *inp, const real *scale, int N, int C,
+                          int G, int S, real eps, cudaStream_t stream);
+void rmsnorm_backward_cuda(real *dinp, real *dscale, const real *dout, const real *inp,
+                           const real *scale, const real *rstd, int N, int C, int G, int S,
+                           cudaStream_t stream);
+void rope_forward_cuda(real *out, const real *inp, const real *cs, int B, int T, int H, int dh,
+                       bool per_image, cudaStream_t stream);
+void rope_backward_cuda(real *dinp, const real *dout, const real *cs, int B, int T, int H, int dh,
+                        bool per_image, cudaStream_t stream);
+
 // ---- patches (patch.cu): img (B,C,H,W) <-> tokens (B, n, C*p*p), tokens [t0, t0+n); both add --
 void patch_gather_cuda(real *tokens, const real *img, int B, int C, int H, int W, int p, int t0,
                        int n, bool channels_last, cudaStream_t stream);
