@@ -43,9 +43,17 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
                  c->input_size, c->patch_size);
     else if (c->hidden_size % c->num_heads)
         snprintf(buf, len, "num_heads %d must divide hidden_size %d", c->num_heads, c->hidden_size);
-    else if (c->hidden_size % 4)
+    else if (c->pos == DIT_POS_SINCOS && c->hidden_size % 4)
         snprintf(buf, len, "hidden_size %d must be a multiple of 4 for the 2-D sin-cos position "
-                           "embedding", c->hidden_size);
+                           "embedding; change the width, or pass --pos rope", c->hidden_size);
+    else if (c->pos == DIT_POS_ROPE && !dit_rope_fits(c->hidden_size / c->num_heads))
+        snprintf(buf, len, "--pos rope splits a head's dimensions into pairs for frames, rows and "
+                 "columns (Wan2.1's split), so the head width hidden_size / num_heads = %d / %d "
+                 "must be even and at least 6; change --hidden or --heads, or pass --pos sincos",
+                 c->hidden_size, c->num_heads);
+    else if (c->in_context && (c->pos != DIT_POS_SINCOS || c->qk_norm != DIT_QK_NONE))
+        snprintf(buf, len, "in-context conditioning runs with --pos sincos and --qk-norm none so "
+                 "far; leave out --in-context, or those two");
     else if (!(c->mlp_ratio > 0 && c->mlp_ratio <= DIT_MAX_MLP_RATIO))
         snprintf(buf, len, "mlp_ratio %g must be in (0, %d]", c->mlp_ratio, DIT_MAX_MLP_RATIO);
     else if (dit_mlp_hidden(c) < 1)
@@ -74,6 +82,9 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     l[k++] = (Line){"modulate 1", ada * n * D};
     l[k++] = (Line){"qkv", 3 * n * D};
     l[k++] = (Line){"q, k, v slices", 3 * n * D};
+    double norm_groups = c->qk_norm == DIT_QK_HEAD ? c->num_heads : c->qk_norm == DIT_QK_FULL ? 1 : 0;
+    l[k++] = (Line){"QK-norm: q and k normed, their 1/rms", (c->qk_norm != DIT_QK_NONE) * 2 * n * D + 2 * n * norm_groups};
+    l[k++] = (Line){"rotary positions: q and k turned", (c->pos == DIT_POS_ROPE) * 2 * n * D};
     l[k++] = (Line){"in-context: K and V apart from the conditioning tokens", !ada * 2 * n * D};
     l[k++] = (Line){"attention projection", n * D};
     l[k++] = (Line){"gated residual 1", n * D};
@@ -95,6 +106,8 @@ static int rest_lines(Line *l, const DiTConfig *c, double n, double B) {
     l[k++] = (Line){"inputs: image, time, target", C * S2 + 1 + Co * S2};
     l[k++] = (Line){"patches, their embedding, pos_embed, the sum", n * (p2 * C + 2 * D) + n * D / B};
     l[k++] = (Line){"timestep and label embeddings, c", DIT_FREQ_DIM + 6 * D};
+    // one image's angles for every image (packs: each its own; B = 1 bounds it above)
+    l[k++] = (Line){"rotary angles", (c->pos == DIT_POS_ROPE) * n * ((double)D / c->num_heads)};
     l[k++] = (Line){"final adaLN, layernorm, modulate", 4 * D + n * (2 * D + 2)};
     l[k++] = (Line){"output tokens", n * p2 * Co};
     l[k++] = (Line){"loss: target patches, mask, output slice", n * p2 * C * (2 + 1.0 / sizeof(real))};
@@ -203,6 +216,11 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
         BLOCK_PARAM(fc1_b, "mlp.fc1.bias", 1, M, 0);
         BLOCK_PARAM(fc2_w, "mlp.fc2.weight", 2, D, M);
         BLOCK_PARAM(fc2_b, "mlp.fc2.bias", 1, D, 0);
+        if (cfg->qk_norm != DIT_QK_NONE) {
+            int width = cfg->qk_norm == DIT_QK_HEAD ? D / cfg->num_heads : D;
+            BLOCK_PARAM(q_norm, "attn.q_norm.weight", 1, width, 0);
+            BLOCK_PARAM(k_norm, "attn.k_norm.weight", 1, width, 0);
+        }
         if (cfg->in_context) continue;
         BLOCK_PARAM(ada_w, "adaLN_modulation.1.weight", 2, 6 * D, D);
         BLOCK_PARAM(ada_b, "adaLN_modulation.1.bias", 1, 6 * D, 0);
@@ -257,6 +275,19 @@ void dit_pos_embed_at(real *e, int i, int j, int D) {
         e[k] = (real)sin(j * w), e[quarter + k] = (real)cos(j * w);
         e[2 * quarter + k] = (real)sin(i * w), e[3 * quarter + k] = (real)cos(i * w);
     }
+}
+
+bool dit_rope_fits(int dh) { return dh % 2 == 0 && dh >= 6; }
+
+void dit_rope_angles(real *cs, int t, int frames, int gh, int gw, int dh) {
+    int c = dh / 2, side = c / 3, first[3] = {0, c - 2 * side, c - side}, pairs[3] = {c - 2 * side, side, side};
+    bool inside = t >= 0 && t < frames * gh * gw;
+    int at[3] = {t / (gh * gw), t / gw % gh, t % gw};
+    for (int a = 0; a < 3; a++)
+        for (int k = 0; k < pairs[a]; k++) {
+            double angle = inside ? at[a] * pow(DIT_ROPE_THETA, -(double)k / pairs[a]) : 0;
+            cs[2 * (first[a] + k)] = (real)cos(angle), cs[2 * (first[a] + k) + 1] = (real)sin(angle);
+        }
 }
 
 // ---- packs ------------------------------------------------------------------------------------
@@ -331,22 +362,49 @@ void dit_pack_image(const DiTPack *p, int i, real *strip, real *img, int C, int 
             }
 }
 
-// pos (B, n, D): the positions of tokens [t0, t0 + n) of the pack's rows (ids as dit_pack_ids
-// gives them for T_pad tokens), zero for padding
+// The image of token r of the shard in row b of a pack (ids as dit_pack_ids gives them for
+// T_pad tokens; NULL for padding), and the token's index in it (the pack bugs choose the origin)
+static const DiTImage *pack_token(const DiTPack *p, const int32_t *id, int T_pad,
+                                  const DiTShard *sh, int b, int r, int *index) {
+    int t = sh->t0 + r, i = id[(size_t)b * T_pad + t];
+    if (i < 0) return NULL;
+    const DiTImage *a = &p->img[i];
+    int origin = sh->positions_from_shard && a->start < sh->t0 ? sh->t0 : sh->rope_pack_run_on ? 0 : a->start;
+    *index = (sh->rope_local ? r : t) - origin;
+    return a;
+}
+
+// pos (B, n, D): the sin-cos positions of tokens [t0, t0 + n) of the pack's rows, zero for padding
 static void pack_positions(real *pos, const DiTPack *p, const int32_t *id, int T_pad,
                            const DiTShard *sh, int D) {
     for (int b = 0; b < p->B; b++)
         for (int r = 0; r < sh->n; r++) {
-            int t = sh->t0 + r, i = id[(size_t)b * T_pad + t];
             real *e = pos + ((size_t)b * sh->n + r) * D;
-            if (i < 0) {
-                memset(e, 0, (size_t)D * sizeof(real));
-                continue;
-            }
-            const DiTImage *a = &p->img[i];
-            int origin = sh->positions_from_shard && a->start < sh->t0 ? sh->t0 : a->start;
-            dit_pos_embed_at(e, (t - origin) / a->gw, (t - origin) % a->gw, D);
+            int u;
+            const DiTImage *a = pack_token(p, id, T_pad, sh, b, r, &u);
+            if (a) dit_pos_embed_at(e, u / a->gw, u % a->gw, D);
+            else memset(e, 0, (size_t)D * sizeof(real));
         }
+}
+
+// The rotary angles (1 or B, n, dh) of the shard's tokens: of their global index in the square
+// image's grid, or of their index in their pack's image (padding: not turned)
+static Tensor *rope_table(Tape *tp, const DiT *m, const DiTShard *sh, const int32_t *id, int B) {
+    const DiTConfig *c = &m->cfg;
+    int dh = c->hidden_size / c->num_heads, g = c->input_size / c->patch_size, rows = sh->pack ? B : 1;
+    int frames = 1; // images: one frame
+    real *host = arena_alloc(arena_host(tp->arena), (size_t)rows * sh->n * dh * sizeof(real));
+    for (int b = 0; b < rows; b++)
+        for (int r = 0; r < sh->n; r++) {
+            real *cs = host + ((size_t)b * sh->n + r) * dh;
+            int u = sh->rope_local ? r : sh->t0 + r;
+            const DiTImage *a = sh->pack ? pack_token(sh->pack, id, sh->T_pad, sh, b, r, &u) : NULL;
+            if (sh->pack) dit_rope_angles(cs, a ? u : -1, frames, a ? a->gh : 1, a ? a->gw : 1, dh);
+            else dit_rope_angles(cs, u, frames, g, g, dh);
+        }
+    Tensor *angles = tensor_new(tp->arena, 3, rows, sh->n, dh);
+    copy_bytes(angles->data, host, angles->size * sizeof(real));
+    return angles;
 }
 
 // weights the reference initializes xavier-uniform: the patch embedding and the block linears
@@ -359,10 +417,16 @@ static bool is_xavier(const DiT *m, const Tensor *w) {
     return false;
 }
 
+static bool is_qk_norm(const DiT *m, const Tensor *w) {
+    for (int i = 0; i < m->cfg.depth; i++)
+        if (w == m->blocks[i].q_norm || w == m->blocks[i].k_norm) return w != NULL;
+    return false;
+}
+
 void dit_init(DiT *m, uint64_t seed) {
     const DiTConfig *c = &m->cfg;
     int g = c->input_size / c->patch_size;
-    for (int t = 0; t < g * g; t++)
+    for (int t = 0; t < g * g && c->pos == DIT_POS_SINCOS; t++) // rope: the table stays zero
         dit_pos_embed_at(m->pos_embed.data + (size_t)t * c->hidden_size, t / g, t % g, c->hidden_size);
     for (int i = 0; i < m->ps.n; i++) { // parameter i draws from STREAM_PARAM(i)
         Tensor *w = m->ps.t[i];
@@ -371,6 +435,8 @@ void dit_init(DiT *m, uint64_t seed) {
         if (is_xavier(m, w)) rng_fill_uniform(w->data, w->size, seed, STREAM_PARAM(i), 0, -a, a);
         else if (w == m->t0_w || w == m->t2_w || w == m->y_table)
             rng_fill_normal(w->data, w->size, seed, STREAM_PARAM(i), 0, 0.02);
+        else if (is_qk_norm(m, w))
+            for (size_t k = 0; k < w->size; k++) w->data[k] = 1;
         else memset(w->data, 0, w->size * sizeof(real)); // biases, adaLN-Zero, final layer
     }
 }
@@ -386,9 +452,12 @@ static Tensor *local_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads
 // The images of a pack: seg (B, T_pad) the image of every token of the padded rows (-1:
 // padding), for the attention; image_of (B, n) the image of each of the shard's tokens (padding:
 // image 0), for the conditioning. NULL both without packs.
+// rope (1 or B, n, dh): the rotary angles of the shard's tokens (rope_table), or NULL without
+// rotary positions; made once for every block.
 typedef struct PackTokens {
     const int32_t *seg;
     const int64_t *image_of;
+    Tensor *rope;
 } PackTokens;
 
 // The adaLN vectors: per image (rows, K) as they are, or with packs each token's image's row
@@ -436,6 +505,13 @@ static Tensor *attention_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Ten
     Tensor *qkv = linear(tp, NAME(norm_modulate(tp, x, m, pt, sh), "norm1"), b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
+    if (b->q_norm) { // before the heads leave the token shard: a full-width norm sees every head
+        int group = sh->qk_norm_parts ? D / sh->qk_norm_parts : (int)b->q_norm->size;
+        q = NAME(rmsnorm(tp, q, b->q_norm, group, DIT_QK_EPS), "attn.q_norm");
+        k = NAME(rmsnorm(tp, k, b->k_norm, group, DIT_QK_EPS), "attn.k_norm");
+    }
+    if (pt->rope)
+        q = NAME(rope(tp, q, pt->rope, heads), "attn.q_rope"), k = NAME(rope(tp, k, pt->rope, heads), "attn.k_rope");
     AttendFn attend = sh->attend ? sh->attend : local_attend;
     Tensor *a = NAME(attend(tp, q, k, v, heads, pt->seg, sh->attend_ctx), "attn.out");
     a = NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj");
@@ -628,13 +704,16 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     // x = patch_embed(img) + pos_embed, on this shard's tokens (padding rows get no position)
     Tensor *x = patch_embed(tp, img, m->x_w, m->x_b, sh.t0, sh.n);
     PackTokens pt = {0};
-    Tensor *pos;
+    bool table = c->pos == DIT_POS_SINCOS;
+    Tensor *pos = NULL;
+    int32_t *id = sh.pack ? pack_ids(tp, &sh) : NULL;
     if (sh.pack) { // each image's own grid
-        int32_t *id = pack_ids(tp, &sh);
-        real *host = arena_alloc(arena_host(tp->arena), (size_t)B * sh.n * D * sizeof(real));
-        pack_positions(host, sh.pack, id, sh.T_pad, &sh, D);
-        pos = tensor_new(tp->arena, 3, B, sh.n, D);
-        copy_bytes(pos->data, host, pos->size * sizeof(real));
+        if (table) {
+            real *host = arena_alloc(arena_host(tp->arena), (size_t)B * sh.n * D * sizeof(real));
+            pack_positions(host, sh.pack, id, sh.T_pad, &sh, D);
+            pos = tensor_new(tp->arena, 3, B, sh.n, D);
+            copy_bytes(pos->data, host, pos->size * sizeof(real));
+        }
         int64_t *image_of = arena_alloc(arena_host(tp->arena), (size_t)B * sh.n * sizeof(int64_t));
         for (int b = 0; b < B; b++)
             for (int r = 0; r < sh.n; r++) {
@@ -642,14 +721,16 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
                 image_of[(size_t)b * sh.n + r] = i < 0 ? 0 : i;
             }
         // up once for every block
-        pt = (PackTokens){op_input(tp->arena, id, (size_t)B * sh.T_pad * sizeof(int32_t)), image_of};
-    } else {
+        pt = (PackTokens){op_input(tp->arena, id, (size_t)B * sh.T_pad * sizeof(int32_t)), image_of, NULL};
+    } else if (table) {
         pos = tensor_new(tp->arena, 3, 1, sh.n, D);
         int rows = sh.t0 >= T ? 0 : T - sh.t0 < sh.n ? T - sh.t0 : sh.n; // the shard's real tokens
         size_t first = sh.first_positions ? 0 : (size_t)sh.t0;
         copy_bytes(pos->data, m->pos_embed.data + first * D, (size_t)rows * D * sizeof(real));
     }
-    x = tape_name(tp, add(tp, x, pos), "x_embedder");
+    if (table) x = add(tp, x, pos);
+    else pt.rope = rope_table(tp, m, &sh, id, B);
+    x = tape_name(tp, x, "x_embedder");
     // c = t_embedder(t) + y_embedder(y)
     Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);
     temb = linear(tp, silu(tp, temb), m->t2_w, m->t2_b);

@@ -9,6 +9,16 @@
 #include "../autograd/params.h"
 #include "layers.h"
 
+// Positions: the stored 2-D sin-cos table added to the patch embedding (the DiT paper's), or rotary
+// positions on q and k of every head (dit_rope_angles) and no table added
+typedef enum { DIT_POS_SINCOS, DIT_POS_ROPE } DiTPos;
+// QK-norm: none, or RMSNorm with a learned scale on q and k before attention, over each head's
+// dimensions (Flux, HunyuanVideo: scale of dh) or over the full width before the heads are split
+// (Wan2.1: scale of D)
+typedef enum { DIT_QK_NONE, DIT_QK_HEAD, DIT_QK_FULL } DiTQKNorm;
+#define DIT_QK_EPS 1e-6
+#define DIT_ROPE_THETA 10000.0 // Wan2.1's base
+
 typedef struct DiTConfig {
     int input_size, patch_size, in_channels, hidden_size, depth, num_heads;
     double mlp_ratio;
@@ -19,6 +29,8 @@ typedef struct DiTConfig {
     // tokens in front of the sequence, every rank holding them, instead of adaLN: plain blocks
     // (no adaLN_modulation, no gates), dropped before a final layer without adaLN
     bool in_context;
+    DiTPos pos;
+    DiTQKNorm qk_norm;
 } DiTConfig;
 
 typedef struct DiTBlock {
@@ -27,6 +39,7 @@ typedef struct DiTBlock {
     Tensor *fc1_w, *fc1_b;   // (M, D), (M): mlp.fc1, M = D * mlp_ratio
     Tensor *fc2_w, *fc2_b;   // (D, M), (D): mlp.fc2
     Tensor *ada_w, *ada_b;   // (6D, D), (6D): adaLN_modulation.1; NULL in-context
+    Tensor *q_norm, *k_norm; // (dh) or (D): attn.q_norm.weight, attn.k_norm.weight; NULL without QK-norm
 } DiTBlock;
 
 // Config limits, shared by the training flags and checkpoints' metadata; they keep every
@@ -89,6 +102,13 @@ typedef struct DiTShard {
     // the pack-positions-from-shard bug: a pack's positions count from the shard's first token
     // too, as if each shard began an image
     bool positions_from_shard;
+    // the rope-local-positions bug: rotary positions from the shard's own token index, as if it
+    // began the sequence; the rope-pack-positions bug: a pack's rotary positions run on along the
+    // row instead of restarting at each image
+    bool rope_local, rope_pack_run_on;
+    // the qk-norm-head-shard bug: the full-width QK-norm over each of this many equal parts of
+    // the width (the heads one all-to-all rank holds), as if computed after the exchange; 0: none
+    int qk_norm_parts;
     bool first_positions; // add the position embeddings of tokens [0, n), not [t0, t0 + n) (the
                           // shard-pos-embed bug)
     AttendFn attend; // NULL: plain attention of the n local tokens to themselves
@@ -129,6 +149,18 @@ void dit_pack_image(const DiTPack *p, int i, real *strip, real *img, int C, int 
 // k < d/2, w_k = 10000^(-k / (d/2)): the reference's get_2d_sincos_pos_embed, which for a
 // non-square gh x gw grid puts the column (of gw) first and the row (of gh) second.
 void dit_pos_embed_at(real *e, int i, int j, int D);
+
+// Rotary positions (--pos rope), axial in 3-D as Wan2.1 splits a head's dh dimensions (dh / 2
+// pairs c): the first c - 2 floor(c/3) pairs turn with the frame, the next floor(c/3) with the
+// row, the last floor(c/3) with the column; pair k of an axis of m pairs turns by
+// x theta^(-k/m), x the token's coordinate on that axis, theta DIT_ROPE_THETA. cs (dh) gets
+// [cos, sin] of each pair's angle for token t, its global index in a clip of frames x gh x gw
+// tokens (frame-major, then rows, then columns): coordinates (t / (gh gw), t / gw mod gh,
+// t mod gw). Tokens past the clip (padding) are not turned: their keys are masked and their
+// outputs dropped, so their positions never matter.
+void dit_rope_angles(real *cs, int t, int frames, int gh, int gw, int dh);
+// The head width that --pos rope can split (even, at least one pair for each axis)
+bool dit_rope_fits(int dh);
 
 // Derived sizes.
 int dit_tokens(const DiTConfig *c);       // T = (input_size / patch_size)^2

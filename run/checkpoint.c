@@ -93,7 +93,8 @@ static int read_config(const SafeTensors *st, const char *path, DiTConfig *cfg, 
             cfg->class_dropout_prob = null_row ? 0.1 : 0;
             continue;
         }
-        if (!v && !strcmp(key, "in_context")) continue; // not among DESIGN's keys: adaLN
+        if (!v && (!strcmp(key, "in_context") || !strcmp(key, "pos") || !strcmp(key, "qk_norm")))
+            continue; // not among DESIGN's keys: adaLN, sin-cos, no QK-norm
         if (!v || dit_config_set(cfg, i, v)) {
             snprintf(err, len, "%s: the metadata %s config key '%s'%s%s; write checkpoints with "
                      "'train' or add the DiT config to __metadata__", path,
