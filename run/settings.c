@@ -414,7 +414,10 @@ const Setting settings[] = {
      "loss-times-sp, shard-pos-embed, pad-mask-off-by-one (any layout);\n"
      "lse-overflow (ring, hybrid; shows with --qkv-gain 10);\n"
      "ulysses-replicated-kv (all-to-all, with --in-context);\n"
-     "pack-mask-crosses-images, pack-positions-from-shard (with --max-tokens)"},
+     "pack-mask-crosses-images, pack-positions-from-shard (with --max-tokens);\n"
+     "rope-local-positions (--pos rope), rope-pack-positions (--pos rope,\n"
+     "--max-tokens); knorm-grad-early (all-to-all, --qk-norm head or full),\n"
+     "qk-norm-head-shard (all-to-all, --qk-norm full)"},
     {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
      FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,
      "where the step runs (default {default}); cuda: each rank on GPU local rank\n"
