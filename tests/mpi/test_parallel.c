@@ -1287,6 +1287,9 @@ static const DiTConfig mem_configs[] = {
      .num_heads = 5, .mlp_ratio = 2, .num_classes = 5}, // heads uneven over 2 to 4 ranks
     {.input_size = 26, .patch_size = 2, .in_channels = 3, .hidden_size = 96, .depth = 2,
      .num_heads = 12, .mlp_ratio = 2, .num_classes = 5, .in_context = true}, // gather, all-to-all
+    {.input_size = 26, .patch_size = 2, .in_channels = 3, .hidden_size = 80, .depth = 2,
+     .num_heads = 5, .mlp_ratio = 2, .num_classes = 5, .pos = DIT_POS_ROPE,
+     .qk_norm = DIT_QK_HEAD}, // a video DiT's rotary positions and QK-norm
 };
 
 START_TEST(memory_estimate_holds) {
@@ -1695,7 +1698,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, all_to_all_delivers);
     tcase_add_test(tc, split_groups_talk_within);
     tcase_add_test(tc, exact_all_reduce_is_the_rounded_true_sum);
-    tcase_add_loop_test(tc, memory_estimate_holds, 0, 12 * SP_LAYOUTS);
+    tcase_add_loop_test(tc, memory_estimate_holds, 0, 15 * SP_LAYOUTS);
     tcase_add_test(tc, grad_accum_memory);
     tcase_add_loop_test(tc, planner_matches_a_step, 0, 2);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);
