@@ -51,9 +51,6 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
                  "columns (Wan2.1's split), so the head width hidden_size / num_heads = %d / %d "
                  "must be even and at least 6; change --hidden or --heads, or pass --pos sincos",
                  c->hidden_size, c->num_heads);
-    else if (c->in_context && (c->pos != DIT_POS_SINCOS || c->qk_norm != DIT_QK_NONE))
-        snprintf(buf, len, "in-context conditioning runs with --pos sincos and --qk-norm none so "
-                 "far; leave out --in-context, or those two");
     else if (!(c->mlp_ratio > 0 && c->mlp_ratio <= DIT_MAX_MLP_RATIO))
         snprintf(buf, len, "mlp_ratio %g must be in (0, %d]", c->mlp_ratio, DIT_MAX_MLP_RATIO);
     else if (dit_mlp_hidden(c) < 1)
@@ -107,7 +104,8 @@ static int rest_lines(Line *l, const DiTConfig *c, double n, double B) {
     l[k++] = (Line){"patches, their embedding, pos_embed, the sum", n * (p2 * C + 2 * D) + n * D / B};
     l[k++] = (Line){"timestep and label embeddings, c", DIT_FREQ_DIM + 6 * D};
     // one image's angles for every image (packs: each its own; B = 1 bounds it above)
-    l[k++] = (Line){"rotary angles", (c->pos == DIT_POS_ROPE) * n * ((double)D / c->num_heads)};
+    l[k++] = (Line){"rotary angles", (c->pos == DIT_POS_ROPE) * (n + c->in_context * DIT_CONTEXT_TOKENS) *
+                                         ((double)D / c->num_heads)};
     l[k++] = (Line){"final adaLN, layernorm, modulate", 4 * D + n * (2 * D + 2)};
     l[k++] = (Line){"output tokens", n * p2 * Co};
     l[k++] = (Line){"loss: target patches, mask, output slice", n * p2 * C * (2 + 1.0 / sizeof(real))};
@@ -387,22 +385,24 @@ static void pack_positions(real *pos, const DiTPack *p, const int32_t *id, int T
         }
 }
 
-// The rotary angles (1 or B, n, dh) of the shard's tokens: of their global index in the square
-// image's grid, or of their index in their pack's image (padding: not turned)
-static Tensor *rope_table(Tape *tp, const DiT *m, const DiTShard *sh, const int32_t *id, int B) {
+// The rotary angles (1 or B, lead + n, dh) of the shard's tokens: of their global index in the
+// square image's grid, or of their index in their pack's image (padding: not turned); after `lead`
+// rows that do not turn (in-context: the conditioning tokens, which have no place in the grid, as
+// HunyuanVideo leaves its text tokens)
+static Tensor *rope_table(Tape *tp, const DiT *m, const DiTShard *sh, const int32_t *id, int B, int lead) {
     const DiTConfig *c = &m->cfg;
     int dh = c->hidden_size / c->num_heads, g = c->input_size / c->patch_size, rows = sh->pack ? B : 1;
-    int frames = 1; // images: one frame
-    real *host = arena_alloc(arena_host(tp->arena), (size_t)rows * sh->n * dh * sizeof(real));
+    int frames = 1, n = lead + sh->n; // images: one frame
+    real *host = arena_alloc(arena_host(tp->arena), (size_t)rows * n * dh * sizeof(real));
     for (int b = 0; b < rows; b++)
-        for (int r = 0; r < sh->n; r++) {
-            real *cs = host + ((size_t)b * sh->n + r) * dh;
+        for (int r = -lead; r < sh->n; r++) {
+            real *cs = host + ((size_t)b * n + lead + r) * dh;
             int u = sh->rope_local ? r : sh->t0 + r;
-            const DiTImage *a = sh->pack ? pack_token(sh->pack, id, sh->T_pad, sh, b, r, &u) : NULL;
-            if (sh->pack) dit_rope_angles(cs, a ? u : -1, frames, a ? a->gh : 1, a ? a->gw : 1, dh);
+            const DiTImage *a = sh->pack && r >= 0 ? pack_token(sh->pack, id, sh->T_pad, sh, b, r, &u) : NULL;
+            if (r < 0 || sh->pack) dit_rope_angles(cs, a ? u : -1, frames, a ? a->gh : 1, a ? a->gw : 1, dh);
             else dit_rope_angles(cs, u, frames, g, g, dh);
         }
-    Tensor *angles = tensor_new(tp->arena, 3, rows, sh->n, dh);
+    Tensor *angles = tensor_new(tp->arena, 3, rows, n, dh);
     copy_bytes(angles->data, host, angles->size * sizeof(real));
     return angles;
 }
@@ -499,19 +499,26 @@ static Tensor *norm_modulate(Tape *tp, Tensor *x, Tensor *const m[3], const Pack
 }
 
 #define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
+// QK-norm, then the rotary positions (angles, or NULL), on q and k (B, n, D) of block i; in the
+// token shard, before the layout moves the heads: a full-width norm sees every head of a token
+static void qk_prepare(const DiTBlock *b, int i, Tape *tp, Tensor **q, Tensor **k, Tensor *angles,
+                       int heads, const DiTShard *sh) {
+    if (b->q_norm) {
+        int group = sh->qk_norm_parts ? (*q)->shape[2] / sh->qk_norm_parts : (int)b->q_norm->size;
+        *q = NAME(rmsnorm(tp, *q, b->q_norm, group, DIT_QK_EPS), "attn.q_norm");
+        *k = NAME(rmsnorm(tp, *k, b->k_norm, group, DIT_QK_EPS), "attn.k_norm");
+    }
+    if (angles)
+        *q = NAME(rope(tp, *q, angles, heads), "attn.q_rope"), *k = NAME(rope(tp, *k, angles, heads), "attn.k_rope");
+}
+
 static Tensor *attention_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3],
                               int heads, const PackTokens *pt, const DiTShard *sh) {
     int B = x->shape[0], n = x->shape[1], D = x->shape[2];
     Tensor *qkv = linear(tp, NAME(norm_modulate(tp, x, m, pt, sh), "norm1"), b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
-    if (b->q_norm) { // before the heads leave the token shard: a full-width norm sees every head
-        int group = sh->qk_norm_parts ? D / sh->qk_norm_parts : (int)b->q_norm->size;
-        q = NAME(rmsnorm(tp, q, b->q_norm, group, DIT_QK_EPS), "attn.q_norm");
-        k = NAME(rmsnorm(tp, k, b->k_norm, group, DIT_QK_EPS), "attn.k_norm");
-    }
-    if (pt->rope)
-        q = NAME(rope(tp, q, pt->rope, heads), "attn.q_rope"), k = NAME(rope(tp, k, pt->rope, heads), "attn.k_rope");
+    qk_prepare(b, i, tp, &q, &k, pt->rope, heads, sh);
     AttendFn attend = sh->attend ? sh->attend : local_attend;
     Tensor *a = NAME(attend(tp, q, k, v, heads, pt->seg, sh->attend_ctx), "attn.out");
     a = NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj");
@@ -615,12 +622,13 @@ static Tensor *block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor *c
 // An in-context block, a plain pre-norm transformer block: x (B, 2 + n, D), conditioning tokens
 // first. Names as in block_forward.
 static Tensor *plain_block_forward(const DiTBlock *b, int i, Tape *tp, Tensor *x, int heads,
-                                   const DiTShard *sh) {
+                                   Tensor *angles, const DiTShard *sh) {
     int D = x->shape[2];
 #define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
     Tensor *qkv = linear(tp, NAME(layernorm(tp, x, LN_EPS), "norm1"), b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
+    qk_prepare(b, i, tp, &q, &k, angles, heads, sh);
     Tensor *a = NAME((sh->attend ? sh->attend : local_attend)(tp, q, k, v, heads, NULL, sh->attend_ctx), "attn.out");
     x = NAME(add(tp, x, NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
     Tensor *h = NAME(layernorm(tp, x, LN_EPS), "norm2");
@@ -647,14 +655,14 @@ Tensor *dit_tokens_of(Tape *tp, Tensor *x, int first, int n) {
 
 // The in-context DiT after the embeddings: x (B, n, D), temb and yemb (B, D) -> tokens
 static Tensor *in_context_forward(DiT *m, Tape *tp, Tensor *x, Tensor *temb, Tensor *yemb,
-                                  const DiTShard *sh) {
+                                  Tensor *angles, const DiTShard *sh) {
     const DiTConfig *c = &m->cfg;
     int B = x->shape[0], n = x->shape[1], D = c->hidden_size;
     Tensor *cond = tape_name(tp, concat_last(tp, temb, yemb), "c");
     x = dit_join_tokens(tp, tensor_reshape(tp->arena, cond, 3, (int[]){B, DIT_CONTEXT_TOKENS, D}), x);
     for (int i = 0; i < c->depth; i++) {
         size_t mark = arena_mark(tp->arena);
-        x = plain_block_forward(&m->blocks[i], i, tp, x, c->num_heads, sh);
+        x = plain_block_forward(&m->blocks[i], i, tp, x, c->num_heads, angles, sh);
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates
     }
     x = tape_name(tp, layernorm(tp, dit_tokens_of(tp, x, DIT_CONTEXT_TOKENS, n), LN_EPS), "final_layer.norm");
@@ -729,13 +737,13 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
         copy_bytes(pos->data, m->pos_embed.data + first * D, (size_t)rows * D * sizeof(real));
     }
     if (table) x = add(tp, x, pos);
-    else pt.rope = rope_table(tp, m, &sh, id, B);
+    else pt.rope = rope_table(tp, m, &sh, id, B, c->in_context ? DIT_CONTEXT_TOKENS : 0);
     x = tape_name(tp, x, "x_embedder");
     // c = t_embedder(t) + y_embedder(y)
     Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);
     temb = linear(tp, silu(tp, temb), m->t2_w, m->t2_b);
     if (c->in_context)
-        return in_context_forward(m, tp, x, temb, embedding(tp, m->y_table, y, images), &sh);
+        return in_context_forward(m, tp, x, temb, embedding(tp, m->y_table, y, images), pt.rope, &sh);
     Tensor *c_act = silu(tp, tape_name(tp, add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
     // without gradients each block's output replaces its intermediates and the block before's output
     size_t mark = arena_mark(tp->arena);

@@ -168,7 +168,9 @@ class Attention(nn.Module):
         elif self.qk_norm == "full":
             q, k = named(at + "attn.q_norm", self.q_norm(q)), named(at + "attn.k_norm", self.k_norm(k))
         if self.rope:
-            angles = torch.from_numpy(rope_angles(d // h, *grid)).to(x.dtype)
+            # in-context: the conditioning tokens in front have no place in the grid: not turned
+            a = rope_angles(d // h, *grid)
+            angles = torch.from_numpy(np.concatenate([np.zeros((t - len(a), a.shape[1])), a])).to(x.dtype)
             q, k = (named(at + "attn." + s, rotate(split(u), angles).reshape(n, t, d))
                     for s, u in (("q_rope", q), ("k_rope", k)))
         q, k, v = (split(u).transpose(1, 2) for u in (q, k, v))
@@ -200,7 +202,7 @@ class DiTBlock(nn.Module):
 
     def forward(self, x, c, at="", grid=None):
         if self.in_context:  # a plain pre-norm block: the conditioning is in the sequence
-            x = named(at + "residual1", x + self.attn(named(at + "norm1", self.norm1(x)), at))
+            x = named(at + "residual1", x + self.attn(named(at + "norm1", self.norm1(x)), at, grid))
             return named(at + "residual2", x + self.mlp(named(at + "norm2", self.norm2(x)), at))
         sa, ca, ga, sm, cm, gm = named(at + "adaLN", self.adaLN_modulation(c)).chunk(6, dim=1)
         x = named(at + "residual1", x + ga[:, None] * self.attn(named(at + "norm1", modulate(self.norm1(x), sa, ca)), at, grid))

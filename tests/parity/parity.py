@@ -47,6 +47,10 @@ CONFIGS = {
     "rope_full": dict(input_size=8, patch_size=2, in_channels=3, hidden_size=60, depth=1, num_heads=5,
                       mlp_ratio=2.0, num_classes=5, learn_sigma=True, class_dropout_prob=0.0,
                       pos="rope", qk_norm="full"),
+    # in-context conditioning with both: its two tokens not turned
+    "in_context_rope": dict(input_size=6, patch_size=2, in_channels=3, hidden_size=24, depth=2, num_heads=4,
+                            mlp_ratio=2.0, num_classes=5, learn_sigma=False, class_dropout_prob=0.1,
+                            in_context=True, pos="rope", qk_norm="full"),
     "norm_sincos": dict(input_size=6, patch_size=2, in_channels=3, hidden_size=20, depth=1, num_heads=5,
                         mlp_ratio=2.0, num_classes=5, learn_sigma=False, class_dropout_prob=0.0,
                         qk_norm="head"),
