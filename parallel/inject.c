@@ -30,8 +30,8 @@ static const BugInfo bugs[] = {
     {"pack-positions-from-shard", BUG_PACK_POSITIONS_FROM_SHARD, PACKS, "Megatron-LM #5243", "", NULL},
     {"rope-local-positions", BUG_ROPE_LOCAL_POSITIONS, ANY, "Megatron-LM #560, Megatron-DeepSpeed #392", "--pos rope", NULL},
     {"rope-pack-positions", BUG_ROPE_PACK_POSITIONS, PACKS, "TransformerEngine #2077", "--pos rope", NULL},
-    {"knorm-grad-early", BUG_KNORM_GRAD_EARLY, SP_ALL_TO_ALL, "VeOmni #419", "--qk-norm head", NULL},
-    {"qk-norm-head-shard", BUG_QK_NORM_HEAD_SHARD, SP_ALL_TO_ALL, "vLLM #16311", "--qk-norm full", NULL},
+    {"knorm-grad-early", BUG_KNORM_GRAD_EARLY, SP_ALL_TO_ALL, "VeOmni #419", "--qk-norm head --heads 4", NULL},
+    {"qk-norm-head-shard", BUG_QK_NORM_HEAD_SHARD, SP_ALL_TO_ALL, "vLLM #16311", "--qk-norm full --heads 4", NULL},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 
