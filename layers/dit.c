@@ -58,13 +58,18 @@ const char *dit_config_error(const DiTConfig *c, char *buf, size_t len) {
                  c->input_size, c->patch_size);
     else if (c->hidden_size % c->num_heads)
         snprintf(buf, len, "num_heads %d must divide hidden_size %d", c->num_heads, c->hidden_size);
-    else if (c->hidden_size % 4)
+    else if (c->pos == DIT_POS_SINCOS && c->hidden_size % 4)
         snprintf(buf, len, "hidden_size %d must be a multiple of 4 for the 2-D sin-cos position "
-                           "embedding", c->hidden_size);
-    else if (dit_frames(c) > 1 && c->hidden_size % 16)
+                           "embedding; change the width, or pass --pos rope", c->hidden_size);
+    else if (c->pos == DIT_POS_ROPE && !dit_rope_fits(c->hidden_size / c->num_heads))
+        snprintf(buf, len, "--pos rope splits a head's dimensions into pairs for frames, rows and "
+                 "columns (Wan2.1's split), so the head width hidden_size / num_heads = %d / %d "
+                 "must be even and at least 6; change --hidden or --heads, or pass --pos sincos",
+                 c->hidden_size, c->num_heads);
+    else if (c->pos == DIT_POS_SINCOS && dit_frames(c) > 1 && c->hidden_size % 16)
         snprintf(buf, len, "hidden_size %d must be a multiple of 16 for the 3-D sin-cos position "
-                           "embedding of clips (D/4 for the frame, 3D/8 each for row and column)",
-                 c->hidden_size);
+                           "embedding of clips (D/4 for the frame, 3D/8 each for row and column); "
+                           "change the width, or pass --pos rope", c->hidden_size);
     else if (!(c->mlp_ratio > 0 && c->mlp_ratio <= DIT_MAX_MLP_RATIO))
         snprintf(buf, len, "mlp_ratio %g must be in (0, %d]", c->mlp_ratio, DIT_MAX_MLP_RATIO);
     else if (dit_mlp_hidden(c) < 1)
@@ -98,6 +103,9 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     l[k++] = (Line){"modulate 1", ada * n * D};
     l[k++] = (Line){"qkv", 3 * n * D};
     l[k++] = (Line){"q, k, v slices", 3 * n * D};
+    double norm_groups = c->qk_norm == DIT_QK_HEAD ? c->num_heads : c->qk_norm == DIT_QK_FULL ? 1 : 0;
+    l[k++] = (Line){"QK-norm: q and k normed, their 1/rms", (c->qk_norm != DIT_QK_NONE) * 2 * n * D + 2 * n * norm_groups};
+    l[k++] = (Line){"rotary positions: q and k turned", (c->pos == DIT_POS_ROPE) * 2 * n * D};
     l[k++] = (Line){"in-context: K and V apart from the conditioning tokens", !ada * 2 * n * D};
     l[k++] = (Line){"attention projection", n * D};
     l[k++] = (Line){"gated residual 1", n * D};
@@ -124,6 +132,9 @@ static int rest_lines(Line *l, const DiTConfig *c, double n, double B) {
     l[k++] = (Line){"inputs: image, time, target", C * S2 + 1 + Co * S2};
     l[k++] = (Line){"patches, their embedding, pos_embed, the sum", n * (p2 * C + 2 * D) + n * D / B};
     l[k++] = (Line){"timestep and label embeddings, c", DIT_FREQ_DIM + 6 * D};
+    // one image's angles for every image (packs: each its own; B = 1 bounds it above)
+    l[k++] = (Line){"rotary angles", (c->pos == DIT_POS_ROPE) * (n + c->in_context * DIT_CONTEXT_TOKENS) *
+                                         ((double)D / c->num_heads)};
     l[k++] = (Line){"final adaLN, layernorm, modulate", 4 * D + n * (2 * D + 2)};
     l[k++] = (Line){"output tokens", n * p2 * Co};
     l[k++] = (Line){"loss: target patches, mask, output slice", n * p2 * C * (2 + 1.0 / sizeof(real))};
@@ -255,6 +266,11 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
         ps_unit(&m->ps, true);
         const char *prefix = "blocks";
         PLAIN_BLOCK;
+        if (cfg->qk_norm != DIT_QK_NONE) {
+            int width = cfg->qk_norm == DIT_QK_HEAD ? D / cfg->num_heads : D;
+            BLOCK_PARAM(q_norm, "attn.q_norm.weight", 1, width, 0);
+            BLOCK_PARAM(k_norm, "attn.k_norm.weight", 1, width, 0);
+        }
         if (cfg->text) {
             BLOCK_PARAM(xq_w, "cross_attn.q_linear.weight", 2, D, D);
             BLOCK_PARAM(xq_b, "cross_attn.q_linear.bias", 1, D, 0);
@@ -338,6 +354,19 @@ void dit_position(real *e, const DiTConfig *c, DiTGrid g, int t) {
     else dit_pos_embed_at(e, i, j, c->hidden_size);
 }
 
+bool dit_rope_fits(int dh) { return dh % 2 == 0 && dh >= 6; }
+
+void dit_rope_angles(real *cs, int t, int frames, int gh, int gw, int dh) {
+    int c = dh / 2, side = c / 3, first[3] = {0, c - 2 * side, c - side}, pairs[3] = {c - 2 * side, side, side};
+    bool inside = t >= 0 && t < frames * gh * gw;
+    int at[3] = {t / (gh * gw), t / gw % gh, t % gw};
+    for (int a = 0; a < 3; a++)
+        for (int k = 0; k < pairs[a]; k++) {
+            double angle = inside ? at[a] * pow(DIT_ROPE_THETA, -(double)k / pairs[a]) : 0;
+            cs[2 * (first[a] + k)] = (real)cos(angle), cs[2 * (first[a] + k) + 1] = (real)sin(angle);
+        }
+}
+
 // ---- packs ------------------------------------------------------------------------------------
 const char *dit_pack_error(const DiTPack *p, char *buf, size_t len) {
     if (p->n < 1 || p->n > DIT_PACK_MAX || p->B < 1 || p->T < 1) {
@@ -414,23 +443,53 @@ void dit_pack_image(const DiTPack *p, int i, real *strip, real *img, int C, int 
                 }
 }
 
-// pos (B, n, D): the positions of tokens [t0, t0 + n) of the pack's rows (ids as dit_pack_ids
-// gives them for T_pad tokens), zero for padding
+// The image of token r of the shard in row b of a pack (ids as dit_pack_ids gives them for
+// T_pad tokens; NULL for padding), and the token's index in it (the pack bugs choose the origin)
+static const DiTImage *pack_token(const DiTPack *p, const int32_t *id, int T_pad,
+                                  const DiTShard *sh, int b, int r, int *index) {
+    int t = sh->t0 + r, i = id[(size_t)b * T_pad + t];
+    if (i < 0) return NULL;
+    const DiTImage *a = &p->img[i];
+    int origin = sh->positions_from_shard && a->start < sh->t0 ? sh->t0 : sh->rope_pack_run_on ? 0 : a->start;
+    *index = (sh->rope_local ? r : t) - origin;
+    return a;
+}
+
+// pos (B, n, D): the sin-cos positions of tokens [t0, t0 + n) of the pack's rows, zero for padding
 static void pack_positions(real *pos, const DiTPack *p, const int32_t *id, int T_pad,
                            const DiTShard *sh, const DiTConfig *c) {
     int D = c->hidden_size;
     for (int b = 0; b < p->B; b++)
         for (int r = 0; r < sh->n; r++) {
-            int t = sh->t0 + r, i = id[(size_t)b * T_pad + t];
             real *e = pos + ((size_t)b * sh->n + r) * D;
-            if (i < 0) {
-                memset(e, 0, (size_t)D * sizeof(real));
-                continue;
-            }
-            const DiTImage *a = &p->img[i];
-            int origin = sh->positions_from_shard && a->start < sh->t0 ? sh->t0 : a->start;
-            dit_position(e, c, dit_image_grid(a), t - origin);
+            int u;
+            const DiTImage *a = pack_token(p, id, T_pad, sh, b, r, &u);
+            if (a) dit_position(e, c, dit_image_grid(a), u);
+            else memset(e, 0, (size_t)D * sizeof(real));
         }
+}
+
+// The rotary angles (1 or B, lead + n, dh) of the shard's tokens: of their global index in the
+// square image's grid, or of their index in their pack's image (padding: not turned); after `lead`
+// rows that do not turn (in-context: the conditioning tokens, which have no place in the grid, as
+// HunyuanVideo leaves its text tokens)
+static Tensor *rope_table(Tape *tp, const DiT *m, const DiTShard *sh, const int32_t *id, int B, int lead) {
+    const DiTConfig *c = &m->cfg;
+    int dh = c->hidden_size / c->num_heads, rows = sh->pack ? B : 1, n = lead + sh->n;
+    DiTGrid g = dit_grid(c); // the model's image or clip
+    real *host = arena_alloc(arena_host(tp->arena), (size_t)rows * n * dh * sizeof(real));
+    for (int b = 0; b < rows; b++)
+        for (int r = -lead; r < sh->n; r++) {
+            real *cs = host + ((size_t)b * n + lead + r) * dh;
+            int u = sh->rope_local ? r : sh->t0 + r;
+            const DiTImage *a = sh->pack && r >= 0 ? pack_token(sh->pack, id, sh->T_pad, sh, b, r, &u) : NULL;
+            DiTGrid in = a ? dit_image_grid(a) : (DiTGrid){1, 1, 1};
+            if (r < 0 || sh->pack) dit_rope_angles(cs, a ? u : -1, in.frames, in.rows, in.cols, dh);
+            else dit_rope_angles(cs, u, g.frames, g.rows, g.cols, dh);
+        }
+    Tensor *angles = tensor_new(tp->arena, 3, rows, n, dh);
+    copy_bytes(angles->data, host, angles->size * sizeof(real));
+    return angles;
 }
 
 static bool plain_linear(const DiTBlock *b, const Tensor *w) {
@@ -450,9 +509,15 @@ static bool is_xavier(const DiT *m, const Tensor *w) {
     return false;
 }
 
+static bool is_qk_norm(const DiT *m, const Tensor *w) {
+    for (int i = 0; i < m->cfg.depth; i++)
+        if (w == m->blocks[i].q_norm || w == m->blocks[i].k_norm) return w != NULL;
+    return false;
+}
+
 void dit_init(DiT *m, uint64_t seed) {
     const DiTConfig *c = &m->cfg;
-    for (int t = 0; t < dit_tokens(c); t++)
+    for (int t = 0; t < dit_tokens(c) && c->pos == DIT_POS_SINCOS; t++) // rope: the table stays zero
         dit_position(m->pos_embed.data + (size_t)t * c->hidden_size, c, dit_grid(c), t);
     for (int i = 0; i < m->ps.n; i++) { // parameter i draws from STREAM_PARAM(i)
         Tensor *w = m->ps.t[i];
@@ -461,6 +526,8 @@ void dit_init(DiT *m, uint64_t seed) {
         if (is_xavier(m, w)) rng_fill_uniform(w->data, w->size, seed, STREAM_PARAM(i), 0, -a, a);
         else if (w == m->t0_w || w == m->t2_w || w == m->y_table || w == m->w_table)
             rng_fill_normal(w->data, w->size, seed, STREAM_PARAM(i), 0, 0.02);
+        else if (is_qk_norm(m, w))
+            for (size_t k = 0; k < w->size; k++) w->data[k] = 1;
         else memset(w->data, 0, w->size * sizeof(real)); // biases, adaLN-Zero, final layer
     }
 }
@@ -476,9 +543,12 @@ static Tensor *local_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads
 // The images of a pack: seg (B, T_pad) the image of every token of the padded rows (-1:
 // padding), for the attention; image_of (B, n) the image of each of the shard's tokens (padding:
 // image 0), for the conditioning. NULL both without packs.
+// rope (1 or B, n, dh): the rotary angles of the shard's tokens (rope_table), or NULL without
+// rotary positions; made once for every block.
 typedef struct PackTokens {
     const int32_t *seg;
     const int64_t *image_of;
+    Tensor *rope;
 } PackTokens;
 
 // The adaLN vectors: per image (rows, K) as they are, or with packs each token's image's row
@@ -520,12 +590,26 @@ static Tensor *norm_modulate(Tape *tp, Tensor *x, Tensor *const m[3], const Pack
 }
 
 #define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
+// QK-norm, then the rotary positions (angles, or NULL), on q and k (B, n, D) of block i; in the
+// token shard, before the layout moves the heads: a full-width norm sees every head of a token
+static void qk_prepare(const DiTBlock *b, int i, Tape *tp, Tensor **q, Tensor **k, Tensor *angles,
+                       int heads, const DiTShard *sh) {
+    if (b->q_norm) {
+        int group = sh->qk_norm_parts ? (*q)->shape[2] / sh->qk_norm_parts : (int)b->q_norm->size;
+        *q = NAME(rmsnorm(tp, *q, b->q_norm, group, DIT_QK_EPS), "attn.q_norm");
+        *k = NAME(rmsnorm(tp, *k, b->k_norm, group, DIT_QK_EPS), "attn.k_norm");
+    }
+    if (angles)
+        *q = NAME(rope(tp, *q, angles, heads), "attn.q_rope"), *k = NAME(rope(tp, *k, angles, heads), "attn.k_rope");
+}
+
 static Tensor *attention_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3],
                               int heads, const PackTokens *pt, const DiTShard *sh) {
     int B = x->shape[0], n = x->shape[1], D = x->shape[2];
     Tensor *qkv = linear(tp, NAME(norm_modulate(tp, x, m, pt, sh), "norm1"), b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
+    qk_prepare(b, i, tp, &q, &k, pt->rope, heads, sh);
     AttendFn attend = sh->attend ? sh->attend : local_attend;
     Tensor *a = NAME(attend(tp, q, k, v, heads, pt->seg, sh->attend_ctx), "attn.out");
     a = NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj");
@@ -663,16 +747,18 @@ static Tensor *block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor *c
 }
 
 // A plain pre-norm transformer block, x (B, T, D): an in-context block (the conditioning tokens
-// first; prefix "blocks"), or a layer of the text encoder (its linears token_linear's, whose
-// outputs under --exact are views: a watched tape sees their values, not their gradients). Names
-// as in block_forward.
+// first; prefix "blocks"; QK-norm and rotary angles as the model's), or a layer of the text
+// encoder (angles NULL; its linears token_linear's, whose outputs under --exact are views: a
+// watched tape sees their values, not their gradients). Names as in block_forward.
 static Tensor *plain_block_forward(const DiTBlock *b, const char *prefix, int i, Tape *tp, Tensor *x,
-                                   int heads, AttendFn attend, const int32_t *seg, void *ctx) {
+                                   int heads, AttendFn attend, const int32_t *seg, void *ctx,
+                                   Tensor *angles, const DiTShard *sh) {
     int D = x->shape[2];
 #define NAME(t, what) tape_name(tp, t, "%s.%d.%s", prefix, i, what)
     Tensor *qkv = token_linear(tp, NAME(layernorm(tp, x, LN_EPS), "norm1"), b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
+    qk_prepare(b, i, tp, &q, &k, angles, heads, sh);
     Tensor *a = NAME(attend(tp, q, k, v, heads, seg, ctx), "attn.out");
     x = NAME(add(tp, x, NAME(token_linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
     Tensor *h = NAME(layernorm(tp, x, LN_EPS), "norm2");
@@ -699,7 +785,7 @@ Tensor *dit_tokens_of(Tape *tp, Tensor *x, int first, int n) {
 
 // The in-context DiT after the embeddings: x (B, n, D), temb and yemb (B, D) -> tokens
 static Tensor *in_context_forward(DiT *m, Tape *tp, Tensor *x, Tensor *temb, Tensor *yemb,
-                                  const DiTShard *sh) {
+                                  Tensor *angles, const DiTShard *sh) {
     const DiTConfig *c = &m->cfg;
     int B = x->shape[0], n = x->shape[1], D = c->hidden_size;
     Tensor *cond = tape_name(tp, concat_last(tp, temb, yemb), "c");
@@ -708,7 +794,7 @@ static Tensor *in_context_forward(DiT *m, Tape *tp, Tensor *x, Tensor *temb, Ten
         size_t mark = arena_mark(tp->arena);
         x = ps_open(&m->ps, tp, dit_block_unit(i), x);
         x = plain_block_forward(&m->blocks[i], "blocks", i, tp, x, c->num_heads,
-                                sh->attend ? sh->attend : local_attend, NULL, sh->attend_ctx);
+                                sh->attend ? sh->attend : local_attend, NULL, sh->attend_ctx, angles, sh);
         x = ps_close(&m->ps, tp, dit_block_unit(i), x);
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates
     }
@@ -740,7 +826,7 @@ static TextTokens text_tokens(const DiT *m, Tape *tp, const int64_t *ids, int im
     Tensor *h = tape_name(tp, add(tp, e, pos), "text_embedder");
     for (int i = 0; i < c->text_depth; i++)
         h = plain_block_forward(&m->text_layers[i], "text_encoder.layers", i, tp, h, c->num_heads,
-                                local_attend, words, NULL);
+                                local_attend, words, NULL, NULL, NULL);
     return (TextTokens){tape_name(tp, h, "text_encoder"), seg};
 }
 
@@ -792,13 +878,16 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     // x = patch_embed(img) + pos_embed, on this shard's tokens (padding rows get no position)
     Tensor *x = patch_embed(tp, img, input_frames(c, &sh), m->x_w, m->x_b, sh.t0, sh.n);
     PackTokens pt = {0};
-    Tensor *pos;
+    bool table = c->pos == DIT_POS_SINCOS;
+    Tensor *pos = NULL;
+    int32_t *id = sh.pack ? pack_ids(tp, &sh) : NULL;
     if (sh.pack) { // each image's own grid
-        int32_t *id = pack_ids(tp, &sh);
-        real *host = arena_alloc(arena_host(tp->arena), (size_t)B * sh.n * D * sizeof(real));
-        pack_positions(host, sh.pack, id, sh.T_pad, &sh, c);
-        pos = tensor_new(tp->arena, 3, B, sh.n, D);
-        copy_bytes(pos->data, host, pos->size * sizeof(real));
+        if (table) {
+            real *host = arena_alloc(arena_host(tp->arena), (size_t)B * sh.n * D * sizeof(real));
+            pack_positions(host, sh.pack, id, sh.T_pad, &sh, c);
+            pos = tensor_new(tp->arena, 3, B, sh.n, D);
+            copy_bytes(pos->data, host, pos->size * sizeof(real));
+        }
         int64_t *image_of = arena_alloc(arena_host(tp->arena), (size_t)B * sh.n * sizeof(int64_t));
         for (int b = 0; b < B; b++)
             for (int r = 0; r < sh.n; r++) {
@@ -806,19 +895,21 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
                 image_of[(size_t)b * sh.n + r] = i < 0 ? 0 : i;
             }
         // up once for every block
-        pt = (PackTokens){op_input(tp->arena, id, (size_t)B * sh.T_pad * sizeof(int32_t)), image_of};
-    } else {
+        pt = (PackTokens){op_input(tp->arena, id, (size_t)B * sh.T_pad * sizeof(int32_t)), image_of, NULL};
+    } else if (table) {
         pos = tensor_new(tp->arena, 3, 1, sh.n, D);
         int rows = sh.t0 >= T ? 0 : T - sh.t0 < sh.n ? T - sh.t0 : sh.n; // the shard's real tokens
         size_t first = sh.first_positions ? 0 : (size_t)sh.t0;
         copy_bytes(pos->data, m->pos_embed.data + first * D, (size_t)rows * D * sizeof(real));
     }
-    x = tape_name(tp, add(tp, x, pos), "x_embedder");
+    if (table) x = add(tp, x, pos);
+    else pt.rope = rope_table(tp, m, &sh, id, B, c->in_context ? DIT_CONTEXT_TOKENS : 0);
+    x = tape_name(tp, x, "x_embedder");
     // c = t_embedder(t) + y_embedder(y)
     Tensor *temb = linear(tp, timestep_embedding(tp, t, DIT_FREQ_DIM), m->t0_w, m->t0_b);
     temb = linear(tp, silu(tp, temb), m->t2_w, m->t2_b);
     if (c->in_context)
-        return in_context_forward(m, tp, x, temb, embedding(tp, m->y_table, y, images), &sh);
+        return in_context_forward(m, tp, x, temb, embedding(tp, m->y_table, y, images), pt.rope, &sh);
     TextTokens tt = {0};
     if (c->text) {
         CHECK(!sh.pack, "text conditioning of packs (--max-tokens) is not built; leave out --max-tokens");

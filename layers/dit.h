@@ -9,6 +9,16 @@
 #include "../autograd/params.h"
 #include "layers.h"
 
+// Positions: the stored 2-D sin-cos table added to the patch embedding (the DiT paper's), or rotary
+// positions on q and k of every head (dit_rope_angles) and no table added
+typedef enum { DIT_POS_SINCOS, DIT_POS_ROPE } DiTPos;
+// QK-norm: none, or RMSNorm with a learned scale on q and k before attention, over each head's
+// dimensions (Flux, HunyuanVideo: scale of dh) or over the full width before the heads are split
+// (Wan2.1: scale of D)
+typedef enum { DIT_QK_NONE, DIT_QK_HEAD, DIT_QK_FULL } DiTQKNorm;
+#define DIT_QK_EPS 1e-6
+#define DIT_ROPE_THETA 10000.0 // Wan2.1's base
+
 typedef struct DiTConfig {
     int input_size, patch_size, in_channels, hidden_size, depth, num_heads;
     double mlp_ratio;
@@ -29,6 +39,8 @@ typedef struct DiTConfig {
     // patches of patch_t frames x patch_size^2 pixels, its tokens frame-major (frame, row,
     // column). 0 means 1: frames 1 is an image model, today's DiT.
     int frames, patch_t;
+    DiTPos pos;
+    DiTQKNorm qk_norm;
 } DiTConfig;
 
 enum { DIT_TEXT_CROSS, DIT_TEXT_JOINT };
@@ -46,6 +58,7 @@ typedef struct DiTBlock {
     // --text-attn cross (PixArt-alpha's names): cross_attn.q_linear (D, D), cross_attn.kv_linear
     // (2D, D), cross_attn.proj (D, D); NULL otherwise
     Tensor *xq_w, *xq_b, *xkv_w, *xkv_b, *xproj_w, *xproj_b;
+    Tensor *q_norm, *k_norm; // (dh) or (D): attn.q_norm.weight, attn.k_norm.weight; NULL without QK-norm
 } DiTBlock;
 
 // Config limits, shared by the training flags and checkpoints' metadata; they keep every
@@ -130,6 +143,13 @@ typedef struct DiTShard {
     // the pack-positions-from-shard bug: a pack's positions count from the shard's first token
     // too, as if each shard began an image
     bool positions_from_shard;
+    // the rope-local-positions bug: rotary positions from the shard's own token index, as if it
+    // began the sequence; the rope-pack-positions bug: a pack's rotary positions run on along the
+    // row instead of restarting at each image
+    bool rope_local, rope_pack_run_on;
+    // the qk-norm-head-shard bug: the full-width QK-norm over each of this many equal parts of
+    // the width (the heads one all-to-all rank holds), as if computed after the exchange; 0: none
+    int qk_norm_parts;
     bool first_positions; // add the position embeddings of tokens [0, n), not [t0, t0 + n) (the
                           // shard-pos-embed bug)
     AttendFn attend; // NULL: plain attention of the n local tokens to themselves
@@ -180,6 +200,18 @@ void dit_pos_embed_at(real *e, int i, int j, int D);
 void dit_pos_embed_clip(real *e, int f, int i, int j, int D);
 // The position of token t of grid g in model c: the 2-D or 3-D table as above
 void dit_position(real *e, const DiTConfig *c, DiTGrid g, int t);
+
+// Rotary positions (--pos rope), axial in 3-D as Wan2.1 splits a head's dh dimensions (dh / 2
+// pairs c): the first c - 2 floor(c/3) pairs turn with the frame, the next floor(c/3) with the
+// row, the last floor(c/3) with the column; pair k of an axis of m pairs turns by
+// x theta^(-k/m), x the token's coordinate on that axis, theta DIT_ROPE_THETA. cs (dh) gets
+// [cos, sin] of each pair's angle for token t, its global index in a clip of frames x gh x gw
+// tokens (frame-major, then rows, then columns): coordinates (t / (gh gw), t / gw mod gh,
+// t mod gw). Tokens past the clip (padding) are not turned: their keys are masked and their
+// outputs dropped, so their positions never matter.
+void dit_rope_angles(real *cs, int t, int frames, int gh, int gw, int dh);
+// The head width that --pos rope can split (even, at least one pair for each axis)
+bool dit_rope_fits(int dh);
 
 // Derived sizes.
 int dit_tokens(const DiTConfig *c);       // T = (frames / patch_t) (input_size / patch_size)^2

@@ -64,7 +64,9 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
     SeqParallel *sp = ctx;
     if (sp->context) return attend_in_context(tp, sp, q, k, v, heads);
     Comm *c = sp->comm;
-    Tensor *qh = seq_all_to_all(tp, c, q, heads, TO_HEAD_SHARD), *kh = seq_all_to_all(tp, c, k, heads, TO_HEAD_SHARD);
+    Tensor *qh = seq_all_to_all(tp, c, q, heads, TO_HEAD_SHARD);
+    Tensor *kh = sp->bugs & BUG_KNORM_GRAD_EARLY ? seq_all_to_all_early(tp, c, k, heads)
+                                                 : seq_all_to_all(tp, c, k, heads, TO_HEAD_SHARD);
     Tensor *vh = seq_all_to_all(tp, c, v, heads, TO_HEAD_SHARD);
     int h = seq_heads(heads, c->size, c->rank);
     // --exact: every key of these heads is here, so dK and dV need no reduction

@@ -238,10 +238,30 @@ static void all_to_all_bwd(Node *nd) {
     real *dx = node_grad(nd, 0);
     const int *i = nd->iarg;
     A2ADir back = i[4] == TO_HEAD_SHARD ? TO_TOKEN_SHARD : TO_HEAD_SHARD;
-    if (dx) exchange((Comm *)nd->ptr, nd->arena, dx, nd->out->grad, back, i[0], i[1], i[2], i[3]);
+    if (!dx) return;
+    Comm *c = (Comm *)nd->ptr;
+    if (!i[5]) {
+        exchange(c, nd->arena, dx, nd->out->grad, back, i[0], i[1], i[2], i[3]);
+        return;
+    }
+    int B = i[0], n = i[1], H = i[2], dh = i[3], P = c->size, mine = seq_heads(H, P, c->rank);
+    for (int b = 0; b < B; b++) // the early bug: this rank's own block only
+        RUN(nd->arena->device, add_rows, dx + (size_t)b * n * H * dh + (size_t)seq_first_head(H, P, c->rank) * dh,
+            (size_t)H * dh, nd->out->grad + ((size_t)b * P + c->rank) * n * mine * dh, (size_t)mine * dh,
+            (size_t)mine * dh, (size_t)n);
 }
 
+static Tensor *all_to_all(Tape *tp, Comm *c, Tensor *x, int heads, A2ADir dir, bool early);
+
 Tensor *seq_all_to_all(Tape *tp, Comm *c, Tensor *x, int heads, A2ADir dir) {
+    return all_to_all(tp, c, x, heads, dir, false);
+}
+
+Tensor *seq_all_to_all_early(Tape *tp, Comm *c, Tensor *x, int heads) {
+    return all_to_all(tp, c, x, heads, TO_HEAD_SHARD, true);
+}
+
+static Tensor *all_to_all(Tape *tp, Comm *c, Tensor *x, int heads, A2ADir dir, bool early) {
     char s[64];
     int P = c->size, mine = seq_heads(heads, P, c->rank);
     bool head = dir == TO_HEAD_SHARD;
@@ -258,6 +278,6 @@ Tensor *seq_all_to_all(Tape *tp, Comm *c, Tensor *x, int heads, A2ADir dir) {
     Node *nd = tape_record(tp, "seq_all_to_all", all_to_all_bwd, out, 1, x);
     if (nd)
         nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = heads, nd->iarg[3] = dh, nd->iarg[4] = dir,
-        nd->ptr = c;
+        nd->iarg[5] = early, nd->ptr = c;
     return out;
 }

@@ -37,6 +37,10 @@ int seq_heads(int H, int P, int r); // how many heads rank r holds
 // (B, P*n, h_r dh) -> (B, n, D), the inverse. Every rank needs a head (H >= P). Backward: the other
 // direction.
 Tensor *seq_all_to_all(Tape *tp, Comm *c, Tensor *x, int heads, A2ADir dir);
+// The knorm-grad-early bug: seq_all_to_all to the head shard whose backward hands x the gradient
+// before the reverse exchange returned it: only the block this rank kept of itself (its heads of
+// its own rows), the other ranks' parts missing.
+Tensor *seq_all_to_all_early(Tape *tp, Comm *c, Tensor *x, int heads);
 // The values rank r sends in one such exchange of `rows` rows (B n): to the head shard every other
 // rank its heads' columns of r's rows, to the token shard every other rank r's heads of its rows.
 double seq_all_to_all_values(int H, int P, int r, double rows, int dh, A2ADir dir);

@@ -28,6 +28,10 @@ static const BugInfo bugs[] = {
     {"ulysses-replicated-kv", BUG_ULYSSES_REPLICATED_KV, SP_ALL_TO_ALL, "vllm-omni #6930", "--in-context --heads 4", NULL},
     {"pack-mask-crosses-images", BUG_PACK_MASK_CROSSES, PACKS, NULL, "", NULL},
     {"pack-positions-from-shard", BUG_PACK_POSITIONS_FROM_SHARD, PACKS, "Megatron-LM #5243", "", NULL},
+    {"rope-local-positions", BUG_ROPE_LOCAL_POSITIONS, ANY, "Megatron-LM #560, Megatron-DeepSpeed #392", "--pos rope", NULL},
+    {"rope-pack-positions", BUG_ROPE_PACK_POSITIONS, PACKS, "TransformerEngine #2077", "--pos rope", NULL},
+    {"knorm-grad-early", BUG_KNORM_GRAD_EARLY, SP_ALL_TO_ALL, "VeOmni #419", "--qk-norm head --heads 4", NULL},
+    {"qk-norm-head-shard", BUG_QK_NORM_HEAD_SHARD, SP_ALL_TO_ALL, "vLLM #16311", "--qk-norm full --heads 4", NULL},
     {"text-grad-unsummed", BUG_TEXT_GRAD_UNSUMMED, ANY, NULL, "--cond text", NULL},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])

@@ -28,7 +28,12 @@ enum {
                                          // holds, exchanged again: counted P times
     BUG_PACK_MASK_CROSSES = 1 << 20,    // packs: images of a pack attend to each other
     BUG_PACK_POSITIONS_FROM_SHARD = 1 << 21, // packs: positions restart at each shard
-    BUG_TEXT_GRAD_UNSUMMED = 1 << 24,   // --cond text: the text encoder's gradients not summed over
+    BUG_ROPE_LOCAL_POSITIONS = 1 << 22, // --pos rope: each shard's rotary positions start at 0
+    BUG_ROPE_PACK_POSITIONS = 1 << 23,  // --pos rope, packs: positions run on across the images
+    BUG_KNORM_GRAD_EARLY = 1 << 24,     // all-to-all, QK-norm: the k-norm's backward takes the key
+                                        // gradient before the reverse exchange returned it
+    BUG_QK_NORM_HEAD_SHARD = 1 << 25,   // all-to-all, --qk-norm full: the norm over a rank's heads
+    BUG_TEXT_GRAD_UNSUMMED = 1 << 26,   // --cond text: the text encoder's gradients not summed over
                                         // the sequence group (each rank keeps its tokens' share)
 };
 enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2, BUG_MICRO_BATCHES = -3, BUG_PACKS = -4 };

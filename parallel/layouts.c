@@ -84,7 +84,10 @@ DiTShard sp_dit_shard(SeqParallel *sp) {
                       .attend = layouts[sp->layout]->attend, .attend_ctx = sp,
                       .spread = sp->exact ? spread : NULL, .recompute = sp->recompute,
                       .sum_group = sp->exact ? sum_group : NULL,
-                      .first_positions = sp->bugs & BUG_SHARD_POS_EMBED};
+                      .first_positions = sp->bugs & BUG_SHARD_POS_EMBED,
+                      .rope_local = sp->bugs & BUG_ROPE_LOCAL_POSITIONS,
+                      .rope_pack_run_on = sp->bugs & BUG_ROPE_PACK_POSITIONS,
+                      .qk_norm_parts = sp->bugs & BUG_QK_NORM_HEAD_SHARD ? sp->shard.P : 0};
 }
 
 const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg) {

@@ -154,10 +154,31 @@ void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions
     sp_setup_tokens(sp, world, ranks, rank, o, m, dit_tokens(m));
 }
 
+// NULL when the bugs of the QK-norm and rotary positions that the options inject can show on
+// model m over P ranks per sequence group; else the sentence naming the flags they need
+const char *sp_model_bugs_error(const SpOptions *o, const DiTConfig *m, int P, char *buf, size_t len) {
+    unsigned rope = o->bugs & (BUG_ROPE_LOCAL_POSITIONS | BUG_ROPE_PACK_POSITIONS);
+    char name[64];
+    if (rope && m->pos != DIT_POS_ROPE)
+        return snprintf(buf, len, "the %s bug turns rotary positions; add --pos rope",
+                        bug_list(rope, name, sizeof name)), buf;
+    if ((o->bugs & BUG_KNORM_GRAD_EARLY) && m->qk_norm == DIT_QK_NONE)
+        return snprintf(buf, len, "the knorm-grad-early bug lives in the k-norm's backward; add "
+                        "--qk-norm head or --qk-norm full"), buf;
+    if ((o->bugs & BUG_QK_NORM_HEAD_SHARD) && m->qk_norm != DIT_QK_FULL)
+        return snprintf(buf, len, "the qk-norm-head-shard bug computes the full-width QK-norm over "
+                        "a rank's heads; add --qk-norm full"), buf;
+    if ((o->bugs & BUG_QK_NORM_HEAD_SHARD) && m->num_heads % P)
+        return snprintf(buf, len, "the qk-norm-head-shard bug splits the width equally over the %d "
+                        "ranks' heads; use a head count they divide (--heads %d)", P, P), buf;
+    return NULL;
+}
+
 void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
                      const DiTConfig *m, int T) {
     char err[1024];
-    const char *why = sp_init(sp, world, ranks, rank, o, T, m->num_heads, err, sizeof err);
+    const char *why = sp_model_bugs_error(o, m, o->sp ? o->sp : ranks, err, sizeof err);
+    if (!why) why = sp_init(sp, world, ranks, rank, o, T, m->num_heads, err, sizeof err);
     if (!why) why = sp_init_context(sp, o, m->in_context, err, sizeof err);
     if (why) usage_error("%s", why);
 }

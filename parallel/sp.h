@@ -121,6 +121,9 @@ void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions
 // sp_setup for sequences of T tokens (packs of images) instead of the model's square images
 void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
                      const DiTConfig *m, int T);
+// NULL when the bugs of the QK-norm and the rotary positions that o injects can show on model m
+// with P ranks per sequence group (sp_setup checks it first); else the sentence naming the flags
+const char *sp_model_bugs_error(const SpOptions *o, const DiTConfig *m, int P, char *buf, size_t len);
 // After sp_init, for a model with in-context conditioning or without: NULL, or the sentence when
 // the options cannot run it (what sp_setup checks), sp_context_error's.
 const char *sp_init_context(SeqParallel *sp, const SpOptions *o, bool in_context, char *buf, size_t len);

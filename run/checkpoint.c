@@ -95,8 +95,8 @@ static int read_config(const SafeTensors *st, const char *path, DiTConfig *cfg, 
         }
         if (!v && (!strcmp(key, "in_context") || !strcmp(key, "cond") || !strcmp(key, "text_len") ||
                    !strcmp(key, "text_depth") || !strcmp(key, "text_attn") || !strcmp(key, "frames") ||
-                   !strcmp(key, "patch_t")))
-            continue; // not among DESIGN's keys: adaLN, class labels, images
+                   !strcmp(key, "patch_t") || !strcmp(key, "pos") || !strcmp(key, "qk_norm")))
+            continue; // not among DESIGN's keys: adaLN, class labels, images, sin-cos, no QK-norm
         if (!v || dit_config_set(cfg, i, v)) {
             snprintf(err, len, "%s: the metadata %s config key '%s'%s%s; write checkpoints with "
                      "'train' or add the DiT config to __metadata__", path,

@@ -116,6 +116,27 @@ static void format_layout(const void *field, char *buf, size_t len) {
     snprintf(buf, len, "%s", a == SP_AUTO ? "auto" : seq_attention_name(a));
 }
 
+// An enum's value by name: the index of text in names (count of them)
+static const char *parse_choice(const Setting *s, int *field, const char *text, const char *const *names,
+                                int count, const char *noun, char *buf, size_t len) {
+    for (int i = 0; i < count; i++)
+        if (!strcmp(text, names[i])) return *field = i, NULL;
+    return unknown(s, noun, text, buf, len);
+}
+static const char *const pos_list[] = {"sincos", "rope"}, *const qk_norm_list[] = {"none", "head", "full"};
+static const char *pos_names(void) { return "sincos, rope"; }
+static const char *parse_pos(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    return parse_choice(s, field, text, pos_list, 2, "position kind", buf, len);
+}
+static void format_pos(const void *field, char *buf, size_t len) { snprintf(buf, len, "%s", pos_list[*(const DiTPos *)field]); }
+static const char *qk_norm_names(void) { return "none, head, full"; }
+static const char *parse_qk_norm(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    return parse_choice(s, field, text, qk_norm_list, 3, "QK-norm", buf, len);
+}
+static void format_qk_norm(const void *field, char *buf, size_t len) {
+    snprintf(buf, len, "%s", qk_norm_list[*(const DiTQKNorm *)field]);
+}
+
 static const char *device_names(void) { return "cpu, cuda"; }
 static const char *parse_device(const Setting *s, void *field, const char *text, char *buf, size_t len) {
     if (strcmp(text, "cpu") && strcmp(text, "cuda")) return unknown(s, "device", text, buf, len);
@@ -196,6 +217,8 @@ static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole n
                    parse_preset, format_text},
     LAYOUT_NAME = {sizeof(SeqAttention), AS_STRING, NULL, "a layout", layout_names,
                    parse_layout, format_layout},
+    POS_NAME = {sizeof(DiTPos), AS_STRING, NULL, "a position kind", pos_names, parse_pos, format_pos},
+    QK_NORM_NAME = {sizeof(DiTQKNorm), AS_STRING, NULL, "a QK-norm", qk_norm_names, parse_qk_norm, format_qk_norm},
     DEVICE_NAME = {sizeof(bool), AS_STRING, NULL, "a device", device_names, parse_device, format_device},
     BUG_NAMES = {sizeof(unsigned), AS_STRING, NULL, "bug names", bug_names, parse_bugs, format_bugs},
     SIZES_TEXT = {sizeof(SampleSizes), AS_STRING, NULL, "pixel sizes", NULL, parse_sizes, format_sizes},
@@ -282,6 +305,17 @@ const Setting settings[] = {
     {"patch_t", "--patch-t", "PT", &INT_TEXT, OFF(model.patch_t), 1, DIT_MAX_FRAMES,
      FOR_TRAIN, FIXED | AGREED, NULL, NULL,
      "frames of a patch, dividing --frames (default {default})"},
+    {"pos", "--pos", "KIND", &POS_NAME, OFF(model.pos), 0, 0,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "positions: sincos, the 2-D table added to the patch embedding\n"
+     "(default {default}), or rope: rotary positions on q and k, a head's\n"
+     "dims split between frame, row and column as in Wan2.1 (head width\n"
+     "even, at least 6; docs/video.md)"},
+    {"qk_norm", "--qk-norm", "KIND", &QK_NORM_NAME, OFF(model.qk_norm), 0, 0,
+     FOR_TRAIN, FIXED | AGREED, NULL, NULL,
+     "RMSNorm with a learned scale on q and k before attention: head, over\n"
+     "each head's dims (Flux, HunyuanVideo); full, over the whole width\n"
+     "(Wan2.1); or none (default {default})"},
 
     {"steps", "--steps", "N", &INT_TEXT, OFF(steps), 1, 1 << 30,
      FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, NULL, "training",
@@ -431,7 +465,10 @@ const Setting settings[] = {
      "lse-overflow (ring, hybrid; shows with --qkv-gain 10);\n"
      "ulysses-replicated-kv (all-to-all, with --in-context);\n"
      "pack-mask-crosses-images, pack-positions-from-shard (with --max-tokens);\n"
-     "text-grad-unsummed (with --cond text)"},
+     "text-grad-unsummed (with --cond text); rope-local-positions (--pos\n"
+     "rope), rope-pack-positions (--pos rope, --max-tokens); knorm-grad-early\n"
+     "(all-to-all, --qk-norm head or full), qk-norm-head-shard (all-to-all,\n"
+     "--qk-norm full)"},
     {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
      FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,
      "where the step runs (default {default}); cuda: each rank on GPU local rank\n"

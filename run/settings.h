@@ -89,7 +89,7 @@ struct Setting {
     const char *help;    // --help text: {default} and {names} are filled in; \n continues it
 };
 
-#define SETTINGS 53 // the rows of the table
+#define SETTINGS 55 // the rows of the table
 extern const Setting settings[SETTINGS];
 
 // The row of a config.json key, or of one of `command`'s flags; NULL if none.
@@ -132,7 +132,7 @@ const char *settings_read(TrainConfig *tc, const json_t *root, const char *path,
 int settings_differ(const json_t *a, const json_t *b, char *list, size_t len);
 
 // ---- checkpoint metadata: the model's rows, in DiTConfig's order ------------------------------
-#define DIT_CONFIG_FIELDS 17
+#define DIT_CONFIG_FIELDS 19
 const char *dit_config_key(int i);
 void dit_config_value(const DiTConfig *c, int i, char *buf, size_t len);
 int dit_config_set(DiTConfig *c, int i, const char *text); // -1 if text is not a valid value

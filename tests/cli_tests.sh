@@ -675,8 +675,11 @@ if [ $? = 0 ]; then ok "packs, ring, 3 ranks, --exact: $(echo "$out" | grep -o '
 else bad "packs, ring, 3 ranks, --exact: not one rank's bits"; echo "$out" | tail -5; fi
 # each pack bug diverges, and locate (probe dumps of a batch of packs) names where: the positions
 # at the patch embedding, the mask at the first attention
-for bug in "pack-mask-crosses-images blocks.0.attn.out" "pack-positions-from-shard x_embedder"; do
-  out=$("$TRAIN" verify --ranks 3 $PACKS --inject-bug ${bug% *} --out "$WORK/packs" 2>&1)
+# (rotary positions: at the first rotation)
+for bug in "pack-mask-crosses-images blocks.0.attn.out" "pack-positions-from-shard x_embedder" \
+           "rope-pack-positions blocks.0.attn.q_rope"; do
+  rope=$(case $bug in rope-*) echo --pos rope;; esac)
+  out=$("$TRAIN" verify --ranks 3 $PACKS $rope --inject-bug ${bug% *} --out "$WORK/packs" 2>&1)
   if [ $? = 1 ] && echo "$out" | grep -q "^locate (.*): first divergence: ${bug#* } (forward"; then
     ok "bug ${bug% *} (3 ranks, packs) caught: $(echo "$out" | grep -o 'first step over tolerance: [0-9]*'); $(echo "$out" | grep -o 'first divergence: [^,]*')"
   else bad "bug ${bug% *} (3 ranks, packs) NOT caught or not located at ${bug#* }"; echo "$out" | tail -5; fi

@@ -110,6 +110,12 @@ same text-one text-all-to-all-3 3 $TEXT --sp-attention all-to-all
 same text-one text-hybrid-2x2-recompute 4 $TEXT --sp-attention hybrid --ulysses-degree 2 --recompute
 same text-one text-dp2-sp2-accum2-zero 4 $TEXT --sp 2 --grad-accum 2 --zero 1
 differs text-one text-bug-grad-unsummed 2 $TEXT --inject-bug text-grad-unsummed
+# rotary positions and the full-width QK-norm (before the heads are exchanged) on 4 heads, uneven
+# over all-to-all's 3 ranks; and with micro-batches, --recompute and --zero 1 on a dp 2 x sp 2 mesh
+VIDEO="--hidden 80 --heads 4 --pos rope --qk-norm full"
+train video-one 1 $VIDEO || exit 1
+same video-one video-all-to-all-3 3 $VIDEO --sp-attention all-to-all
+same video-one video-dp2-sp2-accum2 4 $VIDEO --sp 2 --sp-attention hybrid --ulysses-degree 2 --grad-accum 2 --recompute --zero 1
 # an injected bug makes the files differ, in the gather and ring layouts, on 3 ranks, in
 # micro-batches, and in the logged loss alone (every other bug: flagged at step 1 by `bugs --exact`
 # below)
@@ -159,6 +165,14 @@ located "^first divergence: blocks\.0\.attn\.out \(forward" 2 --sp-attention rin
 located "^first divergence: grad\.blocks\.3\.attn\.[kv] \(backward" 3 --sp-attention ring --inject-bug ring-dkv-not-returned
 located "^first divergence: grad\.x_embedder\.proj\.weight \(parameter gradient" 2 --inject-bug no-grad-allreduce
 located "^first divergence: x_embedder \(forward" 2 --inject-bug shard-pos-embed
+# the video options' bugs at the op they break, on the model trained with rotary positions and
+# the full-width QK-norm: the rotation, the norm, the key gradient that reaches the k-norm (through
+# the rotation after it)
+CKPT="$WORK/video-one/model.safetensors"
+dump dump-1 1 || { echo "FAIL the video model's one-rank dump: $(tail -n 1 "$WORK/dump-1.log")"; exit 1; }
+located "^first divergence: blocks\.0\.attn\.q_rope \(forward" 2 --inject-bug rope-local-positions
+located "^first divergence: grad\.blocks\.3\.attn\.k_(rope|norm) \(backward" 2 --sp-attention all-to-all --inject-bug knorm-grad-early
+located "^first divergence: blocks\.0\.attn\.q_norm \(forward" 2 --sp-attention all-to-all --inject-bug qk-norm-head-shard
 # the logged loss is not a tensor of the step: a tape, like every gradient check, misses it
 located "^no divergence: every tensor of the step is identical" 2 --inject-bug loss-times-sp
 # exact mode computes the same function as the default mode, in another order

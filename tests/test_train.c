@@ -723,7 +723,8 @@ START_TEST(settings_resume_round_trip) {
     char data[] = "my \"data\"\\ \x01\t\n folder", run[256], path[300], err[1024];
     char *argv[] = {"--model", "DiT-tiny/2", "--input-size", "12", "--mlp-ratio", "2.5",
                     "--num-classes", "7", "--learn-sigma", "--class-dropout", "0.25", "--in-context", "--cond", "text",
-                    "--text-len", "5", "--text-depth", "2", "--text-attn", "joint", "--text-dropout", "0.2", "--frames", "4", "--patch-t", "2", "--steps", "30",
+                    "--text-len", "5", "--text-depth", "2", "--text-attn", "joint", "--text-dropout", "0.2", "--frames", "4", "--patch-t", "2", "--pos", "rope",
+                    "--qk-norm", "head", "--steps", "30",
                     "--batch", "6", "--lr", "3e-4", "--weight-decay", "0.01", "--clip-norm", "0.5",
                     "--ema", "0.9", "--seed", "18446744073709551615", "--qkv-gain", "2", "--data", data,
                     "--sample-steps", "3", "--samples-per-class", "2", "--sample-sizes", "4x8,12x2",
@@ -829,7 +830,7 @@ END_TEST
 // line; the other rows leave it as it was
 START_TEST(settings_rank_check_holds_the_agreed_rows) {
     const char *others[] = {"7", "1", "0.5", "true", "false", "ring", "cuda", "local-kv", "DiT-S/2", "elsewhere", "8x4",
-                            "text", "joint"};
+                            "text", "joint", "rope", "head"};
     for (unsigned c = FOR_TRAIN; c <= FOR_BUGS; c <<= 1)
         for (int i = 0; i < SETTINGS; i++) {
             const Setting *s = &settings[i];

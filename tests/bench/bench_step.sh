@@ -112,6 +112,18 @@ for cfg in "${CONFIGS[@]}"; do
 done
 
 echo
+echo "the cost of a video DiT's rotary positions and per-head QK-norm: config L without and with --pos rope --qk-norm head, back to back, twice (target: at most x1.10)"
+printf "| %-6s | %-15s | %10s | %22s | %7s |\n" config "ranks x threads" "s/step" "rope + qk-norm s/step" ratio
+printf "| %-6s | %-15s | %10s | %22s | %7s |\n" --- --- --- --- ---
+set -- ${CONFIGS[1]}; name=$1 D=$2 L=$3 H=$4 S=$5 P=$6 B=$7
+tok=$(( B * (S / P) * (S / P) ))
+flags="--hidden $D --depth $L --heads $H --patch $P --input-size $S --batch $B"
+for k in 1 2; do
+  t=$(step_time 1 2 $tok $flags) tv=$(step_time 1 2 $tok $flags --pos rope --qk-norm head)
+  printf "| %-6s | %-15s | %10.3f | %22.3f | %6.2fx |\n" "$name" "1 x 2" "$t" "$tv" "$(awk -v a=$tv -v b=$t 'BEGIN { print a / b }')"
+done
+
+echo
 echo "peak activation memory per rank, DiT-mini/2, batch 1 (1 step; sampling: 10 images, 1 Euler step, no guidance)"
 printf "| %-7s | %-5s | %14s | %14s |\n" tokens ranks "training MiB" "sampling MiB"
 printf "| %-7s | %-5s | %14s | %14s |\n" --- --- --- ---

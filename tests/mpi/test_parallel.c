@@ -279,6 +279,67 @@ START_TEST(clips_match_single_rank) {
         ck_assert_msg(differs == (k == 3), "clip case %d", k);
     }
     B = 3, qkv_gain = 1;
+}
+END_TEST
+
+// ---- video DiTs' options: rotary positions and QK-norm ------------------------------------------
+// 25 tokens (5 x 5: padded at 2 to 4 ranks), 5 heads of 6 columns (uneven over 2 to 4 ranks; a head
+// of 6 turns one pair with each of frame, row and column)
+static const DiTConfig video_cfg = {.input_size = 10, .patch_size = 2, .in_channels = 3,
+                                    .hidden_size = 30, .depth = 2, .num_heads = 5, .mlp_ratio = 2,
+                                    .num_classes = 5, .class_dropout_prob = 0.1};
+
+// Every layout (_i) with rotary positions and each QK-norm against one rank, and with
+// micro-batches, --recompute and data groups (dp 2 where the ranks are even); the padding tokens'
+// positions (rank counts that pad) are no rotation at all, which one rank never sees: agreement
+// shows they never matter. Then the bugs of these options on their code paths, caught.
+START_TEST(video_options_match_single_rank) {
+    static const struct { const DiTConfig *c; DiTPos pos; DiTQKNorm qk; int accum, dp; bool recompute; } runs[] = {
+        {&video_cfg, DIT_POS_ROPE, DIT_QK_NONE, 1, 1, false}, {&video_cfg, DIT_POS_ROPE, DIT_QK_HEAD, 1, 1, false},
+        {&video_cfg, DIT_POS_ROPE, DIT_QK_FULL, 1, 1, false}, {&video_cfg, DIT_POS_ROPE, DIT_QK_FULL, 2, 2, true},
+        {&configs[2], DIT_POS_SINCOS, DIT_QK_HEAD, 1, 1, false}};
+    SeqAttention layout = (SeqAttention)_i;
+    for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
+        cfg = *runs[k].c;
+        cfg.pos = runs[k].pos, cfg.qk_norm = runs[k].qk;
+        SpOptions o = options(layout, 0);
+        int dp = comm.size % runs[k].dp ? 1 : runs[k].dp, P = comm.size / dp;
+        o.sp = P, o.grad_accum = runs[k].accum, o.recompute = runs[k].recompute;
+        if (layout == SP_HYBRID) o.ulysses = P % 2 ? 1 : 2;
+        B = 6;
+        char text[128];
+        double e_out, e_grad;
+        mesh_vs_single(&o, &e_out, &e_grad);
+        if (comm.rank == 0)
+            printf("--pos %s --qk-norm %s, %s: output rel err %.2e, worst gradient %.2e\n",
+                   runs[k].pos ? "rope" : "sincos", (const char *[]){"none", "head", "full"}[runs[k].qk],
+                   sp_layout_text(&o, comm.size, text, sizeof text), e_out, e_grad);
+        ck_assert_double_le(e_out, OUT_TOL);
+        ck_assert_double_le(e_grad, GRAD_TOL);
+    }
+    // the bugs, where they live: rotary positions from the local index (any layout), the k-norm's
+    // gradient taken early and the full norm over a rank's heads (all-to-all; the latter on 12
+    // heads, which 1 to 4 ranks divide)
+    static const struct { unsigned bug; DiTQKNorm qk; SeqAttention at; } bugs[] = {
+        {BUG_ROPE_LOCAL_POSITIONS, DIT_QK_NONE, SP_GATHER}, {BUG_KNORM_GRAD_EARLY, DIT_QK_HEAD, SP_ALL_TO_ALL},
+        {BUG_QK_NORM_HEAD_SHARD, DIT_QK_FULL, SP_ALL_TO_ALL}};
+    for (size_t k = 0; k < sizeof bugs / sizeof *bugs && comm.size > 1; k++) {
+        if (bugs[k].at != layout && !(bugs[k].bug == BUG_ROPE_LOCAL_POSITIONS)) continue;
+        cfg = bugs[k].bug == BUG_QK_NORM_HEAD_SHARD ? configs[2] : video_cfg;
+        cfg.pos = bugs[k].bug == BUG_QK_NORM_HEAD_SHARD ? DIT_POS_SINCOS : DIT_POS_ROPE, cfg.qk_norm = bugs[k].qk;
+        B = 3;
+        SpOptions o = options(layout, bugs[k].bug);
+        if (layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
+        char err[256], name[64];
+        ck_assert_msg(!sp_model_bugs_error(&o, &cfg, comm.size, err, sizeof err), "%s", err);
+        double e_out, e_grad;
+        mesh_vs_single(&o, &e_out, &e_grad);
+        if (comm.rank == 0)
+            printf("bug %-22s (%s): output %.2e, gradient %.2e -> %s\n", bug_list(bugs[k].bug, name, sizeof name),
+                   seq_attention_name(layout), e_out, e_grad, e_out > OUT_TOL || e_grad > GRAD_TOL ? "caught" : "MISSED");
+        ck_assert(e_out > OUT_TOL || e_grad > GRAD_TOL);
+    }
+    B = 3;
     cfg = configs[0];
 }
 END_TEST
@@ -1381,6 +1442,9 @@ static const DiTConfig mem_configs[] = {
     {.input_size = 12, .patch_size = 2, .in_channels = 3, .hidden_size = 48, .depth = 2,
      .num_heads = 3, .mlp_ratio = 2, .num_classes = 5, .learn_sigma = true, .frames = 6,
      .patch_t = 2}, // a video model: 6 frames in patches of 2 x 2 x 2, 108 tokens
+    {.input_size = 26, .patch_size = 2, .in_channels = 3, .hidden_size = 80, .depth = 2,
+     .num_heads = 5, .mlp_ratio = 2, .num_classes = 5, .pos = DIT_POS_ROPE,
+     .qk_norm = DIT_QK_HEAD}, // a video DiT's rotary positions and QK-norm
 };
 
 START_TEST(memory_estimate_holds) {
@@ -1784,6 +1848,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, ring_matches_single_rank, 0, 2);
     tcase_add_test(tc, ring_overlap_is_exact);
     tcase_add_test(tc, uneven_heads_match_single_rank);
+    tcase_add_loop_test(tc, video_options_match_single_rank, 0, SP_LAYOUTS);
     tcase_add_test(tc, padding_and_bytes);
     tcase_add_test(tc, uneven_heads_bytes);
     tcase_add_test(tc, meshes_match_single_rank);
@@ -1796,6 +1861,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, split_groups_talk_within);
     tcase_add_test(tc, exact_all_reduce_is_the_rounded_true_sum);
     tcase_add_loop_test(tc, memory_estimate_holds, 0, 12 * SP_LAYOUTS);
+    tcase_add_loop_test(tc, memory_estimate_holds, 15 * SP_LAYOUTS, 18 * SP_LAYOUTS); // rope, QK-norm
     tcase_add_test(tc, grad_accum_memory);
     tcase_add_loop_test(tc, planner_matches_a_step, 0, 2);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);

@@ -126,20 +126,67 @@ class LabelEmbedder(nn.Module):
         return self.embedding_table(y)
 
 
+class RMSNorm(nn.Module):
+    """x * rsqrt(mean(x^2) + eps) * weight over the last dim (Zhang & Sennrich 2019; the QK-norm of
+    Flux and HunyuanVideo over a head's dims, of Wan2.1 over the full width)."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope_angles(dh, gh, gw, theta=10000.0):
+    """Axial 3-D rotary angles (T, dh/2) of a one-frame gh x gw grid, row-major, as Wan2.1 splits a
+    head: of its c = dh/2 complex pairs, c - 2 (c // 3) rotate with the frame, c // 3 with the row,
+    c // 3 with the column; an axis of m pairs has frequencies theta^(-k/m) (RoFormer's
+    theta^(-2k/d) with d = 2m dims)."""
+    c = dh // 2
+    parts = [c - 2 * (c // 3), c // 3, c // 3]
+    rows, cols = np.meshgrid(np.arange(gh, dtype=np.float64), np.arange(gw, dtype=np.float64), indexing="ij")
+    coords = [np.zeros(gh * gw), rows.reshape(-1), cols.reshape(-1)]
+    return np.concatenate([np.outer(x, theta ** (-np.arange(m, dtype=np.float64) / m))
+                           for x, m in zip(coords, parts)], axis=1)
+
+
+def rotate(x, angles):
+    """RoFormer's rotary embedding: x (N, T, H, dh) with each adjacent pair (2j, 2j+1) read as the
+    complex number x_2j + i x_2j+1 and multiplied by e^(i angle[t, j])."""
+    z = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
+    return torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles)[None, :, None]).flatten(-2)
+
+
 class Attention(nn.Module):
     fused = False  # True: PyTorch 2's scaled_dot_product_attention in place of the formula (benchmarks)
 
-    def __init__(self, d, heads):
+    def __init__(self, d, heads, qk_norm="none", rope=False):
         super().__init__()
-        self.heads = heads
+        self.heads, self.qk_norm, self.rope = heads, qk_norm, rope
         self.qkv = nn.Linear(d, 3 * d)
         self.proj = nn.Linear(d, d)
+        if qk_norm != "none":
+            self.q_norm = RMSNorm(d // heads if qk_norm == "head" else d)
+            self.k_norm = RMSNorm(d // heads if qk_norm == "head" else d)
 
-    def forward(self, x, at=""):
+    def forward(self, x, at="", grid=None):
         n, t, d = x.shape
         h = self.heads
         q, k, v = (named(at + "attn." + s, u) for s, u in zip("qkv", self.qkv(x).chunk(3, dim=2)))
-        q, k, v = (u.reshape(n, t, h, d // h).transpose(1, 2) for u in (q, k, v))
+        split = lambda u: u.reshape(n, t, h, d // h)
+        if self.qk_norm == "head":
+            q, k = (named(at + "attn." + s, f(split(u)).reshape(n, t, d)) for s, f, u in
+                    (("q_norm", self.q_norm, q), ("k_norm", self.k_norm, k)))
+        elif self.qk_norm == "full":
+            q, k = named(at + "attn.q_norm", self.q_norm(q)), named(at + "attn.k_norm", self.k_norm(k))
+        if self.rope:
+            # in-context: the conditioning tokens in front have no place in the grid: not turned
+            a = rope_angles(d // h, *grid)
+            angles = torch.from_numpy(np.concatenate([np.zeros((t - len(a), a.shape[1])), a])).to(x.dtype)
+            q, k = (named(at + "attn." + s, rotate(split(u), angles).reshape(n, t, d))
+                    for s, u in (("q_rope", q), ("k_rope", k)))
+        q, k, v = (split(u).transpose(1, 2) for u in (q, k, v))
         if self.fused:
             o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
         else:
@@ -226,24 +273,24 @@ class TextEncoder(nn.Module):
 
 
 class DiTBlock(nn.Module):
-    def __init__(self, d, heads, mlp_ratio, in_context=False, text=False):
+    def __init__(self, d, heads, mlp_ratio, in_context=False, text=False, qk_norm="none", rope=False):
         super().__init__()
         if text:
             self.cross_attn = CrossAttention(d, heads)
         self.norm1 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
-        self.attn = Attention(d, heads)
+        self.attn = Attention(d, heads, qk_norm, rope)
         self.norm2 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
         self.mlp = Mlp(d, int(d * mlp_ratio))
         self.in_context = in_context
         if not in_context:
             self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
 
-    def forward(self, x, c, at="", text=None):
+    def forward(self, x, c, at="", text=None, grid=None):
         if self.in_context:  # a plain pre-norm block: the conditioning is in the sequence
-            x = named(at + "residual1", x + self.attn(named(at + "norm1", self.norm1(x)), at))
+            x = named(at + "residual1", x + self.attn(named(at + "norm1", self.norm1(x)), at, grid))
             return named(at + "residual2", x + self.mlp(named(at + "norm2", self.norm2(x)), at))
         sa, ca, ga, sm, cm, gm = named(at + "adaLN", self.adaLN_modulation(c)).chunk(6, dim=1)
-        x = named(at + "residual1", x + ga[:, None] * self.attn(named(at + "norm1", modulate(self.norm1(x), sa, ca)), at))
+        x = named(at + "residual1", x + ga[:, None] * self.attn(named(at + "norm1", modulate(self.norm1(x), sa, ca)), at, grid))
         if text is not None:  # PixArt-alpha: cross-attention after the self-attention, no norm, no gate
             x = named(at + "cross.residual", x + self.cross_attn(x, *text, at))
         return named(at + "residual2", x + gm[:, None] * self.mlp(named(at + "norm2", modulate(self.norm2(x), sm, cm)), at))
@@ -268,12 +315,13 @@ class FinalLayer(nn.Module):
 class DiT(nn.Module):
     def __init__(self, input_size, patch_size, in_channels, hidden_size, depth, num_heads,
                  mlp_ratio, num_classes, learn_sigma, class_dropout_prob, in_context=False, text=False,
-                 text_len=0, text_depth=0, vocab=0, frames=1, patch_t=1):
+                 text_len=0, text_depth=0, vocab=0, frames=1, patch_t=1, pos="sincos", qk_norm="none"):
         """in_context: the DiT paper's in-context conditioning (its Table 4): the timestep and class
         embeddings as two tokens in front of the patch tokens, plain blocks, and the two tokens
         dropped before a final layer without adaLN. frames > 1: clips of that many frames in
         patches of patch_t frames (the module docstring)."""
         super().__init__()
+        self.rope = pos == "rope"
         self.in_context = in_context
         self.c, self.p, self.s, self.pt, self.frames = in_channels, patch_size, input_size, patch_t, frames
         self.c_out = 2 * in_channels if learn_sigma else in_channels
@@ -288,7 +336,8 @@ class DiT(nn.Module):
         else:
             self.y_embedder = LabelEmbedder(num_classes, hidden_size, class_dropout_prob)
         self.pos_embed = nn.Parameter(torch.zeros(1, t, hidden_size), requires_grad=False)
-        self.blocks = nn.ModuleList(DiTBlock(hidden_size, num_heads, mlp_ratio, in_context, text) for _ in range(depth))
+        self.blocks = nn.ModuleList(DiTBlock(hidden_size, num_heads, mlp_ratio, in_context, text, qk_norm, self.rope)
+                                    for _ in range(depth))
         self.final_layer = FinalLayer(hidden_size, patch_size, self.c_out, in_context, patch_t)
 
     def unpatchify(self, x, gh, gw):  # (N, T, p*p*C) laid out (p, q, c) -> (N, C, gh p, gw p)
@@ -312,7 +361,9 @@ class DiT(nn.Module):
 
     def tokens(self, x, t, y, pos_embed=None):
         """The final layer's tokens (N, T, pt p p C_out)"""
-        x = named("x_embedder", self.x_embedder(x) + (self.pos_embed if pos_embed is None else pos_embed))
+        grid = (x.shape[-2] // self.p, x.shape[-1] // self.p)  # rope: one frame's rows and columns
+        x = self.x_embedder(x)
+        x = named("x_embedder", x if self.rope else x + (self.pos_embed if pos_embed is None else pos_embed))
         if self.in_context:
             c = named("c", torch.stack([self.t_embedder(t), self.y_embedder(y)], dim=1))
             x = torch.cat([c, x], dim=1)
@@ -322,7 +373,7 @@ class DiT(nn.Module):
         else:
             c = named("c", self.t_embedder(t) + self.y_embedder(y))
         for i, b in enumerate(self.blocks):
-            x = b(x, c, f"blocks.{i}.", text if self.text else None)
+            x = b(x, c, f"blocks.{i}.", text if self.text else None, grid)
         if self.in_context:
             x = x[:, c.shape[1]:]
         return self.final_layer(x, c)
@@ -355,7 +406,8 @@ def config_from_meta(meta):
                 in_context=meta.get("in_context", "false") in ("true", "True", "1"),
                 text=meta.get("cond", "class") == "text", text_len=int(meta.get("text_len", "0")),
                 text_depth=int(meta.get("text_depth", "0")), vocab=VOCAB + 1,
-                frames=int(meta.get("frames", "1")), patch_t=int(meta.get("patch_t", "1")))
+                frames=int(meta.get("frames", "1")), patch_t=int(meta.get("patch_t", "1")),
+                pos=meta.get("pos", "sincos"), qk_norm=meta.get("qk_norm", "none"))
 
 
 VOCAB = 52  # the captions' vocabulary (docs/text.md); its row 0 is padding

@@ -46,7 +46,26 @@ CONFIGS = {
     "clip": dict(input_size=4, patch_size=2, in_channels=3, hidden_size=32, depth=2, num_heads=2,
                  mlp_ratio=2.0, num_classes=5, learn_sigma=True, class_dropout_prob=0.1, frames=6,
                  patch_t=2),
+    # video DiTs: rotary positions (a head of 6: one pair each for frame, row and column) with the
+    # per-head QK-norm on 5 heads; the full-width norm with rotary positions, heads of 12; the
+    # per-head norm with sin-cos positions
+    "rope_head": dict(input_size=10, patch_size=2, in_channels=3, hidden_size=30, depth=2, num_heads=5,
+                      mlp_ratio=2.0, num_classes=5, learn_sigma=False, class_dropout_prob=0.1,
+                      pos="rope", qk_norm="head"),
+    "rope_full": dict(input_size=8, patch_size=2, in_channels=3, hidden_size=60, depth=1, num_heads=5,
+                      mlp_ratio=2.0, num_classes=5, learn_sigma=True, class_dropout_prob=0.0,
+                      pos="rope", qk_norm="full"),
+    # in-context conditioning with both: its two tokens not turned
+    "in_context_rope": dict(input_size=6, patch_size=2, in_channels=3, hidden_size=24, depth=2, num_heads=4,
+                            mlp_ratio=2.0, num_classes=5, learn_sigma=False, class_dropout_prob=0.1,
+                            in_context=True, pos="rope", qk_norm="full"),
+    "norm_sincos": dict(input_size=6, patch_size=2, in_channels=3, hidden_size=20, depth=1, num_heads=5,
+                        mlp_ratio=2.0, num_classes=5, learn_sigma=False, class_dropout_prob=0.0,
+                        qk_norm="head"),
 }
+# the video configs over ranks: 25 tokens (padded at 2 to 4 ranks), 5 heads (uneven over them)
+VIDEO_RUNS = [(n, lay, b) for b in ("float32", "float64") for n in (2, 3, 4) for lay in ("gather", "all-to-all", "ring")
+              if b == "float32" or n == 3] + [(4, "hybrid", "float32"), (4, "hybrid", "float64")]
 CLIP_RUNS = [(2, "all-to-all"), (3, "ring"), (4, "hybrid")]  # the clip config beyond one rank
 
 
@@ -452,7 +471,29 @@ def main():
     failures += not ok
     print(f"train checkpoint loads with strict=True; pos_embed vs the reference formula: {e_pos:.2e} "
           f"{'ok' if ok else 'FAIL'}")
+    # the video configs over ranks, every layout, uneven heads, both builds
+    ckpt, batch = random_case(CONFIGS["rope_head"], 1000 + list(CONFIGS).index("rope_head"), work, "rope_head")
+    ref_out, ref_loss, ref_grads = reference(ckpt, batch)
+    exe = {"float32": train32, "float64": train64}
+
+    def video_probe(run):
+        ranks, layout, build = run
+        res = os.path.join(work, f"rope_head.{build}.{ranks}.{layout}.result.safetensors")
+        subprocess.run(MPIRUN + ["-np", str(ranks), exe[build], "probe", "--ckpt", ckpt, "--batch", batch,
+                                 "--out", res] + LAYOUTS[layout], check=True, stdout=subprocess.DEVNULL)
+        return st_read(res)[0]
+    with ThreadPoolExecutor(PROBES_AT_ONCE) as pool:
+        results = list(pool.map(video_probe, VIDEO_RUNS))
+    for (ranks, layout, build), got in zip(VIDEO_RUNS, results):
+        e_out, e_loss = rel(got["out"], ref_out), rel(got["loss"][0], ref_loss)
+        e_grad = max(rel(got["grad." + k], g) if "grad." + k in got else float("inf") for k, g in ref_grads.items())
+        tol_out, tol_grad = TOL[build]
+        ok = e_out <= tol_out and e_loss <= tol_out and e_grad <= tol_grad
+        failures += not ok
+        print(f"rope_head {ranks} ranks {layout:<10} {build:<8} {e_out:9.2e} {e_loss:9.2e} {e_grad:9.2e} "
+              f"{'ok' if ok else 'FAIL'}")
     checks, pack_failures = check_packs(train32, train64, work)
+    checks += len(VIDEO_RUNS)
     failures += pack_failures
     text_checks, text_failures = check_text(train32, train64, work)
     clip_checks, clip_failures = check_clips(train32, train64, work)
