@@ -5,7 +5,7 @@
 #   make test       build and run the unit, MPI, CLI and parity tests in float32 and float64
 #   make asan       the unit, MPI and CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make soak       kill 32 runs at spread-out moments and resume each (make test kills 8)
-#   make fuzz       libFuzzer targets for the file and flag readers, FUZZ_SECONDS each (make test: 10)
+#   make fuzz       libFuzzer targets for the file and flag readers, FUZZ_SECONDS each (make test: 2)
 #   make deps       install the Debian packages that are missing (deps-build: only those to build and train)
 # Overrides: USE_CUDA=0/1, NVCC=path, CC=compiler.
 

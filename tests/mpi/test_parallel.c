@@ -1456,8 +1456,10 @@ START_TEST(memory_estimate_holds) {
     random_model(&m);
     SeqParallel sp;
     bool runs = init_sp(&sp, layout, 0);
-    if (!runs || (cfg.in_context && pass == DIT_RECOMPUTE)) { // in-context: not every layout, and
-        ck_assert(cfg.in_context);                          // no --recompute
+    // in-context: not every layout, and no --recompute; the video model's 3 heads: no all-to-all
+    // over 4 ranks
+    if (!runs || (cfg.in_context && pass == DIT_RECOMPUTE)) {
+        ck_assert(cfg.in_context || cfg.num_heads < comm.size);
         if (runs) sp_free(&sp);
         dit_free(&m);
         cfg = configs[0];
