@@ -24,6 +24,7 @@ per_step() {
 }
 best() { printf '%s\n' "$@" | sort -g | head -1; }
 
+per_step "$A" > /dev/null; per_step "$B" > /dev/null # warm: the first runs after a build are slower
 echo "A: $A"
 echo "B: $B"
 echo "2 ranks, default model, $STEPS steps a run, runs A B B A; best seconds per step of each"
