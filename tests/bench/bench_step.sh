@@ -111,17 +111,26 @@ for cfg in "${CONFIGS[@]}"; do
   done
 done
 
-echo
-echo "the cost of a video DiT's rotary positions and per-head QK-norm: config L without and with --pos rope --qk-norm head, back to back, twice (target: at most x1.10)"
-printf "| %-6s | %-15s | %10s | %22s | %7s |\n" config "ranks x threads" "s/step" "rope + qk-norm s/step" ratio
-printf "| %-6s | %-15s | %10s | %22s | %7s |\n" --- --- --- --- ---
-set -- ${CONFIGS[1]}; name=$1 D=$2 L=$3 H=$4 S=$5 P=$6 B=$7
-tok=$(( B * (S / P) * (S / P) ))
-flags="--hidden $D --depth $L --heads $H --patch $P --input-size $S --batch $B"
-for k in 1 2; do
-  t=$(step_time 1 2 $tok $flags) tv=$(step_time 1 2 $tok $flags --pos rope --qk-norm head)
-  printf "| %-6s | %-15s | %10.3f | %22.3f | %6.2fx |\n" "$name" "1 x 2" "$t" "$tv" "$(awk -v a=$tv -v b=$t 'BEGIN { print a / b }')"
-done
+# with_flags TITLE LABEL RUNS FLAGS...: config L's step without and with FLAGS, back to back, at each
+# "ranks threads" of RUNS, and their ratio
+with_flags() {
+  local title=$1 label=$2 runs=$3 run; shift 3
+  local extra=("$@")
+  echo
+  echo "$title"
+  printf "| %-6s | %-15s | %10s | %22s | %7s |\n" config "ranks x threads" "s/step" "$label s/step" ratio
+  printf "| %-6s | %-15s | %10s | %22s | %7s |\n" --- --- --- --- ---
+  set -- ${CONFIGS[1]}; local name=$1 D=$2 L=$3 H=$4 S=$5 P=$6 B=$7
+  local tok=$(( B * (S / P) * (S / P) ))
+  local flags="--hidden $D --depth $L --heads $H --patch $P --input-size $S --batch $B"
+  for run in $runs; do
+    local np=${run%:*} th=${run#*:} t tw
+    t=$(step_time $np $th $tok $flags) tw=$(step_time $np $th $tok $flags "${extra[@]}")
+    printf "| %-6s | %-15s | %10.3f | %22.3f | %6.2fx |\n" "$name" "$np x $th" "$t" "$tw" "$(awk -v a=$tw -v b=$t 'BEGIN { print a / b }')"
+  done
+}
+with_flags "the cost of a video DiT's rotary positions and per-head QK-norm: config L without and with --pos rope --qk-norm head, back to back, twice (target: at most x1.10)" \
+  "rope + qk-norm" "1:2 1:2" --pos rope --qk-norm head
 
 echo
 echo "peak activation memory per rank, DiT-mini/2, batch 1 (1 step; sampling: 10 images, 1 Euler step, no guidance)"
@@ -162,16 +171,5 @@ for layout in "gather" "all-to-all" "ring" "hybrid --ulysses-degree 2"; do
     "$(echo "$line" | sed -E 's/.*, gradients ([0-9.]+)\).*/\1/')"
 done
 
-echo
-echo "text conditioning: config L's step with class labels and with captions (--cond text, 12 tokens,"
-echo "a 1-layer text encoder, cross-attention in every block), back to back; joint attention is not built"
-printf "| %-6s | %-15s | %12s | %14s | %7s |\n" config "ranks x threads" "class s/step" "text s/step" ratio
-printf "| %-6s | %-15s | %12s | %14s | %7s |\n" --- --- --- --- ---
-set -- ${CONFIGS[1]}; name=$1 D=$2 L=$3 H=$4 S=$5 P=$6 B=$7
-tok=$(( B * (S / P) * (S / P) ))
-flags="--hidden $D --depth $L --heads $H --patch $P --input-size $S --batch $B"
-for run in "1 2" "2 1"; do
-  set -- $run; np=$1 th=$2
-  t=$(step_time $np $th $tok $flags) tt=$(step_time $np $th $tok $flags --cond text)
-  printf "| %-6s | %-15s | %12.3f | %14.3f | %6.2fx |\n" "$name" "$np x $th" "$t" "$tt" "$(awk -v a=$tt -v b=$t 'BEGIN { print a / b }')"
-done
+with_flags "text conditioning: config L's step with class labels and with captions (--cond text, 12 tokens, a 1-layer text encoder, cross-attention in every block), back to back; joint attention is not built" \
+  "text" "1:2 2:1" --cond text
