@@ -137,14 +137,21 @@ static void format_qk_norm(const void *field, char *buf, size_t len) {
     snprintf(buf, len, "%s", qk_norm_list[*(const DiTQKNorm *)field]);
 }
 
+// A switch named by one of two words (names[1]: true)
+static const char *parse_pair(const Setting *s, bool *field, const char *text, const char *const *names,
+                              const char *noun, char *buf, size_t len) {
+    int i = 0;
+    const char *why = parse_choice(s, &i, text, names, 2, noun, buf, len);
+    if (!why) *field = i;
+    return why;
+}
+static const char *const device_list[] = {"cpu", "cuda"};
 static const char *device_names(void) { return "cpu, cuda"; }
 static const char *parse_device(const Setting *s, void *field, const char *text, char *buf, size_t len) {
-    if (strcmp(text, "cpu") && strcmp(text, "cuda")) return unknown(s, "device", text, buf, len);
-    *(bool *)field = !strcmp(text, "cuda");
-    return NULL;
+    return parse_pair(s, field, text, device_list, "device", buf, len);
 }
 static void format_device(const void *field, char *buf, size_t len) {
-    snprintf(buf, len, "%s", *(const bool *)field ? "cuda" : "cpu");
+    snprintf(buf, len, "%s", device_list[*(const bool *)field]);
 }
 
 // Bug names, comma-separated, or "none": each is added to the set (--inject-bug may repeat)
@@ -188,24 +195,22 @@ static void format_sizes(const void *field, char *buf, size_t len) {
         used += (size_t)snprintf(buf + used, len - used, "%s%dx%d", i ? "," : "", z->h[i], z->w[i]);
 }
 
+static const char *const cond_list[] = {"class", "text"};
 static const char *cond_names(void) { return "class, text"; }
 static const char *parse_cond(const Setting *s, void *field, const char *text, char *buf, size_t len) {
-    if (strcmp(text, "class") && strcmp(text, "text")) return unknown(s, "conditioning", text, buf, len);
-    *(bool *)field = !strcmp(text, "text");
-    return NULL;
+    return parse_pair(s, field, text, cond_list, "conditioning", buf, len);
 }
 static void format_cond(const void *field, char *buf, size_t len) {
-    snprintf(buf, len, "%s", *(const bool *)field ? "text" : "class");
+    snprintf(buf, len, "%s", cond_list[*(const bool *)field]);
 }
 
+static const char *const text_attn_list[] = {[DIT_TEXT_CROSS] = "cross", [DIT_TEXT_JOINT] = "joint"};
 static const char *text_attn_names(void) { return "cross, joint"; }
 static const char *parse_text_attn(const Setting *s, void *field, const char *text, char *buf, size_t len) {
-    if (strcmp(text, "cross") && strcmp(text, "joint")) return unknown(s, "text attention", text, buf, len);
-    *(int *)field = strcmp(text, "cross") ? DIT_TEXT_JOINT : DIT_TEXT_CROSS;
-    return NULL;
+    return parse_choice(s, field, text, text_attn_list, 2, "text attention", buf, len);
 }
 static void format_text_attn(const void *field, char *buf, size_t len) {
-    snprintf(buf, len, "%s", *(const int *)field == DIT_TEXT_JOINT ? "joint" : "cross");
+    snprintf(buf, len, "%s", text_attn_list[*(const int *)field]);
 }
 
 static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole number", NULL, parse_int, format_int},
