@@ -68,7 +68,7 @@ endif
 # another machine (tests/gpu/device_check.sh copies the CUDA build to GPU machines) uses its vectors.
 ifeq ($(USE_CUDA),1)
 override CFLAGS += -DUSE_CUDA -I$(CUDA_HOME)/include
-LDLIBS   += -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart -lcublas -lstdc++
+LDLIBS   += -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart -ldl -lstdc++
 ifeq ($(HAVE_NCCL),1)
 override CFLAGS += -DUSE_NCCL
 LDLIBS   += -lnccl

@@ -5,12 +5,36 @@
 #include "cuda.h"
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
-#ifdef REAL_F64
-#define GEMM_CUDA cublasDgemm
+// cuBLAS is opened at the first device GEMM, not linked: loading it costs every process about 0.1 s
+// of CPU (its relocations and constructors), which each rank of each CPU-only run of this build would
+// pay for nothing. The emulated device's header (tests/gpu/emulate) defines the calls themselves.
+#ifdef CUBLAS_EMULATED
+#define CUBLAS_SYMBOL(name) (&name)
 #else
-#define GEMM_CUDA cublasSgemm
+#define CUBLAS_NAME_(name) #name
+#define CUBLAS_NAME(name) CUBLAS_NAME_(name) // after cublas_v2.h's renames (cublasCreate_v2, ...)
+#define CUBLAS_FILE "libcublas.so." CUBLAS_NAME(CUBLAS_VER_MAJOR)
+static void *cublas_symbol(const char *name) {
+    static void *lib;
+    if (!lib && !(lib = dlopen(CUBLAS_FILE, RTLD_NOW | RTLD_LOCAL)))
+        fatal(__FILE__, __LINE__, "cannot load cuBLAS (%s): %s; install the CUDA toolkit's cuBLAS, or "
+              "add its folder to LD_LIBRARY_PATH", CUBLAS_FILE, dlerror());
+    void *f = dlsym(lib, name);
+    if (!f) fatal(__FILE__, __LINE__, "%s has no %s: %s", CUBLAS_FILE, name, dlerror());
+    return f;
+}
+#define CUBLAS_SYMBOL(name) ((decltype(&name))cublas_symbol(CUBLAS_NAME(name)))
 #endif
+static struct {
+    bool open;
+    decltype(&cublasCreate) create;
+    decltype(&cublasSetStream) set_stream;
+    decltype(&cublasSetMathMode) set_math_mode;
+    decltype(&cublasSgemm) gemm_s;
+    decltype(&cublasDgemm) gemm_d;
+} cublas;
 
 #define CUBLAS_CHECK(call)                                                                         \
     do {                                                                                           \
@@ -24,10 +48,24 @@ void device_set_tf32(bool on) { tf32 = on; }
 
 static cublasHandle_t handle(cudaStream_t stream) {
     static cublasHandle_t h;
-    if (!h) CUBLAS_CHECK(cublasCreate(&h));
-    CUBLAS_CHECK(cublasSetStream(h, stream));
-    CUBLAS_CHECK(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    if (!cublas.open)
+        cublas = {true, CUBLAS_SYMBOL(cublasCreate), CUBLAS_SYMBOL(cublasSetStream),
+                  CUBLAS_SYMBOL(cublasSetMathMode), CUBLAS_SYMBOL(cublasSgemm), CUBLAS_SYMBOL(cublasDgemm)};
+    if (!h) CUBLAS_CHECK(cublas.create(&h));
+    CUBLAS_CHECK(cublas.set_stream(h, stream));
+    CUBLAS_CHECK(cublas.set_math_mode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     return h;
+}
+
+// C = op(A) op(B) alpha + C beta in cuBLAS's terms; h from handle(), which opened cuBLAS
+static void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                 const real *alpha, const real *A, int lda, const real *B, int ldb, const real *beta,
+                 real *C, int ldc) {
+#ifdef REAL_F64
+    CUBLAS_CHECK(cublas.gemm_d(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc));
+#else
+    CUBLAS_CHECK(cublas.gemm_s(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc));
+#endif
 }
 
 static void check_shape(const char *op, int N, int C, int OC) {
@@ -39,8 +77,7 @@ void linear_forward_cuda(real *out, const real *inp, const real *weight, const r
     check_shape("linear_forward_cuda", N, C, OC);
     const real one = 1, zero = 0;
     // out^T (OC,N) = weight (OC,C) inp^T (C,N)
-    CUBLAS_CHECK(GEMM_CUDA(handle(stream), CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, weight, C, inp,
-                           C, &zero, out, OC));
+    gemm(handle(stream), CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, weight, C, inp, C, &zero, out, OC);
     if (bias) add_forward_cuda(out, out, bias, (size_t)N * OC, (size_t)OC, stream);
 }
 
@@ -49,10 +86,8 @@ void linear_backward_cuda(real *dinp, real *dweight, real *dbias, const real *do
     check_shape("linear_backward_cuda", N, C, OC);
     const real one = 1;
     if (dinp) // dinp^T (C,N) += weight^T (C,OC) dout^T (OC,N)
-        CUBLAS_CHECK(GEMM_CUDA(handle(stream), CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, weight, C,
-                               dout, OC, &one, dinp, C));
+        gemm(handle(stream), CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, weight, C, dout, OC, &one, dinp, C);
     if (dweight) // dweight^T (C,OC) += inp^T (C,N) dout (N,OC)
-        CUBLAS_CHECK(GEMM_CUDA(handle(stream), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C,
-                               dout, OC, &one, dweight, C));
+        gemm(handle(stream), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, inp, C, dout, OC, &one, dweight, C);
     if (dbias) add_backward_cuda(NULL, dbias, dout, (size_t)N * OC, (size_t)OC, stream);
 }

@@ -1,6 +1,7 @@
 // cublas_v2.h for the emulated device (see cuda_runtime.h here): the GEMMs linear.cu calls, done
 // by CBLAS in cuBLAS's column-major convention; the stream is ignored (launches run in order).
 #pragma once
+#define CUBLAS_EMULATED 1 // linear.cu calls these, instead of opening libcublas
 #include "cuda_runtime_api.h"
 #include <cblas.h>
 
