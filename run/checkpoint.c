@@ -118,9 +118,10 @@ int ckpt_save_state(const DiT *m, const AdamW *opt, const char *run, int step, C
     size_t mark = c->rank == 0 ? arena_mark(stage) : 0;
     for (int u = 0; u < ps->units; u++) // every rank gathers, one unit of one buffer at a time
         for (int k = 0; k < 4; k++) { // the parameters, the EMA, then Adam's m and v
-            const real *whole = k == 0 ? ps->params : ps->ema, *slice = k == 0 ? ps->own : k == 1 ? ps->ema : k == 2 ? ps->m : ps->v;
             if (k == 1 && !ps->ema) continue;
-            const real *values = k >= 2 || split ? gather_unit(c, ps, u, slice, stage) : whole + ps->unit[u].at;
+            const real *buf = k == 0 ? ps->own : k == 1 ? ps->ema : k == 2 ? ps->m : ps->v;
+            const real *values = k < 2 && !split ? buf + ps->unit[u].at // whole on every rank
+                                                 : gather_unit(c, ps, u, buf, stage);
             if (k < 2 && w[1 + k]) ckpt_put_params(w[1 + k], ps, u, values);
             if (k >= 2 && w[0]) ckpt_put_moment(w[0], ps, u, k == 2 ? "adam.m" : "adam.v", values);
             if (c->rank == 0) arena_release(stage, mark);
