@@ -167,6 +167,7 @@ bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm $(BU
 	@tests/bench/record.sh largest "The largest run that fits 4 ranks of this machine, predicted against measured memory" -- tests/bench/bench_largest.sh train/train
 	@tests/bench/record.sh exact "--exact against one rank, 200 steps, float32 and float64" -- sh -c 'for v in f32 f64; do echo "== $$v"; tests/bench/exact_table.sh $(BUILD)/$$v/bin/train 200 || exit 1; done'
 	@tests/bench/record.sh mutations "One-line mutations of the movement code: caught by verify --exact, by plain verify, and where locate puts them" -- tests/mutations/survey.sh $(BUILD)
+	@tests/bench/record.sh zero "What --zero 3 costs against --zero 1: DiT-B/2 on 4 ranks, runs alternated" -- tests/bench/zero_cost.sh train/train
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
 asan:

@@ -565,7 +565,9 @@ typedef struct {
     int ndim;
     int64_t shape[ST_MAX_DIMS];
     size_t nbytes;
-    const void *data;
+    const void *data; // NULL: its bytes come through st_writer_put
+    long at;          // between begin and end: where its data begins in the file
+    size_t put;       // and how many of its bytes are written
 } WEntry;
 
 struct StWriter {
@@ -573,6 +575,8 @@ struct StWriter {
     int n, cap;
     char **keys, **values;
     int n_meta, cap_meta;
+    SafeFile file; // between begin and end
+    bool open, ok; // begun; every write so far succeeded
 };
 
 StWriter *st_writer_new(void) { return xcalloc(1, sizeof(StWriter)); }
@@ -720,8 +724,31 @@ static int check_strings(const StWriter *w, const WEntry *const *by_name, const 
     return 0;
 }
 
-int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen) {
-    CHECK(w && path, "st_writer_write: NULL writer or path");
+void st_writer_add_later(StWriter *w, const char *name, StDtype dtype, int ndim,
+                         const int64_t *shape) {
+    WEntry *e = add_entry(w, name, dtype, ndim);
+    for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
+    e->nbytes = entry_count(e) * st_dtype_size(dtype);
+}
+
+void st_writer_add_real_later(StWriter *w, const char *name, int ndim, const int *shape) {
+    int64_t dims[ST_MAX_DIMS];
+    CHECK(ndim >= 0 && ndim <= ST_MAX_DIMS, "st_writer_add_real_later: '%s' has %d dims", name, ndim);
+    for (int i = 0; i < ndim; i++) dims[i] = shape[i];
+    st_writer_add_later(w, name, sizeof(real) == 8 ? ST_F64 : ST_F32, ndim, dims);
+}
+
+// bytes [from, from + nbytes) of entry e's data, at their place in the file
+static void put_bytes(StWriter *w, WEntry *e, size_t from, const void *data, size_t nbytes) {
+    CHECK(from <= e->nbytes && nbytes <= e->nbytes - from, "st_writer_put: bytes %zu..%zu of "
+          "tensor '%s', which has %zu", from, from + nbytes, e->name, e->nbytes);
+    if (nbytes && w->ok)
+        w->ok = !fseek(w->file.f, e->at + (long)from, SEEK_SET) && fwrite(data, 1, nbytes, w->file.f) == nbytes;
+    e->put += nbytes;
+}
+
+int st_writer_begin(StWriter *w, const char *path, char *err, size_t errlen) {
+    CHECK(w && path && !w->open, "st_writer_begin: NULL writer or path, or a writer already begun");
     const WEntry **order = xmalloc((size_t)w->n * sizeof *order);
     for (int i = 0; i < w->n; i++) order[i] = &w->e[i];
     qsort(order, (size_t)w->n, sizeof *order, cmp_wentry_name);
@@ -732,29 +759,53 @@ int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen) {
     qsort(order, (size_t)w->n, sizeof *order, cmp_wentry_layout);
     size_t hlen;
     char *h = build_header(w, order, &hlen);
-
-    int rc = -1;
-    char msg[1024];
-    SafeFile a;
-    if (safefile_open(&a, path, msg, sizeof msg)) {
-        report(err, errlen, path, "%s", msg);
-        goto done;
+    long at = 8 + (long)hlen;
+    for (int i = 0; i < w->n; i++) { // each entry's place: the header's order
+        WEntry *e = &w->e[order[i] - w->e];
+        e->at = at, e->put = 0;
+        at += (long)e->nbytes;
     }
-    unsigned char lenb[8];
-    for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    int ok = fwrite(lenb, 1, 8, a.f) == 8 && fwrite(h, 1, hlen, a.f) == hlen;
-    for (int i = 0; ok && i < w->n; i++)
-        ok = order[i]->nbytes == 0 ||
-             fwrite(order[i]->data, 1, order[i]->nbytes, a.f) == order[i]->nbytes;
-    if (safefile_commit(&a, ok, msg, sizeof msg)) {
-        report(err, errlen, path, "%s", msg);
-        goto done;
-    }
-    rc = 0;
-done:
-    free(h);
     free(order);
+    char msg[1024];
+    int rc = -1;
+    if (safefile_open(&w->file, path, msg, sizeof msg)) report(err, errlen, path, "%s", msg);
+    else {
+        unsigned char lenb[8];
+        for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+        w->open = true;
+        w->ok = fwrite(lenb, 1, 8, w->file.f) == 8 && fwrite(h, 1, hlen, w->file.f) == hlen;
+        for (int i = 0; i < w->n; i++)
+            if (w->e[i].data) put_bytes(w, &w->e[i], 0, w->e[i].data, w->e[i].nbytes);
+        rc = 0;
+    }
+    free(h);
     return rc;
+}
+
+void st_writer_put(StWriter *w, const char *name, size_t from, const void *data, size_t nbytes) {
+    CHECK(w && w->open && name && (data || !nbytes), "st_writer_put: a writer not begun, or NULL data");
+    for (int i = 0; i < w->n; i++)
+        if (!strcmp(w->e[i].name, name)) {
+            CHECK(!w->e[i].data, "st_writer_put: tensor '%s' was added with its data", name);
+            return put_bytes(w, &w->e[i], from, data, nbytes);
+        }
+    CHECK(false, "st_writer_put: no tensor '%s' was added", name);
+}
+
+int st_writer_end(StWriter *w, char *err, size_t errlen) {
+    CHECK(w && w->open, "st_writer_end: a writer not begun");
+    for (int i = 0; i < w->n; i++)
+        CHECK(w->e[i].put == w->e[i].nbytes, "st_writer_end: %zu of the %zu bytes of tensor '%s' "
+              "were written", w->e[i].put, w->e[i].nbytes, w->e[i].name);
+    w->open = false;
+    char msg[1024], *path = dup_str(w->file.path); // the commit frees the file's
+    int rc = safefile_commit(&w->file, w->ok, msg, sizeof msg) ? report(err, errlen, path, "%s", msg) : 0;
+    free(path);
+    return rc;
+}
+
+int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen) {
+    return st_writer_begin(w, path, err, errlen) ? -1 : st_writer_end(w, err, errlen);
 }
 
 void st_writer_free(StWriter *w) {

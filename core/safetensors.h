@@ -72,6 +72,19 @@ void st_writer_meta(StWriter *w, const char *key, const char *value);
 // "__metadata__" only if metadata was added. Writes "<path>.tmp" then renames it onto path; on
 // failure (also a name added twice, or a name or metadata string that is not UTF-8) -1 with a
 // message, and neither path nor the .tmp file is left behind. The writer can be written again or
-// freed afterwards.
+// freed afterwards. st_writer_begin, then st_writer_end.
 int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen);
+
+// Streaming, for data that is not in memory all at once (a model gathered a part at a time): a
+// tensor added "later" has its shape only; st_writer_begin writes the header and the tensors added
+// with their data into "<path>.tmp" (-1 with a message as st_writer_write, nothing left behind);
+// st_writer_put writes bytes [from, from + nbytes) of a later tensor's data at their place, in any
+// order; st_writer_end checks that every byte of every tensor was written (a programming error
+// otherwise) and renames the file onto path (0), or removes it (-1 with the reason).
+void st_writer_add_later(StWriter *w, const char *name, StDtype dtype, int ndim,
+                         const int64_t *shape);
+void st_writer_add_real_later(StWriter *w, const char *name, int ndim, const int *shape);
+int st_writer_begin(StWriter *w, const char *path, char *err, size_t errlen);
+void st_writer_put(StWriter *w, const char *name, size_t from, const void *data, size_t nbytes);
+int st_writer_end(StWriter *w, char *err, size_t errlen);
 void st_writer_free(StWriter *w); // NULL is fine

@@ -101,6 +101,9 @@ static void add_sums(ExactSum *dst, size_t at, ExactSum *src, size_t from, size_
 void sp_sum_unit(SeqParallel *sp, ParamStore *ps, int u) {
     const PsUnit *U = &ps->unit[u];
     Comm *over = grad_group(sp);
+    // the zero-outer-grads-unsummed bug: a reduce-scatter hooked to the blocks alone, the units used
+    // outside them (the embeddings, the final layer) never summed: each rank keeps its own share
+    if ((sp->bugs & BUG_ZERO_OUTER_UNSUMMED) && ps->level >= 2 && !U->scoped) over = NULL;
     size_t n = U->piece, mine = (size_t)ps->shard * n;
     real *g = ps->grads + U->grad;
     ExactSum *s = ps->exact_mem ? ps_unit_sums(ps, u) : NULL;
@@ -148,6 +151,15 @@ void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
         }
     }
     if (sp->exact) ps_exact_slice(ps);
+    if ((sp->bugs & BUG_ZERO_GRAD_AVERAGED) && ps->shards > 1) { // the zero-grad-averaged bug: a
+        // data-parallel mean over the ranks, though each rank's loss divides by the global count
+        size_t bytes = ps->chunk * sizeof(real);
+        real *none = ps->device ? device_alloc(bytes) : xmalloc(bytes);
+        zero_bytes(none, bytes);
+        RUN(ps->device, ema_update, ps->slice, none, ps->chunk, 1.0 / ps->shards); // slice / ranks
+        if (ps->device) device_free(none);
+        else free(none);
+    }
     if (text) copy_bytes(ps->grads + t_at, text, t_n * sizeof(real));
     free(text);
 }

@@ -35,6 +35,10 @@ enum {
     BUG_QK_NORM_HEAD_SHARD = 1 << 25,   // all-to-all, --qk-norm full: the norm over a rank's heads
     BUG_TEXT_GRAD_UNSUMMED = 1 << 26,   // --cond text: the text encoder's gradients not summed over
                                         // the sequence group (each rank keeps its tokens' share)
+    BUG_ZERO_OUTER_UNSUMMED = 1 << 27,  // --zero 2, 3: only the blocks' gradients reduce-scattered;
+                                        // the embeddings' and the final layer's keep each rank's share
+    BUG_ZERO_GRAD_AVERAGED = 1 << 28,   // --zero: the summed gradients divided by the ranks, as a
+                                        // data-parallel average, though the loss is the global mean
 };
 enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2, BUG_MICRO_BATCHES = -3, BUG_PACKS = -4 };
 typedef struct BugInfo { // a row of the bug table

@@ -192,10 +192,9 @@ void sp_split_store(SeqParallel *sp, ParamStore *ps, int level);
 // The units whole in the parameters' buffer all-gathered from the ranks' pieces (after an update,
 // or after the pieces were swapped with the EMA's)
 void sp_gather_params(SeqParallel *sp, ParamStore *ps);
-// A slice buffer of a split host store (its moments, its parameters or EMA at level 3: chunk
-// values), every rank's gathered on rank 0 into a buffer of total values in the order the
-// parameters were registered (a whole store's layout), which it frees; NULL on the other ranks
-real *sp_gather_slices(SeqParallel *sp, const ParamStore *ps, const real *slice);
+// The summed gradients of a store split over the world (its slice) whole on every rank, in a whole
+// store's layout (total values: the parameters in the order registered), a unit at a time (probe)
+void sp_whole_grads(SeqParallel *sp, const ParamStore *ps, real *out);
 // --exact (batch.c): tp runs in exact mode with *em (this rank's canonical block size, whether it
 // repeats another rank's per-image work); nothing otherwise
 void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em);

@@ -63,20 +63,13 @@ void sp_split_store(SeqParallel *sp, ParamStore *ps, int level) {
     sp->prefetch_unit = 0;
 }
 
-real *sp_gather_slices(SeqParallel *sp, const ParamStore *ps, const real *slice) {
-    real *all = sp->world->rank == 0 ? xmalloc(ps->shards * ps->chunk * sizeof(real)) : NULL; // every slice
-    comm_gather(sp->world, all, slice, ps->chunk);
-    if (!all) return NULL;
-    real *whole = xmalloc(ps->total * sizeof(real) + 1);
-    for (size_t u = 0, done = 0; u < (size_t)ps->units; u++) {
-        const PsUnit *U = &ps->unit[u];
-        for (int r = 0; r < ps->shards; r++) { // rank r's piece, the padding dropped
-            size_t from = (size_t)r * U->piece, n = U->len - from < U->piece ? U->len - from : U->piece;
-            if (from >= U->len) break;
-            copy_bytes(whole + done + from, all + (size_t)r * ps->chunk + U->slice, n * sizeof(real));
-        }
-        done += U->len;
+void sp_whole_grads(SeqParallel *sp, const ParamStore *ps, real *out) {
+    size_t most = 0;
+    for (int u = 0; u < ps->units; u++) most = ps->unit[u].piece > most ? ps->unit[u].piece : most;
+    real *unit = xmalloc(ps->shards * most * sizeof(real));
+    for (int u = 0; u < ps->units; out += ps->unit[u++].len) {
+        comm_all_gather(sp->world, unit, ps->slice + ps->unit[u].slice, ps->unit[u].piece);
+        copy_bytes(out, unit, ps->unit[u].len * sizeof(real));
     }
-    free(all);
-    return whole;
+    free(unit);
 }

@@ -2,6 +2,7 @@
 #include "budget.h"
 #include "../core/device.h"
 #include "../parallel/usage.h"
+#include "../run/checkpoint.h"
 #include <string.h>
 #include <unistd.h>
 
@@ -46,7 +47,7 @@ const char *budget_rank_memory(const TrainConfig *tc, int ranks, RankMemory *m, 
                       .optimizer = 2.0 * ps->chunk * R, .ema = tc->ema > 0 ? 2.0 * ps_own_len(ps) * R : 0,
                       .params = (double)ps->total, .slice = (double)ps->chunk, .blocks = blocks,
                       .pos_embed = (double)shape.pos_embed.size * R,
-                      .host = (3.0 * count * image + samples) * R};
+                      .host = (3.0 * count * image + samples) * R + (double)ckpt_stage_bytes(ps)};
     dit_free(&shape);
     return NULL;
 }

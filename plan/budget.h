@@ -33,7 +33,7 @@ typedef struct RankMemory {
     double slice;     // elements: this rank's slice of them (all of them when whole), and its
     double blocks;    // pieces of the blocks' (the units reduce-scattered as backward goes)
     double pos_embed;
-    double host;      // the batch and the sampled images
+    double host;      // the batch, the sampled images and a save's one unit (ckpt_stage_bytes)
 } RankMemory;
 // NULL and *m, or the sentence naming why tc cannot run over `ranks` (the sequence split, the
 // batch over the data groups)

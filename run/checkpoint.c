@@ -2,6 +2,7 @@
 #include "checkpoint.h"
 #include "../core/check.h"
 #include "../core/safetensors.h"
+#include "../parallel/comm.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -29,8 +30,15 @@ static void put_meta(StWriter *w, const DiTConfig *c) {
     }
 }
 
-int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
-                    const char *optimizer_file, char *err, size_t len) {
+// Where unit u begins in a whole store's layout (the parameters in the order registered)
+static size_t unit_start(const ParamStore *ps, int u) {
+    size_t at = 0;
+    for (int k = 0; k < u; k++) at += ps->unit[k].len;
+    return at;
+}
+
+StWriter *ckpt_begin_model(const DiT *m, const char *path, int step, const char *optimizer_file,
+                           char *err, size_t len) {
     StWriter *w = st_writer_new();
     put_meta(w, &m->cfg);
     char buf[32];
@@ -38,11 +46,88 @@ int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
     if (step >= 0) st_writer_meta(w, "step", buf);
     if (optimizer_file) st_writer_meta(w, "optimizer_state", optimizer_file);
     st_writer_add_real(w, "pos_embed", 3, m->pos_embed.shape, m->pos_embed.data);
-    for (size_t i = 0, at = 0; i < (size_t)m->ps.n; at += m->ps.t[i++]->size) // flat: a whole store's order
-        st_writer_add_real(w, m->ps.t[i]->name, m->ps.t[i]->ndim, m->ps.t[i]->shape,
-                           flat ? flat + at : m->ps.t[i]->data);
-    int rc = st_writer_write(w, path, err, len);
+    for (int i = 0; i < m->ps.n; i++) st_writer_add_real_later(w, m->ps.t[i]->name, m->ps.t[i]->ndim, m->ps.t[i]->shape);
+    if (!st_writer_begin(w, path, err, len)) return w;
     st_writer_free(w);
+    return NULL;
+}
+
+void ckpt_put_params(StWriter *w, const ParamStore *ps, int u, const real *values) {
+    int end = u + 1 < ps->units ? ps->unit[u + 1].first : ps->n;
+    for (int i = ps->unit[u].first; i < end; values += ps->t[i++]->size)
+        st_writer_put(w, ps->t[i]->name, 0, values, ps->t[i]->size * sizeof(real));
+}
+
+int ckpt_end(StWriter *w, char *err, size_t len) {
+    int rc = st_writer_end(w, err, len);
+    st_writer_free(w);
+    return rc;
+}
+
+int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
+                    const char *optimizer_file, char *err, size_t len) {
+    const ParamStore *ps = &m->ps;
+    CHECK(flat || ps->level < 3, "ckpt_save_model: a store split at level 3 has no whole parameters");
+    StWriter *w = ckpt_begin_model(m, path, step, optimizer_file, err, len);
+    if (!w) return -1;
+    for (int u = 0; u < ps->units; u++) // flat: a whole store's order
+        ckpt_put_params(w, ps, u, flat ? flat + unit_start(ps, u) : ps->params + ps->unit[u].at);
+    return ckpt_end(w, err, len);
+}
+
+// ---- a run's state, a unit at a time ----------------------------------------------------------
+size_t ckpt_stage_bytes(const ParamStore *ps) {
+    size_t most = 0;
+    for (int u = 0; ps->shards > 1 && u < ps->units; u++) {
+        size_t bytes = (ps->shards * ps->unit[u].piece * sizeof(real) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+        most = bytes > most ? bytes : most;
+    }
+    return most;
+}
+
+// Unit u of a buffer laid out as the slice (the moments; at level 3 the parameters and the EMA)
+// on rank 0, in a whole store's order: every rank's piece gathered into stage, or the buffer's own
+// when the store is whole (NULL on the other ranks)
+static const real *gather_unit(Comm *c, const ParamStore *ps, int u, const real *slice, Arena *stage) {
+    const PsUnit *U = &ps->unit[u];
+    if (ps->shards == 1) return slice + U->slice;
+    real *all = c->rank == 0 ? arena_alloc_empty(stage, ps->shards * U->piece * sizeof(real)) : NULL;
+    comm_gather(c, all, slice + U->slice, U->piece);
+    return all;
+}
+
+static void path_in(char *buf, size_t len, const char *dir, const char *file) {
+    int n = snprintf(buf, len, "%s/%s", dir, file);
+    CHECK(n > 0 && (size_t)n < len, "the path %s/%s is too long", dir, file);
+}
+
+int ckpt_save_state(const DiT *m, const AdamW *opt, const char *run, int step, Comm *c,
+                    Arena *stage, const char *dir, char *err, size_t len) {
+    const ParamStore *ps = &m->ps;
+    const char *file[3] = {"optimizer.safetensors", "model.safetensors", "ema.safetensors"};
+    StWriter *w[3] = {0}; // rank 0's writers of the files, as they begin
+    char path[4096], why[1024];
+    int rc = 0;
+    for (int f = 0; c->rank == 0 && !rc && f < (ps->ema ? 3 : 2); f++) {
+        path_in(path, sizeof path, dir, file[f]);
+        w[f] = f ? ckpt_begin_model(m, path, step, f == 1 ? file[0] : NULL, err, len)
+                 : ckpt_begin_optimizer(ps, opt, run, path, err, len);
+        rc = w[f] ? 0 : -1;
+    }
+    bool split = ps->level >= 3; // the parameters and the EMA are pieces too
+    size_t mark = c->rank == 0 ? arena_mark(stage) : 0;
+    for (int u = 0; u < ps->units; u++) // every rank gathers, one unit of one buffer at a time
+        for (int k = 0; k < 4; k++) { // the parameters, the EMA, then Adam's m and v
+            if (k == 1 && !ps->ema) continue;
+            const real *buf = k == 0 ? ps->own : k == 1 ? ps->ema : k == 2 ? ps->m : ps->v;
+            const real *values = k < 2 && !split ? buf + ps->unit[u].at // whole on every rank
+                                                 : gather_unit(c, ps, u, buf, stage);
+            if (k < 2 && w[1 + k]) ckpt_put_params(w[1 + k], ps, u, values);
+            if (k >= 2 && w[0]) ckpt_put_moment(w[0], ps, u, k == 2 ? "adam.m" : "adam.v", values);
+            if (c->rank == 0) arena_release(stage, mark);
+        }
+    for (int f = 0; f < 3; f++) // ends every file begun, keeping the first failure's message
+        if (w[f] && ckpt_end(w[f], rc ? why : err, rc ? sizeof why : len)) rc = -1;
     return rc;
 }
 
@@ -222,8 +307,8 @@ int ckpt_step(const char *path, char *err, size_t len) {
 }
 
 // ---- optimizer file ---------------------------------------------------------------------------
-int ckpt_save_optimizer(const ParamStore *ps, const real *m, const real *v, const AdamW *opt,
-                        const char *run, const char *path, char *err, size_t len) {
+StWriter *ckpt_begin_optimizer(const ParamStore *ps, const AdamW *opt, const char *run,
+                               const char *path, char *err, size_t len) {
     StWriter *w = st_writer_new();
     st_writer_meta(w, "run", run);
     char buf[64];
@@ -232,11 +317,27 @@ int ckpt_save_optimizer(const ParamStore *ps, const real *m, const real *v, cons
     st_writer_meta(w, "step", buf);
     snprintf(buf, sizeof buf, "%zu", ps->total);
     st_writer_meta(w, "elements", buf);
-    st_writer_add_real(w, "adam.m", 1, &n, m);
-    st_writer_add_real(w, "adam.v", 1, &n, v);
-    int rc = st_writer_write(w, path, err, len);
+    st_writer_add_real_later(w, "adam.m", 1, &n);
+    st_writer_add_real_later(w, "adam.v", 1, &n);
+    if (!st_writer_begin(w, path, err, len)) return w;
     st_writer_free(w);
-    return rc;
+    return NULL;
+}
+
+void ckpt_put_moment(StWriter *w, const ParamStore *ps, int u, const char *name, const real *values) {
+    st_writer_put(w, name, unit_start(ps, u) * sizeof(real), values, ps->unit[u].len * sizeof(real));
+}
+
+int ckpt_save_optimizer(const ParamStore *ps, const real *m, const real *v, const AdamW *opt,
+                        const char *run, const char *path, char *err, size_t len) {
+    StWriter *w = ckpt_begin_optimizer(ps, opt, run, path, err, len);
+    if (!w) return -1;
+    for (int u = 0; u < ps->units; u++) {
+        size_t at = unit_start(ps, u);
+        ckpt_put_moment(w, ps, u, "adam.m", m + at);
+        ckpt_put_moment(w, ps, u, "adam.v", v + at);
+    }
+    return ckpt_end(w, err, len);
 }
 
 int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char *path, char *err,

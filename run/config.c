@@ -107,6 +107,14 @@ const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *b
     return NULL;
 }
 
+void train_config_check_zero_bugs(const TrainConfig *tc) {
+    if ((tc->parallel.bugs & BUG_ZERO_OUTER_UNSUMMED) && tc->zero < 2)
+        usage_error("the zero-outer-grads-unsummed bug skips the reduce-scatter of the units outside the "
+                    "blocks, which --zero 2 and 3 run once backward is done; add --zero 2 or --zero 3");
+    if ((tc->parallel.bugs & BUG_ZERO_GRAD_AVERAGED) && !tc->zero)
+        usage_error("the zero-grad-averaged bug divides the gradients --zero sums; add --zero 1, 2 or 3");
+}
+
 void train_config_check_text(const TrainConfig *tc) {
     const DiTConfig *m = &tc->model;
     if (!m->text && (tc->parallel.bugs & BUG_TEXT_GRAD_UNSUMMED))

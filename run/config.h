@@ -16,6 +16,8 @@ void train_config_check_packs(const TrainConfig *tc);
 // --cond text against the settings it does not run with yet (--in-context, --text-attn joint);
 // a usage error if so
 void train_config_check_text(const TrainConfig *tc);
+// The planted --zero bugs without the level they need: a usage error
+void train_config_check_zero_bugs(const TrainConfig *tc);
 // NULL when every --sample-sizes size fits model m: each side a multiple of the patch, at most
 // the tokens of --input-size; else the sentence
 const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *buf, size_t len);

@@ -439,14 +439,15 @@ const Setting settings[] = {
      "the half's forward again in backward: the activations of those inputs\n"
      "and of one half, the same gradients (bit for bit), one more forward"},
     {"zero", "--zero", "STAGE", &INT_TEXT, OFF(zero), 0, 3,
-     FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     FOR_TRAIN | FOR_PROBE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "1: ZeRO stage 1, each rank keeps the Adam moments of 1/ranks of the\n"
      "parameters (gradients reduce-scattered, parameters all-gathered);\n"
      "2: stage 2, the summed gradients too (a block's reduce-scattered as\n"
      "its backward ends); 3: stage 3, the parameters and the EMA too (a\n"
      "block's all-gathered as it opens, forward and backward, the next one's\n"
      "on its way meanwhile); the same checkpoint files, and a resumed run\n"
-     "may change the stage; 0: whole on every rank (default {default})"},
+     "may change the stage (probe: its gradients summed as at that stage);\n"
+     "0: whole on every rank (default {default})"},
     {"exact", "--exact", NULL, &BOOL_TEXT, OFF(parallel.exact), 0, 0,
      FOR_ALL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "the same bits as one rank for every rank count per sequence group that\n"
@@ -473,7 +474,8 @@ const Setting settings[] = {
      "text-grad-unsummed (with --cond text); rope-local-positions (--pos\n"
      "rope), rope-pack-positions (--pos rope, --max-tokens); knorm-grad-early\n"
      "(all-to-all, --qk-norm head or full), qk-norm-head-shard (all-to-all,\n"
-     "--qk-norm full)"},
+     "--qk-norm full); zero-outer-grads-unsummed (--zero 2 or 3),\n"
+     "zero-grad-averaged (--zero 1 to 3)"},
     {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
      FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,
      "where the step runs (default {default}); cuda: each rank on GPU local rank\n"

@@ -113,6 +113,7 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
                     "brings its own (a batch of packs has a 'pack' tensor): leave them out");
     if (a->make_batch) a->batch = "";
     if (!a->ckpt || !a->batch || !a->out) usage_error("probe needs --ckpt, --batch and --out");
+    train_config_check_zero_bugs(&a->run);
     if (a->dump && a->make_batch) usage_error("probe --make-batch writes a batch; leave out --dump-tape");
     if (a->dump && a->run.parallel.grad_accum > 1)
         usage_error("probe --dump-tape dumps one micro-batch; drop --grad-accum");
@@ -324,6 +325,7 @@ int probe_main(int argc, char **argv, Comm *c) {
 
     // forward and backward of this rank's shard of its data group's images, then the sums over
     // ranks, and the data group's output images
+    if (a.run.zero && c->size > 1) sp_split_store(&sp, &m.ps, a.run.zero); // before the device, as training
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
     int H = whole.x->shape[2], W = whole.x->shape[3], Co = dit_out_channels(&m.cfg);
     TapeDump dump;
@@ -337,6 +339,12 @@ int probe_main(int argc, char **argv, Comm *c) {
                                        whole.y + i0, tensor_rows(&host, whole.target, first, count),
                                        B, whole.pack ? &mine : NULL, img->data);
     if (work != &m) dit_copy(&m, work), dit_free(work); // the gradients, for the result
+    real *whole_grads = NULL; // --zero: the summed gradients are the ranks' slices; whole here
+    if (m.ps.shards > 1) {
+        whole_grads = xmalloc(m.ps.total * sizeof(real));
+        sp_whole_grads(&sp, &m.ps, whole_grads);
+        for (int i = 0, at = 0; i < m.ps.n; at += m.ps.t[i++]->size) m.ps.t[i]->grad = whole_grads + at;
+    }
     if (a.dump) tape_dump_params(&dump, &m.ps);
     if (sp.dp > 1) {
         Tensor *all = tensor_new(&host, 4, B, Co, H, W);
@@ -357,6 +365,7 @@ int probe_main(int argc, char **argv, Comm *c) {
     arena_destroy(&arena);
     arena_destroy(&host);
     sp_free(&sp);
+    free(whole_grads);
     dit_free(&m);
     return 0;
 }

@@ -188,7 +188,7 @@ expect_usage "hidden_size 40 must be a multiple of 16 for the 3-D sin-cos positi
 expect_usage "runs its own --exact column" bugs --regimes --exact
 
 expect_usage "--zero must be between 0 and 3, got 4" --zero 4
-expect_usage "probe: unknown argument '--zero'" probe --zero 1
+expect_usage "probe: unknown argument '--lr'" probe --lr 1
 expect_usage "sample: unknown argument '--recompute'" sample --recompute
 # --device cuda where there is no GPU (the GPU path itself: tests/gpu/device_cli.sh)
 if ! nvidia-smi -L > /dev/null 2>&1; then
@@ -721,6 +721,8 @@ expect_usage "the shapes' captions have up to 9 words; pass --text-len 9 or more
 expect_usage "has no caption: --cond text reads each image's caption from the .txt file beside it" \
   --model DiT-tiny/2 --input-size 16 --data "$WORK/mixed" --cond text
 expect_usage "the text-grad-unsummed bug leaves the text encoder's gradients unsummed; add --cond text" --inject-bug text-grad-unsummed
+expect_usage "which --zero 2 and 3 run once backward is done; add --zero 2 or --zero 3" --inject-bug zero-outer-grads-unsummed --zero 1
+expect_usage "the zero-grad-averaged bug divides the gradients --zero sums; add --zero 1, 2 or 3" probe --inject-bug zero-grad-averaged --ckpt a --batch b
 $TRAIN --model DiT-tiny/2 --input-size 8 --cond text --text-dropout 0.2 --batch 4 --steps 2 --sample-steps 1 \
   --samples-per-class 1 --out "$WORK/text" >/dev/null 2>&1
 if [ -f "$WORK/text/samples.png" ]; then ok "a --cond text run draws its samples.png (the data's first captions)"

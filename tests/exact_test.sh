@@ -124,6 +124,8 @@ differs one bug-local-mean-loss 3 --inject-bug local-mean-loss
 differs one bug-ring-wrong-merge 2 --sp-attention ring --inject-bug ring-wrong-merge
 differs one bug-accum-unweighted 1 --grad-accum 4 --inject-bug accum-unweighted
 differs one bug-loss-times-sp 2 --inject-bug loss-times-sp
+differs one bug-zero-outer-grads-unsummed 2 --zero 3 --inject-bug zero-outer-grads-unsummed
+differs one bug-zero-grad-averaged 2 --zero 1 --inject-bug zero-grad-averaged
 # the catalogue under --exact: the correct code identical, every bug flagged at step 1 (its table's
 # "--exact: flagged at step" column, found by its header and read back from bugs.md)
 "$TRAIN" bugs --exact --ranks 2 --steps 2 --out "$WORK/bugs" > "$WORK/bugs.log" 2>&1; rc=$?

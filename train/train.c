@@ -174,25 +174,14 @@ static void write_loss_files(Run *r) {
 static void save(Run *r, int step) {
     char err[1024], path[PATH_LEN + 32];
     ParamStore *ps = &r->m.ps;
-    bool sharded = ps->shards > 1, split = ps->level >= 3; // the moments, and the parameters and EMA
-    if (r->work != &r->m && (sharded || r->comm->rank == 0)) dit_copy(&r->m, r->work); // the host copy of what trained on the device
-    // each rank's slices on rank 0, in a whole store's layout: the moments; at level 3 the
-    // parameters and the EMA too, else the EMA with its padding dropped
-    real *m = sharded ? sp_gather_slices(&r->sp, ps, ps->m) : NULL, *v = sharded ? sp_gather_slices(&r->sp, ps, ps->v) : NULL;
-    real *params = split ? sp_gather_slices(&r->sp, ps, ps->own) : NULL, *ema = NULL;
-    if (ps->ema && split) ema = sp_gather_slices(&r->sp, ps, ps->ema);
-    else if (ps->ema && r->comm->rank == 0) ps_unpad(ps, ema = xmalloc(ps->total * sizeof(real)), ps->ema);
-    if (r->comm->rank != 0) return;
-    safefile_group_begin();
-    path_in(path, sizeof path, r->tc.out, "optimizer.safetensors");
-    CHECK(!ckpt_save_optimizer(ps, m ? m : ps->m, v ? v : ps->v, &r->opt, r->run_text, path, err, sizeof err), "%s", err);
-    path_in(path, sizeof path, r->tc.out, "model.safetensors");
-    CHECK(!ckpt_save_model(&r->m, params, path, step, "optimizer.safetensors", err, sizeof err), "%s", err);
-    if (ema) {
-        path_in(path, sizeof path, r->tc.out, "ema.safetensors");
-        CHECK(!ckpt_save_model(&r->m, ema, path, step, NULL, err, sizeof err), "%s", err);
-    }
-    free(m), free(v), free(params), free(ema);
+    if (r->work != &r->m && (ps->shards > 1 || r->comm->rank == 0)) dit_copy(&r->m, r->work); // the host copy of what trained on the device
+    bool writes = r->comm->rank == 0;
+    Arena stage = {0}; // where rank 0 gathers each rank's pieces, a unit at a time
+    if (writes) stage = arena_create(ckpt_stage_bytes(ps)), safefile_group_begin();
+    int rc = ckpt_save_state(&r->m, &r->opt, r->run_text, step, r->comm, writes ? &stage : NULL, r->tc.out, err, sizeof err);
+    if (!writes) return;
+    arena_destroy(&stage);
+    CHECK(!rc, "%s", err);
     write_loss_files(r);
     CHECK(!safefile_group_end(err, sizeof err), "%s", err);
     if (!ps->ema) { // an average from an earlier --ema would not match this model any more
@@ -304,6 +293,7 @@ static void setup(Run *r) {
     }
     train_config_check_packs(tc);
     train_config_check_text(tc);
+    train_config_check_zero_bugs(tc);
     if (!dry_run_missing("--data", data_procedural(tc->data) ? NULL : tc->data, c->rank == 0) &&
         data_open(&r->data, tc->data, tc->model.input_size, dit_frames(&tc->model), tc->model.in_channels,
                   tc->model.num_classes, err, sizeof err))

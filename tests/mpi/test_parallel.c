@@ -1198,6 +1198,28 @@ START_TEST(recompute_is_bitwise) {
 }
 END_TEST
 
+// A slice buffer of a split host store (its moments, its parameters or EMA at level 3), every
+// rank's gathered on rank 0 into a buffer of total values in a whole store's layout, which the
+// caller frees; NULL on the other ranks
+static real *gather_slices(SeqParallel *sp, const ParamStore *ps, const real *slice) {
+
+    real *all = sp->world->rank == 0 ? xmalloc(ps->shards * ps->chunk * sizeof(real)) : NULL; // every slice
+    comm_gather(sp->world, all, slice, ps->chunk);
+    if (!all) return NULL;
+    real *whole = xmalloc(ps->total * sizeof(real) + 1);
+    for (size_t u = 0, done = 0; u < (size_t)ps->units; u++) {
+        const PsUnit *U = &ps->unit[u];
+        for (int r = 0; r < ps->shards; r++) { // rank r's piece, the padding dropped
+            size_t from = (size_t)r * U->piece, n = U->len - from < U->piece ? U->len - from : U->piece;
+            if (from >= U->len) break;
+            memcpy(whole + done + from, all + (size_t)r * ps->chunk + U->slice, n * sizeof(real));
+        }
+        done += U->len;
+    }
+    free(all);
+    return whole;
+}
+
 // --zero 1 and 2: two AdamW steps with the moments (and at 2 the summed gradients, a block's
 // reduce-scattered as its backward ends) split over every rank, each unit of the store on its own
 // (the gradients reduce-scattered, the parameters all-gathered) against the whole store's: within
@@ -1253,14 +1275,14 @@ START_TEST(zero_matches_whole) {
     real *params = xmalloc(whole->total * sizeof(real)); // the split store's, without its padding
     if (level < 3) ps_unpad(sharded, params, sharded->params);
     else { // the ranks' pieces, gathered on rank 0 and sent to every rank
-        real *got = sp_gather_slices(&sp, sharded, sharded->own);
+        real *got = gather_slices(&sp, sharded, sharded->own);
         if (got) memcpy(params, got, whole->total * sizeof(real)), free(got);
         MPI_Bcast(params, (int)(whole->total * sizeof(real)), MPI_BYTE, 0, comm.group);
     }
     double e = rel(params, whole->params, whole->total);
     bool same = !memcmp(params, whole->params, whole->total * sizeof(real));
     free(params);
-    real *m1 = sp_gather_slices(&sp, sharded, sharded->m), *v1 = sp_gather_slices(&sp, sharded, sharded->v);
+    real *m1 = gather_slices(&sp, sharded, sharded->m), *v1 = gather_slices(&sp, sharded, sharded->v);
     if (comm.rank == 0 && comm.size > 1)
         same &= !memcmp(m1, whole->m, whole->total * sizeof(real)) && !memcmp(v1, whole->v, whole->total * sizeof(real));
     free(m1), free(v1);
@@ -1277,6 +1299,73 @@ START_TEST(zero_matches_whole) {
     for (int k = 0; k < 2; k++) dit_free(&m[k]);
     sp_free(&sp);
     arena_destroy(&a);
+    cfg = configs[0];
+}
+END_TEST
+
+static void shared_tmpdir(char *dir, size_t len);
+
+// A run's checkpoint from a store split at every --zero level (and whole) over 1 to 4 ranks: the
+// files hold the same values as the whole store before the split (the parameters, the EMA, Adam's
+// moments, bit for bit), and rank 0 gathered them a unit at a time: the arena it gathered into
+// peaked at the largest unit (padded to the ranks), not the whole model. The model is 3 blocks
+// deep: its largest unit (the embeddings) is under half of it.
+START_TEST(zero_save_gathers_a_unit_at_a_time) {
+    int level = _i;
+    cfg.depth = 3;
+    DiT m[2];
+    AdamW opt = adamw_default(1e-3);
+    opt.step = 7;
+    for (int k = 0; k < 2; k++) { // k = 1: split as --zero says
+        random_model(&m[k]);
+        ps_add_ema(&m[k].ps);
+        ParamStore *ps = &m[k].ps;
+        rng_fill_normal(ps->ema, ps->total, 5, 1, 0, 1);
+        rng_fill_normal(ps->m, ps->total, 5, 2, 0, 1);
+        rng_fill_uniform(ps->v, ps->total, 5, 3, 0, 0, 1);
+    }
+    ParamStore *whole = &m[0].ps, *ps = &m[1].ps;
+    SeqParallel sp;
+    SpOptions o = options(SP_GATHER, 0);
+    ck_assert(init_mesh(&sp, &o));
+    if (level) sp_split_store(&sp, ps, level);
+    char dir[64], path[128], err[1024];
+    shared_tmpdir(dir, sizeof dir);
+    Arena stage = arena_create(ckpt_stage_bytes(ps));
+    int rc = ckpt_save_state(&m[1], &opt, "seed=1 batch=4", 7, &comm, &stage, dir, err, sizeof err);
+    ck_assert_msg(!rc, "%s", err);
+    if (comm.rank == 0) {
+        size_t R = sizeof(real), unit = 0;
+        for (int u = 0; u < ps->units; u++) unit = ps->unit[u].len > unit ? ps->unit[u].len : unit;
+        size_t bound = comm.size > 1 && level ? ((unit + comm.size - 1) / comm.size * comm.size * R + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN : 0;
+        printf("save at --zero %d over %d ranks: rank 0 gathered at most %zu bytes at once; the "
+               "largest unit %zu, the model %zu, a slice %zu\n", level, comm.size, stage.peak,
+               unit * R, whole->total * R, ps->chunk * R);
+        ck_assert_uint_le(stage.peak, bound);
+        ck_assert_uint_lt(bound, whole->total * R / 2);
+        DiT back;
+        AdamW got = adamw_default(1e-3);
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        ck_assert_msg(!ckpt_load_model(&back, path, err, sizeof err), "%s", err);
+        ck_assert_int_eq(ckpt_step(path, err, sizeof err), 7);
+        ps_add_ema(&back.ps);
+        ck_assert(!memcmp(back.ps.params, whole->params, whole->total * R));
+        snprintf(path, sizeof path, "%s/ema.safetensors", dir);
+        ck_assert_msg(!ckpt_load_params(&back, back.ps.ema, path, err, sizeof err), "%s", err);
+        ck_assert(!memcmp(back.ps.ema, whole->ema, whole->total * R));
+        snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+        ck_assert_msg(!ckpt_load_optimizer(&back.ps, &got, "seed=1 batch=4", path, err, sizeof err), "%s", err);
+        ck_assert(!memcmp(back.ps.m, whole->m, whole->total * R) && !memcmp(back.ps.v, whole->v, whole->total * R));
+        ck_assert_int_eq(got.step, 7);
+        dit_free(&back);
+        const char *files[] = {"model", "ema", "optimizer"};
+        for (int f = 0; f < 3; f++) snprintf(path, sizeof path, "%s/%s.safetensors", dir, files[f]), remove(path);
+        ck_assert(!rmdir(dir));
+    }
+    comm_barrier(&comm);
+    arena_destroy(&stage);
+    for (int k = 0; k < 2; k++) dit_free(&m[k]);
+    sp_free(&sp);
     cfg = configs[0];
 }
 END_TEST
@@ -1877,6 +1966,7 @@ int main(int argc, char **argv) {
     TCase *zero = tcase_create("zero"); // --zero's: CK_RUN_CASE=zero runs them alone
     tcase_set_timeout(zero, 120);
     tcase_add_loop_test(zero, zero_matches_whole, 0, 6);
+    tcase_add_loop_test(zero, zero_save_gathers_a_unit_at_a_time, 0, 4);
     suite_add_tcase(s, zero);
     TCase *text = tcase_create("text"); // text conditioning
     tcase_set_timeout(text, 0);
