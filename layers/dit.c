@@ -104,8 +104,8 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     l[k++] = (Line){"qkv", 3 * n * D};
     l[k++] = (Line){"q, k, v slices", 3 * n * D};
     double norm_groups = c->qk_norm == DIT_QK_HEAD ? c->num_heads : c->qk_norm == DIT_QK_FULL ? 1 : 0;
-    l[k++] = (Line){"QK-norm: q and k normed, their 1/rms", (c->qk_norm != DIT_QK_NONE) * 2 * n * D + 2 * n * norm_groups};
-    l[k++] = (Line){"rotary positions: q and k turned", (c->pos == DIT_POS_ROPE) * 2 * n * D};
+    l[k++] = (Line){"QK-norm and rotary positions: q and k normed and turned (one op), their 1/rms",
+                    (c->qk_norm != DIT_QK_NONE || c->pos == DIT_POS_ROPE) * 2 * n * D + 2 * n * norm_groups};
     l[k++] = (Line){"in-context: K and V apart from the conditioning tokens", !ada * 2 * n * D};
     l[k++] = (Line){"attention projection", n * D};
     l[k++] = (Line){"gated residual 1", n * D};
@@ -591,16 +591,15 @@ static Tensor *norm_modulate(Tape *tp, Tensor *x, Tensor *const m[3], const Pack
 
 #define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
 // QK-norm, then the rotary positions (angles, or NULL), on q and k (B, n, D) of block i; in the
-// token shard, before the layout moves the heads: a full-width norm sees every head of a token
+// token shard, before the layout moves the heads: a full-width norm sees every head of a token.
+// One op each (qk_norm_rope): its output is named q_rope / k_rope when it turns (normed first
+// with QK-norm), q_norm / k_norm when it only norms
 static void qk_prepare(const DiTBlock *b, int i, Tape *tp, Tensor **q, Tensor **k, Tensor *angles,
                        int heads, const DiTShard *sh) {
-    if (b->q_norm) {
-        int group = sh->qk_norm_parts ? (*q)->shape[2] / sh->qk_norm_parts : (int)b->q_norm->size;
-        *q = NAME(rmsnorm(tp, *q, b->q_norm, group, DIT_QK_EPS), "attn.q_norm");
-        *k = NAME(rmsnorm(tp, *k, b->k_norm, group, DIT_QK_EPS), "attn.k_norm");
-    }
-    if (angles)
-        *q = NAME(rope(tp, *q, angles, heads), "attn.q_rope"), *k = NAME(rope(tp, *k, angles, heads), "attn.k_rope");
+    if (!b->q_norm && !angles) return;
+    int group = !b->q_norm ? 0 : sh->qk_norm_parts ? (*q)->shape[2] / sh->qk_norm_parts : (int)b->q_norm->size;
+    *q = NAME(qk_norm_rope(tp, *q, b->q_norm, group, DIT_QK_EPS, angles, heads), angles ? "attn.q_rope" : "attn.q_norm");
+    *k = NAME(qk_norm_rope(tp, *k, b->k_norm, group, DIT_QK_EPS, angles, heads), angles ? "attn.k_rope" : "attn.k_norm");
 }
 
 static Tensor *attention_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3],
