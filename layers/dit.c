@@ -123,21 +123,25 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     return k;
 }
 
-// The embeddings, the conditioning, the final layer, the loss and the step's inputs
-static int rest_lines(Line *l, const DiTConfig *c, double n, double B) {
+// The embeddings, the conditioning, the final layer, the loss and the step's inputs: lines
+// [0, *fixed) get no gradient in backward (the inputs, the patches, the fixed tables, the angles)
+static int rest_lines(Line *l, const DiTConfig *c, double n, double B, int *fixed) {
     double D = c->hidden_size, p2 = dit_patch_values(c);
     double S2 = (double)dit_frames(c) * c->input_size * c->input_size; // a sample's pixels
     double C = c->in_channels, Co = dit_out_channels(c);
     int k = 0;
     l[k++] = (Line){"inputs: image, time, target", C * S2 + 1 + Co * S2};
-    l[k++] = (Line){"patches, their embedding, pos_embed, the sum", n * (p2 * C + 2 * D) + n * D / B};
-    l[k++] = (Line){"timestep and label embeddings, c", DIT_FREQ_DIM + 6 * D};
+    l[k++] = (Line){"patches, pos_embed", n * p2 * C + n * D / B};
+    l[k++] = (Line){"loss: target patches, mask", n * p2 * C * (1 + 1.0 / sizeof(real))};
     // one image's angles for every image (packs: each its own; B = 1 bounds it above)
     l[k++] = (Line){"rotary angles", (c->pos == DIT_POS_ROPE) * (n + c->in_context * DIT_CONTEXT_TOKENS) *
                                          ((double)D / c->num_heads)};
+    *fixed = k;
+    l[k++] = (Line){"the patches' embedding, the sum", 2 * n * D};
+    l[k++] = (Line){"timestep and label embeddings, c", DIT_FREQ_DIM + 6 * D};
     l[k++] = (Line){"final adaLN, layernorm, modulate", 4 * D + n * (2 * D + 2)};
     l[k++] = (Line){"output tokens", n * p2 * Co};
-    l[k++] = (Line){"loss: target patches, mask, output slice", n * p2 * C * (2 + 1.0 / sizeof(real))};
+    l[k++] = (Line){"loss: output slice", n * p2 * C};
     if (c->in_context)
         l[k++] = (Line){"in-context: the conditioning tokens, the joined and the final sequence",
                         (2 * DIT_CONTEXT_TOKENS + n) * D + n * D};
@@ -161,7 +165,9 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     int mlp, k = block_lines(l, c, nb, &mlp);
     double cross = l[mlp - 1].reals; // the cross-attention's line: kept under --recompute too
     double attn_half = sum_lines(l, mlp) + attn.kept, mlp_half = sum_lines(l + mlp, k - mlp);
-    double block = attn_half + mlp_half, rest = sum_lines(l, rest_lines(l, c, n, b));
+    double block = attn_half + mlp_half;
+    int fixed, r = rest_lines(l, c, n, b, &fixed);
+    double rest = sum_lines(l, r), rest_grads = sum_lines(l + fixed, r - fixed);
     int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
     double scratch = (double)attention_scratch_count(B, attn.queries, attn.keys, c->num_heads, dh,
                                                      pass != DIT_FORWARD);
@@ -175,7 +181,7 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     double reals;
     if (pass != DIT_FORWARD) // the blocks' activations and gradients, the residual stream's
         // gradient, and the largest transient
-        reals = b * (kept + rest + grads + rest + (double)n * c->hidden_size) +
+        reals = b * (kept + rest + grads + rest_grads + (double)n * c->hidden_size) +
                 fmax(scratch, b * attn.transient);
     else // without gradients dit_forward keeps one block's intermediates at a time, and its input
         // (the block before's output, kept); the attention's transient lives during its half only
