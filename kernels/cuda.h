@@ -56,16 +56,13 @@ void layernorm_forward_cuda(real *out, real *mean, real *rstd, const real *inp, 
 void layernorm_backward_cuda(real *dinp, const real *dout, const real *inp, const real *mean,
                              const real *rstd, int N, int C, cudaStream_t stream);
 
-// ---- QK-norm (RMSNorm with a scale over groups) and rotary positions (qknorm.cu)
-void rmsnorm_forward_cuda(real *out, real *rstd, const real *inp, const real *scale, int N, int C,
-                          int G, int S, real eps, cudaStream_t stream);
-void rmsnorm_backward_cuda(real *dinp, real *dscale, const real *dout, const real *inp,
-                           const real *scale, const real *rstd, int N, int C, int G, int S,
-                           cudaStream_t stream);
-void rope_forward_cuda(real *out, const real *inp, const real *cs, int B, int T, int H, int dh,
-                       bool per_image, cudaStream_t stream);
-void rope_backward_cuda(real *dinp, const real *dout, const real *cs, int B, int T, int H, int dh,
-                        bool per_image, cudaStream_t stream);
+// ---- QK-norm and rotary positions, one op (qknorm.cu) ------------------------------------------
+void qk_norm_rope_forward_cuda(real *out, real *rstd, const real *inp, const real *scale,
+                               const real *cs, int N, int C, int G, int S, int dh, int A, real eps,
+                               cudaStream_t stream);
+void qk_norm_rope_backward_cuda(real *dinp, real *dscale, const real *dout, const real *inp,
+                                const real *scale, const real *rstd, const real *cs, int N, int C,
+                                int G, int S, int dh, int A, cudaStream_t stream);
 
 // ---- patches (patch.cu): clips img (B,C,F,H,W) <-> tokens (B, n, C*pt*p*p); both add --------
 void patch_gather_cuda(real *tokens, const real *img, ClipShape s, int t0, int n,

@@ -97,20 +97,19 @@ void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, int N
 void layernorm_backward(real *dinp, const real *dout, const real *inp, const real *mean,
                         const real *rstd, int N, int C);
 
-// ---- QK-norm: RMSNorm with a learned scale over groups of G columns of inp (N,C) (G divides C):
-// out = x / sqrt(mean over the group of x^2 + eps) * scale[c mod S], scale (S), S a multiple of G
-// dividing C (a head's dh, or the width); rstd (N, C/G) saved for backward
-void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *scale, int N, int C,
-                     int G, int S, real eps);
-void rmsnorm_backward(real *dinp, real *dscale, const real *dout, const real *inp,
-                      const real *scale, const real *rstd, int N, int C, int G, int S);
-// ---- rotary positions: x (B,T,H*dh), each pair (2j, 2j+1) of each head of token t turned by an
-// angle given as cs (cos, sin) [2j, 2j+1] of row t of cs (1,T,dh), or of row (b,t) of (B,T,dh)
-// when per_image; backward turns dout back, adding into dinp
-void rope_forward(real *out, const real *inp, const real *cs, int B, int T, int H, int dh,
-                  bool per_image);
-void rope_backward(real *dinp, const real *dout, const real *cs, int B, int T, int H, int dh,
-                   bool per_image);
+// ---- QK-norm and rotary positions, one op: out = turn(norm(inp)), inp and out (N,C) -------------
+// norm (scale non-NULL): RMSNorm with a learned scale over groups of G columns (G divides C),
+// x / sqrt(mean over the group of x^2 + eps) * scale[c mod S], scale (S), S a multiple of G
+// dividing C (a head's dh, or the width); rstd (N, C/G) saved for backward. scale NULL: no norm
+// (G, S and rstd unused). turn (cs non-NULL): the pair (2j, 2j+1) of every head of dh columns of
+// row n turned by the angle whose (cos, sin) are cs[(n mod A) dh + 2j, + 1]: A rows of angles,
+// the T tokens of a row shared by its images, or one per row; G even. cs NULL: no turn (dh and A
+// unused). Backward adds into dinp and dscale (either may be NULL)
+void qk_norm_rope_forward(real *out, real *rstd, const real *inp, const real *scale,
+                          const real *cs, int N, int C, int G, int S, int dh, int A, real eps);
+void qk_norm_rope_backward(real *dinp, real *dscale, const real *dout, const real *inp,
+                           const real *scale, const real *rstd, const real *cs, int N, int C,
+                           int G, int S, int dh, int A);
 
 // ---- embeddings ----------------------------------------------------------------------------------
 // out (B,D) = table (V,D)[idx[b]]

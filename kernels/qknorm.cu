@@ -1,8 +1,7 @@
-// qknorm.cu: QK-norm (RMSNorm with a learned scale over groups of G columns) and rotary positions
-// on the device; the same math as qknorm.c. RMSNorm: one warp per group of a row (lanes stride over
+// qknorm.cu: QK-norm (RMSNorm with a learned scale over groups of G columns) then rotary positions,
+// one op on the device; the same math as qknorm.c. One warp per group of a row (lanes stride over
 // its columns, statistics in double); the scale's gradient: one block per scale element, its
-// threads' partial sums added in a fixed order (deterministic, no atomics). Rotary: one thread
-// per pair of dimensions.
+// threads' partial sums added in a fixed order (deterministic, no atomics).
 #include "cuda.h"
 #include <cuda_runtime.h>
 
@@ -15,48 +14,74 @@ __device__ static double warp_sum(double v) {
     return v;
 }
 
-// out, inp (N,C); rstd (N, C/G); scale (S)
-static __global__ void rmsnorm_forward_kernel(real *out, real *rstd, const real *inp,
-                                              const real *scale, int N, int C, int G, int S,
-                                              real eps) {
+// Element c of a row turned: the pair (c & ~1, c | 1) of (self, partner) turned by the angle of
+// pair c mod dh in the row's angles a, by its opposite when sign is -1 (backward)
+__device__ static real turn(real self, real partner, const real *a, int c, int dh, real sign) {
+    int j = c % dh & ~1;
+    real cs = a[j], sn = sign * a[j + 1];
+    return c & 1 ? self * cs + partner * sn : self * cs - partner * sn;
+}
+
+// one warp per group w of the (N, C/G) groups (without the norm, G = C); a group holds whole
+// pairs (G even), so the turn reads only its own group. out, inp (N,C); rstd (N, C/G); scale (S)
+static __global__ void qk_forward_kernel(real *out, real *rstd, const real *inp, const real *scale,
+                                         const real *cs, int N, int C, int G, int S, int dh, int A,
+                                         real eps) {
     int lane = threadIdx.x % 32, groups = C / G;
     size_t w = (size_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
     if (w >= (size_t)N * groups) return; // whole warps leave together
-    size_t o = w / groups * C + w % groups * G;
-    const real *x = inp + o, *s = scale + o % C % S;
-    double ss = 0;
-    for (int c = lane; c < G; c += 32) ss += (double)x[c] * x[c];
-    real r = (real)(1 / sqrt(warp_sum(ss) / G + eps));
-    for (int c = lane; c < G; c += 32) out[o + c] = x[c] * r * s[c];
-    if (lane == 0) rstd[w] = r;
+    size_t n = w / groups, o = n * C + w % groups * G;
+    int c0 = (int)(o % C); // the group's first column
+    const real *x = inp + o, *s = scale ? scale + c0 % S : NULL, *a = cs ? cs + n % A * dh : NULL;
+    real r = 1;
+    if (s) {
+        double ss = 0;
+        for (int c = lane; c < G; c += 32) ss += (double)x[c] * x[c];
+        r = (real)(1 / sqrt(warp_sum(ss) / G + eps));
+        if (lane == 0) rstd[w] = r;
+    }
+    for (int c = lane; c < G; c += 32) {
+        real z = s ? x[c] * r * s[c] : x[c];
+        out[o + c] = a ? turn(z, s ? x[c ^ 1] * r * s[c ^ 1] : x[c ^ 1], a, c0 + c, dh, 1) : z;
+    }
 }
 
-// dinp += r (dy s - xhat mean(dy s xhat)) over each group
-static __global__ void rmsnorm_backward_dx_kernel(real *dinp, const real *dout, const real *inp,
-                                                  const real *scale, const real *rstd, int N,
-                                                  int C, int G, int S) {
+// dz = the turn's transpose applied to dy (dy without the turn)
+#define DZ(dy, a, c, cc) ((a) ? turn((dy)[c], (dy)[(c) ^ 1], a, cc, dh, -1) : (dy)[c])
+
+// dinp += r (dz s - xhat mean(dz s xhat)) over each group (dz without the norm)
+static __global__ void qk_backward_dx_kernel(real *dinp, const real *dout, const real *inp,
+                                             const real *scale, const real *rstd, const real *cs,
+                                             int N, int C, int G, int S, int dh, int A) {
     int lane = threadIdx.x % 32, groups = C / G;
     size_t w = (size_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
     if (w >= (size_t)N * groups) return;
-    size_t o = w / groups * C + w % groups * G;
-    const real *x = inp + o, *dy = dout + o, *s = scale + o % C % S;
+    size_t n = w / groups, o = n * C + w % groups * G;
+    int c0 = (int)(o % C);
+    const real *x = inp + o, *dy = dout + o, *a = cs ? cs + n % A * dh : NULL;
+    if (!scale) {
+        for (int c = lane; c < G; c += 32) dinp[o + c] += DZ(dy, a, c, c0 + c);
+        return;
+    }
+    const real *s = scale + c0 % S;
     real r = rstd[w];
     double m = 0;
-    for (int c = lane; c < G; c += 32) m += (double)dy[c] * s[c] * x[c] * r;
+    for (int c = lane; c < G; c += 32) m += (double)DZ(dy, a, c, c0 + c) * s[c] * x[c] * r;
     m = warp_sum(m) / G;
-    for (int c = lane; c < G; c += 32) dinp[o + c] += r * (real)(dy[c] * s[c] - x[c] * r * m);
+    for (int c = lane; c < G; c += 32) dinp[o + c] += r * (real)(DZ(dy, a, c, c0 + c) * s[c] - x[c] * r * m);
 }
 
-// dscale[j] += sum over rows and columns c = j mod S of dout xhat; block j, CUDA_BLOCK threads
-static __global__ void rmsnorm_backward_dscale_kernel(real *dscale, const real *dout,
-                                                      const real *inp, const real *rstd, int N,
-                                                      int C, int G, int S) {
+// dscale[j] += sum over rows and columns c = j mod S of dz xhat; block j, CUDA_BLOCK threads
+static __global__ void qk_backward_dscale_kernel(real *dscale, const real *dout, const real *inp,
+                                                 const real *rstd, const real *cs, int N, int C,
+                                                 int G, int S, int dh, int A) {
     __shared__ double part[CUDA_BLOCK];
     int j = blockIdx.x, per_row = C / S, groups = C / G;
     double sum = 0;
     for (size_t k = threadIdx.x; k < (size_t)N * per_row; k += blockDim.x) {
         size_t n = k / per_row, c = k % per_row * S + j, i = n * C + c;
-        sum += (double)dout[i] * inp[i] * rstd[n * groups + c / G];
+        const real *a = cs ? cs + n % A * dh : NULL;
+        sum += (double)DZ(dout + n * C, a, c, (int)c) * inp[i] * rstd[n * groups + c / G];
     }
     part[threadIdx.x] = sum;
     __syncthreads();
@@ -66,76 +91,45 @@ static __global__ void rmsnorm_backward_dscale_kernel(real *dscale, const real *
     }
     if (threadIdx.x == 0) dscale[j] += (real)part[0];
 }
-
-// one thread per pair: (B*T*H*dh/2) of them
-static __global__ void rope_kernel(real *out, const real *inp, const real *cs, int B, int T, int H,
-                                   int dh, bool per_image, bool backward) {
-    size_t pairs = (size_t)B * T * H * (dh / 2);
-    real sign = backward ? -1 : 1;
-    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs;
-         p += (size_t)gridDim.x * blockDim.x) {
-        size_t j = p % (dh / 2) * 2, bt = p / (dh / 2) / H, o = p * 2;
-        const real *a = cs + (per_image ? bt : bt % T) * dh + j;
-        real c = a[0], s = sign * a[1], x0 = inp[o], x1 = inp[o + 1];
-        real y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
-        if (backward) out[o] += y0, out[o + 1] += y1;
-        else out[o] = y0, out[o + 1] = y1;
-    }
-}
+#undef DZ
 
 // ---- launchers -----------------------------------------------------------------------------------
 
-static void check_groups(const char *name, int N, int C, int G, int S) {
-    CHECK(N >= 0 && C > 0 && G > 0 && S > 0 && C % G == 0 && S % G == 0 && C % S == 0,
-          "%s: bad shape N = %d, C = %d, groups of %d, scale of %d", name, N, C, G, S);
+// the groups of one warp each: G, or the whole row without the norm
+static int check_shape(const char *name, const real *scale, const real *cs, int N, int C, int G,
+                       int S, int dh, int A) {
+    CHECK(N >= 0 && C > 0 && (!scale || (G > 0 && S > 0 && C % G == 0 && S % G == 0 && C % S == 0)) &&
+              (!cs || (dh > 0 && dh % 2 == 0 && C % dh == 0 && A > 0 && (!scale || G % 2 == 0))),
+          "%s: bad shape N = %d, C = %d, groups of %d, scale of %d, heads of %d (even), %d rows of "
+          "angles", name, N, C, G, S, dh, A);
+    return scale ? G : C;
 }
 
-void rmsnorm_forward_cuda(real *out, real *rstd, const real *inp, const real *scale, int N, int C,
-                          int G, int S, real eps, cudaStream_t stream) {
-    check_groups("rmsnorm_forward_cuda", N, C, G, S);
+void qk_norm_rope_forward_cuda(real *out, real *rstd, const real *inp, const real *scale,
+                               const real *cs, int N, int C, int G, int S, int dh, int A, real eps,
+                               cudaStream_t stream) {
+    G = check_shape("qk_norm_rope_forward_cuda", scale, cs, N, C, G, S, dh, A);
     size_t warps = (size_t)N * (C / G);
     if (!warps) return;
-    rmsnorm_forward_kernel<<<(unsigned)((warps + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK),
-                             32 * WARPS_PER_BLOCK, 0, stream>>>(out, rstd, inp, scale, N, C, G, S, eps);
+    qk_forward_kernel<<<(unsigned)((warps + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK),
+                        32 * WARPS_PER_BLOCK, 0, stream>>>(out, rstd, inp, scale, cs, N, C, G, S, dh, A, eps);
     CUDA_CHECK(cudaGetLastError());
 }
 
-void rmsnorm_backward_cuda(real *dinp, real *dscale, const real *dout, const real *inp,
-                           const real *scale, const real *rstd, int N, int C, int G, int S,
-                           cudaStream_t stream) {
-    check_groups("rmsnorm_backward_cuda", N, C, G, S);
+void qk_norm_rope_backward_cuda(real *dinp, real *dscale, const real *dout, const real *inp,
+                                const real *scale, const real *rstd, const real *cs, int N, int C,
+                                int G, int S, int dh, int A, cudaStream_t stream) {
+    G = check_shape("qk_norm_rope_backward_cuda", scale, cs, N, C, G, S, dh, A);
     size_t warps = (size_t)N * (C / G);
     if (!warps) return;
     if (dinp) {
-        rmsnorm_backward_dx_kernel<<<(unsigned)((warps + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK),
-                                     32 * WARPS_PER_BLOCK, 0, stream>>>(dinp, dout, inp, scale, rstd,
-                                                                        N, C, G, S);
+        qk_backward_dx_kernel<<<(unsigned)((warps + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK),
+                                32 * WARPS_PER_BLOCK, 0, stream>>>(dinp, dout, inp, scale, rstd, cs,
+                                                                   N, C, G, S, dh, A);
         CUDA_CHECK(cudaGetLastError());
     }
-    if (dscale) {
-        rmsnorm_backward_dscale_kernel<<<S, CUDA_BLOCK, 0, stream>>>(dscale, dout, inp, rstd, N, C, G, S);
+    if (dscale && scale) {
+        qk_backward_dscale_kernel<<<S, CUDA_BLOCK, 0, stream>>>(dscale, dout, inp, rstd, cs, N, C, G, S, dh, A);
         CUDA_CHECK(cudaGetLastError());
     }
-}
-
-static void rope_launch(real *out, const real *inp, const real *cs, int B, int T, int H, int dh,
-                        bool per_image, bool backward, cudaStream_t stream) {
-    CHECK(B >= 0 && T >= 0 && H > 0 && dh > 0 && dh % 2 == 0,
-          "rope_%s_cuda: bad shape B = %d, T = %d, H = %d, dh = %d (even)",
-          backward ? "backward" : "forward", B, T, H, dh);
-    size_t pairs = (size_t)B * T * H * (dh / 2);
-    if (!pairs || !out) return;
-    rope_kernel<<<cuda_grid(pairs), CUDA_BLOCK, 0, stream>>>(out, inp, cs, B, T, H, dh, per_image,
-                                                             backward);
-    CUDA_CHECK(cudaGetLastError());
-}
-
-void rope_forward_cuda(real *out, const real *inp, const real *cs, int B, int T, int H, int dh,
-                       bool per_image, cudaStream_t stream) {
-    rope_launch(out, inp, cs, B, T, H, dh, per_image, false, stream);
-}
-
-void rope_backward_cuda(real *dinp, const real *dout, const real *cs, int B, int T, int H, int dh,
-                        bool per_image, cudaStream_t stream) {
-    rope_launch(dinp, dout, cs, B, T, H, dh, per_image, true, stream);
 }

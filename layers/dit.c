@@ -104,8 +104,8 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     l[k++] = (Line){"qkv", 3 * n * D};
     l[k++] = (Line){"q, k, v slices", 3 * n * D};
     double norm_groups = c->qk_norm == DIT_QK_HEAD ? c->num_heads : c->qk_norm == DIT_QK_FULL ? 1 : 0;
-    l[k++] = (Line){"QK-norm: q and k normed, their 1/rms", (c->qk_norm != DIT_QK_NONE) * 2 * n * D + 2 * n * norm_groups};
-    l[k++] = (Line){"rotary positions: q and k turned", (c->pos == DIT_POS_ROPE) * 2 * n * D};
+    l[k++] = (Line){"QK-norm and rotary positions: q and k normed and turned (one op), their 1/rms",
+                    (c->qk_norm != DIT_QK_NONE || c->pos == DIT_POS_ROPE) * 2 * n * D + 2 * n * norm_groups};
     l[k++] = (Line){"in-context: K and V apart from the conditioning tokens", !ada * 2 * n * D};
     l[k++] = (Line){"attention projection", n * D};
     l[k++] = (Line){"gated residual 1", n * D};
@@ -123,21 +123,25 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     return k;
 }
 
-// The embeddings, the conditioning, the final layer, the loss and the step's inputs
-static int rest_lines(Line *l, const DiTConfig *c, double n, double B) {
+// The embeddings, the conditioning, the final layer, the loss and the step's inputs: lines
+// [0, *fixed) get no gradient in backward (the inputs, the patches, the fixed tables, the angles)
+static int rest_lines(Line *l, const DiTConfig *c, double n, double B, int *fixed) {
     double D = c->hidden_size, p2 = dit_patch_values(c);
     double S2 = (double)dit_frames(c) * c->input_size * c->input_size; // a sample's pixels
     double C = c->in_channels, Co = dit_out_channels(c);
     int k = 0;
     l[k++] = (Line){"inputs: image, time, target", C * S2 + 1 + Co * S2};
-    l[k++] = (Line){"patches, their embedding, pos_embed, the sum", n * (p2 * C + 2 * D) + n * D / B};
-    l[k++] = (Line){"timestep and label embeddings, c", DIT_FREQ_DIM + 6 * D};
+    l[k++] = (Line){"patches, pos_embed", n * p2 * C + n * D / B};
+    l[k++] = (Line){"loss: target patches, mask", n * p2 * C * (1 + 1.0 / sizeof(real))};
     // one image's angles for every image (packs: each its own; B = 1 bounds it above)
     l[k++] = (Line){"rotary angles", (c->pos == DIT_POS_ROPE) * (n + c->in_context * DIT_CONTEXT_TOKENS) *
                                          ((double)D / c->num_heads)};
+    *fixed = k;
+    l[k++] = (Line){"the patches' embedding, the sum", 2 * n * D};
+    l[k++] = (Line){"timestep and label embeddings, c", DIT_FREQ_DIM + 6 * D};
     l[k++] = (Line){"final adaLN, layernorm, modulate", 4 * D + n * (2 * D + 2)};
     l[k++] = (Line){"output tokens", n * p2 * Co};
-    l[k++] = (Line){"loss: target patches, mask, output slice", n * p2 * C * (2 + 1.0 / sizeof(real))};
+    l[k++] = (Line){"loss: output slice", n * p2 * C};
     if (c->in_context)
         l[k++] = (Line){"in-context: the conditioning tokens, the joined and the final sequence",
                         (2 * DIT_CONTEXT_TOKENS + n) * D + n * D};
@@ -161,7 +165,9 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     int mlp, k = block_lines(l, c, nb, &mlp);
     double cross = l[mlp - 1].reals; // the cross-attention's line: kept under --recompute too
     double attn_half = sum_lines(l, mlp) + attn.kept, mlp_half = sum_lines(l + mlp, k - mlp);
-    double block = attn_half + mlp_half, rest = sum_lines(l, rest_lines(l, c, n, b));
+    double block = attn_half + mlp_half;
+    int fixed, r = rest_lines(l, c, n, b, &fixed);
+    double rest = sum_lines(l, r), rest_grads = sum_lines(l + fixed, r - fixed);
     int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
     double scratch = (double)attention_scratch_count(B, attn.queries, attn.keys, c->num_heads, dh,
                                                      pass != DIT_FORWARD);
@@ -175,7 +181,7 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     double reals;
     if (pass != DIT_FORWARD) // the blocks' activations and gradients, the residual stream's
         // gradient, and the largest transient
-        reals = b * (kept + rest + grads + rest + (double)n * c->hidden_size) +
+        reals = b * (kept + rest + grads + rest_grads + (double)n * c->hidden_size) +
                 fmax(scratch, b * attn.transient);
     else // without gradients dit_forward keeps one block's intermediates at a time, and its input
         // (the block before's output, kept); the attention's transient lives during its half only
@@ -591,16 +597,15 @@ static Tensor *norm_modulate(Tape *tp, Tensor *x, Tensor *const m[3], const Pack
 
 #define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
 // QK-norm, then the rotary positions (angles, or NULL), on q and k (B, n, D) of block i; in the
-// token shard, before the layout moves the heads: a full-width norm sees every head of a token
+// token shard, before the layout moves the heads: a full-width norm sees every head of a token.
+// One op each (qk_norm_rope): its output is named q_rope / k_rope when it turns (normed first
+// with QK-norm), q_norm / k_norm when it only norms
 static void qk_prepare(const DiTBlock *b, int i, Tape *tp, Tensor **q, Tensor **k, Tensor *angles,
                        int heads, const DiTShard *sh) {
-    if (b->q_norm) {
-        int group = sh->qk_norm_parts ? (*q)->shape[2] / sh->qk_norm_parts : (int)b->q_norm->size;
-        *q = NAME(rmsnorm(tp, *q, b->q_norm, group, DIT_QK_EPS), "attn.q_norm");
-        *k = NAME(rmsnorm(tp, *k, b->k_norm, group, DIT_QK_EPS), "attn.k_norm");
-    }
-    if (angles)
-        *q = NAME(rope(tp, *q, angles, heads), "attn.q_rope"), *k = NAME(rope(tp, *k, angles, heads), "attn.k_rope");
+    if (!b->q_norm && !angles) return;
+    int group = !b->q_norm ? 0 : sh->qk_norm_parts ? (*q)->shape[2] / sh->qk_norm_parts : (int)b->q_norm->size;
+    *q = NAME(qk_norm_rope(tp, *q, b->q_norm, group, DIT_QK_EPS, angles, heads), angles ? "attn.q_rope" : "attn.q_norm");
+    *k = NAME(qk_norm_rope(tp, *k, b->k_norm, group, DIT_QK_EPS, angles, heads), angles ? "attn.k_rope" : "attn.k_norm");
 }
 
 static Tensor *attention_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3],

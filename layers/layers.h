@@ -24,13 +24,13 @@ Tensor *gelu(Tape *tp, Tensor *x); // tanh approximation
 Tensor *silu(Tape *tp, Tensor *x);
 // x (..., C), normalized over C, no affine parameters
 Tensor *layernorm(Tape *tp, Tensor *x, real eps);
-// QK-norm: x (..., C) over groups of `group` columns (a head's, or all C): x / sqrt(mean of x^2
-// over the group + eps) * scale[c mod S], scale (S) with group | S | C (a head's dh, or C)
-Tensor *rmsnorm(Tape *tp, Tensor *x, Tensor *scale, int group, real eps);
-// Rotary positions: x (B, T, heads x dh), each pair (2j, 2j+1) of every head of token t turned by
+// QK-norm, then rotary positions, one op (one output, one pass back): x (..., C), or (B, T, heads x
+// dh) with angles. scale non-NULL: over groups of `group` columns (a head's, or all C),
+// x / sqrt(mean of x^2 over the group + eps) * scale[c mod S], scale (S) with group | S | C (a
+// head's dh, or C). angles non-NULL: then each pair (2j, 2j+1) of every head of token t turned by
 // the angle whose cos and sin are angles[.., t, 2j] and [.., t, 2j+1]; angles (1 or B, T, dh), not
-// differentiated (dit.c makes them)
-Tensor *rope(Tape *tp, Tensor *x, Tensor *angles, int heads);
+// differentiated (dit.c makes them); the groups even. Either alone: NULL for the other
+Tensor *qk_norm_rope(Tape *tp, Tensor *x, Tensor *scale, int group, real eps, Tensor *angles, int heads);
 // x (B,T,D), shift, scale (B,D), or (B,G,D) with row g for tokens [g T/G, (g+1) T/G):
 // x * (1 + scale) + shift
 Tensor *modulate(Tape *tp, Tensor *x, Tensor *shift, Tensor *scale);

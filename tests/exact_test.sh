@@ -168,13 +168,13 @@ located "^first divergence: grad\.blocks\.3\.attn\.[kv] \(backward" 3 --sp-atten
 located "^first divergence: grad\.x_embedder\.proj\.weight \(parameter gradient" 2 --inject-bug no-grad-allreduce
 located "^first divergence: x_embedder \(forward" 2 --inject-bug shard-pos-embed
 # the video options' bugs at the op they break, on the model trained with rotary positions and
-# the full-width QK-norm: the rotation, the norm, the key gradient that reaches the k-norm (through
-# the rotation after it)
+# the full-width QK-norm: the rotation, the norm (one op with the rotation: its output q_rope), the
+# key gradient that reaches the k-norm (through the rotation after it)
 CKPT="$WORK/video-one/model.safetensors"
 dump dump-1 1 || { echo "FAIL the video model's one-rank dump: $(tail -n 1 "$WORK/dump-1.log")"; exit 1; }
 located "^first divergence: blocks\.0\.attn\.q_rope \(forward" 2 --inject-bug rope-local-positions
 located "^first divergence: grad\.blocks\.3\.attn\.k_(rope|norm) \(backward" 2 --sp-attention all-to-all --inject-bug knorm-grad-early
-located "^first divergence: blocks\.0\.attn\.q_norm \(forward" 2 --sp-attention all-to-all --inject-bug qk-norm-head-shard
+located "^first divergence: blocks\.0\.attn\.q_rope \(forward" 2 --sp-attention all-to-all --inject-bug qk-norm-head-shard
 # the logged loss is not a tensor of the step: a tape, like every gradient check, misses it
 located "^no divergence: every tensor of the step is identical" 2 --inject-bug loss-times-sp
 # exact mode computes the same function as the default mode, in another order

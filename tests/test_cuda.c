@@ -183,50 +183,41 @@ START_TEST(cuda_layernorm) {
 }
 END_TEST
 
-// ---- QK-norm (RMSNorm over groups) and rotary positions ----------------------------------------
+// ---- QK-norm (RMSNorm over groups) and rotary positions, one op --------------------------------
 
 START_TEST(cuda_qknorm) {
-    // groups of a head (5 heads of 12) with a scale of 12, of the full width (45, below two warps,
-    // not a multiple of 32), and of 20 with a scale of the full width 60; rows of mean non-zero
-    const int shapes[][4] = {{37, 60, 12, 12}, {9, 45, 45, 45}, {7, 60, 20, 60}};
-    for (int k = 0; k < 3; k++) {
-        int N = shapes[k][0], C = shapes[k][1], G = shapes[k][2], S = shapes[k][3];
-        size_t n = (size_t)N * C, ng = (size_t)N * (C / G);
-        real *inp = host_randn(n, 60, 2, 0.5), *scale = host_randn(S, 61, 0.5, 1), *out = xmalloc(n * sizeof(real));
-        real *rstd = xmalloc(ng * sizeof(real)), *dout = host_randn(n, 62, 1, 0);
-        real *dinp = host_randn(n, 63, 1, 0), *dscale = host_randn(S, 64, 1, 0);
-        real *inp_d = to_device(inp, n), *scale_d = to_device(scale, S), *out_d = device_alloc(n * sizeof(real));
-        real *rstd_d = device_alloc(ng * sizeof(real)), *dout_d = to_device(dout, n);
-        real *dinp_d = to_device(dinp, n), *dscale_d = to_device(dscale, S);
-        rmsnorm_forward(out, rstd, inp, scale, N, C, G, S, (real)1e-6);
-        rmsnorm_forward_cuda(out_d, rstd_d, inp_d, scale_d, N, C, G, S, (real)1e-6, 0);
-        expect_close("rmsnorm_forward out", out_d, out, n);
-        expect_close("rmsnorm_forward rstd", rstd_d, rstd, ng);
-        copy_bytes(rstd_d, rstd, ng * sizeof(real)); // backward on its own, from the CPU's statistics
-        rmsnorm_backward(dinp, dscale, dout, inp, scale, rstd, N, C, G, S);
-        rmsnorm_backward_cuda(dinp_d, dscale_d, dout_d, inp_d, scale_d, rstd_d, N, C, G, S, 0);
-        expect_close("rmsnorm_backward dinp", dinp_d, dinp, n);
-        expect_close("rmsnorm_backward dscale", dscale_d, dscale, S);
-        free(inp), free(scale), free(out), free(rstd), free(dout), free(dinp), free(dscale);
+    // the norm alone, over groups of a head (5 heads of 12) with a scale of 12, of the full width
+    // (45, below two warps, not a multiple of 32), and of 20 with a scale of the full width 60;
+    // the turn alone (3 heads of 6; one row of angles per token of 5, or per row); the norm of a
+    // head then the turn, and the full-width norm then the turn (angles per row); rows of mean
+    // non-zero. Columns: N, C, G, S (0: no norm), dh (0: no turn), A
+    const int shapes[][6] = {{37, 60, 12, 12, 0, 0}, {9, 45, 45, 45, 0, 0}, {7, 60, 20, 60, 0, 0},
+                             {10, 18, 0, 0, 6, 5}, {10, 18, 0, 0, 6, 10}, {37, 60, 12, 12, 12, 37},
+                             {9, 66, 66, 66, 6, 3}};
+    for (int k = 0; k < 7; k++) {
+        int N = shapes[k][0], C = shapes[k][1], G = shapes[k][2], S = shapes[k][3], dh = shapes[k][4], A = shapes[k][5];
+        size_t n = (size_t)N * C, ng = S ? (size_t)N * (C / G) : 1, na = dh ? (size_t)A * dh : 1;
+        real *inp = host_randn(n, 60, 2, 0.5), *scale = host_randn(S ? S : 1, 61, 0.5, 1), *out = xmalloc(n * sizeof(real));
+        real *rstd = xmalloc(ng * sizeof(real)), *dout = host_randn(n, 62, 1, 0), *cs = host_randn(na, 66, 1, 0);
+        real *dinp = host_randn(n, 63, 1, 0), *dscale = host_randn(S ? S : 1, 64, 1, 0);
+        real *inp_d = to_device(inp, n), *scale_d = to_device(scale, S ? S : 1), *out_d = device_alloc(n * sizeof(real));
+        real *rstd_d = device_alloc(ng * sizeof(real)), *dout_d = to_device(dout, n), *cs_d = to_device(cs, na);
+        real *dinp_d = to_device(dinp, n), *dscale_d = to_device(dscale, S ? S : 1);
+        real *sc = S ? scale : NULL, *sc_d = S ? scale_d : NULL, *a = dh ? cs : NULL, *a_d = dh ? cs_d : NULL;
+        qk_norm_rope_forward(out, rstd, inp, sc, a, N, C, G, S, dh, A, (real)1e-6);
+        qk_norm_rope_forward_cuda(out_d, rstd_d, inp_d, sc_d, a_d, N, C, G, S, dh, A, (real)1e-6, 0);
+        expect_close("qk_norm_rope_forward out", out_d, out, n);
+        if (S) {
+            expect_close("qk_norm_rope_forward rstd", rstd_d, rstd, ng);
+            copy_bytes(rstd_d, rstd, ng * sizeof(real)); // backward on its own, from the CPU's statistics
+        }
+        qk_norm_rope_backward(dinp, S ? dscale : NULL, dout, inp, sc, rstd, a, N, C, G, S, dh, A);
+        qk_norm_rope_backward_cuda(dinp_d, S ? dscale_d : NULL, dout_d, inp_d, sc_d, rstd_d, a_d, N, C, G, S, dh, A, 0);
+        expect_close("qk_norm_rope_backward dinp", dinp_d, dinp, n);
+        if (S) expect_close("qk_norm_rope_backward dscale", dscale_d, dscale, S);
+        free(inp), free(scale), free(out), free(rstd), free(dout), free(dinp), free(dscale), free(cs);
         device_free(inp_d), device_free(scale_d), device_free(out_d), device_free(rstd_d);
-        device_free(dout_d), device_free(dinp_d), device_free(dscale_d);
-    }
-    // rotary: 2 images of 5 tokens, 3 heads of 6; angles shared, then one row per image
-    for (int per_image = 0; per_image < 2; per_image++) {
-        int B = 2, T = 5, H = 3, dh = 6;
-        size_t n = (size_t)B * T * H * dh, na = (size_t)(per_image ? B : 1) * T * dh;
-        real *inp = host_randn(n, 65, 1, 0), *cs = host_randn(na, 66, 1, 0), *out = xmalloc(n * sizeof(real));
-        real *dinp = host_randn(n, 67, 1, 0);
-        real *inp_d = to_device(inp, n), *cs_d = to_device(cs, na), *out_d = device_alloc(n * sizeof(real));
-        real *dinp_d = to_device(dinp, n);
-        rope_forward(out, inp, cs, B, T, H, dh, per_image);
-        rope_forward_cuda(out_d, inp_d, cs_d, B, T, H, dh, per_image, 0);
-        expect_close("rope_forward", out_d, out, n);
-        rope_backward(dinp, inp, cs, B, T, H, dh, per_image);
-        rope_backward_cuda(dinp_d, inp_d, cs_d, B, T, H, dh, per_image, 0);
-        expect_close("rope_backward", dinp_d, dinp, n);
-        free(inp), free(cs), free(out), free(dinp);
-        device_free(inp_d), device_free(cs_d), device_free(out_d), device_free(dinp_d);
+        device_free(dout_d), device_free(dinp_d), device_free(dscale_d), device_free(cs_d);
     }
 }
 END_TEST
@@ -645,8 +636,9 @@ START_TEST(cuda_launchers_check_sizes) {
     EXPECT_FATAL(add_backward_cuda(&x, &x, &x, 10, 0, 0), "b is empty");
     EXPECT_FATAL(layernorm_forward_cuda(&x, &x, &x, &x, 4, 0, (real)1e-6, 0), "bad shape");
     EXPECT_FATAL(layernorm_backward_cuda(&x, &x, &x, &x, &x, -1, 8, 0), "bad shape");
-    EXPECT_FATAL(rmsnorm_forward_cuda(&x, &x, &x, &x, 4, 10, 4, 4, (real)1e-6, 0), "bad shape");
-    EXPECT_FATAL(rope_forward_cuda(&x, &x, &x, 1, 4, 2, 5, false, 0), "bad shape");
+    EXPECT_FATAL(qk_norm_rope_forward_cuda(&x, &x, &x, &x, NULL, 4, 10, 4, 4, 0, 0, (real)1e-6, 0), "bad shape");
+    EXPECT_FATAL(qk_norm_rope_forward_cuda(&x, &x, &x, NULL, &x, 4, 10, 0, 0, 5, 4, (real)1e-6, 0), "bad shape");
+    EXPECT_FATAL(qk_norm_rope_forward_cuda(&x, &x, &x, &x, &x, 4, 30, 15, 15, 6, 4, (real)1e-6, 0), "bad shape");
     EXPECT_FATAL(adamw_update_cuda(&x, &x, &x, &x, 1, 1, 1, 1, 1, 1, 1, 0, 0),
                  "step counts from 1");
     EXPECT_FATAL(ema_update_cuda(&x, &x, 1, 1.5, 0), "outside [0, 1]");

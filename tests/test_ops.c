@@ -59,8 +59,10 @@ static Tensor *f_slice(Tape *tp, Tensor **in, void *c) { (void)c; return slice_l
 static Tensor *f_concat(Tape *tp, Tensor **in, void *c) { (void)c; return concat_last(tp, in[0], in[1]); }
 static Tensor *f_mse(Tape *tp, Tensor **in, void *c) { (void)c; return mse_loss(tp, in[0], in[1], elem_mask, 11); }
 
+// qk_norm_rope: the norm alone over groups of ctx's columns; the turn alone on 3 heads with ctx's
+// rows of angles; both (NormTurn: the norm's groups, the rows of angles)
 static int group5 = 5, group7 = 7;
-static Tensor *f_rmsnorm(Tape *tp, Tensor **in, void *c) { return rmsnorm(tp, in[0], in[1], *(int *)c, 1e-6); }
+static Tensor *f_norm(Tape *tp, Tensor **in, void *c) { return qk_norm_rope(tp, in[0], in[1], *(int *)c, 1e-6, NULL, 0); }
 // rotary angles for T = 3 tokens of dh = 6 (1 row, or one per image of B = 2): cos and sin of
 // angles that are not multiples of pi/2
 static Tensor *rope_angles(int rows) {
@@ -71,7 +73,13 @@ static Tensor *rope_angles(int rows) {
     t[rows - 1] = (Tensor){.ndim = 3, .shape = {rows, 3, 6}, .size = (size_t)rows * 18, .data = a};
     return &t[rows - 1];
 }
-static Tensor *f_rope(Tape *tp, Tensor **in, void *c) { return rope(tp, in[0], rope_angles(*(int *)c), 3); }
+static Tensor *f_turn(Tape *tp, Tensor **in, void *c) { return qk_norm_rope(tp, in[0], NULL, 0, 0, rope_angles(*(int *)c), 3); }
+typedef struct NormTurn { int group, rows; } NormTurn;
+static NormTurn head6 = {6, 1}, full18 = {18, 2}, head6_wide = {6, 2};
+static Tensor *f_norm_turn(Tape *tp, Tensor **in, void *c) {
+    const NormTurn *nt = c;
+    return qk_norm_rope(tp, in[0], in[1], nt->group, 1e-6, rope_angles(nt->rows), 3);
+}
 static int rows1 = 1, rows2 = 2;
 static int dim8 = 8, dim7 = 7, heads1 = 1, heads2 = 2, heads3 = 3;
 
@@ -112,11 +120,14 @@ static const OpCase cases[] = {
     {"attention (1 token, 1 head)", f_attention, &heads1, 3, {3, 3, 3}, {{1, 1, 5}, {1, 1, 5}, {1, 1, 5}}, 1e-7, 1e-3},
     {"attention (key mask, 3 heads)", f_attention_mask, &heads3, 3, {3, 3, 3}, {{2, 3, 6}, {2, 7, 6}, {2, 7, 6}}, 1e-7, 1e-3},
     {"attention (cross, per-row caption masks, one empty)", f_attention_cross, &heads2, 3, {3, 3, 3}, {{2, 3, 6}, {2, 5, 6}, {2, 5, 6}}, 1e-7, 1e-3},
-    {"rmsnorm (head groups: 2 heads of 5)", f_rmsnorm, &group5, 2, {3, 1}, {{2, 3, 10}, {5}}, 1e-7, 1e-3},
-    {"rmsnorm (full width 7)", f_rmsnorm, &group7, 2, {2, 1}, {{3, 7}, {7}}, 1e-7, 1e-3},
-    {"rmsnorm (groups of 5, scale of the width)", f_rmsnorm, &group5, 2, {3, 1}, {{2, 3, 10}, {10}}, 1e-7, 1e-3},
-    {"rope (one row of angles, 3 heads)", f_rope, &rows1, 1, {3}, {{2, 3, 18}}, 1e-8, 1e-3},
-    {"rope (angles per image)", f_rope, &rows2, 1, {3}, {{2, 3, 18}}, 1e-8, 1e-3},
+    {"qk_norm_rope (norm alone, head groups: 2 heads of 5)", f_norm, &group5, 2, {3, 1}, {{2, 3, 10}, {5}}, 1e-7, 1e-3},
+    {"qk_norm_rope (norm alone, full width 7)", f_norm, &group7, 2, {2, 1}, {{3, 7}, {7}}, 1e-7, 1e-3},
+    {"qk_norm_rope (norm alone, groups of 5, scale of the width)", f_norm, &group5, 2, {3, 1}, {{2, 3, 10}, {10}}, 1e-7, 1e-3},
+    {"qk_norm_rope (turn alone, one row of angles, 3 heads)", f_turn, &rows1, 1, {3}, {{2, 3, 18}}, 1e-8, 1e-3},
+    {"qk_norm_rope (turn alone, angles per image)", f_turn, &rows2, 1, {3}, {{2, 3, 18}}, 1e-8, 1e-3},
+    {"qk_norm_rope (per-head norm, then the turn: 3 heads of 6)", f_norm_turn, &head6, 2, {3, 1}, {{2, 3, 18}, {6}}, 1e-7, 1e-3},
+    {"qk_norm_rope (full-width norm, then the turn, angles per image)", f_norm_turn, &full18, 2, {3, 1}, {{2, 3, 18}, {18}}, 1e-7, 1e-3},
+    {"qk_norm_rope (head groups, scale of the width, angles per image)", f_norm_turn, &head6_wide, 2, {3, 1}, {{2, 3, 18}, {18}}, 1e-7, 1e-3},
     {"slice_last", f_slice, NULL, 1, {3}, {{2, 3, 9}}, 1e-8, 1e-3},
     {"concat_last", f_concat, NULL, 2, {3, 3}, {{2, 3, 4}, {2, 3, 5}}, 1e-8, 1e-3},
     {"mse_loss (masked)", f_mse, NULL, 2, {2, 2}, {{2, 7}, {2, 7}}, 1e-8, 1e-3},

@@ -138,15 +138,15 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def rope_angles(dh, gh, gw, theta=10000.0):
-    """Axial 3-D rotary angles (T, dh/2) of a one-frame gh x gw grid, row-major, as Wan2.1 splits a
-    head: of its c = dh/2 complex pairs, c - 2 (c // 3) rotate with the frame, c // 3 with the row,
-    c // 3 with the column; an axis of m pairs has frequencies theta^(-k/m) (RoFormer's
-    theta^(-2k/d) with d = 2m dims)."""
+def rope_angles(dh, gf, gh, gw, theta=10000.0):
+    """Axial 3-D rotary angles (T, dh/2) of a gf x gh x gw grid of (frame, row, column), frame-major
+    (an image: one frame), as Wan2.1 splits a head: of its c = dh/2 complex pairs, c - 2 (c // 3)
+    rotate with the frame, c // 3 with the row, c // 3 with the column; an axis of m pairs has
+    frequencies theta^(-k/m) (RoFormer's theta^(-2k/d) with d = 2m dims)."""
     c = dh // 2
     parts = [c - 2 * (c // 3), c // 3, c // 3]
-    rows, cols = np.meshgrid(np.arange(gh, dtype=np.float64), np.arange(gw, dtype=np.float64), indexing="ij")
-    coords = [np.zeros(gh * gw), rows.reshape(-1), cols.reshape(-1)]
+    coords = [a.reshape(-1) for a in np.meshgrid(*(np.arange(g, dtype=np.float64) for g in (gf, gh, gw)),
+                                                 indexing="ij")]
     return np.concatenate([np.outer(x, theta ** (-np.arange(m, dtype=np.float64) / m))
                            for x, m in zip(coords, parts)], axis=1)
 
@@ -361,7 +361,8 @@ class DiT(nn.Module):
 
     def tokens(self, x, t, y, pos_embed=None):
         """The final layer's tokens (N, T, pt p p C_out)"""
-        grid = (x.shape[-2] // self.p, x.shape[-1] // self.p)  # rope: one frame's rows and columns
+        # rope: the token grid's frames (of patches), rows and columns
+        grid = (x.shape[2] // self.pt if x.dim() == 5 else 1, x.shape[-2] // self.p, x.shape[-1] // self.p)
         x = self.x_embedder(x)
         x = named("x_embedder", x if self.rope else x + (self.pos_embed if pos_embed is None else pos_embed))
         if self.in_context:

@@ -7,8 +7,9 @@ Also checks that a checkpoint written by `train` loads into the reference with s
 carries the reference's sin-cos pos_embed. Then a batch of packs (3 images of different sizes and
 aspects, probed at 1-4 ranks in every layout) against the reference running each image alone;
 a text-conditioned model (captions, a text encoder, cross-attention) at 1-4 ranks in every layout.
-Clips: a clip model (3 frames of patches, which 2 and 4 ranks cut apart) probed at 1-4 ranks, and
-a pack of two clips of different lengths and sizes against each clip run alone.
+Clips: a clip model (3 frames of patches, which 2 and 4 ranks cut apart) probed at 1-4 ranks, a
+clip model with rotary positions and QK-norm (5 frames of patches, which no rank count divides) at
+1-4 ranks, and a pack of two clips of different lengths and sizes against each clip run alone.
 
 usage: parity.py TRAIN_F32 TRAIN_F64 WORKDIR
 """
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dit_torch  # noqa: E402
 from dit_torch import (VOCAB, DiT, Tape, config_from_meta, named, sincos_pos_embed,  # noqa: E402
                        sincos_pos_embed_3d, st_read, st_write)
 
@@ -59,6 +61,12 @@ CONFIGS = {
     "in_context_rope": dict(input_size=6, patch_size=2, in_channels=3, hidden_size=24, depth=2, num_heads=4,
                             mlp_ratio=2.0, num_classes=5, learn_sigma=False, class_dropout_prob=0.1,
                             in_context=True, pos="rope", qk_norm="full"),
+    # a clip with rotary positions (heads of 12: 2 pairs each for frame, row and column) and the
+    # full-width norm: 10 frames in patches of 2 x 2 x 2, 20 tokens, 5 frames of them (which 2, 3
+    # and 4 ranks cut apart)
+    "clip_rope": dict(input_size=4, patch_size=2, in_channels=3, hidden_size=36, depth=2, num_heads=3,
+                      mlp_ratio=2.0, num_classes=5, learn_sigma=True, class_dropout_prob=0.1, frames=10,
+                      patch_t=2, pos="rope", qk_norm="full"),
     "norm_sincos": dict(input_size=6, patch_size=2, in_channels=3, hidden_size=20, depth=1, num_heads=5,
                         mlp_ratio=2.0, num_classes=5, learn_sigma=False, class_dropout_prob=0.0,
                         qk_norm="head"),
@@ -67,6 +75,8 @@ CONFIGS = {
 VIDEO_RUNS = [(n, lay, b) for b in ("float32", "float64") for n in (2, 3, 4) for lay in ("gather", "all-to-all", "ring")
               if b == "float32" or n == 3] + [(4, "hybrid", "float32"), (4, "hybrid", "float64")]
 CLIP_RUNS = [(2, "all-to-all"), (3, "ring"), (4, "hybrid")]  # the clip config beyond one rank
+# the clip_rope config beyond one rank: its 3 heads uneven over all-to-all's 2 and hybrid's 2 x 2
+CLIP_ROPE_RUNS = [(2, "all-to-all"), (3, "gather"), (4, "ring"), (4, "hybrid")]
 
 
 def rel(a, b):
@@ -93,9 +103,21 @@ def random_case(cfg, seed, work, name):
     return ckpt, path
 
 
+def still_frames(run):
+    """run() with the reference's rotary angles of every frame those of frame 0"""
+    angles = dit_torch.rope_angles
+    dit_torch.rope_angles = lambda dh, gf, gh, gw: np.tile(angles(dh, 1, gh, gw), (gf, 1))
+    try:
+        return run()
+    finally:
+        dit_torch.rope_angles = angles
+
+
 def reference(ckpt, batch, planted_bug=False, dump=None):
     sd, meta = st_read(ckpt)
     model = DiT(**config_from_meta(meta)).double()
+    if planted_bug == "rope-frames-still":  # rotary positions that ignore the frame: a clip turned as one image
+        return still_frames(lambda: reference(ckpt, batch, dump=dump))
     if planted_bug == "text-padding":  # the captions' padding taken for words by the cross-attention
         for b in model.blocks:
             f = b.cross_attn.forward
@@ -361,13 +383,18 @@ def check_clips(train32, train64, work):
             for ranks, layout in CLIP_RUNS]
     runs += [(build, exe, ranks, layout, "pack") for build, exe in (("float32", train32), ("float64", train64))
              for ranks, layout in CLIP_PACK_RUNS]
+    rckpt, rbatch = random_case(CONFIGS["clip_rope"], 1000 + list(CONFIGS).index("clip_rope"), work, "clip_rope")
+    rref = reference(rckpt, rbatch)
+    runs += [(build, exe, ranks, layout, "rope") for build, exe in (("float32", train32), ("float64", train64))
+             for ranks, layout in CLIP_ROPE_RUNS]
 
     def probe(r):
         build, exe, ranks, layout, kind = r
         res = os.path.join(work, f"clip.{kind}.{build}.{ranks}.{layout}.result.safetensors")
         if kind == "pack":
             return pack_probe(exe, ranks, layout, pck, pbatch, res, cfg=CLIP_PACK_CONFIG, pack=CLIP_PACK_IMAGES)
-        subprocess.run(MPIRUN + ["-np", str(ranks), exe, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res]
+        c, b = (rckpt, rbatch) if kind == "rope" else (ckpt, batch)
+        subprocess.run(MPIRUN + ["-np", str(ranks), exe, "probe", "--ckpt", c, "--batch", b, "--out", res]
                        + LAYOUTS[layout], check=True, stdout=subprocess.DEVNULL)
         got, _ = st_read(res)
         return got["out"].ravel(), float(got["loss"][0]), {k[5:]: v for k, v in got.items() if k.startswith("grad.")}
@@ -380,14 +407,27 @@ def check_clips(train32, train64, work):
           f"{' and '.join(f'{gf}x{gh}x{gw}' for _, _, gh, gw, gf in CLIP_PACK_IMAGES)} patches in a row of "
           f"{CLIP_PACK_T} tokens, against each clip run alone")
     failures = 0
+    rc = CONFIGS["clip_rope"]
+    print(f"clip_rope: {rc['frames']} frames in {rc['patch_t']}x{rc['patch_size']}x{rc['patch_size']} patches "
+          f"({rc['frames'] // rc['patch_t']} frames of them), rotary positions, the {rc['qk_norm']}-width "
+          f"QK-norm, {rc['num_heads']} heads, at 2-4 ranks")
     for (build, _, ranks, layout, kind), got in zip(runs, results):
-        want = pref if kind == "pack" else (ref[0].ravel(), ref[1], ref[2])
+        want = pref if kind == "pack" else (rref[0].ravel(), rref[1], rref[2]) if kind == "rope" else \
+            (ref[0].ravel(), ref[1], ref[2])
         e_out, e_loss, e_grad, worst = pack_errors(got, want)
         tol_out, tol_grad = TOL[build]
         ok = e_out <= tol_out and e_loss <= tol_out and e_grad <= tol_grad
         failures += not ok
         print(f"{kind:<5} {ranks:>5} {layout:<11} {build:<8} {e_out:9.2e} {e_loss:9.2e} {e_grad:9.2e} "
               f"{worst:<32} {'ok' if ok else 'FAIL'}")
+    # the comparison catches a planted bug in the reference: rotary angles that ignore the frame
+    bug = reference(rckpt, rbatch, planted_bug="rope-frames-still")
+    e_out, _, e_grad, _ = pack_errors(results[runs.index(next(r for r in runs if r[4] == "rope" and
+                                                              r[0] == "float64"))], (bug[0].ravel(), *bug[1:]))
+    caught = max(e_out, e_grad) > TOL["float64"][1]
+    failures += not caught
+    print(f"planted bug in the reference (rotary positions that ignore the frame): output {e_out:.2e}, "
+          f"worst gradient {e_grad:.2e} against the float64 probe {'caught' if caught else 'NOT CAUGHT'}")
     # a clip model written by train loads strictly and has the reference's 3-D table
     run = os.path.join(work, "clip-run")
     shutil.rmtree(run, ignore_errors=True)
@@ -403,7 +443,7 @@ def check_clips(train32, train64, work):
     failures += not ok
     print(f"clip checkpoint of train loads with strict=True; pos_embed vs the 3-D formula: {e_pos:.2e} "
           f"{'ok' if ok else 'FAIL'}")
-    return len(runs) + 1, failures
+    return len(runs) + 2, failures
 
 
 def main():
