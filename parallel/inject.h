@@ -35,7 +35,13 @@ enum {
     BUG_QK_NORM_HEAD_SHARD = 1 << 25,   // all-to-all, --qk-norm full: the norm over a rank's heads
     BUG_TEXT_GRAD_UNSUMMED = 1 << 26,   // --cond text: the text encoder's gradients not summed over
                                         // the sequence group (each rank keeps its tokens' share)
+    BUG_CROSS_KV_ALL_TO_ALL = 1 << 27,  // all-to-all, --cond text: the caption's cross-attention
+                                        // K/V, which every rank holds, exchanged with the queries:
+                                        // P copies of the caption in every head shard
 };
+// The bugs that are right in exact arithmetic, only their rounding differing: within every
+// tolerance, so that only a bit-for-bit check (--exact) sees them
+enum { BUGS_ROUNDING = BUG_CROSS_KV_ALL_TO_ALL };
 enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2, BUG_MICRO_BATCHES = -3, BUG_PACKS = -4 };
 typedef struct BugInfo { // a row of the bug table
     const char *name;
