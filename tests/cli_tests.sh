@@ -721,6 +721,7 @@ expect_usage "the shapes' captions have up to 9 words; pass --text-len 9 or more
 expect_usage "has no caption: --cond text reads each image's caption from the .txt file beside it" \
   --model DiT-tiny/2 --input-size 16 --data "$WORK/mixed" --cond text
 expect_usage "the text-grad-unsummed bug leaves the text encoder's gradients unsummed; add --cond text" --inject-bug text-grad-unsummed
+expect_usage "the cross-kv-all-to-all bug exchanges the caption's cross-attention K/V; add --cond text" --sp-attention all-to-all --inject-bug cross-kv-all-to-all
 $TRAIN --model DiT-tiny/2 --input-size 8 --cond text --text-dropout 0.2 --batch 4 --steps 2 --sample-steps 1 \
   --samples-per-class 1 --out "$WORK/text" >/dev/null 2>&1
 if [ -f "$WORK/text/samples.png" ]; then ok "a --cond text run draws its samples.png (the data's first captions)"
