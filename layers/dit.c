@@ -662,6 +662,16 @@ static Tensor *cross_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, int hea
     Tensor *kv = token_linear(tp, tt->h, b->xkv_w, b->xkv_b);
     Tensor *k = NAME(slice_last(tp, kv, 0, D), "cross.k"), *v = NAME(slice_last(tp, kv, D, D), "cross.v");
     Segments seg = {tt->seg, n + L, 0, n};
+    if (sh->cross_kv_copies > 1) { // the cross-kv-all-to-all bug: every rank's copy of the caption
+        int U = sh->cross_kv_copies, B = x->shape[0];
+        int32_t *ids = arena_alloc(arena_host(tp->arena), (size_t)B * (n + U * L) * sizeof(int32_t));
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < n + U * L; j++) // the queries, then each copy's words and padding
+                ids[(size_t)b * (n + U * L) + j] = tt->seg[(size_t)b * (n + L) + (j < n ? j : n + (j - n) % L)];
+        Tensor *k1 = k, *v1 = v;
+        for (int c = 1; c < U; c++) k = dit_join_tokens(tp, k, k1), v = dit_join_tokens(tp, v, v1);
+        seg = (Segments){ids, n + U * L, 0, n};
+    }
     Tensor *a = NAME(tp->exact ? attention_whole_kv_exact(tp, q, k, v, heads, seg, sh->sum_group, sh->attend_ctx)
                                : attention(tp, q, k, v, heads, NULL, seg), "cross.out");
     return NAME(add(tp, x, NAME(linear(tp, a, b->xproj_w, b->xproj_b), "cross.proj")), "cross.residual");

@@ -150,6 +150,10 @@ typedef struct DiTShard {
     // the qk-norm-head-shard bug: the full-width QK-norm over each of this many equal parts of
     // the width (the heads one all-to-all rank holds), as if computed after the exchange; 0: none
     int qk_norm_parts;
+    // the cross-kv-all-to-all bug: the caption's keys and values this many times over, one after
+    // another, as the all-to-all of a tensor every rank holds whole leaves them in a head shard
+    // (each rank's copy); 0: once
+    int cross_kv_copies;
     bool first_positions; // add the position embeddings of tokens [0, n), not [t0, t0 + n) (the
                           // shard-pos-embed bug)
     AttendFn attend; // NULL: plain attention of the n local tokens to themselves

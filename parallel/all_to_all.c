@@ -27,6 +27,8 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     AttnMemory m = {.kept = 4 * T * Dh + h * T + n * D, .transient = n * D + T * Dh,
                     .queries = (int)T, .keys = (int)T};
     m.kept += 2 * sp->shard.T_pad * Dh * (R > 0); // in-context: K, V exchanged, then joined
+    // the cross-kv-all-to-all bug: the caption's K and V joined copy by copy, 2, 3, ..., P copies
+    if ((sp->bugs & BUG_CROSS_KV_ALL_TO_ALL) && c->text) m.kept += 2 * c->text_len * D * (P * (P + 1) / 2 - 1);
     return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
 

@@ -32,9 +32,11 @@ static const BugInfo bugs[] = {
     {"rope-pack-positions", BUG_ROPE_PACK_POSITIONS, PACKS, "TransformerEngine #2077", "--pos rope", NULL},
     {"knorm-grad-early", BUG_KNORM_GRAD_EARLY, SP_ALL_TO_ALL, "VeOmni #419", "--qk-norm head --heads 4", NULL},
     {"qk-norm-head-shard", BUG_QK_NORM_HEAD_SHARD, SP_ALL_TO_ALL, "vLLM #16311", "--qk-norm full --heads 4", NULL},
-    {"text-grad-unsummed", BUG_TEXT_GRAD_UNSUMMED, ANY, NULL, "--cond text", NULL},
+    {"text-grad-unsummed", BUG_TEXT_GRAD_UNSUMMED, ANY, "VeOmni #1059, Megatron-Bridge #4784", "--cond text", NULL},
     {"zero-outer-grads-unsummed", BUG_ZERO_OUTER_UNSUMMED, ANY, "VeOmni #1059, verl #7493", "--zero 3", NULL},
     {"zero-grad-averaged", BUG_ZERO_GRAD_AVERAGED, ANY, "DeepSpeed #5248, tmax #9", "--zero 2", NULL},
+    {"cross-kv-all-to-all", BUG_CROSS_KV_ALL_TO_ALL, SP_ALL_TO_ALL, "vllm-omni #1233, sglang #19340, #19419",
+     "--cond text --heads 4", NULL},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 

@@ -39,7 +39,13 @@ enum {
                                         // the embeddings' and the final layer's keep each rank's share
     BUG_ZERO_GRAD_AVERAGED = 1 << 28,   // --zero: the summed gradients divided by the ranks, as a
                                         // data-parallel average, though the loss is the global mean
+    BUG_CROSS_KV_ALL_TO_ALL = 1 << 29,  // all-to-all, --cond text: the caption's cross-attention
+                                        // K/V, which every rank holds, exchanged with the queries:
+                                        // P copies of the caption in every head shard
 };
+// The bugs that are right in exact arithmetic, only their rounding differing: within every
+// tolerance, so that only a bit-for-bit check (--exact) sees them
+enum { BUGS_ROUNDING = BUG_CROSS_KV_ALL_TO_ALL };
 enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2, BUG_MICRO_BATCHES = -3, BUG_PACKS = -4 };
 typedef struct BugInfo { // a row of the bug table
     const char *name;

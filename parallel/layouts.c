@@ -87,7 +87,8 @@ DiTShard sp_dit_shard(SeqParallel *sp) {
                       .first_positions = sp->bugs & BUG_SHARD_POS_EMBED,
                       .rope_local = sp->bugs & BUG_ROPE_LOCAL_POSITIONS,
                       .rope_pack_run_on = sp->bugs & BUG_ROPE_PACK_POSITIONS,
-                      .qk_norm_parts = sp->bugs & BUG_QK_NORM_HEAD_SHARD ? sp->shard.P : 0};
+                      .qk_norm_parts = sp->bugs & BUG_QK_NORM_HEAD_SHARD ? sp->shard.P : 0,
+                      .cross_kv_copies = sp->bugs & BUG_CROSS_KV_ALL_TO_ALL ? sp->shard.P : 0};
 }
 
 const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg) {

@@ -119,6 +119,8 @@ void train_config_check_text(const TrainConfig *tc) {
     const DiTConfig *m = &tc->model;
     if (!m->text && (tc->parallel.bugs & BUG_TEXT_GRAD_UNSUMMED))
         usage_error("the text-grad-unsummed bug leaves the text encoder's gradients unsummed; add --cond text");
+    if (!m->text && (tc->parallel.bugs & BUG_CROSS_KV_ALL_TO_ALL))
+        usage_error("the cross-kv-all-to-all bug exchanges the caption's cross-attention K/V; add --cond text");
     if (!m->text) return;
     if (m->in_context)
         usage_error("--cond text attends to the caption in every block; it does not combine with "

@@ -475,7 +475,8 @@ const Setting settings[] = {
      "rope), rope-pack-positions (--pos rope, --max-tokens); knorm-grad-early\n"
      "(all-to-all, --qk-norm head or full), qk-norm-head-shard (all-to-all,\n"
      "--qk-norm full); zero-outer-grads-unsummed (--zero 2 or 3),\n"
-     "zero-grad-averaged (--zero 1 to 3)"},
+     "zero-grad-averaged (--zero 1 to 3);\n"
+     "cross-kv-all-to-all (all-to-all, --cond text)"},
     {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
      FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,
      "where the step runs (default {default}); cuda: each rank on GPU local rank\n"

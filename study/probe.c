@@ -336,7 +336,8 @@ int probe_main(int argc, char **argv, Comm *c) {
     double total_loss = step_gradients(work, &sp, &arena,
                                        tensor_rows(&host, whole.x, first, count),
                                        tensor_rows(&host, whole.t, i0, whole.pack ? mine.n : count),
-                                       whole.y + i0, tensor_rows(&host, whole.target, first, count),
+                                       whole.y + (size_t)i0 * (m.cfg.text ? m.cfg.text_len : 1), // a label or a caption each
+                                       tensor_rows(&host, whole.target, first, count),
                                        B, whole.pack ? &mine : NULL, img->data);
     if (work != &m) dit_copy(&m, work), dit_free(work); // the gradients, for the result
     real *whole_grads = NULL; // --zero: the summed gradients are the ranks' slices; whole here

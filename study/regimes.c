@@ -364,7 +364,7 @@ static void write_csv(FILE *f, const RegimeRow *rows, int n) {
     for (int i = 0; i < n; i++) {
         const RegimeRow *r = &rows[i];
         fprintf(f, "%s,%s,%s", r->name, r->flags, // neither holds a comma
-                !r->bug ? "correct" : r->hidden ? "hidden" : "bug");
+                !r->bug ? "correct" : r->hidden ? "hidden" : r->rounding ? "rounding" : "bug");
         for (int k = 0; k < REGIMES_CHECKS; k++) {
             if (r->err[k] < 0) fprintf(f, ",-");
             else fprintf(f, ",%.17g", r->err[k]);

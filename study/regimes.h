@@ -24,6 +24,7 @@ typedef struct RegimeRow {
     char flags[128];            // what the N-rank runs were given: layout and further flags (a
                                 // correct run's and a bug's in the same layout are the same)
     bool bug, hidden;           // a bug (else the correct code); run where it hides (bug->hides)
+    bool rounding;              // a bug right in exact arithmetic (bug->rounding)
     double err[REGIMES_CHECKS]; // each check's measured error; -1: not measured (no tape)
 } RegimeRow;
 

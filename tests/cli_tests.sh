@@ -70,7 +70,8 @@ else bad "--grad-accum 3 differs from one batch"; echo "$res"; fi
 expect_caught 2 accum-unweighted --grad-accum 3
 expect_caught 2 local-mean-loss
 
-# the bug catalogue: every injectable bug caught on 4 ranks, the correct code agrees (exit 0),
+# the bug catalogue: every injectable bug caught on 4 ranks (but cross-kv-all-to-all, which is right
+# in exact arithmetic and must agree within tolerance), the correct code agrees (exit 0),
 # one row per bug (an unknown bug's error lists them all) plus the correct code's (with --regimes,
 # also each bug where it hides and the correct code in each layout); the regimes' cells recomputed
 # from their errors. 2 steps (the fewest): the probe from the reference's weights after them
@@ -80,7 +81,7 @@ out=$("$TRAIN" bugs --regimes --ranks 4 --steps 2 --out "$WORK/bugs" 2>&1); rc=$
 known=$("$TRAIN" --inject-bug nonsense 2>&1 | sed -nE 's/.*\(known: ([^)]*)\).*/\1/p' | tr ',' '\n' | grep -vcE '^pack-|-pack-') # packs' bugs: test_parallel's and below
 rows=$(grep '^| [a-z(]' "$WORK/bugs/bugs.md" 2>/dev/null | grep -vc 'where it hides\|correct code:') # the header's too
 hidden=$(grep -cE '^\| (pad-mask-off-by-one|lse-overflow) \(where it hides\) \|.*\| not flagged \|' "$WORK/bugs/bugs.md" 2>/dev/null)
-if [ $rc = 0 ] && [ "$rows" = $((known + 2)) ] && [ "$hidden" = 2 ] && [ -s "$WORK/bugs/bugs.png" ]; then ok "train bugs --ranks 4: $known bugs, every one caught, the correct code agrees"
+if [ $rc = 0 ] && [ "$rows" = $((known + 2)) ] && [ "$hidden" = 2 ] && [ -s "$WORK/bugs/bugs.png" ]; then ok "train bugs --ranks 4: $known bugs, every one caught (cross-kv-all-to-all, right in exact arithmetic: within tolerance), the correct code agrees"
 else bad "train bugs --ranks 4 (exit $rc, $rows rows for $known bugs, $hidden hidden rows missed)"; echo "$out" | tail -20; fi
 if res=$("$(dirname "$0")/regimes_check.sh" "$WORK/bugs/regimes.csv" 2>&1) && [ -s "$WORK/bugs/regimes.png" ]; then ok "bugs --regimes: $res"
 else bad "bugs --regimes: the table breaks its rules"; echo "$res"; fi
@@ -723,6 +724,7 @@ expect_usage "has no caption: --cond text reads each image's caption from the .t
 expect_usage "the text-grad-unsummed bug leaves the text encoder's gradients unsummed; add --cond text" --inject-bug text-grad-unsummed
 expect_usage "which --zero 2 and 3 run once backward is done; add --zero 2 or --zero 3" --inject-bug zero-outer-grads-unsummed --zero 1
 expect_usage "the zero-grad-averaged bug divides the gradients --zero sums; add --zero 1, 2 or 3" probe --inject-bug zero-grad-averaged --ckpt a --batch b
+expect_usage "the cross-kv-all-to-all bug exchanges the caption's cross-attention K/V; add --cond text" --sp-attention all-to-all --inject-bug cross-kv-all-to-all
 $TRAIN --model DiT-tiny/2 --input-size 8 --cond text --text-dropout 0.2 --batch 4 --steps 2 --sample-steps 1 \
   --samples-per-class 1 --out "$WORK/text" >/dev/null 2>&1
 if [ -f "$WORK/text/samples.png" ]; then ok "a --cond text run draws its samples.png (the data's first captions)"

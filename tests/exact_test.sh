@@ -140,11 +140,11 @@ else
   tail -n 3 "$WORK/bugs.log"; fail=$((fail + 1))
 fi
 # locate: one step dumped on N ranks (with a bug) against one rank names the bug's site
-CKPT="$WORK/one/model.safetensors"
-"$TRAIN" probe --ckpt "$CKPT" --make-batch 6 --out "$WORK/batch.safetensors" > /dev/null 2>&1 || { echo "FAIL probe --make-batch"; exit 1; }
+CKPT="$WORK/one/model.safetensors" BATCH="$WORK/batch.safetensors"
+"$TRAIN" probe --ckpt "$CKPT" --make-batch 6 --out "$BATCH" > /dev/null 2>&1 || { echo "FAIL probe --make-batch"; exit 1; }
 dump() { # file ranks flags...
   local file=$1 np=$2; shift 2
-  $MPIRUN -np "$np" "$TRAIN" probe --exact --ckpt "$CKPT" --batch "$WORK/batch.safetensors" \
+  $MPIRUN -np "$np" "$TRAIN" probe --exact --ckpt "$CKPT" --batch "$BATCH" \
     --out "$WORK/probe-$file" --dump-tape "$WORK/$file" "$@" > "$WORK/$file.log" 2>&1
 }
 located() { # expected verdict (grep -E), ranks, flags...
@@ -177,6 +177,14 @@ located "^first divergence: grad\.blocks\.3\.attn\.k_(rope|norm) \(backward" 2 -
 located "^first divergence: blocks\.0\.attn\.q_rope \(forward" 2 --sp-attention all-to-all --inject-bug qk-norm-head-shard
 # the logged loss is not a tensor of the step: a tape, like every gradient check, misses it
 located "^no divergence: every tensor of the step is identical" 2 --inject-bug loss-times-sp
+# the captioned model: over 2 data groups each group's images with their own captions (the tape
+# the same as one rank's); the caption's K/V exchanged with the queries, its copies differing in
+# the cross-attention's rounding alone
+CKPT="$WORK/text-one/model.safetensors" BATCH="$WORK/text-batch.safetensors"
+"$TRAIN" probe --ckpt "$CKPT" --make-batch 6 --out "$BATCH" > /dev/null 2>&1 || { echo "FAIL probe --make-batch of captions"; exit 1; }
+dump dump-1 1 || { echo "FAIL the captioned model's one-rank dump: $(tail -n 1 "$WORK/dump-1.log")"; exit 1; }
+located "^no divergence: every tensor of the step is identical" 4 --sp 2
+located "^first divergence: blocks\.0\.cross\.out \(forward" 2 --sp-attention all-to-all --inject-bug cross-kv-all-to-all
 # exact mode computes the same function as the default mode, in another order
 $MPIRUN -np 1 "$TRAIN" $STEP --samples-per-class 0 --out "$WORK/default" > /dev/null 2>&1 &&
   if "$TRAIN" compare "$WORK/one" "$WORK/default" > "$WORK/compare.log" 2>&1; then

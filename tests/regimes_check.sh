@@ -5,7 +5,8 @@
 #   - a regime catches a bug exactly when one of its errors is over its level (NaN over, - never);
 #   - forward-only never catches a bug that changes only gradients (--exact: no forward bit differs);
 #   - finite-gradients catches only bugs with inf or NaN gradients (ours' gradient error infinite);
-#   - ours catches every bug where it shows, and neither ours nor ours-exact flags the correct code.
+#   - ours catches every bug where it shows, and neither ours nor ours-exact flags the correct code;
+#   - a bug right in exact arithmetic (kind rounding) is missed by ours and caught by ours-exact.
 # Prints each violation and exits 1 if there is one.
 [ -r "$1" ] || { echo "usage: tests/regimes_check.sh regimes.csv (train bugs --regimes writes it)" >&2; exit 2; }
 awk -F, '
@@ -36,6 +37,8 @@ NR == 1 {
     if ($(verdict["finite-gradients"]) == "caught" && $(col["ours/grads"]) !~ /nan|inf/)
         bad("finite-gradients catches a bug whose gradients are finite")
     if ($kind == "bug" && $(verdict["ours"]) != "caught") bad("ours misses a bug where it shows")
+    if ($kind == "rounding" && ($(verdict["ours"]) != "missed" || $(verdict["ours-exact"]) != "caught"))
+        bad("a bug right in exact arithmetic: ours must miss it and ours-exact catch it")
     if ($kind == "correct" && ($(verdict["ours"]) != "missed" || $(verdict["ours-exact"]) != "missed"))
         bad("the correct code is flagged by ours")
 }
