@@ -93,8 +93,9 @@ typedef struct SeqParallel {
     bool packs;         // the rows are packs: the adaLN vectors reach each token (arena bytes)
     bool recompute;     // --recompute (DiTShard.recompute)
     uint8_t *key_mask_device; // cuda: the shard's key mask on the device (NULL without padding)
-    int context;        // in-context conditioning: the tokens in front of every rank's sequence
-                        // (DIT_CONTEXT_TOKENS), which every rank holds; 0: none
+    int context;        // the tokens in front of every rank's sequence, which every rank holds
+                        // (dit_front_tokens: in-context conditioning's, joint attention's
+                        // caption); 0: none
     uint8_t *context_mask; // (context + T_pad): 1 for the conditioning tokens, then the key mask
     int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
     CommGather prefetch; // --zero 3: the next block's parameters on their way (zero.c)
@@ -124,10 +125,11 @@ void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const Sp
 // NULL when the bugs of the QK-norm and the rotary positions that o injects can show on model m
 // with P ranks per sequence group (sp_setup checks it first); else the sentence naming the flags
 const char *sp_model_bugs_error(const SpOptions *o, const DiTConfig *m, int P, char *buf, size_t len);
-// After sp_init, for a model with in-context conditioning or without: NULL, or the sentence when
-// the options cannot run it (what sp_setup checks), sp_context_error's.
-const char *sp_init_context(SeqParallel *sp, const SpOptions *o, bool in_context, char *buf, size_t len);
-const char *sp_context_error(const SpOptions *o, bool in_context, char *buf, size_t len);
+// After sp_init, for model m: the tokens every rank holds in front of its shard in every block
+// (in-context conditioning's, or joint attention's caption: dit_front_tokens) and their mask; NULL,
+// or the sentence when the options cannot run them (what sp_setup checks), sp_context_error's.
+const char *sp_init_context(SeqParallel *sp, const SpOptions *o, const DiTConfig *m, char *buf, size_t len);
+const char *sp_context_error(const SpOptions *o, const DiTConfig *m, char *buf, size_t len);
 void sp_free(SeqParallel *sp);
 // NULL when the device options can run here (a GPU for --device cuda, --tf32 only with cuda);
 // else the sentence. sp_init checks it first; the flags' parser too.

@@ -108,7 +108,7 @@ static bool init_mesh(SeqParallel *sp, const SpOptions *o) {
     char err[256];
     if (sp_init(sp, &comm, comm.size, comm.rank, o, dit_tokens(&cfg), cfg.num_heads, err, sizeof err))
         return false;
-    if (!sp_init_context(sp, o, cfg.in_context, err, sizeof err)) return true;
+    if (!sp_init_context(sp, o, &cfg, err, sizeof err)) return true;
     sp_free(sp); // the mesh was made; the conditioning refused
     return false;
 }
