@@ -26,7 +26,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double h = seq_heads(c->num_heads, sp->shard.P, 0), Dh = h * D / c->num_heads;
     AttnMemory m = {.kept = 2 * T * Dh + 2 * keys * Dh + h * T + n * D, .transient = n * D + keys * Dh,
                     .queries = (int)T, .keys = (int)keys};
-    m.kept += (R > 0) * (3 * sp->shard.T_pad * Dh + (P + 1) * R * Dh + 2 * R * D); // joined, copies
+    m.kept += (R > 0) * (3 * sp->shard.T_pad * Dh + 2 * (P + 1) * R * Dh + 4 * R * D); // joined, copies
     return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
 
