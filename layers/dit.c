@@ -116,10 +116,11 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     // text: the cross-attention's q, output, log-sum-exp, projection and residual, and the
     // caption's K and V (L tokens) with their slices
     double H = c->num_heads, L = c->text ? c->text_len : 0, joint = c->text && c->text_attn == DIT_TEXT_JOINT;
+    // joint (n counts the caption's tokens too): the text stream's modulation, q, k, v joined and
+    // the output taken apart, their gradients, and what the stack of backward's gradient buffers
+    // holds on to between the streams (measured: 26 n D at config L, 2 ranks, depth 4)
+    l[k++] = (Line){"joint attention", joint * (24 * D + 30 * n * D)};
     l[k++] = (Line){"cross-attention", !!c->text * !joint * (n * (4 * D + H) + 4 * L * D)};
-    // joint (n counts the caption's tokens too): the text stream's modulation, the streams taken
-    // apart and joined, their q, k, v joined, the output taken apart, and their gradients' copies
-    l[k++] = (Line){"joint attention", joint * (24 * D + 10 * n * D)};
     *mlp = k;
     l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (D + 2)};
     l[k++] = (Line){"modulate 2", ada * n * D};
@@ -718,25 +719,25 @@ Segments dit_joint_segments(Arena *a, const int32_t *words, int B, int L, int Q,
     return (Segments){id, T, 0, Q};
 }
 
-// Joint block i (SD3's MMDiT), xy (B, L + n, D): the caption's L tokens, whole on every rank, then
-// this rank's n image tokens. Each stream its own modulation and qkv; one attention of the queries
+// Joint block i (SD3's MMDiT): x (B, n, D) this rank's image tokens, *ctx (B, L, D) the caption's,
+// whole on every rank. Each stream its own modulation and qkv; one attention of the queries
 // [caption; image] over the keys [caption; image] (words (B, L): the caption's padding masked), by
 // the layout's attend with the caption as the tokens every rank holds in front (sp.h); then each
-// stream its own projection and MLP. The last block's caption output is dropped (the caption
-// passes through unchanged; only its keys and values were used).
-static Tensor *joint_block_forward(const DiT *m, int i, Tape *tp, Tensor *xy, Tensor *c_act,
+// stream its own projection and MLP. The last block's caption output is dropped (*ctx stays; only
+// its keys and values were used). The streams stay apart between blocks, so that backward hands
+// each residual's gradient buffer down its stream.
+static Tensor *joint_block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor **ctx, Tensor *c_act,
                                    const PackTokens *pt, const DiTShard *sh, const int32_t *words) {
     const DiTBlock *b = &m->blocks[i], *bt = &m->txt[i];
-    int B = xy->shape[0], D = xy->shape[2], L = m->cfg.text_len, n = xy->shape[1] - L;
+    int B = x->shape[0], n = x->shape[1], D = x->shape[2], L = (*ctx)->shape[1];
     int heads = m->cfg.num_heads, rows = bt->proj_w ? 6 : 2;
     PackTokens none = {0};
     Tensor *mod[6], *tmod[6], *xi[3], *xt[3], *qkv[3];
     block_modulation(b, i, tp, c_act, pt, sh, B, n, mod);
     Tensor *tm = tape_name(tp, linear(tp, c_act, bt->ada_w, bt->ada_b), "blocks.%d.txt.adaLN", i);
     for (int j = 0; j < rows; j++) tmod[j] = slice_last(tp, tm, j * D, D);
-    Tensor *x = dit_tokens_of(tp, xy, L, n), *ctx = dit_tokens_of(tp, xy, 0, L);
     stream_qkv(b, i, tp, x, mod, pt->rope, heads, pt, sh, xi);
-    stream_qkv(bt, i, tp, ctx, tmod, NULL, heads, &none, sh, xt);
+    stream_qkv(bt, i, tp, *ctx, tmod, NULL, heads, &none, sh, xt);
     for (int j = 0; j < 3; j++) qkv[j] = dit_join_tokens(tp, xt[j], xi[j]);
     Tensor *o = sh->attend ? sh->attend(tp, qkv[0], qkv[1], qkv[2], heads, words, sh->attend_ctx)
                            : attention(tp, qkv[0], qkv[1], qkv[2], heads, NULL,
@@ -744,10 +745,10 @@ static Tensor *joint_block_forward(const DiT *m, int i, Tape *tp, Tensor *xy, Te
     x = stream_out(b, i, tp, x, mod[2], dit_tokens_of(tp, o, L, n), pt, sh);
     x = mlp_half(b, i, tp, x, mod + 3, heads, pt, sh);
     if (rows == 6) {
-        ctx = stream_out(bt, i, tp, ctx, tmod[2], dit_tokens_of(tp, o, 0, L), &none, sh);
-        ctx = mlp_half(bt, i, tp, ctx, tmod + 3, heads, &none, sh);
+        Tensor *c = stream_out(bt, i, tp, *ctx, tmod[2], dit_tokens_of(tp, o, 0, L), &none, sh);
+        *ctx = mlp_half(bt, i, tp, c, tmod + 3, heads, &none, sh);
     }
-    return dit_join_tokens(tp, ctx, x);
+    return x;
 }
 
 // ---- --recompute: each half of a block as one tape node that keeps its inputs and output only --
@@ -1002,23 +1003,19 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
         CHECK(!sh.pack, "text conditioning of packs (--max-tokens) is not built; leave out --max-tokens");
         tt = text_tokens(m, tp, y, images, sh.n);
     }
-    // joint: the blocks run on the caption's tokens, then the shard's (joint_block_forward)
     bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
-    if (joint) x = dit_join_tokens(tp, tt.h, x);
+    Tensor *ctx = tt.h; // joint: the caption's stream
     Tensor *c_act = silu(tp, tape_name(tp, c->text ? temb : add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
     // without gradients each block's output replaces its intermediates and the block before's output
     size_t mark = arena_mark(tp->arena);
     for (int i = 0; i < c->depth; i++) {
         x = ps_open(&m->ps, tp, dit_block_unit(i), x);
         x = ps_close(&m->ps, tp, dit_block_unit(i),
-                     joint ? joint_block_forward(m, i, tp, x, c_act, &pt, &sh, tt.words)
+                     joint ? joint_block_forward(m, i, tp, x, &ctx, c_act, &pt, &sh, tt.words)
                            : block_forward(m, i, tp, x, c_act, &pt, &sh, c->text ? &tt : NULL));
-        if (!tp->grad_enabled) { // (a joint block's output is a reshaped view of the joined tokens)
-            Tensor *kept = tensor_keep(tp->arena, x->base ? x->base : x, mark);
-            x = tensor_reshape(tp->arena, kept, x->ndim, x->shape);
-        }
+        if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark);
+        if (!tp->grad_enabled && joint) ctx = tensor_keep(tp->arena, ctx, arena_mark(tp->arena));
     }
-    if (joint) x = dit_tokens_of(tp, x, c->text_len, sh.n);
     // final layer
     Tensor *mod = tape_name(tp, linear(tp, c_act, m->f_ada_w, m->f_ada_b), "final_layer.adaLN");
     mod = per_token(tp, mod, &pt, &sh, B, sh.n);
