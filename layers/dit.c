@@ -710,12 +710,14 @@ static Tensor *cross_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, int hea
 }
 #undef NAME
 
-Segments dit_joint_segments(Arena *a, const int32_t *words, int B, int L, int Q, int Tk) {
-    int T = Q + L + Tk;
+Segments dit_joint_segments(Arena *a, const int32_t *words, int B, int L, int Q, int copies, int Tk) {
+    int T = Q + copies * (L + Tk);
     int32_t *id = arena_alloc(arena_host(a), (size_t)B * T * sizeof(int32_t));
     for (int b = 0; b < B; b++)
-        for (int j = 0; j < T; j++)
-            id[(size_t)b * T + j] = j >= Q && j < Q + L ? words[(size_t)b * L + j - Q] : 0;
+        for (int j = 0; j < T; j++) {
+            int at = j < Q ? -1 : (j - Q) % (L + Tk); // the key's place in its copy
+            id[(size_t)b * T + j] = at >= 0 && at < L ? words[(size_t)b * L + at] : 0;
+        }
     return (Segments){id, T, 0, Q};
 }
 
@@ -741,7 +743,7 @@ static Tensor *joint_block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Ten
     for (int j = 0; j < 3; j++) qkv[j] = dit_join_tokens(tp, xt[j], xi[j]);
     Tensor *o = sh->attend ? sh->attend(tp, qkv[0], qkv[1], qkv[2], heads, words, sh->attend_ctx)
                            : attention(tp, qkv[0], qkv[1], qkv[2], heads, NULL,
-                                       dit_joint_segments(tp->arena, words, B, L, L + n, n));
+                                       dit_joint_segments(tp->arena, words, B, L, L + n, 1, n));
     x = stream_out(b, i, tp, x, mod[2], dit_tokens_of(tp, o, L, n), pt, sh);
     x = mlp_half(b, i, tp, x, mod + 3, heads, pt, sh);
     if (rows == 6) {

@@ -286,10 +286,10 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
 // x (B, T, D) -> its tokens [first, first + n)
 Tensor *dit_join_tokens(Tape *tp, Tensor *x, Tensor *y);
 // Joint attention (--text-attn joint): Segments (kernels/segments.h) in a's host side for Q
-// queries against the keys [caption (L); image tokens (Tk)], B images: every query sees every key
-// but the caption's padding; words (B, L) 0 for a word, -1 for padding (the key mask of the image
-// tokens' padding is the layout's)
-Segments dit_joint_segments(Arena *a, const int32_t *words, int B, int L, int Q, int Tk);
+// queries against the keys [caption (L); image tokens (Tk)], or `copies` of such in a row (a bug's
+// keys), B images: every query sees every key but the caption's padding; words (B, L) 0 for a
+// word, -1 for padding (the key mask of the image tokens' padding is the layout's)
+Segments dit_joint_segments(Arena *a, const int32_t *words, int B, int L, int Q, int copies, int Tk);
 Tensor *dit_tokens_of(Tape *tp, Tensor *x, int first, int n);
 // mean((out - target)^2) over the real tokens of all shards: out (B, n, pt*p*p*C_out) from
 // dit_forward, target (B, Ct, F*H, W) with Ct <= C_out compared with the first Ct output channels

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+// the bugs that exchange the tokens every rank holds in front with the shard's
+#define BUGS_REPLICATED (BUG_ULYSSES_REPLICATED_KV | BUG_JOINT_TEXT_REPLICATED)
+
 static const char *validate(const SpOptions *o, int heads, int P, char *buf, size_t len) {
     (void)o;
     if (heads >= P) return NULL;
@@ -21,7 +24,7 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     // under the ulysses-replicated-kv bug every rank's front tokens among the keys
     double P = sp->shard.P, R = sp->context, n = sp->shard.n + R, T = sp->shard.T_pad + R;
-    double keys = sp->bugs & BUG_ULYSSES_REPLICATED_KV ? P * n : T;
+    double keys = sp->bugs & BUGS_REPLICATED ? P * n : T;
     double D = c->hidden_size;
     double h = seq_heads(c->num_heads, sp->shard.P, 0), Dh = h * D / c->num_heads;
     AttnMemory m = {.kept = 2 * T * Dh + 2 * keys * Dh + h * T + n * D, .transient = n * D + keys * Dh,
@@ -37,15 +40,16 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
 // tokens' output comes back whole to every rank in one exchange of P copies of its heads' columns
 // (an all-gather of the heads: each rank sends its heads, once to each other rank, and the copies'
 // gradients are summed in backward). words: joint attention's caption (dit_joint_segments), or NULL.
-// Under the ulysses-replicated-kv bug the front tokens' K/V are exchanged with the others, so the
-// head shard holds every rank's copy of them: P times.
+// Under the ulysses-replicated-kv bug (in-context) or the joint-text-replicated bug (the caption)
+// the front tokens' K/V are exchanged with the others, as if [front; shard] were one sequence: the
+// head shard holds every rank's copy of them, P times, and they weigh P times in the softmax.
 static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads,
                                  const int32_t *words) {
     Comm *c = sp->comm;
     int B = q->shape[0], R = sp->context, n = sp->shard.n, P = c->size, h = seq_heads(heads, P, c->rank);
     int dh = q->shape[2] / heads, first = seq_first_head(heads, P, c->rank) * dh, T = sp->shard.T_pad;
     Tensor *qkv[3] = {q, k, v}, *mine[3];
-    bool replicated = sp->bugs & BUG_ULYSSES_REPLICATED_KV;
+    bool replicated = sp->bugs & BUGS_REPLICATED;
     for (int j = 0; j < 3; j++)
         mine[j] = replicated && j ? seq_all_to_all(tp, c, qkv[j], heads, TO_HEAD_SHARD)
                                   : dit_join_tokens(tp, slice_last(tp, dit_tokens_of(tp, qkv[j], 0, R), first, h * dh),
@@ -59,7 +63,8 @@ static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k
             memcpy(each + (size_t)r * (R + n) + R, mask + R + (size_t)r * n, (size_t)n);
         mask = each, keys = P * (R + n);
     }
-    Segments caption = words ? dit_joint_segments(tp->arena, words, B, R, R + T, keys - R) : NO_SEGMENTS;
+    int kept = replicated ? P : 1; // copies of the front tokens among the keys
+    Segments caption = words ? dit_joint_segments(tp->arena, words, B, R, R + T, kept, keys / kept - R) : NO_SEGMENTS;
     Tensor *o = attention(tp, mine[0], mine[1], mine[2], h, mask, caption);
     Tensor *front = dit_tokens_of(tp, o, 0, R), *copies = front;
     for (int r = 1; r < P; r++) copies = dit_join_tokens(tp, copies, front);
@@ -89,11 +94,11 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
 // the head shard and dQ, dK, dV back; each exchange one message to each of the P - 1 others.
 // With tokens in front (in-context, joint): their output's heads to every rank in one more
 // exchange, and their gradients back in backward (K and V of them too under the
-// ulysses-replicated-kv bug).
+// ulysses-replicated-kv and joint-text-replicated bugs).
 static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     int P = sp->shard.P, r = sp->shard.rank, H = c->num_heads, dh = c->hidden_size / H;
     double front = (double)B * sp->context, q = (double)B * sp->shard.n;
-    double kv = q + (sp->bugs & BUG_ULYSSES_REPLICATED_KV ? front : 0);
+    double kv = q + (sp->bugs & BUGS_REPLICATED ? front : 0);
 #define HEADS(rows) seq_all_to_all_values(H, P, r, rows, dh, TO_HEAD_SHARD)
 #define TOKENS(rows) seq_all_to_all_values(H, P, r, rows, dh, TO_TOKEN_SHARD)
     double values = backward ? HEADS(q) + HEADS(front) + TOKENS(q) + 2 * TOKENS(kv)

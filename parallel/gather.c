@@ -92,7 +92,7 @@ static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k
     int B = q->shape[0], R = sp->context, n = sp->shard.n;
     Tensor *k_all = dit_join_tokens(tp, dit_tokens_of(tp, k, 0, R), gather(tp, sp, dit_tokens_of(tp, k, R, n)));
     Tensor *v_all = dit_join_tokens(tp, dit_tokens_of(tp, v, 0, R), gather(tp, sp, dit_tokens_of(tp, v, R, n)));
-    Segments caption = words ? dit_joint_segments(tp->arena, words, B, R, R + n, sp->shard.T_pad) : NO_SEGMENTS;
+    Segments caption = words ? dit_joint_segments(tp->arena, words, B, R, R + n, 1, sp->shard.T_pad) : NO_SEGMENTS;
     return attention(tp, q, k_all, v_all, heads, sp_context_mask(sp), caption);
 }
 

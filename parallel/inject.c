@@ -33,6 +33,8 @@ static const BugInfo bugs[] = {
     {"knorm-grad-early", BUG_KNORM_GRAD_EARLY, SP_ALL_TO_ALL, "VeOmni #419", "--qk-norm head --heads 4", NULL},
     {"qk-norm-head-shard", BUG_QK_NORM_HEAD_SHARD, SP_ALL_TO_ALL, "vLLM #16311", "--qk-norm full --heads 4", NULL},
     {"text-grad-unsummed", BUG_TEXT_GRAD_UNSUMMED, ANY, NULL, "--cond text", NULL},
+    {"joint-text-replicated", BUG_JOINT_TEXT_REPLICATED, SP_ALL_TO_ALL, "cornserve #206, vllm-omni #7437",
+     "--cond text --text-attn joint --heads 4", NULL},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 

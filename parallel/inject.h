@@ -35,6 +35,8 @@ enum {
     BUG_QK_NORM_HEAD_SHARD = 1 << 25,   // all-to-all, --qk-norm full: the norm over a rank's heads
     BUG_TEXT_GRAD_UNSUMMED = 1 << 26,   // --cond text: the text encoder's gradients not summed over
                                         // the sequence group (each rank keeps its tokens' share)
+    BUG_JOINT_TEXT_REPLICATED = 1 << 27, // all-to-all, --text-attn joint: the caption, which every
+                                         // rank holds, exchanged with the image shard: P copies
 };
 enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2, BUG_MICRO_BATCHES = -3, BUG_PACKS = -4 };
 typedef struct BugInfo { // a row of the bug table

@@ -199,6 +199,9 @@ const char *sp_context_error(const SpOptions *o, const DiTConfig *m, char *buf, 
     if ((o->bugs & BUG_ULYSSES_REPLICATED_KV) && !in_context)
         return snprintf(buf, len, "the ulysses-replicated-kv bug exchanges the in-context "
                         "conditioning tokens' K/V; add --in-context"), buf;
+    if ((o->bugs & BUG_JOINT_TEXT_REPLICATED) && !joint)
+        return snprintf(buf, len, "the joint-text-replicated bug exchanges joint attention's caption "
+                        "with the image tokens; add --cond text --text-attn joint"), buf;
     return NULL;
 }
 

@@ -759,12 +759,13 @@ static void text_step_bytes(SeqAttention layout) {
 // captions, one of them empty, over 5 heads of 4 on 25 tokens) against one rank: every layout that
 // runs it, a data x sequence mesh, micro-batches and (cross) --recompute. The text encoder's and
 // the caption's gradients are each rank's share, summed over the group once; the
-// text-grad-unsummed bug (the text encoder's left per rank) is caught.
+// text-grad-unsummed bug (the text encoder's left per rank) is caught, and with joint attention
+// joint-text-replicated (the caption sent through the all-to-all with the image tokens).
 START_TEST(text_matches_single_rank) {
     cfg = uneven_configs[1];
     cfg.text = true, cfg.text_len = TEXT_LEN, cfg.text_depth = 1, cfg.text_attn = _i ? DIT_TEXT_JOINT : DIT_TEXT_CROSS;
     const char *attn = _i ? "joint" : "cross";
-    for (int v = 0; v < SP_LAYOUTS + 4; v++) {
+    for (int v = 0; v < SP_LAYOUTS + 5; v++) {
         SpOptions o = options(v < SP_LAYOUTS ? (SeqAttention)v : SP_GATHER, 0);
         if (o.layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
         const char *what = v < SP_LAYOUTS ? seq_attention_name(o.layout) : "";
@@ -778,6 +779,10 @@ START_TEST(text_matches_single_rank) {
         if (v == SP_LAYOUTS + 3) {
             if (comm.size == 1) continue;
             o.bugs = BUG_TEXT_GRAD_UNSUMMED, what = "bug text-grad-unsummed";
+        }
+        if (v == SP_LAYOUTS + 4) { // joint: the caption exchanged with the image tokens
+            if (!_i || comm.size == 1) continue;
+            o = options(SP_ALL_TO_ALL, BUG_JOINT_TEXT_REPLICATED), what = "bug joint-text-replicated";
         }
         char err[256];
         if (sp_context_error(&o, &cfg, err, sizeof err)) { // what joint attention does not run with yet
