@@ -33,13 +33,25 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
 
+Tensor *seq_front_to_heads(Tape *tp, Comm *c, Tensor *x, int R, int heads) {
+    int n = x->shape[1] - R, h = seq_heads(heads, c->size, c->rank), dh = x->shape[2] / heads;
+    int first = seq_first_head(heads, c->size, c->rank) * dh;
+    return dit_join_tokens(tp, slice_last(tp, dit_tokens_of(tp, x, 0, R), first, h * dh),
+                           seq_all_to_all(tp, c, dit_tokens_of(tp, x, R, n), heads, TO_HEAD_SHARD));
+}
+
+Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads) {
+    Tensor *front = dit_tokens_of(tp, o, 0, R), *copies = front;
+    for (int r = 1; r < c->size; r++) copies = dit_join_tokens(tp, copies, front);
+    return dit_join_tokens(tp, seq_all_to_all(tp, c, copies, heads, TO_TOKEN_SHARD),
+                           seq_all_to_all(tp, c, dit_tokens_of(tp, o, R, o->shape[1] - R), heads, TO_TOKEN_SHARD));
+}
+
 // In-context conditioning or joint attention: q, k, v (B, R + n, D), the R tokens that every rank
-// holds first (sp.h). This rank's heads of them are taken from its own copy, not exchanged; its
-// tokens go to the head shard. Each rank attends with its heads of the R front queries (each head
-// once in the group) and of every token's, over the R front keys once and all tokens'; the front
-// tokens' output comes back whole to every rank in one exchange of P copies of its heads' columns
-// (an all-gather of the heads: each rank sends its heads, once to each other rank, and the copies'
-// gradients are summed in backward). words: joint attention's caption (dit_joint_segments), or NULL.
+// holds first (sp.h), to the head shard and back as seq_front_to_heads and seq_front_from_heads
+// move them: each rank attends with its heads of the R front queries (each head once in the
+// group) and of every token's, over the R front keys once and all tokens'. words: joint
+// attention's caption (dit_joint_segments), or NULL.
 // Under the ulysses-replicated-kv bug (in-context) or the joint-text-replicated bug (the caption)
 // the front tokens' K/V are exchanged with the others, as if [front; shard] were one sequence: the
 // head shard holds every rank's copy of them, P times, and they weigh P times in the softmax.
@@ -47,13 +59,12 @@ static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k
                                  const int32_t *words) {
     Comm *c = sp->comm;
     int B = q->shape[0], R = sp->context, n = sp->shard.n, P = c->size, h = seq_heads(heads, P, c->rank);
-    int dh = q->shape[2] / heads, first = seq_first_head(heads, P, c->rank) * dh, T = sp->shard.T_pad;
+    int T = sp->shard.T_pad;
     Tensor *qkv[3] = {q, k, v}, *mine[3];
     bool replicated = sp->bugs & BUGS_REPLICATED;
     for (int j = 0; j < 3; j++)
         mine[j] = replicated && j ? seq_all_to_all(tp, c, qkv[j], heads, TO_HEAD_SHARD)
-                                  : dit_join_tokens(tp, slice_last(tp, dit_tokens_of(tp, qkv[j], 0, R), first, h * dh),
-                                                    seq_all_to_all(tp, c, dit_tokens_of(tp, qkv[j], R, n), heads, TO_HEAD_SHARD));
+                                  : seq_front_to_heads(tp, c, qkv[j], R, heads);
     const uint8_t *mask = sp_context_mask(sp);
     int keys = R + T;
     if (replicated) {
@@ -65,11 +76,7 @@ static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k
     }
     int kept = replicated ? P : 1; // copies of the front tokens among the keys
     Segments caption = words ? dit_joint_segments(tp->arena, words, B, R, R + T, kept, keys / kept - R) : NO_SEGMENTS;
-    Tensor *o = attention(tp, mine[0], mine[1], mine[2], h, mask, caption);
-    Tensor *front = dit_tokens_of(tp, o, 0, R), *copies = front;
-    for (int r = 1; r < P; r++) copies = dit_join_tokens(tp, copies, front);
-    return dit_join_tokens(tp, seq_all_to_all(tp, c, copies, heads, TO_TOKEN_SHARD),
-                           seq_all_to_all(tp, c, dit_tokens_of(tp, o, R, T), heads, TO_TOKEN_SHARD));
+    return seq_front_from_heads(tp, c, attention(tp, mine[0], mine[1], mine[2], h, mask, caption), R, heads);
 }
 
 // q, k, v are (B, n, D): this rank's tokens

@@ -232,11 +232,23 @@ typedef struct SpLayout {
     AttendFn attend; // ctx is the SeqParallel
 } SpLayout;
 extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
-// Ring attention (ring.c) of q, k, v (B, n, D) over the ring `c`: rank r's block is the tokens
-// [r n, (r + 1) n) of `key_mask` (all tokens; NULL: none masked) and of the image ids `seg`
-// (B, P n) of a pack (NULL: none). The ring-* bugs apply.
+// Ring attention (ring.c) of q, k, v (B, front + n, D) over the ring `c`: rank r's block is the
+// tokens [r n, (r + 1) n) of `key_mask` (all tokens; NULL: none masked) and of the image ids `seg`
+// (B, P n) of a pack (NULL: none). The `front` tokens before them are every rank's own (joint
+// attention's caption, words (B, front) as dit_joint_segments takes them): their queries go round
+// the ring with the block's, their keys are attended once, with the rank's own block, and never
+// sent. The ring-* bugs apply.
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
-                       const uint8_t *key_mask, const int32_t *seg, unsigned bugs);
+                       const uint8_t *key_mask, const int32_t *seg, int front, const int32_t *words,
+                       unsigned bugs);
+// The R tokens every rank holds in front of its shard (sp->context) under a head-sharding exchange
+// over c (all_to_all.c): x (B, R + n, D) -> (B, R + P n, h dh), this rank's h heads' columns of
+// the front tokens taken from its own copy (no exchange), then every rank's tokens to the head
+// shard; and back, o (B, R + P n, h dh) -> (B, R + n, D): the front tokens' output whole on every
+// rank (each rank sends its heads' columns, one copy to each other rank: an all-gather of the
+// heads, whose adjoint sums the copies' gradients) and the tokens' output to the token shard.
+Tensor *seq_front_to_heads(Tape *tp, Comm *c, Tensor *x, int R, int heads);
+Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads);
 // The key mask of all T_pad tokens (NULL under the no-pad-mask bug), on the device with cuda.
 const uint8_t *sp_key_mask(const SeqParallel *sp);
 // The images of a pack's tokens for the attention: seg (B, T_pad) as the layout got it, or NULL

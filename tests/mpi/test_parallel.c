@@ -585,7 +585,7 @@ START_TEST(ring_overlap_is_exact) {
         rng_fill_normal(x[i]->data, blk, 21, (uint64_t)(10 * r + i), 0, 1);
         x[i]->requires_grad = true;
     }
-    Tensor *out = ring_attention(&tp, &comm, x[0], x[1], x[2], H, NULL, NULL, 0);
+    Tensor *out = ring_attention(&tp, &comm, x[0], x[1], x[2], H, NULL, NULL, 0, NULL, 0);
     real *dout = arena_alloc(&a, blk * sizeof(real));
     rng_fill_normal(dout, blk, 22, (uint64_t)r, 0, 1);
     backward_from(&tp, out, dout);
