@@ -35,6 +35,8 @@ static const BugInfo bugs[] = {
     {"text-grad-unsummed", BUG_TEXT_GRAD_UNSUMMED, ANY, NULL, "--cond text", NULL},
     {"joint-text-replicated", BUG_JOINT_TEXT_REPLICATED, SP_ALL_TO_ALL, "cornserve #206, vllm-omni #7437",
      "--cond text --text-attn joint --heads 4", NULL},
+    {"ring-text-every-step", BUG_RING_TEXT_EVERY_STEP, SP_RING, "vllm-omni #4689, xDiT #611",
+     "--cond text --text-attn joint", NULL},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 

@@ -37,6 +37,8 @@ enum {
                                         // the sequence group (each rank keeps its tokens' share)
     BUG_JOINT_TEXT_REPLICATED = 1 << 27, // all-to-all, --text-attn joint: the caption, which every
                                          // rank holds, exchanged with the image shard: P copies
+    BUG_RING_TEXT_EVERY_STEP = 1 << 28, // ring, --text-attn joint: the caption's K/V attended with
+                                        // every visiting block, P times
 };
 enum { BUG_ANY_LAYOUT = -1, BUG_DATA_PARALLEL = -2, BUG_MICRO_BATCHES = -3, BUG_PACKS = -4 };
 typedef struct BugInfo { // a row of the bug table

@@ -50,9 +50,10 @@ typedef struct Ring { // what one call needs, from q (B, R + n, D)
     ExactAttn *exact;    // --exact: the block pairs (canonical blocks of exact->blk tokens); else NULL
     // the R tokens every rank holds in front of its block (joint attention's caption; 0: none):
     // queries R + n; their keys attended once, with the rank's own block (the home step), and
-    // never sent; home_mask (R + n) and home_seg (the caption's padding) for that step
+    // never sent (under the ring-text-every-step bug: with every visiting block); front_mask
+    // (P, R + n): 1 for them, then each rank's block's key mask; home_seg the caption's padding
     int R, nq;
-    const uint8_t *home_mask;
+    uint8_t *front_mask;
     Segments home_seg;
 } Ring;
 
@@ -83,7 +84,7 @@ static void block_forward(Arena *a, const Ring *g, real *o, real *l, const real 
 
 // the front tokens' keys: the home step attends to x (B, R + n, D) whole, the front's rows and
 // the rank's own block's; the block alone (rows [R, R + n) of each image) travels. to_block:
-// the block's rows of x into blk (B, n, D), else blk back into them
+// the block's rows of x into blk (B, n, D), else blk into them
 static void own_block(const Ring *g, real *blk, real *x, bool to_block) {
     size_t row = (size_t)g->n * g->H * g->dh, front = (size_t)g->R * g->H * g->dh;
     for (int b = 0; b < g->B; b++) {
@@ -91,6 +92,25 @@ static void own_block(const Ring *g, real *blk, real *x, bool to_block) {
         if (to_block) copy_bytes(out, in, row * sizeof(real));
         else copy_bytes(in, out, row * sizeof(real));
     }
+}
+
+// Whether the step that attends to the block of `owner` sees the front tokens' keys: the home
+// step, or under the ring-text-every-step bug every step
+static bool sees_front(const Ring *g, int owner) {
+    return g->R && (owner == g->c->rank || (g->bugs & BUG_RING_TEXT_EVERY_STEP));
+}
+
+// The keys (or values) such a step attends to, [front; the block of `owner`] (B, R + n, D): x, the
+// input, for the home step; else the front's rows of x and the visiting block blk, joined in a's
+static const real *with_front(Arena *a, const Ring *g, real *x, const real *blk, int owner) {
+    if (owner == g->c->rank) return x;
+    size_t row = (size_t)g->n * g->H * g->dh, front = (size_t)g->R * g->H * g->dh;
+    real *j = arena_alloc(a, (size_t)g->B * (front + row) * sizeof(real));
+    for (int b = 0; b < g->B; b++) {
+        copy_bytes(j + b * (front + row), x + b * (front + row), front * sizeof(real));
+        copy_bytes(j + b * (front + row) + front, blk + b * row, row * sizeof(real));
+    }
+    return j;
 }
 
 // ---- forward ----------------------------------------------------------------------------------
@@ -106,9 +126,10 @@ static void forward_step(Arena *a, const Ring *g, Forward *f, const real *q, con
                          const real *v, const Tensor *home_k, const Tensor *home_v, int pass, int s, int owner) {
     if (g->exact && pass == 0) return exact_attn_lse(g->exact, a, f->lparts, q, k, v, g->n, first_key_block(g, owner));
     if (g->exact) return exact_attn_out(g->exact, a, &f->o, f->L, q, k, v, g->n, first_key_block(g, owner));
-    if (g->R && !s) // the home step: the front tokens' keys once, with this rank's block
-        attention_kernel_forward(a, f->out, f->lse, q, home_k->data, home_v->data, g->home_mask, g->home_seg,
-                                 g->B, g->nq, g->R + g->n, g->H, g->dh);
+    if (sees_front(g, owner)) // the home step: the front tokens' keys once, with this rank's block
+        attention_kernel_forward(a, s ? f->os : f->out, s ? f->ls : f->lse, q, with_front(a, g, home_k->data, k, owner),
+                                 with_front(a, g, home_v->data, v, owner), g->front_mask + (size_t)owner * g->nq,
+                                 g->home_seg, g->B, g->nq, g->R + g->n, g->H, g->dh);
     else block_forward(a, g, s ? f->os : f->out, s ? f->ls : f->lse, q, k, v, owner);
     if (s) // the first is the merge's start; under ring-wrong-merge a plain average of the partials
         RUN(a->device, attention_merge, f->out, f->lse, f->os, f->ls, g->B, g->nq, g->H, g->dh,
@@ -128,10 +149,10 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     *g = (Ring){.c = c, .mask = key_mask, .seg = seg, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
                 .blk = (size_t)B * n * D, .R = front, .nq = nq};
     if (front) {
-        uint8_t *home = arena_alloc(arena_host(a), (size_t)nq);
-        memset(home, 1, (size_t)front);
-        for (int j = 0; j < n; j++) home[front + j] = key_mask ? key_mask[r * n + j] : 1;
-        g->home_mask = home;
+        g->front_mask = arena_alloc(arena_host(a), (size_t)P * nq);
+        for (int o = 0; o < P; o++)
+            for (int j = 0; j < nq; j++)
+                g->front_mask[(size_t)o * nq + j] = j < front || !key_mask || key_mask[o * n + j - front];
         g->home_seg = words ? dit_joint_segments(a, words, B, front, nq, 1, n) : NO_SEGMENTS;
     }
     size_t lsize = (size_t)B * heads * nq;
@@ -226,12 +247,13 @@ static void backward_step(Node *nd, const Ring *g, Backward *b, Shares *sh, bool
         Shares *to = keep_here ? &b->kept : sh;
         return exact_attn_grad(g->exact, a, &b->q, &to->k, &to->v, dout, o, lse, q, k, v, g->n, first_key_block(g, owner));
     }
-    if (g->R && owner == g->c->rank) { // the home step: the front's dK, dV here, the block's in sh
+    if (sees_front(g, owner)) { // the home step: the front's dK, dV here, the block's in sh
         Tensor *hk = nd->in[1], *hv = nd->in[2];
         real *dk = arena_alloc(a, 2 * hk->size * sizeof(real)), *dv = dk + hk->size;
         zero_bytes(dk, 2 * hk->size * sizeof(real));
-        attention_kernel_backward(a, b->dq, dk, dv, dout, o, lse, q, hk->data, hv->data, g->home_mask, g->home_seg,
-                                  g->B, g->nq, g->R + g->n, g->H, g->dh);
+        attention_kernel_backward(a, b->dq, dk, dv, dout, o, lse, q, with_front(a, g, hk->data, k, owner),
+                                  with_front(a, g, hv->data, v, owner), g->front_mask + (size_t)owner * g->nq,
+                                  g->home_seg, g->B, g->nq, g->R + g->n, g->H, g->dh);
         own_block(g, sh->d, dk, true), own_block(g, sh->d + g->blk, dv, true);
         size_t pitch = hk->size / g->B, width = pitch - g->blk / g->B;
         if (b->dk) RUN(a->device, add_rows, b->dk, pitch, dk, pitch, width, g->B);

@@ -200,6 +200,9 @@ const char *sp_context_error(const SpOptions *o, const DiTConfig *m, char *buf, 
     if ((o->bugs & BUG_JOINT_TEXT_REPLICATED) && !joint)
         return snprintf(buf, len, "the joint-text-replicated bug exchanges joint attention's caption "
                         "with the image tokens; add --cond text --text-attn joint"), buf;
+    if ((o->bugs & BUG_RING_TEXT_EVERY_STEP) && !joint)
+        return snprintf(buf, len, "the ring-text-every-step bug attends to joint attention's caption "
+                        "at every ring step; add --cond text --text-attn joint"), buf;
     return NULL;
 }
 

@@ -473,7 +473,8 @@ const Setting settings[] = {
      "text-grad-unsummed (with --cond text); rope-local-positions (--pos\n"
      "rope), rope-pack-positions (--pos rope, --max-tokens); knorm-grad-early\n"
      "(all-to-all, --qk-norm head or full), qk-norm-head-shard (all-to-all,\n"
-     "--qk-norm full); joint-text-replicated (all-to-all, --text-attn joint)"},
+     "--qk-norm full); joint-text-replicated (all-to-all, --text-attn joint),\n"
+     "ring-text-every-step (ring, hybrid, --text-attn joint)"},
     {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
      FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,
      "where the step runs (default {default}); cuda: each rank on GPU local rank\n"

@@ -8,11 +8,11 @@
 #include <string.h>
 
 // A tensor of the captions' tokens, which every rank holds whole (layers/dit.c names them): the
-// text encoder's (text_*) and the cross-attention's keys and values (blocks.<i>.cross.k, .v); a
-// caption may have as many tokens as a shard
+// text encoder's (text_*), the cross-attention's keys and values (blocks.<i>.cross.k, .v) and
+// joint attention's text stream (blocks.<i>.txt.*); a caption may have as many tokens as a shard
 static bool caption_tensor(const char *name) {
     size_t n = strlen(name);
-    return !strncmp(name, "text_", 5) ||
+    return !strncmp(name, "text_", 5) || strstr(name, ".txt.") ||
            (n > 8 && (!strcmp(name + n - 8, ".cross.k") || !strcmp(name + n - 8, ".cross.v")));
 }
 

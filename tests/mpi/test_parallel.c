@@ -760,12 +760,13 @@ static void text_step_bytes(SeqAttention layout) {
 // runs it, a data x sequence mesh, micro-batches and (cross) --recompute. The text encoder's and
 // the caption's gradients are each rank's share, summed over the group once; the
 // text-grad-unsummed bug (the text encoder's left per rank) is caught, and with joint attention
-// joint-text-replicated (the caption sent through the all-to-all with the image tokens).
+// joint-text-replicated (the caption sent through the all-to-all with the image tokens) and
+// ring-text-every-step (its keys attended with every visiting ring block).
 START_TEST(text_matches_single_rank) {
     cfg = uneven_configs[1];
     cfg.text = true, cfg.text_len = TEXT_LEN, cfg.text_depth = 1, cfg.text_attn = _i ? DIT_TEXT_JOINT : DIT_TEXT_CROSS;
     const char *attn = _i ? "joint" : "cross";
-    for (int v = 0; v < SP_LAYOUTS + 5; v++) {
+    for (int v = 0; v < SP_LAYOUTS + 6; v++) {
         SpOptions o = options(v < SP_LAYOUTS ? (SeqAttention)v : SP_GATHER, 0);
         if (o.layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
         const char *what = v < SP_LAYOUTS ? seq_attention_name(o.layout) : "";
@@ -783,6 +784,10 @@ START_TEST(text_matches_single_rank) {
         if (v == SP_LAYOUTS + 4) { // joint: the caption exchanged with the image tokens
             if (!_i || comm.size == 1) continue;
             o = options(SP_ALL_TO_ALL, BUG_JOINT_TEXT_REPLICATED), what = "bug joint-text-replicated";
+        }
+        if (v == SP_LAYOUTS + 5) { // joint: the caption's keys with every visiting ring block
+            if (!_i || comm.size == 1) continue;
+            o = options(SP_RING, BUG_RING_TEXT_EVERY_STEP), what = "bug ring-text-every-step";
         }
         char err[256];
         if (sp_context_error(&o, &cfg, err, sizeof err)) { // what joint attention does not run with yet
