@@ -210,6 +210,7 @@ const char *sp_init_context(SeqParallel *sp, const SpOptions *o, const DiTConfig
     const char *why = sp_context_error(o, m, buf, len);
     if (why || !dit_front_tokens(m)) return why;
     sp->context = dit_front_tokens(m);
+    sp->joint = !m->in_context;
     sp->context_mask = xmalloc((size_t)(sp->context + sp->shard.T_pad));
     memset(sp->context_mask, 1, (size_t)sp->context);
     memcpy(sp->context_mask + sp->context, sp->shard.key_mask, (size_t)sp->shard.T_pad);

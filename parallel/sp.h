@@ -96,6 +96,8 @@ typedef struct SeqParallel {
     int context;        // the tokens in front of every rank's sequence, which every rank holds
                         // (dit_front_tokens: in-context conditioning's, joint attention's
                         // caption); 0: none
+    bool joint;         // they are joint attention's caption, whose tensors the model keeps apart
+                        // (no tensor of the shard's tokens has them in front, as in-context's do)
     uint8_t *context_mask; // (context + T_pad): 1 for the conditioning tokens, then the key mask
     int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
     CommGather prefetch; // --zero 3: the next block's parameters on their way (zero.c)

@@ -7,7 +7,7 @@ Also checks that a checkpoint written by `train` loads into the reference with s
 carries the reference's sin-cos pos_embed. Then a batch of packs (3 images of different sizes and
 aspects, probed at 1-4 ranks in every layout) against the reference running each image alone;
 a text-conditioned model (captions, a text encoder, cross-attention) at 1-4 ranks in every layout,
-and with joint attention (SD3's MMDiT blocks) at 1-4 ranks in the layouts it runs with.
+and with joint attention (SD3's MMDiT blocks) at 1-4 ranks in every layout.
 Clips: a clip model (3 frames of patches, which 2 and 4 ranks cut apart) probed at 1-4 ranks, and
 a pack of two clips of different lengths and sizes against each clip run alone.
 
@@ -280,8 +280,8 @@ TEXT_CONFIG = dict(input_size=10, patch_size=2, in_channels=3, hidden_size=20, d
                    mlp_ratio=2.0, num_classes=10, learn_sigma=False, class_dropout_prob=0.0)
 TEXT_META = dict(cond="text", text_len=7, text_depth=1, text_attn="cross")
 TEXT_WORDS = [0, 3, 7]  # words in each image's caption
-# joint attention (SD3's MMDiT blocks) runs with these layouts so far
-JOINT_RUNS = [(ranks, layout) for ranks, layout in PACK_RUNS if layout in ("gather", "all-to-all")]
+# joint attention (SD3's MMDiT blocks): the same rank counts and layouts
+JOINT_RUNS = PACK_RUNS
 
 
 def text_case(work, attn="cross"):
@@ -355,9 +355,10 @@ def check_text(train32, train64, work):
 
 
 def check_joint(train32, train64, work):
-    """The parity table of joint attention (SD3's MMDiT blocks) on the text case: 1-4 ranks with the
-    layouts it runs with, both builds; then a reference whose joint attention lets the captions'
-    padding through must differ. Returns (checks, failures)."""
+    """The parity table of joint attention (SD3's MMDiT blocks) on the text case: every rank count and
+    layout, both builds; then a reference whose joint attention lets the captions' padding through
+    must differ, and locate finds no divergence between the 3-rank ring probe's tape and the
+    reference's. Returns (checks, failures)."""
     ckpt, batch = text_case(work, "joint")
     ref = reference(ckpt, batch)
     print(f"joint attention: the same captions ({TEXT_WORDS} words of {TEXT_META['text_len']}) and image")
@@ -380,7 +381,20 @@ def check_joint(train32, train64, work):
     failures += not caught
     print(f"planted bug in the reference (the joint attention sees the captions' padding): output {e_out:.2e}, "
           f"worst gradient {e_grad:.2e} against the float64 probe {'caught' if caught else 'NOT CAUGHT'}")
-    return len(runs) + 1, failures
+    tapes = [os.path.join(work, f"joint.{k}.tape.safetensors") for k in ("reference", "probe")]
+    res = os.path.join(work, "joint.tape-probe.safetensors")
+    for f in tapes + [res]:
+        if os.path.exists(f):
+            os.remove(f)
+    reference(ckpt, batch, dump=tapes[0])
+    subprocess.run(MPIRUN + ["-np", "3", train64, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res,
+                             "--dump-tape", tapes[1], "--sp-attention", "ring"], check=True, stdout=subprocess.DEVNULL)
+    v = subprocess.run([train64, "locate", tapes[1], tapes[0]], capture_output=True, text=True)
+    ok = v.stdout.startswith("no divergence")
+    failures += not ok
+    print(f"locate, the 3-rank ring probe's tape against the reference's: {v.stdout.strip()[:150]} "
+          f"{'ok' if ok else 'FAIL'}")
+    return len(runs) + 2, failures
 
 
 def check_clips(train32, train64, work):
