@@ -53,7 +53,7 @@ typedef struct Ring { // what one call needs, from q (B, R + n, D)
     // never sent (under the ring-text-every-step bug: with every visiting block); front_mask
     // (P, R + n): 1 for them, then each rank's block's key mask; home_seg the caption's padding
     int R, nq;
-    uint8_t *front_mask;
+    const uint8_t *front_mask;
     Segments home_seg;
 } Ring;
 
@@ -149,11 +149,19 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     *g = (Ring){.c = c, .mask = key_mask, .seg = seg, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
                 .blk = (size_t)B * n * D, .R = front, .nq = nq};
     if (front) {
-        g->front_mask = arena_alloc(arena_host(a), (size_t)P * nq);
+        // on the host (key_mask: the host's copy under --device cuda too), then where the kernels run
+        uint8_t *fm = arena_alloc(arena_host(a), (size_t)P * nq);
+        const uint8_t *km = key_mask && device_pointer(key_mask) ? NULL : key_mask;
+        if (key_mask && !km) { // the device's copy: read back once
+            uint8_t *h = arena_alloc(arena_host(a), (size_t)P * n);
+            copy_bytes(h, key_mask, (size_t)P * n);
+            km = h;
+        }
         for (int o = 0; o < P; o++)
-            for (int j = 0; j < nq; j++)
-                g->front_mask[(size_t)o * nq + j] = j < front || !key_mask || key_mask[o * n + j - front];
+            for (int j = 0; j < nq; j++) fm[(size_t)o * nq + j] = j < front || !km || km[o * n + j - front];
+        g->front_mask = (uint8_t *)op_input(a, fm, (size_t)P * nq);
         g->home_seg = words ? dit_joint_segments(a, words, B, front, nq, 1, n) : NO_SEGMENTS;
+        if (words) g->home_seg.id = op_input(a, g->home_seg.id, (size_t)B * g->home_seg.T * sizeof(int32_t));
     }
     size_t lsize = (size_t)B * heads * nq;
     if (tp->exact) {
