@@ -167,9 +167,13 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     // in-context: the blocks run on the conditioning tokens too
     double nb = n + dit_front_tokens(c), b = B;
     int mlp, k = block_lines(l, c, nb, &mlp);
-    double cross = l[mlp - 1].reals; // the cross-attention's line: kept under --recompute too
+    // what --recompute keeps of a block besides its halves' inputs: the cross-attention's line, or
+    // a joint block's whole attention half (only its MLP halves run again)
+    bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
+    double cross = l[mlp - 1].reals;
     double attn_half = sum_lines(l, mlp) + attn.kept, mlp_half = sum_lines(l + mlp, k - mlp);
     double block = attn_half + mlp_half, rest = sum_lines(l, rest_lines(l, c, n, b));
+    if (joint) cross = attn_half;
     int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
     double scratch = (double)attention_scratch_count(B, attn.queries, attn.keys, c->num_heads, dh,
                                                      pass != DIT_FORWARD);
@@ -721,13 +725,17 @@ Segments dit_joint_segments(Arena *a, const int32_t *words, int B, int L, int Q,
     return (Segments){id, T, 0, Q};
 }
 
+static Tensor *checkpoint(const DiT *m, const DiTBlock *b, int i, HalfFn half, Tape *tp, Tensor *x,
+                          Tensor *const mod[3], const PackTokens *pt, const DiTShard *sh);
+
 // Joint block i (SD3's MMDiT): x (B, n, D) this rank's image tokens, *ctx (B, L, D) the caption's,
 // whole on every rank. Each stream its own modulation and qkv; one attention of the queries
 // [caption; image] over the keys [caption; image] (words (B, L): the caption's padding masked), by
 // the layout's attend with the caption as the tokens every rank holds in front (sp.h); then each
 // stream its own projection and MLP. The last block's caption output is dropped (*ctx stays; only
 // its keys and values were used). The streams stay apart between blocks, so that backward hands
-// each residual's gradient buffer down its stream.
+// each residual's gradient buffer down its stream. Under --recompute with gradients each stream's
+// MLP half is a checkpoint; the joint attention keeps its tensors.
 static Tensor *joint_block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor **ctx, Tensor *c_act,
                                    const PackTokens *pt, const DiTShard *sh, const int32_t *words) {
     const DiTBlock *b = &m->blocks[i], *bt = &m->txt[i];
@@ -744,11 +752,13 @@ static Tensor *joint_block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Ten
     Tensor *o = sh->attend ? sh->attend(tp, qkv[0], qkv[1], qkv[2], heads, words, sh->attend_ctx)
                            : attention(tp, qkv[0], qkv[1], qkv[2], heads, NULL,
                                        dit_joint_segments(tp->arena, words, B, L, L + n, 1, n));
+    bool again = sh->recompute && tp->grad_enabled;
     x = stream_out(b, i, tp, x, mod[2], dit_tokens_of(tp, o, L, n), pt, sh);
-    x = mlp_half(b, i, tp, x, mod + 3, heads, pt, sh);
+    x = again ? checkpoint(m, b, i, mlp_half, tp, x, mod + 3, pt, sh) : mlp_half(b, i, tp, x, mod + 3, heads, pt, sh);
     if (rows == 6) {
         Tensor *c = stream_out(bt, i, tp, *ctx, tmod[2], dit_tokens_of(tp, o, 0, L), &none, sh);
-        *ctx = mlp_half(bt, i, tp, c, tmod + 3, heads, &none, sh);
+        *ctx = again ? checkpoint(m, bt, i, mlp_half, tp, c, tmod + 3, &none, sh)
+                     : mlp_half(bt, i, tp, c, tmod + 3, heads, &none, sh);
     }
     return x;
 }
@@ -756,6 +766,7 @@ static Tensor *joint_block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Ten
 // ---- --recompute: each half of a block as one tape node that keeps its inputs and output only --
 typedef struct Checkpoint {
     const DiT *m;
+    const DiTBlock *b; // block `block`'s stream: its image stream, or a joint block's text stream
     int block;
     HalfFn half;
     PackTokens pt; // its buffers lie below every block's
@@ -787,7 +798,7 @@ static void checkpoint_bwd(Node *nd) {
     Tape sub = tape_create(a);
     sub.exact = nd->exact;
     if (k->watch) sub.watch = watch_grads, sub.watch_ctx = (void *)k;
-    Tensor *y = k->half(&k->m->blocks[k->block], k->block, &sub, &in[0], m, k->m->cfg.num_heads,
+    Tensor *y = k->half(k->b, k->block, &sub, &in[0], m, k->m->cfg.num_heads,
                         &k->pt, &k->sh);
     y->grad = nd->out->grad;
     backward_given(&sub, y);
@@ -804,20 +815,20 @@ static void checkpoint_bwd(Node *nd) {
 
 // The half's forward with gradients (so that its values are those of a run without recompute),
 // its tape nodes and intermediates then dropped, and one node that runs it again in backward
-static Tensor *checkpoint(const DiT *m, int i, HalfFn half, Tape *tp, Tensor *x, Tensor *const mod[3],
-                          const PackTokens *pt, const DiTShard *sh) {
+static Tensor *checkpoint(const DiT *m, const DiTBlock *b, int i, HalfFn half, Tape *tp, Tensor *x,
+                          Tensor *const mod[3], const PackTokens *pt, const DiTShard *sh) {
     CHECK(!x->base && !mod[0]->base && !mod[1]->base && !mod[2]->base,
           "--recompute: a block's inputs must be whole tensors");
     size_t mark = arena_mark(tp->arena);
     int nodes = tp->n;
-    Tensor *y = half(&m->blocks[i], i, tp, x, mod, m->cfg.num_heads, pt, sh);
+    Tensor *y = half(b, i, tp, x, mod, m->cfg.num_heads, pt, sh);
     tp->n = nodes;
     y = tensor_keep(tp->arena, y, mark);
     y->name = NULL; // watched already; its gradient is watched as the run again's output
     Node *nd = tape_record(tp, "half block (recomputed)", checkpoint_bwd, y, 4, x, mod[0], mod[1], mod[2]);
     if (!nd) return y;
     Checkpoint *k = arena_alloc(arena_host(tp->arena), sizeof *k);
-    *k = (Checkpoint){m, i, half, *pt, *sh, tp->watch, tp->watch_ctx};
+    *k = (Checkpoint){m, b, i, half, *pt, *sh, tp->watch, tp->watch_ctx};
     nd->ptr = k;
     return y;
 }
@@ -829,10 +840,10 @@ static Tensor *block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor *c
     Tensor *mod[6];
     block_modulation(&m->blocks[i], i, tp, c_act, pt, sh, x->shape[0], x->shape[1], mod);
     bool again = sh->recompute && tp->grad_enabled;
-    x = again ? checkpoint(m, i, attention_half, tp, x, mod, pt, sh)
+    x = again ? checkpoint(m, &m->blocks[i], i, attention_half, tp, x, mod, pt, sh)
               : attention_half(&m->blocks[i], i, tp, x, mod, m->cfg.num_heads, pt, sh);
     if (tt) x = cross_half(&m->blocks[i], i, tp, x, m->cfg.num_heads, tt, sh);
-    return again ? checkpoint(m, i, mlp_half, tp, x, mod + 3, pt, sh)
+    return again ? checkpoint(m, &m->blocks[i], i, mlp_half, tp, x, mod + 3, pt, sh)
                  : mlp_half(&m->blocks[i], i, tp, x, mod + 3, m->cfg.num_heads, pt, sh);
 }
 

@@ -191,9 +191,9 @@ const char *sp_context_error(const SpOptions *o, const DiTConfig *m, char *buf, 
                         "with it) runs with --sp-attention gather or all-to-all and without --exact, "
                         "--recompute, --max-tokens and --sample-sizes so far; pass one of those "
                         "layouts and leave out the others, or train without --in-context"), buf;
-    if (joint && (o->exact || o->recompute))
+    if (joint && o->exact)
         return snprintf(buf, len, "--text-attn joint (or a checkpoint trained with it) runs without "
-                        "--exact and --recompute so far; leave them out, or use --text-attn cross"), buf;
+                        "--exact so far; leave it out, or use --text-attn cross"), buf;
     if ((o->bugs & BUG_ULYSSES_REPLICATED_KV) && !in_context)
         return snprintf(buf, len, "the ulysses-replicated-kv bug exchanges the in-context "
                         "conditioning tokens' K/V; add --in-context"), buf;

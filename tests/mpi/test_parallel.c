@@ -757,7 +757,7 @@ static void text_step_bytes(SeqAttention layout) {
 
 // Text conditioning with cross-attention (_i 0) or joint attention (_i 1: SD3's MMDiT blocks) (7-token
 // captions, one of them empty, over 5 heads of 4 on 25 tokens) against one rank: every layout that
-// runs it, a data x sequence mesh, micro-batches and (cross) --recompute. The text encoder's and
+// runs it, a data x sequence mesh, micro-batches and --recompute. The text encoder's and
 // the caption's gradients are each rank's share, summed over the group once; the
 // text-grad-unsummed bug (the text encoder's left per rank) is caught, and with joint attention
 // joint-text-replicated (the caption sent through the all-to-all with the image tokens) and
