@@ -26,6 +26,10 @@ int dit_tokens(const DiTConfig *c) { return (int)dit_grid_tokens(dit_grid(c)); }
 int dit_out_channels(const DiTConfig *c) { return c->learn_sigma ? 2 * c->in_channels : c->in_channels; }
 int dit_mlp_hidden(const DiTConfig *c) { return (int)(c->hidden_size * c->mlp_ratio); }
 
+int dit_front_tokens(const DiTConfig *c) {
+    return c->in_context ? DIT_CONTEXT_TOKENS : c->text && c->text_attn == DIT_TEXT_JOINT ? c->text_len : 0;
+}
+
 // "NAME VALUE must be in 1..MAX" if value is out of that range
 static bool out_of_range(const char *name, int value, int max, char *buf, size_t len) {
     if (value >= 1 && value <= max) return false;
@@ -111,8 +115,12 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     l[k++] = (Line){"gated residual 1", n * D};
     // text: the cross-attention's q, output, log-sum-exp, projection and residual, and the
     // caption's K and V (L tokens) with their slices
-    double H = c->num_heads, L = c->text ? c->text_len : 0;
-    l[k++] = (Line){"cross-attention", !!c->text * (n * (4 * D + H) + 4 * L * D)};
+    double H = c->num_heads, L = c->text ? c->text_len : 0, joint = c->text && c->text_attn == DIT_TEXT_JOINT;
+    // joint (n counts the caption's tokens too): the text stream's modulation, q, k, v joined and
+    // the output taken apart, their gradients, and what the stack of backward's gradient buffers
+    // holds on to between the streams (measured: 26 n D at config L, 2 ranks, depth 4)
+    l[k++] = (Line){"joint attention", joint * (24 * D + 30 * n * D)};
+    l[k++] = (Line){"cross-attention", !!c->text * !joint * (n * (4 * D + H) + 4 * L * D)};
     *mlp = k;
     l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (D + 2)};
     l[k++] = (Line){"modulate 2", ada * n * D};
@@ -161,11 +169,15 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     Line l[32];
     // in double: sizes of configs that cannot fit anywhere must not wrap around
     // in-context: the blocks run on the conditioning tokens too
-    double nb = n + (c->in_context ? DIT_CONTEXT_TOKENS : 0), b = B;
+    double nb = n + dit_front_tokens(c), b = B;
     int mlp, k = block_lines(l, c, nb, &mlp);
-    double cross = l[mlp - 1].reals; // the cross-attention's line: kept under --recompute too
+    // what --recompute keeps of a block besides its halves' inputs: the cross-attention's line, or
+    // a joint block's whole attention half (only its MLP halves run again)
+    bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
+    double cross = l[mlp - 1].reals;
     double attn_half = sum_lines(l, mlp) + attn.kept, mlp_half = sum_lines(l + mlp, k - mlp);
     double block = attn_half + mlp_half;
+    if (joint) cross = attn_half;
     int fixed, r = rest_lines(l, c, n, b, &fixed);
     double rest = sum_lines(l, r), rest_grads = sum_lines(l + fixed, r - fixed);
     int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
@@ -277,7 +289,7 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
             BLOCK_PARAM(q_norm, "attn.q_norm.weight", 1, width, 0);
             BLOCK_PARAM(k_norm, "attn.k_norm.weight", 1, width, 0);
         }
-        if (cfg->text) {
+        if (cfg->text && cfg->text_attn == DIT_TEXT_CROSS) {
             BLOCK_PARAM(xq_w, "cross_attn.q_linear.weight", 2, D, D);
             BLOCK_PARAM(xq_b, "cross_attn.q_linear.bias", 1, D, 0);
             BLOCK_PARAM(xkv_w, "cross_attn.kv_linear.weight", 2, 2 * D, D);
@@ -285,9 +297,30 @@ void dit_layout(DiT *m, const DiTConfig *cfg) {
             BLOCK_PARAM(xproj_w, "cross_attn.proj.weight", 2, D, D);
             BLOCK_PARAM(xproj_b, "cross_attn.proj.bias", 1, D, 0);
         }
+        b->stream = "";
         if (cfg->in_context) continue;
         BLOCK_PARAM(ada_w, "adaLN_modulation.1.weight", 2, 6 * D, D);
         BLOCK_PARAM(ada_b, "adaLN_modulation.1.bias", 1, 6 * D, 0);
+        if (!cfg->text || cfg->text_attn != DIT_TEXT_JOINT) continue;
+        b = &m->txt[i], b->stream = "txt.";
+        bool last = i == cfg->depth - 1; // its text output is dropped: qkv and its modulation only
+        BLOCK_PARAM(qkv_w, "txt.attn.qkv.weight", 2, 3 * D, D);
+        BLOCK_PARAM(qkv_b, "txt.attn.qkv.bias", 1, 3 * D, 0);
+        if (!last) {
+            BLOCK_PARAM(proj_w, "txt.attn.proj.weight", 2, D, D);
+            BLOCK_PARAM(proj_b, "txt.attn.proj.bias", 1, D, 0);
+            BLOCK_PARAM(fc1_w, "txt.mlp.fc1.weight", 2, M, D);
+            BLOCK_PARAM(fc1_b, "txt.mlp.fc1.bias", 1, M, 0);
+            BLOCK_PARAM(fc2_w, "txt.mlp.fc2.weight", 2, D, M);
+            BLOCK_PARAM(fc2_b, "txt.mlp.fc2.bias", 1, D, 0);
+        }
+        if (cfg->qk_norm != DIT_QK_NONE) {
+            int width = cfg->qk_norm == DIT_QK_HEAD ? D / cfg->num_heads : D;
+            BLOCK_PARAM(q_norm, "txt.attn.q_norm.weight", 1, width, 0);
+            BLOCK_PARAM(k_norm, "txt.attn.k_norm.weight", 1, width, 0);
+        }
+        BLOCK_PARAM(ada_w, "txt.adaLN_modulation.1.weight", 2, (last ? 2 : 6) * D, D);
+        BLOCK_PARAM(ada_b, "txt.adaLN_modulation.1.bias", 1, (last ? 2 : 6) * D, 0);
     }
 #undef PLAIN_BLOCK
 #undef BLOCK_PARAM
@@ -509,6 +542,7 @@ static bool is_xavier(const DiT *m, const Tensor *w) {
     for (int i = 0; i < m->cfg.depth; i++) {
         const DiTBlock *b = &m->blocks[i];
         if (plain_linear(b, w) || (w && (w == b->xq_w || w == b->xkv_w))) return true;
+        if (w && plain_linear(&m->txt[i], w)) return true;
     }
     for (int i = 0; i < (m->cfg.text ? m->cfg.text_depth : 0); i++)
         if (plain_linear(&m->text_layers[i], w)) return true;
@@ -517,7 +551,9 @@ static bool is_xavier(const DiT *m, const Tensor *w) {
 
 static bool is_qk_norm(const DiT *m, const Tensor *w) {
     for (int i = 0; i < m->cfg.depth; i++)
-        if (w == m->blocks[i].q_norm || w == m->blocks[i].k_norm) return w != NULL;
+        if (w == m->blocks[i].q_norm || w == m->blocks[i].k_norm || w == m->txt[i].q_norm ||
+            w == m->txt[i].k_norm)
+            return w != NULL;
     return false;
 }
 
@@ -595,7 +631,7 @@ static Tensor *norm_modulate(Tape *tp, Tensor *x, Tensor *const m[3], const Pack
     return modulate(tp, h, shift, per_token(tp, m[1], pt, sh, B, n));
 }
 
-#define NAME(t, what) tape_name(tp, t, "blocks.%d.%s", i, what)
+#define NAME(t, what) tape_name(tp, t, "blocks.%d.%s%s", i, b->stream, what)
 // QK-norm, then the rotary positions (angles, or NULL), on q and k (B, n, D) of block i; in the
 // token shard, before the layout moves the heads: a full-width norm sees every head of a token.
 // One op each (qk_norm_rope): its output is named q_rope / k_rope when it turns (normed first
@@ -608,17 +644,31 @@ static void qk_prepare(const DiTBlock *b, int i, Tape *tp, Tensor **q, Tensor **
     *k = NAME(qk_norm_rope(tp, *k, b->k_norm, group, DIT_QK_EPS, angles, heads), angles ? "attn.k_rope" : "attn.k_norm");
 }
 
-static Tensor *attention_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3],
-                              int heads, const PackTokens *pt, const DiTShard *sh) {
-    int B = x->shape[0], n = x->shape[1], D = x->shape[2];
+// A stream's attention inputs, x (B,n,D) -> q, k, v (B,n,D): modulate(layernorm(x), shift, scale),
+// its qkv, then QK-norm and the rotary angles (NULL: none)
+static void stream_qkv(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3], Tensor *angles,
+                       int heads, const PackTokens *pt, const DiTShard *sh, Tensor *qkv_out[3]) {
+    int D = x->shape[2];
     Tensor *qkv = linear(tp, NAME(norm_modulate(tp, x, m, pt, sh), "norm1"), b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
-    Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
-    qk_prepare(b, i, tp, &q, &k, pt->rope, heads, sh);
+    qkv_out[2] = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
+    qk_prepare(b, i, tp, &q, &k, angles, heads, sh);
+    qkv_out[0] = q, qkv_out[1] = k;
+}
+
+// A stream's attention output a (B,n,D) -> x + gate * proj(a)
+static Tensor *stream_out(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *gate, Tensor *a,
+                          const PackTokens *pt, const DiTShard *sh) {
+    a = NAME(linear(tp, NAME(a, "attn.out"), b->proj_w, b->proj_b), "attn.proj");
+    return NAME(gated_add(tp, x, per_token(tp, gate, pt, sh, x->shape[0], x->shape[1]), a), "residual1");
+}
+
+static Tensor *attention_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3],
+                              int heads, const PackTokens *pt, const DiTShard *sh) {
+    Tensor *qkv[3];
+    stream_qkv(b, i, tp, x, m, pt->rope, heads, pt, sh, qkv);
     AttendFn attend = sh->attend ? sh->attend : local_attend;
-    Tensor *a = NAME(attend(tp, q, k, v, heads, pt->seg, sh->attend_ctx), "attn.out");
-    a = NAME(linear(tp, a, b->proj_w, b->proj_b), "attn.proj");
-    return NAME(gated_add(tp, x, per_token(tp, m[2], pt, sh, B, n), a), "residual1");
+    return stream_out(b, i, tp, x, m[2], attend(tp, qkv[0], qkv[1], qkv[2], heads, pt->seg, sh->attend_ctx), pt, sh);
 }
 
 static Tensor *mlp_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3], int heads,
@@ -645,6 +695,7 @@ typedef struct TextTokens {
     Tensor *h;          // (images, L, D): the encoded captions, whole on every rank
     const int32_t *seg; // (images, n + L): the cross-attention's images (kernels/segments.h): the
                         // shard's n tokens 0, then the caption's words 0 and its padding -1
+    const int32_t *words; // (images, L): the caption's words 0 and its padding -1
 } TextTokens;
 
 // PixArt-alpha's cross-attention after the self-attention, x (B, n, D) this rank's tokens:
@@ -678,9 +729,59 @@ static Tensor *cross_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, int hea
 }
 #undef NAME
 
+Segments dit_joint_segments(Arena *a, const int32_t *words, int B, int L, int Q, int copies, int Tk) {
+    int T = Q + copies * (L + Tk);
+    int32_t *id = arena_alloc(arena_host(a), (size_t)B * T * sizeof(int32_t));
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < T; j++) {
+            int at = j < Q ? -1 : (j - Q) % (L + Tk); // the key's place in its copy
+            id[(size_t)b * T + j] = at >= 0 && at < L ? words[(size_t)b * L + at] : 0;
+        }
+    return (Segments){id, T, 0, Q};
+}
+
+static Tensor *checkpoint(const DiT *m, const DiTBlock *b, int i, HalfFn half, Tape *tp, Tensor *x,
+                          Tensor *const mod[3], const PackTokens *pt, const DiTShard *sh);
+
+// Joint block i (SD3's MMDiT): x (B, n, D) this rank's image tokens, *ctx (B, L, D) the caption's,
+// whole on every rank. Each stream its own modulation and qkv; one attention of the queries
+// [caption; image] over the keys [caption; image] (words (B, L): the caption's padding masked), by
+// the layout's attend with the caption as the tokens every rank holds in front (sp.h); then each
+// stream its own projection and MLP. The last block's caption output is dropped (*ctx stays; only
+// its keys and values were used). The streams stay apart between blocks, so that backward hands
+// each residual's gradient buffer down its stream. Under --recompute with gradients each stream's
+// MLP half is a checkpoint; the joint attention keeps its tensors.
+static Tensor *joint_block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor **ctx, Tensor *c_act,
+                                   const PackTokens *pt, const DiTShard *sh, const int32_t *words) {
+    const DiTBlock *b = &m->blocks[i], *bt = &m->txt[i];
+    int B = x->shape[0], n = x->shape[1], D = x->shape[2], L = (*ctx)->shape[1];
+    int heads = m->cfg.num_heads, rows = bt->proj_w ? 6 : 2;
+    PackTokens none = {0};
+    Tensor *mod[6], *tmod[6], *xi[3], *xt[3], *qkv[3];
+    block_modulation(b, i, tp, c_act, pt, sh, B, n, mod);
+    Tensor *tm = tape_name(tp, linear(tp, c_act, bt->ada_w, bt->ada_b), "blocks.%d.txt.adaLN", i);
+    for (int j = 0; j < rows; j++) tmod[j] = slice_last(tp, tm, j * D, D);
+    stream_qkv(b, i, tp, x, mod, pt->rope, heads, pt, sh, xi);
+    stream_qkv(bt, i, tp, *ctx, tmod, NULL, heads, &none, sh, xt);
+    for (int j = 0; j < 3; j++) qkv[j] = dit_join_tokens(tp, xt[j], xi[j]);
+    Tensor *o = sh->attend ? sh->attend(tp, qkv[0], qkv[1], qkv[2], heads, words, sh->attend_ctx)
+                           : attention(tp, qkv[0], qkv[1], qkv[2], heads, NULL,
+                                       dit_joint_segments(tp->arena, words, B, L, L + n, 1, n));
+    bool again = sh->recompute && tp->grad_enabled;
+    x = stream_out(b, i, tp, x, mod[2], dit_tokens_of(tp, o, L, n), pt, sh);
+    x = again ? checkpoint(m, b, i, mlp_half, tp, x, mod + 3, pt, sh) : mlp_half(b, i, tp, x, mod + 3, heads, pt, sh);
+    if (rows == 6) {
+        Tensor *c = stream_out(bt, i, tp, *ctx, tmod[2], dit_tokens_of(tp, o, 0, L), &none, sh);
+        *ctx = again ? checkpoint(m, bt, i, mlp_half, tp, c, tmod + 3, &none, sh)
+                     : mlp_half(bt, i, tp, c, tmod + 3, heads, &none, sh);
+    }
+    return x;
+}
+
 // ---- --recompute: each half of a block as one tape node that keeps its inputs and output only --
 typedef struct Checkpoint {
     const DiT *m;
+    const DiTBlock *b; // block `block`'s stream: its image stream, or a joint block's text stream
     int block;
     HalfFn half;
     PackTokens pt; // its buffers lie below every block's
@@ -712,7 +813,7 @@ static void checkpoint_bwd(Node *nd) {
     Tape sub = tape_create(a);
     sub.exact = nd->exact;
     if (k->watch) sub.watch = watch_grads, sub.watch_ctx = (void *)k;
-    Tensor *y = k->half(&k->m->blocks[k->block], k->block, &sub, &in[0], m, k->m->cfg.num_heads,
+    Tensor *y = k->half(k->b, k->block, &sub, &in[0], m, k->m->cfg.num_heads,
                         &k->pt, &k->sh);
     y->grad = nd->out->grad;
     backward_given(&sub, y);
@@ -729,20 +830,20 @@ static void checkpoint_bwd(Node *nd) {
 
 // The half's forward with gradients (so that its values are those of a run without recompute),
 // its tape nodes and intermediates then dropped, and one node that runs it again in backward
-static Tensor *checkpoint(const DiT *m, int i, HalfFn half, Tape *tp, Tensor *x, Tensor *const mod[3],
-                          const PackTokens *pt, const DiTShard *sh) {
+static Tensor *checkpoint(const DiT *m, const DiTBlock *b, int i, HalfFn half, Tape *tp, Tensor *x,
+                          Tensor *const mod[3], const PackTokens *pt, const DiTShard *sh) {
     CHECK(!x->base && !mod[0]->base && !mod[1]->base && !mod[2]->base,
           "--recompute: a block's inputs must be whole tensors");
     size_t mark = arena_mark(tp->arena);
     int nodes = tp->n;
-    Tensor *y = half(&m->blocks[i], i, tp, x, mod, m->cfg.num_heads, pt, sh);
+    Tensor *y = half(b, i, tp, x, mod, m->cfg.num_heads, pt, sh);
     tp->n = nodes;
     y = tensor_keep(tp->arena, y, mark);
     y->name = NULL; // watched already; its gradient is watched as the run again's output
     Node *nd = tape_record(tp, "half block (recomputed)", checkpoint_bwd, y, 4, x, mod[0], mod[1], mod[2]);
     if (!nd) return y;
     Checkpoint *k = arena_alloc(arena_host(tp->arena), sizeof *k);
-    *k = (Checkpoint){m, i, half, *pt, *sh, tp->watch, tp->watch_ctx};
+    *k = (Checkpoint){m, b, i, half, *pt, *sh, tp->watch, tp->watch_ctx};
     nd->ptr = k;
     return y;
 }
@@ -754,10 +855,10 @@ static Tensor *block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor *c
     Tensor *mod[6];
     block_modulation(&m->blocks[i], i, tp, c_act, pt, sh, x->shape[0], x->shape[1], mod);
     bool again = sh->recompute && tp->grad_enabled;
-    x = again ? checkpoint(m, i, attention_half, tp, x, mod, pt, sh)
+    x = again ? checkpoint(m, &m->blocks[i], i, attention_half, tp, x, mod, pt, sh)
               : attention_half(&m->blocks[i], i, tp, x, mod, m->cfg.num_heads, pt, sh);
     if (tt) x = cross_half(&m->blocks[i], i, tp, x, m->cfg.num_heads, tt, sh);
-    return again ? checkpoint(m, i, mlp_half, tp, x, mod + 3, pt, sh)
+    return again ? checkpoint(m, &m->blocks[i], i, mlp_half, tp, x, mod + 3, pt, sh)
                  : mlp_half(&m->blocks[i], i, tp, x, mod + 3, m->cfg.num_heads, pt, sh);
 }
 
@@ -842,7 +943,7 @@ static TextTokens text_tokens(const DiT *m, Tape *tp, const int64_t *ids, int im
     for (int i = 0; i < c->text_depth; i++)
         h = plain_block_forward(&m->text_layers[i], "text_encoder.layers", i, tp, h, c->num_heads,
                                 local_attend, words, NULL, NULL, NULL);
-    return (TextTokens){tape_name(tp, h, "text_encoder"), seg};
+    return (TextTokens){tape_name(tp, h, "text_encoder"), seg, words};
 }
 
 static DiTShard whole(const DiT *m, const DiTShard *sh) {
@@ -930,13 +1031,18 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
         CHECK(!sh.pack, "text conditioning of packs (--max-tokens) is not built; leave out --max-tokens");
         tt = text_tokens(m, tp, y, images, sh.n);
     }
+    bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
+    Tensor *ctx = tt.h; // joint: the caption's stream
     Tensor *c_act = silu(tp, tape_name(tp, c->text ? temb : add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
     // without gradients each block's output replaces its intermediates and the block before's output
     size_t mark = arena_mark(tp->arena);
     for (int i = 0; i < c->depth; i++) {
         x = ps_open(&m->ps, tp, dit_block_unit(i), x);
-        x = ps_close(&m->ps, tp, dit_block_unit(i), block_forward(m, i, tp, x, c_act, &pt, &sh, c->text ? &tt : NULL));
+        x = ps_close(&m->ps, tp, dit_block_unit(i),
+                     joint ? joint_block_forward(m, i, tp, x, &ctx, c_act, &pt, &sh, tt.words)
+                           : block_forward(m, i, tp, x, c_act, &pt, &sh, c->text ? &tt : NULL));
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark);
+        if (!tp->grad_enabled && joint) ctx = tensor_keep(tp->arena, ctx, arena_mark(tp->arena));
     }
     // final layer
     Tensor *mod = tape_name(tp, linear(tp, c_act, m->f_ada_w, m->f_ada_b), "final_layer.adaLN");

@@ -59,6 +59,8 @@ typedef struct DiTBlock {
     // (2D, D), cross_attn.proj (D, D); NULL otherwise
     Tensor *xq_w, *xq_b, *xkv_w, *xkv_b, *xproj_w, *xproj_b;
     Tensor *q_norm, *k_norm; // (dh) or (D): attn.q_norm.weight, attn.k_norm.weight; NULL without QK-norm
+    const char *stream; // what its tensors' names carry after blocks.<i>.: "" the image's, "txt."
+                        // a joint block's text stream
 } DiTBlock;
 
 // Config limits, shared by the training flags and checkpoints' metadata; they keep every
@@ -88,6 +90,10 @@ typedef struct DiT {
     Tensor *w_table;
     DiTBlock text_layers[DIT_MAX_TEXT_DEPTH];
     DiTBlock blocks[DIT_MAX_DEPTH];
+    // --text-attn joint (SD3's MMDiT): the text stream of block i, blocks.<i>.txt.{attn.qkv,
+    // attn.proj, mlp.fc1, mlp.fc2, adaLN_modulation.1}; the last block's has its adaLN's shift and
+    // scale (2D rows) and qkv only: its text output is dropped (SD3's context_pre_only)
+    DiTBlock txt[DIT_MAX_DEPTH];
     Tensor *f_w, *f_b;         // (pt*p*p*C_out, D), (pt*p*p*C_out): final_layer.linear
     Tensor *f_ada_w, *f_ada_b; // (2D, D), (2D): final_layer.adaLN_modulation.1; NULL in-context
 } DiT;
@@ -225,6 +231,9 @@ int dit_patch_t(const DiTConfig *c);      // frames of a patch
 int dit_patch_values(const DiTConfig *c); // pt p p: pixels a token covers in each channel
 int dit_out_channels(const DiTConfig *c); // C_out = 2C with learn_sigma, else C
 int dit_mlp_hidden(const DiTConfig *c);
+// The tokens every rank holds in front of its shard's in each block: in-context conditioning's
+// DIT_CONTEXT_TOKENS, joint attention's caption (text_len); 0 otherwise
+int dit_front_tokens(const DiTConfig *c);
 // NULL if valid; else a sentence naming the bad field and what would fix it.
 const char *dit_config_error(const DiTConfig *c, char *buf, size_t len);
 // Presets: "DiT-S/2", "DiT-XL/8", ... and "DiT-tiny/2", "DiT-mini/2" for tests and demos.
@@ -280,6 +289,11 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
 // Tokens of in-context sequences: x (B, a, D), y (B, b, D) -> (B, a + b, D), x's first; and
 // x (B, T, D) -> its tokens [first, first + n)
 Tensor *dit_join_tokens(Tape *tp, Tensor *x, Tensor *y);
+// Joint attention (--text-attn joint): Segments (kernels/segments.h) in a's host side for Q
+// queries against the keys [caption (L); image tokens (Tk)], or `copies` of such in a row (a bug's
+// keys), B images: every query sees every key but the caption's padding; words (B, L) 0 for a
+// word, -1 for padding (the key mask of the image tokens' padding is the layout's)
+Segments dit_joint_segments(Arena *a, const int32_t *words, int B, int L, int Q, int copies, int Tk);
 Tensor *dit_tokens_of(Tape *tp, Tensor *x, int first, int n);
 // mean((out - target)^2) over the real tokens of all shards: out (B, n, pt*p*p*C_out) from
 // dit_forward, target (B, Ct, F*H, W) with Ct <= C_out compared with the first Ct output channels

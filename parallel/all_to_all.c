@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+// the bugs that exchange the tokens every rank holds in front with the shard's
+#define BUGS_REPLICATED (BUG_ULYSSES_REPLICATED_KV | BUG_JOINT_TEXT_REPLICATED)
+
 static const char *validate(const SpOptions *o, int heads, int P, char *buf, size_t len) {
     (void)o;
     if (heads >= P) return NULL;
@@ -15,56 +18,74 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
     return buf;
 }
 
-// kept: Q, K, V and the output in the head shard (all T_pad tokens, the columns of the most heads
-// a rank holds, ceil(H/P)), their log-sum-exp, the output back in the token shard; transient: an
-// exchange's send and receive buffers
+// kept: Q, K, V and the output in the head shard (all T_pad tokens and the R front tokens, the
+// columns of the most heads a rank holds, ceil(H/P)), their log-sum-exp, the output back in the
+// token shard and the front tokens' copies; transient: an exchange's send and receive buffers
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    // in-context: every rank's conditioning tokens among the queries, and (under the
-    // ulysses-replicated-kv bug) among the keys
-    double P = sp->shard.P, R = sp->context, n = sp->shard.n + R, T = sp->shard.T_pad + P * R;
+    // under the ulysses-replicated-kv bug every rank's front tokens among the keys
+    double P = sp->shard.P, R = sp->context, n = sp->shard.n + R, T = sp->shard.T_pad + R;
+    double keys = sp->bugs & BUGS_REPLICATED ? P * n : T;
     double D = c->hidden_size;
     double h = seq_heads(c->num_heads, sp->shard.P, 0), Dh = h * D / c->num_heads;
-    AttnMemory m = {.kept = 4 * T * Dh + h * T + n * D, .transient = n * D + T * Dh,
-                    .queries = (int)T, .keys = (int)T};
-    m.kept += 2 * sp->shard.T_pad * Dh * (R > 0); // in-context: K, V exchanged, then joined
+    AttnMemory m = {.kept = 2 * T * Dh + 2 * keys * Dh + h * T + n * D, .transient = n * D + keys * Dh,
+                    .queries = (int)T, .keys = (int)keys};
+    m.kept += (R > 0) * (3 * sp->shard.T_pad * Dh + 2 * (P + 1) * R * Dh + 4 * R * D); // joined, copies
     // the cross-kv-all-to-all bug: the caption's K and V joined copy by copy, 2, 3, ..., P copies
     if ((sp->bugs & BUG_CROSS_KV_ALL_TO_ALL) && c->text) m.kept += 2 * c->text_len * D * (P * (P + 1) / 2 - 1);
     return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
 
-// In-context: q, k, v (B, R + n, D), the R conditioning tokens that every rank holds first. Every
-// rank's queries go to the head shard, so each gets its own back; the keys and values are this
-// rank's heads of the conditioning tokens, then the exchanged ones of every rank's tokens. Under
-// the ulysses-replicated-kv bug the conditioning tokens' K/V are exchanged with the others, so
-// the head shard holds every rank's copy of them: P times.
-static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads) {
+Tensor *seq_front_to_heads(Tape *tp, Comm *c, Tensor *x, int R, int heads) {
+    int n = x->shape[1] - R, h = seq_heads(heads, c->size, c->rank), dh = x->shape[2] / heads;
+    int first = seq_first_head(heads, c->size, c->rank) * dh;
+    return dit_join_tokens(tp, slice_last(tp, dit_tokens_of(tp, x, 0, R), first, h * dh),
+                           seq_all_to_all(tp, c, dit_tokens_of(tp, x, R, n), heads, TO_HEAD_SHARD));
+}
+
+Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads) {
+    Tensor *front = dit_tokens_of(tp, o, 0, R), *copies = front;
+    for (int r = 1; r < c->size; r++) copies = dit_join_tokens(tp, copies, front);
+    return dit_join_tokens(tp, seq_all_to_all(tp, c, copies, heads, TO_TOKEN_SHARD),
+                           seq_all_to_all(tp, c, dit_tokens_of(tp, o, R, o->shape[1] - R), heads, TO_TOKEN_SHARD));
+}
+
+// In-context conditioning or joint attention: q, k, v (B, R + n, D), the R tokens that every rank
+// holds first (sp.h), to the head shard and back as seq_front_to_heads and seq_front_from_heads
+// move them: each rank attends with its heads of the R front queries (each head once in the
+// group) and of every token's, over the R front keys once and all tokens'. words: joint
+// attention's caption (dit_joint_segments), or NULL.
+// Under the ulysses-replicated-kv bug (in-context) or the joint-text-replicated bug (the caption)
+// the front tokens' K/V are exchanged with the others, as if [front; shard] were one sequence: the
+// head shard holds every rank's copy of them, P times, and they weigh P times in the softmax.
+static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads,
+                                 const int32_t *words) {
     Comm *c = sp->comm;
-    int R = sp->context, n = sp->shard.n, P = c->size, h = seq_heads(heads, P, c->rank);
-    int dh = q->shape[2] / heads, first = seq_first_head(heads, P, c->rank) * dh;
-    Tensor *qh = seq_all_to_all(tp, c, q, heads, TO_HEAD_SHARD), *kh, *vh;
+    int B = q->shape[0], R = sp->context, n = sp->shard.n, P = c->size, h = seq_heads(heads, P, c->rank);
+    int T = sp->shard.T_pad;
+    Tensor *qkv[3] = {q, k, v}, *mine[3];
+    bool replicated = sp->bugs & BUGS_REPLICATED;
+    for (int j = 0; j < 3; j++)
+        mine[j] = replicated && j ? seq_all_to_all(tp, c, qkv[j], heads, TO_HEAD_SHARD)
+                                  : seq_front_to_heads(tp, c, qkv[j], R, heads);
     const uint8_t *mask = sp_context_mask(sp);
-    if (sp->bugs & BUG_ULYSSES_REPLICATED_KV) {
-        kh = seq_all_to_all(tp, c, k, heads, TO_HEAD_SHARD);
-        vh = seq_all_to_all(tp, c, v, heads, TO_HEAD_SHARD);
+    int keys = R + T;
+    if (replicated) {
         uint8_t *each = mask ? arena_alloc(arena_host(tp->arena), (size_t)P * (R + n)) : NULL;
-        for (int r = 0; each && r < P; r++) // rank r's copy of the conditioning tokens, its tokens
+        for (int r = 0; each && r < P; r++) // rank r's copy of the front tokens, its tokens
             memset(each + (size_t)r * (R + n), 1, (size_t)R),
             memcpy(each + (size_t)r * (R + n) + R, mask + R + (size_t)r * n, (size_t)n);
-        mask = each;
-    } else {
-        kh = dit_join_tokens(tp, slice_last(tp, dit_tokens_of(tp, k, 0, R), first, h * dh),
-                             seq_all_to_all(tp, c, dit_tokens_of(tp, k, R, n), heads, TO_HEAD_SHARD));
-        vh = dit_join_tokens(tp, slice_last(tp, dit_tokens_of(tp, v, 0, R), first, h * dh),
-                             seq_all_to_all(tp, c, dit_tokens_of(tp, v, R, n), heads, TO_HEAD_SHARD));
+        mask = each, keys = P * (R + n);
     }
-    return seq_all_to_all(tp, c, attention(tp, qh, kh, vh, h, mask, NO_SEGMENTS), heads, TO_TOKEN_SHARD);
+    int kept = replicated ? P : 1; // copies of the front tokens among the keys
+    Segments caption = words ? dit_joint_segments(tp->arena, words, B, R, R + T, kept, keys / kept - R) : NO_SEGMENTS;
+    return seq_front_from_heads(tp, c, attention(tp, mine[0], mine[1], mine[2], h, mask, caption), R, heads);
 }
 
 // q, k, v are (B, n, D): this rank's tokens
 static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const int32_t *seg,
                       void *ctx) {
     SeqParallel *sp = ctx;
-    if (sp->context) return attend_in_context(tp, sp, q, k, v, heads);
+    if (sp->context) return attend_in_context(tp, sp, q, k, v, heads, seg);
     Comm *c = sp->comm;
     Tensor *qh = seq_all_to_all(tp, c, q, heads, TO_HEAD_SHARD);
     Tensor *kh = sp->bugs & BUG_KNORM_GRAD_EARLY ? seq_all_to_all_early(tp, c, k, heads)
@@ -80,18 +101,20 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
 
 // forward: Q, K and V to the head shard and the output back; backward: the output's gradient to
 // the head shard and dQ, dK, dV back; each exchange one message to each of the P - 1 others.
-// In-context: the queries and the output have the conditioning tokens too (K and V too under
-// the ulysses-replicated-kv bug).
+// With tokens in front (in-context, joint): their output's heads to every rank in one more
+// exchange, and their gradients back in backward (K and V of them too under the
+// ulysses-replicated-kv and joint-text-replicated bugs).
 static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     int P = sp->shard.P, r = sp->shard.rank, H = c->num_heads, dh = c->hidden_size / H;
-    double R = sp->context, kv = (double)B * (sp->shard.n + (sp->bugs & BUG_ULYSSES_REPLICATED_KV ? R : 0));
-    double q = (double)B * (sp->shard.n + R);
-    double q_heads = seq_all_to_all_values(H, P, r, q, dh, TO_HEAD_SHARD);
-    double q_tokens = seq_all_to_all_values(H, P, r, q, dh, TO_TOKEN_SHARD);
-    double kv_heads = seq_all_to_all_values(H, P, r, kv, dh, TO_HEAD_SHARD);
-    double kv_tokens = seq_all_to_all_values(H, P, r, kv, dh, TO_TOKEN_SHARD);
-    return (SpTraffic){backward ? q_heads + q_tokens + 2 * kv_tokens : q_heads + 2 * kv_heads + q_tokens,
-                       4.0 * (P - 1)};
+    double front = (double)B * sp->context, q = (double)B * sp->shard.n;
+    double kv = q + (sp->bugs & BUGS_REPLICATED ? front : 0);
+#define HEADS(rows) seq_all_to_all_values(H, P, r, rows, dh, TO_HEAD_SHARD)
+#define TOKENS(rows) seq_all_to_all_values(H, P, r, rows, dh, TO_TOKEN_SHARD)
+    double values = backward ? HEADS(q) + HEADS(front) + TOKENS(q) + 2 * TOKENS(kv)
+                             : HEADS(q) + 2 * HEADS(kv) + TOKENS(q) + TOKENS(front);
+#undef HEADS
+#undef TOKENS
+    return (SpTraffic){values, (4.0 + (front > 0)) * (P - 1)};
 }
 
 const SpLayout sp_all_to_all = {"all-to-all", validate, step_bytes, traffic, attend};

@@ -83,13 +83,17 @@ static Tensor *local_kv(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor 
     return attention_exact(tp, q, k, v, k, v, 0, heads, mask, local, NULL, NULL);
 }
 
-// In-context: q, k, v (B, R + n, D), the R conditioning tokens that every rank holds first; the
-// keys and values are theirs, then the gathered ones of every rank's tokens
-static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads) {
-    int R = sp->context, n = sp->shard.n;
+// In-context conditioning or joint attention: q, k, v (B, R + n, D), the R tokens that every rank
+// holds first (sp.h); the keys and values are theirs, once, then the gathered ones of every rank's
+// tokens. Every rank attends with the R front queries too, over all keys: their output is the same
+// on every rank. words: joint attention's caption (dit_joint_segments), or NULL.
+static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads,
+                                 const int32_t *words) {
+    int B = q->shape[0], R = sp->context, n = sp->shard.n;
     Tensor *k_all = dit_join_tokens(tp, dit_tokens_of(tp, k, 0, R), gather(tp, sp, dit_tokens_of(tp, k, R, n)));
     Tensor *v_all = dit_join_tokens(tp, dit_tokens_of(tp, v, 0, R), gather(tp, sp, dit_tokens_of(tp, v, R, n)));
-    return attention(tp, q, k_all, v_all, heads, sp_context_mask(sp), NO_SEGMENTS);
+    Segments caption = words ? dit_joint_segments(tp->arena, words, B, R, R + n, 1, sp->shard.T_pad) : NO_SEGMENTS;
+    return attention(tp, q, k_all, v_all, heads, sp_context_mask(sp), caption);
 }
 
 // q, k, v are (B, n, D): this rank's tokens
@@ -97,7 +101,7 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
                       void *ctx) {
     SeqParallel *sp = ctx;
     const SeqShard *s = &sp->shard;
-    if (sp->context) return attend_in_context(tp, sp, q, k, v, heads);
+    if (sp->context) return attend_in_context(tp, sp, q, k, v, heads, seg);
     if (sp->bugs & BUG_LOCAL_KV) return local_kv(tp, sp, q, k, v, heads, seg);
     Tensor *k_all = gather(tp, sp, k), *v_all = gather(tp, sp, v);
     if (!(sp->bugs & BUG_WRONG_RESTORE))

@@ -28,10 +28,14 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 // shard; transient: the ring's travelling blocks and partial output (more than an exchange's
 // buffers)
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    double D = c->hidden_size, n = sp->shard.n, Un = sp->ulysses * n;
+    // joint attention: the caption's R tokens in front of the U n (their heads), joined, and their
+    // output's copies
+    double D = c->hidden_size, n = sp->shard.n, R = sp->context, Un = sp->ulysses * n + R;
     double h = seq_heads(c->num_heads, sp->ulysses, 0), Dh = h * D / c->num_heads;
     AttnMemory m = {.kept = 6 * Un * Dh + h * Un + n * D, .transient = 5 * Un * Dh + h * Un,
-                    .queries = sp->ulysses * sp->shard.n, .keys = sp->ulysses * sp->shard.n};
+                    .queries = (int)Un, .keys = (int)Un};
+    m.kept += (R > 0) * (6 * Un * Dh + (sp->ulysses + 1) * R * Dh + 2 * R * D);
+    m.transient += (R > 0) * 2 * Un * Dh; // the home step's dK, dV
     if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += Un * Dh + h * Un; // a partial output
     return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
@@ -41,11 +45,16 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
                       void *ctx) {
     SeqParallel *sp = ctx;
     Comm *h = sp->heads;
+    int R = sp->context, mine = seq_heads(heads, h->size, h->rank);
+    if (R) // joint attention: the caption in front (seg: its words), its heads taken here
+        return seq_front_from_heads(tp, h, ring_attention(tp, sp->ring, seq_front_to_heads(tp, h, q, R, heads),
+                                                          seq_front_to_heads(tp, h, k, R, heads),
+                                                          seq_front_to_heads(tp, h, v, R, heads), mine,
+                                                          sp_key_mask(sp), NULL, R, seg, sp->bugs), R, heads);
     Tensor *o = ring_attention(tp, sp->ring, seq_all_to_all(tp, h, q, heads, TO_HEAD_SHARD),
                                seq_all_to_all(tp, h, k, heads, TO_HEAD_SHARD),
-                               seq_all_to_all(tp, h, v, heads, TO_HEAD_SHARD),
-                               seq_heads(heads, h->size, h->rank), sp_key_mask(sp), sp_images(sp, seg),
-                               sp->bugs);
+                               seq_all_to_all(tp, h, v, heads, TO_HEAD_SHARD), mine, sp_key_mask(sp),
+                               sp_images(sp, seg), 0, NULL, sp->bugs);
     return seq_all_to_all(tp, h, o, heads, TO_TOKEN_SHARD);
 }
 
@@ -57,8 +66,14 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double heads = seq_all_to_all_values(H, U, u, rows, dh, TO_HEAD_SHARD);
     double tokens = seq_all_to_all_values(H, U, u, rows, dh, TO_TOKEN_SHARD);
     double block = U * rows * dh * seq_heads(H, U, u);
-    return (SpTraffic){(backward ? heads + 3 * tokens + 4 * steps * block : 3 * heads + tokens + 2 * steps * block),
-                       4.0 * (U - 1) + steps};
+    // joint attention: the caption's output heads to every rank of the head group, and their
+    // gradients back (its K and V never move)
+    double front = (double)B * sp->context;
+    double out = seq_all_to_all_values(H, U, u, front, dh, TO_TOKEN_SHARD);
+    double back = seq_all_to_all_values(H, U, u, front, dh, TO_HEAD_SHARD);
+    return (SpTraffic){(backward ? heads + 3 * tokens + 4 * steps * block + back
+                                 : 3 * heads + tokens + 2 * steps * block + out),
+                       (4.0 + (front > 0)) * (U - 1) + steps};
 }
 
 const SpLayout sp_hybrid = {"hybrid", validate, step_bytes, traffic, attend};

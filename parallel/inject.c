@@ -37,6 +37,10 @@ static const BugInfo bugs[] = {
     {"zero-grad-averaged", BUG_ZERO_GRAD_AVERAGED, ANY, "DeepSpeed #5248, tmax #9", "--zero 2", NULL},
     {"cross-kv-all-to-all", BUG_CROSS_KV_ALL_TO_ALL, SP_ALL_TO_ALL, "vllm-omni #1233, sglang #19340, #19419",
      "--cond text --heads 4", NULL},
+    {"joint-text-replicated", BUG_JOINT_TEXT_REPLICATED, SP_ALL_TO_ALL, "cornserve #206, vllm-omni #7437",
+     "--cond text --text-attn joint --heads 4", NULL},
+    {"ring-text-every-step", BUG_RING_TEXT_EVERY_STEP, SP_RING, "vllm-omni #4689, xDiT #611",
+     "--cond text --text-attn joint", NULL},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 

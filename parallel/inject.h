@@ -26,6 +26,10 @@ enum {
     BUG_LSE_OVERFLOW = 1 << 16,         // ring: blocks merged by log(e^L1 + e^L2), no max subtracted
     BUG_ULYSSES_REPLICATED_KV = 1 << 17, // all-to-all: the in-context tokens' K/V, which every rank
                                          // holds, exchanged again: counted P times
+    BUG_JOINT_TEXT_REPLICATED = 1 << 18, // all-to-all, --text-attn joint: the caption, which every
+                                         // rank holds, exchanged with the image shard: P copies
+    BUG_RING_TEXT_EVERY_STEP = 1 << 19, // ring, --text-attn joint: the caption's K/V attended with
+                                        // every visiting block, P times
     BUG_PACK_MASK_CROSSES = 1 << 20,    // packs: images of a pack attend to each other
     BUG_PACK_POSITIONS_FROM_SHARD = 1 << 21, // packs: positions restart at each shard
     BUG_ROPE_LOCAL_POSITIONS = 1 << 22, // --pos rope: each shard's rotary positions start at 0

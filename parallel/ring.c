@@ -30,14 +30,17 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 // output and log-sum-exp and the travelling K/V blocks, sent and received (backward's travelling
 // K, V, its dK, dV shares and sums, 10 blocks, fit in the gradients the estimate counts for a block)
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    double n = sp->shard.n, D = c->hidden_size, H = c->num_heads;
-    AttnMemory m = {.kept = 3 * n * D + H * n, .transient = 5 * n * D + H * n,
-                    .queries = sp->shard.n, .keys = sp->shard.n};
-    if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += n * D + H * n; // a block's partial output
+    // joint attention: the caption's R queries too, its keys at the home step (backward: their
+    // dK, dV with the block's), and q, k, v joined
+    double n = sp->shard.n, R = sp->context, nq = n + R, D = c->hidden_size, H = c->num_heads;
+    AttnMemory m = {.kept = 2 * n * D + nq * D + H * nq + 3 * nq * D * (R > 0),
+                    .transient = 4 * n * D + nq * D + H * nq + 2 * nq * D * (R > 0),
+                    .queries = (int)nq, .keys = (int)nq};
+    if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += nq * D + H * nq; // a block's partial output
     return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
 
-typedef struct Ring { // what one call needs, from q (B, n, D)
+typedef struct Ring { // what one call needs, from q (B, R + n, D)
     Comm *c;
     const uint8_t *mask; // all tokens'
     const int32_t *seg;  // all tokens' images (B, P n), or NULL
@@ -45,6 +48,13 @@ typedef struct Ring { // what one call needs, from q (B, n, D)
     int B, n, H, dh;
     size_t blk;          // B * n * D: one K or V block
     ExactAttn *exact;    // --exact: the block pairs (canonical blocks of exact->blk tokens); else NULL
+    // the R tokens every rank holds in front of its block (joint attention's caption; 0: none):
+    // queries R + n; their keys attended once, with the rank's own block (the home step), and
+    // never sent (under the ring-text-every-step bug: with every visiting block); front_mask
+    // (P, R + n): 1 for them, then each rank's block's key mask; home_seg the caption's padding
+    int R, nq;
+    const uint8_t *front_mask;
+    Segments home_seg;
 } Ring;
 
 // where this rank's queries, and the keys of the block of `owner`, start among all tokens (both
@@ -69,7 +79,38 @@ static int first_key_block(const Ring *g, int owner) { return keys_at(g, owner) 
 static void block_forward(Arena *a, const Ring *g, real *o, real *l, const real *q, const real *k,
                           const real *v, int owner) {
     attention_kernel_forward(a, o, l, q, k, v, block_mask(g, owner), block_segments(g, owner), g->B,
-                             g->n, g->n, g->H, g->dh);
+                             g->nq, g->n, g->H, g->dh);
+}
+
+// the front tokens' keys: the home step attends to x (B, R + n, D) whole, the front's rows and
+// the rank's own block's; the block alone (rows [R, R + n) of each image) travels. to_block:
+// the block's rows of x into blk (B, n, D), else blk into them
+static void own_block(const Ring *g, real *blk, real *x, bool to_block) {
+    size_t row = (size_t)g->n * g->H * g->dh, front = (size_t)g->R * g->H * g->dh;
+    for (int b = 0; b < g->B; b++) {
+        real *in = x + b * (front + row) + front, *out = blk + b * row;
+        if (to_block) copy_bytes(out, in, row * sizeof(real));
+        else copy_bytes(in, out, row * sizeof(real));
+    }
+}
+
+// Whether the step that attends to the block of `owner` sees the front tokens' keys: the home
+// step, or under the ring-text-every-step bug every step
+static bool sees_front(const Ring *g, int owner) {
+    return g->R && (owner == g->c->rank || (g->bugs & BUG_RING_TEXT_EVERY_STEP));
+}
+
+// The keys (or values) such a step attends to, [front; the block of `owner`] (B, R + n, D): x, the
+// input, for the home step; else the front's rows of x and the visiting block blk, joined in a's
+static const real *with_front(Arena *a, const Ring *g, real *x, const real *blk, int owner) {
+    if (owner == g->c->rank) return x;
+    size_t row = (size_t)g->n * g->H * g->dh, front = (size_t)g->R * g->H * g->dh;
+    real *j = arena_alloc(a, (size_t)g->B * (front + row) * sizeof(real));
+    for (int b = 0; b < g->B; b++) {
+        copy_bytes(j + b * (front + row), x + b * (front + row), front * sizeof(real));
+        copy_bytes(j + b * (front + row) + front, blk + b * row, row * sizeof(real));
+    }
+    return j;
 }
 
 // ---- forward ----------------------------------------------------------------------------------
@@ -82,26 +123,47 @@ typedef struct Forward { // what the steps add up
 
 // The local queries against the visiting block of `owner` (k, v), at step s of pass `pass`
 static void forward_step(Arena *a, const Ring *g, Forward *f, const real *q, const real *k,
-                         const real *v, int pass, int s, int owner) {
+                         const real *v, const Tensor *home_k, const Tensor *home_v, int pass, int s, int owner) {
     if (g->exact && pass == 0) return exact_attn_lse(g->exact, a, f->lparts, q, k, v, g->n, first_key_block(g, owner));
     if (g->exact) return exact_attn_out(g->exact, a, &f->o, f->L, q, k, v, g->n, first_key_block(g, owner));
-    block_forward(a, g, s ? f->os : f->out, s ? f->ls : f->lse, q, k, v, owner);
+    if (sees_front(g, owner)) // the home step: the front tokens' keys once, with this rank's block
+        attention_kernel_forward(a, s ? f->os : f->out, s ? f->ls : f->lse, q, with_front(a, g, home_k->data, k, owner),
+                                 with_front(a, g, home_v->data, v, owner), g->front_mask + (size_t)owner * g->nq,
+                                 g->home_seg, g->B, g->nq, g->R + g->n, g->H, g->dh);
+    else block_forward(a, g, s ? f->os : f->out, s ? f->ls : f->lse, q, k, v, owner);
     if (s) // the first is the merge's start; under ring-wrong-merge a plain average of the partials
-        RUN(a->device, attention_merge, f->out, f->lse, f->os, f->ls, g->B, g->n, g->H, g->dh,
+        RUN(a->device, attention_merge, f->out, f->lse, f->os, f->ls, g->B, g->nq, g->H, g->dh,
             (g->bugs & BUG_RING_WRONG_MERGE) ? s + 1 : (g->bugs & BUG_LSE_OVERFLOW) ? -1 : 0);
 }
 
 static void ring_bwd(Node *nd);
 
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
-                       const uint8_t *key_mask, const int32_t *seg, unsigned bugs) {
-    int B = q->shape[0], n = q->shape[1], D = q->shape[2], P = c->size, r = c->rank;
+                       const uint8_t *key_mask, const int32_t *seg, int front, const int32_t *words,
+                       unsigned bugs) {
+    int B = q->shape[0], nq = q->shape[1], n = nq - front, D = q->shape[2], P = c->size, r = c->rank;
     CHECK(heads > 0 && D % heads == 0, "ring attention: %d heads do not divide the width %d", heads, D);
+    CHECK(!front || (!tp->exact && !seg), "ring attention: tokens in front run without --exact and packs");
     Arena *a = tp->arena;
     Ring *g = arena_alloc(arena_host(a), sizeof(Ring));
     *g = (Ring){.c = c, .mask = key_mask, .seg = seg, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
-                .blk = (size_t)B * n * D};
-    size_t lsize = (size_t)B * heads * n;
+                .blk = (size_t)B * n * D, .R = front, .nq = nq};
+    if (front) {
+        // on the host (key_mask: the host's copy under --device cuda too), then where the kernels run
+        uint8_t *fm = arena_alloc(arena_host(a), (size_t)P * nq);
+        const uint8_t *km = key_mask && device_pointer(key_mask) ? NULL : key_mask;
+        if (key_mask && !km) { // the device's copy: read back once
+            uint8_t *h = arena_alloc(arena_host(a), (size_t)P * n);
+            copy_bytes(h, key_mask, (size_t)P * n);
+            km = h;
+        }
+        for (int o = 0; o < P; o++)
+            for (int j = 0; j < nq; j++) fm[(size_t)o * nq + j] = j < front || !km || km[o * n + j - front];
+        g->front_mask = (uint8_t *)op_input(a, fm, (size_t)P * nq);
+        g->home_seg = words ? dit_joint_segments(a, words, B, front, nq, 1, n) : NO_SEGMENTS;
+        if (words) g->home_seg.id = op_input(a, g->home_seg.id, (size_t)B * g->home_seg.T * sizeof(int32_t));
+    }
+    size_t lsize = (size_t)B * heads * nq;
     if (tp->exact) {
         int blkt = tp->exact->block;
         CHECK(n % blkt == 0, "ring attention: --exact needs whole blocks of %d tokens, got %d tokens", blkt, n);
@@ -115,17 +177,18 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     Forward f = {.out = out->data, .lse = saved->data};
     ArenaMarks mark = arena_marks(a);
     real *cur = arena_alloc(a, 4 * g->blk * sizeof(real)), *next = cur + 2 * g->blk;
+    size_t qsize = (size_t)B * nq * D; // a step's partial output
     if (g->exact) { // on the host
         f.lparts = arena_alloc(arena_host(a), ((size_t)g->exact->nkb + 1) * lsize * sizeof(real));
         f.L = f.lparts + (size_t)g->exact->nkb * lsize, f.o = exact_sums(a, out->size);
-    } else f.os = arena_alloc(a, (g->blk + lsize) * sizeof(real)), f.ls = f.os + g->blk;
+    } else f.os = arena_alloc(a, (qsize + lsize) * sizeof(real)), f.ls = f.os + qsize;
     for (int pass = 0; pass < (g->exact ? 2 : 1); pass++) { // --exact: L first, then the outputs
-        copy_bytes(cur, k->data, g->blk * sizeof(real)), copy_bytes(cur + g->blk, v->data, g->blk * sizeof(real));
+        own_block(g, cur, k->data, true), own_block(g, cur + g->blk, v->data, true);
         for (int s = 0; s < P; s++) { // block of rank r - s
             int owner = (r - s + P) % P;
             CommShift kv; // the block travels on while it is attended here
             if (s < P - 1) comm_shift_start(c, &kv, next, cur, 2 * g->blk * sizeof(real), 1);
-            forward_step(a, g, &f, q->data, cur, cur + g->blk, pass, s, owner);
+            forward_step(a, g, &f, q->data, cur, cur + g->blk, k, v, pass, s, owner);
             if (s == P - 1) break;
             comm_shift_wait(&kv);
             real *t = cur;
@@ -192,12 +255,25 @@ static void backward_step(Node *nd, const Ring *g, Backward *b, Shares *sh, bool
         Shares *to = keep_here ? &b->kept : sh;
         return exact_attn_grad(g->exact, a, &b->q, &to->k, &to->v, dout, o, lse, q, k, v, g->n, first_key_block(g, owner));
     }
+    if (sees_front(g, owner)) { // the home step: the front's dK, dV here, the block's in sh
+        Tensor *hk = nd->in[1], *hv = nd->in[2];
+        real *dk = arena_alloc(a, 2 * hk->size * sizeof(real)), *dv = dk + hk->size;
+        zero_bytes(dk, 2 * hk->size * sizeof(real));
+        attention_kernel_backward(a, b->dq, dk, dv, dout, o, lse, q, with_front(a, g, hk->data, k, owner),
+                                  with_front(a, g, hv->data, v, owner), g->front_mask + (size_t)owner * g->nq,
+                                  g->home_seg, g->B, g->nq, g->R + g->n, g->H, g->dh);
+        own_block(g, sh->d, dk, true), own_block(g, sh->d + g->blk, dv, true);
+        size_t pitch = hk->size / g->B, width = pitch - g->blk / g->B;
+        if (b->dk) RUN(a->device, add_rows, b->dk, pitch, dk, pitch, width, g->B);
+        if (b->dv) RUN(a->device, add_rows, b->dv, pitch, dv, pitch, width, g->B);
+        return;
+    }
     if (b->os) { // ring-block-delta: the row term from the visiting block's partial output
-        block_forward(a, g, b->os, b->os + g->blk, q, k, v, owner);
+        block_forward(a, g, b->os, b->os + (size_t)g->B * g->nq * g->H * g->dh, q, k, v, owner);
         o = b->os;
     }
     attention_kernel_backward(a, b->dq, keep_here ? b->dk : sh->d, keep_here ? b->dv : sh->d + g->blk, dout, o,
-                              lse, q, k, v, block_mask(g, owner), block_segments(g, owner), g->B, g->n, g->n,
+                              lse, q, k, v, block_mask(g, owner), block_segments(g, owner), g->B, g->nq, g->n,
                               g->H, g->dh);
 }
 
@@ -213,8 +289,9 @@ static void backward_end(Arena *a, const Ring *g, Backward *b, Shares *sh) {
         exact_result(host, &sh->k, 0, blk), exact_result(host + blk, &sh->v, 0, blk);
         d = op_input(a, host, 2 * blk * sizeof(real));
     }
-    if (b->dk) RUN(a->device, add_rows, b->dk, blk, d, blk, blk, 1);
-    if (b->dv) RUN(a->device, add_rows, b->dv, blk, d + blk, blk, blk, 1);
+    size_t row = blk / g->B, pitch = row + (size_t)g->R * g->H * g->dh, front = pitch - row; // the block's rows
+    if (b->dk) RUN(a->device, add_rows, b->dk + front, pitch, d, row, row, g->B);
+    if (b->dv) RUN(a->device, add_rows, b->dv + front, pitch, d + blk, row, row, g->B);
 }
 
 static void ring_bwd(Node *nd) {
@@ -228,13 +305,15 @@ static void ring_bwd(Node *nd) {
     bool kept = g->bugs & BUG_RING_DKV_NOT_RETURNED, delta = g->bugs & BUG_RING_BLOCK_DELTA;
     if (g->exact) b.q = exact_sums(a, g->blk);
     if (g->exact && kept) b.kept = shares_new(a, g);
-    if (!g->exact && delta) b.os = arena_alloc(a, (g->blk + (size_t)g->B * g->H * g->n) * sizeof(real));
+    if (!g->exact && delta) b.os = arena_alloc(a, (size_t)g->B * g->nq * (g->H * g->dh + g->H) * sizeof(real));
     // K V of the visiting block and of the next; this rank's share of the visiting block, the
     // last step's (on its way on), and the earlier ranks' sum arriving for this one
     real *cur = arena_alloc(a, 2 * two * sizeof(real)), *next = cur + two;
     Shares share = shares_new(a, g), sent = shares_new(a, g), sums = shares_new(a, g);
     bool stale = g->bugs & BUG_RING_STALE_KV;
-    copy_bytes(cur, nd->saved->data + (size_t)g->B * g->H * g->n, two * sizeof(real)); // the last K, V
+    copy_bytes(cur, nd->saved->data + (size_t)g->B * g->H * g->nq, two * sizeof(real)); // the last K, V
+    real *own = stale ? arena_alloc(a, two * sizeof(real)) : NULL; // ring-stale-kv: this rank's block
+    if (own) own_block(g, own, nd->in[1]->data, true), own_block(g, own + g->blk, nd->in[2]->data, true);
     CommShift dkv; // the last step's sums on their way on, this step's arriving
     for (int s = 0; s < P; s++) { // block of rank r + 1 + s: the last is this rank's own
         int owner = (r + 1 + s) % P;
@@ -242,7 +321,7 @@ static void ring_bwd(Node *nd) {
         CommShift kv; // K and V travel on while this step works on them
         if (s < P - 1) comm_shift_start(c, &kv, next, cur, two * sizeof(real), -1);
         // under ring-stale-kv every step recomputes against this rank's own block
-        const real *k = stale ? nd->in[1]->data : cur, *v = stale ? nd->in[2]->data : cur + g->blk;
+        const real *k = stale ? own : cur, *v = stale ? own + g->blk : cur + g->blk;
         if (s) shares_clear(g, &share);
         backward_step(nd, g, &b, &share, keep_here, k, v, owner);
         if (s) { // the earlier ranks' sum arrived while this share was computed: added to it
@@ -265,7 +344,9 @@ static void ring_bwd(Node *nd) {
 static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const int32_t *seg,
                       void *ctx) {
     SeqParallel *sp = ctx;
-    return ring_attention(tp, sp->comm, q, k, v, heads, sp_key_mask(sp), sp_images(sp, seg), sp->bugs);
+    if (sp->context) // joint attention: the caption in front (seg: its words)
+        return ring_attention(tp, sp->comm, q, k, v, heads, sp_key_mask(sp), NULL, sp->context, seg, sp->bugs);
+    return ring_attention(tp, sp->comm, q, k, v, heads, sp_key_mask(sp), sp_images(sp, seg), 0, NULL, sp->bugs);
 }
 
 // P - 1 steps, each one message: K and V of B n tokens forward, K, V, dK and dV backward

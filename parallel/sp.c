@@ -179,27 +179,38 @@ void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const Sp
     char err[1024];
     const char *why = sp_model_bugs_error(o, m, o->sp ? o->sp : ranks, err, sizeof err);
     if (!why) why = sp_init(sp, world, ranks, rank, o, T, m->num_heads, err, sizeof err);
-    if (!why) why = sp_init_context(sp, o, m->in_context, err, sizeof err);
+    if (!why) why = sp_init_context(sp, o, m, err, sizeof err);
     if (why) usage_error("%s", why);
 }
 
-const char *sp_context_error(const SpOptions *o, bool in_context, char *buf, size_t len) {
+const char *sp_context_error(const SpOptions *o, const DiTConfig *m, char *buf, size_t len) {
+    bool in_context = m->in_context, joint = m->text && m->text_attn == DIT_TEXT_JOINT;
     if (in_context && (o->exact || o->recompute || o->packs ||
                        (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)))
         return snprintf(buf, len, "in-context conditioning (--in-context, or a checkpoint trained "
                         "with it) runs with --sp-attention gather or all-to-all and without --exact, "
                         "--recompute, --max-tokens and --sample-sizes so far; pass one of those "
                         "layouts and leave out the others, or train without --in-context"), buf;
+    if (joint && o->exact)
+        return snprintf(buf, len, "--text-attn joint (or a checkpoint trained with it) runs without "
+                        "--exact so far; leave it out, or use --text-attn cross"), buf;
     if ((o->bugs & BUG_ULYSSES_REPLICATED_KV) && !in_context)
         return snprintf(buf, len, "the ulysses-replicated-kv bug exchanges the in-context "
                         "conditioning tokens' K/V; add --in-context"), buf;
+    if ((o->bugs & BUG_JOINT_TEXT_REPLICATED) && !joint)
+        return snprintf(buf, len, "the joint-text-replicated bug exchanges joint attention's caption "
+                        "with the image tokens; add --cond text --text-attn joint"), buf;
+    if ((o->bugs & BUG_RING_TEXT_EVERY_STEP) && !joint)
+        return snprintf(buf, len, "the ring-text-every-step bug attends to joint attention's caption "
+                        "at every ring step; add --cond text --text-attn joint"), buf;
     return NULL;
 }
 
-const char *sp_init_context(SeqParallel *sp, const SpOptions *o, bool in_context, char *buf, size_t len) {
-    const char *why = sp_context_error(o, in_context, buf, len);
-    if (why || !in_context) return why;
-    sp->context = DIT_CONTEXT_TOKENS;
+const char *sp_init_context(SeqParallel *sp, const SpOptions *o, const DiTConfig *m, char *buf, size_t len) {
+    const char *why = sp_context_error(o, m, buf, len);
+    if (why || !dit_front_tokens(m)) return why;
+    sp->context = dit_front_tokens(m);
+    sp->joint = !m->in_context;
     sp->context_mask = xmalloc((size_t)(sp->context + sp->shard.T_pad));
     memset(sp->context_mask, 1, (size_t)sp->context);
     memcpy(sp->context_mask + sp->context, sp->shard.key_mask, (size_t)sp->shard.T_pad);

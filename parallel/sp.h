@@ -93,8 +93,11 @@ typedef struct SeqParallel {
     bool packs;         // the rows are packs: the adaLN vectors reach each token (arena bytes)
     bool recompute;     // --recompute (DiTShard.recompute)
     uint8_t *key_mask_device; // cuda: the shard's key mask on the device (NULL without padding)
-    int context;        // in-context conditioning: the tokens in front of every rank's sequence
-                        // (DIT_CONTEXT_TOKENS), which every rank holds; 0: none
+    int context;        // the tokens in front of every rank's sequence, which every rank holds
+                        // (dit_front_tokens: in-context conditioning's, joint attention's
+                        // caption); 0: none
+    bool joint;         // they are joint attention's caption, whose tensors the model keeps apart
+                        // (no tensor of the shard's tokens has them in front, as in-context's do)
     uint8_t *context_mask; // (context + T_pad): 1 for the conditioning tokens, then the key mask
     int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
     CommGather prefetch; // --zero 3: the next block's parameters on their way (zero.c)
@@ -124,10 +127,11 @@ void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const Sp
 // NULL when the bugs of the QK-norm and the rotary positions that o injects can show on model m
 // with P ranks per sequence group (sp_setup checks it first); else the sentence naming the flags
 const char *sp_model_bugs_error(const SpOptions *o, const DiTConfig *m, int P, char *buf, size_t len);
-// After sp_init, for a model with in-context conditioning or without: NULL, or the sentence when
-// the options cannot run it (what sp_setup checks), sp_context_error's.
-const char *sp_init_context(SeqParallel *sp, const SpOptions *o, bool in_context, char *buf, size_t len);
-const char *sp_context_error(const SpOptions *o, bool in_context, char *buf, size_t len);
+// After sp_init, for model m: the tokens every rank holds in front of its shard in every block
+// (in-context conditioning's, or joint attention's caption: dit_front_tokens) and their mask; NULL,
+// or the sentence when the options cannot run them (what sp_setup checks), sp_context_error's.
+const char *sp_init_context(SeqParallel *sp, const SpOptions *o, const DiTConfig *m, char *buf, size_t len);
+const char *sp_context_error(const SpOptions *o, const DiTConfig *m, char *buf, size_t len);
 void sp_free(SeqParallel *sp);
 // NULL when the device options can run here (a GPU for --device cuda, --tf32 only with cuda);
 // else the sentence. sp_init checks it first; the flags' parser too.
@@ -229,11 +233,23 @@ typedef struct SpLayout {
     AttendFn attend; // ctx is the SeqParallel
 } SpLayout;
 extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
-// Ring attention (ring.c) of q, k, v (B, n, D) over the ring `c`: rank r's block is the tokens
-// [r n, (r + 1) n) of `key_mask` (all tokens; NULL: none masked) and of the image ids `seg`
-// (B, P n) of a pack (NULL: none). The ring-* bugs apply.
+// Ring attention (ring.c) of q, k, v (B, front + n, D) over the ring `c`: rank r's block is the
+// tokens [r n, (r + 1) n) of `key_mask` (all tokens; NULL: none masked) and of the image ids `seg`
+// (B, P n) of a pack (NULL: none). The `front` tokens before them are every rank's own (joint
+// attention's caption, words (B, front) as dit_joint_segments takes them): their queries go round
+// the ring with the block's, their keys are attended once, with the rank's own block, and never
+// sent. The ring-* bugs apply.
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
-                       const uint8_t *key_mask, const int32_t *seg, unsigned bugs);
+                       const uint8_t *key_mask, const int32_t *seg, int front, const int32_t *words,
+                       unsigned bugs);
+// The R tokens every rank holds in front of its shard (sp->context) under a head-sharding exchange
+// over c (all_to_all.c): x (B, R + n, D) -> (B, R + P n, h dh), this rank's h heads' columns of
+// the front tokens taken from its own copy (no exchange), then every rank's tokens to the head
+// shard; and back, o (B, R + P n, h dh) -> (B, R + n, D): the front tokens' output whole on every
+// rank (each rank sends its heads' columns, one copy to each other rank: an all-gather of the
+// heads, whose adjoint sums the copies' gradients) and the tokens' output to the token shard.
+Tensor *seq_front_to_heads(Tape *tp, Comm *c, Tensor *x, int R, int heads);
+Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads);
 // The key mask of all T_pad tokens (NULL under the no-pad-mask bug), on the device with cuda.
 const uint8_t *sp_key_mask(const SeqParallel *sp);
 // The images of a pack's tokens for the attention: seg (B, T_pad) as the layout got it, or NULL

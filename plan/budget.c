@@ -30,7 +30,7 @@ const char *budget_rank_memory(const TrainConfig *tc, int ranks, RankMemory *m, 
     const char *why = sp_init(&sp, NULL, ranks, 0, &tc->parallel, dit_tokens(mc), mc->num_heads, err, len);
     if (why) return why;
     int first, count; // in-context: the blocks' extra tokens
-    why = sp_init_context(&sp, &tc->parallel, mc->in_context, err, len);
+    why = sp_init_context(&sp, &tc->parallel, mc, err, len);
     if (!why) why = sp_batch_slice(&sp, tc->batch, &first, &count, err, len);
     double arena = why ? 0 : (double)budget_train_arena(&sp, tc);
     sp_free(&sp);

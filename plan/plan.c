@@ -131,7 +131,7 @@ static int meshes(const TrainConfig *tc, int ranks, int P, SpOptions *out, int m
             o.sp = P, o.layout = (SeqAttention)a, o.ulysses = U;
             SeqParallel sp;
             if ((a == SP_HYBRID && P % U) || (P == 1 && a != SP_GATHER) ||
-                sp_context_error(&o, tc->model.in_context, err, sizeof err) ||
+                sp_context_error(&o, &tc->model, err, sizeof err) ||
                 sp_init(&sp, NULL, ranks, 0, &o, dit_tokens(&tc->model), tc->model.num_heads, err, sizeof err))
                 continue;
             char why[256];
@@ -155,7 +155,7 @@ int plan_rows(const TrainConfig *tc, int ranks, const PlanRates *rates, const Pl
                 char err[512];
                 // on one rank --zero changes nothing; in-context conditioning has no --recompute
                 if ((ranks > 1 || !memory_options[j].zero) &&
-                    !sp_context_error(&with, tc->model.in_context, err, sizeof err))
+                    !sp_context_error(&with, &tc->model, err, sizeof err))
                     rows[k++] = plan_predict(tc, ranks, &o[i], memory_options[j].recompute,
                                              memory_options[j].zero, rates, link, memory);
             }
@@ -341,7 +341,7 @@ static void refuse_mesh_flags(const TrainConfig *tc, const char *who, const char
     SpOptions any = tc->parallel; // with a layout every model runs: the layouts are the planner's
     any.layout = SP_GATHER;
     char why[512];
-    if (sp_context_error(&any, tc->model.in_context, why, sizeof why)) usage_error("%s", why);
+    if (sp_context_error(&any, &tc->model, why, sizeof why)) usage_error("%s", why);
 }
 
 void plan_choose(TrainConfig *tc, Comm *c) {

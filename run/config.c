@@ -125,8 +125,6 @@ void train_config_check_text(const TrainConfig *tc) {
     if (m->in_context)
         usage_error("--cond text attends to the caption in every block; it does not combine with "
                     "--in-context (leave out one of them)");
-    if (m->text_attn != DIT_TEXT_CROSS)
-        usage_error("--text-attn joint (SD3's MMDiT blocks) is not built yet; pass --text-attn cross");
 }
 
 void train_config_check_packs(const TrainConfig *tc) {

@@ -476,7 +476,8 @@ const Setting settings[] = {
      "(all-to-all, --qk-norm head or full), qk-norm-head-shard (all-to-all,\n"
      "--qk-norm full); zero-outer-grads-unsummed (--zero 2 or 3),\n"
      "zero-grad-averaged (--zero 1 to 3);\n"
-     "cross-kv-all-to-all (all-to-all, --cond text)"},
+     "cross-kv-all-to-all (all-to-all, --cond text),\n"
+     "ring-text-every-step (ring, hybrid, --text-attn joint)"},
     {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
      FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,
      "where the step runs (default {default}); cuda: each rank on GPU local rank\n"

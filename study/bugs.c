@@ -179,7 +179,7 @@ static const char *exact_refusal(const char *flags, char *buf, size_t len) {
         argv[argc++] = w;
     for (int i = 0; i < argc; i++) settings_flag(&tc, FOR_TRAIN, argc, argv, &i);
     tc.parallel.exact = true;
-    return sp_context_error(&tc.parallel, tc.model.in_context, buf, len);
+    return sp_context_error(&tc.parallel, &tc.model, buf, len);
 }
 
 // The probe of ckpt into dir/probe.safetensors and its tape (where dumped), and with --regimes the

@@ -164,7 +164,8 @@ static double mean(const real *v, size_t n) {
 }
 
 // 1 / the root mean square of the reference's gradient of the attention output whose input
-// gradient is `name` (grad.blocks.N.attn.q, k or v); 1 if it is 0
+// gradient is `name` (grad.blocks.N.attn.q, k or v); 1 if it is 0 or absent (no gradient reached
+// it: the last joint block's caption output, which is dropped)
 static double unit_dout(const SafeTensors *B, const char *name) {
     char out[160];
     snprintf(out, sizeof out, "%.*sout", (int)(strrchr(name, '.') + 1 - name), name);
@@ -177,7 +178,7 @@ static double unit_dout(const SafeTensors *B, const char *name) {
         free(v);
         return ss > 0 ? 1 / sqrt(ss / (double)n) : 1;
     }
-    FATAL("the tape lacks %s, the gradient of the attention output", out);
+    return 1;
 }
 
 // Check c on the tensors of A (the N-rank run) and B (the reference) that it reads; a tensor of

@@ -8,11 +8,11 @@
 #include <string.h>
 
 // A tensor of the captions' tokens, which every rank holds whole (layers/dit.c names them): the
-// text encoder's (text_*) and the cross-attention's keys and values (blocks.<i>.cross.k, .v); a
-// caption may have as many tokens as a shard
+// text encoder's (text_*), the cross-attention's keys and values (blocks.<i>.cross.k, .v) and
+// joint attention's text stream (blocks.<i>.txt.*); a caption may have as many tokens as a shard
 static bool caption_tensor(const char *name) {
     size_t n = strlen(name);
-    return !strncmp(name, "text_", 5) ||
+    return !strncmp(name, "text_", 5) || strstr(name, ".txt.") ||
            (n > 8 && (!strcmp(name + n - 8, ".cross.k") || !strcmp(name + n - 8, ".cross.v")));
 }
 
@@ -30,7 +30,8 @@ static real *one_rank_layout(Tape *tp, SeqParallel *sp, const Tensor *t, bool gr
     int B = t->shape[0], T = sp->shard.T;
     real *local = NULL;
     size_t per_image;
-    int R = t->ndim == 3 && t->shape[1] == sp->shard.n + sp->context ? sp->context : 0;
+    int front = sp->joint ? 0 : sp->context; // in-context tokens in front of the shard's
+    int R = t->ndim == 3 && t->shape[1] == sp->shard.n + front ? front : 0;
     if (t->ndim == 3 && t->shape[1] == sp->shard.n + R && !caption_tensor(t->name)) { // tokens: the sequence group's, padding
         // dropped, after the conditioning tokens (every rank's copy; their gradient, each rank's
         // share, summed)
@@ -139,7 +140,7 @@ int tape_dump_write(TapeDump *d, const char *path, const char *layout, char *err
         META("tokens", "%d", s->T);
         META("padded_tokens", "%d", s->T_pad);
         META("exact", "%d", d->sp->exact);
-        META("context_tokens", "%d", d->sp->context); // in-context: tensors of tokens have them first
+        META("context_tokens", "%d", d->sp->joint ? 0 : d->sp->context); // in-context: tensors of tokens have them first
 #undef META
         rc = st_writer_write(d->w, path, err, len);
         st_writer_free(d->w);

@@ -117,7 +117,7 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     char err[1024];
     SpOptions sampling = tc.parallel; // and the context the samples are drawn in
     sampling.packs = sampling.packs || tc.sample_sizes.n;
-    if (sp_context_error(&sampling, tc.model.in_context, err, sizeof err)) usage_error("%s", err);
+    if (sp_context_error(&sampling, &tc.model, err, sizeof err)) usage_error("%s", err);
     if (!dry_run_missing("--data", data_procedural(tc.data) ? NULL : tc.data, true)) {
         if (data_open(&data, tc.data, tc.model.input_size, dit_frames(&tc.model), tc.model.in_channels, tc.model.num_classes,
                       err, sizeof err))

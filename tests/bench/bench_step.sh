@@ -171,5 +171,7 @@ for layout in "gather" "all-to-all" "ring" "hybrid --ulysses-degree 2"; do
     "$(echo "$line" | sed -E 's/.*, gradients ([0-9.]+)\).*/\1/')"
 done
 
-with_flags "text conditioning: config L's step with class labels and with captions (--cond text, 12 tokens, a 1-layer text encoder, cross-attention in every block), back to back; joint attention is not built" \
-  "text" "1:2 2:1" --cond text
+with_flags "text conditioning: config L's step with class labels and with captions (--cond text, 12 tokens, a 1-layer text encoder, cross-attention in every block), back to back" \
+  "text cross" "1:2 2:1" --cond text
+with_flags "text conditioning: the same with joint attention (--text-attn joint: SD3's MMDiT blocks, a text stream of its own in every block, one attention over [caption; image])" \
+  "text joint" "1:2 2:1" --cond text --text-attn joint

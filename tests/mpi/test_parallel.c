@@ -108,7 +108,7 @@ static bool init_mesh(SeqParallel *sp, const SpOptions *o) {
     char err[256];
     if (sp_init(sp, &comm, comm.size, comm.rank, o, dit_tokens(&cfg), cfg.num_heads, err, sizeof err))
         return false;
-    if (!sp_init_context(sp, o, cfg.in_context, err, sizeof err)) return true;
+    if (!sp_init_context(sp, o, &cfg, err, sizeof err)) return true;
     sp_free(sp); // the mesh was made; the conditioning refused
     return false;
 }
@@ -585,7 +585,7 @@ START_TEST(ring_overlap_is_exact) {
         rng_fill_normal(x[i]->data, blk, 21, (uint64_t)(10 * r + i), 0, 1);
         x[i]->requires_grad = true;
     }
-    Tensor *out = ring_attention(&tp, &comm, x[0], x[1], x[2], H, NULL, NULL, 0);
+    Tensor *out = ring_attention(&tp, &comm, x[0], x[1], x[2], H, NULL, NULL, 0, NULL, 0);
     real *dout = arena_alloc(&a, blk * sizeof(real));
     rng_fill_normal(dout, blk, 22, (uint64_t)r, 0, 1);
     backward_from(&tp, out, dout);
@@ -724,8 +724,9 @@ START_TEST(in_context_matches_single_rank) {
 END_TEST
 
 // The bytes one step of a text-conditioned model sends in its layout's exchanges: the planner's
-// formula (sp_layer_traffic per block, forward and backward), which counts no text token: the
-// cross-attention moves nothing
+// formula (sp_layer_traffic per block, forward and backward), which counts the caption's tokens:
+// none for cross-attention (it moves nothing), joint attention's front tokens' output and its
+// gradient under all-to-all
 static void text_step_bytes(SeqAttention layout) {
     SpOptions o = options(layout, 0);
     if (layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
@@ -746,22 +747,26 @@ static void text_step_bytes(SeqAttention layout) {
     SpTraffic f = sp_layer_traffic(&sp, &cfg, B, false), b = sp_layer_traffic(&sp, &cfg, B, true);
     size_t want = (size_t)(cfg.depth * (f.values + b.values) * sizeof(real));
     if (comm.rank == 0)
-        printf("text cross, %s, ranks %d: %zu bytes sent by rank 0 in a step's exchanges, formula %zu\n",
-               seq_attention_name(layout), comm.size, sent, want);
+        printf("text %s, %s, ranks %d: %zu bytes sent by rank 0 in a step's exchanges, formula %zu\n",
+               cfg.text_attn == DIT_TEXT_JOINT ? "joint" : "cross", seq_attention_name(layout), comm.size, sent, want);
     ck_assert_uint_eq(sent, want);
     arena_destroy(&a);
     dit_free(&m);
     sp_free(&sp);
 }
 
-// Text conditioning with cross-attention (7-token captions, one of them empty, over 5 heads of 4 on
-// 25 tokens) against one rank: every layout, a data x sequence mesh, micro-batches and
-// --recompute. The text encoder's and the caption's K/V gradients are each rank's share, summed
-// over the group once; the text-grad-unsummed bug (the text encoder's left per rank) is caught.
-START_TEST(text_cross_matches_single_rank) {
+// Text conditioning with cross-attention (_i 0) or joint attention (_i 1: SD3's MMDiT blocks) (7-token
+// captions, one of them empty, over 5 heads of 4 on 25 tokens) against one rank: every layout that
+// runs it, a data x sequence mesh, micro-batches and --recompute. The text encoder's and
+// the caption's gradients are each rank's share, summed over the group once; the
+// text-grad-unsummed bug (the text encoder's left per rank) is caught, and with joint attention
+// joint-text-replicated (the caption sent through the all-to-all with the image tokens) and
+// ring-text-every-step (its keys attended with every visiting ring block).
+START_TEST(text_matches_single_rank) {
     cfg = uneven_configs[1];
-    cfg.text = true, cfg.text_len = TEXT_LEN, cfg.text_depth = 1, cfg.text_attn = DIT_TEXT_CROSS;
-    for (int v = 0; v < SP_LAYOUTS + 4; v++) {
+    cfg.text = true, cfg.text_len = TEXT_LEN, cfg.text_depth = 1, cfg.text_attn = _i ? DIT_TEXT_JOINT : DIT_TEXT_CROSS;
+    const char *attn = _i ? "joint" : "cross";
+    for (int v = 0; v < SP_LAYOUTS + 6; v++) {
         SpOptions o = options(v < SP_LAYOUTS ? (SeqAttention)v : SP_GATHER, 0);
         if (o.layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
         const char *what = v < SP_LAYOUTS ? seq_attention_name(o.layout) : "";
@@ -776,12 +781,25 @@ START_TEST(text_cross_matches_single_rank) {
             if (comm.size == 1) continue;
             o.bugs = BUG_TEXT_GRAD_UNSUMMED, what = "bug text-grad-unsummed";
         }
+        if (v == SP_LAYOUTS + 4) { // joint: the caption exchanged with the image tokens
+            if (!_i || comm.size == 1) continue;
+            o = options(SP_ALL_TO_ALL, BUG_JOINT_TEXT_REPLICATED), what = "bug joint-text-replicated";
+        }
+        if (v == SP_LAYOUTS + 5) { // joint: the caption's keys with every visiting ring block
+            if (!_i || comm.size == 1) continue;
+            o = options(SP_RING, BUG_RING_TEXT_EVERY_STEP), what = "bug ring-text-every-step";
+        }
+        char err[256];
+        if (sp_context_error(&o, &cfg, err, sizeof err)) { // what joint attention does not run with yet
+            B = 3;
+            continue;
+        }
         double e_out, e_grad;
         mesh_vs_single(&o, &e_out, &e_grad);
         B = 3;
         bool caught = e_out > OUT_TOL || e_grad > GRAD_TOL;
         if (comm.rank == 0)
-            printf("text cross, %s, ranks %d: output rel err %.2e, worst gradient %.2e%s\n", what,
+            printf("text %s, %s, ranks %d: output rel err %.2e, worst gradient %.2e%s\n", attn, what,
                    comm.size, e_out, e_grad, !o.bugs ? "" : caught ? " -> caught" : " -> MISSED");
         ck_assert_msg(caught == (o.bugs != 0), "%s", what);
         if (v < SP_LAYOUTS) text_step_bytes(o.layout);
@@ -1967,7 +1985,7 @@ int main(int argc, char **argv) {
     suite_add_tcase(s, zero);
     TCase *text = tcase_create("text"); // text conditioning
     tcase_set_timeout(text, 0);
-    tcase_add_test(text, text_cross_matches_single_rank);
+    tcase_add_loop_test(text, text_matches_single_rank, 0, 2);
     suite_add_tcase(s, text);
     TCase *clips = tcase_create("clips"); // clip models; part of every multi-rank run
     tcase_set_timeout(clips, 120);

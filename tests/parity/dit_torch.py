@@ -172,6 +172,16 @@ class Attention(nn.Module):
 
     def forward(self, x, at="", grid=None):
         n, t, d = x.shape
+        q, k, v = (u.reshape(n, t, self.heads, d // self.heads).transpose(1, 2) for u in self.project(x, at, grid))
+        if self.fused:
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        else:
+            o = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // self.heads), dim=-1) @ v
+        return named(at + "attn.proj", self.proj(named(at + "attn.out", o.transpose(1, 2).reshape(n, t, d))))
+
+    def project(self, x, at="", grid=None):
+        """q, k, v (N, T, D) of x: the qkv linear, then the QK-norm and the rotary angles"""
+        n, t, d = x.shape
         h = self.heads
         q, k, v = (named(at + "attn." + s, u) for s, u in zip("qkv", self.qkv(x).chunk(3, dim=2)))
         split = lambda u: u.reshape(n, t, h, d // h)
@@ -186,12 +196,7 @@ class Attention(nn.Module):
             angles = torch.from_numpy(np.concatenate([np.zeros((t - len(a), a.shape[1])), a])).to(x.dtype)
             q, k = (named(at + "attn." + s, rotate(split(u), angles).reshape(n, t, d))
                     for s, u in (("q_rope", q), ("k_rope", k)))
-        q, k, v = (split(u).transpose(1, 2) for u in (q, k, v))
-        if self.fused:
-            o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-        else:
-            o = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // h), dim=-1) @ v
-        return named(at + "attn.proj", self.proj(named(at + "attn.out", o.transpose(1, 2).reshape(n, t, d))))
+        return q, k, v
 
 
 def masked_attention(q, k, v, heads, allowed):
@@ -296,6 +301,50 @@ class DiTBlock(nn.Module):
         return named(at + "residual2", x + gm[:, None] * self.mlp(named(at + "norm2", modulate(self.norm2(x), sm, cm)), at))
 
 
+class JointBlock(nn.Module):
+    """SD3's MMDiT block (Esser et al., 2024, "Scaling Rectified Flow Transformers for High-Resolution
+    Image Synthesis", section 4 and figure 2): the image tokens and the caption's tokens are two
+    streams, each with its own weights: an adaLN modulation from c (shift, scale, gate before the
+    attention and before the MLP), a qkv, an output projection and an MLP. The two streams' queries,
+    keys and values are concatenated, [caption; image], for one attention (no query sees the
+    caption's padding); its output is split back and each stream goes on as a DiT block does. The
+    image stream's parameters carry DiT's names (attn, mlp, adaLN_modulation), the caption's the
+    same under txt. In the last block the caption's stream only gives its keys and values (SD3's
+    context_pre_only): shift and scale, a qkv, no output."""
+    def __init__(self, d, heads, mlp_ratio, qk_norm="none", rope=False, last=False):
+        super().__init__()
+        self.heads, self.last = heads, last
+        self.norm1 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.norm2 = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
+        self.attn = Attention(d, heads, qk_norm, rope)
+        self.mlp = Mlp(d, int(d * mlp_ratio))
+        self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
+        self.txt = nn.Module()
+        self.txt.attn = Attention(d, heads, qk_norm)  # the caption's tokens are not turned
+        self.txt.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, (2 if last else 6) * d))
+        if last:
+            del self.txt.attn.proj
+        else:
+            self.txt.mlp = Mlp(d, int(d * mlp_ratio))
+
+    def forward(self, x, ctx, c, words, at="", grid=None):
+        """x (N, T, D) the image tokens, ctx (N, L, D) the caption's, words (N, L) true for a word"""
+        L, tx = ctx.shape[1], at + "txt."
+        m = named(at + "adaLN", self.adaLN_modulation(c)).chunk(6, dim=1)
+        mt = named(tx + "adaLN", self.txt.adaLN_modulation(c)).chunk(2 if self.last else 6, dim=1)
+        img = self.attn.project(named(at + "norm1", modulate(self.norm1(x), m[0], m[1])), at, grid)
+        cap = self.txt.attn.project(named(tx + "norm1", modulate(self.norm1(ctx), mt[0], mt[1])), tx)
+        q, k, v = (torch.cat([a, b], dim=1) for a, b in zip(cap, img))
+        keys = torch.cat([words, torch.ones(x.shape[:2], dtype=torch.bool)], dim=1)  # (N, L + T)
+        o = masked_attention(q, k, v, self.heads, keys[:, None, :].expand(-1, q.shape[1], -1))
+        x = named(at + "residual1", x + m[2][:, None] * named(at + "attn.proj", self.attn.proj(named(at + "attn.out", o[:, L:]))))
+        x = named(at + "residual2", x + m[5][:, None] * self.mlp(named(at + "norm2", modulate(self.norm2(x), m[3], m[4])), at))
+        if self.last:
+            return x, ctx
+        ctx = named(tx + "residual1", ctx + mt[2][:, None] * named(tx + "attn.proj", self.txt.attn.proj(named(tx + "attn.out", o[:, :L]))))
+        return x, named(tx + "residual2", ctx + mt[5][:, None] * self.txt.mlp(named(tx + "norm2", modulate(self.norm2(ctx), mt[3], mt[4])), tx))
+
+
 class FinalLayer(nn.Module):
     def __init__(self, d, p, c_out, in_context=False, pt=1):
         super().__init__()
@@ -315,7 +364,8 @@ class FinalLayer(nn.Module):
 class DiT(nn.Module):
     def __init__(self, input_size, patch_size, in_channels, hidden_size, depth, num_heads,
                  mlp_ratio, num_classes, learn_sigma, class_dropout_prob, in_context=False, text=False,
-                 text_len=0, text_depth=0, vocab=0, frames=1, patch_t=1, pos="sincos", qk_norm="none"):
+                 text_len=0, text_depth=0, vocab=0, frames=1, patch_t=1, pos="sincos", qk_norm="none",
+                 text_attn="cross"):
         """in_context: the DiT paper's in-context conditioning (its Table 4): the timestep and class
         embeddings as two tokens in front of the patch tokens, plain blocks, and the two tokens
         dropped before a final layer without adaLN. frames > 1: clips of that many frames in
@@ -336,8 +386,13 @@ class DiT(nn.Module):
         else:
             self.y_embedder = LabelEmbedder(num_classes, hidden_size, class_dropout_prob)
         self.pos_embed = nn.Parameter(torch.zeros(1, t, hidden_size), requires_grad=False)
-        self.blocks = nn.ModuleList(DiTBlock(hidden_size, num_heads, mlp_ratio, in_context, text, qk_norm, self.rope)
-                                    for _ in range(depth))
+        self.joint = text and text_attn == "joint"  # SD3's MMDiT blocks instead of cross-attention
+        if self.joint:
+            self.blocks = nn.ModuleList(JointBlock(hidden_size, num_heads, mlp_ratio, qk_norm, self.rope, i == depth - 1)
+                                        for i in range(depth))
+        else:
+            self.blocks = nn.ModuleList(DiTBlock(hidden_size, num_heads, mlp_ratio, in_context, text, qk_norm, self.rope)
+                                        for _ in range(depth))
         self.final_layer = FinalLayer(hidden_size, patch_size, self.c_out, in_context, patch_t)
 
     def unpatchify(self, x, gh, gw):  # (N, T, p*p*C) laid out (p, q, c) -> (N, C, gh p, gw p)
@@ -374,7 +429,11 @@ class DiT(nn.Module):
         else:
             c = named("c", self.t_embedder(t) + self.y_embedder(y))
         for i, b in enumerate(self.blocks):
-            x = b(x, c, f"blocks.{i}.", text if self.text else None, grid)
+            if self.joint:  # text: the caption's stream and its words
+                x, ctx = b(x, text[0], c, text[1], f"blocks.{i}.", grid)
+                text = (ctx, text[1])
+            else:
+                x = b(x, c, f"blocks.{i}.", text if self.text else None, grid)
         if self.in_context:
             x = x[:, c.shape[1]:]
         return self.final_layer(x, c)
@@ -408,7 +467,8 @@ def config_from_meta(meta):
                 text=meta.get("cond", "class") == "text", text_len=int(meta.get("text_len", "0")),
                 text_depth=int(meta.get("text_depth", "0")), vocab=VOCAB + 1,
                 frames=int(meta.get("frames", "1")), patch_t=int(meta.get("patch_t", "1")),
-                pos=meta.get("pos", "sincos"), qk_norm=meta.get("qk_norm", "none"))
+                pos=meta.get("pos", "sincos"), qk_norm=meta.get("qk_norm", "none"),
+                text_attn=meta.get("text_attn", "cross"))
 
 
 VOCAB = 52  # the captions' vocabulary (docs/text.md); its row 0 is padding

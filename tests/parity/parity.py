@@ -6,7 +6,8 @@ parameter gradient are compared with the reference by relative error ||a - b|| /
 Also checks that a checkpoint written by `train` loads into the reference with strict=True and
 carries the reference's sin-cos pos_embed. Then a batch of packs (3 images of different sizes and
 aspects, probed at 1-4 ranks in every layout) against the reference running each image alone;
-a text-conditioned model (captions, a text encoder, cross-attention) at 1-4 ranks in every layout.
+a text-conditioned model (captions, a text encoder, cross-attention) at 1-4 ranks in every layout,
+and with joint attention (SD3's MMDiT blocks) at 1-4 ranks in every layout.
 Clips: a clip model (3 frames of patches, which 2 and 4 ranks cut apart) probed at 1-4 ranks, a
 clip model with rotary positions and QK-norm (5 frames of patches, which no rank count divides) at
 1-4 ranks, and a pack of two clips of different lengths and sizes against each clip run alone.
@@ -118,7 +119,11 @@ def reference(ckpt, batch, planted_bug=False, dump=None):
     model = DiT(**config_from_meta(meta)).double()
     if planted_bug == "rope-frames-still":  # rotary positions that ignore the frame: a clip turned as one image
         return still_frames(lambda: reference(ckpt, batch, dump=dump))
-    if planted_bug == "text-padding":  # the captions' padding taken for words by the cross-attention
+    if planted_bug == "text-padding" and model.joint:  # the captions' padding taken for words
+        for b in model.blocks:
+            f = b.forward
+            b.forward = lambda x, ctx, c, words, at="", grid=None, f=f: f(x, ctx, c, torch.ones_like(words), at, grid)
+    elif planted_bug == "text-padding":  # the captions' padding taken for words by the cross-attention
         for b in model.blocks:
             f = b.cross_attn.forward
             b.cross_attn.forward = lambda x, text, words, at="", f=f: f(x, text, torch.ones_like(words), at)
@@ -297,15 +302,17 @@ TEXT_CONFIG = dict(input_size=10, patch_size=2, in_channels=3, hidden_size=20, d
                    mlp_ratio=2.0, num_classes=10, learn_sigma=False, class_dropout_prob=0.0)
 TEXT_META = dict(cond="text", text_len=7, text_depth=1, text_attn="cross")
 TEXT_WORDS = [0, 3, 7]  # words in each image's caption
+# joint attention (SD3's MMDiT blocks): the same rank counts and layouts
+JOINT_RUNS = PACK_RUNS
 
 
-def text_case(work):
+def text_case(work, attn="cross"):
     rng = np.random.default_rng(3000)
     meta = {**{k: ("true" if v is True else "false" if v is False else v) for k, v in TEXT_CONFIG.items()},
-            **TEXT_META}
+            **TEXT_META, "text_attn": attn}
     model = DiT(**config_from_meta(meta)).double()
     sd = {k: rng.normal(0, 0.3, v.shape) for k, v in model.state_dict().items()}
-    ckpt = os.path.join(work, "text.ckpt.safetensors")
+    ckpt = os.path.join(work, f"text.{attn}.ckpt.safetensors")
     st_write(ckpt, {k: v.astype(np.float32) for k, v in sd.items()}, meta)
     b, s, c, L = len(TEXT_WORDS), TEXT_CONFIG["input_size"], TEXT_CONFIG["in_channels"], TEXT_META["text_len"]
     y = np.zeros((b, L), np.int64)
@@ -313,7 +320,7 @@ def text_case(work):
         y[i, :n] = rng.integers(1, VOCAB + 1, n)
     batch = {"x": rng.normal(0, 1, (b, c, s, s)).astype(np.float32), "t": rng.uniform(0, 999, b).astype(np.float32),
              "y": y, "target": rng.normal(0, 1, (b, c, s, s)).astype(np.float32)}
-    path = os.path.join(work, "text.batch.safetensors")
+    path = os.path.join(work, f"text.{attn}.batch.safetensors")
     st_write(path, batch)
     return ckpt, path
 
@@ -367,6 +374,49 @@ def check_text(train32, train64, work):
     print(f"locate, the 3-rank all-to-all probe's tape against the reference's: {v.stdout.strip()[:150]} "
           f"{'ok' if ok else 'FAIL'}")
     return 2 * len(PACK_RUNS) + 2, failures
+
+
+def check_joint(train32, train64, work):
+    """The parity table of joint attention (SD3's MMDiT blocks) on the text case: every rank count and
+    layout, both builds; then a reference whose joint attention lets the captions' padding through
+    must differ, and locate finds no divergence between the 3-rank ring probe's tape and the
+    reference's. Returns (checks, failures)."""
+    ckpt, batch = text_case(work, "joint")
+    ref = reference(ckpt, batch)
+    print(f"joint attention: the same captions ({TEXT_WORDS} words of {TEXT_META['text_len']}) and image")
+    runs = [(build, exe, ranks, layout) for build, exe in (("float32", train32), ("float64", train64))
+            for ranks, layout in JOINT_RUNS]
+    with ThreadPoolExecutor(PROBES_AT_ONCE) as pool:
+        results = list(pool.map(lambda r: text_probe(r[1], r[2], r[3], ckpt, batch, os.path.join(
+            work, f"joint.{r[0]}.{r[2]}.{r[3]}.result.safetensors")), runs))
+    failures = 0
+    for (build, _, ranks, layout), got in zip(runs, results):
+        e_out, e_loss, e_grad, worst = pack_errors(got, ref)
+        tol_out, tol_grad = TOL[build]
+        ok = e_out <= tol_out and e_loss <= tol_out and e_grad <= tol_grad
+        failures += not ok
+        print(f"{ranks:>5} {layout:<11} {build:<8} {e_out:9.2e} {e_loss:9.2e} {e_grad:9.2e} {worst:<40}"
+              f" {'ok' if ok else 'FAIL'}")
+    bug = reference(ckpt, batch, planted_bug="text-padding")
+    e_out, _, e_grad, _ = pack_errors(results[len(JOINT_RUNS)], bug)  # float64, 1 rank
+    caught = max(e_out, e_grad) > TOL["float64"][1]
+    failures += not caught
+    print(f"planted bug in the reference (the joint attention sees the captions' padding): output {e_out:.2e}, "
+          f"worst gradient {e_grad:.2e} against the float64 probe {'caught' if caught else 'NOT CAUGHT'}")
+    tapes = [os.path.join(work, f"joint.{k}.tape.safetensors") for k in ("reference", "probe")]
+    res = os.path.join(work, "joint.tape-probe.safetensors")
+    for f in tapes + [res]:
+        if os.path.exists(f):
+            os.remove(f)
+    reference(ckpt, batch, dump=tapes[0])
+    subprocess.run(MPIRUN + ["-np", "3", train64, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res,
+                             "--dump-tape", tapes[1], "--sp-attention", "ring"], check=True, stdout=subprocess.DEVNULL)
+    v = subprocess.run([train64, "locate", tapes[1], tapes[0]], capture_output=True, text=True)
+    ok = v.stdout.startswith("no divergence")
+    failures += not ok
+    print(f"locate, the 3-rank ring probe's tape against the reference's: {v.stdout.strip()[:150]} "
+          f"{'ok' if ok else 'FAIL'}")
+    return len(runs) + 2, failures
 
 
 def check_clips(train32, train64, work):
@@ -536,6 +586,8 @@ def main():
     checks += len(VIDEO_RUNS)
     failures += pack_failures
     text_checks, text_failures = check_text(train32, train64, work)
+    joint_checks, joint_failures = check_joint(train32, train64, work)
+    text_checks, text_failures = text_checks + joint_checks, text_failures + joint_failures
     clip_checks, clip_failures = check_clips(train32, train64, work)
     checks, failures = checks + text_checks + clip_checks, failures + text_failures + clip_failures
     print(f"parity: {2 * len(CONFIGS) + 4 + checks - failures} passed, {failures} failed")
