@@ -62,6 +62,6 @@ const char *bug_list(unsigned set, char *buf, size_t len) {
 }
 
 const char *bug_names(void) {
-    static char names[512];
+    static char names[N_BUGS * 48]; // every name, however many rows the table grows
     return bug_list(~0u, names, sizeof names);
 }
