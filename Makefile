@@ -148,7 +148,7 @@ test-run: found train/train $(BUILD)/f64/bin/train $(foreach v,f32 f64,$(BUILD)/
 # -j), which train/train then is; a plain make puts the CUDA build back
 demo: deps-build
 	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) USE_CUDA=0 found train/train
-	train/train verify --ranks 2 --reference-steps 500 --out runs/demo
+	train/train verify --ranks 2 --steps 7000 --reference-steps 500 --out runs/demo
 	train/train verify --exact --ranks 2 --steps 200 --batch 8 --samples-per-class 0 --out runs/demo-exact
 	@echo "demo: samples in runs/demo/ranks-2/samples.png, both loss curves in runs/demo/loss.png"
 	@echo "demo: the default check says 2 ranks and 1 rank agree within float rounding (loss curves within 1e-5);"
