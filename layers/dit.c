@@ -117,9 +117,8 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     // caption's K and V (L tokens) with their slices
     double H = c->num_heads, L = c->text ? c->text_len : 0, joint = c->text && c->text_attn == DIT_TEXT_JOINT;
     // joint (n counts the caption's tokens too): the text stream's modulation, q, k, v joined and
-    // the output taken apart, their gradients, and what the stack of backward's gradient buffers
-    // holds on to between the streams (measured: 26 n D at config L, 2 ranks, depth 4)
-    l[k++] = (Line){"joint attention", joint * (24 * D + 30 * n * D)};
+    // the output taken apart (backward holds 8 n D more: dit_step_bytes)
+    l[k++] = (Line){"joint attention", joint * (24 * D + 6 * n * D)};
     // cross: q, the attention's output and log-sum-exp, the projection, the sum; the caption's k, v
     // joined and taken apart; and one n D more, measured (config L, 1 rank: the step's peak stood
     // 1.6 n D above the lines without it, and its arena overflowed)
@@ -174,13 +173,15 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     // in-context: the blocks run on the conditioning tokens too
     double nb = n + dit_front_tokens(c), b = B;
     int mlp, k = block_lines(l, c, nb, &mlp);
-    // what --recompute keeps of a block besides its halves' inputs: the cross-attention's line, or
-    // a joint block's whole attention half (only its MLP halves run again)
+    // what --recompute keeps of a block besides its halves' inputs: the cross-attention's line
+    // less its residual (the MLP half's input, counted with the halves' inputs), or a joint
+    // block's whole attention half but backward's gradients (only its MLP halves run again)
     bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
-    double cross = l[mlp - 1].reals;
-    double attn_half = sum_lines(l, mlp) + attn.kept, mlp_half = sum_lines(l + mlp, k - mlp);
+    double cross = l[mlp - 1].reals - (c->text && !joint) * nb * c->hidden_size;
+    double held = joint && pass != DIT_FORWARD ? attn.joint_held * nb * c->hidden_size : 0;
+    double attn_half = sum_lines(l, mlp) + attn.kept + held, mlp_half = sum_lines(l + mlp, k - mlp);
     double block = attn_half + mlp_half;
-    if (joint) cross = attn_half;
+    if (joint) cross = attn_half - held;
     int fixed, r = rest_lines(l, c, n, b, &fixed);
     double rest = sum_lines(l, r), rest_grads = sum_lines(l + fixed, r - fixed);
     int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
@@ -191,7 +192,8 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     // gradients of one block (tape.c frees the rest as it goes), or of one half
     double half = fmax(attn_half, mlp_half);
     bool again = pass == DIT_RECOMPUTE;
-    double kept = again ? c->depth * (2 * (double)n * c->hidden_size + cross) + half : c->depth * block;
+    double kept = again ? c->depth * (2 * (double)n * c->hidden_size + cross) + (joint ? mlp_half : half)
+                        : c->depth * block;
     double grads = again ? half : block;
     double reals;
     if (pass != DIT_FORWARD) // the blocks' activations and gradients, the residual stream's

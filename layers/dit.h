@@ -245,9 +245,12 @@ const char *dit_preset_like(const char *name, char *buf, size_t len);
 
 // One block's attention as a sequence-parallel layout runs it: the reals per image its tape keeps
 // (gathered or exchanged tensors, the output, the log-sum-exp), the largest buffer per image its
-// collectives hold for a moment, and the queries and keys one attention call sees.
+// collectives hold for a moment, and the queries and keys one attention call sees. Joint attention:
+// how many n D (n: the shard's tokens and the caption's) its backward holds besides the lines of
+// dit.c, the gradients of q, k, v joined and of the output taken apart and what the stack of
+// gradient buffers keeps between the two streams (measured per layout; forward holds none of it).
 typedef struct AttnMemory {
-    double kept, transient;
+    double kept, transient, joint_held;
     int queries, keys;
 } AttnMemory;
 // What a step runs: a forward without gradients (sampling), a forward and backward that keeps

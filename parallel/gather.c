@@ -20,7 +20,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double n = sp->shard.n + sp->context, T = sp->shard.T_pad + sp->context;
     double D = c->hidden_size, H = c->num_heads;
     AttnMemory m = {.kept = 2 * T * D + n * D + H * n, .transient = T * D + n * D,
-                    .queries = (int)n, .keys = (int)T};
+                    .joint_held = 8, .queries = (int)n, .keys = (int)T};
     m.kept += 2 * sp->shard.T_pad * D * (sp->context > 0); // in-context: K, V gathered, then joined
     if (sp->bugs & BUG_WRONG_RESTORE) m.kept += 2 * T * D + H * T, m.queries = sp->shard.T_pad;
     return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));

@@ -33,9 +33,9 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     // joint attention: the caption's R queries too, its keys at the home step (backward: their
     // dK, dV with the block's), and q, k, v joined
     double n = sp->shard.n, R = sp->context, nq = n + R, D = c->hidden_size, H = c->num_heads;
-    AttnMemory m = {.kept = 2 * n * D + nq * D + H * nq + 3 * nq * D * (R > 0),
+    AttnMemory m = {.kept = 2 * n * D + nq * D + H * nq,
                     .transient = 4 * n * D + nq * D + H * nq + 2 * nq * D * (R > 0),
-                    .queries = (int)nq, .keys = (int)nq};
+                    .joint_held = 2, .queries = (int)nq, .keys = (int)nq};
     if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += nq * D + H * nq; // a block's partial output
     return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }

@@ -1552,7 +1552,14 @@ static const DiTConfig mem_configs[] = {
     {.input_size = 26, .patch_size = 2, .in_channels = 3, .hidden_size = 80, .depth = 2,
      .num_heads = 5, .mlp_ratio = 2, .num_classes = 5, .pos = DIT_POS_ROPE,
      .qk_norm = DIT_QK_HEAD}, // a video DiT's rotary positions and QK-norm
+    {.input_size = 26, .patch_size = 2, .in_channels = 3, .hidden_size = 80, .depth = 2,
+     .num_heads = 5, .mlp_ratio = 2, .num_classes = 5, .text = true, .text_len = TEXT_LEN, .text_depth = 1,
+     .text_attn = DIT_TEXT_CROSS}, // captions: a text encoder and cross-attention
+    {.input_size = 26, .patch_size = 2, .in_channels = 3, .hidden_size = 80, .depth = 2,
+     .num_heads = 5, .mlp_ratio = 2, .num_classes = 5, .text = true, .text_len = TEXT_LEN, .text_depth = 1,
+     .text_attn = DIT_TEXT_JOINT}, // captions: joint attention (MMDiT blocks)
 };
+enum { MEM_CONFIGS = sizeof mem_configs / sizeof *mem_configs };
 
 START_TEST(memory_estimate_holds) {
     cfg = mem_configs[_i / (3 * SP_LAYOUTS)];
@@ -1578,18 +1585,17 @@ START_TEST(memory_estimate_holds) {
     Arena a = arena_create(est);
     Tape tp = tape_create(&a);
     tp.grad_enabled = backward_pass;
-    int S = cfg.input_size, H = dit_frames(&cfg) * S; // clips: their frames stacked
-    Tensor *x = tensor_new(&a, 4, BM, cfg.in_channels, H, S), *t = tensor_new(&a, 1, BM);
-    Tensor *target = tensor_new(&a, 4, BM, dit_out_channels(&cfg), H, S);
-    int64_t y[BM] = {1, 2, 3, 4};
+    Tensor *x, *t, *target;
+    int64_t y[BM * TEXT_LEN];
+    random_slice(&a, 0, BM, &x, &t, &target, y);
     DiTShard dsh = sp_dit_shard(&sp);
     Tensor *tokens = dit_forward(&m, &tp, x, t, y, &dsh);
     if (backward_pass) backward(&tp, dit_loss(&m, &tp, tokens, target, &dsh));
     double peak = (double)a.peak, largest = peak;
     MPI_Allreduce(&peak, &largest, 1, MPI_DOUBLE, MPI_MAX, comm.group);
     if (comm.rank == 0)
-        printf("memory, %d ranks, %s, %d tokens, %d heads, %s: largest peak %.2f MiB, estimate "
-               "%.2f MiB (x%.2f)\n", comm.size, seq_attention_name(layout), dit_tokens(&cfg),
+        printf("memory, model %d, %d ranks, %s, %d tokens, %d heads, %s: largest peak %.2f MiB, estimate "
+               "%.2f MiB (x%.2f)\n", _i / (3 * SP_LAYOUTS), comm.size, seq_attention_name(layout), dit_tokens(&cfg),
                cfg.num_heads, (const char *[]){"forward only", "forward + backward",
                                                "forward + backward, recompute"}[pass],
                largest / 1048576.0, est / 1048576.0, est / largest);
@@ -1969,8 +1975,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, all_to_all_delivers);
     tcase_add_test(tc, split_groups_talk_within);
     tcase_add_test(tc, exact_all_reduce_is_the_rounded_true_sum);
-    tcase_add_loop_test(tc, memory_estimate_holds, 0, 12 * SP_LAYOUTS);
-    tcase_add_loop_test(tc, memory_estimate_holds, 15 * SP_LAYOUTS, 18 * SP_LAYOUTS); // rope, QK-norm
+    tcase_add_loop_test(tc, memory_estimate_holds, 0, MEM_CONFIGS * 3 * SP_LAYOUTS);
     tcase_add_test(tc, grad_accum_memory);
     tcase_add_loop_test(tc, planner_matches_a_step, 0, 2);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);
@@ -1990,7 +1995,6 @@ int main(int argc, char **argv) {
     TCase *clips = tcase_create("clips"); // clip models; part of every multi-rank run
     tcase_set_timeout(clips, 120);
     tcase_add_loop_test(clips, clips_match_single_rank, 0, SP_LAYOUTS + 1);
-    tcase_add_loop_test(clips, memory_estimate_holds, 12 * SP_LAYOUTS, 15 * SP_LAYOUTS); // the video model
     suite_add_tcase(s, clips);
     TCase *progress = tcase_create("progress"); // alone: run_all.sh runs it over TCP too
     tcase_add_test(progress, ring_step_moves_during_attention);
