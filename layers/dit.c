@@ -174,10 +174,11 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     double nb = n + dit_front_tokens(c), b = B;
     int mlp, k = block_lines(l, c, nb, &mlp);
     // what --recompute keeps of a block besides its halves' inputs: the cross-attention's line
-    // less its residual (the MLP half's input, counted with the halves' inputs), or a joint
-    // block's whole attention half but backward's gradients (only its MLP halves run again)
+    // less two n D (its residual sum, the MLP half's input, counted with the halves' inputs; and
+    // one measured: model 6 of memory_estimate_holds at 2 threads stood at x1.32 without it), or
+    // a joint block's whole attention half but backward's gradients (only its MLP halves run again)
     bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
-    double cross = l[mlp - 1].reals - (c->text && !joint) * nb * c->hidden_size;
+    double cross = l[mlp - 1].reals - (c->text && !joint) * 2 * nb * c->hidden_size;
     double held = joint && pass != DIT_FORWARD ? attn.joint_held * nb * c->hidden_size : 0;
     double attn_half = sum_lines(l, mlp) + attn.kept + held, mlp_half = sum_lines(l + mlp, k - mlp);
     double block = attn_half + mlp_half;
