@@ -28,7 +28,10 @@ import dit_torch  # noqa: E402
 from dit_torch import (VOCAB, DiT, Tape, config_from_meta, named, sincos_pos_embed,  # noqa: E402
                        sincos_pos_embed_3d, st_read, st_write)
 
-TOL = {"float32": (1e-5, 1e-4), "float64": (1e-10, 1e-10)}  # (output, gradients)
+# (output, gradients). Float32's gradients: the full-width k-norm's scale gradient of clip_rope, a
+# sum over every token with cancellations, measured 1.07e-4 with AVX-512 kernels (8e-5 with AVX2);
+# the smallest planted bug below, the exact GELU, stands at 6e-4
+TOL = {"float32": (1e-5, 2e-4), "float64": (1e-10, 1e-10)}
 
 CONFIGS = {
     # odd sizes: 9 tokens, width 12 (not a power of two), 3 heads, mlp 2.5x, 5 channels
