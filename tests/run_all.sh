@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# run_all.sh: every suite of `make test`, in order. A failing suite does not stop the others; the
-# last line sums them up ("tests: N passed, N failed, N skipped"); above it, the seconds each suite
-# took, and what failed or was skipped and why. Each suite runs under a time limit, a few times its
-# usual length on 2 cores: a suite still running then is stopped and counted as failed, by name. A suite that could not run part of itself says so
-# in a line "skipped: WHAT (WHY)" (the unit tests without a GPU), and each such line counts as
-# skipped too.
+# run_all.sh: every suite of `make test`. A failing suite does not stop the others; the last line
+# sums them up ("tests: N passed, N failed, N skipped"); above it, the seconds each suite took, and
+# what failed or was skipped and why. Each suite runs under a time limit, a few times its usual
+# length on 2 cores: a suite still running then is stopped and counted as failed, by name. A suite
+# that could not run part of itself says so in a line "skipped: WHAT (WHY)" (the unit tests
+# without a GPU), and each such line counts as skipped too.
+# The suites run in two lanes at once: the C suites under mpirun in one, the emulated device, the
+# Python suites and fuzzing in the other. Alone, a suite keeps a core busy only about half of its
+# time (process starts, waits for the slowest rank, reading and writing files), so two lanes on 2
+# cores finish in little more than the longer lane's time. Each suite's output is shown whole when
+# it ends, never interleaved with the other lane's.
 # Exit status 1 when any suite failed.
 # usage (from the repository root): run_all.sh BUILD "MPIRUN" PYTHON
 set -u
@@ -17,29 +22,28 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # it does verify's and bugs' own launches (study/launch.c), without UCX's probe of network devices
 # at each launch (0.2 s of each mpirun -np 4 on 2 cores)
 export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1}
-passed=0 failed=0 skipped=0 notes="" times=""
-LOG=$(mktemp); trap 'rm -f "$LOG"' EXIT
+RES=$(mktemp -d); trap 'rm -rf "$RES"' EXIT
+LANE=a count=0 START=$SECONDS
 
-suite() { # limit (seconds), name, command...
-  local limit=$1 name=$2 part start=$SECONDS rc; shift 2
-  echo "== $name =="
+# suite LIMIT NAME COMMAND...: runs COMMAND under LIMIT seconds, keeps its output and verdict in
+# $RES (one file each, named by lane and place), and shows the output whole when it ends
+suite() {
+  local limit=$1 name=$2 start=$SECONDS rc id; shift 2
+  count=$((count + 1)); id=$LANE$(printf %02d $count)
   # a shell function of this script runs in a bash of its own (exported below), as timeout needs
   if declare -F "$1" >/dev/null; then set -- bash -c '"$@"' bash "$@"; fi
-  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$LOG"
-  rc=${PIPESTATUS[0]}
-  if [ "$rc" = 0 ]; then passed=$((passed + 1))
-  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-    failed=$((failed + 1)); echo "TIMEOUT: $name: still running after $limit s, stopped"
-    notes+="failed: $name (timed out: still running after $limit s)"$'\n'
-  else failed=$((failed + 1)); notes+="failed: $name"$'\n'; fi
-  times+="$(printf '%5d s  %s' $((SECONDS - start)) "$name")"$'\n'
-  while IFS= read -r part; do
-    skipped=$((skipped + 1)); notes+="skipped: $name: ${part#skipped: }"$'\n'
-  done < <(grep '^skipped: ' "$LOG")
+  timeout --kill-after=10 "$limit" "$@" > "$RES/$id.log" 2>&1 < /dev/null; rc=$?
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "TIMEOUT: $name: still running after $limit s, stopped" >> "$RES/$id.log"; fi
+  shown "$id" "$name" "$rc" $((SECONDS - start)) "$limit"
 }
 skip() { # name, why
-  echo "== $1 =="; echo "$1: skipped ($2)"
-  skipped=$((skipped + 1)); notes+="skipped: $1 ($2)"$'\n'
+  count=$((count + 1)); local id=$LANE$(printf %02d $count)
+  echo "$1: skipped ($2)" > "$RES/$id.log"; shown "$id" "$1" skip 0 "$2"
+}
+# shown ID NAME RC SECONDS NOTE: the verdict into $RES/ID.verdict, the output to the screen
+shown() {
+  printf '%s\n%s\n%s\n%s\n' "$2" "$3" "$4" "$5" > "$RES/$1.verdict"
+  { flock 9; echo "== $2 == ($4 s, at $((SECONDS - START)) s)"; cat "$RES/$1.log"; } 9> "$RES/screen.lock"
 }
 # planted SUBSTITUTION EXPECTED: the emulated device suite with SUBSTITUTION planted in the kernels
 # (tests/gpu/emulate.sh) must build, run, and fail with EXPECTED (an extended regular expression)
@@ -65,8 +69,6 @@ planted_exact() {
   echo "$(grep -m 1 '^planted in:' "$log"); caught: $(grep -m 1 '^FAILED' "$log.exact")"
 }
 
-suite 60 "layering: each folder includes only from its floor or below, no include circles (a planted upward include and circle caught)" \
-  "$PY" tests/layering.py --self-test
 # rank_failure: a check planted to fail on rank 1 alone (test_parallel's "planted" case) ends the
 # whole 2-rank job within seconds, with the check's message and its rank; before, the other rank
 # waited in the next collective until an outer timeout
@@ -84,25 +86,12 @@ rank_failure() {
 
 export BUILD MPIRUN; export -f planted planted_exact rank_failure
 
+# lane b: the emulated device, the Python suites (parity's run folder, which the safetensors
+# suite reads, first) and fuzzing
+lane_b() {
+LANE=b count=0
 suite 180 "docs that stay true: every train/train example of README.md and docs/ with --dry-run, every flag they name in --help (a misspelt one caught)" \
   "$PY" tests/docs_check.py train/train --self-test
-suite 60 "a check failing on rank 1 alone ends the 2-rank job at once, naming the check" rank_failure
-suite 600 "unit tests, float32" "$BUILD/f32/test_all"
-suite 600 "unit tests, float64" "$BUILD/f64/test_all"
-for v in f32 f64; do
-  # one process: the sequence-parallel code with nothing to exchange against the plain model,
-  # micro-batches, the memory estimate; a baseline, the parallel runs compare ranks. float32 runs
-  # 2 ranks and the 4-rank meshes, float64 the uneven split of 3 ranks (the same tests, tighter
-  # tolerances), to keep the suite's time (one rank has no ring step to move: its run runs the
-  # parallel case alone, not the progress one)
-  suite 600 "one rank through the sequence-parallel code (the single-rank baseline), $v" \
-    $MPIRUN -np 1 -x CK_RUN_CASE=parallel "$BUILD/$v/test_parallel"
-  for np in $([ $v = f32 ] && echo 2 4 || echo 3); do
-    suite 900 "sequence parallel vs one rank, $v, $np ranks" $MPIRUN -np $np "$BUILD/$v/test_parallel"
-  done
-done
-suite 300 "a ring step moves during the attention over TCP (--mca btl tcp,self), 2 ranks" \
-  $MPIRUN -np 2 --mca pml ob1 --mca btl tcp,self -x CK_RUN_CASE=progress "$BUILD/f32/test_parallel"
 suite 900 "the CUDA kernels on an emulated device, device vs CPU, under three schedules" tests/gpu/emulate.sh "$BUILD"
 suite 600 "a planted warp sum one shuffle short: caught by the LayerNorm test" \
   planted 's/off > 0; off >>= 1/off > 1; off >>= 1/' ':F:cuda:cuda_layernorm:.*layernorm_forward (out|mean|rstd)'
@@ -115,15 +104,6 @@ suite 600 "the same probes in float64 (those that agree; the bugs: float32's)" \
   tests/gpu/device_cli.sh "$BUILD/emulate/f64/train" "" --probes-only
 suite 600 "a planted LayerNorm rounding rows from the 16th on another way: within tolerance, caught by --exact on the device" \
   planted_exact 's/real r = \(real\)\(1 \/ sqrt\(var \+ eps\)\);/real r = (real)(1 \/ sqrt(row < 16 ? var + eps : (real)(var + eps)));/'
-suite 1200 "the train program under mpirun" tests/cli_tests.sh train/train
-suite 300 "two slips in the movement code (an add one value short), planted: verify's tape check names the op; without the check, not caught" \
-  tests/mutations/slips_test.sh "$BUILD"
-# the 4 signals on 2 ranks and a rank killed on 1 (make soak: each signal on both, 4 moments each)
-suite 120 "a run folder has one writer: two jobs 0.05 s apart, a live holder refuses every command, a killed one blocks nothing" \
-  tests/lock_test.sh train/train
-suite 600 "kill at any moment, then resume (5 kills)" tests/kill_test.sh train/train 1 "1:KILL-rank 2:KILL-rank 2:KILL-mpirun 2:INT 2:TERM"
-suite 900 "--exact: every layout and mesh the same bits as one rank, f32" tests/exact_test.sh train/train
-suite 600 "--exact: one case of each layout and mesh in float64" tests/exact_test.sh "$BUILD/f64/bin/train" quick
 if "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
   suite 900 "parity with an independent PyTorch DiT" "$PY" tests/parity/parity.py train/train \
     "$BUILD/f64/bin/train" "$BUILD/parity"
@@ -159,8 +139,57 @@ if [ -z "$fuzz_why" ]; then
 else
   skip "fuzzing, 2 s per target" "$fuzz_why"
 fi
+}
+lane_b &
+
+# lane a: the C suites
+suite 60 "layering: each folder includes only from its floor or below, no include circles (a planted upward include and circle caught)" \
+  "$PY" tests/layering.py --self-test
+suite 60 "a check failing on rank 1 alone ends the 2-rank job at once, naming the check" rank_failure
+suite 600 "unit tests, float32" "$BUILD/f32/test_all"
+suite 600 "unit tests, float64" "$BUILD/f64/test_all"
+for v in f32 f64; do
+  # one process: the sequence-parallel code with nothing to exchange against the plain model,
+  # micro-batches, the memory estimate; a baseline, the parallel runs compare ranks. float32 runs
+  # 2 ranks and the 4-rank meshes, float64 the uneven split of 3 ranks (the same tests, tighter
+  # tolerances), to keep the suite's time (one rank has no ring step to move: its run runs the
+  # parallel case alone, not the progress one)
+  suite 600 "one rank through the sequence-parallel code (the single-rank baseline), $v" \
+    $MPIRUN -np 1 -x CK_RUN_CASE=parallel "$BUILD/$v/test_parallel"
+  for np in $([ $v = f32 ] && echo 2 4 || echo 3); do
+    suite 900 "sequence parallel vs one rank, $v, $np ranks" $MPIRUN -np $np "$BUILD/$v/test_parallel"
+  done
+done
+suite 300 "a ring step moves during the attention over TCP (--mca btl tcp,self), 2 ranks" \
+  $MPIRUN -np 2 --mca pml ob1 --mca btl tcp,self -x CK_RUN_CASE=progress "$BUILD/f32/test_parallel"
+suite 1200 "the train program under mpirun" tests/cli_tests.sh train/train
+suite 300 "two slips in the movement code (an add one value short), planted: verify's tape check names the op; without the check, not caught" \
+  tests/mutations/slips_test.sh "$BUILD"
+# the 4 signals on 2 ranks and a rank killed on 1 (make soak: each signal on both, 4 moments each)
+suite 120 "a run folder has one writer: two jobs 0.05 s apart, a live holder refuses every command, a killed one blocks nothing" \
+  tests/lock_test.sh train/train
+suite 600 "kill at any moment, then resume (5 kills)" tests/kill_test.sh train/train 1 "1:KILL-rank 2:KILL-rank 2:KILL-mpirun 2:INT 2:TERM"
+suite 900 "--exact: every layout and mesh the same bits as one rank, f32" tests/exact_test.sh train/train
+suite 600 "--exact: one case of each layout and mesh in float64" tests/exact_test.sh "$BUILD/f64/bin/train" quick
+wait # for lane b
+passed=0 failed=0 skipped=0 notes="" times=""
+for verdict in "$RES"/*.verdict; do
+  { read -r name; read -r rc; read -r took; read -r note; } < "$verdict"
+  case $rc in
+    skip) skipped=$((skipped + 1)); notes+="skipped: $name ($note)"$'\n'; continue ;;
+    0) passed=$((passed + 1)) ;;
+    124|137) failed=$((failed + 1)); notes+="failed: $name (timed out: still running after $note s)"$'\n' ;;
+    *) failed=$((failed + 1)); notes+="failed: $name"$'\n' ;;
+  esac
+  times+="$(printf '%5d s  %s' "$took" "$name")"$'\n'
+  while IFS= read -r part; do
+    skipped=$((skipped + 1)); notes+="skipped: $name: ${part#skipped: }"$'\n'
+  done < <(grep '^skipped: ' "${verdict%.verdict}.log")
+done
 echo
-echo "time per suite:"; printf "%s" "$times"
+echo "time per suite (lane a: the C suites; lane b, at the same time: the device, Python and fuzzing):"
+printf "%s" "$times"
+echo "the whole run: $((SECONDS - START)) s"
 printf "%s" "$notes"
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ $failed = 0 ]
