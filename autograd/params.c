@@ -174,6 +174,14 @@ void ps_add_ema(ParamStore *ps) {
     free_flat(old, ps->device);
 }
 
+void ps_keep_unit(ParamStore *ps, int u) {
+    const PsUnit *U = &ps->unit[u];
+    size_t from, mine = piece_of(U, ps->shard, &from);
+    if (ps->level >= 3) copy_bytes(ps->own + U->slice, ps->params + U->at + from, mine * sizeof(real));
+    if (ps->ema && ps->level >= 3) copy_bytes(ps->ema + U->slice, ps->params + U->at + from, mine * sizeof(real));
+    else if (ps->ema) copy_bytes(ps->ema + U->at, ps->params + U->at, U->len * sizeof(real));
+}
+
 void ps_copy(ParamStore *dst, const ParamStore *src) {
     CHECK(dst->n == src->n && dst->total == src->total && !dst->ema == !src->ema &&
           dst->shards == src->shards && dst->shard == src->shard && dst->level == src->level,

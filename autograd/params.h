@@ -97,6 +97,10 @@ void ps_shard(ParamStore *ps, int shard, int shards, int level);
 // Adds the EMA slice to an allocated store without one, equal to the parameters (the flat buffer
 // moves; the tensors follow it).
 void ps_add_ema(ParamStore *ps);
+// Unit u's parameters have just been written where its tensors point: they become the rank's (at
+// level 3 its piece goes into own, the unit's place being shared) and the EMA starts at them. So a
+// split store is initialised a unit at a time, never holding the whole model.
+void ps_keep_unit(ParamStore *ps, int u);
 void ps_free(ParamStore *ps);
 // dst's slices = src's: the same parameters registered in the same order and split the same
 // way, the EMA on both or neither, either side

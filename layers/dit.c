@@ -563,20 +563,28 @@ static bool is_qk_norm(const DiT *m, const Tensor *w) {
     return false;
 }
 
-void dit_init(DiT *m, uint64_t seed) {
+void dit_init(DiT *m, uint64_t seed, double qkv_gain) {
     const DiTConfig *c = &m->cfg;
     for (int t = 0; t < dit_tokens(c) && c->pos == DIT_POS_SINCOS; t++) // rope: the table stays zero
         dit_position(m->pos_embed.data + (size_t)t * c->hidden_size, c, dit_grid(c), t);
-    for (int i = 0; i < m->ps.n; i++) { // parameter i draws from STREAM_PARAM(i)
-        Tensor *w = m->ps.t[i];
-        int fan_out = w->shape[0], fan_in = (int)(w->size / (size_t)fan_out);
-        double a = sqrt(6.0 / (fan_in + fan_out));
-        if (is_xavier(m, w)) rng_fill_uniform(w->data, w->size, seed, STREAM_PARAM(i), 0, -a, a);
-        else if (w == m->t0_w || w == m->t2_w || w == m->y_table || w == m->w_table)
-            rng_fill_normal(w->data, w->size, seed, STREAM_PARAM(i), 0, 0.02);
-        else if (is_qk_norm(m, w))
-            for (size_t k = 0; k < w->size; k++) w->data[k] = 1;
-        else memset(w->data, 0, w->size * sizeof(real)); // biases, adaLN-Zero, final layer
+    ParamStore *ps = &m->ps;
+    for (int u = 0; u < ps->units; u++) { // a unit at a time: a split store has one place a unit
+        int end = u + 1 < ps->units ? ps->unit[u + 1].first : ps->n;
+        for (int i = ps->unit[u].first; i < end; i++) { // parameter i draws from STREAM_PARAM(i)
+            Tensor *w = ps->t[i];
+            int fan_out = w->shape[0], fan_in = (int)(w->size / (size_t)fan_out);
+            double a = sqrt(6.0 / (fan_in + fan_out));
+            if (is_xavier(m, w)) rng_fill_uniform(w->data, w->size, seed, STREAM_PARAM(i), 0, -a, a);
+            else if (w == m->t0_w || w == m->t2_w || w == m->y_table || w == m->w_table)
+                rng_fill_normal(w->data, w->size, seed, STREAM_PARAM(i), 0, 0.02);
+            else if (is_qk_norm(m, w))
+                for (size_t k = 0; k < w->size; k++) w->data[k] = 1;
+            else memset(w->data, 0, w->size * sizeof(real)); // biases, adaLN-Zero, final layer
+            for (int b = 0; b < c->depth && qkv_gain != 1; b++)
+                if (w == m->blocks[b].qkv_w)
+                    for (size_t k = 0; k < w->size; k++) w->data[k] *= (real)qkv_gain;
+        }
+        ps_keep_unit(ps, u);
     }
 }
 

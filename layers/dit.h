@@ -277,8 +277,10 @@ void dit_alloc(DiT *m, bool device, bool ema); // zero-filled, on the host or th
 DiT *dit_place(DiT *host, DiT *dev, bool device);
 void dit_copy(DiT *dst, const DiT *src);
 // The reference initialization (xavier-uniform linears, N(0, 0.02) embeddings, adaLN-Zero),
-// every value a pure function of seed; pos_embed from the sin-cos formula.
-void dit_init(DiT *m, uint64_t seed);
+// every value a pure function of seed; pos_embed from the sin-cos formula; the image stream's
+// attention qkv weights times qkv_gain (--qkv-gain; 1: the reference). A unit at a time, into a
+// whole store or a split one (ps_keep_unit); the EMA, if the store has one, starts at them.
+void dit_init(DiT *m, uint64_t seed, double qkv_gain);
 void dit_free(DiT *m);
 
 // img (B,C,F*H,W) (clips of F frames stacked along the height; F = 1: images), t (B), y (B)

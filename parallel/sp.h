@@ -187,7 +187,9 @@ void sp_sum_unit(SeqParallel *sp, ParamStore *ps, int u);
 // norm summed over the ranks (under --exact, exactly), and each unit's parameters are
 // all-gathered.
 double sp_optimizer_step(SeqParallel *sp, AdamW *opt, ParamStore *ps);
-// --zero 2 and 3: splits the whole store ps over the world at `level` (ps_shard) and makes sp its
+// --zero 1 to 3: splits the store ps over the world at `level`: an allocated whole store in place
+// (ps_shard), or one laid out but not yet allocated before its memory is taken (ps_split; then
+// ps_alloc and dit_init a unit at a time: no rank ever holds the whole model). Makes sp its
 // hook (autograd/params.h): before a block's backward its gradients' place is cleared, after it
 // they are summed into the slice; at level 3 a block's parameters are all-gathered into their
 // place as it opens, forward or backward, and the next block's gather is posted (one ahead).

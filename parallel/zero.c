@@ -58,7 +58,8 @@ static void hook(ParamStore *ps, int u, bool open, bool backward, void *ctx) {
 }
 
 void sp_split_store(SeqParallel *sp, ParamStore *ps, int level) {
-    ps_shard(ps, sp->world->rank, sp->world->size, level);
+    if (ps->params) ps_shard(ps, sp->world->rank, sp->world->size, level);
+    else ps_split(ps, sp->world->rank, sp->world->size, level);
     if (ps->level >= 2) ps->hook = hook, ps->hook_ctx = sp;
     sp->prefetch_unit = 0;
 }

@@ -250,7 +250,7 @@ START_TEST(joint_dit_gradcheck) {
                      .num_heads = 2, .mlp_ratio = 2, .num_classes = 1, .text = true, .text_len = 3, .text_depth = 1,
                      .text_attn = DIT_TEXT_JOINT};
     dit_create(&c.m, &cfg);
-    dit_init(&c.m, 3);
+    dit_init(&c.m, 3, 1);
     Arena inputs = arena_create(1 << 20), scratch = arena_create(1 << 24);
     Tensor *in[16];
     int n = 0;

@@ -36,7 +36,7 @@ START_TEST(checkpoint_round_trip) {
     DiT m, back;
     char path[256], err[1024];
     dit_create(&m, &small);
-    dit_init(&m, 3);
+    dit_init(&m, 3, 1);
     for (size_t i = 0; i < m.ps.total; i++) m.ps.params[i] += (real)(i % 7) * (real)0.01; // non-zero everywhere
     tmp_path(path, sizeof path, "rt.safetensors");
     ck_assert_msg(!ckpt_save_model(&m, NULL, path, 12, "optimizer.safetensors", err, sizeof err), "%s", err);
@@ -87,7 +87,7 @@ START_TEST(checkpoint_mismatches_are_named) {
     DiT m;
     char path[256], bad[256], err[1024];
     dit_create(&m, &small);
-    dit_init(&m, 3);
+    dit_init(&m, 3, 1);
     tmp_path(path, sizeof path, "ok.safetensors");
     tmp_path(bad, sizeof bad, "bad.safetensors");
     ck_assert(!ckpt_save_model(&m, NULL, path, -1, NULL, err, sizeof err));
@@ -184,7 +184,7 @@ START_TEST(non_finite_values_are_refused) {
     DiT m, x;
     char path[256], err[1024];
     dit_create(&m, &small);
-    dit_init(&m, 3);
+    dit_init(&m, 3, 1);
     Tensor *w = ps_find(&m.ps, "final_layer.linear.weight"), *b = ps_find(&m.ps, "blocks.1.mlp.fc1.bias");
     w->data[0] = NAN, w->data[5] = INFINITY, w->data[7] = -INFINITY, b->data[2] = NAN;
     tmp_path(path, sizeof path, "nan.safetensors");
@@ -288,7 +288,7 @@ START_TEST(pos_embed_formula) {
         }
     DiT m;
     dit_create(&m, &small);
-    dit_init(&m, 1);
+    dit_init(&m, 1, 1);
     int g = small.input_size / small.patch_size, D = small.hidden_size;
     for (int t = 0; t < g * g; t++) {
         real e[8];

@@ -82,14 +82,14 @@ static void resume_run(Run *r) {
     while (r->log.n && r->log.step[r->log.n - 1] > r->opt.step) r->log.n--;
 }
 
-// The EMA slice of the model's store: its weights at a fresh start, the run's ema.safetensors
-// when resuming
+// The EMA slice of a resumed run's store: the run's ema.safetensors (a fresh start's store is
+// allocated with its EMA, which dit_init starts at the weights)
 static void start_ema(Run *r) {
     char err[1024], path[PATH_LEN + 32];
     const TrainConfig *tc = &r->tc;
     ps_add_ema(&r->m.ps);
     path_in(path, sizeof path, tc->resume, "ema.safetensors");
-    if (!tc->resume[0] || r->opt.step == 0) return; // a fresh start
+    if (r->opt.step == 0) return; // saved before its first step: the EMA is the weights
     if (access(path, F_OK))
         usage_error("--resume: %s has no ema.safetensors: was the run started with --ema 0? "
                     "Then resume it with --ema 0", tc->resume);
@@ -136,17 +136,17 @@ static void start_run(Run *r) {
     r->opt = adamw_default(tc->lr);
     r->opt.weight_decay = tc->weight_decay;
     r->opt.clip_norm = tc->clip_norm;
-    if (tc->resume[0] && recover_run(r)) resume_run(r);
-    else {
-        dit_create(&r->m, &tc->model);
-        dit_init(&r->m, tc->seed);
-        for (int i = 0; i < tc->model.depth; i++) { // --qkv-gain
-            Tensor *w = r->m.blocks[i].qkv_w;
-            for (size_t j = 0; j < w->size; j++) w->data[j] *= (real)tc->qkv_gain;
-        }
+    bool split = tc->zero && r->comm->size > 1; // before the device
+    if (tc->resume[0] && recover_run(r)) { // the whole files read, then split
+        resume_run(r);
+        if (tc->ema > 0) start_ema(r);
+        if (split) sp_split_store(&r->sp, &r->m.ps, tc->zero);
+    } else { // split before any memory is taken, initialised a unit at a time: never the whole model
+        dit_layout(&r->m, &tc->model);
+        if (split) sp_split_store(&r->sp, &r->m.ps, tc->zero);
+        dit_alloc(&r->m, false, tc->ema > 0);
+        dit_init(&r->m, tc->seed, tc->qkv_gain);
     }
-    if (tc->ema > 0) start_ema(r);
-    if (tc->zero && r->comm->size > 1) sp_split_store(&r->sp, &r->m.ps, tc->zero); // before the device
     r->work = dit_place(&r->m, &r->dev, r->sp.cuda); // on the device: the model goes up, EMA too
 }
 

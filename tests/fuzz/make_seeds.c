@@ -113,7 +113,7 @@ static void checkpoint_seeds(void) {
     char path[512], err[1024];
     DiT m;
     dit_create(&m, &(DiTConfig)FUZZ_CKPT_MODEL);
-    dit_init(&m, 1);
+    dit_init(&m, 1, 1);
     if (ckpt_save_model(&m, NULL, seed_path(path, "checkpoint", "model.safetensors"), 12,
                         "optimizer.safetensors", err, sizeof err) ||
         ckpt_save_model(&m, m.ps.params, seed_path(path, "checkpoint", "ema.safetensors"), -1,
@@ -135,7 +135,7 @@ static void checkpoint_seeds(void) {
                    .depth = 1, .num_heads = 2, .mlp_ratio = 0.5, .num_classes = 1,
                    .learn_sigma = true};
     dit_create(&m, &c);
-    dit_init(&m, 2);
+    dit_init(&m, 2, 1);
     if (ckpt_save_model(&m, NULL, seed_path(path, "checkpoint", "sigma.safetensors"), 0, NULL, err,
                         sizeof err)) {
         fprintf(stderr, "make_seeds: %s\n", err);
