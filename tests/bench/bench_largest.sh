@@ -46,12 +46,17 @@ for i in "${!OPTIONS[@]}"; do
   done_=0
   while read -r _ m s mem _ _ _ _ step mesh; do
     awk -v t="$step" -v l=$LIMIT 'BEGIN { exit !(t <= l / 10) }' || continue
-    line=$(timeout $LIMIT $MPIRUN -np $NP "$TRAIN" --model DiT-$m/2 --input-size $s --batch 1 $mesh \
-           $(flags "${OPTIONS[$i]}") --steps 1 --samples-per-class 0 --out "$WORK/run" < /dev/null 2>&1 |
-           grep '^memory: at most' || true)
+    rc=0
+    timeout $LIMIT $MPIRUN -np $NP "$TRAIN" --model DiT-$m/2 --input-size $s --batch 1 $mesh \
+      $(flags "${OPTIONS[$i]}") --steps 1 --samples-per-class 0 --out "$WORK/run" < /dev/null > "$WORK/log" 2>&1 || rc=$?
+    line=$(grep '^memory: at most' "$WORK/log" || true)
     rm -rf "$WORK/run"
     label="recompute ${OPTIONS[$i]% *}, zero ${OPTIONS[$i]#* }: DiT-$m/2, $((s * s / 4)) tokens"
-    if [ -z "$line" ]; then echo "  $label: did not finish in $LIMIT s; the next smaller"; continue; fi
+    if [ $rc = 124 ]; then echo "  $label: did not finish in $LIMIT s; the next smaller"; continue; fi
+    if [ -z "$line" ]; then
+      echo "  $label: FAILED (exit $rc): $(grep -m 1 -i 'error\|killed\|signal' "$WORK/log" || tail -n 1 "$WORK/log")"
+      exit 1
+    fi
     measured=$(echo "$line" | sed -E 's/^memory: at most ([0-9.]+) MiB.*/\1/')
     echo "  $label: predicted $mem MiB per rank, measured $measured MiB ($(awk -v p=$mem -v m=$measured \
          'BEGIN { printf "x%.2f", p / m }'))"
