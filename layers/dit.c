@@ -580,10 +580,10 @@ void dit_init(DiT *m, uint64_t seed, double qkv_gain) {
             else if (is_qk_norm(m, w))
                 for (size_t k = 0; k < w->size; k++) w->data[k] = 1;
             else memset(w->data, 0, w->size * sizeof(real)); // biases, adaLN-Zero, final layer
-            for (int b = 0; b < c->depth && qkv_gain != 1; b++)
-                if (w == m->blocks[b].qkv_w)
-                    for (size_t k = 0; k < w->size; k++) w->data[k] *= (real)qkv_gain;
         }
+        int b = u - dit_block_unit(0);
+        if (qkv_gain != 1 && b >= 0 && b < c->depth)
+            for (size_t k = 0; k < m->blocks[b].qkv_w->size; k++) m->blocks[b].qkv_w->data[k] *= (real)qkv_gain;
         ps_keep_unit(ps, u);
     }
 }

@@ -25,11 +25,13 @@ export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1}
 RES=$(mktemp -d); trap 'rm -rf "$RES"' EXIT
 LANE=a count=0 START=$SECONDS
 
+# next_id: id, the next suite's name in $RES: its lane and place
+next_id() { count=$((count + 1)); id=$LANE$(printf %02d $count); }
 # suite LIMIT NAME COMMAND...: runs COMMAND under LIMIT seconds, keeps its output and verdict in
 # $RES (one file each, named by lane and place), and shows the output whole when it ends
 suite() {
   local limit=$1 name=$2 start=$SECONDS rc id; shift 2
-  count=$((count + 1)); id=$LANE$(printf %02d $count)
+  next_id
   # a shell function of this script runs in a bash of its own (exported below), as timeout needs
   if declare -F "$1" >/dev/null; then set -- bash -c '"$@"' bash "$@"; fi
   timeout --kill-after=10 "$limit" "$@" > "$RES/$id.log" 2>&1 < /dev/null; rc=$?
@@ -37,7 +39,7 @@ suite() {
   shown "$id" "$name" "$rc" $((SECONDS - start)) "$limit"
 }
 skip() { # name, why
-  count=$((count + 1)); local id=$LANE$(printf %02d $count)
+  local id; next_id
   echo "$1: skipped ($2)" > "$RES/$id.log"; shown "$id" "$1" skip 0 "$2"
 }
 # shown ID NAME RC SECONDS NOTE: the verdict into $RES/ID.verdict, the output to the screen
