@@ -9,7 +9,8 @@
 # - every injected bug, caught by the same comparison;
 # - verify --device cuda --ranks 2 (2 ranks against 1, both on the device), the same seed giving
 #   the same loss curve twice, --zero 3 with --recompute on 2 ranks against 1, sample --device
-#   cuda, and the usage errors of the flags;
+#   cuda, verify of a clip model (rope, qk-norm) and of both caption models, and the usage errors
+#   of the flags;
 # - --exact on the device: 2 ranks in the gather, all-to-all and ring layouts, 2 data groups, and
 #   2 micro-batches, the same bits as the device's one rank; an injected bug differs; the device's
 #   one rank agrees with the CPU's within compare's tolerance (other kernels: other bits).
@@ -110,6 +111,16 @@ $MPIRUN -np 2 "$TRAIN" --steps 6 $FLAGS --zero 3 --recompute --out "$WORK/lean" 
 res=$("$TRAIN" compare "$WORK/lean" "$WORK/again" --plot "$WORK/lean.png" 2>&1)
 if [ $? = 0 ]; then ok "--zero 3 --recompute on the device, 2 ranks vs 1: $(echo "$res" | grep -o 'largest relative loss difference [^ ]*')"
 else bad "--zero 3 --recompute on the device, 2 ranks: $(tail -n 2 "$WORK/lean.log") $res"; fi
+# the video and text models on the device: 2 ranks against 1, each in a layout that shards them
+newer() { # what, flags...
+  local what=$1; shift
+  msg=$("$TRAIN" verify --ranks 2 --steps 6 $FLAGS --samples-per-class 0 "$@" --out "$WORK/verify-$(echo "$what" | tr -c 'a-z0-9' -)" 2>&1)
+  if [ $? = 0 ] && echo "$msg" | grep -q "the runs AGREE"; then ok "verify --device cuda --ranks 2, $what: $(echo "$msg" | grep 'largest relative')"
+  else bad "verify --device cuda --ranks 2, $what: $(echo "$msg" | tail -n 3)"; fi
+}
+newer "clips with rope and a full-width qk-norm, all-to-all" --data moving-shapes --frames 2 --pos rope --qk-norm full --sp-attention all-to-all
+newer "captions, cross-attention, ring" --cond text --text-attn cross --sp-attention ring
+newer "captions, joint attention, gather" --cond text --text-attn joint
 msg=$($MPIRUN -np 2 "$TRAIN" sample --ckpt "$WORK/verify/ranks-2" --samples-per-class 1 --sample-steps 2 --out "$WORK/s.png" --device cuda 2>&1)
 if [ $? = 0 ] && [ -s "$WORK/s.png" ]; then ok "sample --device cuda on 2 ranks wrote a grid"; else bad "sample --device cuda: $msg"; fi
 
