@@ -137,9 +137,9 @@ void ps_alloc(ParamStore *ps, bool device, bool ema) {
     point(ps, zeros(flat_size(ps, ema), device), ema);
 }
 
-// rank shard's piece of unit U: its elements and where they begin within the unit
-static size_t piece_of(const PsUnit *U, int shard, size_t *from) {
-    *from = (size_t)shard * U->piece;
+size_t ps_piece_of(const ParamStore *ps, int u, size_t *from) {
+    const PsUnit *U = &ps->unit[u];
+    *from = (size_t)ps->shard * U->piece;
     size_t left = *from < U->len ? U->len - *from : 0; // the last pieces hold padding only, or partly
     return left < U->piece ? left : U->piece;
 }
@@ -153,7 +153,7 @@ void ps_shard(ParamStore *ps, int shard, int shards, int level) {
     point(ps, flat, old.ema);
     for (int u = 0; u < ps->units; u++) {
         const PsUnit *U = &ps->unit[u], *O = &old.unit[u];
-        size_t from, mine = piece_of(U, shard, &from);
+        size_t from, mine = ps_piece_of(ps, u, &from);
         if (ps->level < 3 || !U->scoped) copy_bytes(ps->params + U->at, old.params + O->at, U->len * sizeof(real));
         if (ps->level >= 3) copy_bytes(ps->own + U->slice, old.params + O->at + from, mine * sizeof(real));
         if (old.ema && ps->level >= 3) copy_bytes(ps->ema + U->slice, old.ema + O->at + from, mine * sizeof(real));
@@ -164,22 +164,13 @@ void ps_shard(ParamStore *ps, int shard, int shards, int level) {
     free_flat(old.params, ps->device);
 }
 
-void ps_add_ema(ParamStore *ps) {
-    CHECK(ps->params && !ps->ema && ps->level < 3,
-          "ps_add_ema: the store is not allocated, has an EMA already, or is split at level 3");
-    real *old = ps->params, *flat = zeros(flat_size(ps, true), ps->device);
-    copy_bytes(flat, old, flat_size(ps, false) * sizeof(real));
-    point(ps, flat, true);
-    copy_bytes(ps->ema, old, ps->padded * sizeof(real)); // the average starts at params
-    free_flat(old, ps->device);
-}
-
-void ps_keep_unit(ParamStore *ps, int u) {
+void ps_keep_unit(ParamStore *ps, int u, bool params, bool ema) {
     const PsUnit *U = &ps->unit[u];
-    size_t from, mine = piece_of(U, ps->shard, &from);
-    if (ps->level >= 3) copy_bytes(ps->own + U->slice, ps->params + U->at + from, mine * sizeof(real));
-    if (ps->ema && ps->level >= 3) copy_bytes(ps->ema + U->slice, ps->params + U->at + from, mine * sizeof(real));
-    else if (ps->ema) copy_bytes(ps->ema + U->at, ps->params + U->at, U->len * sizeof(real));
+    size_t from, mine = ps_piece_of(ps, u, &from);
+    const real *values = ps->params + U->at;
+    if (params && ps->level >= 3) copy_bytes(ps->own + U->slice, values + from, mine * sizeof(real));
+    if (ema && ps->ema && ps->level >= 3) copy_bytes(ps->ema + U->slice, values + from, mine * sizeof(real));
+    else if (ema && ps->ema) copy_bytes(ps->ema + U->at, values, U->len * sizeof(real));
 }
 
 void ps_copy(ParamStore *dst, const ParamStore *src) {

@@ -59,7 +59,7 @@ struct ParamStore {
     real *grads;                // [work]: where backward adds (whole, or level 2's places)
     real *slice;                // [chunk]: the slice's summed gradients (grads when whole)
     real *m, *v;                // [chunk] each: the moments of the slice
-    real *ema;                  // the EMA of params (ps_add_ema), [padded], at level 3 of own
+    real *ema;                  // the EMA of params (ps_alloc's), [padded], at level 3 of own
                                 // [chunk]; or NULL: none
     bool device;                // the buffers are device memory
     int n_sums;                 // --exact: the exact sums, one for each place in grads, then
@@ -94,13 +94,15 @@ void ps_alloc(ParamStore *ps, bool device, bool ema);
 // its pieces of the moments (and at level 2 of the gradients, which start at zero); the flat
 // buffer moves and the tensors follow it. Before ps_use_exact.
 void ps_shard(ParamStore *ps, int shard, int shards, int level);
-// Adds the EMA slice to an allocated store without one, equal to the parameters (the flat buffer
-// moves; the tensors follow it).
-void ps_add_ema(ParamStore *ps);
-// Unit u's parameters have just been written where its tensors point: they become the rank's (at
-// level 3 its piece goes into own, the unit's place being shared) and the EMA starts at them. So a
-// split store is initialised a unit at a time, never holding the whole model.
-void ps_keep_unit(ParamStore *ps, int u);
+// Unit u's values have just been written where its tensors point: they become the rank's
+// parameters when params (at level 3 its piece goes into own, the unit's place being shared), its
+// EMA when ema (when the store keeps one), or both. So a split store is initialised or loaded a
+// unit at a time, never holding the whole model; an EMA that differs goes first, the parameters
+// after it (they stay in the place).
+void ps_keep_unit(ParamStore *ps, int u, bool params, bool ema);
+// This rank's piece of unit u: its elements (the last pieces hold padding only, or partly), and
+// where they begin within the unit
+size_t ps_piece_of(const ParamStore *ps, int u, size_t *from);
 void ps_free(ParamStore *ps);
 // dst's slices = src's: the same parameters registered in the same order and split the same
 // way, the EMA on both or neither, either side

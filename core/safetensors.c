@@ -344,7 +344,8 @@ static int cmp_entry_offsets(const void *a, const void *b) {
     return strcmp(x->t.name, y->t.name);
 }
 
-static int validate(Parser *p, const unsigned char *data, uint64_t data_len) {
+// data: the data buffer in memory, or NULL (st_open: it stays in the file, from byte base)
+static int validate(Parser *p, const unsigned char *data, uint64_t base, uint64_t data_len) {
     for (int i = 0; i < p->n; i++) {
         Entry *e = &p->entries[i];
         const char *name = e->t.name;
@@ -376,7 +377,8 @@ static int validate(Parser *p, const unsigned char *data, uint64_t data_len) {
                            name, shp, st_dtype_name(e->t.dtype), count * size, e->begin, e->end,
                            e->end - e->begin);
         e->t.nbytes = (size_t)(e->end - e->begin);
-        e->t.data = data + e->begin;
+        e->t.data = data ? data + e->begin : NULL;
+        e->t.at = base + e->begin;
     }
     if (p->n > 1) qsort(p->entries, (size_t)p->n, sizeof *p->entries, cmp_entry_offsets);
     uint64_t pos = 0;
@@ -414,9 +416,11 @@ static void free_parser(Parser *p) {
     free(p->values);
 }
 
-// Parse a whole file held in buf (malloc'ed, ownership taken: kept in st->buf or freed).
-static int parse_owned(const char *file, unsigned char *buf, size_t len, SafeTensors *st, char *err,
-                       size_t errlen) {
+// Parse a file of len bytes whose first `have` are in buf (malloc'ed, ownership taken: kept in
+// st->buf when it holds the whole file, else freed): the whole file, or (st_open) at least its
+// length field and header, or all of it when shorter.
+static int parse_owned(const char *file, unsigned char *buf, size_t have, size_t len, SafeTensors *st,
+                       char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
     if (len < 8) {
         free(buf);
@@ -452,7 +456,8 @@ static int parse_owned(const char *file, unsigned char *buf, size_t len, SafeTen
     }
     Parser p = {.s = (const char *)buf + 8, .len = (size_t)hlen, .file = file, .err = err,
                 .errlen = errlen};
-    if (parse_header(&p) || validate(&p, buf + 8 + hlen, len - 8 - hlen)) {
+    bool whole = have == len;
+    if (parse_header(&p) || validate(&p, whole ? buf + 8 + hlen : NULL, 8 + hlen, len - 8 - hlen)) {
         free_parser(&p);
         free(buf);
         return -1;
@@ -464,40 +469,72 @@ static int parse_owned(const char *file, unsigned char *buf, size_t len, SafeTen
     st->n_meta = p.n_meta;
     st->meta_keys = p.keys;
     st->meta_values = p.values;
-    st->buf = buf;
+    if (whole) st->buf = buf;
+    else free(buf);
     return 0;
 }
 
 int st_parse(const void *bytes, size_t len, SafeTensors *st, char *err, size_t errlen) {
     unsigned char *copy = xmalloc(len);
     if (len) memcpy(copy, bytes, len);
-    return parse_owned("<buffer>", copy, len, st, err, errlen);
+    return parse_owned("<buffer>", copy, len, len, st, err, errlen);
+}
+
+// Opens path for reading: the file, with its length in *len; NULL with a message
+static FILE *open_file(const char *path, size_t *len, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return report(err, errlen, path, "cannot open for reading: %s", strerror(errno)), NULL;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return report(err, errlen, path, "is not a regular file"), NULL;
+    }
+    if ((uint64_t)sb.st_size > SIZE_MAX) {
+        fclose(f);
+        return report(err, errlen, path, "the file is too large to load on this machine"), NULL;
+    }
+    *len = (size_t)sb.st_size;
+    return f;
+}
+
+// The first n bytes of f into buf (from its start); -1 with a message
+static int read_start(FILE *f, const char *path, unsigned char *buf, size_t n, char *err, size_t errlen) {
+    size_t got = n ? fread(buf, 1, n, f) : 0;
+    if (got == n) return 0;
+    return report(err, errlen, path, "read only %zu of %zu bytes: %s", got, n,
+                  ferror(f) && errno ? strerror(errno) : "the file changed while being read");
 }
 
 int st_read(const char *path, SafeTensors *st, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
-    FILE *f = fopen(path, "rb");
-    if (!f) return report(err, errlen, path, "cannot open for reading: %s", strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return report(err, errlen, path, "is not a regular file");
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX) {
-        fclose(f);
-        return report(err, errlen, path, "the file is too large to load on this machine");
-    }
-    size_t len = (size_t)sb.st_size;
+    size_t len;
+    FILE *f = open_file(path, &len, err, errlen);
+    if (!f) return -1;
     unsigned char *buf = xmalloc(len);
-    size_t got = fread(buf, 1, len, f);
-    int e = errno;
+    int rc = read_start(f, path, buf, len, err, errlen);
     fclose(f);
-    if (got != len) {
-        free(buf);
-        return report(err, errlen, path, "read only %zu of %zu bytes: %s", got, len,
-                      got < len && e ? strerror(e) : "the file changed while being read");
-    }
-    return parse_owned(path, buf, len, st, err, errlen);
+    if (rc) return free(buf), -1;
+    return parse_owned(path, buf, len, len, st, err, errlen);
+}
+
+int st_open(const char *path, SafeTensors *st, char *err, size_t errlen) {
+    memset(st, 0, sizeof *st);
+    size_t len;
+    FILE *f = open_file(path, &len, err, errlen);
+    if (!f) return -1;
+    unsigned char head[8] = {0};
+    uint64_t hlen = 0;
+    if (read_start(f, path, head, len < 8 ? len : 8, err, errlen)) return fclose(f), -1;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | head[i];
+    // the length field and the header (parse_owned judges a length past the limit or the file)
+    size_t have = len < 8 ? len : 8 + (size_t)(hlen < ST_MAX_HEADER ? hlen : ST_MAX_HEADER);
+    have = have < len ? have : len;
+    unsigned char *buf = xmalloc(have + 1);
+    rewind(f);
+    if (read_start(f, path, buf, have, err, errlen)) return fclose(f), free(buf), -1;
+    if (parse_owned(path, buf, have, len, st, err, errlen)) return fclose(f), -1;
+    st->file = f;
+    return 0;
 }
 
 void st_free(SafeTensors *st) {
@@ -508,6 +545,7 @@ void st_free(SafeTensors *st) {
     free(st->meta_keys);
     free(st->meta_values);
     free(st->buf);
+    if (st->file) fclose(st->file);
     memset(st, 0, sizeof *st);
 }
 
@@ -523,7 +561,36 @@ const char *st_meta(const SafeTensors *st, const char *key) {
     return NULL;
 }
 
+// n values of dtype F32 or F64 at src (perhaps unaligned) into dst
+static void to_real(StDtype dtype, const unsigned char *src, real *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) { // memcpy: data may be unaligned
+        if (dtype == ST_F32) {
+            float v;
+            memcpy(&v, src + 4 * i, 4);
+            dst[i] = (real)v;
+        } else {
+            double v;
+            memcpy(&v, src + 8 * i, 8);
+            dst[i] = (real)v;
+        }
+    }
+}
+
 int st_to_real(const StTensor *t, real *dst, size_t n, char *err, size_t errlen) {
+    size_t size = st_dtype_size(t->dtype), count = size ? t->nbytes / size : 0;
+    if (size && n != count) {
+        if (err && errlen)
+            snprintf(err, errlen,
+                     "tensor '%s' has %zu elements but the destination holds %zu; "
+                     "check the expected shape",
+                     t->name, count, n);
+        return -1;
+    }
+    return st_read_real(NULL, t, 0, n, dst, err, errlen);
+}
+
+int st_read_real(const SafeTensors *st, const StTensor *t, size_t first, size_t n, real *dst,
+                 char *err, size_t errlen) {
     if (t->dtype != ST_F32 && t->dtype != ST_F64) {
         if (err && errlen)
             snprintf(err, errlen,
@@ -533,25 +600,31 @@ int st_to_real(const StTensor *t, real *dst, size_t n, char *err, size_t errlen)
         return -1;
     }
     size_t size = st_dtype_size(t->dtype), count = t->nbytes / size;
-    if (n != count) {
+    if (first > count || n > count - first) {
         if (err && errlen)
-            snprintf(err, errlen,
-                     "tensor '%s' has %zu elements but the destination holds %zu; "
-                     "check the expected shape",
-                     t->name, count, n);
+            snprintf(err, errlen, "tensor '%s' has %zu elements, not [%zu, %zu)", t->name, count,
+                     first, first + n);
         return -1;
     }
-    const unsigned char *src = t->data;
-    for (size_t i = 0; i < n; i++) { // memcpy: data may be unaligned
-        if (t->dtype == ST_F32) {
-            float v;
-            memcpy(&v, src + 4 * i, 4);
-            dst[i] = (real)v;
-        } else {
-            double v;
-            memcpy(&v, src + 8 * i, 8);
-            dst[i] = (real)v;
+    if (t->data) return to_real(t->dtype, (const unsigned char *)t->data + first * size, dst, n), 0;
+    CHECK(st && st->file, "st_read_real: tensor '%s' is neither in memory nor in an open file", t->name);
+    // in parts: straight into dst when the file holds `real`s, else through a small buffer
+    enum { PART = 1 << 16 };
+    static _Thread_local unsigned char part[PART * 8];
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < PART ? n - done : PART;
+        unsigned char *to = size == sizeof(real) ? (unsigned char *)(dst + done) : part;
+        off_t at = (off_t)(t->at + (first + done) * size);
+        ssize_t got = pread(fileno(st->file), to, k * size, at);
+        if (got != (ssize_t)(k * size)) {
+            if (err && errlen)
+                snprintf(err, errlen, "tensor '%s': could not read %zu bytes at byte %lld of the "
+                         "file (%s)", t->name, k * size, (long long)at,
+                         got < 0 ? strerror(errno) : "it is shorter now than when it was opened");
+            return -1;
         }
+        if (size != sizeof(real)) to_real(t->dtype, part, dst + done, k);
+        done += k;
     }
     return 0;
 }

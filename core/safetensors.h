@@ -12,6 +12,7 @@
 #include "real.h"
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum { ST_F32, ST_F64, ST_I32, ST_I64 } StDtype;
 
@@ -25,7 +26,9 @@ typedef struct StTensor {
     size_t nbytes;              // element count * st_dtype_size(dtype)
     const void *data;           // [nbytes] inside SafeTensors.buf. Aligned to the dtype size
                                 // in files from st_writer_write (and the reference writer);
-                                // files from other writers may leave it unaligned
+                                // files from other writers may leave it unaligned. NULL in a
+                                // file opened by st_open: its bytes stay in the file, from `at`
+    uint64_t at;                // where its data begins in the file
 } StTensor;
 
 typedef struct SafeTensors {
@@ -34,12 +37,17 @@ typedef struct SafeTensors {
     int n_meta;
     char **meta_keys;   // [n_meta], in header order
     char **meta_values; // [n_meta]
-    void *buf;          // the whole file; tensors' data point into it
+    void *buf;          // the whole file; tensors' data point into it (st_read, st_parse)
+    FILE *file;         // st_open's: the file the values are read from (st_read_real)
 } SafeTensors;
 
 // 0 on success; on failure -1, *st zeroed (nothing to free), and a one-sentence message in err
 // (may be NULL) naming the file and the problem.
 int st_read(const char *path, SafeTensors *st, char *err, size_t errlen);
+// Same, but reads and checks the header alone (every tensor's place against the file's size): the
+// values stay in the file, read a part at a time by st_read_real, so a large checkpoint is never
+// in memory whole. The file stays open until st_free.
+int st_open(const char *path, SafeTensors *st, char *err, size_t errlen);
 // Same, from bytes in memory (copied; the caller keeps ownership of `bytes`). Messages name the
 // source as "<buffer>".
 int st_parse(const void *bytes, size_t len, SafeTensors *st, char *err, size_t errlen);
@@ -52,6 +60,11 @@ const char *st_shape_str(char *buf, size_t size, const int64_t *shape, int ndim)
 // Convert an F32 or F64 tensor into n `real` values; -1 with a message if the dtype is not a
 // float type or n is not the tensor's element count.
 int st_to_real(const StTensor *t, real *dst, size_t n, char *err, size_t errlen);
+// Elements [first, first + n) of an F32 or F64 tensor of st (in memory, or in st_open's file) into
+// n `real` values; -1 with a message if the dtype is not a float type, the range is not inside the
+// tensor or the file cannot be read there.
+int st_read_real(const SafeTensors *st, const StTensor *t, size_t first, size_t n, real *dst,
+                 char *err, size_t errlen);
 
 // ---------------------------------------------------------------------------------------------
 // Writer. Names and metadata strings are copied; tensor data is not and must stay valid until

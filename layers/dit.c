@@ -584,7 +584,7 @@ void dit_init(DiT *m, uint64_t seed, double qkv_gain) {
         int b = u - dit_block_unit(0);
         if (qkv_gain != 1 && b >= 0 && b < c->depth)
             for (size_t k = 0; k < m->blocks[b].qkv_w->size; k++) m->blocks[b].qkv_w->data[k] *= (real)qkv_gain;
-        ps_keep_unit(ps, u);
+        ps_keep_unit(ps, u, true, true);
     }
 }
 

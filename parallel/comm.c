@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #ifdef REAL_F64
 #define MPI_REAL_T MPI_DOUBLE
@@ -537,4 +538,13 @@ void print0(const Comm *c, const char *fmt, ...) {
     vprintf(fmt, ap);
     va_end(ap);
     fflush(stdout);
+}
+
+void comm_print_peak_memory(Comm *c) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double mine = ru.ru_maxrss / 1024.0, most = mine; // kB
+    MPI_CHECK(MPI_Reduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, 0, c->group));
+    print0(c, "process: peak resident memory %.1f MiB on the largest rank (the libraries and MPI's "
+           "buffers included)\n", most);
 }

@@ -121,3 +121,7 @@ void comm_check_same(Comm *c, const char *what, const char *text);
 void comm_agree_cpu(Comm *c);
 // printf on rank 0 only
 void print0(const Comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// Prints on rank 0 the process's peak resident memory (getrusage) on the largest rank: all a rank
+// held at once since it started, loading included, with the libraries and MPI's buffers
+// (collective)
+void comm_print_peak_memory(Comm *c);

@@ -152,17 +152,6 @@ static void note(char *err, size_t len, int *problems, const char *fmt, ...) {
     va_end(ap);
 }
 
-// Converts a float tensor into n reals; -1 with a message naming the tensor if its dtype is not a
-// float type or any value is NaN or infinite (the state of a diverged run, or a corrupt file).
-static int load_finite(const StTensor *s, real *dst, size_t n, char *err, size_t len) {
-    if (st_to_real(s, dst, n, err, len)) return -1;
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) bad += !isfinite(dst[i]);
-    if (bad)
-        snprintf(err, len, "tensor '%s' has NaN or infinite values: %zu of %zu", s->name, bad, n);
-    return bad ? -1 : 0;
-}
-
 // The config in the file's metadata, within the training flags' limits; -1 with a message.
 static int read_config(const SafeTensors *st, const char *path, DiTConfig *cfg, char *err,
                        size_t len) {
@@ -232,12 +221,9 @@ static int verdict(char *err, size_t len, int problems) {
     return -1;
 }
 
-// Reads path and lays out *m (shapes only, nothing allocated) from its metadata, which every
-// tensor must fit: the memory a file claims is taken only once the file is known to hold it.
-// 0 with *st open; or -1 with the problems in err and nothing to free.
-static int open_checked(SafeTensors *st, DiT *m, const char *path, char *err, size_t len) {
+int ckpt_open_model(SafeTensors *st, DiT *m, const char *path, char *err, size_t len) {
     *m = (DiT){0};
-    if (st_read(path, st, err, len)) return -1;
+    if (st_open(path, st, err, len)) return -1;
     DiTConfig cfg;
     if (read_config(st, path, &cfg, err, len)) return st_free(st), -1;
     dit_layout(m, &cfg);
@@ -252,53 +238,71 @@ static int open_checked(SafeTensors *st, DiT *m, const char *path, char *err, si
 #define UNUSABLE "%s cannot be used (its run had diverged when it was saved, or the file is " \
                  "corrupt; use another checkpoint)"
 
-// t's values from the file into dst, noting a value that is not finite
-static void load_tensor(const SafeTensors *st, const Tensor *t, real *dst, char *err, size_t len,
-                        int *problems) {
+// Elements [first, first + n) of the file's tensor `name` into dst, noting a value that is not finite
+static void load_range(const SafeTensors *st, const char *name, size_t first, size_t n, real *dst,
+                       char *err, size_t len, int *problems) {
     char why[256];
-    if (load_finite(st_find(st, t->name), dst, t->size, why, sizeof why))
-        note(err, len, problems, "%s", why);
+    const StTensor *s = st_find(st, name);
+    if (st_read_real(st, s, first, n, dst, why, sizeof why)) return note(err, len, problems, "%s", why);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !isfinite(dst[i]);
+    if (bad && n == s->nbytes / st_dtype_size(s->dtype))
+        note(err, len, problems, "tensor '%s' has NaN or infinite values: %zu of %zu", name, bad, n);
+    else if (bad)
+        note(err, len, problems, "tensor '%s' has NaN or infinite values: %zu of its elements "
+             "[%zu, %zu)", name, bad, first, first + n);
+}
+
+int ckpt_load_values(DiT *m, const SafeTensors *st, const char *path, bool params, bool ema,
+                     char *err, size_t len) {
+    ParamStore *ps = &m->ps;
+    CHECK(ps->params && !ps->device && (!ema || ps->ema),
+          "ckpt_load_values: the store is not allocated on the host%s", ema ? " with an EMA" : "");
+    int problems = 0;
+    snprintf(err, len, UNUSABLE, path);
+    if (params) load_range(st, "pos_embed", 0, m->pos_embed.size, m->pos_embed.data, err, len, &problems);
+    for (int u = 0; u < ps->units; u++) {
+        int end = u + 1 < ps->units ? ps->unit[u + 1].first : ps->n;
+        for (int i = ps->unit[u].first; i < end; i++)
+            load_range(st, ps->t[i]->name, 0, ps->t[i]->size, ps->t[i]->data, err, len, &problems);
+        ps_keep_unit(ps, u, params, ema);
+    }
+    return verdict(err, len, problems);
 }
 
 int ckpt_load_model(DiT *m, const char *path, char *err, size_t len) {
     SafeTensors st;
-    if (open_checked(&st, m, path, err, len)) return -1;
+    if (ckpt_open_model(&st, m, path, err, len)) return -1;
     dit_alloc(m, false, false);
-    int problems = 0;
-    snprintf(err, len, UNUSABLE, path);
-    for (int i = -1; i < m->ps.n; i++) { // -1: pos_embed
-        Tensor *t = i < 0 ? &m->pos_embed : m->ps.t[i];
-        load_tensor(&st, t, t->data, err, len, &problems);
-    }
+    int rc = ckpt_load_values(m, &st, path, true, false, err, len);
     st_free(&st);
-    if (problems) {
+    if (rc) {
         dit_free(m);
         *m = (DiT){0};
     }
-    return verdict(err, len, problems);
+    return rc;
 }
 
-int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size_t len) {
+int ckpt_load_ema(DiT *m, const char *path, char *err, size_t len) {
     SafeTensors st;
-    DiT layout; // shapes only: no second copy of the model
-    if (open_checked(&st, &layout, path, err, len)) return -1;
-    int problems = 0;
+    DiT layout; // shapes only
+    if (ckpt_open_model(&st, &layout, path, err, len)) return -1;
+    int rc = -1;
     if (layout.ps.total != m->ps.total)
         snprintf(err, len, "%s holds a different model (%zu parameters, not %zu)", path,
-                 layout.ps.total, m->ps.total), problems = 1;
+                 layout.ps.total, m->ps.total);
     else {
-        snprintf(err, len, UNUSABLE, path);
-        for (int i = 0; i < layout.ps.n; i++)
-            load_tensor(&st, layout.ps.t[i], flat + m->ps.offset[i], err, len, &problems); // m's layout
+        int problems = check_tensors(&st, m, path, err, len); // its names and shapes are m's
+        rc = problems ? verdict(err, len, problems) : ckpt_load_values(m, &st, path, false, true, err, len);
     }
     st_free(&st);
     dit_free(&layout);
-    return verdict(err, len, problems);
+    return rc;
 }
 
 int ckpt_step(const char *path, char *err, size_t len) {
     SafeTensors st;
-    if (st_read(path, &st, err, len)) return -1;
+    if (st_open(path, &st, err, len)) return -1;
     int step = parse_step(st_meta(&st, "step"));
     if (step < 0)
         snprintf(err, len, "%s records no training step; it was not written by a training run", path);
@@ -342,13 +346,11 @@ int ckpt_save_optimizer(const ParamStore *ps, const real *m, const real *v, cons
 
 int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char *path, char *err,
                         size_t len) {
-    CHECK(ps->shards == 1, "ckpt_load_optimizer: the store must be whole");
     SafeTensors st;
-    if (st_read(path, &st, err, len)) return -1;
+    if (st_open(path, &st, err, len)) return -1;
     const StTensor *m = st_find(&st, "adam.m"), *v = st_find(&st, "adam.v");
     const char *step = st_meta(&st, "step"), *saved_run = st_meta(&st, "run");
     int step_value = parse_step(step);
-    char why[256];
     int rc = -1;
     if (!m || !v || !step || !saved_run)
         snprintf(err, len, "%s is not an optimizer state file (it needs adam.m, adam.v, a step and "
@@ -363,13 +365,18 @@ int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char 
              (size_t)v->shape[0] != ps->total)
         snprintf(err, len, "%s holds Adam moments for %lld parameters but the model has %zu; it "
                  "belongs to another model", path, (long long)m->shape[0], ps->total);
-    else if (load_finite(m, ps->m, ps->total, why, sizeof why) ||
-             load_finite(v, ps->v, ps->total, why, sizeof why))
-        snprintf(err, len, "%s cannot be used: %s; resume from another checkpoint or start a "
-                 "new run", path, why);
-    else {
-        opt->step = step_value;
-        rc = 0;
+    else { // this rank's piece of each unit (a whole store's: every unit)
+        int problems = 0;
+        snprintf(err, len, "%s cannot be used", path);
+        for (int u = 0; u < ps->units; u++) {
+            size_t from, mine = ps_piece_of(ps, u, &from), at = unit_start(ps, u) + from;
+            load_range(&st, "adam.m", at, mine, ps->m + ps->unit[u].slice, err, len, &problems);
+            load_range(&st, "adam.v", at, mine, ps->v + ps->unit[u].slice, err, len, &problems);
+        }
+        if (problems) {
+            size_t n = strlen(err);
+            snprintf(err + n, len - n, "; resume from another checkpoint or start a new run");
+        } else opt->step = step_value, rc = 0;
     }
     st_free(&st);
     return rc;

@@ -26,19 +26,27 @@ StWriter *ckpt_begin_model(const DiT *m, const char *path, int step, const char 
 void ckpt_put_params(StWriter *w, const ParamStore *ps, int u, const real *values);
 int ckpt_end(StWriter *w, char *err, size_t len);
 
-// Creates *m from the file's config and loads every tensor. The config must be valid (the
-// training flags' limits) and every name, shape and dtype must match it before any of the
-// model's memory is allocated; a NaN or infinite value is refused too. On failure *m is left
+// Lays out *m (shapes only, nothing allocated) from path's config and checks every tensor's name,
+// shape and dtype against it: 0 with *st open (st_open: the values stay in the file until
+// ckpt_load_values reads them), or -1 with the problems in err, nothing to free. The config must
+// be valid (the training flags' limits). Between the two the store may be split (--zero) and
+// allocated as it will train, so that no rank ever holds the whole model.
+int ckpt_open_model(SafeTensors *st, DiT *m, const char *path, char *err, size_t len);
+// The values of st, a model file of m's layout, into m's allocated store, a unit at a time: each
+// unit's tensors where they point, then kept (ps_keep_unit) as the parameters and pos_embed
+// (params), as the EMA (ema), or as both. Load an EMA before the parameters: it passes through
+// their place. -1 with a message naming the tensors that hold a NaN or an infinite value.
+int ckpt_load_values(DiT *m, const SafeTensors *st, const char *path, bool params, bool ema,
+                     char *err, size_t len);
+// ckpt_open_model, a whole store allocated (no EMA), ckpt_load_values. On failure *m is left
 // empty (nothing to free).
 int ckpt_load_model(DiT *m, const char *path, char *err, size_t len);
+// The EMA of an allocated m (whole or split) from path, a checkpoint of the same model, before its
+// parameters are loaded (ckpt_load_values); on failure the EMA may hold part of the file.
+int ckpt_load_ema(DiT *m, const char *path, char *err, size_t len);
 
 // The training step a checkpoint records in its metadata, or -1 with a message.
 int ckpt_step(const char *path, char *err, size_t len);
-
-// Loads parameter values only (e.g. EMA weights) into flat, laid out like m->ps.params, from a
-// checkpoint of the same model, with the same checks and no second copy of the model. On
-// failure flat may hold part of the file.
-int ckpt_load_params(const DiT *m, real *flat, const char *path, char *err, size_t len);
 
 // Adam moments m and v (ps->total each: the store's own, or a sharded store's gathered) and step,
 // for resuming bit-identically; `run` (e.g. "seed=0 batch=32") is stored and, on loading, must

@@ -439,14 +439,15 @@ const Setting settings[] = {
      "the half's forward again in backward: the activations of those inputs\n"
      "and of one half, the same gradients (bit for bit), one more forward"},
     {"zero", "--zero", "STAGE", &INT_TEXT, OFF(zero), 0, 3,
-     FOR_TRAIN | FOR_PROBE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     FOR_TRAIN | FOR_PROBE | FOR_SAMPLE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "1: ZeRO stage 1, each rank keeps the Adam moments of 1/ranks of the\n"
      "parameters (gradients reduce-scattered, parameters all-gathered);\n"
      "2: stage 2, the summed gradients too (a block's reduce-scattered as\n"
      "its backward ends); 3: stage 3, the parameters and the EMA too (a\n"
      "block's all-gathered as it opens, forward and backward, the next one's\n"
      "on its way meanwhile); the same checkpoint files, and a resumed run\n"
-     "may change the stage (probe: its gradients summed as at that stage);\n"
+     "may change the stage (probe: its gradients summed as at that stage;\n"
+     "sample: at 3 each rank reads and keeps its pieces of the weights);\n"
      "0: whole on every rank (default {default})"},
     {"exact", "--exact", NULL, &BOOL_TEXT, OFF(parallel.exact), 0, 0,
      FOR_ALL, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,

@@ -301,8 +301,8 @@ int probe_main(int argc, char **argv, Comm *c) {
     }
     char err[1024];
     DiT m;
-    if (ckpt_load_model(&m, a.ckpt, err, sizeof err)) usage_error("--ckpt: %s", err);
-    SafeTensors st;
+    SafeTensors ck, st; // the checkpoint (its values read once the store is split), the batch
+    if (ckpt_open_model(&ck, &m, a.ckpt, err, sizeof err)) usage_error("--ckpt: %s", err);
     if (st_read(a.batch, &st, err, sizeof err)) usage_error("--batch: %s", err);
     const StTensor *xs = st_find(&st, "x");
     int B = xs && xs->ndim == 4 && xs->shape[0] >= 1 && xs->shape[0] <= PROBE_MAX_BATCH ? (int)xs->shape[0] : 1;
@@ -325,7 +325,10 @@ int probe_main(int argc, char **argv, Comm *c) {
 
     // forward and backward of this rank's shard of its data group's images, then the sums over
     // ranks, and the data group's output images
-    if (a.run.zero && c->size > 1) sp_split_store(&sp, &m.ps, a.run.zero); // before the device, as training
+    if (a.run.zero && c->size > 1) sp_split_store(&sp, &m.ps, a.run.zero); // as training: split, then read
+    dit_alloc(&m, false, false);
+    if (ckpt_load_values(&m, &ck, a.ckpt, true, false, err, sizeof err)) usage_error("--ckpt: %s", err);
+    st_free(&ck);
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
     int H = whole.x->shape[2], W = whole.x->shape[3], Co = dit_out_channels(&m.cfg);
     TapeDump dump;

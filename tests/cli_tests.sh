@@ -315,6 +315,23 @@ out=$($MPIRUN -np 4 "$TRAIN" $RES --steps 2 --zero 3 --samples-per-class 0 --out
 if [ $? = 0 ] && echo "$out" | grep -q "Adam moments [0-9.]* MiB (1/4 of them: --zero 3)"; then
   ok "--zero 3 on 4 ranks: $(echo "$out" | grep -o 'Adam moments [^,]*')"
 else bad "--zero 3 on 4 ranks"; echo "$out" | tail -3; fi
+# --zero 3 keeps no whole model anywhere, resumed or sampled too: a run of DiT-S/2 (its state
+# outweighs its 16 tokens' activations) resumed under --zero 3 peaks as its fresh start did (the
+# process's count, the largest rank's), and sample --zero 3 below a whole copy of the weights
+peak() { echo "$1" | sed -n 's/^process: peak resident memory \([0-9.]*\) MiB.*/\1/p'; }
+LEAN="--model DiT-S/2 --input-size 8 --batch 4 --samples-per-class 0 --zero 3"
+fresh=$($MPIRUN -np 4 "$TRAIN" $LEAN --steps 1 --out "$WORK/lean" 2>&1)
+resumed=$($MPIRUN -np 4 "$TRAIN" $LEAN --steps 2 --resume "$WORK/lean" --out "$WORK/lean" 2>&1)
+whole=$(( $(stat -c %s "$WORK/lean/model.safetensors") / 1048576 ))
+sampled=$($MPIRUN -np 4 "$TRAIN" sample --ckpt "$WORK/lean" --zero 3 --samples-per-class 1 --sample-steps 1 \
+          --out "$WORK/lean/s.png" 2>&1)
+if [ -n "$(peak "$fresh")" ] && [ -n "$(peak "$resumed")" ] && [ -n "$(peak "$sampled")" ] &&
+   awk -v a="$(peak "$fresh")" -v b="$(peak "$resumed")" -v s="$(peak "$sampled")" -v w="$whole" \
+     'BEGIN { exit !(b <= 1.15 * a && s < w) }'; then
+  ok "--zero 3 on 4 ranks, DiT-S/2: fresh start $(peak "$fresh") MiB, resumed $(peak "$resumed") MiB," \
+     "sample $(peak "$sampled") MiB (a whole copy of the weights: $whole MiB)"
+else bad "--zero 3 resumed or sampled holds more than its fresh start: fresh $(peak "$fresh") MiB," \
+     "resumed $(peak "$resumed") MiB, sample $(peak "$sampled") MiB, weights $whole MiB"; echo "$resumed $sampled" | tail -3; fi
 # a verify that cannot start keeps the earlier results: it checks what the runs check first
 for args in "--data $WORK/no-such-folder" "--sp-attention all-to-all --heads 2 --ranks 4"; do
   msg=$("$TRAIN" verify --ranks 2 $RES --steps 3 --out "$WORK/verify2" $args 2>&1); rc=$?

@@ -82,8 +82,8 @@ START_TEST(param_store_is_one_flat_buffer) {
 }
 END_TEST
 
-// The EMA is a fifth slice of the store: added later it starts at the parameters and keeps the
-// other four; copies carry it, and a copy between stores with and without one is refused.
+// The EMA is a fifth slice of the store, after the other four; ps_keep_unit starts it at the
+// parameters; copies carry it, and a copy between stores with and without one is refused.
 static void two_params(ParamStore *ps, bool ema) {
     ps_add(ps, "a", 2, (int[]){2, 3});
     ps_add(ps, "b", 1, (int[]){5});
@@ -92,22 +92,24 @@ static void two_params(ParamStore *ps, bool ema) {
 
 START_TEST(param_store_ema_is_a_fifth_slice) {
     ParamStore ps = {0}, with = {0}, without = {0};
-    two_params(&ps, false);
-    ck_assert_ptr_null(ps.ema);
+    two_params(&without, false);
+    ck_assert_ptr_null(without.ema);
+    two_params(&ps, true);
     for (int i = 0; i < 4 * 11; i++) ps.params[i] = (real)(i + 1); // params, grads, m, v
-    ps_add_ema(&ps);
     Tensor *b = ps_find(&ps, "b");
     ck_assert_ptr_eq(ps.ema, ps.params + 4 * 11);
     ck_assert_ptr_eq(b->data, ps.params + 6);
     ck_assert_ptr_eq(b->grad, ps.grads + 6);
+    for (int i = 0; i < 11; i++) ck_assert(ps.ema[i] == 0);
+    ps_keep_unit(&ps, 0, true, false); // the parameters alone: the EMA untouched
+    for (int i = 0; i < 11; i++) ck_assert(ps.ema[i] == 0);
+    ps_keep_unit(&ps, 0, false, true);
     for (int i = 0; i < 4 * 11; i++) ck_assert(ps.params[i] == i + 1);
     for (int i = 0; i < 11; i++) ck_assert(ps.ema[i] == i + 1);
-    EXPECT_FATAL(ps_add_ema(&ps), "has an EMA already");
     ps.ema[3] = -7;
     two_params(&with, true);
     ps_copy(&with, &ps);
     for (int i = 0; i < 5 * 11; i++) ck_assert(with.params[i] == ps.params[i]);
-    two_params(&without, false);
     EXPECT_FATAL(ps_copy(&without, &ps), "the stores hold different parameters");
     ps_free(&ps), ps_free(&with), ps_free(&without);
 }

@@ -441,7 +441,8 @@ int sample_main(int argc, char **argv, Comm *c) {
     // the classes: --data, else the data of the run the checkpoint comes from
     bool data_from_run = !data_given && run_data(run, tc.data, sizeof tc.data);
     DiT m;
-    if (ckpt_load_model(&m, path, err, sizeof err)) usage_error("%s", err);
+    SafeTensors ck; // the checkpoint, its values read once the store is split (--zero 3)
+    if (ckpt_open_model(&ck, &m, path, err, sizeof err)) usage_error("%s", err);
     tc.model = m.cfg;
     if (n_prompts && !m.cfg.text)
         usage_error("--prompt: %s is class-conditioned (trained without --cond text); leave out --prompt", path);
@@ -469,6 +470,10 @@ int sample_main(int argc, char **argv, Comm *c) {
     SeqParallel sp;
     tc.parallel.packs = tc.sample_sizes.n > 0; // its sequences are packs then
     sp_setup(&sp, c, c->size, c->rank, &tc.parallel, &m.cfg);
+    if (tc.zero && c->size > 1) sp_split_store(&sp, &m.ps, tc.zero); // a block gathered as it opens
+    dit_alloc(&m, false, false);
+    if (ckpt_load_values(&m, &ck, path, true, false, err, sizeof err)) usage_error("%s", err);
+    st_free(&ck);
     size_t bytes = budget_sample_arena(&sp, &m.cfg, tc.cfg_scale, comm_node_size(c));
     Arena arena = arena_create_on(sp.cuda, bytes, sp.exact ? bytes : 0); // --exact: sums on the host
     DiT dev, *work = dit_place(&m, &dev, sp.cuda);
@@ -481,6 +486,7 @@ int sample_main(int argc, char **argv, Comm *c) {
     arena_destroy(&arena);
     print0(c, "wrote %s%s%.*s%s\n", out, dit_frames(&m.cfg) > 1 ? " and " : "",
            dit_frames(&m.cfg) > 1 ? (int)strlen(out) - 4 : 0, out, dit_frames(&m.cfg) > 1 ? ".gif" : "");
+    comm_print_peak_memory(c);
     sp_free(&sp);
     data_close(&data);
     dit_free(&m);

@@ -54,13 +54,15 @@ static void path_in(char *buf, size_t len, const char *dir, const char *file) {
 }
 
 // ---- start: fresh or resumed -------------------------------------------------------------------
-// The model, the optimizer state and the loss log of the run in --resume, checked against the
-// flags and against each other
-static void resume_run(Run *r) {
+// The model, the optimizer state, the EMA and the loss log of the run in --resume, checked against
+// the flags and against each other, read into the store split as it will train (split): a unit
+// and a rank's pieces at a time, so no rank holds the whole model
+static void resume_run(Run *r, bool split) {
     TrainConfig *tc = &r->tc;
-    char err[1024], path[PATH_LEN + 32], a[64], b[64];
-    path_in(path, sizeof path, tc->resume, "model.safetensors");
-    if (ckpt_load_model(&r->m, path, err, sizeof err)) usage_error("--resume: %s", err);
+    char err[1024], model[PATH_LEN + 32], path[PATH_LEN + 32], a[64], b[64];
+    SafeTensors st;
+    path_in(model, sizeof model, tc->resume, "model.safetensors");
+    if (ckpt_open_model(&st, &r->m, model, err, sizeof err)) usage_error("--resume: %s", err);
     for (int i = 0; i < DIT_CONFIG_FIELDS; i++) {
         dit_config_value(&r->m.cfg, i, a, sizeof a);
         dit_config_value(&tc->model, i, b, sizeof b);
@@ -69,7 +71,9 @@ static void resume_run(Run *r) {
                         "resume with the original run's model flags (see its config.json)",
                         tc->resume, dit_config_key(i), a, b);
     }
-    int model_step = ckpt_step(path, err, sizeof err);
+    int model_step = ckpt_step(model, err, sizeof err);
+    if (split) sp_split_store(&r->sp, &r->m.ps, tc->zero);
+    dit_alloc(&r->m, false, tc->ema > 0);
     path_in(path, sizeof path, tc->resume, "optimizer.safetensors");
     if (ckpt_load_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err))
         usage_error("--resume: %s", err);
@@ -77,27 +81,24 @@ static void resume_run(Run *r) {
         usage_error("--resume: %s holds the model of step %d but the optimizer state of step "
                     "%d (a save was interrupted?); resume from a folder whose files agree",
                     tc->resume, model_step, r->opt.step);
+    // the EMA first (it passes through the parameters' place); saved before the first step, or
+    // none kept: it starts at the weights
+    path_in(path, sizeof path, tc->resume, "ema.safetensors");
+    bool ema_file = tc->ema > 0 && r->opt.step > 0;
+    if (ema_file && access(path, F_OK))
+        usage_error("--resume: %s has no ema.safetensors: was the run started with --ema 0? "
+                    "Then resume it with --ema 0", tc->resume);
+    if (ema_file && ckpt_load_ema(&r->m, path, err, sizeof err))
+        usage_error("--resume: the EMA weights: %s", err);
+    if (ema_file && ckpt_step(path, err, sizeof err) != r->opt.step)
+        usage_error("--resume: %s holds EMA weights of another step than the optimizer "
+                    "state (%d) (a save was interrupted?)", tc->resume, r->opt.step);
+    if (ckpt_load_values(&r->m, &st, model, true, tc->ema > 0 && !ema_file, err, sizeof err))
+        usage_error("--resume: %s", err);
+    st_free(&st);
     path_in(path, sizeof path, tc->resume, "loss.csv");
     if (losslog_read(&r->log, path, err, sizeof err)) usage_error("--resume: %s", err);
     while (r->log.n && r->log.step[r->log.n - 1] > r->opt.step) r->log.n--;
-}
-
-// The EMA slice of a resumed run's store: the run's ema.safetensors (a fresh start's store is
-// allocated with its EMA, which dit_init starts at the weights)
-static void start_ema(Run *r) {
-    char err[1024], path[PATH_LEN + 32];
-    const TrainConfig *tc = &r->tc;
-    ps_add_ema(&r->m.ps);
-    path_in(path, sizeof path, tc->resume, "ema.safetensors");
-    if (r->opt.step == 0) return; // saved before its first step: the EMA is the weights
-    if (access(path, F_OK))
-        usage_error("--resume: %s has no ema.safetensors: was the run started with --ema 0? "
-                    "Then resume it with --ema 0", tc->resume);
-    if (ckpt_load_params(&r->m, r->m.ps.ema, path, err, sizeof err))
-        usage_error("--resume: the EMA weights: %s", err);
-    if (ckpt_step(path, err, sizeof err) != r->opt.step)
-        usage_error("--resume: %s holds EMA weights of another step than the optimizer "
-                    "state (%d) (a save was interrupted?)", tc->resume, r->opt.step);
 }
 
 // The folder of --resume, brought to whole saves (core/safefile.h: a save killed half-way is
@@ -137,11 +138,8 @@ static void start_run(Run *r) {
     r->opt.weight_decay = tc->weight_decay;
     r->opt.clip_norm = tc->clip_norm;
     bool split = tc->zero && r->comm->size > 1; // before the device
-    if (tc->resume[0] && recover_run(r)) { // the whole files read, then split
-        resume_run(r);
-        if (tc->ema > 0) start_ema(r);
-        if (split) sp_split_store(&r->sp, &r->m.ps, tc->zero);
-    } else { // split before any memory is taken, initialised a unit at a time: never the whole model
+    if (tc->resume[0] && recover_run(r)) resume_run(r, split);
+    else { // split before any memory is taken, initialised a unit at a time: never the whole model
         dit_layout(&r->m, &tc->model);
         if (split) sp_split_store(&r->sp, &r->m.ps, tc->zero);
         dit_alloc(&r->m, false, tc->ema > 0);
@@ -453,6 +451,7 @@ int train_main(int argc, char **argv, Comm *c) {
                r.sp.cuda ? "device " : "", peak + weights + moments + ema + pos, peak, weights,
                moments, share, ema, pos);
     }
+    comm_print_peak_memory(c);
     arena_destroy(arena);
     sp_free(&r.sp);
     if (own_sampling(&r.tc)) sp_free(&r.sampling);

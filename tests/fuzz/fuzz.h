@@ -98,7 +98,7 @@ static inline const char *fuzz_file(char *path, const char *name, const uint8_t 
     return path;
 }
 
-// The model the checkpoint seeds hold (the parameters ckpt_load_params and ckpt_load_optimizer
+// The model the checkpoint seeds hold (the EMA ckpt_load_ema and the moments ckpt_load_optimizer
 // are loaded into) and the run their optimizer state is for; the model probe batches are
 // checked against (C_out = 2C, a null class).
 #define FUZZ_CKPT_MODEL                                                                            \

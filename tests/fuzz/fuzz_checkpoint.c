@@ -1,6 +1,6 @@
 // fuzz_checkpoint.c: the checkpoint loader (run/checkpoint.c) on arbitrary files: the config in
 // the metadata (ckpt_load_model builds the model it describes, after checking every tensor's
-// name, shape and dtype against it), the EMA weights of a given model (ckpt_load_params), the
+// name, shape and dtype against it), the EMA weights of a given model (ckpt_load_ema), the
 // recorded step (ckpt_step) and the optimizer state (ckpt_load_optimizer). Each either loads or
 // says why not; nothing else (a fatal error, a leak) is allowed.
 #include "../../run/checkpoint.h"
@@ -12,7 +12,8 @@ static AdamW opt;
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     fuzz_setup();
-    dit_create(&ref, &(DiTConfig)FUZZ_CKPT_MODEL);
+    dit_layout(&ref, &(DiTConfig)FUZZ_CKPT_MODEL);
+    dit_alloc(&ref, false, true); // with an EMA
     opt = adamw_default(1e-3);
     return 0;
 }
@@ -43,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         dit_free(&m);
     }
-    EXPECT_MESSAGE(ckpt_load_params(&ref, ref.ps.params, path, err, sizeof err));
+    EXPECT_MESSAGE(ckpt_load_ema(&ref, path, err, sizeof err));
     EXPECT_MESSAGE(ckpt_step(path, err, sizeof err));
     EXPECT_MESSAGE(ckpt_load_optimizer(&ref.ps, &opt, FUZZ_CKPT_RUN, path, err, sizeof err));
     return 0;

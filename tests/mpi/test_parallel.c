@@ -63,15 +63,18 @@ typedef struct Result {
 
 static double qkv_gain = 1; // the qkv weights of random models times this (large attention logits)
 
-// Every parameter random (not the adaLN-Zero init, which would hide most paths).
-static void random_model(DiT *m) {
-    dit_create(m, &cfg);
+// Every parameter random (not the adaLN-Zero init, which would hide most paths); with an EMA
+// slice (zero) when ema
+static void random_model_ema(DiT *m, bool ema) {
+    dit_layout(m, &cfg);
+    dit_alloc(m, false, ema);
     for (int i = 0; i < m->ps.n; i++)
         rng_fill_normal(m->ps.t[i]->data, m->ps.t[i]->size, 5, 1000 + i, 0, 0.3);
     rng_fill_normal(m->pos_embed.data, m->pos_embed.size, 5, 999, 0, 0.3);
     for (int i = 0; i < cfg.depth; i++)
         for (size_t j = 0; j < m->blocks[i].qkv_w->size; j++) m->blocks[i].qkv_w->data[j] *= (real)qkv_gain;
 }
+static void random_model(DiT *m) { random_model_ema(m, false); }
 
 // Images [first, first + count) of the batch of B
 static void random_slice(Arena *a, int first, int count, Tensor **x, Tensor **t, Tensor **target,
@@ -1327,7 +1330,10 @@ static void shared_tmpdir(char *dir, size_t len);
 // files hold the same values as the whole store before the split (the parameters, the EMA, Adam's
 // moments, bit for bit), and rank 0 gathered them a unit at a time: the arena it gathered into
 // peaked at the largest unit (padded to the ranks), not the whole model. The model is 3 blocks
-// deep: its largest unit (the embeddings) is under half of it.
+// deep: its largest unit (the embeddings) is under half of it. Then every rank reads the files
+// back as --resume does, into a store split the same way, a unit at a time: each rank's pieces of
+// the parameters, the EMA and the moments equal the split store's that was saved, and its whole
+// buffers (the units that stay whole) the same.
 START_TEST(zero_save_gathers_a_unit_at_a_time) {
     int level = _i;
     cfg.depth = 3;
@@ -1335,8 +1341,7 @@ START_TEST(zero_save_gathers_a_unit_at_a_time) {
     AdamW opt = adamw_default(1e-3);
     opt.step = 7;
     for (int k = 0; k < 2; k++) { // k = 1: split as --zero says
-        random_model(&m[k]);
-        ps_add_ema(&m[k].ps);
+        random_model_ema(&m[k], true);
         ParamStore *ps = &m[k].ps;
         rng_fill_normal(ps->ema, ps->total, 5, 1, 0, 1);
         rng_fill_normal(ps->m, ps->total, 5, 2, 0, 1);
@@ -1362,25 +1367,47 @@ START_TEST(zero_save_gathers_a_unit_at_a_time) {
         ck_assert_uint_le(stage.peak, bound);
         ck_assert_uint_lt(bound, whole->total * R / 2);
         DiT back;
-        AdamW got = adamw_default(1e-3);
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
         ck_assert_msg(!ckpt_load_model(&back, path, err, sizeof err), "%s", err);
         ck_assert_int_eq(ckpt_step(path, err, sizeof err), 7);
-        ps_add_ema(&back.ps);
         ck_assert(!memcmp(back.ps.params, whole->params, whole->total * R));
-        snprintf(path, sizeof path, "%s/ema.safetensors", dir);
-        ck_assert_msg(!ckpt_load_params(&back, back.ps.ema, path, err, sizeof err), "%s", err);
-        ck_assert(!memcmp(back.ps.ema, whole->ema, whole->total * R));
-        snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-        ck_assert_msg(!ckpt_load_optimizer(&back.ps, &got, "seed=1 batch=4", path, err, sizeof err), "%s", err);
-        ck_assert(!memcmp(back.ps.m, whole->m, whole->total * R) && !memcmp(back.ps.v, whole->v, whole->total * R));
-        ck_assert_int_eq(got.step, 7);
         dit_free(&back);
+    }
+    comm_barrier(&comm);
+    // every rank reads the files back as --resume does: into a store split as the saved one
+    DiT back;
+    AdamW got = adamw_default(1e-3);
+    SafeTensors st;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ck_assert_msg(!ckpt_open_model(&st, &back, path, err, sizeof err), "%s", err);
+    if (level) sp_split_store(&sp, &back.ps, level);
+    dit_alloc(&back, false, true);
+    ParamStore *b = &back.ps;
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    ck_assert_msg(!ckpt_load_optimizer(b, &got, "seed=1 batch=4", path, err, sizeof err), "%s", err);
+    ck_assert_int_eq(got.step, 7);
+    snprintf(path, sizeof path, "%s/ema.safetensors", dir);
+    ck_assert_msg(!ckpt_load_ema(&back, path, err, sizeof err), "%s", err);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ck_assert_msg(!ckpt_load_values(&back, &st, path, true, false, err, sizeof err), "%s", err);
+    st_free(&st);
+    size_t R = sizeof(real), own = ps_own_len(ps) * R;
+    ck_assert(b->chunk == ps->chunk && ps_own_len(b) == ps_own_len(ps));
+    ck_assert_msg(!memcmp(b->own, ps->own, own), "the parameters read back differ on rank %d", comm.rank);
+    ck_assert_msg(!memcmp(b->ema, ps->ema, own), "the EMA read back differs on rank %d", comm.rank);
+    ck_assert_msg(!memcmp(b->m, ps->m, ps->chunk * R) && !memcmp(b->v, ps->v, ps->chunk * R),
+                  "the moments read back differ on rank %d", comm.rank);
+    for (int u = 0; u < ps->units; u++) // the units whole on every rank (at level 3 the embeddings and the final layer)
+        if (ps->level < 3 || !ps->unit[u].scoped)
+            ck_assert(!memcmp(b->params + b->unit[u].at, ps->params + ps->unit[u].at, ps->unit[u].len * R));
+    ck_assert(!memcmp(back.pos_embed.data, m[1].pos_embed.data, back.pos_embed.size * R));
+    dit_free(&back);
+    comm_barrier(&comm);
+    if (comm.rank == 0) {
         const char *files[] = {"model", "ema", "optimizer"};
         for (int f = 0; f < 3; f++) snprintf(path, sizeof path, "%s/%s.safetensors", dir, files[f]), remove(path);
         ck_assert(!rmdir(dir));
     }
-    comm_barrier(&comm);
     arena_destroy(&stage);
     for (int k = 0; k < 2; k++) dit_free(&m[k]);
     sp_free(&sp);
