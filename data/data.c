@@ -112,16 +112,16 @@ Batch batch_alloc(int first, int B, int total, int C, int F, int S, int per) {
     return b;
 }
 
-Batch batch_alloc_packs(int first, int B, int total, int C, int pt, int p, int T) {
+Batch batch_alloc_packs(int first, int B, int total, int C, int pt, int p, int T, int per) {
     size_t n = (size_t)B * C * pt * p * T * p;
     Batch b = {.B = B, .first = first, .total = total, .row0 = 0, .row1 = pt * p,
                .arena = arena_create(3 * (n * sizeof(real) + 2 * ARENA_ALIGN) + 4096 +
-                                     DIT_PACK_MAX * (sizeof(real) + sizeof(int64_t)) + sizeof(DiTPack))};
+                                     DIT_PACK_MAX * (sizeof(real) + per * sizeof(int64_t)) + sizeof(DiTPack))};
     b.x0 = tensor_new(&b.arena, 4, B, C, pt * p, T * p);
     b.xt = tensor_new(&b.arena, 4, B, C, pt * p, T * p);
     b.v = tensor_new(&b.arena, 4, B, C, pt * p, T * p);
     b.t = tensor_new(&b.arena, 1, DIT_PACK_MAX); // per image: the first pack->n
-    b.y = arena_alloc(&b.arena, DIT_PACK_MAX * sizeof(int64_t));
+    b.y = arena_alloc(&b.arena, DIT_PACK_MAX * per * sizeof(int64_t));
     b.pack = arena_alloc(&b.arena, sizeof(DiTPack));
     return b;
 }
@@ -140,8 +140,28 @@ void batch_free(Batch *b) {
     *b = (Batch){0};
 }
 
+// The label or the caption (d->text_len ids) of sample or image i of b, folder item `item`, its
+// draws at k: the empty caption or the null class where dropped (with probability label_dropout)
+static void put_label(Batch *b, Data *d, int i, int item, int64_t label, uint64_t seed, uint64_t k,
+                      double label_dropout, int null_class) {
+    bool drop = label_dropout > 0 && rng_uniform(seed, STREAM_DROP, k) < label_dropout;
+    int L = d->text_len;
+    if (!L) {
+        b->y[i] = drop ? null_class : label;
+        return;
+    }
+    int64_t *ids = b->y + (size_t)i * L;
+    char err[512];
+    if (d->shapes) {
+        char text[128];
+        shapes_caption(text, sizeof text, seed, k);
+        CHECK(!caption_tokenize(text, ids, L, "the shapes' caption", err, sizeof err), "%s", err);
+    } else memcpy(ids, d->captions + (size_t)item * L, (size_t)L * sizeof(int64_t));
+    if (drop) memset(ids, 0, (size_t)L * sizeof(int64_t));
+}
+
 // Packs (see batch_make): the images of row i, item k, into the strip and b->pack, each with its
-// time, label (dropped with probability label_dropout) and the strip's values on the flow path
+// time, label or caption (put_label) and the strip's values on the flow path
 static void make_pack_row(Batch *b, Data *d, uint64_t seed, double label_dropout, int null_class,
                           int i, uint64_t k) {
     ImageFolder *f = &d->folder;
@@ -164,7 +184,7 @@ static void make_pack_row(Batch *b, Data *d, uint64_t seed, double label_dropout
         free(img);
         double t = flow_sample_t(seed, STREAM_T, at);
         b->t->data[n] = (real)(FLOW_T_SCALE * t);
-        b->y[n] = label_dropout > 0 && rng_uniform(seed, STREAM_DROP, at) < label_dropout ? null_class : f->labels[item];
+        put_label(b, d, n, item, f->labels[item], seed, at, label_dropout, null_class);
         for (size_t r = 0; r < (size_t)C * p; r++) { // its columns of each strip row
             size_t o = r * W + (size_t)start * p, len = (size_t)gh * gw * p;
             flow_interpolate(xt + o, v + o, x0 + o, v + o, t, len);
@@ -182,7 +202,6 @@ void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null
             make_pack_row(b, d, seed, label_dropout, null_class, i, (uint64_t)step * b->total + b->first + i);
         return;
     }
-    CHECK(!d->text_len || !b->pack, "captions of packs are not built");
     size_t plane = (size_t)d->frames * d->size * d->size, chw = (size_t)b->x0->shape[1] * plane;
     size_t row = (size_t)b->row0 * d->size, rows = (size_t)(b->row1 - b->row0) * d->size;
     char err[512];
@@ -211,18 +230,6 @@ void batch_make(Batch *b, Data *d, uint64_t seed, double label_dropout, int null
             rng_fill_normal(v, rows, seed, STREAM_NOISE, k * chw + c + row, 1.0);
             flow_interpolate(b->xt->data + at, v, b->x0->data + at, v, t, rows);
         }
-        bool drop = label_dropout > 0 && rng_uniform(seed, STREAM_DROP, k) < label_dropout;
-        if (!d->text_len) {
-            b->y[i] = drop ? null_class : label;
-            continue;
-        }
-        int L = d->text_len;
-        int64_t *ids = b->y + (size_t)i * L;
-        if (d->shapes) {
-            char text[128];
-            shapes_caption(text, sizeof text, seed, k);
-            CHECK(!caption_tokenize(text, ids, L, "the shapes' caption", err, sizeof err), "%s", err);
-        } else memcpy(ids, d->captions + (size_t)item * L, (size_t)L * sizeof(int64_t));
-        if (drop) memset(ids, 0, (size_t)L * sizeof(int64_t));
+        put_label(b, d, i, item, label, seed, k, label_dropout, null_class);
     }
 }

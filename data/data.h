@@ -63,8 +63,8 @@ typedef struct Batch {
 // A batch of B samples of F frames of S x S; per: the values of y per sample, 1 (a label) or the
 // captions' text_len
 Batch batch_alloc(int first, int B, int total, int C, int F, int S, int per);
-// A batch of B packed rows of T tokens of patch pt x p x p (Batch.pack)
-Batch batch_alloc_packs(int first, int B, int total, int C, int pt, int p, int T);
+// A batch of B packed rows of T tokens of patch pt x p x p (Batch.pack); per as batch_alloc's
+Batch batch_alloc_packs(int first, int B, int total, int C, int pt, int p, int T, int per);
 // Builds only the pixel rows (of the frames stacked along the height) that the tokens
 // [t0, t0 + n) of T (patches of pt x p x p, frame-major; those past T are padding) cover, or a
 // few more: the rows a rank of a sequence group reads.

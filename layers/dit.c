@@ -706,9 +706,11 @@ static Tensor *token_linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
 }
 
 typedef struct TextTokens {
-    Tensor *h;          // (images, L, D): the encoded captions, whole on every rank
-    const int32_t *seg; // (images, n + L): the cross-attention's images (kernels/segments.h): the
-                        // shard's n tokens 0, then the caption's words 0 and its padding -1
+    Tensor *h;          // (rows, K, D): the encoded captions, whole on every rank: an image's
+                        // (K = L), or with packs each row's images' one after another (K = its
+                        // slots x L)
+    const int32_t *seg; // (rows, n + K): the cross-attention's images (kernels/segments.h): the
+                        // shard's n tokens', then each caption word's (its image's; padding -1)
     const int32_t *words; // (images, L): the caption's words 0 and its padding -1
 } TextTokens;
 
@@ -932,13 +934,45 @@ static Tensor *in_context_forward(DiT *m, Tape *tp, Tensor *x, Tensor *temb, Ten
     return tape_name(tp, linear(tp, x, m->f_w, m->f_b), "final_layer.out");
 }
 
+// Packs: each row's captions one after another, (B, slots L, D) from h (images, L, D), slots the
+// most images of a row (a shorter row's last slots hold image 0's, masked); seg as TextTokens says,
+// the shard's tokens' images from the pack's ids (T_pad a row)
+static Tensor *pack_captions(Tape *tp, Tensor *h, const DiTPack *pk, const int32_t *id, int T_pad,
+                             int t0, int n, const int32_t *words, int32_t **seg) {
+    int L = h->shape[1], D = h->shape[2], slots = 1, B = pk->B;
+    int *used = arena_alloc(arena_host(tp->arena), (size_t)B * sizeof(int));
+    memset(used, 0, (size_t)B * sizeof(int));
+    for (int i = 0; i < pk->n; i++) used[pk->img[i].row]++;
+    for (int b = 0; b < B; b++) slots = used[b] > slots ? used[b] : slots;
+    int K = slots * L;
+    int64_t *from = arena_alloc(arena_host(tp->arena), (size_t)B * K * sizeof(int64_t));
+    *seg = arena_alloc(arena_host(tp->arena), (size_t)B * (n + K) * sizeof(int32_t));
+    for (int b = 0; b < B; b++) {
+        int32_t *row = *seg + (size_t)b * (n + K);
+        for (int j = 0; j < n; j++) row[j] = id[(size_t)b * T_pad + t0 + j];
+        for (int j = 0; j < K; j++) from[(size_t)b * K + j] = 0, row[n + j] = -1;
+    }
+    memset(used, 0, (size_t)B * sizeof(int));
+    for (int i = 0; i < pk->n; i++) { // image i's caption into its row's next slot
+        int b = pk->img[i].row, at = used[b]++ * L;
+        for (int w = 0; w < L; w++) {
+            from[(size_t)b * K + at + w] = (int64_t)i * L + w;
+            (*seg)[(size_t)b * (n + K) + n + at + w] = words[(size_t)i * L + w] ? -1 : i;
+        }
+    }
+    Tensor *flat = tensor_reshape(tp->arena, h, 2, (int[]){pk->n * L, D});
+    return tensor_reshape(tp->arena, embedding(tp, flat, from, B * K), 3, (int[]){B, K, D});
+}
+
 // ids (images, L) -> TextTokens of a shard of n tokens: each word's embedding plus the 1-D sin-cos
 // position of its place (dit_pos_embed_at's row 0), then text_depth plain blocks whose attention
 // sees the caption's words only (a padding token's query sees padding only; its output is never
-// read). Every rank of a sequence group runs it on the whole caption.
-static TextTokens text_tokens(const DiT *m, Tape *tp, const int64_t *ids, int images, int n) {
+// read). Every rank of a sequence group runs it on the whole caption. Packs (pk, the pack's ids
+// id): each row's captions (pack_captions).
+static TextTokens text_tokens(const DiT *m, Tape *tp, const int64_t *ids, int images, const DiTShard *sh,
+                              const int32_t *id) {
     const DiTConfig *c = &m->cfg;
-    int L = c->text_len, D = c->hidden_size;
+    int L = c->text_len, D = c->hidden_size, n = sh->n;
     Arena *host = arena_host(tp->arena);
     int32_t *words = arena_alloc(host, (size_t)images * L * sizeof(int32_t));
     int32_t *seg = arena_alloc(host, (size_t)images * (n + L) * sizeof(int32_t));
@@ -957,7 +991,9 @@ static TextTokens text_tokens(const DiT *m, Tape *tp, const int64_t *ids, int im
     for (int i = 0; i < c->text_depth; i++)
         h = plain_block_forward(&m->text_layers[i], "text_encoder.layers", i, tp, h, c->num_heads,
                                 local_attend, words, NULL, NULL, NULL);
-    return (TextTokens){tape_name(tp, h, "text_encoder"), seg, words};
+    h = tape_name(tp, h, "text_encoder");
+    if (sh->pack) h = pack_captions(tp, h, sh->pack, id, sh->T_pad, sh->t0, n, words, &seg);
+    return (TextTokens){h, seg, words};
 }
 
 static DiTShard whole(const DiT *m, const DiTShard *sh) {
@@ -1041,11 +1077,9 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     if (c->in_context)
         return in_context_forward(m, tp, x, temb, embedding(tp, m->y_table, y, images), pt.rope, &sh);
     TextTokens tt = {0};
-    if (c->text) {
-        CHECK(!sh.pack, "text conditioning of packs (--max-tokens) is not built; leave out --max-tokens");
-        tt = text_tokens(m, tp, y, images, sh.n);
-    }
     bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
+    CHECK(!joint || !sh.pack, "joint attention of packs (--max-tokens) is not built; use --text-attn cross");
+    if (c->text) tt = text_tokens(m, tp, y, images, &sh, id);
     Tensor *ctx = tt.h; // joint: the caption's stream
     Tensor *c_act = silu(tp, tape_name(tp, c->text ? temb : add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
     // without gradients each block's output replaces its intermediates and the block before's output

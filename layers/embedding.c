@@ -3,7 +3,7 @@
 
 static void embedding_bwd(Node *n) {
     Tensor *table = n->in[0];
-    if (n->exact) { // image by image into the table's exact sums, this rank's images (tape.h)
+    if (n->exact && table->exact) { // a parameter's: image by image into its exact sums, this rank's images (tape.h)
         ExactSum *e = node_exact(n, 0);
         if (!e) return;
         ArenaMarks mark = arena_marks(n->arena);
@@ -20,7 +20,9 @@ static void embedding_bwd(Node *n) {
                     n->out->shape[0], table->shape[0], table->shape[1]);
 }
 
-// idx (on the host) must stay valid until backward has run
+// idx (on the host) must stay valid until backward has run. A table that is no parameter (rows
+// gathered, such as a pack's captions) gets its gradient as without --exact: every rank runs it
+// alike on the same rows.
 Tensor *embedding(Tape *tp, Tensor *table, const int64_t *idx, int B) {
     CHECK(table->ndim == 2, "embedding: table must be [V, D]");
     for (int b = 0; b < B; b++)
@@ -32,7 +34,7 @@ Tensor *embedding(Tape *tp, Tensor *table, const int64_t *idx, int B) {
     RUN(on_device(tp), embedding_forward, out->data, table->data, kernel_idx, B, table->shape[0],
         table->shape[1]);
     Node *n = tape_record(tp, "embedding", embedding_bwd, out, 1, table);
-    if (n) n->ptr = tp->exact ? idx : kernel_idx; // --exact adds the rows on the host
+    if (n) n->ptr = tp->exact && table->exact ? idx : kernel_idx; // --exact adds a parameter's rows on the host
     return out;
 }
 

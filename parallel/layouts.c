@@ -31,13 +31,16 @@ const char *sp_layout_error(const SpOptions *o, int heads, int P, char *buf, siz
     return layouts[o->layout]->validate(o, heads, P, buf, len);
 }
 
-// Packs add the adaLN vectors per token. --exact adds: K and V of all tokens (kept), the exact sums of their gradients, of dQ and of the
+// Packs add the adaLN vectors per token, and with captions a row's captions: one for each of its
+// images (the table counts one a row), each image a token at least. --exact adds: K and V of all tokens (kept), the exact sums of their gradients, of dQ and of the
 // output (the ring's: dQ, dK and dV travelling and arriving, and those kept; the gather's: the
 // rank-major blocks of dK or dV reduce-scattered), the key blocks'
 // log-sum-exp and the blocks' shares (transient), the adaLN vectors once per canonical block, and
 // a linear's block gradients (the largest, the adaLN modulation's 6D x D)
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    size_t bytes = layouts[sp->layout]->step_bytes(sp, c, B, backward);
+    DiTConfig rows = *c;
+    if (sp->packs && c->text) rows.text_len *= sp->shard.T < DIT_PACK_MAX ? sp->shard.T : DIT_PACK_MAX;
+    size_t bytes = layouts[sp->layout]->step_bytes(sp, &rows, B, backward);
     if (sp->packs) // each block's 6 adaLN vectors and the final layer's 2 per token, gathered and
         // sliced, and as much again for their gradients
         bytes += (size_t)((double)B * sp->shard.n * c->hidden_size * (12.0 * c->depth + 4) *

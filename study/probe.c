@@ -237,8 +237,9 @@ void probe_write_batch(const char *ckpt, const char *path, int B, int step, cons
         usage_error("--data: %s", err);
     if (c->text && data_captions(&data, c->text_len, err, sizeof err)) usage_error("--data: %s", err);
     data.max_tokens = max_tokens, data.patch = c->patch_size;
-    Batch b = max_tokens ? batch_alloc_packs(0, B, B, c->in_channels, dit_patch_t(c), c->patch_size, max_tokens)
-                         : batch_alloc(0, B, B, c->in_channels, dit_frames(c), c->input_size, c->text ? c->text_len : 1);
+    int per = c->text ? c->text_len : 1;
+    Batch b = max_tokens ? batch_alloc_packs(0, B, B, c->in_channels, dit_patch_t(c), c->patch_size, max_tokens, per)
+                         : batch_alloc(0, B, B, c->in_channels, dit_frames(c), c->input_size, per);
     batch_make(&b, &data, 0, c->class_dropout_prob, c->num_classes, step);
     int n = b.pack ? b.pack->n : B; // the times and labels are per image
     StWriter *w = st_writer_new();

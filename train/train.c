@@ -378,8 +378,8 @@ static double train_loop(Run *r, Arena *arena) {
     CHECK(!sp_batch_slice(&r->sp, tc->batch, &first_image, &images, err, sizeof err), "%s", err);
     Batch batch;
     if (tc->max_tokens) // rows of packs, every rank all of them
-        batch = batch_alloc_packs(first_image, images, tc->batch, tc->model.in_channels,
-                                  dit_patch_t(&tc->model), tc->model.patch_size, tc->max_tokens);
+        batch = batch_alloc_packs(first_image, images, tc->batch, tc->model.in_channels, dit_patch_t(&tc->model),
+                                  tc->model.patch_size, tc->max_tokens, tc->model.text ? tc->model.text_len : 1);
     else {
         batch = batch_alloc(first_image, images, tc->batch, tc->model.in_channels, dit_frames(&tc->model),
                             tc->model.input_size, tc->model.text ? tc->model.text_len : 1);

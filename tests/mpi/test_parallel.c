@@ -374,9 +374,11 @@ static void pack_data(const DiTConfig *c, const DiTPack *pk, Arena *a, Tensor **
     *target = tensor_new(a, 4, pk->B, dit_out_channels(c), p, T * p);
     rng_fill_normal((*x)->data, (*x)->size, 8, 1, 0, 1), rng_fill_normal((*target)->data, (*target)->size, 8, 2, 0, 1);
     for (int i = 0; i < pk->n; i++) { // each image its own time and label, whatever pack holds it
-        int k = pk->img[i].row * T + pk->img[i].start;
+        int k = pk->img[i].row * T + pk->img[i].start, L = cfg.text_len;
         rng_fill_uniform((*t)->data + i, 1, 8, 3, (uint64_t)k, 0, 999);
-        y[i] = k % cfg.num_classes;
+        if (!cfg.text) y[i] = k % cfg.num_classes;
+        for (int j = 0; cfg.text && j < L; j++) // its own caption: k mod (L + 1) words (one empty)
+            y[(size_t)i * L + j] = j < k % (L + 1) ? 1 + (k * 7 + j * 5) % caption_vocab_size() : 0;
     }
 }
 
@@ -384,7 +386,7 @@ static PackResult pack_run(DiT *m, SeqParallel *sp, const DiTPack *pk, Arena *a)
     const DiTConfig *c = &m->cfg;
     int p = c->patch_size, Co = dit_out_channels(c), row = p * p * Co, Bp = pk->B, T = pk->T;
     Tensor *x, *t, *target;
-    int64_t y[DIT_PACK_MAX];
+    int64_t y[DIT_PACK_MAX * TEXT_LEN];
     pack_data(c, pk, a, &x, &t, &target, y);
     DiTShard sh = sp ? sp_dit_shard(sp) : (DiTShard){.n = T};
     sh.pack = pk;
@@ -429,8 +431,10 @@ static void pack_free(PackResult *r) { free(r->out), free(r->grads); }
 // strips, with its own timestep and label), and every layout over the pack, with and without the
 // two pack bugs, against the one-rank pack.
 START_TEST(packs_match_single_rank) {
-    SeqAttention layout = (SeqAttention)_i;
+    SeqAttention layout = (SeqAttention)(_i % SP_LAYOUTS);
     cfg = pack_cfg;
+    if (_i >= SP_LAYOUTS) // each image with its own caption, cross-attention
+        cfg.text = true, cfg.text_len = TEXT_LEN, cfg.text_depth = 1, cfg.text_attn = DIT_TEXT_CROSS;
     DiT m;
     random_model(&m);
     Arena a = arena_create(64 << 20);
@@ -455,8 +459,8 @@ START_TEST(packs_match_single_rank) {
         }
         double e_grad = rel(grads, ref.grads, m.ps.total), e_loss = fabs(loss - ref.loss) / ref.loss;
         if (comm.rank == 0)
-            printf("pack of %d images vs each alone: output %.2e, loss %.2e, gradients %.2e\n",
-                   pack3.n, e_img, e_loss, e_grad);
+            printf("pack of %d images%s vs each alone: output %.2e, loss %.2e, gradients %.2e\n",
+                   pack3.n, cfg.text ? " with captions" : "", e_img, e_loss, e_grad);
         ck_assert_double_le(fmax(e_img, e_loss), OUT_TOL);
         ck_assert_double_le(e_grad, GRAD_TOL);
         free(grads);
@@ -477,7 +481,7 @@ START_TEST(packs_match_single_rank) {
         // the positions bug shows only where a shard begins inside an image (2 or more ranks)
         bool shows = k == 1 || comm.size > 1;
         if (comm.rank == 0)
-            printf("pack, %s, ranks %d%s%s: output %.2e, worst gradient %.2e%s\n",
+            printf("pack%s, %s, ranks %d%s%s: output %.2e, worst gradient %.2e%s\n", cfg.text ? " with captions" : "",
                    seq_attention_name(layout), comm.size, k ? ", bug " : "",
                    k ? bugs[k] : "", e_out, e_grad,
                    !k ? "" : differs ? " -> caught" : shows ? " -> MISSED" : " (cannot show)");
@@ -1985,7 +1989,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, in_context_matches_single_rank, 0, 2);
     tcase_add_test(tc, lse_overflow_caught_on_large_logits);
     tcase_add_test(tc, all_to_all_matches_single_rank);
-    tcase_add_loop_test(tc, packs_match_single_rank, 0, SP_LAYOUTS);
+    tcase_add_loop_test(tc, packs_match_single_rank, 0, 2 * SP_LAYOUTS); // without, then with captions
     tcase_add_test(tc, packs_over_meshes_match_single_rank);
     tcase_add_loop_test(tc, ring_matches_single_rank, 0, 2);
     tcase_add_test(tc, ring_overlap_is_exact);
