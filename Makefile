@@ -23,7 +23,7 @@ override CFLAGS += -fopenmp -I/usr/include/$(ARCH)/openblas-openmp
 LDLIBS  := -fopenmp -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lstb -ljpeg -lgif -ljansson -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev check libopenmpi-dev openmpi-bin libstb-dev libjpeg-dev libgif-dev libjansson-dev
-PARITY_PACKAGES := python3-torch python3-numpy python3-venv
+PARITY_PACKAGES := python3-torch python3-numpy python3-venv python3-pil
 # PyTorch 2 and the Python packages Debian lacks come from PyPI into a virtual environment that also
 # sees Debian's (numpy, and torch 1.13 where PyPI is not reachable); make deps makes it
 # (tests/parity/install_pypi.sh: torch without the CUDA libraries the toolkit here has), the tests
@@ -168,6 +168,7 @@ bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm $(BU
 	@tests/bench/record.sh exact "--exact against one rank, 200 steps, float32 and float64" -- sh -c 'for v in f32 f64; do echo "== $$v"; tests/bench/exact_table.sh $(BUILD)/$$v/bin/train 200 || exit 1; done'
 	@tests/bench/record.sh mutations "One-line mutations of the movement code: caught by verify --exact, by plain verify, and where locate puts them" -- tests/mutations/survey.sh $(BUILD)
 	@tests/bench/record.sh zero "What --zero 3 costs against --zero 1: DiT-B/2 on 4 ranks, runs alternated" -- tests/bench/zero_cost.sh train/train
+	@tests/bench/record.sh place "Do the caption run's samples follow the place words? Measured centres against the data's" -- tests/bench/place_check.sh train/train $(PYTHON)
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
 asan:

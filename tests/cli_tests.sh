@@ -743,7 +743,7 @@ expect_usage "has no caption: --cond text reads each image's caption from the .t
 # packs of images with captions (--max-tokens, cross-attention: each image attends to its own
 # caption only; test_parallel holds a pack against each image alone): 3 ranks agree with one, and
 # dp 2 x sp 2 in micro-batches under --exact has one rank's bits; joint attention refuses packs
-mkdir -p "$WORK/mixed-text" && cp "$WORK"/mixed/*.png "$WORK/mixed-text/"
+mkdir -p "$WORK/mixed-text" && cp "$WORK"/mixed/img*.png "$WORK/mixed-text/"
 i=0
 for c in "a small red circle at the top left" "a large blue square" "two green dots" "a cross" \
          "a small yellow ring in the centre" ""; do echo "$c" > "$WORK/mixed-text/img$i.txt"; i=$((i + 1)); done
