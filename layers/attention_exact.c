@@ -304,3 +304,138 @@ Tensor *attention_whole_kv_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int 
     }
     return out;
 }
+
+// ---- joint attention: the caption's tokens in front of the image's, the caption whole here -----
+typedef struct JointOp {
+    ExactAttn t, i;           // the caption's queries (Rp of them, padded), the image's (n)
+    int R, Rp, n, Tk, kfirst; // caption tokens (padded to Rp), image queries, image keys, ours from
+    const real *k_all, *v_all; // (B, Tk, D) every image key, ours among them
+    Tensor *out_t, *out_i, *lse_t, *lse_i; // the outputs (B, Rp | n, D) and their log-sum-exps
+    ExactReduceFn reduce;
+    ExactSumFn sum_group;
+    void *ctx;
+    bool adds_caption_queries; // this rank adds the caption queries' shares of dK and dV
+} JointOp;
+
+// rows [first, first + len) of each of x's B rows of `stride` values into (B, rows, D) at dst, with
+// its rows [len, rows) zero; on the arena's side
+static real *take_rows(Arena *a, const real *x, size_t stride, size_t first, int B, int len, int rows, size_t D) {
+    real *dst = arena_alloc(a, (size_t)B * rows * D * sizeof(real)); // zeroed
+    for (int b = 0; b < B; b++)
+        copy_bytes(dst + (size_t)b * rows * D, x + b * stride + first * D, (size_t)len * D * sizeof(real));
+    return dst;
+}
+
+// The rounded sums s, rows of `s_pitch` from each of B, their first `width` values added into dst
+// (B rows `d_pitch` apart)
+static void add_sums(Arena *a, real *dst, size_t d_pitch, ExactSum *s, size_t s_pitch, size_t width, int B) {
+    ArenaMarks mark = arena_marks(a);
+    real *r = arena_alloc(arena_host(a), (size_t)B * s_pitch * sizeof(real));
+    exact_result(r, s, 0, (size_t)B * s_pitch);
+    RUN(a->device, add_rows, dst, d_pitch, op_input(a, r, (size_t)B * s_pitch * sizeof(real)), s_pitch, width, B);
+    arena_release_marks(a, mark);
+}
+
+static void joint_bwd(Node *nd) {
+    const JointOp *j = nd->ptr;
+    Arena *a = nd->arena;
+    int B = j->t.B, R = j->R, Rp = j->Rp, n = j->n, Tk = j->Tk, kb = Rp / j->t.blk;
+    size_t D = (size_t)j->t.H * j->t.dh, row = (size_t)(R + n) * D;
+    real *dq = node_grad(nd, 0), *dk = node_grad(nd, 1), *dv = node_grad(nd, 2);
+    ArenaMarks mark = arena_marks(a);
+    const real *q = nd->in[0]->data, *k = nd->in[1]->data, *v = nd->in[2]->data, *g = nd->out->grad;
+    real *qt = take_rows(a, q, row, 0, B, R, Rp, D), *qi = take_rows(a, q, row, R, B, n, n, D);
+    real *kt = take_rows(a, k, row, 0, B, R, Rp, D), *vt = take_rows(a, v, row, 0, B, R, Rp, D);
+    real *gt = take_rows(a, g, row, 0, B, R, Rp, D), *gi = take_rows(a, g, row, R, B, n, n, D);
+    ExactSum sq_t = exact_sums(a, (size_t)B * Rp * D), sq_i = exact_sums(a, (size_t)B * n * D);
+    ExactSum sk_t = exact_sums(a, (size_t)B * Rp * D), sv_t = exact_sums(a, (size_t)B * Rp * D);
+    ExactSum sk_i = exact_sums(a, (size_t)B * Tk * D), sv_i = exact_sums(a, (size_t)B * Tk * D);
+    // the image queries' shares of every key's gradient, then the caption queries' (the same on
+    // every rank: one adds their shares of dK and dV)
+    exact_attn_grad(&j->i, a, &sq_i, &sk_t, &sv_t, gi, j->out_i->data, j->lse_i->data, qi, kt, vt, Rp, 0);
+    exact_attn_grad(&j->i, a, &sq_i, &sk_i, &sv_i, gi, j->out_i->data, j->lse_i->data, qi, j->k_all, j->v_all, Tk, kb);
+    bool adds = j->adds_caption_queries;
+    exact_attn_grad(&j->t, a, &sq_t, adds ? &sk_t : NULL, adds ? &sv_t : NULL, gt, j->out_t->data, j->lse_t->data, qt, kt, vt, Rp, 0);
+    exact_attn_grad(&j->t, a, &sq_t, adds ? &sk_i : NULL, adds ? &sv_i : NULL, gt, j->out_t->data, j->lse_t->data, qt,
+                    j->k_all, j->v_all, Tk, kb);
+    if (dq) add_sums(a, dq, row, &sq_t, (size_t)Rp * D, (size_t)R * D, B), add_sums(a, dq + (size_t)R * D, row, &sq_i, (size_t)n * D, (size_t)n * D, B);
+    j->sum_group(&sk_t, j->ctx), j->sum_group(&sv_t, j->ctx); // the caption's: whole on every rank
+    if (dk) add_sums(a, dk, row, &sk_t, (size_t)Rp * D, (size_t)R * D, B);
+    if (dv) add_sums(a, dv, row, &sv_t, (size_t)Rp * D, (size_t)R * D, B);
+    real *own = arena_alloc(a, (size_t)B * n * D * sizeof(real));
+    for (int x = 0; x < 2; x++) { // the image keys': this rank's rows, summed over the ranks' queries
+        real *d = x ? dv : dk;
+        ExactSum *s = x ? &sv_i : &sk_i;
+        if (!d) continue;
+        zero_bytes(own, (size_t)B * n * D * sizeof(real));
+        if (j->reduce) j->reduce(a, own, s, B, n, (int)D, j->ctx);
+        else for (int b = 0; b < B; b++) exact_add_into(own + (size_t)b * n * D, s, ((size_t)b * Tk + j->kfirst) * D, (size_t)n * D, a);
+        RUN(a->device, add_rows, d + (size_t)R * D, row, own, (size_t)n * D, (size_t)n * D, B);
+    }
+    arena_release_marks(a, mark);
+}
+
+// One pass of a query set over both key groups (the caption's, then every image key): the
+// log-sum-exp into lse, the output into out (B, Tq, D)
+static void joint_forward(const ExactAttn *g, Arena *a, real *out, real *lse, const real *q, const real *kt,
+                          const real *vt, int Rp, const real *k_all, const real *v_all, int Tk) {
+    ArenaMarks mark = arena_marks(a);
+    size_t lsize = (size_t)g->B * g->Tq * g->H, size = (size_t)g->B * g->Tq * g->H * g->dh;
+    real *lparts = arena_alloc(arena_host(a), ((size_t)g->nkb + 1) * lsize * sizeof(real)), *L = lparts + (size_t)g->nkb * lsize;
+    exact_attn_lse(g, a, lparts, q, kt, vt, Rp, 0);
+    exact_attn_lse(g, a, lparts, q, k_all, v_all, Tk, Rp / g->blk);
+    exact_attn_combine(g, L, lparts);
+    ExactSum o = exact_sums(a, size);
+    exact_attn_out(g, a, &o, L, q, kt, vt, Rp, 0);
+    exact_attn_out(g, a, &o, L, q, k_all, v_all, Tk, Rp / g->blk);
+    real *host = arena_alloc(arena_host(a), size * sizeof(real));
+    exact_result(host, &o, 0, size);
+    copy_bytes(out, host, size * sizeof(real));
+    copy_bytes(lse, L, lsize * sizeof(real));
+    arena_release_marks(a, mark);
+}
+
+Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, Tensor *k_all, Tensor *v_all,
+                              int kfirst, int heads, const uint8_t *key_mask, const int32_t *words,
+                              ExactReduceFn reduce, ExactSumFn sum_group, void *ctx) {
+    int B = q->shape[0], n = q->shape[1] - R, D = q->shape[2], Tk = k_all->shape[1], blk = tp->exact->block;
+    int Rp = (R + blk - 1) / blk * blk, keys = Rp + Tk, T = keys + (Rp > n ? Rp : n);
+    CHECK(R >= 1 && n % blk == 0 && Tk % blk == 0 && D % heads == 0 && tensor_same_shape(q, k) &&
+              tensor_same_shape(k, v) && tensor_same_shape(k_all, v_all) && k_all->shape[0] == B,
+          "attention_joint_exact: %d caption and %d image queries, %d image keys, in blocks of %d", R, n, Tk, blk);
+    Arena *a = tp->arena, *host = arena_host(a);
+    // every key's mask (the image's padding) and images: a caption word's 0, its padding and the
+    // caption's padding to Rp -1, an image key's 0; then the queries', 0
+    uint8_t *mask = arena_alloc(host, (size_t)keys);
+    memset(mask, 1, (size_t)keys);
+    if (key_mask) memcpy(mask + Rp, key_mask, (size_t)Tk);
+    int32_t *id = arena_alloc(host, (size_t)B * T * sizeof(int32_t)); // zeroed
+    for (int b = 0; b < B; b++)
+        for (int x = 0; x < Rp; x++) id[(size_t)b * T + x] = x < R ? words[(size_t)b * R + x] : -1;
+    Segments seg = {op_input(a, id, (size_t)B * T * sizeof(int32_t)), T, keys, 0};
+    const uint8_t *m = op_input(a, mask, (size_t)keys);
+    int H = heads, dh = D / heads, nkb = keys / blk;
+    JointOp j = {{B, Rp, H, dh, blk, nkb, m, seg, false, false, false}, {B, n, H, dh, blk, nkb, m, seg, false, false, false},
+                 R, Rp, n, Tk, kfirst, k_all->data, v_all->data, NULL, NULL, NULL, NULL, reduce, sum_group, ctx,
+                 tp->exact->rank == 0};
+    size_t row = (size_t)(R + n) * D;
+    Tensor *out = tensor_like(a, q);
+    j.out_t = tensor_new(a, 3, B, Rp, D), j.out_i = tensor_new(a, 3, B, n, D);
+    j.lse_t = tensor_new(a, 1, B * Rp * H), j.lse_i = tensor_new(a, 1, B * n * H);
+    ArenaMarks inputs = arena_marks(a);
+    real *qt = take_rows(a, q->data, row, 0, B, R, Rp, D), *qi = take_rows(a, q->data, row, R, B, n, n, D);
+    real *kt = take_rows(a, k->data, row, 0, B, R, Rp, D), *vt = take_rows(a, v->data, row, 0, B, R, Rp, D);
+    joint_forward(&j.t, a, j.out_t->data, j.lse_t->data, qt, kt, vt, Rp, k_all->data, v_all->data, Tk);
+    joint_forward(&j.i, a, j.out_i->data, j.lse_i->data, qi, kt, vt, Rp, k_all->data, v_all->data, Tk);
+    arena_release_marks(a, inputs);
+    for (int b = 0; b < B; b++) {
+        copy_bytes(out->data + b * row, j.out_t->data + (size_t)b * Rp * D, (size_t)R * D * sizeof(real));
+        copy_bytes(out->data + b * row + (size_t)R * D, j.out_i->data + (size_t)b * n * D, (size_t)n * D * sizeof(real));
+    }
+    Node *nd = tape_record(tp, "joint attention (exact)", joint_bwd, out, 3, q, k, v);
+    if (!nd) return out;
+    JointOp *kept = arena_alloc(host, sizeof *kept);
+    *kept = j;
+    nd->ptr = kept;
+    return out;
+}

@@ -658,12 +658,19 @@ static void qk_prepare(const DiTBlock *b, int i, Tape *tp, Tensor **q, Tensor **
     *k = NAME(qk_norm_rope(tp, *k, b->k_norm, group, DIT_QK_EPS, angles, heads), angles ? "attn.k_rope" : "attn.k_norm");
 }
 
+static Tensor *token_linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b);
+// A stream's linear: the image tokens' (canonical blocks under --exact), or a joint block's
+// caption's, which every rank holds whole (token_linear)
+static Tensor *stream_linear(const DiTBlock *b, Tape *tp, Tensor *x, Tensor *w, Tensor *bias) {
+    return *b->stream ? token_linear(tp, x, w, bias) : linear(tp, x, w, bias);
+}
+
 // A stream's attention inputs, x (B,n,D) -> q, k, v (B,n,D): modulate(layernorm(x), shift, scale),
 // its qkv, then QK-norm and the rotary angles (NULL: none)
 static void stream_qkv(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3], Tensor *angles,
                        int heads, const PackTokens *pt, const DiTShard *sh, Tensor *qkv_out[3]) {
     int D = x->shape[2];
-    Tensor *qkv = linear(tp, NAME(norm_modulate(tp, x, m, pt, sh), "norm1"), b->qkv_w, b->qkv_b);
+    Tensor *qkv = stream_linear(b, tp, NAME(norm_modulate(tp, x, m, pt, sh), "norm1"), b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     qkv_out[2] = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
     qk_prepare(b, i, tp, &q, &k, angles, heads, sh);
@@ -673,7 +680,7 @@ static void stream_qkv(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *co
 // A stream's attention output a (B,n,D) -> x + gate * proj(a)
 static Tensor *stream_out(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *gate, Tensor *a,
                           const PackTokens *pt, const DiTShard *sh) {
-    a = NAME(linear(tp, NAME(a, "attn.out"), b->proj_w, b->proj_b), "attn.proj");
+    a = NAME(stream_linear(b, tp, NAME(a, "attn.out"), b->proj_w, b->proj_b), "attn.proj");
     return NAME(gated_add(tp, x, per_token(tp, gate, pt, sh, x->shape[0], x->shape[1]), a), "residual1");
 }
 
@@ -690,8 +697,8 @@ static Tensor *mlp_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *c
     (void)heads;
     int B = x->shape[0], n = x->shape[1];
     Tensor *h = NAME(norm_modulate(tp, x, m, pt, sh), "norm2");
-    h = NAME(gelu(tp, NAME(linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
-    h = NAME(linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
+    h = NAME(gelu(tp, NAME(stream_linear(b, tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");
+    h = NAME(stream_linear(b, tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
     return NAME(gated_add(tp, x, per_token(tp, m[2], pt, sh, B, n), h), "residual2");
 }
 // ---- text: the captions' encoder and the blocks' cross-attention -----------------------------
@@ -773,12 +780,14 @@ static Tensor *joint_block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Ten
     int B = x->shape[0], n = x->shape[1], D = x->shape[2], L = (*ctx)->shape[1];
     int heads = m->cfg.num_heads, rows = bt->proj_w ? 6 : 2;
     PackTokens none = {0};
+    DiTShard tsh = *sh; // the caption's stream: its modulation one vector an image, also under --exact
+    tsh.spread = NULL;
     Tensor *mod[6], *tmod[6], *xi[3], *xt[3], *qkv[3];
     block_modulation(b, i, tp, c_act, pt, sh, B, n, mod);
     Tensor *tm = tape_name(tp, linear(tp, c_act, bt->ada_w, bt->ada_b), "blocks.%d.txt.adaLN", i);
     for (int j = 0; j < rows; j++) tmod[j] = slice_last(tp, tm, j * D, D);
     stream_qkv(b, i, tp, x, mod, pt->rope, heads, pt, sh, xi);
-    stream_qkv(bt, i, tp, *ctx, tmod, NULL, heads, &none, sh, xt);
+    stream_qkv(bt, i, tp, *ctx, tmod, NULL, heads, &none, &tsh, xt);
     for (int j = 0; j < 3; j++) qkv[j] = dit_join_tokens(tp, xt[j], xi[j]);
     Tensor *o = sh->attend ? sh->attend(tp, qkv[0], qkv[1], qkv[2], heads, words, sh->attend_ctx)
                            : attention(tp, qkv[0], qkv[1], qkv[2], heads, NULL,
@@ -787,9 +796,9 @@ static Tensor *joint_block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Ten
     x = stream_out(b, i, tp, x, mod[2], dit_tokens_of(tp, o, L, n), pt, sh);
     x = again ? checkpoint(m, b, i, mlp_half, tp, x, mod + 3, pt, sh) : mlp_half(b, i, tp, x, mod + 3, heads, pt, sh);
     if (rows == 6) {
-        Tensor *c = stream_out(bt, i, tp, *ctx, tmod[2], dit_tokens_of(tp, o, 0, L), &none, sh);
-        *ctx = again ? checkpoint(m, bt, i, mlp_half, tp, c, tmod + 3, &none, sh)
-                     : mlp_half(bt, i, tp, c, tmod + 3, heads, &none, sh);
+        Tensor *c = stream_out(bt, i, tp, *ctx, tmod[2], dit_tokens_of(tp, o, 0, L), &none, &tsh);
+        *ctx = again ? checkpoint(m, bt, i, mlp_half, tp, c, tmod + 3, &none, &tsh)
+                     : mlp_half(bt, i, tp, c, tmod + 3, heads, &none, &tsh);
     }
     return x;
 }

@@ -63,6 +63,18 @@ Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all
 typedef void (*ExactSumFn)(ExactSum *s, void *ctx);
 Tensor *attention_whole_kv_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, Segments seg,
                                  ExactSumFn sum_group, void *ctx);
+// --exact, joint attention (SD3's MMDiT): q, k, v (B, R + n, D) this rank's tokens, the R of the
+// caption (which every rank of the group holds whole) in front of its n image tokens, n a multiple
+// of the tape's canonical block; k_all, v_all (B, Tk, D) every image key (this rank's from kfirst),
+// key_mask (Tk) their padding or NULL; words (B, R): a caption word 0, its padding -1. The caption's
+// keys are canonical blocks of their own (padded) before the image's, its queries too: every
+// query's output is the same whatever the split. Backward: dQ of the queries here; the image keys'
+// dK and dV through reduce (as attention_exact's), the caption's summed over the group by
+// sum_group, whole on every rank, the caption queries' shares (the same on every rank) added by
+// the group's rank 0 alone.
+Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, Tensor *k_all, Tensor *v_all,
+                              int kfirst, int heads, const uint8_t *key_mask, const int32_t *words,
+                              ExactReduceFn reduce, ExactSumFn sum_group, void *ctx);
 // q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D);
 // seg: the images of packed rows, a query attends only to its own image's keys (segments.h), or
 // NO_SEGMENTS. Labels, masks and ids may be host memory for ops on the device too (copied up).

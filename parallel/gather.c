@@ -90,6 +90,13 @@ static Tensor *local_kv(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor 
 static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads,
                                  const int32_t *words) {
     int B = q->shape[0], R = sp->context, n = sp->shard.n;
+    if (tp->exact) { // joint attention: the image keys gathered off the tape (as attend_all's)
+        Tensor *k_all = gather(tp, sp, dit_tokens_of(tp, k, R, n)), *v_all = gather(tp, sp, dit_tokens_of(tp, v, R, n));
+        ExactReduceFn reduce = (sp->bugs & BUG_NO_DKV_REDUCE_SCATTER) ? NULL : reduce_scatter_exact;
+        const uint8_t *mask = (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->shard.key_mask; // the host's
+        return attention_joint_exact(tp, q, k, v, R, k_all, v_all, sp->shard.t0, heads, mask, words, reduce,
+                                     sp_sum_group, sp);
+    }
     Tensor *k_all = dit_join_tokens(tp, dit_tokens_of(tp, k, 0, R), gather(tp, sp, dit_tokens_of(tp, k, R, n)));
     Tensor *v_all = dit_join_tokens(tp, dit_tokens_of(tp, v, 0, R), gather(tp, sp, dit_tokens_of(tp, v, R, n)));
     Segments caption = words ? dit_joint_segments(tp->arena, words, B, R, R + n, 1, sp->shard.T_pad) : NO_SEGMENTS;

@@ -78,15 +78,14 @@ static Tensor *spread(Tape *tp, Tensor *per_image, const int64_t *image_of, int 
     return tensor_reshape(tp->arena, rows, 3, (int[]){B, G, per_image->shape[1]});
 }
 
-// --exact: sums over the sequence group, every rank getting them
-static void sum_group(ExactSum *s, void *ctx) { comm_all_reduce_sums(((SeqParallel *)ctx)->comm, s, s->n); }
+void sp_sum_group(ExactSum *s, void *ctx) { comm_all_reduce_sums(((SeqParallel *)ctx)->comm, s, s->n); }
 
 DiTShard sp_dit_shard(SeqParallel *sp) {
     return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .T_pad = sp->shard.T_pad,
                       .positions_from_shard = sp->bugs & BUG_PACK_POSITIONS_FROM_SHARD,
                       .attend = layouts[sp->layout]->attend, .attend_ctx = sp,
                       .spread = sp->exact ? spread : NULL, .recompute = sp->recompute,
-                      .sum_group = sp->exact ? sum_group : NULL,
+                      .sum_group = sp->exact ? sp_sum_group : NULL,
                       .first_positions = sp->bugs & BUG_SHARD_POS_EMBED,
                       .rope_local = sp->bugs & BUG_ROPE_LOCAL_POSITIONS,
                       .rope_pack_run_on = sp->bugs & BUG_ROPE_PACK_POSITIONS,

@@ -214,6 +214,8 @@ const char *sp_layout_error(const SpOptions *o, int heads, int P, char *buf, siz
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
 // The pass a step with (or without) backward runs: DIT_RECOMPUTE for a backward under --recompute
 DiTPass sp_pass(const SeqParallel *sp, bool backward);
+// --exact: sums over the sequence group (ctx the SeqParallel), every rank getting them
+void sp_sum_group(ExactSum *s, void *ctx);
 // The DiTShard that runs a DiT forward on this rank's tokens with the layout's attention.
 DiTShard sp_dit_shard(SeqParallel *sp);
 // What this rank sends in one attention layer of B images, forward or backward (default mode,

@@ -11,9 +11,10 @@
 #   the same loss curve twice, --zero 3 with --recompute on 2 ranks against 1, sample --device
 #   cuda, verify of a clip model (rope, qk-norm) and of both caption models, and the usage errors
 #   of the flags;
-# - --exact on the device: 2 ranks in the gather, all-to-all and ring layouts, 2 data groups, and
-#   2 micro-batches, the same bits as the device's one rank; an injected bug differs; the device's
-#   one rank agrees with the CPU's within compare's tolerance (other kernels: other bits).
+# - --exact on the device: 2 ranks in the gather, all-to-all and ring layouts, 2 data groups, 2
+#   micro-batches, and joint attention (gather) on 2 ranks, the same bits as the device's one
+#   rank; an injected bug differs; the device's one rank agrees with the CPU's within compare's
+#   tolerance (other kernels: other bits).
 # With --probes-only (make test's float64 run) it stops after the probes that must agree (the
 # injected bugs are the same code in both precisions: float32's run catches them); --exact-only
 # runs the --exact checks alone (make test's planted kernel bug).
@@ -34,11 +35,11 @@ exact_run() { # name ranks flags...
   $MPIRUN -np "$np" "$TRAIN" $EXACT --out "$WORK/exact-$name" "$@" > "$WORK/exact-$name.log" 2>&1 ||
     { bad "--exact $* on $np ranks failed: $(tail -n 1 "$WORK/exact-$name.log")"; return 1; }
 }
-exact_expect() { # same|differs, name, ranks, flags...: against the device's one rank, file by file
+exact_expect() { # same|differs, name, ranks, flags...: against the device's one rank (REF, default one), file by file
   local want=$1 name=$2 np=$3 first=""; shift 3
   exact_run "$name" "$np" --device cuda "$@" || return
   for f in loss.csv model.safetensors ema.safetensors optimizer.safetensors; do
-    cmp -s "$WORK/exact-one/$f" "$WORK/exact-$name/$f" || { first=$f; break; }
+    cmp -s "$WORK/exact-${REF:-one}/$f" "$WORK/exact-$name/$f" || { first=$f; break; }
   done
   if [ "$want" = same ] && [ -z "$first" ]; then ok "--exact --device cuda $* on $np ranks: the same bits as one rank"
   elif [ "$want" = differs ] && [ -n "$first" ]; then ok "--exact --device cuda $* on $np ranks: $first differs"
@@ -52,6 +53,8 @@ exact_checks() {
   exact_expect same dp2 2 --sp 1
   exact_expect same accum2 1 --grad-accum 2
   exact_expect differs bug-no-grad-allreduce 2 --inject-bug no-grad-allreduce
+  exact_run joint-one 1 --device cuda --cond text --text-attn joint &&
+    REF=joint-one exact_expect same joint-2 2 --cond text --text-attn joint
   exact_run cpu 1 || return
   local msg; msg=$("$TRAIN" compare "$WORK/exact-one" "$WORK/exact-cpu" 2>&1)
   if [ $? = 0 ]; then ok "--exact: the device's one rank agrees with the CPU's ($(echo "$msg" | grep 'largest relative'))"
