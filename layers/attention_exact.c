@@ -359,7 +359,7 @@ static void joint_bwd(Node *nd) {
     exact_attn_grad(&j->t, a, &sq_t, adds ? &sk_i : NULL, adds ? &sv_i : NULL, gt, j->out_t->data, j->lse_t->data, qt,
                     j->k_all, j->v_all, Tk, kb);
     if (dq) add_sums(a, dq, row, &sq_t, (size_t)Rp * D, (size_t)R * D, B), add_sums(a, dq + (size_t)R * D, row, &sq_i, (size_t)n * D, (size_t)n * D, B);
-    j->sum_group(&sk_t, j->ctx), j->sum_group(&sv_t, j->ctx); // the caption's: whole on every rank
+    if (j->sum_group) j->sum_group(&sk_t, j->ctx), j->sum_group(&sv_t, j->ctx); // the caption's: whole on every rank
     if (dk) add_sums(a, dk, row, &sk_t, (size_t)Rp * D, (size_t)R * D, B);
     if (dv) add_sums(a, dv, row, &sv_t, (size_t)Rp * D, (size_t)R * D, B);
     real *own = arena_alloc(a, (size_t)B * n * D * sizeof(real));
@@ -417,7 +417,7 @@ Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, 
     int H = heads, dh = D / heads, nkb = keys / blk;
     JointOp j = {{B, Rp, H, dh, blk, nkb, m, seg, false, false, false}, {B, n, H, dh, blk, nkb, m, seg, false, false, false},
                  R, Rp, n, Tk, kfirst, k_all->data, v_all->data, NULL, NULL, NULL, NULL, reduce, sum_group, ctx,
-                 tp->exact->rank == 0};
+                 !sum_group || tp->exact->rank == 0};
     size_t row = (size_t)(R + n) * D;
     Tensor *out = tensor_like(a, q);
     j.out_t = tensor_new(a, 3, B, Rp, D), j.out_i = tensor_new(a, 3, B, n, D);

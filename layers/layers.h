@@ -71,7 +71,8 @@ Tensor *attention_whole_kv_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int 
 // query's output is the same whatever the split. Backward: dQ of the queries here; the image keys'
 // dK and dV through reduce (as attention_exact's), the caption's summed over the group by
 // sum_group, whole on every rank, the caption queries' shares (the same on every rank) added by
-// the group's rank 0 alone.
+// the group's rank 0 alone. sum_group NULL: the caption's queries here are nowhere else (a head
+// shard's), their shares and the caption's dK and dV complete here.
 Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, Tensor *k_all, Tensor *v_all,
                               int kfirst, int heads, const uint8_t *key_mask, const int32_t *words,
                               ExactReduceFn reduce, ExactSumFn sum_group, void *ctx);

@@ -3,6 +3,8 @@
 // the token shard. The heads need not divide: the first H mod P ranks take one more.
 #include "autograd_collectives.h"
 #include "sp.h"
+#include "../core/device.h"
+#include "../kernels/run.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -35,16 +37,41 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
 
-Tensor *seq_front_to_heads(Tape *tp, Comm *c, Tensor *x, int R, int heads) {
+// whole_grads (--exact): the front's gradient, whole on every rank, summed over c's ranks, each of
+// which holds its own heads' columns of it and zeros elsewhere (so the sum is exact)
+static void sum_grads_bwd(Node *nd) {
+    real *dx = node_grad(nd, 0), *g = nd->out->grad;
+    size_t n = nd->out->size;
+    if (!dx) return;
+    comm_all_reduce((Comm *)nd->ptr, COMM_REAL, g, n);
+    RUN(nd->arena->device, add_rows, dx, n, g, n, n, 1);
+}
+
+Tensor *seq_front_to_heads(Tape *tp, Comm *c, Tensor *x, int R, int heads, bool whole_grads) {
     int n = x->shape[1] - R, h = seq_heads(heads, c->size, c->rank), dh = x->shape[2] / heads;
     int first = seq_first_head(heads, c->size, c->rank) * dh;
-    return dit_join_tokens(tp, slice_last(tp, dit_tokens_of(tp, x, 0, R), first, h * dh),
+    Tensor *front = dit_tokens_of(tp, x, 0, R);
+    if (whole_grads) {
+        Tensor *f = tensor_like(tp->arena, front);
+        copy_bytes(f->data, front->data, front->size * sizeof(real));
+        Node *nd = tape_record(tp, "front (gradient summed over the group)", sum_grads_bwd, f, 1, front);
+        if (nd) nd->ptr = c;
+        front = f;
+    }
+    return dit_join_tokens(tp, slice_last(tp, front, first, h * dh),
                            seq_all_to_all(tp, c, dit_tokens_of(tp, x, R, n), heads, TO_HEAD_SHARD));
 }
 
-Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads) {
-    Tensor *front = dit_tokens_of(tp, o, 0, R), *copies = front;
-    for (int r = 1; r < c->size; r++) copies = dit_join_tokens(tp, copies, front);
+Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads, bool whole_grads) {
+    Tensor *front = dit_tokens_of(tp, o, 0, R), *copies = NULL;
+    for (int r = 0; r < c->size; r++) { // whole_grads: the others' copies off the tape
+        Tensor *copy = front;
+        if (whole_grads && r != c->rank) {
+            copy = tensor_like(tp->arena, front);
+            copy_bytes(copy->data, front->data, front->size * sizeof(real));
+        }
+        copies = copies ? dit_join_tokens(tp, copies, copy) : copy;
+    }
     return dit_join_tokens(tp, seq_all_to_all(tp, c, copies, heads, TO_TOKEN_SHARD),
                            seq_all_to_all(tp, c, dit_tokens_of(tp, o, R, o->shape[1] - R), heads, TO_TOKEN_SHARD));
 }
@@ -66,7 +93,13 @@ static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k
     bool replicated = sp->bugs & BUGS_REPLICATED;
     for (int j = 0; j < 3; j++)
         mine[j] = replicated && j ? seq_all_to_all(tp, c, qkv[j], heads, TO_HEAD_SHARD)
-                                  : seq_front_to_heads(tp, c, qkv[j], R, heads);
+                                  : seq_front_to_heads(tp, c, qkv[j], R, heads, tp->exact);
+    if (tp->exact) { // joint attention: every key of these heads here, the caption's queries of them nowhere else
+        Tensor *k_img = dit_tokens_of(tp, mine[1], R, T), *v_img = dit_tokens_of(tp, mine[2], R, T);
+        const uint8_t *host = (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->shard.key_mask;
+        return seq_front_from_heads(tp, c, attention_joint_exact(tp, mine[0], mine[1], mine[2], R, k_img, v_img, 0, h,
+                                                                 host, words, NULL, NULL, NULL), R, heads, true);
+    }
     const uint8_t *mask = sp_context_mask(sp);
     int keys = R + T;
     if (replicated) {
@@ -78,7 +111,7 @@ static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k
     }
     int kept = replicated ? P : 1; // copies of the front tokens among the keys
     Segments caption = words ? dit_joint_segments(tp->arena, words, B, R, R + T, kept, keys / kept - R) : NO_SEGMENTS;
-    return seq_front_from_heads(tp, c, attention(tp, mine[0], mine[1], mine[2], h, mask, caption), R, heads);
+    return seq_front_from_heads(tp, c, attention(tp, mine[0], mine[1], mine[2], h, mask, caption), R, heads, false);
 }
 
 // q, k, v are (B, n, D): this rank's tokens

@@ -252,8 +252,11 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
 // shard; and back, o (B, R + P n, h dh) -> (B, R + n, D): the front tokens' output whole on every
 // rank (each rank sends its heads' columns, one copy to each other rank: an all-gather of the
 // heads, whose adjoint sums the copies' gradients) and the tokens' output to the token shard.
-Tensor *seq_front_to_heads(Tape *tp, Comm *c, Tensor *x, int R, int heads);
-Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads);
+// whole_grads (--exact, where the front's gradients are whole on every rank): the front's gradient
+// going in is summed over the ranks (each holds its heads' columns), and coming out each rank keeps
+// its own copy's (the others' are the same).
+Tensor *seq_front_to_heads(Tape *tp, Comm *c, Tensor *x, int R, int heads, bool whole_grads);
+Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads, bool whole_grads);
 // The key mask of all T_pad tokens (NULL under the no-pad-mask bug), on the device with cuda.
 const uint8_t *sp_key_mask(const SeqParallel *sp);
 // The images of a pack's tokens for the attention: seg (B, T_pad) as the layout got it, or NULL

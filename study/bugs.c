@@ -168,10 +168,11 @@ static int probe(const char *self, int ranks, const char *ckpt, const char *batc
 // A probe's tape dumps one micro-batch: runs given --grad-accum are not dumped
 static bool dumped(const char *flags) { return !strstr(flags, "--grad-accum"); }
 
-// Why flags (a row's layout and config) cannot run with --exact added to the shared settings
-// (in-context conditioning has no exact mode), into buf; NULL if they can
-static const char *exact_refusal(const char *flags, char *buf, size_t len) {
+// Why flags (a row's layout and config) and bug (its name, or NULL) cannot run with --exact added
+// to the shared settings (in-context conditioning has no exact mode), into buf; NULL if they can
+static const char *exact_refusal(const char *flags, const char *bug, char *buf, size_t len) {
     TrainConfig tc = shared;
+    tc.parallel.bugs = bug ? bug_from_name(bug) : 0;
     char words[256], *argv[32], *save = NULL;
     int argc = 0;
     snprintf(words, sizeof words, "%s", flags);
@@ -189,7 +190,7 @@ static int probes(const char *self, int ranks, const char *ckpt, const char *bat
     char out[PATH_LEN_], dump[PATH_LEN_], exact[160], why[256];
     snprintf(out, sizeof out, "%s/" REGIMES_PROBE, dir), snprintf(dump, sizeof dump, "%s/" REGIMES_TAPE, dir);
     int rc = probe(self, ranks, ckpt, batch, layout, bug, out, dumped(layout) ? dump : NULL, log);
-    if (rc || !regimes || exact_refusal(layout, why, sizeof why)) return rc; // no exact files: "-"
+    if (rc || !regimes || exact_refusal(layout, bug, why, sizeof why)) return rc; // no exact files: "-"
     snprintf(exact, sizeof exact, "%s --exact", layout);
     snprintf(out, sizeof out, "%s/" REGIMES_EXACT_PROBE, dir), snprintf(dump, sizeof dump, "%s/" REGIMES_EXACT_TAPE, dir);
     return probe(self, ranks, ckpt, batch, exact, bug, out, dumped(layout) ? dump : NULL, log);
@@ -402,7 +403,7 @@ int bugs_main(int argc, char **argv) {
     bool ok = true, failed = false; // failed: a run, or reading what it wrote, failed
     for (int i = 0; i < n; i++) {
         Row *r = &rows[i];
-        if (shared.parallel.exact && exact_refusal(r->layout, r->refused, sizeof r->refused)) {
+        if (shared.parallel.exact && exact_refusal(r->layout, r->bug ? r->bug->name : NULL, r->refused, sizeof r->refused)) {
             printf("== %s: not run: %s\n", r->name, r->refused);
             continue;
         }
