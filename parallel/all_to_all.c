@@ -50,6 +50,8 @@ static void sum_grads_bwd(Node *nd) {
 Tensor *seq_front_to_heads(Tape *tp, Comm *c, Tensor *x, int R, int heads, bool whole_grads) {
     int n = x->shape[1] - R, h = seq_heads(heads, c->size, c->rank), dh = x->shape[2] / heads;
     int first = seq_first_head(heads, c->size, c->rank) * dh;
+    // the shard exchanged first, then the front taken: the order whose arena peak the estimate holds
+    Tensor *shard = seq_all_to_all(tp, c, dit_tokens_of(tp, x, R, n), heads, TO_HEAD_SHARD);
     Tensor *front = dit_tokens_of(tp, x, 0, R);
     if (whole_grads) {
         Tensor *f = tensor_like(tp->arena, front);
@@ -58,8 +60,7 @@ Tensor *seq_front_to_heads(Tape *tp, Comm *c, Tensor *x, int R, int heads, bool 
         if (nd) nd->ptr = c;
         front = f;
     }
-    return dit_join_tokens(tp, slice_last(tp, front, first, h * dh),
-                           seq_all_to_all(tp, c, dit_tokens_of(tp, x, R, n), heads, TO_HEAD_SHARD));
+    return dit_join_tokens(tp, slice_last(tp, front, first, h * dh), shard);
 }
 
 Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads, bool whole_grads) {
