@@ -306,6 +306,20 @@ Tensor *attention_whole_kv_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int 
 }
 
 // ---- joint attention: the caption's tokens in front of the image's, the caption whole here -----
+ExactJointKeys exact_joint_keys(Arena *a, int B, int R, int Rp, int Tk, int nq, const uint8_t *key_mask,
+                                const int32_t *words) {
+    int keys = Rp + Tk, T = keys + (Rp > nq ? Rp : nq);
+    Arena *host = arena_host(a);
+    uint8_t *mask = arena_alloc(host, (size_t)keys);
+    memset(mask, 1, (size_t)keys);
+    if (key_mask) memcpy(mask + Rp, key_mask, (size_t)Tk);
+    int32_t *id = arena_alloc(host, (size_t)B * T * sizeof(int32_t)); // zeroed
+    for (int b = 0; b < B; b++)
+        for (int x = 0; x < Rp; x++) id[(size_t)b * T + x] = x < R ? words[(size_t)b * R + x] : -1;
+    return (ExactJointKeys){op_input(a, mask, (size_t)keys),
+                            (Segments){op_input(a, id, (size_t)B * T * sizeof(int32_t)), T, keys, 0}};
+}
+
 typedef struct JointOp {
     ExactAttn t, i;           // the caption's queries (Rp of them, padded), the image's (n)
     int R, Rp, n, Tk, kfirst; // caption tokens (padded to Rp), image queries, image keys, ours from
@@ -317,18 +331,14 @@ typedef struct JointOp {
     bool adds_caption_queries; // this rank adds the caption queries' shares of dK and dV
 } JointOp;
 
-// rows [first, first + len) of each of x's B rows of `stride` values into (B, rows, D) at dst, with
-// its rows [len, rows) zero; on the arena's side
-static real *take_rows(Arena *a, const real *x, size_t stride, size_t first, int B, int len, int rows, size_t D) {
+real *exact_take_rows(Arena *a, const real *x, size_t stride, size_t first, int B, int len, int rows, size_t D) {
     real *dst = arena_alloc(a, (size_t)B * rows * D * sizeof(real)); // zeroed
     for (int b = 0; b < B; b++)
         copy_bytes(dst + (size_t)b * rows * D, x + b * stride + first * D, (size_t)len * D * sizeof(real));
     return dst;
 }
 
-// The rounded sums s, rows of `s_pitch` from each of B, their first `width` values added into dst
-// (B rows `d_pitch` apart)
-static void add_sums(Arena *a, real *dst, size_t d_pitch, ExactSum *s, size_t s_pitch, size_t width, int B) {
+void exact_add_rows(Arena *a, real *dst, size_t d_pitch, ExactSum *s, size_t s_pitch, size_t width, int B) {
     ArenaMarks mark = arena_marks(a);
     real *r = arena_alloc(arena_host(a), (size_t)B * s_pitch * sizeof(real));
     exact_result(r, s, 0, (size_t)B * s_pitch);
@@ -344,9 +354,9 @@ static void joint_bwd(Node *nd) {
     real *dq = node_grad(nd, 0), *dk = node_grad(nd, 1), *dv = node_grad(nd, 2);
     ArenaMarks mark = arena_marks(a);
     const real *q = nd->in[0]->data, *k = nd->in[1]->data, *v = nd->in[2]->data, *g = nd->out->grad;
-    real *qt = take_rows(a, q, row, 0, B, R, Rp, D), *qi = take_rows(a, q, row, R, B, n, n, D);
-    real *kt = take_rows(a, k, row, 0, B, R, Rp, D), *vt = take_rows(a, v, row, 0, B, R, Rp, D);
-    real *gt = take_rows(a, g, row, 0, B, R, Rp, D), *gi = take_rows(a, g, row, R, B, n, n, D);
+    real *qt = exact_take_rows(a, q, row, 0, B, R, Rp, D), *qi = exact_take_rows(a, q, row, R, B, n, n, D);
+    real *kt = exact_take_rows(a, k, row, 0, B, R, Rp, D), *vt = exact_take_rows(a, v, row, 0, B, R, Rp, D);
+    real *gt = exact_take_rows(a, g, row, 0, B, R, Rp, D), *gi = exact_take_rows(a, g, row, R, B, n, n, D);
     ExactSum sq_t = exact_sums(a, (size_t)B * Rp * D), sq_i = exact_sums(a, (size_t)B * n * D);
     ExactSum sk_t = exact_sums(a, (size_t)B * Rp * D), sv_t = exact_sums(a, (size_t)B * Rp * D);
     ExactSum sk_i = exact_sums(a, (size_t)B * Tk * D), sv_i = exact_sums(a, (size_t)B * Tk * D);
@@ -358,10 +368,10 @@ static void joint_bwd(Node *nd) {
     exact_attn_grad(&j->t, a, &sq_t, adds ? &sk_t : NULL, adds ? &sv_t : NULL, gt, j->out_t->data, j->lse_t->data, qt, kt, vt, Rp, 0);
     exact_attn_grad(&j->t, a, &sq_t, adds ? &sk_i : NULL, adds ? &sv_i : NULL, gt, j->out_t->data, j->lse_t->data, qt,
                     j->k_all, j->v_all, Tk, kb);
-    if (dq) add_sums(a, dq, row, &sq_t, (size_t)Rp * D, (size_t)R * D, B), add_sums(a, dq + (size_t)R * D, row, &sq_i, (size_t)n * D, (size_t)n * D, B);
+    if (dq) exact_add_rows(a, dq, row, &sq_t, (size_t)Rp * D, (size_t)R * D, B), exact_add_rows(a, dq + (size_t)R * D, row, &sq_i, (size_t)n * D, (size_t)n * D, B);
     if (j->sum_group) j->sum_group(&sk_t, j->ctx), j->sum_group(&sv_t, j->ctx); // the caption's: whole on every rank
-    if (dk) add_sums(a, dk, row, &sk_t, (size_t)Rp * D, (size_t)R * D, B);
-    if (dv) add_sums(a, dv, row, &sv_t, (size_t)Rp * D, (size_t)R * D, B);
+    if (dk) exact_add_rows(a, dk, row, &sk_t, (size_t)Rp * D, (size_t)R * D, B);
+    if (dv) exact_add_rows(a, dv, row, &sv_t, (size_t)Rp * D, (size_t)R * D, B);
     real *own = arena_alloc(a, (size_t)B * n * D * sizeof(real));
     for (int x = 0; x < 2; x++) { // the image keys': this rank's rows, summed over the ranks' queries
         real *d = x ? dv : dk;
@@ -399,23 +409,14 @@ Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, 
                               int kfirst, int heads, const uint8_t *key_mask, const int32_t *words,
                               ExactReduceFn reduce, ExactSumFn sum_group, void *ctx) {
     int B = q->shape[0], n = q->shape[1] - R, D = q->shape[2], Tk = k_all->shape[1], blk = tp->exact->block;
-    int Rp = (R + blk - 1) / blk * blk, keys = Rp + Tk, T = keys + (Rp > n ? Rp : n);
+    int Rp = (R + blk - 1) / blk * blk, keys = Rp + Tk;
     CHECK(R >= 1 && n % blk == 0 && Tk % blk == 0 && D % heads == 0 && tensor_same_shape(q, k) &&
               tensor_same_shape(k, v) && tensor_same_shape(k_all, v_all) && k_all->shape[0] == B,
           "attention_joint_exact: %d caption and %d image queries, %d image keys, in blocks of %d", R, n, Tk, blk);
     Arena *a = tp->arena, *host = arena_host(a);
-    // every key's mask (the image's padding) and images: a caption word's 0, its padding and the
-    // caption's padding to Rp -1, an image key's 0; then the queries', 0
-    uint8_t *mask = arena_alloc(host, (size_t)keys);
-    memset(mask, 1, (size_t)keys);
-    if (key_mask) memcpy(mask + Rp, key_mask, (size_t)Tk);
-    int32_t *id = arena_alloc(host, (size_t)B * T * sizeof(int32_t)); // zeroed
-    for (int b = 0; b < B; b++)
-        for (int x = 0; x < Rp; x++) id[(size_t)b * T + x] = x < R ? words[(size_t)b * R + x] : -1;
-    Segments seg = {op_input(a, id, (size_t)B * T * sizeof(int32_t)), T, keys, 0};
-    const uint8_t *m = op_input(a, mask, (size_t)keys);
+    ExactJointKeys jk = exact_joint_keys(a, B, R, Rp, Tk, n, key_mask, words);
     int H = heads, dh = D / heads, nkb = keys / blk;
-    JointOp j = {{B, Rp, H, dh, blk, nkb, m, seg, false, false, false}, {B, n, H, dh, blk, nkb, m, seg, false, false, false},
+    JointOp j = {{B, Rp, H, dh, blk, nkb, jk.mask, jk.seg, false, false, false}, {B, n, H, dh, blk, nkb, jk.mask, jk.seg, false, false, false},
                  R, Rp, n, Tk, kfirst, k_all->data, v_all->data, NULL, NULL, NULL, NULL, reduce, sum_group, ctx,
                  !sum_group || tp->exact->rank == 0};
     size_t row = (size_t)(R + n) * D;
@@ -423,8 +424,8 @@ Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, 
     j.out_t = tensor_new(a, 3, B, Rp, D), j.out_i = tensor_new(a, 3, B, n, D);
     j.lse_t = tensor_new(a, 1, B * Rp * H), j.lse_i = tensor_new(a, 1, B * n * H);
     ArenaMarks inputs = arena_marks(a);
-    real *qt = take_rows(a, q->data, row, 0, B, R, Rp, D), *qi = take_rows(a, q->data, row, R, B, n, n, D);
-    real *kt = take_rows(a, k->data, row, 0, B, R, Rp, D), *vt = take_rows(a, v->data, row, 0, B, R, Rp, D);
+    real *qt = exact_take_rows(a, q->data, row, 0, B, R, Rp, D), *qi = exact_take_rows(a, q->data, row, R, B, n, n, D);
+    real *kt = exact_take_rows(a, k->data, row, 0, B, R, Rp, D), *vt = exact_take_rows(a, v->data, row, 0, B, R, Rp, D);
     joint_forward(&j.t, a, j.out_t->data, j.lse_t->data, qt, kt, vt, Rp, k_all->data, v_all->data, Tk);
     joint_forward(&j.i, a, j.out_i->data, j.lse_i->data, qi, kt, vt, Rp, k_all->data, v_all->data, Tk);
     arena_release_marks(a, inputs);

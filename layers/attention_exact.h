@@ -40,3 +40,20 @@ void exact_attn_grad(const ExactAttn *g, Arena *a, ExactSum *dq, ExactSum *dk, E
                      const real *k, const real *v, int nk, int kb0);
 // Rounds sums s (n values from `at`) and adds them into dst
 void exact_add_into(real *dst, ExactSum *s, size_t at, size_t n, Arena *a);
+
+// Rows [first, first + len) of each of x's B rows of `stride` values into a new (B, rows, D), its
+// rows [len, rows) zero; on the arena's side
+real *exact_take_rows(Arena *a, const real *x, size_t stride, size_t first, int B, int len, int rows, size_t D);
+// The rounded sums s, rows of `s_pitch` from each of B, their first `width` values added into dst
+// (B rows `d_pitch` apart)
+void exact_add_rows(Arena *a, real *dst, size_t d_pitch, ExactSum *s, size_t s_pitch, size_t width, int B);
+// Joint attention's keys under --exact: the caption's R (padded to Rp) before Tk image keys, and
+// queries after them (nq, or Rp): every key's mask (1, then key_mask's, a host array, or 1) and
+// images (a caption word's 0, its padding and the padding to Rp -1, an image key's and every
+// query's 0; queries from token Rp + Tk), where the kernels run
+typedef struct ExactJointKeys {
+    const uint8_t *mask;
+    Segments seg;
+} ExactJointKeys;
+ExactJointKeys exact_joint_keys(Arena *a, int B, int R, int Rp, int Tk, int nq, const uint8_t *key_mask,
+                                const int32_t *words);

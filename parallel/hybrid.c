@@ -47,10 +47,10 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
     Comm *h = sp->heads;
     int R = sp->context, mine = seq_heads(heads, h->size, h->rank);
     if (R) // joint attention: the caption in front (seg: its words), its heads taken here
-        return seq_front_from_heads(tp, h, ring_attention(tp, sp->ring, seq_front_to_heads(tp, h, q, R, heads, false),
-                                                          seq_front_to_heads(tp, h, k, R, heads, false),
-                                                          seq_front_to_heads(tp, h, v, R, heads, false), mine,
-                                                          sp_key_mask(sp), NULL, R, seg, sp->bugs), R, heads, false);
+        return seq_front_from_heads(tp, h, ring_attention(tp, sp->ring, seq_front_to_heads(tp, h, q, R, heads, tp->exact),
+                                                          seq_front_to_heads(tp, h, k, R, heads, tp->exact),
+                                                          seq_front_to_heads(tp, h, v, R, heads, tp->exact), mine,
+                                                          sp_key_mask(sp), NULL, R, seg, sp->bugs), R, heads, tp->exact);
     Tensor *o = ring_attention(tp, sp->ring, seq_all_to_all(tp, h, q, heads, TO_HEAD_SHARD),
                                seq_all_to_all(tp, h, k, heads, TO_HEAD_SHARD),
                                seq_all_to_all(tp, h, v, heads, TO_HEAD_SHARD), mine, sp_key_mask(sp),

@@ -55,6 +55,14 @@ typedef struct Ring { // what one call needs, from q (B, R + n, D)
     int R, nq;
     const uint8_t *front_mask;
     Segments home_seg;
+    // --exact with tokens in front: the caption's queries as a query set of their own (Rp of them,
+    // padded to whole canonical blocks), its keys the key blocks before every rank's block; the
+    // image's queries apart (qi); kt, vt the caption's keys and values padded the same way. The
+    // caption's queries are the same on every rank: rank 0 adds their shares of dK and dV
+    ExactAttn *exact_t;
+    int Rp;
+    real *qt, *qi, *kt, *vt;
+    size_t lsize; // the saved log-sum-exps' values, before the last K and V
 } Ring;
 
 // where this rank's queries, and the keys of the block of `owner`, start among all tokens (both
@@ -72,8 +80,8 @@ static Segments block_segments(const Ring *g, int owner) {
     return g->seg ? (Segments){g->seg, g->c->size * g->n, queries_at(g), keys_at(g, owner)} : NO_SEGMENTS;
 }
 
-// --exact: the first canonical block of the block of `owner` among all keys
-static int first_key_block(const Ring *g, int owner) { return keys_at(g, owner) / g->exact->blk; }
+// --exact: the first canonical block of the block of `owner` among all keys (after the caption's)
+static int first_key_block(const Ring *g, int owner) { return (g->Rp + keys_at(g, owner)) / g->exact->blk; }
 
 // attention of the local queries to one visiting block, on the host or the device (the arena's)
 static void block_forward(Arena *a, const Ring *g, real *o, real *l, const real *q, const real *k,
@@ -119,13 +127,25 @@ typedef struct Forward { // what the steps add up
     real *os, *ls;    // a step's partial ones
     real *lparts, *L; // --exact: every key block's log-sum-exp (pass 0), and their combination
     ExactSum o;       // --exact: the output's sums (pass 1)
+    real *lparts_t, *L_t; // --exact with tokens in front: the caption queries' own
+    ExactSum o_t;
 } Forward;
 
 // The local queries against the visiting block of `owner` (k, v), at step s of pass `pass`
 static void forward_step(Arena *a, const Ring *g, Forward *f, const real *q, const real *k,
                          const real *v, const Tensor *home_k, const Tensor *home_v, int pass, int s, int owner) {
-    if (g->exact && pass == 0) return exact_attn_lse(g->exact, a, f->lparts, q, k, v, g->n, first_key_block(g, owner));
-    if (g->exact) return exact_attn_out(g->exact, a, &f->o, f->L, q, k, v, g->n, first_key_block(g, owner));
+    if (g->exact) { // the image's queries, and the caption's; the caption's keys at the home step
+        const real *qi = g->R ? g->qi : q;
+        for (int home = 0; home <= (g->R && owner == g->c->rank); home++) {
+            const real *kk = home ? g->kt : k, *vv = home ? g->vt : v;
+            int nk = home ? g->Rp : g->n, kb = home ? 0 : first_key_block(g, owner);
+            if (pass == 0) exact_attn_lse(g->exact, a, f->lparts, qi, kk, vv, nk, kb);
+            else exact_attn_out(g->exact, a, &f->o, f->L, qi, kk, vv, nk, kb);
+            if (g->R && pass == 0) exact_attn_lse(g->exact_t, a, f->lparts_t, g->qt, kk, vv, nk, kb);
+            else if (g->R) exact_attn_out(g->exact_t, a, &f->o_t, f->L_t, g->qt, kk, vv, nk, kb);
+        }
+        return;
+    }
     if (sees_front(g, owner)) // the home step: the front tokens' keys once, with this rank's block
         attention_kernel_forward(a, s ? f->os : f->out, s ? f->ls : f->lse, q, with_front(a, g, home_k->data, k, owner),
                                  with_front(a, g, home_v->data, v, owner), g->front_mask + (size_t)owner * g->nq,
@@ -143,20 +163,20 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
                        unsigned bugs) {
     int B = q->shape[0], nq = q->shape[1], n = nq - front, D = q->shape[2], P = c->size, r = c->rank;
     CHECK(heads > 0 && D % heads == 0, "ring attention: %d heads do not divide the width %d", heads, D);
-    CHECK(!front || (!tp->exact && !seg), "ring attention: tokens in front run without --exact and packs");
+    CHECK(!front || !seg, "ring attention: tokens in front run without packs");
     Arena *a = tp->arena;
     Ring *g = arena_alloc(arena_host(a), sizeof(Ring));
     *g = (Ring){.c = c, .mask = key_mask, .seg = seg, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
                 .blk = (size_t)B * n * D, .R = front, .nq = nq};
-    if (front) {
-        // on the host (key_mask: the host's copy under --device cuda too), then where the kernels run
+    // the key mask on the host (key_mask: the host's copy under --device cuda too)
+    const uint8_t *km = key_mask && device_pointer(key_mask) ? NULL : key_mask;
+    if (front && key_mask && !km) { // the device's copy: read back once
+        uint8_t *h = arena_alloc(arena_host(a), (size_t)P * n);
+        copy_bytes(h, key_mask, (size_t)P * n);
+        km = h;
+    }
+    if (front) { // then where the kernels run
         uint8_t *fm = arena_alloc(arena_host(a), (size_t)P * nq);
-        const uint8_t *km = key_mask && device_pointer(key_mask) ? NULL : key_mask;
-        if (key_mask && !km) { // the device's copy: read back once
-            uint8_t *h = arena_alloc(arena_host(a), (size_t)P * n);
-            copy_bytes(h, key_mask, (size_t)P * n);
-            km = h;
-        }
         for (int o = 0; o < P; o++)
             for (int j = 0; j < nq; j++) fm[(size_t)o * nq + j] = j < front || !km || km[o * n + j - front];
         g->front_mask = (uint8_t *)op_input(a, fm, (size_t)P * nq);
@@ -168,10 +188,23 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
         int blkt = tp->exact->block;
         CHECK(n % blkt == 0, "ring attention: --exact needs whole blocks of %d tokens, got %d tokens", blkt, n);
         Segments images = seg ? (Segments){seg, P * n, queries_at(g), 0} : NO_SEGMENTS;
+        const uint8_t *mask = key_mask;
+        if (front) { // the caption's keys first: every key's mask and images (exact_joint_keys)
+            g->Rp = (front + blkt - 1) / blkt * blkt;
+            ExactJointKeys jk = exact_joint_keys(a, B, front, g->Rp, P * n, n, km, words);
+            mask = jk.mask, images = jk.seg;
+            size_t row = (size_t)nq * D;
+            g->qt = exact_take_rows(a, q->data, row, 0, B, front, g->Rp, D), g->qi = exact_take_rows(a, q->data, row, front, B, n, n, D);
+            g->kt = exact_take_rows(a, k->data, row, 0, B, front, g->Rp, D), g->vt = exact_take_rows(a, v->data, row, 0, B, front, g->Rp, D);
+            g->exact_t = arena_alloc(arena_host(a), sizeof(ExactAttn));
+        }
         g->exact = arena_alloc(arena_host(a), sizeof(ExactAttn));
-        *g->exact = (ExactAttn){B, n, heads, D / heads, blkt, P * (n / blkt), key_mask, images,
+        *g->exact = (ExactAttn){B, n, heads, D / heads, blkt, (g->Rp + P * n) / blkt, mask, images,
                                 bugs & BUG_RING_WRONG_MERGE, bugs & BUG_RING_BLOCK_DELTA, bugs & BUG_LSE_OVERFLOW};
+        if (front) *g->exact_t = *g->exact, g->exact_t->Tq = g->Rp;
+        lsize = (size_t)B * heads * (n + g->Rp); // the image's L, then the caption's
     }
+    g->lsize = lsize;
     Tensor *out = tensor_like(a, q);
     Tensor *saved = tensor_new(a, 1, (int)(lsize + 2 * g->blk)); // lse, last K V
     Forward f = {.out = out->data, .lse = saved->data};
@@ -179,8 +212,13 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     real *cur = arena_alloc(a, 4 * g->blk * sizeof(real)), *next = cur + 2 * g->blk;
     size_t qsize = (size_t)B * nq * D; // a step's partial output
     if (g->exact) { // on the host
-        f.lparts = arena_alloc(arena_host(a), ((size_t)g->exact->nkb + 1) * lsize * sizeof(real));
-        f.L = f.lparts + (size_t)g->exact->nkb * lsize, f.o = exact_sums(a, out->size);
+        size_t li = (size_t)B * heads * n, lt = (size_t)B * heads * g->Rp, nkb = (size_t)g->exact->nkb;
+        f.lparts = arena_alloc(arena_host(a), (nkb + 1) * li * sizeof(real));
+        f.L = f.lparts + nkb * li, f.o = exact_sums(a, (size_t)B * n * D);
+        if (front) {
+            f.lparts_t = arena_alloc(arena_host(a), (nkb + 1) * lt * sizeof(real));
+            f.L_t = f.lparts_t + nkb * lt, f.o_t = exact_sums(a, (size_t)B * g->Rp * D);
+        }
     } else f.os = arena_alloc(a, (qsize + lsize) * sizeof(real)), f.ls = f.os + qsize;
     for (int pass = 0; pass < (g->exact ? 2 : 1); pass++) { // --exact: L first, then the outputs
         own_block(g, cur, k->data, true), own_block(g, cur + g->blk, v->data, true);
@@ -195,12 +233,14 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
             cur = next, next = t;
         }
         if (g->exact && pass == 0) exact_attn_combine(g->exact, f.L, f.lparts);
+        if (g->exact && front && pass == 0) exact_attn_combine(g->exact_t, f.L_t, f.lparts_t);
     }
-    if (g->exact) { // the output's sums rounded, and L as the log-sum-exp
-        real *o = arena_alloc(arena_host(a), out->size * sizeof(real));
-        exact_result(o, &f.o, 0, out->size);
-        copy_bytes(out->data, o, out->size * sizeof(real));
-        copy_bytes(f.lse, f.L, lsize * sizeof(real));
+    if (g->exact) { // the output's sums rounded (the caption's rows, then the image's), and L as the log-sum-exp
+        size_t li = (size_t)B * heads * n, row = (size_t)nq * D;
+        exact_add_rows(a, out->data + (size_t)front * D, row, &f.o, (size_t)n * D, (size_t)n * D, B);
+        if (front) exact_add_rows(a, out->data, row, &f.o_t, (size_t)g->Rp * D, (size_t)front * D, B);
+        copy_bytes(f.lse, f.L, li * sizeof(real));
+        if (front) copy_bytes(f.lse + li, f.L_t, (size_t)B * heads * g->Rp * sizeof(real));
     }
     copy_bytes(f.lse + lsize, cur, 2 * g->blk * sizeof(real));
     arena_release_marks(a, mark);
@@ -243,6 +283,11 @@ typedef struct Backward { // what the steps add into besides the travelling shar
     real *os;           // ring-block-delta: a block's partial output and log-sum-exp
     ExactSum q;         // --exact: dQ's sums
     Shares kept;        // --exact, ring-dkv-not-returned: the shares kept here
+    // --exact with tokens in front: the image's and the caption's output, its gradient and L apart
+    // (as the Ring's qi, qt); the caption queries' dQ sums and the caption keys' dK, dV sums
+    const real *oi, *ot, *gi, *gt, *li, *lt;
+    ExactSum qt;
+    Shares front;
 } Backward;
 
 // This rank's share of the visiting block of `owner` (k, v) into sh, its dQ added; under
@@ -251,9 +296,22 @@ static void backward_step(Node *nd, const Ring *g, Backward *b, Shares *sh, bool
                           const real *k, const real *v, int owner) {
     Arena *a = nd->arena;
     const real *q = nd->in[0]->data, *o = nd->out->data, *lse = nd->saved->data, *dout = nd->out->grad;
-    if (g->exact) {
+    if (g->exact && !g->R) {
         Shares *to = keep_here ? &b->kept : sh;
         return exact_attn_grad(g->exact, a, &b->q, &to->k, &to->v, dout, o, lse, q, k, v, g->n, first_key_block(g, owner));
+    }
+    if (g->exact) { // the image's queries, then the caption's (rank 0 adds their shares); the
+        // caption's keys at the home step
+        bool adds = g->c->rank == 0;
+        for (int home = 0; home <= (owner == g->c->rank); home++) {
+            Shares *to = home ? &b->front : keep_here ? &b->kept : sh;
+            const real *kk = home ? g->kt : k, *vv = home ? g->vt : v;
+            int nk = home ? g->Rp : g->n, kb = home ? 0 : first_key_block(g, owner);
+            exact_attn_grad(g->exact, a, &b->q, &to->k, &to->v, b->gi, b->oi, b->li, g->qi, kk, vv, nk, kb);
+            exact_attn_grad(g->exact_t, a, &b->qt, adds ? &to->k : NULL, adds ? &to->v : NULL, b->gt, b->ot, b->lt,
+                            g->qt, kk, vv, nk, kb);
+        }
+        return;
     }
     if (sees_front(g, owner)) { // the home step: the front's dK, dV here, the block's in sh
         Tensor *hk = nd->in[1], *hv = nd->in[2];
@@ -282,14 +340,20 @@ static void backward_step(Node *nd, const Ring *g, Backward *b, Shares *sh, bool
 static void backward_end(Arena *a, const Ring *g, Backward *b, Shares *sh) {
     size_t blk = g->blk;
     const real *d = sh->d;
+    size_t row = blk / g->B, pitch = row + (size_t)g->R * g->H * g->dh, front = pitch - row; // the block's rows
+    if (g->exact && g->R) { // dQ's rows, the caption's and the image's; the caption's dK, dV summed over the ring
+        if (b->dq) exact_add_rows(a, b->dq + front, pitch, &b->q, row, row, g->B);
+        if (b->dq) exact_add_rows(a, b->dq, pitch, &b->qt, (size_t)g->Rp * g->H * g->dh, front, g->B);
+        comm_all_reduce_sums(g->c, &b->front.k, b->front.k.n), comm_all_reduce_sums(g->c, &b->front.v, b->front.v.n);
+        if (b->dk) exact_add_rows(a, b->dk, pitch, &b->front.k, (size_t)g->Rp * g->H * g->dh, front, g->B);
+        if (b->dv) exact_add_rows(a, b->dv, pitch, &b->front.v, (size_t)g->Rp * g->H * g->dh, front, g->B);
+    } else if (g->exact && b->dq) exact_add_into(b->dq, &b->q, 0, blk, a);
     if (g->exact) {
-        if (b->dq) exact_add_into(b->dq, &b->q, 0, blk, a);
         if (g->bugs & BUG_RING_DKV_NOT_RETURNED) exact_merge(&sh->k, 0, &b->kept.k), exact_merge(&sh->v, 0, &b->kept.v);
         real *host = arena_alloc(arena_host(a), 2 * blk * sizeof(real));
         exact_result(host, &sh->k, 0, blk), exact_result(host + blk, &sh->v, 0, blk);
         d = op_input(a, host, 2 * blk * sizeof(real));
     }
-    size_t row = blk / g->B, pitch = row + (size_t)g->R * g->H * g->dh, front = pitch - row; // the block's rows
     if (b->dk) RUN(a->device, add_rows, b->dk + front, pitch, d, row, row, g->B);
     if (b->dv) RUN(a->device, add_rows, b->dv + front, pitch, d + blk, row, row, g->B);
 }
@@ -304,6 +368,17 @@ static void ring_bwd(Node *nd) {
     ArenaMarks mark = arena_marks(a);
     bool kept = g->bugs & BUG_RING_DKV_NOT_RETURNED, delta = g->bugs & BUG_RING_BLOCK_DELTA;
     if (g->exact) b.q = exact_sums(a, g->blk);
+    if (g->exact && g->R) { // the image's and the caption's rows apart
+        size_t D = (size_t)g->H * g->dh, row = (size_t)g->nq * D, li = (size_t)g->B * g->H * g->n;
+        const real *o = nd->out->data, *go = nd->out->grad;
+        b.oi = exact_take_rows(a, o, row, g->R, g->B, g->n, g->n, D), b.ot = exact_take_rows(a, o, row, 0, g->B, g->R, g->Rp, D);
+        b.gi = exact_take_rows(a, go, row, g->R, g->B, g->n, g->n, D), b.gt = exact_take_rows(a, go, row, 0, g->B, g->R, g->Rp, D);
+        b.li = nd->saved->data, b.lt = nd->saved->data + li;
+        size_t tk = (size_t)g->B * g->Rp * D;
+        b.qt = exact_sums(a, tk);
+        char *mem = arena_alloc(arena_host(a), 2 * exact_bytes(tk)); // zeroed
+        b.front = (Shares){.k = exact_view_zeroed(mem, tk), .v = exact_view_zeroed(mem + exact_bytes(tk), tk)};
+    }
     if (g->exact && kept) b.kept = shares_new(a, g);
     if (!g->exact && delta) b.os = arena_alloc(a, (size_t)g->B * g->nq * (g->H * g->dh + g->H) * sizeof(real));
     // K V of the visiting block and of the next; this rank's share of the visiting block, the
@@ -311,7 +386,7 @@ static void ring_bwd(Node *nd) {
     real *cur = arena_alloc(a, 2 * two * sizeof(real)), *next = cur + two;
     Shares share = shares_new(a, g), sent = shares_new(a, g), sums = shares_new(a, g);
     bool stale = g->bugs & BUG_RING_STALE_KV;
-    copy_bytes(cur, nd->saved->data + (size_t)g->B * g->H * g->nq, two * sizeof(real)); // the last K, V
+    copy_bytes(cur, nd->saved->data + g->lsize, two * sizeof(real)); // the last K, V
     real *own = stale ? arena_alloc(a, two * sizeof(real)) : NULL; // ring-stale-kv: this rank's block
     if (own) own_block(g, own, nd->in[1]->data, true), own_block(g, own + g->blk, nd->in[2]->data, true);
     CommShift dkv; // the last step's sums on their way on, this step's arriving

@@ -110,17 +110,21 @@ same text-one text-all-to-all-3 3 $TEXT --sp-attention all-to-all
 same text-one text-hybrid-2x2-recompute 4 $TEXT --sp-attention hybrid --ulysses-degree 2 --recompute
 same text-one text-dp2-sp2-accum2-zero 4 $TEXT --sp 2 --grad-accum 2 --zero 1
 differs text-one text-bug-grad-unsummed 2 $TEXT --inject-bug text-grad-unsummed
-# joint attention (MMDiT) in the gather and all-to-all layouts: the caption's keys and queries
-# canonical blocks of their own in front of the image's; gather: its K/V gradients summed over the
-# group, its queries' shares added once; all-to-all: its heads' queries and keys on one rank, their
-# gradients summed over the heads. 3 ranks (uneven; all-to-all: 4 heads over 3), data groups in
-# micro-batches with --recompute and --zero 1; unsummed text gradients differ
-JOINT="--cond text --text-attn joint --text-dropout 0.2 --hidden 64 --heads 4"
+# joint attention (MMDiT): the caption's keys and queries canonical blocks of their own in front
+# of the image's; gather: its K/V gradients summed over the group, its queries' shares added once;
+# all-to-all: its heads' queries and keys on one rank, their gradients summed over the heads; ring:
+# its keys at the home step, its K/V gradients summed over the ring, its queries' shares added once;
+# hybrid: those composed. 3 ranks (uneven; all-to-all: 4 heads over 3), data groups in
+# micro-batches with --recompute and --zero 1; unsummed text gradients differ. 6 steps: the
+# caption queries' output gradient is zero until adaLN-Zero's gates of two blocks have opened
+JOINT="--cond text --text-attn joint --text-dropout 0.2 --hidden 64 --heads 4 --steps 6"
 train joint-one 1 $JOINT || exit 1
 same joint-one joint-gather-3 3 $JOINT
 same joint-one joint-dp2-sp2-accum2-recompute-zero 4 $JOINT --sp 2 --grad-accum 2 --recompute --zero 1
 same joint-one joint-all-to-all-3 3 $JOINT --sp-attention all-to-all
 same joint-one joint-all-to-all-dp2-sp2-accum2 4 $JOINT --sp-attention all-to-all --sp 2 --grad-accum 2 --recompute
+same joint-one joint-ring-3 3 $JOINT --sp-attention ring
+same joint-one joint-hybrid-2x2-recompute-zero 4 $JOINT --sp-attention hybrid --ulysses-degree 2 --recompute --zero 1
 differs joint-one joint-bug-grad-unsummed 2 $JOINT --inject-bug text-grad-unsummed
 # rotary positions and the full-width QK-norm (before the heads are exchanged) on 4 heads, uneven
 # over all-to-all's 3 ranks; and with micro-batches, --recompute and --zero 1 on a dp 2 x sp 2 mesh
