@@ -654,8 +654,16 @@ static void qk_prepare(const DiTBlock *b, int i, Tape *tp, Tensor **q, Tensor **
                        int heads, const DiTShard *sh) {
     if (!b->q_norm && !angles) return;
     int group = !b->q_norm ? 0 : sh->qk_norm_parts ? (*q)->shape[2] / sh->qk_norm_parts : (int)b->q_norm->size;
-    *q = NAME(qk_norm_rope(tp, *q, b->q_norm, group, DIT_QK_EPS, angles, heads), angles ? "attn.q_rope" : "attn.q_norm");
-    *k = NAME(qk_norm_rope(tp, *k, b->k_norm, group, DIT_QK_EPS, angles, heads), angles ? "attn.k_rope" : "attn.k_norm");
+    // a joint block's caption (no angles), whole on every rank: under --exact rows of their own
+    int B = (*q)->shape[0], L = (*q)->shape[1], D = (*q)->shape[2];
+    bool rows = *b->stream && tp->exact;
+    Tensor *x[2] = {*q, *k}, *const scale[2] = {b->q_norm, b->k_norm};
+    for (int j = 0; j < 2; j++) {
+        if (rows) x[j] = tensor_reshape(tp->arena, x[j], 2, (int[]){B * L, D});
+        x[j] = qk_norm_rope(tp, x[j], scale[j], group, DIT_QK_EPS, angles, heads);
+        if (rows) x[j] = tensor_reshape(tp->arena, x[j], 3, (int[]){B, L, D});
+    }
+    *q = NAME(x[0], angles ? "attn.q_rope" : "attn.q_norm"), *k = NAME(x[1], angles ? "attn.k_rope" : "attn.k_norm");
 }
 
 static Tensor *token_linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b);

@@ -2,7 +2,8 @@
 // that reads its input once and writes one tensor, forward and back: RMSNorm with a learned scale
 // over groups of columns, then rotary positions; either may be left out. Under --exact (tape.h)
 // the scale's gradient is a sum over tokens: each canonical block's share goes into the
-// parameter's order-independent sums, as linear.c's weight gradients do.
+// parameter's order-independent sums, as linear.c's weight gradients do; rows that every rank holds
+// whole (x 2-D, a joint block's caption) are blocks of one row, each added by one rank.
 #include "common.h"
 
 // iarg: N rows, C columns, G the norm's groups, S the scale's size, dh a head's width, A the rows
@@ -21,13 +22,17 @@ static void qk_norm_rope_bwd(Node *n) {
         sd, rstd, a, N, C, G, S, dh, A);
     if (!es) return;
     ArenaMarks mark = arena_marks(n->arena); // each block's share of the scale's gradient
-    int blocks = N / R;
-    real *ds = tensor_new(n->arena, 1, blocks * S)->data;
-    for (int k = 0; k < blocks; k++) // a block lies in one row of tokens: its angles from row k R mod A
-        RUN(dev, qk_norm_rope_backward, NULL, ds + (size_t)k * S, dout + (size_t)k * R * C,
-            x->data + (size_t)k * R * C, sd, rstd + (size_t)k * R * (C / G), a ? a + (size_t)k * R % A * dh : NULL,
-            R, C, G, S, dh, R);
-    exact_add_terms(es, s->exact_at, host_reals(n->arena, ds, (size_t)blocks * S), (size_t)S, blocks, (size_t)S);
+    // the blocks this rank adds: every one, or of rows every rank holds whole (x 2-D: a caption's
+    // tokens) its share, as linear.c's
+    int first = x->ndim == 2 ? n->exact->rank : 0, step = x->ndim == 2 ? n->exact->ranks : 1;
+    int blocks = N / R > first ? (N / R - first + step - 1) / step : 0;
+    real *ds = tensor_new(n->arena, 1, (blocks ? blocks : 1) * S)->data;
+    for (int j = 0; j < blocks; j++) { // a block lies in one row of tokens: its angles from row k R mod A
+        size_t k = (size_t)(first + j * step);
+        RUN(dev, qk_norm_rope_backward, NULL, ds + (size_t)j * S, dout + k * R * C, x->data + k * R * C, sd,
+            rstd + k * R * (C / G), a ? a + k * R % A * dh : NULL, R, C, G, S, dh, R);
+    }
+    if (blocks) exact_add_terms(es, s->exact_at, host_reals(n->arena, ds, (size_t)blocks * S), (size_t)S, blocks, (size_t)S);
     arena_release_marks(n->arena, mark);
 }
 

@@ -115,7 +115,7 @@ differs text-one text-bug-grad-unsummed 2 $TEXT --inject-bug text-grad-unsummed
 # all-to-all: its heads' queries and keys on one rank, their gradients summed over the heads; ring:
 # its keys at the home step, its K/V gradients summed over the ring, its queries' shares added once;
 # hybrid: those composed. 3 ranks (uneven; all-to-all: 4 heads over 3), data groups in
-# micro-batches with --recompute and --zero 1; unsummed text gradients differ. 6 steps: the
+# micro-batches with --recompute and --zero 1, and QK-norm; unsummed text gradients differ. 6 steps: the
 # caption queries' output gradient is zero until adaLN-Zero's gates of two blocks have opened
 JOINT="--cond text --text-attn joint --text-dropout 0.2 --hidden 64 --heads 4 --steps 6"
 train joint-one 1 $JOINT || exit 1
@@ -125,6 +125,9 @@ same joint-one joint-all-to-all-3 3 $JOINT --sp-attention all-to-all
 same joint-one joint-all-to-all-dp2-sp2-accum2 4 $JOINT --sp-attention all-to-all --sp 2 --grad-accum 2 --recompute
 same joint-one joint-ring-3 3 $JOINT --sp-attention ring
 same joint-one joint-hybrid-2x2-recompute-zero 4 $JOINT --sp-attention hybrid --ulysses-degree 2 --recompute --zero 1
+# with QK-norm: the caption's scale gradients a share of its rows on each rank
+train joint-qk-one 1 $JOINT --qk-norm head || exit 1
+same joint-qk-one joint-qk-ring-3 3 $JOINT --qk-norm head --sp-attention ring
 differs joint-one joint-bug-grad-unsummed 2 $JOINT --inject-bug text-grad-unsummed
 # rotary positions and the full-width QK-norm (before the heads are exchanged) on 4 heads, uneven
 # over all-to-all's 3 ranks; and with micro-batches, --recompute and --zero 1 on a dp 2 x sp 2 mesh
