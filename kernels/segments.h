@@ -13,3 +13,12 @@ typedef struct Segments {
 } Segments;
 
 #define NO_SEGMENTS ((Segments){0})
+
+// Joint attention's images (--text-attn joint, layers/dit.h): for each of B rows, 2 R + T ids: its
+// R caption tokens' images as keys (padding -1), the same tokens' as queries, then its T image
+// tokens' (a pack's ids; 0 without packs, whose padding the key mask hides). Token x of row b
+// (x < R: the caption's; else image token x - R) as a key or a query:
+static inline int32_t joint_image(const int32_t *ids, int R, int T, int b, int x, int query) {
+    const int32_t *row = ids + (size_t)b * (2 * R + T);
+    return x < R ? row[x + (query ? R : 0)] : row[R + x];
+}

@@ -306,18 +306,22 @@ Tensor *attention_whole_kv_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int 
 }
 
 // ---- joint attention: the caption's tokens in front of the image's, the caption whole here -----
-ExactJointKeys exact_joint_keys(Arena *a, int B, int R, int Rp, int Tk, int nq, const uint8_t *key_mask,
-                                const int32_t *words) {
-    int keys = Rp + Tk, T = keys + (Rp > nq ? Rp : nq);
+ExactJointKeys exact_joint_keys(Arena *a, int B, int R, int Rp, int Tk, int q0, int nq, const uint8_t *key_mask,
+                                const int32_t *ids) {
+    int keys = Rp + Tk, T = keys + Rp + nq;
     Arena *host = arena_host(a);
     uint8_t *mask = arena_alloc(host, (size_t)keys);
     memset(mask, 1, (size_t)keys);
     if (key_mask) memcpy(mask + Rp, key_mask, (size_t)Tk);
-    int32_t *id = arena_alloc(host, (size_t)B * T * sizeof(int32_t)); // zeroed
+    int32_t *id = arena_alloc(host, (size_t)B * T * sizeof(int32_t));
     for (int b = 0; b < B; b++)
-        for (int x = 0; x < Rp; x++) id[(size_t)b * T + x] = x < R ? words[(size_t)b * R + x] : -1;
-    return (ExactJointKeys){op_input(a, mask, (size_t)keys),
-                            (Segments){op_input(a, id, (size_t)B * T * sizeof(int32_t)), T, keys, 0}};
+        for (int j = 0; j < T; j++) { // the keys, the caption's queries, the image's
+            bool query = j >= keys, caption = (query ? j - keys : j) < Rp;
+            int x = caption ? (query ? j - keys : j) : R + (query ? q0 + j - keys - Rp : j - Rp);
+            id[(size_t)b * T + j] = !caption || x < R ? joint_image(ids, R, Tk, b, x, query) : query ? 0 : -1;
+        }
+    const int32_t *on = op_input(a, id, (size_t)B * T * sizeof(int32_t));
+    return (ExactJointKeys){op_input(a, mask, (size_t)keys), {on, T, keys, 0}, {on, T, keys + Rp, 0}};
 }
 
 typedef struct JointOp {
@@ -406,7 +410,7 @@ static void joint_forward(const ExactAttn *g, Arena *a, real *out, real *lse, co
 }
 
 Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, Tensor *k_all, Tensor *v_all,
-                              int kfirst, int heads, const uint8_t *key_mask, const int32_t *words,
+                              int kfirst, int heads, const uint8_t *key_mask, const int32_t *ids,
                               ExactReduceFn reduce, ExactSumFn sum_group, void *ctx) {
     int B = q->shape[0], n = q->shape[1] - R, D = q->shape[2], Tk = k_all->shape[1], blk = tp->exact->block;
     int Rp = (R + blk - 1) / blk * blk, keys = Rp + Tk;
@@ -414,9 +418,10 @@ Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, 
               tensor_same_shape(k, v) && tensor_same_shape(k_all, v_all) && k_all->shape[0] == B,
           "attention_joint_exact: %d caption and %d image queries, %d image keys, in blocks of %d", R, n, Tk, blk);
     Arena *a = tp->arena, *host = arena_host(a);
-    ExactJointKeys jk = exact_joint_keys(a, B, R, Rp, Tk, n, key_mask, words);
+    ExactJointKeys jk = exact_joint_keys(a, B, R, Rp, Tk, kfirst, n, key_mask, ids);
     int H = heads, dh = D / heads, nkb = keys / blk;
-    JointOp j = {{B, Rp, H, dh, blk, nkb, jk.mask, jk.seg, false, false, false}, {B, n, H, dh, blk, nkb, jk.mask, jk.seg, false, false, false},
+    JointOp j = {{B, Rp, H, dh, blk, nkb, jk.mask, jk.seg_t, false, false, false},
+                 {B, n, H, dh, blk, nkb, jk.mask, jk.seg_i, false, false, false},
                  R, Rp, n, Tk, kfirst, k_all->data, v_all->data, NULL, NULL, NULL, NULL, reduce, sum_group, ctx,
                  !sum_group || tp->exact->rank == 0};
     size_t row = (size_t)(R + n) * D;

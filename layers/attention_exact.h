@@ -47,13 +47,14 @@ real *exact_take_rows(Arena *a, const real *x, size_t stride, size_t first, int 
 // The rounded sums s, rows of `s_pitch` from each of B, their first `width` values added into dst
 // (B rows `d_pitch` apart)
 void exact_add_rows(Arena *a, real *dst, size_t d_pitch, ExactSum *s, size_t s_pitch, size_t width, int B);
-// Joint attention's keys under --exact: the caption's R (padded to Rp) before Tk image keys, and
-// queries after them (nq, or Rp): every key's mask (1, then key_mask's, a host array, or 1) and
-// images (a caption word's 0, its padding and the padding to Rp -1, an image key's and every
-// query's 0; queries from token Rp + Tk), where the kernels run
+// Joint attention's keys under --exact: the caption's R (padded to Rp) before Tk image keys, then
+// the caption's queries (Rp) and the image's (nq, image tokens [q0, q0 + nq)): every key's mask
+// (1, then key_mask's, a host array, or 1) and the images (kernels/segments.h) of ids, joint
+// images of R caption and Tk image tokens (the caption's padding to Rp -1 as keys, 0 as queries),
+// for the caption's queries (seg_t) and the image's (seg_i); where the kernels run
 typedef struct ExactJointKeys {
     const uint8_t *mask;
-    Segments seg;
+    Segments seg_t, seg_i;
 } ExactJointKeys;
-ExactJointKeys exact_joint_keys(Arena *a, int B, int R, int Rp, int Tk, int nq, const uint8_t *key_mask,
-                                const int32_t *words);
+ExactJointKeys exact_joint_keys(Arena *a, int B, int R, int Rp, int Tk, int q0, int nq, const uint8_t *key_mask,
+                                const int32_t *ids);

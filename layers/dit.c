@@ -727,6 +727,10 @@ typedef struct TextTokens {
     const int32_t *seg; // (rows, n + K): the cross-attention's images (kernels/segments.h): the
                         // shard's n tokens', then each caption word's (its image's; padding -1)
     const int32_t *words; // (images, L): the caption's words 0 and its padding -1
+    const int32_t *joint; // joint attention's images of the K caption and T_pad image tokens
+                          // (B rows, kernels/segments.h's joint_image)
+    const int64_t *image_of; // packs: (B, K) the image of each caption token (an empty slot's: 0);
+                             // else NULL
 } TextTokens;
 
 // PixArt-alpha's cross-attention after the self-attention, x (B, n, D) this rank's tokens:
@@ -760,15 +764,17 @@ static Tensor *cross_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, int hea
 }
 #undef NAME
 
-Segments dit_joint_segments(Arena *a, const int32_t *words, int B, int L, int Q, int copies, int Tk) {
-    int T = Q + copies * (L + Tk);
-    int32_t *id = arena_alloc(arena_host(a), (size_t)B * T * sizeof(int32_t));
+Segments dit_joint_segments(Arena *a, const int32_t *ids, int B, int R, int T, int q0, int nq, int copies,
+                            int k0, int nk) {
+    int Q = R + nq, W = Q + copies * (R + nk);
+    int32_t *id = arena_alloc(arena_host(a), (size_t)B * W * sizeof(int32_t));
     for (int b = 0; b < B; b++)
-        for (int j = 0; j < T; j++) {
-            int at = j < Q ? -1 : (j - Q) % (L + Tk); // the key's place in its copy
-            id[(size_t)b * T + j] = at >= 0 && at < L ? words[(size_t)b * L + at] : 0;
+        for (int j = 0; j < W; j++) {
+            int at = j < Q ? j : (j - Q) % (R + nk), set = j < Q ? 0 : (j - Q) / (R + nk);
+            int x = at < R ? at : R + (j < Q ? q0 : k0 + set * nk) + at - R; // the token's place in the row
+            id[(size_t)b * W + j] = joint_image(ids, R, T, b, x, j < Q);
         }
-    return (Segments){id, T, 0, Q};
+    return (Segments){id, W, 0, Q};
 }
 
 static Tensor *checkpoint(const DiT *m, const DiTBlock *b, int i, HalfFn half, Tape *tp, Tensor *x,
@@ -776,37 +782,41 @@ static Tensor *checkpoint(const DiT *m, const DiTBlock *b, int i, HalfFn half, T
 
 // Joint block i (SD3's MMDiT): x (B, n, D) this rank's image tokens, *ctx (B, L, D) the caption's,
 // whole on every rank. Each stream its own modulation and qkv; one attention of the queries
-// [caption; image] over the keys [caption; image] (words (B, L): the caption's padding masked), by
-// the layout's attend with the caption as the tokens every rank holds in front (sp.h); then each
+// [caption; image] over the keys [caption; image] (tt->joint: each token sees its image's, the
+// caption's padding masked; with packs, each row's captions one after another, *ctx (B, K, D), each
+// modulated by its image's vectors), by the layout's attend with the caption as the tokens every
+// rank holds in front (sp.h); then each
 // stream its own projection and MLP. The last block's caption output is dropped (*ctx stays; only
 // its keys and values were used). The streams stay apart between blocks, so that backward hands
 // each residual's gradient buffer down its stream. Under --recompute with gradients each stream's
 // MLP half is a checkpoint; the joint attention keeps its tensors.
 static Tensor *joint_block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor **ctx, Tensor *c_act,
-                                   const PackTokens *pt, const DiTShard *sh, const int32_t *words) {
+                                   const PackTokens *pt, const DiTShard *sh, const TextTokens *tt) {
     const DiTBlock *b = &m->blocks[i], *bt = &m->txt[i];
     int B = x->shape[0], n = x->shape[1], D = x->shape[2], L = (*ctx)->shape[1];
     int heads = m->cfg.num_heads, rows = bt->proj_w ? 6 : 2;
-    PackTokens none = {0};
-    DiTShard tsh = *sh; // the caption's stream: its modulation one vector an image, also under --exact
+    PackTokens cap = {.image_of = tt->image_of};
+    // the caption's stream: its modulation one vector an image (packs: gathered for each of its
+    // tokens, cap), also under --exact
+    DiTShard tsh = *sh;
     tsh.spread = NULL;
     Tensor *mod[6], *tmod[6], *xi[3], *xt[3], *qkv[3];
     block_modulation(b, i, tp, c_act, pt, sh, B, n, mod);
     Tensor *tm = tape_name(tp, linear(tp, c_act, bt->ada_w, bt->ada_b), "blocks.%d.txt.adaLN", i);
     for (int j = 0; j < rows; j++) tmod[j] = slice_last(tp, tm, j * D, D);
     stream_qkv(b, i, tp, x, mod, pt->rope, heads, pt, sh, xi);
-    stream_qkv(bt, i, tp, *ctx, tmod, NULL, heads, &none, &tsh, xt);
+    stream_qkv(bt, i, tp, *ctx, tmod, NULL, heads, &cap, &tsh, xt);
     for (int j = 0; j < 3; j++) qkv[j] = dit_join_tokens(tp, xt[j], xi[j]);
-    Tensor *o = sh->attend ? sh->attend(tp, qkv[0], qkv[1], qkv[2], heads, words, sh->attend_ctx)
+    Tensor *o = sh->attend ? sh->attend(tp, qkv[0], qkv[1], qkv[2], heads, tt->joint, sh->attend_ctx)
                            : attention(tp, qkv[0], qkv[1], qkv[2], heads, NULL,
-                                       dit_joint_segments(tp->arena, words, B, L, L + n, 1, n));
+                                       dit_joint_segments(tp->arena, tt->joint, B, L, sh->T_pad, sh->t0, n, 1, sh->t0, n));
     bool again = sh->recompute && tp->grad_enabled;
     x = stream_out(b, i, tp, x, mod[2], dit_tokens_of(tp, o, L, n), pt, sh);
     x = again ? checkpoint(m, b, i, mlp_half, tp, x, mod + 3, pt, sh) : mlp_half(b, i, tp, x, mod + 3, heads, pt, sh);
     if (rows == 6) {
-        Tensor *c = stream_out(bt, i, tp, *ctx, tmod[2], dit_tokens_of(tp, o, 0, L), &none, &tsh);
-        *ctx = again ? checkpoint(m, bt, i, mlp_half, tp, c, tmod + 3, &none, &tsh)
-                     : mlp_half(bt, i, tp, c, tmod + 3, heads, &none, &tsh);
+        Tensor *c = stream_out(bt, i, tp, *ctx, tmod[2], dit_tokens_of(tp, o, 0, L), &cap, &tsh);
+        *ctx = again ? checkpoint(m, bt, i, mlp_half, tp, c, tmod + 3, &cap, &tsh)
+                     : mlp_half(bt, i, tp, c, tmod + 3, heads, &cap, &tsh);
     }
     return x;
 }
@@ -953,9 +963,9 @@ static Tensor *in_context_forward(DiT *m, Tape *tp, Tensor *x, Tensor *temb, Ten
 
 // Packs: each row's captions one after another, (B, slots L, D) from h (images, L, D), slots the
 // most images of a row (a shorter row's last slots hold image 0's, masked); seg as TextTokens says,
-// the shard's tokens' images from the pack's ids (T_pad a row)
+// the shard's tokens' images from the pack's ids (T_pad a row); image_of each slot's image (B, K)
 static Tensor *pack_captions(Tape *tp, Tensor *h, const DiTPack *pk, const int32_t *id, int T_pad,
-                             int t0, int n, const int32_t *words, int32_t **seg) {
+                             int t0, int n, const int32_t *words, int32_t **seg, int64_t **image_of) {
     int L = h->shape[1], D = h->shape[2], slots = 1, B = pk->B;
     int *used = arena_alloc(arena_host(tp->arena), (size_t)B * sizeof(int));
     memset(used, 0, (size_t)B * sizeof(int));
@@ -963,17 +973,18 @@ static Tensor *pack_captions(Tape *tp, Tensor *h, const DiTPack *pk, const int32
     for (int b = 0; b < B; b++) slots = used[b] > slots ? used[b] : slots;
     int K = slots * L;
     int64_t *from = arena_alloc(arena_host(tp->arena), (size_t)B * K * sizeof(int64_t));
+    *image_of = arena_alloc(arena_host(tp->arena), (size_t)B * K * sizeof(int64_t));
     *seg = arena_alloc(arena_host(tp->arena), (size_t)B * (n + K) * sizeof(int32_t));
     for (int b = 0; b < B; b++) {
         int32_t *row = *seg + (size_t)b * (n + K);
         for (int j = 0; j < n; j++) row[j] = id[(size_t)b * T_pad + t0 + j];
-        for (int j = 0; j < K; j++) from[(size_t)b * K + j] = 0, row[n + j] = -1;
+        for (int j = 0; j < K; j++) from[(size_t)b * K + j] = 0, (*image_of)[(size_t)b * K + j] = 0, row[n + j] = -1;
     }
     memset(used, 0, (size_t)B * sizeof(int));
     for (int i = 0; i < pk->n; i++) { // image i's caption into its row's next slot
         int b = pk->img[i].row, at = used[b]++ * L;
         for (int w = 0; w < L; w++) {
-            from[(size_t)b * K + at + w] = (int64_t)i * L + w;
+            from[(size_t)b * K + at + w] = (int64_t)i * L + w, (*image_of)[(size_t)b * K + at + w] = i;
             (*seg)[(size_t)b * (n + K) + n + at + w] = words[(size_t)i * L + w] ? -1 : i;
         }
     }
@@ -985,7 +996,7 @@ static Tensor *pack_captions(Tape *tp, Tensor *h, const DiTPack *pk, const int32
 // position of its place (dit_pos_embed_at's row 0), then text_depth plain blocks whose attention
 // sees the caption's words only (a padding token's query sees padding only; its output is never
 // read). Every rank of a sequence group runs it on the whole caption. Packs (pk, the pack's ids
-// id): each row's captions (pack_captions).
+// id): each row's captions (pack_captions). Joint attention: their images (TextTokens.joint).
 static TextTokens text_tokens(const DiT *m, Tape *tp, const int64_t *ids, int images, const DiTShard *sh,
                               const int32_t *id) {
     const DiTConfig *c = &m->cfg;
@@ -1009,8 +1020,19 @@ static TextTokens text_tokens(const DiT *m, Tape *tp, const int64_t *ids, int im
         h = plain_block_forward(&m->text_layers[i], "text_encoder.layers", i, tp, h, c->num_heads,
                                 local_attend, words, NULL, NULL, NULL);
     h = tape_name(tp, h, "text_encoder");
-    if (sh->pack) h = pack_captions(tp, h, sh->pack, id, sh->T_pad, sh->t0, n, words, &seg);
-    return (TextTokens){h, seg, words};
+    int64_t *image_of = NULL;
+    if (sh->pack) h = pack_captions(tp, h, sh->pack, id, sh->T_pad, sh->t0, n, words, &seg, &image_of);
+    if (c->text_attn != DIT_TEXT_JOINT) return (TextTokens){h, seg, words, NULL, image_of};
+    int B = h->shape[0], K = h->shape[1], T = sh->T_pad, W = 2 * K + T;
+    int32_t *joint = arena_alloc(host, (size_t)B * W * sizeof(int32_t));
+    for (int b = 0; b < B; b++)
+        for (int x = 0; x < W; x++) { // keys, queries, image tokens (without packs: a word 0, the rest 0)
+            int32_t *to = joint + (size_t)b * W + x;
+            if (!sh->pack) *to = x < K ? words[(size_t)b * L + x] : 0;
+            else if (x < K) *to = seg[(size_t)b * (n + K) + n + x];
+            else *to = x < 2 * K ? (int32_t)image_of[(size_t)b * K + x - K] : id[(size_t)b * T + x - 2 * K];
+        }
+    return (TextTokens){h, seg, words, joint, image_of};
 }
 
 static DiTShard whole(const DiT *m, const DiTShard *sh) {
@@ -1095,7 +1117,6 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
         return in_context_forward(m, tp, x, temb, embedding(tp, m->y_table, y, images), pt.rope, &sh);
     TextTokens tt = {0};
     bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
-    CHECK(!joint || !sh.pack, "joint attention of packs (--max-tokens) is not built; use --text-attn cross");
     if (c->text) tt = text_tokens(m, tp, y, images, &sh, id);
     Tensor *ctx = tt.h; // joint: the caption's stream
     Tensor *c_act = silu(tp, tape_name(tp, c->text ? temb : add(tp, temb, embedding(tp, m->y_table, y, images)), "c"));
@@ -1104,7 +1125,7 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     for (int i = 0; i < c->depth; i++) {
         x = ps_open(&m->ps, tp, dit_block_unit(i), x);
         x = ps_close(&m->ps, tp, dit_block_unit(i),
-                     joint ? joint_block_forward(m, i, tp, x, &ctx, c_act, &pt, &sh, tt.words)
+                     joint ? joint_block_forward(m, i, tp, x, &ctx, c_act, &pt, &sh, &tt)
                            : block_forward(m, i, tp, x, c_act, &pt, &sh, c->text ? &tt : NULL));
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark);
         if (!tp->grad_enabled && joint) ctx = tensor_keep(tp->arena, ctx, arena_mark(tp->arena));

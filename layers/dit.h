@@ -138,7 +138,9 @@ typedef struct DiTPack {
 // seg (B, T_pad): the image of every token of the padded sequence (-1: padding) when the rows
 // are packs, else NULL; on the side of the tape's arena. With in-context conditioning the first
 // DIT_CONTEXT_TOKENS rows of each are the conditioning tokens, the same on every rank, and the
-// shard's n tokens follow them.
+// shard's n tokens follow them. Joint attention: the first R rows are the caption's (every rank
+// holds them whole; R = the rows less the shard's n), and seg is a row of 2 R + T_pad images for
+// each (kernels/segments.h's joint_image), on the host.
 typedef Tensor *(*AttendFn)(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
                             const int32_t *seg, void *ctx);
 
@@ -294,11 +296,12 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
 // Tokens of in-context sequences: x (B, a, D), y (B, b, D) -> (B, a + b, D), x's first; and
 // x (B, T, D) -> its tokens [first, first + n)
 Tensor *dit_join_tokens(Tape *tp, Tensor *x, Tensor *y);
-// Joint attention (--text-attn joint): Segments (kernels/segments.h) in a's host side for Q
-// queries against the keys [caption (L); image tokens (Tk)], or `copies` of such in a row (a bug's
-// keys), B images: every query sees every key but the caption's padding; words (B, L) 0 for a
-// word, -1 for padding (the key mask of the image tokens' padding is the layout's)
-Segments dit_joint_segments(Arena *a, const int32_t *words, int B, int L, int Q, int copies, int Tk);
+// Joint attention (--text-attn joint): Segments (kernels/segments.h) in a's host side for the
+// queries [caption (R); image tokens [q0, q0 + nq)] against `copies` key sets one after another
+// (a bug's keys; else 1), set c [caption (R); image tokens [k0 + c nk, k0 + (c + 1) nk)]; B rows of
+// ids, joint images of R caption and T image tokens (joint_image)
+Segments dit_joint_segments(Arena *a, const int32_t *ids, int B, int R, int T, int q0, int nq, int copies,
+                            int k0, int nk);
 Tensor *dit_tokens_of(Tape *tp, Tensor *x, int first, int n);
 // mean((out - target)^2) over the real tokens of all shards: out (B, n, pt*p*p*C_out) from
 // dit_forward, target (B, Ct, F*H, W) with Ct <= C_out compared with the first Ct output channels

@@ -66,7 +66,8 @@ Tensor *attention_whole_kv_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int 
 // --exact, joint attention (SD3's MMDiT): q, k, v (B, R + n, D) this rank's tokens, the R of the
 // caption (which every rank of the group holds whole) in front of its n image tokens, n a multiple
 // of the tape's canonical block; k_all, v_all (B, Tk, D) every image key (this rank's from kfirst),
-// key_mask (Tk) their padding or NULL; words (B, R): a caption word 0, its padding -1. The caption's
+// key_mask (Tk) their padding or NULL; ids the joint images of the R caption and Tk image tokens
+// (kernels/segments.h; this rank's image queries are tokens [kfirst, kfirst + n)). The caption's
 // keys are canonical blocks of their own (padded) before the image's, its queries too: every
 // query's output is the same whatever the split. Backward: dQ of the queries here; the image keys'
 // dK and dV through reduce (as attention_exact's), the caption's summed over the group by
@@ -74,7 +75,7 @@ Tensor *attention_whole_kv_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int 
 // the group's rank 0 alone. sum_group NULL: the caption's queries here are nowhere else (a head
 // shard's), their shares and the caption's dK and dV complete here.
 Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, Tensor *k_all, Tensor *v_all,
-                              int kfirst, int heads, const uint8_t *key_mask, const int32_t *words,
+                              int kfirst, int heads, const uint8_t *key_mask, const int32_t *ids,
                               ExactReduceFn reduce, ExactSumFn sum_group, void *ctx);
 // q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D);
 // seg: the images of packed rows, a query attends only to its own image's keys (segments.h), or

@@ -25,7 +25,7 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 // token shard and the front tokens' copies; transient: an exchange's send and receive buffers
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     // under the ulysses-replicated-kv bug every rank's front tokens among the keys
-    double P = sp->shard.P, R = sp->context, n = sp->shard.n + R, T = sp->shard.T_pad + R;
+    double P = sp->shard.P, R = dit_front_tokens(c), n = sp->shard.n + R, T = sp->shard.T_pad + R;
     double keys = sp->bugs & BUGS_REPLICATED ? P * n : T;
     double D = c->hidden_size;
     double h = seq_heads(c->num_heads, sp->shard.P, 0), Dh = h * D / c->num_heads;
@@ -80,16 +80,17 @@ Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads, boo
 // In-context conditioning or joint attention: q, k, v (B, R + n, D), the R tokens that every rank
 // holds first (sp.h), to the head shard and back as seq_front_to_heads and seq_front_from_heads
 // move them: each rank attends with its heads of the R front queries (each head once in the
-// group) and of every token's, over the R front keys once and all tokens'. words: joint
-// attention's caption (dit_joint_segments), or NULL.
+// group) and of every token's, over the R front keys once and all tokens'. ids: joint attention's
+// images (AttendFn), or NULL.
 // Under the ulysses-replicated-kv bug (in-context) or the joint-text-replicated bug (the caption)
 // the front tokens' K/V are exchanged with the others, as if [front; shard] were one sequence: the
 // head shard holds every rank's copy of them, P times, and they weigh P times in the softmax.
 static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads,
-                                 const int32_t *words) {
+                                 const int32_t *ids) {
     Comm *c = sp->comm;
-    int B = q->shape[0], R = sp->context, n = sp->shard.n, P = c->size, h = seq_heads(heads, P, c->rank);
+    int B = q->shape[0], n = sp->shard.n, R = q->shape[1] - n, P = c->size, h = seq_heads(heads, P, c->rank);
     int T = sp->shard.T_pad;
+    ids = sp_joint_images(tp->arena, sp, ids, B, R);
     Tensor *qkv[3] = {q, k, v}, *mine[3];
     bool replicated = sp->bugs & BUGS_REPLICATED;
     for (int j = 0; j < 3; j++)
@@ -97,11 +98,11 @@ static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k
                                   : seq_front_to_heads(tp, c, qkv[j], R, heads, tp->exact);
     if (tp->exact) { // joint attention: every key of these heads here, the caption's queries of them nowhere else
         Tensor *k_img = dit_tokens_of(tp, mine[1], R, T), *v_img = dit_tokens_of(tp, mine[2], R, T);
-        const uint8_t *host = (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->shard.key_mask;
         return seq_front_from_heads(tp, c, attention_joint_exact(tp, mine[0], mine[1], mine[2], R, k_img, v_img, 0, h,
-                                                                 host, words, NULL, NULL, NULL), R, heads, true);
+                                                                 sp_host_key_mask(sp), ids, NULL, NULL, NULL),
+                                    R, heads, true);
     }
-    const uint8_t *mask = sp_context_mask(sp);
+    const uint8_t *mask = sp_front_mask(tp->arena, sp, R);
     int keys = R + T;
     if (replicated) {
         uint8_t *each = mask ? arena_alloc(arena_host(tp->arena), (size_t)P * (R + n)) : NULL;
@@ -111,7 +112,7 @@ static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k
         mask = each, keys = P * (R + n);
     }
     int kept = replicated ? P : 1; // copies of the front tokens among the keys
-    Segments caption = words ? dit_joint_segments(tp->arena, words, B, R, R + T, kept, keys / kept - R) : NO_SEGMENTS;
+    Segments caption = ids ? dit_joint_segments(tp->arena, ids, B, R, T, 0, T, kept, 0, keys / kept - R) : NO_SEGMENTS;
     return seq_front_from_heads(tp, c, attention(tp, mine[0], mine[1], mine[2], h, mask, caption), R, heads, false);
 }
 
@@ -140,7 +141,7 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
 // ulysses-replicated-kv and joint-text-replicated bugs).
 static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     int P = sp->shard.P, r = sp->shard.rank, H = c->num_heads, dh = c->hidden_size / H;
-    double front = (double)B * sp->context, q = (double)B * sp->shard.n;
+    double front = (double)B * dit_front_tokens(c), q = (double)B * sp->shard.n;
     double kv = q + (sp->bugs & BUGS_REPLICATED ? front : 0);
 #define HEADS(rows) seq_all_to_all_values(H, P, r, rows, dh, TO_HEAD_SHARD)
 #define TOKENS(rows) seq_all_to_all_values(H, P, r, rows, dh, TO_TOKEN_SHARD)

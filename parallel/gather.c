@@ -17,11 +17,11 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 // reduce-scatter's blocks and its result
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     // in-context: the conditioning tokens among the queries and the keys
-    double n = sp->shard.n + sp->context, T = sp->shard.T_pad + sp->context;
+    double n = sp->shard.n + dit_front_tokens(c), T = sp->shard.T_pad + dit_front_tokens(c);
     double D = c->hidden_size, H = c->num_heads;
     AttnMemory m = {.kept = 2 * T * D + n * D + H * n, .transient = T * D + n * D,
                     .joint_held = 8, .queries = (int)n, .keys = (int)T};
-    m.kept += 2 * sp->shard.T_pad * D * (sp->context > 0); // in-context: K, V gathered, then joined
+    m.kept += 2 * sp->shard.T_pad * D * (dit_front_tokens(c) > 0); // in-context: K, V gathered, then joined
     if (sp->bugs & BUG_WRONG_RESTORE) m.kept += 2 * T * D + H * T, m.queries = sp->shard.T_pad;
     return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
 }
@@ -86,21 +86,21 @@ static Tensor *local_kv(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor 
 // In-context conditioning or joint attention: q, k, v (B, R + n, D), the R tokens that every rank
 // holds first (sp.h); the keys and values are theirs, once, then the gathered ones of every rank's
 // tokens. Every rank attends with the R front queries too, over all keys: their output is the same
-// on every rank. words: joint attention's caption (dit_joint_segments), or NULL.
+// on every rank. ids: joint attention's images (AttendFn), or NULL.
 static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads,
-                                 const int32_t *words) {
-    int B = q->shape[0], R = sp->context, n = sp->shard.n;
+                                 const int32_t *ids) {
+    int B = q->shape[0], n = sp->shard.n, R = q->shape[1] - n, T = sp->shard.T_pad;
+    ids = sp_joint_images(tp->arena, sp, ids, B, R);
     if (tp->exact) { // joint attention: the image keys gathered off the tape (as attend_all's)
         Tensor *k_all = gather(tp, sp, dit_tokens_of(tp, k, R, n)), *v_all = gather(tp, sp, dit_tokens_of(tp, v, R, n));
         ExactReduceFn reduce = (sp->bugs & BUG_NO_DKV_REDUCE_SCATTER) ? NULL : reduce_scatter_exact;
-        const uint8_t *mask = (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->shard.key_mask; // the host's
-        return attention_joint_exact(tp, q, k, v, R, k_all, v_all, sp->shard.t0, heads, mask, words, reduce,
-                                     sp_sum_group, sp);
+        return attention_joint_exact(tp, q, k, v, R, k_all, v_all, sp->shard.t0, heads, sp_host_key_mask(sp), ids,
+                                     reduce, sp_sum_group, sp);
     }
     Tensor *k_all = dit_join_tokens(tp, dit_tokens_of(tp, k, 0, R), gather(tp, sp, dit_tokens_of(tp, k, R, n)));
     Tensor *v_all = dit_join_tokens(tp, dit_tokens_of(tp, v, 0, R), gather(tp, sp, dit_tokens_of(tp, v, R, n)));
-    Segments caption = words ? dit_joint_segments(tp->arena, words, B, R, R + n, 1, sp->shard.T_pad) : NO_SEGMENTS;
-    return attention(tp, q, k_all, v_all, heads, sp_context_mask(sp), caption);
+    Segments caption = ids ? dit_joint_segments(tp->arena, ids, B, R, T, sp->shard.t0, n, 1, 0, T) : NO_SEGMENTS;
+    return attention(tp, q, k_all, v_all, heads, sp_front_mask(tp->arena, sp, R), caption);
 }
 
 // q, k, v are (B, n, D): this rank's tokens

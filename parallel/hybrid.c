@@ -30,7 +30,7 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     // joint attention: the caption's R tokens in front of the U n (their heads), joined, and their
     // output's copies
-    double D = c->hidden_size, n = sp->shard.n, R = sp->context, Un = sp->ulysses * n + R;
+    double D = c->hidden_size, n = sp->shard.n, R = dit_front_tokens(c), Un = sp->ulysses * n + R;
     double h = seq_heads(c->num_heads, sp->ulysses, 0), Dh = h * D / c->num_heads;
     AttnMemory m = {.kept = 6 * Un * Dh + h * Un + n * D, .transient = 5 * Un * Dh + h * Un,
                     .joint_held = 8, .queries = (int)Un, .keys = (int)Un};
@@ -45,16 +45,17 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
                       void *ctx) {
     SeqParallel *sp = ctx;
     Comm *h = sp->heads;
-    int R = sp->context, mine = seq_heads(heads, h->size, h->rank);
-    if (R) // joint attention: the caption in front (seg: its words), its heads taken here
+    int R = sp->context ? q->shape[1] - sp->shard.n : 0, mine = seq_heads(heads, h->size, h->rank);
+    if (R) // joint attention: the caption in front (seg: the joint images), its heads taken here
         return seq_front_from_heads(tp, h, ring_attention(tp, sp->ring, seq_front_to_heads(tp, h, q, R, heads, tp->exact),
                                                           seq_front_to_heads(tp, h, k, R, heads, tp->exact),
                                                           seq_front_to_heads(tp, h, v, R, heads, tp->exact), mine,
-                                                          sp_key_mask(sp), NULL, R, seg, sp->bugs), R, heads, tp->exact);
+                                                          sp_key_mask(sp), sp_joint_images(tp->arena, sp, seg, q->shape[0], R),
+                                                          R, sp->bugs), R, heads, tp->exact);
     Tensor *o = ring_attention(tp, sp->ring, seq_all_to_all(tp, h, q, heads, TO_HEAD_SHARD),
                                seq_all_to_all(tp, h, k, heads, TO_HEAD_SHARD),
                                seq_all_to_all(tp, h, v, heads, TO_HEAD_SHARD), mine, sp_key_mask(sp),
-                               sp_images(sp, seg), 0, NULL, sp->bugs);
+                               sp_images(sp, seg), 0, sp->bugs);
     return seq_all_to_all(tp, h, o, heads, TO_TOKEN_SHARD);
 }
 
@@ -68,7 +69,7 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double block = U * rows * dh * seq_heads(H, U, u);
     // joint attention: the caption's output heads to every rank of the head group, and their
     // gradients back (its K and V never move)
-    double front = (double)B * sp->context;
+    double front = (double)B * dit_front_tokens(c);
     double out = seq_all_to_all_values(H, U, u, front, dh, TO_TOKEN_SHARD);
     double back = seq_all_to_all_values(H, U, u, front, dh, TO_HEAD_SHARD);
     return (SpTraffic){(backward ? heads + 3 * tokens + 4 * steps * block + back

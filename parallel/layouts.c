@@ -31,15 +31,22 @@ const char *sp_layout_error(const SpOptions *o, int heads, int P, char *buf, siz
     return layouts[o->layout]->validate(o, heads, P, buf, len);
 }
 
-// Packs add the adaLN vectors per token, and with captions a row's captions: one for each of its
-// images (the table counts one a row), each image a token at least. --exact adds: K and V of all tokens (kept), the exact sums of their gradients, of dQ and of the
-// output (the ring's: dQ, dK and dV travelling and arriving, and those kept; the gather's: the
-// rank-major blocks of dK or dV reduce-scattered), the key blocks'
-// log-sum-exp and the blocks' shares (transient), the adaLN vectors once per canonical block, and
-// a linear's block gradients (the largest, the adaLN modulation's 6D x D)
-size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
+// With packs a row holds a caption for each of its images (the table counts one a row), each image
+// a token at least: the model as the layouts see it
+static DiTConfig row_captions(const SeqParallel *sp, const DiTConfig *c) {
     DiTConfig rows = *c;
     if (sp->packs && c->text) rows.text_len *= sp->shard.T < DIT_PACK_MAX ? sp->shard.T : DIT_PACK_MAX;
+    return rows;
+}
+
+// Packs add the adaLN vectors per token, and with captions a row's captions (row_captions).
+// --exact adds: K and V of all tokens (kept), the exact sums of their gradients, of dQ and of the
+// output (the ring's: dQ, dK and dV travelling and arriving, and those kept; the gather's: the
+// rank-major blocks of dK or dV reduce-scattered), the key blocks' log-sum-exp and the blocks'
+// shares (transient), the adaLN vectors once per canonical block, and a linear's block gradients
+// (the largest, the adaLN modulation's 6D x D)
+size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
+    DiTConfig rows = row_captions(sp, c);
     size_t bytes = layouts[sp->layout]->step_bytes(sp, &rows, B, backward);
     if (sp->packs) // each block's 6 adaLN vectors and the final layer's 2 per token, gathered and
         // sliced, and as much again for their gradients
@@ -57,7 +64,8 @@ size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool back
 }
 
 SpTraffic sp_layer_traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    return layouts[sp->layout]->traffic(sp, c, B, backward);
+    DiTConfig rows = row_captions(sp, c);
+    return layouts[sp->layout]->traffic(sp, &rows, B, backward);
 }
 
 DiTPass sp_pass(const SeqParallel *sp, bool backward) {
@@ -97,15 +105,33 @@ const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg) {
     return (sp->bugs & BUG_PACK_MASK_CROSSES) ? NULL : seg;
 }
 
+const int32_t *sp_joint_images(Arena *a, const SeqParallel *sp, const int32_t *ids, int B, int R) {
+    if (!(sp->bugs & BUG_PACK_MASK_CROSSES) || !ids) return ids;
+    int W = 2 * R + sp->shard.T_pad;
+    int32_t *one = arena_alloc(arena_host(a), (size_t)B * W * sizeof(int32_t)); // zeroed
+    for (int b = 0; b < B; b++)
+        for (int x = 0; x < R; x++) one[(size_t)b * W + x] = ids[(size_t)b * W + x] < 0 ? -1 : 0;
+    return one;
+}
+
 Segments sp_segments(const SeqParallel *sp, const int32_t *seg, int q0, int k0) {
     seg = sp_images(sp, seg);
     return seg ? (Segments){seg, sp->shard.T_pad, q0, k0} : NO_SEGMENTS;
 }
 
-const uint8_t *sp_context_mask(const SeqParallel *sp) {
-    return (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->context_mask;
+const uint8_t *sp_host_key_mask(const SeqParallel *sp) {
+    return (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->shard.key_mask;
+}
+
+const uint8_t *sp_front_mask(Arena *a, const SeqParallel *sp, int R) {
+    const uint8_t *keys = sp_host_key_mask(sp);
+    if (!keys) return NULL;
+    uint8_t *m = arena_alloc(arena_host(a), (size_t)R + sp->shard.T_pad);
+    memset(m, 1, (size_t)R);
+    memcpy(m + R, keys, (size_t)sp->shard.T_pad);
+    return m;
 }
 
 const uint8_t *sp_key_mask(const SeqParallel *sp) {
-    return (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->key_mask_device ? sp->key_mask_device : sp->shard.key_mask;
+    return sp->key_mask_device && sp_host_key_mask(sp) ? sp->key_mask_device : sp_host_key_mask(sp);
 }

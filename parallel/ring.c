@@ -32,7 +32,7 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     // joint attention: the caption's R queries too, its keys at the home step (backward: their
     // dK, dV with the block's), and q, k, v joined
-    double n = sp->shard.n, R = sp->context, nq = n + R, D = c->hidden_size, H = c->num_heads;
+    double n = sp->shard.n, R = dit_front_tokens(c), nq = n + R, D = c->hidden_size, H = c->num_heads;
     AttnMemory m = {.kept = 2 * n * D + nq * D + H * nq,
                     .transient = 4 * n * D + nq * D + H * nq + 2 * nq * D * (R > 0),
                     .joint_held = 2, .queries = (int)nq, .keys = (int)nq};
@@ -51,10 +51,11 @@ typedef struct Ring { // what one call needs, from q (B, R + n, D)
     // the R tokens every rank holds in front of its block (joint attention's caption; 0: none):
     // queries R + n; their keys attended once, with the rank's own block (the home step), and
     // never sent (under the ring-text-every-step bug: with every visiting block); front_mask
-    // (P, R + n): 1 for them, then each rank's block's key mask; home_seg the caption's padding
+    // (P, R + n): 1 for them, then each rank's block's key mask; front_seg (P): the images of the
+    // queries [caption; this rank's block] and of the keys [caption; the block of each rank]
     int R, nq;
     const uint8_t *front_mask;
-    Segments home_seg;
+    Segments *front_seg;
     // --exact with tokens in front: the caption's queries as a query set of their own (Rp of them,
     // padded to whole canonical blocks), its keys the key blocks before every rank's block; the
     // image's queries apart (qi); kt, vt the caption's keys and values padded the same way. The
@@ -74,9 +75,17 @@ static const uint8_t *block_mask(const Ring *g, int owner) {
     return g->mask ? g->mask + keys_at(g, owner) : NULL;
 }
 
-// this rank's queries against the block of `owner`: a block whose images none of the queries
-// share is skipped tile by tile inside the kernels, so such a ring step only passes it on
+static bool sees_front(const Ring *g, int owner);
+
+// this rank's queries against the block of `owner` (with the front's keys where the step sees
+// them): a block whose images none of the queries share is skipped tile by tile inside the
+// kernels, so such a ring step only passes it on
 static Segments block_segments(const Ring *g, int owner) {
+    if (g->R) {
+        Segments s = g->front_seg[owner];
+        if (!sees_front(g, owner)) s.k0 += g->R; // the block's keys alone
+        return s;
+    }
     return g->seg ? (Segments){g->seg, g->c->size * g->n, queries_at(g), keys_at(g, owner)} : NO_SEGMENTS;
 }
 
@@ -149,7 +158,7 @@ static void forward_step(Arena *a, const Ring *g, Forward *f, const real *q, con
     if (sees_front(g, owner)) // the home step: the front tokens' keys once, with this rank's block
         attention_kernel_forward(a, s ? f->os : f->out, s ? f->ls : f->lse, q, with_front(a, g, home_k->data, k, owner),
                                  with_front(a, g, home_v->data, v, owner), g->front_mask + (size_t)owner * g->nq,
-                                 g->home_seg, g->B, g->nq, g->R + g->n, g->H, g->dh);
+                                 block_segments(g, owner), g->B, g->nq, g->R + g->n, g->H, g->dh);
     else block_forward(a, g, s ? f->os : f->out, s ? f->ls : f->lse, q, k, v, owner);
     if (s) // the first is the merge's start; under ring-wrong-merge a plain average of the partials
         RUN(a->device, attention_merge, f->out, f->lse, f->os, f->ls, g->B, g->nq, g->H, g->dh,
@@ -159,11 +168,10 @@ static void forward_step(Arena *a, const Ring *g, Forward *f, const real *q, con
 static void ring_bwd(Node *nd);
 
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
-                       const uint8_t *key_mask, const int32_t *seg, int front, const int32_t *words,
-                       unsigned bugs) {
+                       const uint8_t *key_mask, const int32_t *seg, int front, unsigned bugs) {
     int B = q->shape[0], nq = q->shape[1], n = nq - front, D = q->shape[2], P = c->size, r = c->rank;
     CHECK(heads > 0 && D % heads == 0, "ring attention: %d heads do not divide the width %d", heads, D);
-    CHECK(!front || !seg, "ring attention: tokens in front run without packs");
+    CHECK(!front || seg, "ring attention: tokens in front need their images");
     Arena *a = tp->arena;
     Ring *g = arena_alloc(arena_host(a), sizeof(Ring));
     *g = (Ring){.c = c, .mask = key_mask, .seg = seg, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
@@ -180,19 +188,23 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
         for (int o = 0; o < P; o++)
             for (int j = 0; j < nq; j++) fm[(size_t)o * nq + j] = j < front || !km || km[o * n + j - front];
         g->front_mask = (uint8_t *)op_input(a, fm, (size_t)P * nq);
-        g->home_seg = words ? dit_joint_segments(a, words, B, front, nq, 1, n) : NO_SEGMENTS;
-        if (words) g->home_seg.id = op_input(a, g->home_seg.id, (size_t)B * g->home_seg.T * sizeof(int32_t));
+        g->front_seg = arena_alloc(arena_host(a), (size_t)P * sizeof(Segments));
+        for (int o = 0; o < P; o++) {
+            Segments s = dit_joint_segments(a, seg, B, front, P * n, r * n, n, 1, o * n, n);
+            s.id = op_input(a, s.id, (size_t)B * s.T * sizeof(int32_t));
+            g->front_seg[o] = s;
+        }
     }
     size_t lsize = (size_t)B * heads * nq;
     if (tp->exact) {
         int blkt = tp->exact->block;
         CHECK(n % blkt == 0, "ring attention: --exact needs whole blocks of %d tokens, got %d tokens", blkt, n);
-        Segments images = seg ? (Segments){seg, P * n, queries_at(g), 0} : NO_SEGMENTS;
+        Segments images = seg ? (Segments){seg, P * n, queries_at(g), 0} : NO_SEGMENTS, images_t = images;
         const uint8_t *mask = key_mask;
         if (front) { // the caption's keys first: every key's mask and images (exact_joint_keys)
             g->Rp = (front + blkt - 1) / blkt * blkt;
-            ExactJointKeys jk = exact_joint_keys(a, B, front, g->Rp, P * n, n, km, words);
-            mask = jk.mask, images = jk.seg;
+            ExactJointKeys jk = exact_joint_keys(a, B, front, g->Rp, P * n, queries_at(g), n, km, seg);
+            mask = jk.mask, images = jk.seg_i, images_t = jk.seg_t;
             size_t row = (size_t)nq * D;
             g->qt = exact_take_rows(a, q->data, row, 0, B, front, g->Rp, D), g->qi = exact_take_rows(a, q->data, row, front, B, n, n, D);
             g->kt = exact_take_rows(a, k->data, row, 0, B, front, g->Rp, D), g->vt = exact_take_rows(a, v->data, row, 0, B, front, g->Rp, D);
@@ -201,7 +213,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
         g->exact = arena_alloc(arena_host(a), sizeof(ExactAttn));
         *g->exact = (ExactAttn){B, n, heads, D / heads, blkt, (g->Rp + P * n) / blkt, mask, images,
                                 bugs & BUG_RING_WRONG_MERGE, bugs & BUG_RING_BLOCK_DELTA, bugs & BUG_LSE_OVERFLOW};
-        if (front) *g->exact_t = *g->exact, g->exact_t->Tq = g->Rp;
+        if (front) *g->exact_t = *g->exact, g->exact_t->Tq = g->Rp, g->exact_t->seg = images_t;
         lsize = (size_t)B * heads * (n + g->Rp); // the image's L, then the caption's
     }
     g->lsize = lsize;
@@ -319,7 +331,7 @@ static void backward_step(Node *nd, const Ring *g, Backward *b, Shares *sh, bool
         zero_bytes(dk, 2 * hk->size * sizeof(real));
         attention_kernel_backward(a, b->dq, dk, dv, dout, o, lse, q, with_front(a, g, hk->data, k, owner),
                                   with_front(a, g, hv->data, v, owner), g->front_mask + (size_t)owner * g->nq,
-                                  g->home_seg, g->B, g->nq, g->R + g->n, g->H, g->dh);
+                                  block_segments(g, owner), g->B, g->nq, g->R + g->n, g->H, g->dh);
         own_block(g, sh->d, dk, true), own_block(g, sh->d + g->blk, dv, true);
         size_t pitch = hk->size / g->B, width = pitch - g->blk / g->B;
         if (b->dk) RUN(a->device, add_rows, b->dk, pitch, dk, pitch, width, g->B);
@@ -419,9 +431,11 @@ static void ring_bwd(Node *nd) {
 static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, const int32_t *seg,
                       void *ctx) {
     SeqParallel *sp = ctx;
-    if (sp->context) // joint attention: the caption in front (seg: its words)
-        return ring_attention(tp, sp->comm, q, k, v, heads, sp_key_mask(sp), NULL, sp->context, seg, sp->bugs);
-    return ring_attention(tp, sp->comm, q, k, v, heads, sp_key_mask(sp), sp_images(sp, seg), 0, NULL, sp->bugs);
+    if (sp->context) // joint attention: the caption in front (seg: the joint images)
+        return ring_attention(tp, sp->comm, q, k, v, heads, sp_key_mask(sp),
+                              sp_joint_images(tp->arena, sp, seg, q->shape[0], q->shape[1] - sp->shard.n),
+                              q->shape[1] - sp->shard.n, sp->bugs);
+    return ring_attention(tp, sp->comm, q, k, v, heads, sp_key_mask(sp), sp_images(sp, seg), 0, sp->bugs);
 }
 
 // P - 1 steps, each one message: K and V of B n tokens forward, K, V, dK and dV backward

@@ -211,9 +211,6 @@ const char *sp_init_context(SeqParallel *sp, const SpOptions *o, const DiTConfig
     if (why || !dit_front_tokens(m)) return why;
     sp->context = dit_front_tokens(m);
     sp->joint = !m->in_context;
-    sp->context_mask = xmalloc((size_t)(sp->context + sp->shard.T_pad));
-    memset(sp->context_mask, 1, (size_t)sp->context);
-    memcpy(sp->context_mask + sp->context, sp->shard.key_mask, (size_t)sp->shard.T_pad);
     return NULL;
 }
 
@@ -231,7 +228,6 @@ const char *sp_device_text(const SeqParallel *sp, char *buf, size_t len) {
 void sp_free(SeqParallel *sp) {
     if (sp->nccl) comm_free_nccl(sp->world);
     device_free(sp->key_mask_device);
-    free(sp->context_mask);
     for (int i = 0; i < sp->n_groups; i++) comm_free(&sp->groups[i]);
     seq_shard_free(&sp->shard);
 }

@@ -95,10 +95,10 @@ typedef struct SeqParallel {
     uint8_t *key_mask_device; // cuda: the shard's key mask on the device (NULL without padding)
     int context;        // the tokens in front of every rank's sequence, which every rank holds
                         // (dit_front_tokens: in-context conditioning's, joint attention's
-                        // caption); 0: none
+                        // caption); 0: none. The attention takes their count from its queries
+                        // (with packs a row's captions, one for each of its images)
     bool joint;         // they are joint attention's caption, whose tensors the model keeps apart
                         // (no tensor of the shard's tokens has them in front, as in-context's do)
-    uint8_t *context_mask; // (context + T_pad): 1 for the conditioning tokens, then the key mask
     int policy_blocks;  // --exact: the canonical blocks V of the sequence (0 otherwise)
     CommGather prefetch; // --zero 3: the next block's parameters on their way (zero.c)
     int prefetch_unit;   // its unit; 0: none (unit 0 is never a block)
@@ -240,12 +240,11 @@ extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
 // Ring attention (ring.c) of q, k, v (B, front + n, D) over the ring `c`: rank r's block is the
 // tokens [r n, (r + 1) n) of `key_mask` (all tokens; NULL: none masked) and of the image ids `seg`
 // (B, P n) of a pack (NULL: none). The `front` tokens before them are every rank's own (joint
-// attention's caption, words (B, front) as dit_joint_segments takes them): their queries go round
-// the ring with the block's, their keys are attended once, with the rank's own block, and never
-// sent. The ring-* bugs apply.
+// attention's caption; seg then its joint images, kernels/segments.h): their queries go round the
+// ring with the block's, their keys are attended once, with the rank's own block, and never sent.
+// The ring-* bugs apply.
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
-                       const uint8_t *key_mask, const int32_t *seg, int front, const int32_t *words,
-                       unsigned bugs);
+                       const uint8_t *key_mask, const int32_t *seg, int front, unsigned bugs);
 // The R tokens every rank holds in front of its shard (sp->context) under a head-sharding exchange
 // over c (all_to_all.c): x (B, R + n, D) -> (B, R + P n, h dh), this rank's h heads' columns of
 // the front tokens taken from its own copy (no exchange), then every rank's tokens to the head
@@ -262,9 +261,14 @@ const uint8_t *sp_key_mask(const SeqParallel *sp);
 // The images of a pack's tokens for the attention: seg (B, T_pad) as the layout got it, or NULL
 // under the pack-mask-crosses-images bug (the block-diagonal mask dropped)
 const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg);
+// Joint attention's images ids (AttendFn) of B rows, R caption tokens each; under the
+// pack-mask-crosses-images bug as if each row held one image: every caption's words and every image
+// token seen by every query (in a's host side)
+const int32_t *sp_joint_images(Arena *a, const SeqParallel *sp, const int32_t *ids, int B, int R);
 // Segments (kernels/segments.h) of seg as sp_images gives it, for queries from token q0 and keys
 // from token k0 of the padded sequence
 Segments sp_segments(const SeqParallel *sp, const int32_t *seg, int q0, int k0);
-// In-context: the key mask of the conditioning tokens, then all T_pad tokens (NULL under the
-// no-pad-mask bug), on the host.
-const uint8_t *sp_context_mask(const SeqParallel *sp);
+// The shard's key mask of all T_pad tokens on the host (NULL under the no-pad-mask bug); and the
+// key mask of R tokens in front (in-context, joint), then all T_pad tokens, in a's host side
+const uint8_t *sp_host_key_mask(const SeqParallel *sp);
+const uint8_t *sp_front_mask(Arena *a, const SeqParallel *sp, int R);

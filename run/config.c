@@ -130,10 +130,6 @@ void train_config_check_text(const TrainConfig *tc) {
 void train_config_check_packs(const TrainConfig *tc) {
     const DiTConfig *m = &tc->model;
     if (!tc->max_tokens) return;
-    if (m->text && m->text_attn == DIT_TEXT_JOINT)
-        usage_error("--text-attn joint does not run with --max-tokens yet (a pack would need each "
-                    "image's caption inside its own joint attention); use --text-attn cross, or "
-                    "leave out --max-tokens");
     if (data_procedural(tc->data))
         usage_error("--max-tokens packs the images of a folder; it does not run with the %s "
                     "data (pass --data DIR)", tc->data);

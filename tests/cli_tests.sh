@@ -743,7 +743,9 @@ expect_usage "has no caption: --cond text reads each image's caption from the .t
   --model DiT-tiny/2 --input-size 16 --data "$WORK/mixed" --cond text
 # packs of images with captions (--max-tokens, cross-attention: each image attends to its own
 # caption only; test_parallel holds a pack against each image alone): 3 ranks agree with one, and
-# dp 2 x sp 2 in micro-batches under --exact has one rank's bits; joint attention refuses packs
+# dp 2 x sp 2 in micro-batches under --exact has one rank's bits; joint attention too (each image's
+# caption in its own joint attention): 3 ranks agree with one, and the ring on 3 ranks and the
+# hybrid layout with --recompute under --exact have one rank's bits
 mkdir -p "$WORK/mixed-text" && cp "$WORK"/mixed/img*.png "$WORK/mixed-text/"
 i=0
 for c in "a small red circle at the top left" "a large blue square" "two green dots" "a cross" \
@@ -756,7 +758,14 @@ else bad "packs with captions, 3 ranks disagree with 1 rank"; echo "$out" | tail
 out=$("$TRAIN" verify --ranks 4 --sp 2 --grad-accum 2 --exact $TPACKS --batch 4 --samples-per-class 0 --out "$WORK/tpacks-dp" 2>&1)
 if [ $? = 0 ]; then ok "packs with captions, dp 2 x sp 2, --grad-accum 2, --exact: $(echo "$out" | grep -o 'identical: .*')"
 else bad "packs with captions under --exact: not one rank's bits"; echo "$out" | tail -5; fi
-expect_usage "--text-attn joint does not run with --max-tokens yet" $TPACKS --text-attn joint
+out=$("$TRAIN" verify --ranks 3 $TPACKS --text-attn joint --out "$WORK/tpacks-joint" 2>&1)
+if [ $? = 0 ]; then ok "packs with captions, joint attention, 3 ranks vs 1 rank: $(echo "$out" | grep -o 'largest relative loss difference [^ ]*')"
+else bad "packs with captions, joint attention, 3 ranks disagree with 1 rank"; echo "$out" | tail -5; fi
+for mesh in "3 --sp-attention ring" "4 --sp-attention hybrid --ulysses-degree 2 --recompute"; do
+  out=$("$TRAIN" verify --ranks $mesh --exact $TPACKS --text-attn joint --samples-per-class 0 --out "$WORK/tpacks-joint-exact" 2>&1)
+  if [ $? = 0 ]; then ok "packs with captions, joint attention, --ranks $mesh, --exact: $(echo "$out" | grep -o 'identical: .*')"
+  else bad "packs with captions, joint attention, --ranks $mesh, --exact: not one rank's bits"; echo "$out" | tail -5; fi
+done
 expect_usage "the text-grad-unsummed bug leaves the text encoder's gradients unsummed; add --cond text" --inject-bug text-grad-unsummed
 expect_usage "which --zero 2 and 3 run once backward is done; add --zero 2 or --zero 3" --inject-bug zero-outer-grads-unsummed --zero 1
 expect_usage "the zero-grad-averaged bug divides the gradients --zero sums; add --zero 1, 2 or 3" probe --inject-bug zero-grad-averaged --ckpt a --batch b

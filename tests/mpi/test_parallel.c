@@ -433,8 +433,10 @@ static void pack_free(PackResult *r) { free(r->out), free(r->grads); }
 START_TEST(packs_match_single_rank) {
     SeqAttention layout = (SeqAttention)(_i % SP_LAYOUTS);
     cfg = pack_cfg;
-    if (_i >= SP_LAYOUTS) // each image with its own caption, cross-attention
-        cfg.text = true, cfg.text_len = TEXT_LEN, cfg.text_depth = 1, cfg.text_attn = DIT_TEXT_CROSS;
+    if (_i >= SP_LAYOUTS) // each image with its own caption, cross-attention, then joint attention
+        cfg.text = true, cfg.text_len = TEXT_LEN, cfg.text_depth = 1,
+        cfg.text_attn = _i >= 2 * SP_LAYOUTS ? DIT_TEXT_JOINT : DIT_TEXT_CROSS;
+    const char *text = !cfg.text ? "" : cfg.text_attn == DIT_TEXT_JOINT ? " with captions, joint" : " with captions";
     DiT m;
     random_model(&m);
     Arena a = arena_create(64 << 20);
@@ -460,7 +462,7 @@ START_TEST(packs_match_single_rank) {
         double e_grad = rel(grads, ref.grads, m.ps.total), e_loss = fabs(loss - ref.loss) / ref.loss;
         if (comm.rank == 0)
             printf("pack of %d images%s vs each alone: output %.2e, loss %.2e, gradients %.2e\n",
-                   pack3.n, cfg.text ? " with captions" : "", e_img, e_loss, e_grad);
+                   pack3.n, text, e_img, e_loss, e_grad);
         ck_assert_double_le(fmax(e_img, e_loss), OUT_TOL);
         ck_assert_double_le(e_grad, GRAD_TOL);
         free(grads);
@@ -473,6 +475,7 @@ START_TEST(packs_match_single_rank) {
         SeqParallel sp;
         char err[256];
         ck_assert_msg(!sp_init(&sp, &comm, comm.size, comm.rank, &o, pack3.T, cfg.num_heads, err, sizeof err), "%s", err);
+        ck_assert_msg(!sp_init_context(&sp, &o, &cfg, err, sizeof err), "%s", err);
         arena_reset(&a);
         PackResult par = pack_run(&m, &sp, &pack3, &a);
         double e_out, e_grad;
@@ -481,7 +484,7 @@ START_TEST(packs_match_single_rank) {
         // the positions bug shows only where a shard begins inside an image (2 or more ranks)
         bool shows = k == 1 || comm.size > 1;
         if (comm.rank == 0)
-            printf("pack%s, %s, ranks %d%s%s: output %.2e, worst gradient %.2e%s\n", cfg.text ? " with captions" : "",
+            printf("pack%s, %s, ranks %d%s%s: output %.2e, worst gradient %.2e%s\n", text,
                    seq_attention_name(layout), comm.size, k ? ", bug " : "",
                    k ? bugs[k] : "", e_out, e_grad,
                    !k ? "" : differs ? " -> caught" : shows ? " -> MISSED" : " (cannot show)");
@@ -592,7 +595,7 @@ START_TEST(ring_overlap_is_exact) {
         rng_fill_normal(x[i]->data, blk, 21, (uint64_t)(10 * r + i), 0, 1);
         x[i]->requires_grad = true;
     }
-    Tensor *out = ring_attention(&tp, &comm, x[0], x[1], x[2], H, NULL, NULL, 0, NULL, 0);
+    Tensor *out = ring_attention(&tp, &comm, x[0], x[1], x[2], H, NULL, NULL, 0, 0);
     real *dout = arena_alloc(&a, blk * sizeof(real));
     rng_fill_normal(dout, blk, 22, (uint64_t)r, 0, 1);
     backward_from(&tp, out, dout);
@@ -1989,7 +1992,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, in_context_matches_single_rank, 0, 2);
     tcase_add_test(tc, lse_overflow_caught_on_large_logits);
     tcase_add_test(tc, all_to_all_matches_single_rank);
-    tcase_add_loop_test(tc, packs_match_single_rank, 0, 2 * SP_LAYOUTS); // without, then with captions
+    tcase_add_loop_test(tc, packs_match_single_rank, 0, 3 * SP_LAYOUTS); // without, with captions (cross, joint)
     tcase_add_test(tc, packs_over_meshes_match_single_rank);
     tcase_add_loop_test(tc, ring_matches_single_rank, 0, 2);
     tcase_add_test(tc, ring_overlap_is_exact);
