@@ -97,7 +97,10 @@ static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k
         mine[j] = replicated && j ? seq_all_to_all(tp, c, qkv[j], heads, TO_HEAD_SHARD)
                                   : seq_front_to_heads(tp, c, qkv[j], R, heads, tp->exact);
     if (tp->exact) { // joint attention: every key of these heads here, the caption's queries of them nowhere else
+        bool grad = tp->grad_enabled; // the image keys' values only: their gradients go through mine's
+        tp->grad_enabled = false;
         Tensor *k_img = dit_tokens_of(tp, mine[1], R, T), *v_img = dit_tokens_of(tp, mine[2], R, T);
+        tp->grad_enabled = grad;
         return seq_front_from_heads(tp, c, attention_joint_exact(tp, mine[0], mine[1], mine[2], R, k_img, v_img, 0, h,
                                                                  sp_host_key_mask(sp), ids, NULL, NULL, NULL),
                                     R, heads, true);
