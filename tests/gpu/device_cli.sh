@@ -9,8 +9,8 @@
 # - every injected bug, caught by the same comparison;
 # - verify --device cuda --ranks 2 (2 ranks against 1, both on the device), the same seed giving
 #   the same loss curve twice, --zero 3 with --recompute on 2 ranks against 1, sample --device
-#   cuda, verify of a clip model (rope, qk-norm) and of both caption models, and the usage errors
-#   of the flags;
+#   cuda, verify of a clip model (rope, qk-norm), of both caption models and of packs of captioned
+#   images under joint attention, and the usage errors of the flags;
 # - --exact on the device: 2 ranks in the gather, all-to-all and ring layouts, 2 data groups, 2
 #   micro-batches, and joint attention (ring) on 2 ranks, the same bits as the device's one
 #   rank; an injected bug differs; the device's one rank agrees with the CPU's within compare's
@@ -126,6 +126,15 @@ newer() { # what, flags...
 newer "clips with rope and a full-width qk-norm, all-to-all" --data moving-shapes --frames 2 --pos rope --qk-norm full --sp-attention all-to-all
 newer "captions, cross-attention, ring" --cond text --text-attn cross --sp-attention ring
 newer "captions, joint attention, gather" --cond text --text-attn joint
+# packs of images at their own sizes, each with its caption in its own joint attention
+mkdir -p "$WORK/mixed-text" && python3 "$(dirname "$0")/../mixed_images.py" "$WORK/mixed-text" > /dev/null
+i=0
+for f in "$WORK"/mixed-text/*.png; do
+  caption=("a small red circle at the top left" "a large blue square" "two green dots" "a cross")
+  echo "${caption[i % 4]}" > "${f%.png}.txt"; i=$((i + 1))
+done
+newer "packs of captioned images, joint attention, ring" --data "$WORK/mixed-text" --input-size 16 --max-tokens 40 \
+  --batch 1 --steps 2 --cond text --text-attn joint --sp-attention ring
 msg=$($MPIRUN -np 2 "$TRAIN" sample --ckpt "$WORK/verify/ranks-2" --samples-per-class 1 --sample-steps 2 --out "$WORK/s.png" --device cuda 2>&1)
 if [ $? = 0 ] && [ -s "$WORK/s.png" ]; then ok "sample --device cuda on 2 ranks wrote a grid"; else bad "sample --device cuda: $msg"; fi
 
