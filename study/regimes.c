@@ -266,11 +266,24 @@ static bool caught(const RegimeRow *r, int g) {
     return any;
 }
 
+// Whether regime g measured row r at all: a row whose config has no such mode (--exact of a bug
+// that runs without it) has none of the regime's errors, and is neither caught nor missed
+static bool ran(const RegimeRow *r, int g) {
+    for (int k = 0; k < REGIMES_CHECKS; k++)
+        if (checks[k].regime == g && !(r->err[k] < 0)) return true; // NaN: measured
+    return false;
+}
+
+static const char *verdict(const RegimeRow *r, int g) {
+    return !ran(r, g) ? "not run" : caught(r, g) ? "caught" : "missed";
+}
+
 // Regime g's totals: the bugs it misses where they show, the correct runs it flags (false
 // alarms), and the bugs it misses or catches only where it flags the correct code of the same
-// layout too (a catch that does not tell the bug from rounding)
+// layout too (a catch that does not tell the bug from rounding), of those it ran; and the bugs it
+// could not run
 typedef struct Totals {
-    int bugs, correct, missed, alarms, blind;
+    int bugs, correct, missed, alarms, blind, not_run;
 } Totals;
 static Totals totals(const RegimeRow *rows, int n, int g) {
     Totals t = {0};
@@ -278,9 +291,14 @@ static Totals totals(const RegimeRow *rows, int n, int g) {
         const RegimeRow *r = &rows[i];
         if (!r->bug) t.correct++, t.alarms += caught(r, g);
         if (!r->bug || r->hidden) continue;
+        t.bugs++;
+        if (!ran(r, g)) {
+            t.not_run++;
+            continue;
+        }
         bool alarm = false;
         for (int j = 0; j < n; j++) alarm = alarm || (!rows[j].bug && !strcmp(rows[j].flags, r->flags) && caught(&rows[j], g));
-        t.bugs++, t.missed += !caught(r, g), t.blind += !caught(r, g) || alarm;
+        t.missed += !caught(r, g), t.blind += !caught(r, g) || alarm;
     }
     return t;
 }
@@ -294,7 +312,7 @@ static void verdict_table(FILE *f, const RegimeRow *rows, int n, int ranks) {
     for (int i = 0; i < n; i++) {
         const RegimeRow *r = &rows[i];
         fprintf(f, "| %s | %s |", r->name, r->flags[0] ? r->flags : "gather");
-        for (int g = 0; g < N_REGIMES; g++) fprintf(f, " %s |", caught(r, g) ? "caught" : "missed");
+        for (int g = 0; g < N_REGIMES; g++) fprintf(f, " %s |", verdict(r, g));
         fprintf(f, "\n");
     }
     Totals t[N_REGIMES];
@@ -305,6 +323,8 @@ static void verdict_table(FILE *f, const RegimeRow *rows, int n, int ranks) {
     for (int g = 0; g < N_REGIMES; g++) fprintf(f, " **%d** |", t[g].alarms);
     fprintf(f, "\n| **missed, or caught only where the correct code is flagged too** | |");
     for (int g = 0; g < N_REGIMES; g++) fprintf(f, " **%d** |", t[g].blind);
+    fprintf(f, "\n| **not run (the bug's config has no such mode)** | |");
+    for (int g = 0; g < N_REGIMES; g++) fprintf(f, " **%d** |", t[g].not_run);
     fprintf(f, "\n");
 }
 
@@ -371,7 +391,7 @@ static void write_csv(FILE *f, const RegimeRow *rows, int n) {
             else fprintf(f, ",%.17g", r->err[k]);
             fprintf(f, ",%g", tau(&checks[k]));
         }
-        for (int g = 0; g < N_REGIMES; g++) fprintf(f, ",%s", caught(r, g) ? "caught" : "missed");
+        for (int g = 0; g < N_REGIMES; g++) fprintf(f, ",%s", verdict(r, g));
         fprintf(f, "\n");
     }
 }
@@ -393,7 +413,7 @@ static int write_png(const RegimeRow *rows, int n, const char *path, char *err, 
     }
     label_w += 24;
     Canvas cv = canvas_create(left + label_w + N_REGIMES * cw + 12, top + (n + 2) * ch + 40, white);
-    canvas_text(&cv, left, 10, "which bugs each regime catches (green: caught, red: missed)", 2, ink);
+    canvas_text(&cv, left, 10, "which bugs each regime catches (green: caught, red: missed, white: not run)", 2, ink);
     char line[64];
     for (int g = 0; g < N_REGIMES; g++) {
         int x = left + label_w + g * cw;
@@ -414,10 +434,11 @@ static int write_png(const RegimeRow *rows, int n, const char *path, char *err, 
         int y = top + i * ch;
         canvas_text(&cv, left, y + 6, rows[i].name, 2, ink);
         for (int g = 0; g < N_REGIMES; g++) {
-            bool c = caught(&rows[i], g), bug = rows[i].bug;
+            bool c = caught(&rows[i], g), bug = rows[i].bug, r = ran(&rows[i], g);
             int x = left + label_w + g * cw;
-            canvas_fill_rect(&cv, x + 1, y + 1, cw - 2, ch - 2, bug ? (c ? green : red) : c ? orange : grey);
-            canvas_text(&cv, x + 8, y + 9, bug ? (c ? "caught" : "missed") : c ? "false alarm" : "agrees", 1, white);
+            canvas_fill_rect(&cv, x + 1, y + 1, cw - 2, ch - 2, !r ? white : bug ? (c ? green : red) : c ? orange : grey);
+            canvas_text(&cv, x + 8, y + 9, !r ? "not run" : bug ? (c ? "caught" : "missed") : c ? "false alarm" : "agrees", 1,
+                        r ? white : ink);
         }
     }
     canvas_text(&cv, left, top + (n + 2) * ch + 12, "(where it hides): the bug run in a config where it "

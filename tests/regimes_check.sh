@@ -2,7 +2,8 @@
 # regimes_check.sh CSV: recomputes every cell of `train bugs --regimes`'s table (regimes.csv) from
 # the errors it stores, apart from the C code that printed the verdicts, and checks that the table
 # obeys logic:
-#   - a regime catches a bug exactly when one of its errors is over its level (NaN over, - never);
+#   - a regime catches a bug exactly when one of its errors is over its level (NaN over, - never),
+#     and did not run it exactly when it has none of its errors (all -);
 #   - forward-only never catches a bug that changes only gradients (--exact: no forward bit differs);
 #   - finite-gradients catches only bugs with inf or NaN gradients (ours' gradient error infinite);
 #   - ours catches every bug where it shows, and neither ours nor ours-exact flags the correct code;
@@ -26,10 +27,13 @@ NR == 1 {
 }
 {
     rows++
-    for (g in verdict) caught[g] = 0
-    for (k = 1; k <= n; k++) if (over($(err[k]), $(err[k] + 1))) caught[reg[k]] = 1
+    for (g in verdict) caught[g] = measured[g] = 0
+    for (k = 1; k <= n; k++) {
+        if (over($(err[k]), $(err[k] + 1))) caught[reg[k]] = 1
+        if ($(err[k]) != "-") measured[reg[k]] = 1
+    }
     for (g in verdict) {
-        want = caught[g] ? "caught" : "missed"
+        want = !measured[g] ? "not run" : caught[g] ? "caught" : "missed"
         if ($(verdict[g]) != want) bad(g " says " $(verdict[g]) " but its errors say " want)
     }
     if ($(verdict["forward-only"]) == "caught" && $(col["ours-exact/forward"]) == 0)
@@ -39,7 +43,7 @@ NR == 1 {
     if ($kind == "bug" && $(verdict["ours"]) != "caught") bad("ours misses a bug where it shows")
     if ($kind == "rounding" && ($(verdict["ours"]) != "missed" || $(verdict["ours-exact"]) != "caught"))
         bad("a bug right in exact arithmetic: ours must miss it and ours-exact catch it")
-    if ($kind == "correct" && ($(verdict["ours"]) != "missed" || $(verdict["ours-exact"]) != "missed"))
+    if ($kind == "correct" && ($(verdict["ours"]) != "missed" || $(verdict["ours-exact"]) == "caught"))
         bad("the correct code is flagged by ours")
 }
 END {
