@@ -306,18 +306,18 @@ Tensor *attention_whole_kv_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int 
 }
 
 // ---- joint attention: the caption's tokens in front of the image's, the caption whole here -----
-ExactJointKeys exact_joint_keys(Arena *a, int B, int R, int Rp, int Tk, int q0, int nq, const uint8_t *key_mask,
-                                const int32_t *ids) {
-    int keys = Rp + Tk, T = keys + Rp + nq;
+ExactJointKeys exact_joint_keys(Arena *a, int B, int R, int Rp, int copies, int Tk, int q0, int nq,
+                                const uint8_t *key_mask, const int32_t *ids) {
+    int front = copies * Rp, keys = front + Tk, T = keys + Rp + nq;
     Arena *host = arena_host(a);
     uint8_t *mask = arena_alloc(host, (size_t)keys);
     memset(mask, 1, (size_t)keys);
-    if (key_mask) memcpy(mask + Rp, key_mask, (size_t)Tk);
+    if (key_mask) memcpy(mask + front, key_mask, (size_t)Tk);
     int32_t *id = arena_alloc(host, (size_t)B * T * sizeof(int32_t));
     for (int b = 0; b < B; b++)
-        for (int j = 0; j < T; j++) { // the keys, the caption's queries, the image's
-            bool query = j >= keys, caption = (query ? j - keys : j) < Rp;
-            int x = caption ? (query ? j - keys : j) : R + (query ? q0 + j - keys - Rp : j - Rp);
+        for (int j = 0; j < T; j++) { // the keys (the caption's copies), the caption's queries, the image's
+            bool query = j >= keys, caption = query ? j - keys < Rp : j < front;
+            int x = caption ? (query ? j - keys : j % Rp) : R + (query ? q0 + j - keys - Rp : j - front);
             id[(size_t)b * T + j] = !caption || x < R ? joint_image(ids, R, Tk, b, x, query) : query ? 0 : -1;
         }
     const int32_t *on = op_input(a, id, (size_t)B * T * sizeof(int32_t));
@@ -326,7 +326,8 @@ ExactJointKeys exact_joint_keys(Arena *a, int B, int R, int Rp, int Tk, int q0, 
 
 typedef struct JointOp {
     ExactAttn t, i;           // the caption's queries (Rp of them, padded), the image's (n)
-    int R, Rp, n, Tk, kfirst; // caption tokens (padded to Rp), image queries, image keys, ours from
+    int R, Rp, copies;        // caption tokens (padded to Rp), the copies of its keys (a bug's: else 1)
+    int n, Tk, kfirst;        // image queries, image keys, ours from
     const real *k_all, *v_all; // (B, Tk, D) every image key, ours among them
     Tensor *out_t, *out_i, *lse_t, *lse_i; // the outputs (B, Rp | n, D) and their log-sum-exps
     ExactReduceFn reduce;
@@ -353,7 +354,7 @@ void exact_add_rows(Arena *a, real *dst, size_t d_pitch, ExactSum *s, size_t s_p
 static void joint_bwd(Node *nd) {
     const JointOp *j = nd->ptr;
     Arena *a = nd->arena;
-    int B = j->t.B, R = j->R, Rp = j->Rp, n = j->n, Tk = j->Tk, kb = Rp / j->t.blk;
+    int B = j->t.B, R = j->R, Rp = j->Rp, n = j->n, Tk = j->Tk, kb = j->copies * Rp / j->t.blk;
     size_t D = (size_t)j->t.H * j->t.dh, row = (size_t)(R + n) * D;
     real *dq = node_grad(nd, 0), *dk = node_grad(nd, 1), *dv = node_grad(nd, 2);
     ArenaMarks mark = arena_marks(a);
@@ -365,11 +366,15 @@ static void joint_bwd(Node *nd) {
     ExactSum sk_t = exact_sums(a, (size_t)B * Rp * D), sv_t = exact_sums(a, (size_t)B * Rp * D);
     ExactSum sk_i = exact_sums(a, (size_t)B * Tk * D), sv_i = exact_sums(a, (size_t)B * Tk * D);
     // the image queries' shares of every key's gradient, then the caption queries' (the same on
-    // every rank: one adds their shares of dK and dV)
-    exact_attn_grad(&j->i, a, &sq_i, &sk_t, &sv_t, gi, j->out_i->data, j->lse_i->data, qi, kt, vt, Rp, 0);
-    exact_attn_grad(&j->i, a, &sq_i, &sk_i, &sv_i, gi, j->out_i->data, j->lse_i->data, qi, j->k_all, j->v_all, Tk, kb);
+    // every rank: one adds their shares of dK and dV); each copy of the caption's keys adds its own
     bool adds = j->adds_caption_queries;
-    exact_attn_grad(&j->t, a, &sq_t, adds ? &sk_t : NULL, adds ? &sv_t : NULL, gt, j->out_t->data, j->lse_t->data, qt, kt, vt, Rp, 0);
+    for (int c = 0; c < j->copies; c++) {
+        int at = c * Rp / j->t.blk;
+        exact_attn_grad(&j->i, a, &sq_i, &sk_t, &sv_t, gi, j->out_i->data, j->lse_i->data, qi, kt, vt, Rp, at);
+        exact_attn_grad(&j->t, a, &sq_t, adds ? &sk_t : NULL, adds ? &sv_t : NULL, gt, j->out_t->data, j->lse_t->data,
+                        qt, kt, vt, Rp, at);
+    }
+    exact_attn_grad(&j->i, a, &sq_i, &sk_i, &sv_i, gi, j->out_i->data, j->lse_i->data, qi, j->k_all, j->v_all, Tk, kb);
     exact_attn_grad(&j->t, a, &sq_t, adds ? &sk_i : NULL, adds ? &sv_i : NULL, gt, j->out_t->data, j->lse_t->data, qt,
                     j->k_all, j->v_all, Tk, kb);
     if (dq) exact_add_rows(a, dq, row, &sq_t, (size_t)Rp * D, (size_t)R * D, B), exact_add_rows(a, dq + (size_t)R * D, row, &sq_i, (size_t)n * D, (size_t)n * D, B);
@@ -389,19 +394,20 @@ static void joint_bwd(Node *nd) {
     arena_release_marks(a, mark);
 }
 
-// One pass of a query set over both key groups (the caption's, then every image key): the
-// log-sum-exp into lse, the output into out (B, Tq, D)
+// One pass of a query set over both key groups (the caption's, each of its copies, then every
+// image key): the log-sum-exp into lse, the output into out (B, Tq, D)
 static void joint_forward(const ExactAttn *g, Arena *a, real *out, real *lse, const real *q, const real *kt,
-                          const real *vt, int Rp, const real *k_all, const real *v_all, int Tk) {
+                          const real *vt, int Rp, int copies, const real *k_all, const real *v_all, int Tk) {
     ArenaMarks mark = arena_marks(a);
     size_t lsize = (size_t)g->B * g->Tq * g->H, size = (size_t)g->B * g->Tq * g->H * g->dh;
     real *lparts = arena_alloc(arena_host(a), ((size_t)g->nkb + 1) * lsize * sizeof(real)), *L = lparts + (size_t)g->nkb * lsize;
-    exact_attn_lse(g, a, lparts, q, kt, vt, Rp, 0);
-    exact_attn_lse(g, a, lparts, q, k_all, v_all, Tk, Rp / g->blk);
+    int kb = copies * Rp / g->blk; // the image keys' first block
+    for (int c = 0; c < copies; c++) exact_attn_lse(g, a, lparts, q, kt, vt, Rp, c * Rp / g->blk);
+    exact_attn_lse(g, a, lparts, q, k_all, v_all, Tk, kb);
     exact_attn_combine(g, L, lparts);
     ExactSum o = exact_sums(a, size);
-    exact_attn_out(g, a, &o, L, q, kt, vt, Rp, 0);
-    exact_attn_out(g, a, &o, L, q, k_all, v_all, Tk, Rp / g->blk);
+    for (int c = 0; c < copies; c++) exact_attn_out(g, a, &o, L, q, kt, vt, Rp, c * Rp / g->blk);
+    exact_attn_out(g, a, &o, L, q, k_all, v_all, Tk, kb);
     real *host = arena_alloc(arena_host(a), size * sizeof(real));
     exact_result(host, &o, 0, size);
     copy_bytes(out, host, size * sizeof(real));
@@ -409,20 +415,20 @@ static void joint_forward(const ExactAttn *g, Arena *a, real *out, real *lse, co
     arena_release_marks(a, mark);
 }
 
-Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, Tensor *k_all, Tensor *v_all,
+Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, int copies, Tensor *k_all, Tensor *v_all,
                               int kfirst, int heads, const uint8_t *key_mask, const int32_t *ids,
                               ExactReduceFn reduce, ExactSumFn sum_group, void *ctx) {
     int B = q->shape[0], n = q->shape[1] - R, D = q->shape[2], Tk = k_all->shape[1], blk = tp->exact->block;
-    int Rp = (R + blk - 1) / blk * blk, keys = Rp + Tk;
-    CHECK(R >= 1 && n % blk == 0 && Tk % blk == 0 && D % heads == 0 && tensor_same_shape(q, k) &&
+    int Rp = (R + blk - 1) / blk * blk, keys = copies * Rp + Tk;
+    CHECK(R >= 1 && copies >= 1 && n % blk == 0 && Tk % blk == 0 && D % heads == 0 && tensor_same_shape(q, k) &&
               tensor_same_shape(k, v) && tensor_same_shape(k_all, v_all) && k_all->shape[0] == B,
           "attention_joint_exact: %d caption and %d image queries, %d image keys, in blocks of %d", R, n, Tk, blk);
     Arena *a = tp->arena, *host = arena_host(a);
-    ExactJointKeys jk = exact_joint_keys(a, B, R, Rp, Tk, kfirst, n, key_mask, ids);
+    ExactJointKeys jk = exact_joint_keys(a, B, R, Rp, copies, Tk, kfirst, n, key_mask, ids);
     int H = heads, dh = D / heads, nkb = keys / blk;
     JointOp j = {{B, Rp, H, dh, blk, nkb, jk.mask, jk.seg_t, false, false, false},
                  {B, n, H, dh, blk, nkb, jk.mask, jk.seg_i, false, false, false},
-                 R, Rp, n, Tk, kfirst, k_all->data, v_all->data, NULL, NULL, NULL, NULL, reduce, sum_group, ctx,
+                 R, Rp, copies, n, Tk, kfirst, k_all->data, v_all->data, NULL, NULL, NULL, NULL, reduce, sum_group, ctx,
                  !sum_group || tp->exact->rank == 0};
     size_t row = (size_t)(R + n) * D;
     Tensor *out = tensor_like(a, q);
@@ -431,8 +437,8 @@ Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, 
     ArenaMarks inputs = arena_marks(a);
     real *qt = exact_take_rows(a, q->data, row, 0, B, R, Rp, D), *qi = exact_take_rows(a, q->data, row, R, B, n, n, D);
     real *kt = exact_take_rows(a, k->data, row, 0, B, R, Rp, D), *vt = exact_take_rows(a, v->data, row, 0, B, R, Rp, D);
-    joint_forward(&j.t, a, j.out_t->data, j.lse_t->data, qt, kt, vt, Rp, k_all->data, v_all->data, Tk);
-    joint_forward(&j.i, a, j.out_i->data, j.lse_i->data, qi, kt, vt, Rp, k_all->data, v_all->data, Tk);
+    joint_forward(&j.t, a, j.out_t->data, j.lse_t->data, qt, kt, vt, Rp, copies, k_all->data, v_all->data, Tk);
+    joint_forward(&j.i, a, j.out_i->data, j.lse_i->data, qi, kt, vt, Rp, copies, k_all->data, v_all->data, Tk);
     arena_release_marks(a, inputs);
     for (int b = 0; b < B; b++) {
         copy_bytes(out->data + b * row, j.out_t->data + (size_t)b * Rp * D, (size_t)R * D * sizeof(real));

@@ -47,8 +47,9 @@ real *exact_take_rows(Arena *a, const real *x, size_t stride, size_t first, int 
 // The rounded sums s, rows of `s_pitch` from each of B, their first `width` values added into dst
 // (B rows `d_pitch` apart)
 void exact_add_rows(Arena *a, real *dst, size_t d_pitch, ExactSum *s, size_t s_pitch, size_t width, int B);
-// Joint attention's keys under --exact: the caption's R (padded to Rp) before Tk image keys, then
-// the caption's queries (Rp) and the image's (nq, image tokens [q0, q0 + nq)): every key's mask
+// Joint attention's keys under --exact: the caption's R (padded to Rp; `copies` times over, a
+// bug's: else 1) before Tk image keys, then the caption's queries (Rp) and the image's (nq, image
+// tokens [q0, q0 + nq)): every key's mask
 // (1, then key_mask's, a host array, or 1) and the images (kernels/segments.h) of ids, joint
 // images of R caption and Tk image tokens (the caption's padding to Rp -1 as keys, 0 as queries),
 // for the caption's queries (seg_t) and the image's (seg_i); where the kernels run
@@ -56,5 +57,5 @@ typedef struct ExactJointKeys {
     const uint8_t *mask;
     Segments seg_t, seg_i;
 } ExactJointKeys;
-ExactJointKeys exact_joint_keys(Arena *a, int B, int R, int Rp, int Tk, int q0, int nq, const uint8_t *key_mask,
-                                const int32_t *ids);
+ExactJointKeys exact_joint_keys(Arena *a, int B, int R, int Rp, int copies, int Tk, int q0, int nq,
+                                const uint8_t *key_mask, const int32_t *ids);

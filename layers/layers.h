@@ -73,8 +73,10 @@ Tensor *attention_whole_kv_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int 
 // dK and dV through reduce (as attention_exact's), the caption's summed over the group by
 // sum_group, whole on every rank, the caption queries' shares (the same on every rank) added by
 // the group's rank 0 alone. sum_group NULL: the caption's queries here are nowhere else (a head
-// shard's), their shares and the caption's dK and dV complete here.
-Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, Tensor *k_all, Tensor *v_all,
+// shard's), their shares and the caption's dK and dV complete here. copies > 1: the caption's keys
+// that many times among every query's (the joint-text-replicated bug), each copy's share of dK
+// and dV added.
+Tensor *attention_joint_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int R, int copies, Tensor *k_all, Tensor *v_all,
                               int kfirst, int heads, const uint8_t *key_mask, const int32_t *ids,
                               ExactReduceFn reduce, ExactSumFn sum_group, void *ctx);
 // q (B,Tq,D), k, v (B,Tk,D), D = heads * dh; key_mask (Tk) 1 = attend, or NULL -> (B,Tq,D);

@@ -84,7 +84,9 @@ Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads, boo
 // images (AttendFn), or NULL.
 // Under the ulysses-replicated-kv bug (in-context) or the joint-text-replicated bug (the caption)
 // the front tokens' K/V are exchanged with the others, as if [front; shard] were one sequence: the
-// head shard holds every rank's copy of them, P times, and they weigh P times in the softmax.
+// head shard holds every rank's copy of them, P times, and they weigh P times in the softmax
+// (under --exact, joint attention: the P copies of the caption's keys are laid out here, not
+// exchanged: the same values, each copy's share of their gradients added).
 static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads,
                                  const int32_t *ids) {
     Comm *c = sp->comm;
@@ -94,14 +96,15 @@ static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k
     Tensor *qkv[3] = {q, k, v}, *mine[3];
     bool replicated = sp->bugs & BUGS_REPLICATED;
     for (int j = 0; j < 3; j++)
-        mine[j] = replicated && j ? seq_all_to_all(tp, c, qkv[j], heads, TO_HEAD_SHARD)
-                                  : seq_front_to_heads(tp, c, qkv[j], R, heads, tp->exact);
+        mine[j] = replicated && j && !tp->exact ? seq_all_to_all(tp, c, qkv[j], heads, TO_HEAD_SHARD)
+                                                : seq_front_to_heads(tp, c, qkv[j], R, heads, tp->exact);
     if (tp->exact) { // joint attention: every key of these heads here, the caption's queries of them nowhere else
         bool grad = tp->grad_enabled; // the image keys' values only: their gradients go through mine's
         tp->grad_enabled = false;
         Tensor *k_img = dit_tokens_of(tp, mine[1], R, T), *v_img = dit_tokens_of(tp, mine[2], R, T);
         tp->grad_enabled = grad;
-        return seq_front_from_heads(tp, c, attention_joint_exact(tp, mine[0], mine[1], mine[2], R, k_img, v_img, 0, h,
+        return seq_front_from_heads(tp, c, attention_joint_exact(tp, mine[0], mine[1], mine[2], R, replicated ? P : 1,
+                                                                 k_img, v_img, 0, h,
                                                                  sp_host_key_mask(sp), ids, NULL, NULL, NULL),
                                     R, heads, true);
     }

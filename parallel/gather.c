@@ -94,7 +94,7 @@ static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k
     if (tp->exact) { // joint attention: the image keys gathered off the tape (as attend_all's)
         Tensor *k_all = gather(tp, sp, dit_tokens_of(tp, k, R, n)), *v_all = gather(tp, sp, dit_tokens_of(tp, v, R, n));
         ExactReduceFn reduce = (sp->bugs & BUG_NO_DKV_REDUCE_SCATTER) ? NULL : reduce_scatter_exact;
-        return attention_joint_exact(tp, q, k, v, R, k_all, v_all, sp->shard.t0, heads, sp_host_key_mask(sp), ids,
+        return attention_joint_exact(tp, q, k, v, R, 1, k_all, v_all, sp->shard.t0, heads, sp_host_key_mask(sp), ids,
                                      reduce, sp_sum_group, sp);
     }
     Tensor *k_all = dit_join_tokens(tp, dit_tokens_of(tp, k, 0, R), gather(tp, sp, dit_tokens_of(tp, k, R, n)));

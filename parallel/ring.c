@@ -57,7 +57,8 @@ typedef struct Ring { // what one call needs, from q (B, R + n, D)
     const uint8_t *front_mask;
     Segments *front_seg;
     // --exact with tokens in front: the caption's queries as a query set of their own (Rp of them,
-    // padded to whole canonical blocks), its keys the key blocks before every rank's block; the
+    // padded to whole canonical blocks), its keys the key blocks before every rank's block (under
+    // ring-text-every-step a copy of them for each rank's block, attended with that block); the
     // image's queries apart (qi); kt, vt the caption's keys and values padded the same way. The
     // caption's queries are the same on every rank: rank 0 adds their shares of dK and dV
     ExactAttn *exact_t;
@@ -76,6 +77,8 @@ static const uint8_t *block_mask(const Ring *g, int owner) {
 }
 
 static bool sees_front(const Ring *g, int owner);
+// the copies of the front's keys among all keys: one, or under ring-text-every-step one a step
+static int front_copies(const Ring *g) { return g->R && (g->bugs & BUG_RING_TEXT_EVERY_STEP) ? g->c->size : 1; }
 
 // this rank's queries against the block of `owner` (with the front's keys where the step sees
 // them): a block whose images none of the queries share is skipped tile by tile inside the
@@ -90,7 +93,9 @@ static Segments block_segments(const Ring *g, int owner) {
 }
 
 // --exact: the first canonical block of the block of `owner` among all keys (after the caption's)
-static int first_key_block(const Ring *g, int owner) { return (g->Rp + keys_at(g, owner)) / g->exact->blk; }
+static int first_key_block(const Ring *g, int owner) { return (front_copies(g) * g->Rp + keys_at(g, owner)) / g->exact->blk; }
+// --exact: the first canonical block of the caption's keys that the step of `owner` attends (its copy)
+static int front_key_block(const Ring *g, int owner) { return (front_copies(g) > 1 ? owner : 0) * g->Rp / g->exact->blk; }
 
 // attention of the local queries to one visiting block, on the host or the device (the arena's)
 static void block_forward(Arena *a, const Ring *g, real *o, real *l, const real *q, const real *k,
@@ -145,9 +150,9 @@ static void forward_step(Arena *a, const Ring *g, Forward *f, const real *q, con
                          const real *v, const Tensor *home_k, const Tensor *home_v, int pass, int s, int owner) {
     if (g->exact) { // the image's queries, and the caption's; the caption's keys at the home step
         const real *qi = g->R ? g->qi : q;
-        for (int home = 0; home <= (g->R && owner == g->c->rank); home++) {
+        for (int home = 0; home <= sees_front(g, owner); home++) {
             const real *kk = home ? g->kt : k, *vv = home ? g->vt : v;
-            int nk = home ? g->Rp : g->n, kb = home ? 0 : first_key_block(g, owner);
+            int nk = home ? g->Rp : g->n, kb = home ? front_key_block(g, owner) : first_key_block(g, owner);
             if (pass == 0) exact_attn_lse(g->exact, a, f->lparts, qi, kk, vv, nk, kb);
             else exact_attn_out(g->exact, a, &f->o, f->L, qi, kk, vv, nk, kb);
             if (g->R && pass == 0) exact_attn_lse(g->exact_t, a, f->lparts_t, g->qt, kk, vv, nk, kb);
@@ -203,7 +208,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
         const uint8_t *mask = key_mask;
         if (front) { // the caption's keys first: every key's mask and images (exact_joint_keys)
             g->Rp = (front + blkt - 1) / blkt * blkt;
-            ExactJointKeys jk = exact_joint_keys(a, B, front, g->Rp, P * n, queries_at(g), n, km, seg);
+            ExactJointKeys jk = exact_joint_keys(a, B, front, g->Rp, front_copies(g), P * n, queries_at(g), n, km, seg);
             mask = jk.mask, images = jk.seg_i, images_t = jk.seg_t;
             size_t row = (size_t)nq * D;
             g->qt = exact_take_rows(a, q->data, row, 0, B, front, g->Rp, D), g->qi = exact_take_rows(a, q->data, row, front, B, n, n, D);
@@ -211,7 +216,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
             g->exact_t = arena_alloc(arena_host(a), sizeof(ExactAttn));
         }
         g->exact = arena_alloc(arena_host(a), sizeof(ExactAttn));
-        *g->exact = (ExactAttn){B, n, heads, D / heads, blkt, (g->Rp + P * n) / blkt, mask, images,
+        *g->exact = (ExactAttn){B, n, heads, D / heads, blkt, (front_copies(g) * g->Rp + P * n) / blkt, mask, images,
                                 bugs & BUG_RING_WRONG_MERGE, bugs & BUG_RING_BLOCK_DELTA, bugs & BUG_LSE_OVERFLOW};
         if (front) *g->exact_t = *g->exact, g->exact_t->Tq = g->Rp, g->exact_t->seg = images_t;
         lsize = (size_t)B * heads * (n + g->Rp); // the image's L, then the caption's
@@ -315,10 +320,10 @@ static void backward_step(Node *nd, const Ring *g, Backward *b, Shares *sh, bool
     if (g->exact) { // the image's queries, then the caption's (rank 0 adds their shares); the
         // caption's keys at the home step
         bool adds = g->c->rank == 0;
-        for (int home = 0; home <= (owner == g->c->rank); home++) {
+        for (int home = 0; home <= sees_front(g, owner); home++) {
             Shares *to = home ? &b->front : keep_here ? &b->kept : sh;
             const real *kk = home ? g->kt : k, *vv = home ? g->vt : v;
-            int nk = home ? g->Rp : g->n, kb = home ? 0 : first_key_block(g, owner);
+            int nk = home ? g->Rp : g->n, kb = home ? front_key_block(g, owner) : first_key_block(g, owner);
             exact_attn_grad(g->exact, a, &b->q, &to->k, &to->v, b->gi, b->oi, b->li, g->qi, kk, vv, nk, kb);
             exact_attn_grad(g->exact_t, a, &b->qt, adds ? &to->k : NULL, adds ? &to->v : NULL, b->gt, b->ot, b->lt,
                             g->qt, kk, vv, nk, kb);

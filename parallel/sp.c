@@ -191,9 +191,6 @@ const char *sp_context_error(const SpOptions *o, const DiTConfig *m, char *buf, 
                         "with it) runs with --sp-attention gather or all-to-all and without --exact, "
                         "--recompute, --max-tokens and --sample-sizes so far; pass one of those "
                         "layouts and leave out the others, or train without --in-context"), buf;
-    if ((o->bugs & (BUG_JOINT_TEXT_REPLICATED | BUG_RING_TEXT_EVERY_STEP)) && o->exact)
-        return snprintf(buf, len, "the %s bug runs without --exact so far; leave out --exact",
-                        (o->bugs & BUG_JOINT_TEXT_REPLICATED) ? "joint-text-replicated" : "ring-text-every-step"), buf;
     if ((o->bugs & BUG_ULYSSES_REPLICATED_KV) && !in_context)
         return snprintf(buf, len, "the ulysses-replicated-kv bug exchanges the in-context "
                         "conditioning tokens' K/V; add --in-context"), buf;

@@ -733,8 +733,6 @@ else bad "probe of a --learn-sigma checkpoint on its own --make-batch (exit $rc)
 # text conditioning (docs/text.md): what it does not run with, captions that do not fit, a tiny
 # run with its prompts' grid, and prompts that name a word outside the vocabulary
 expect_usage "unknown conditioning 'words'" --cond words
-expect_usage "the joint-text-replicated bug runs without --exact so far" --cond text --text-attn joint --exact --sp-attention all-to-all --inject-bug joint-text-replicated
-expect_usage "the ring-text-every-step bug runs without --exact so far" --cond text --text-attn joint --exact --sp-attention ring --inject-bug ring-text-every-step
 expect_usage "the joint-text-replicated bug exchanges joint attention's caption with the image tokens; add --cond text --text-attn joint" --sp-attention all-to-all --inject-bug joint-text-replicated
 expect_usage "the ring-text-every-step bug attends to joint attention's caption at every ring step; add --cond text --text-attn joint" --sp-attention ring --inject-bug ring-text-every-step
 expect_usage "--text-dropout drops captions, which --cond class does not have" --text-dropout 0.1
