@@ -6,7 +6,7 @@
 # that could not run part of itself says so in a line "skipped: WHAT (WHY)" (the unit tests
 # without a GPU), and each such line counts as skipped too.
 # The suites run in two lanes at once: the C suites under mpirun in one, the emulated device, the
-# Python suites and fuzzing in the other. Alone, a suite keeps a core busy only about half of its
+# Python suites, fuzzing and three of the train program's suites in the other. Alone, a suite keeps a core busy only about half of its
 # time (process starts, waits for the slowest rank, reading and writing files), so two lanes on 2
 # cores finish in little more than the longer lane's time. Each suite's output is shown whole when
 # it ends, never interleaved with the other lane's.
@@ -89,7 +89,7 @@ rank_failure() {
 export BUILD MPIRUN; export -f planted planted_exact rank_failure
 
 # lane b: the emulated device, the Python suites (parity's run folder, which the safetensors
-# suite reads, first) and fuzzing
+# suite reads, first), fuzzing, then the movement slips, the kill test and --exact in float64
 lane_b() {
 LANE=b count=0
 # Open MPI's session files of this lane's own: a process started without mpirun (a singleton) of
@@ -145,6 +145,13 @@ if [ -z "$fuzz_why" ]; then
 else
   skip "fuzzing, 2 s per target" "$fuzz_why"
 fi
+# three of the train program's suites, in this lane to even out the two lanes' times; the kill
+# test: the 4 signals on 2 ranks and a rank killed on 1 (make soak: each signal on both, 4 moments
+# each)
+suite 300 "two slips in the movement code (an add one value short), planted: verify's tape check names the op; without the check, not caught" \
+  tests/mutations/slips_test.sh "$BUILD"
+suite 600 "kill at any moment, then resume (5 kills)" tests/kill_test.sh train/train 1 "1:KILL-rank 2:KILL-rank 2:KILL-mpirun 2:INT 2:TERM"
+suite 600 "--exact: one case of each layout and mesh in float64" tests/exact_test.sh "$BUILD/f64/bin/train" quick
 }
 lane_b &
 
@@ -169,14 +176,9 @@ done
 suite 300 "a ring step moves during the attention over TCP (--mca btl tcp,self), 2 ranks" \
   $MPIRUN -np 2 --mca pml ob1 --mca btl tcp,self -x CK_RUN_CASE=progress "$BUILD/f32/test_parallel"
 suite 1200 "the train program under mpirun" tests/cli_tests.sh train/train
-suite 300 "two slips in the movement code (an add one value short), planted: verify's tape check names the op; without the check, not caught" \
-  tests/mutations/slips_test.sh "$BUILD"
-# the 4 signals on 2 ranks and a rank killed on 1 (make soak: each signal on both, 4 moments each)
 suite 120 "a run folder has one writer: two jobs 0.05 s apart, a live holder refuses every command, a killed one blocks nothing" \
   tests/lock_test.sh train/train
-suite 600 "kill at any moment, then resume (5 kills)" tests/kill_test.sh train/train 1 "1:KILL-rank 2:KILL-rank 2:KILL-mpirun 2:INT 2:TERM"
 suite 900 "--exact: every layout and mesh the same bits as one rank, f32" tests/exact_test.sh train/train
-suite 600 "--exact: one case of each layout and mesh in float64" tests/exact_test.sh "$BUILD/f64/bin/train" quick
 wait # for lane b
 passed=0 failed=0 skipped=0 notes="" times=""
 for verdict in "$RES"/*.verdict; do
@@ -193,7 +195,7 @@ for verdict in "$RES"/*.verdict; do
   done < <(grep '^skipped: ' "${verdict%.verdict}.log")
 done
 echo
-echo "time per suite (lane a: the C suites; lane b, at the same time: the device, Python and fuzzing):"
+echo "time per suite (lane a: the C suites; lane b, at the same time: the device, Python, fuzzing and three more):"
 printf "%s" "$times"
 echo "the whole run: $((SECONDS - START)) s"
 printf "%s" "$notes"
