@@ -51,11 +51,12 @@ typedef struct Ring { // what one call needs, from q (B, R + n, D)
     // the R tokens every rank holds in front of its block (joint attention's caption; 0: none):
     // queries R + n; their keys attended once, with the rank's own block (the home step), and
     // never sent (under the ring-text-every-step bug: with every visiting block); front_mask
-    // (P, R + n): 1 for them, then each rank's block's key mask; front_seg (P): the images of the
-    // queries [caption; this rank's block] and of the keys [caption; the block of each rank]
+    // (P, R + n): 1 for them, then each rank's block's key mask; front_seg: the images of the
+    // queries [caption; this rank's block], then of the keys [caption; the block of rank o] for
+    // each rank o in turn (dit_joint_segments' key sets; not under --exact)
     int R, nq;
     const uint8_t *front_mask;
-    Segments *front_seg;
+    Segments front_seg;
     // --exact with tokens in front: the caption's queries as a query set of their own (Rp of them,
     // padded to whole canonical blocks), its keys the key blocks before every rank's block (under
     // ring-text-every-step a copy of them for each rank's block, attended with that block); the
@@ -84,9 +85,9 @@ static int front_copies(const Ring *g) { return g->R && (g->bugs & BUG_RING_TEXT
 // them): a block whose images none of the queries share is skipped tile by tile inside the
 // kernels, so such a ring step only passes it on
 static Segments block_segments(const Ring *g, int owner) {
-    if (g->R) {
-        Segments s = g->front_seg[owner];
-        if (!sees_front(g, owner)) s.k0 += g->R; // the block's keys alone
+    if (g->R) { // key set `owner`, with the caption's keys or without
+        Segments s = g->front_seg;
+        s.k0 += owner * (g->R + g->n) + (sees_front(g, owner) ? 0 : g->R);
         return s;
     }
     return g->seg ? (Segments){g->seg, g->c->size * g->n, queries_at(g), keys_at(g, owner)} : NO_SEGMENTS;
@@ -148,7 +149,7 @@ typedef struct Forward { // what the steps add up
 // The local queries against the visiting block of `owner` (k, v), at step s of pass `pass`
 static void forward_step(Arena *a, const Ring *g, Forward *f, const real *q, const real *k,
                          const real *v, const Tensor *home_k, const Tensor *home_v, int pass, int s, int owner) {
-    if (g->exact) { // the image's queries, and the caption's; the caption's keys at the home step
+    if (g->exact) { // the image's queries, and the caption's; the caption's keys where the step sees them
         const real *qi = g->R ? g->qi : q;
         for (int home = 0; home <= sees_front(g, owner); home++) {
             const real *kk = home ? g->kt : k, *vv = home ? g->vt : v;
@@ -193,11 +194,9 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
         for (int o = 0; o < P; o++)
             for (int j = 0; j < nq; j++) fm[(size_t)o * nq + j] = j < front || !km || km[o * n + j - front];
         g->front_mask = (uint8_t *)op_input(a, fm, (size_t)P * nq);
-        g->front_seg = arena_alloc(arena_host(a), (size_t)P * sizeof(Segments));
-        for (int o = 0; o < P; o++) {
-            Segments s = dit_joint_segments(a, seg, B, front, P * n, r * n, n, 1, o * n, n);
-            s.id = op_input(a, s.id, (size_t)B * s.T * sizeof(int32_t));
-            g->front_seg[o] = s;
+        if (!tp->exact) {
+            g->front_seg = dit_joint_segments(a, seg, B, front, P * n, r * n, n, P, 0, n);
+            g->front_seg.id = op_input(a, g->front_seg.id, (size_t)B * g->front_seg.T * sizeof(int32_t));
         }
     }
     size_t lsize = (size_t)B * heads * nq;
@@ -318,7 +317,7 @@ static void backward_step(Node *nd, const Ring *g, Backward *b, Shares *sh, bool
         return exact_attn_grad(g->exact, a, &b->q, &to->k, &to->v, dout, o, lse, q, k, v, g->n, first_key_block(g, owner));
     }
     if (g->exact) { // the image's queries, then the caption's (rank 0 adds their shares); the
-        // caption's keys at the home step
+        // caption's keys where the step sees them (sees_front)
         bool adds = g->c->rank == 0;
         for (int home = 0; home <= sees_front(g, owner); home++) {
             Shares *to = home ? &b->front : keep_here ? &b->kept : sh;

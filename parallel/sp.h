@@ -128,7 +128,7 @@ void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const Sp
 // with P ranks per sequence group (sp_setup checks it first); else the sentence naming the flags
 const char *sp_model_bugs_error(const SpOptions *o, const DiTConfig *m, int P, char *buf, size_t len);
 // After sp_init, for model m: the tokens every rank holds in front of its shard in every block
-// (in-context conditioning's, or joint attention's caption: dit_front_tokens) and their mask; NULL,
+// (in-context conditioning's, or joint attention's caption: dit_front_tokens); NULL,
 // or the sentence when the options cannot run them (what sp_setup checks), sp_context_error's.
 const char *sp_init_context(SeqParallel *sp, const SpOptions *o, const DiTConfig *m, char *buf, size_t len);
 const char *sp_context_error(const SpOptions *o, const DiTConfig *m, char *buf, size_t len);
@@ -245,7 +245,7 @@ extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
 // The ring-* bugs apply.
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
                        const uint8_t *key_mask, const int32_t *seg, int front, unsigned bugs);
-// The R tokens every rank holds in front of its shard (sp->context) under a head-sharding exchange
+// The R tokens every rank holds in front of its shard (sp.h's context) under a head-sharding exchange
 // over c (all_to_all.c): x (B, R + n, D) -> (B, R + P n, h dh), this rank's h heads' columns of
 // the front tokens taken from its own copy (no exchange), then every rank's tokens to the head
 // shard; and back, o (B, R + P n, h dh) -> (B, R + n, D): the front tokens' output whole on every

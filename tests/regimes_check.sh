@@ -7,6 +7,7 @@
 #   - forward-only never catches a bug that changes only gradients (--exact: no forward bit differs);
 #   - finite-gradients catches only bugs with inf or NaN gradients (ours' gradient error infinite);
 #   - ours catches every bug where it shows, and neither ours nor ours-exact flags the correct code;
+#   - ours-exact runs every row but those of in-context conditioning (no exact mode);
 #   - a bug right in exact arithmetic (kind rounding) is missed by ours and caught by ours-exact.
 # Prints each violation and exits 1 if there is one.
 [ -r "$1" ] || { echo "usage: tests/regimes_check.sh regimes.csv (train bugs --regimes writes it)" >&2; exit 2; }
@@ -45,6 +46,8 @@ NR == 1 {
         bad("a bug right in exact arithmetic: ours must miss it and ours-exact catch it")
     if ($kind == "correct" && ($(verdict["ours"]) != "missed" || $(verdict["ours-exact"]) == "caught"))
         bad("the correct code is flagged by ours")
+    if ($(verdict["ours-exact"]) == "not run" && $2 !~ /--in-context/)
+        bad("ours-exact did not run a config that has an exact mode")
 }
 END {
     if (fails) exit 1

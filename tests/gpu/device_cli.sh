@@ -9,9 +9,9 @@
 # - every injected bug, caught by the same comparison;
 # - verify --device cuda --ranks 2 (2 ranks against 1, both on the device), the same seed giving
 #   the same loss curve twice, --zero 3 with --recompute on 2 ranks against 1, sample --device
-#   cuda, verify of a clip model (rope, qk-norm) and of both caption models, packs of captioned
-#   images under joint attention (the ring's loss curve against one rank's), and the usage errors
-#   of the flags;
+#   cuda, verify of a clip model (rope, qk-norm) and of both caption models, a probe of packs of
+#   captioned images under joint attention (the ring on 2 ranks; ring-text-every-step caught), and
+#   the usage errors of the flags;
 # - --exact on the device: 2 ranks in the gather, all-to-all and ring layouts, 2 data groups, 2
 #   micro-batches, and joint attention (ring) on 2 ranks, the same bits as the device's one
 #   rank; an injected bug differs; the device's one rank agrees with the CPU's within compare's
@@ -64,21 +64,21 @@ exact_checks() {
   else bad "--exact: the device's one rank and the CPU's disagree: $msg"; fi
 }
 if [ "$ONLY" = --exact-only ]; then exact_checks; echo "device_cli: $pass passed, $fail failed (--exact only)"; [ $fail = 0 ]; exit; fi
-CK=$WORK/run/model.safetensors B=$WORK/batch.safetensors
+CK=$WORK/run/model.safetensors B=$WORK/batch.safetensors CPU=$WORK/cpu.safetensors
 if ! $MPIRUN -np 1 "$TRAIN" --model DiT-tiny/2 --input-size 10 --steps 3 --batch 4 \
      --samples-per-class 0 --out "$WORK/run" > "$WORK/run.log" 2>&1 ||
    ! $MPIRUN -np 1 "$TRAIN" probe --ckpt "$CK" --make-batch 6 --out "$B" > /dev/null ||
-   ! $MPIRUN -np 1 "$TRAIN" probe --ckpt "$CK" --batch "$B" --out "$WORK/cpu.safetensors" > /dev/null; then
+   ! $MPIRUN -np 1 "$TRAIN" probe --ckpt "$CK" --batch "$B" --out "$CPU" > /dev/null; then
   echo "FAILED: the CPU checkpoint, batch and probe (see $WORK/run.log)"; exit 1
 fi
 
-# probe NP WANT FLAGS...: the device probe on NP ranks compared with the CPU's; WANT is AGREE or
-# DIFFER (an injected bug)
+# probe NP WANT FLAGS...: the device probe of CK over B on NP ranks compared with the CPU's (CPU);
+# WANT is AGREE or DIFFER (an injected bug)
 probe() {
   local np=$1 want=$2 out; shift 2; out=$WORK/probe-$np-$(echo "$*" | tr -c 'a-z0-9-' _).safetensors
   local msg; msg=$($MPIRUN -np "$np" "$TRAIN" probe --ckpt "$CK" --batch "$B" --out "$out" --device cuda "$@" 2>&1)
   if [ $? != 0 ]; then bad "probe --device cuda $* on $np ranks failed: $msg"; return; fi
-  local cmp; cmp=$("$TRAIN" compare "$out" "$WORK/cpu.safetensors" 2>&1)
+  local cmp; cmp=$("$TRAIN" compare "$out" "$CPU" 2>&1)
   local worst; worst=$(echo "$cmp" | grep -E "^(out|grad)" | sed 's/  */ /g' | sort -t' ' -k4 -g | tail -1)
   if echo "$cmp" | grep -q "the results $want"; then ok "probe --device cuda $* on $np ranks: $want with the CPU (worst: $worst)"
   else bad "probe --device cuda $* on $np ranks should $want: $cmp"; fi
@@ -127,21 +127,25 @@ newer() { # what, flags...
 newer "clips with rope and a full-width qk-norm, all-to-all" --data moving-shapes --frames 2 --pos rope --qk-norm full --sp-attention all-to-all
 newer "captions, cross-attention, ring" --cond text --text-attn cross --sp-attention ring
 newer "captions, joint attention, gather" --cond text --text-attn joint
-# packs of images at their own sizes, each with its caption in its own joint attention
+# packs of images at their own sizes, each with its caption in its own joint attention: a probe
+# of a CPU checkpoint of 10 steps (the gates open) over a batch of packs, the ring on 2 ranks on
+# the device against the CPU's one rank, output and every gradient; ring-text-every-step differs
 mkdir -p "$WORK/mixed-text" && python3 "$(dirname "$0")/../mixed_images.py" "$WORK/mixed-text" > /dev/null
 i=0
 for f in "$WORK"/mixed-text/*.png; do
   caption=("a small red circle at the top left" "a large blue square" "two green dots" "a cross")
   echo "${caption[i % 4]}" > "${f%.png}.txt"; i=$((i + 1))
 done
-# (2 steps, the 2-rank ring's loss curve against one rank's: a third of verify's time, whose tape
-# step is the costliest part on the emulated device)
-PACKS="$FLAGS --data $WORK/mixed-text --input-size 16 --max-tokens 40 --batch 1 --steps 2 --samples-per-class 0 --cond text --text-attn joint"
-$MPIRUN -np 1 "$TRAIN" $PACKS --out "$WORK/packs-1" > "$WORK/packs.log" 2>&1 &&
-  $MPIRUN -np 2 "$TRAIN" $PACKS --sp-attention ring --out "$WORK/packs-2" >> "$WORK/packs.log" 2>&1 &&
-  res=$("$TRAIN" compare "$WORK/packs-2" "$WORK/packs-1" 2>&1)
-if [ $? = 0 ]; then ok "packs of captioned images, joint attention, ring, 2 ranks vs 1 on the device: $(echo "$res" | grep -o 'largest relative loss difference [^ ]*')"
-else bad "packs of captioned images, joint attention, ring, 2 ranks: $(tail -n 2 "$WORK/packs.log") $res"; fi
+PACKS="--model DiT-tiny/2 --data $WORK/mixed-text --input-size 16 --max-tokens 40 --cond text --text-attn joint"
+if $MPIRUN -np 1 "$TRAIN" $PACKS --steps 10 --batch 2 --samples-per-class 0 --out "$WORK/packs" > "$WORK/packs.log" 2>&1 &&
+   "$TRAIN" probe --ckpt "$WORK/packs/model.safetensors" --make-batch 2 --data "$WORK/mixed-text" --max-tokens 40 \
+     --out "$WORK/packs-batch.safetensors" >> "$WORK/packs.log" 2>&1 &&
+   "$TRAIN" probe --ckpt "$WORK/packs/model.safetensors" --batch "$WORK/packs-batch.safetensors" \
+     --out "$WORK/packs-cpu.safetensors" >> "$WORK/packs.log" 2>&1; then
+  CK=$WORK/packs/model.safetensors B=$WORK/packs-batch.safetensors CPU=$WORK/packs-cpu.safetensors
+  probe 2 AGREE --sp-attention ring
+  probe 2 DIFFER --sp-attention ring --inject-bug ring-text-every-step
+else bad "the CPU checkpoint, batch and probe of packs of captioned images: $(tail -n 2 "$WORK/packs.log")"; fi
 msg=$($MPIRUN -np 2 "$TRAIN" sample --ckpt "$WORK/verify/ranks-2" --samples-per-class 1 --sample-steps 2 --out "$WORK/s.png" --device cuda 2>&1)
 if [ $? = 0 ] && [ -s "$WORK/s.png" ]; then ok "sample --device cuda on 2 ranks wrote a grid"; else bad "sample --device cuda: $msg"; fi
 
