@@ -50,6 +50,18 @@ int data_open(Data *d, const char *source, int size, int frames, int channels, i
     return 0;
 }
 
+int data_pack_images(const Data *d) {
+    if (!d->folder.n) return 0; // no folder opened: unknown
+    long least = d->max_tokens;
+    for (int i = 0; i < d->folder.n; i++) {
+        int gh, gw;
+        data_image_grid(d, i, &gh, &gw);
+        least = (long)gh * gw < least ? (long)gh * gw : least;
+    }
+    long most = d->max_tokens / (least > 0 ? least : 1);
+    return most < DIT_PACK_MAX ? (int)most : DIT_PACK_MAX;
+}
+
 void data_image_grid(const Data *d, int item, int *gh, int *gw) {
     int p = d->patch, N = d->max_tokens;
     int h = (d->folder.heights[item] + p / 2) / p, w = (d->folder.widths[item] + p / 2) / p;

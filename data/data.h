@@ -41,6 +41,9 @@ bool data_procedural(const char *source);
 // Packs: image `item` of the folder as a gh x gw patch grid: its own aspect, each side rounded to
 // the patch (at least one), shrunk with its aspect kept when it holds more than max_tokens
 void data_image_grid(const Data *d, int item, int *gh, int *gw);
+// Packs: the most images a row of max_tokens tokens can hold, from the folder's smallest grid (at
+// most DIT_PACK_MAX); 0 without an open folder
+int data_pack_images(const Data *d);
 const char *data_class_name(const Data *d, int c);
 
 typedef struct Batch {

@@ -31,11 +31,13 @@ const char *sp_layout_error(const SpOptions *o, int heads, int P, char *buf, siz
     return layouts[o->layout]->validate(o, heads, P, buf, len);
 }
 
-// With packs a row holds a caption for each of its images (the table counts one a row), each image
-// a token at least: the model as the layouts see it
+// With packs a row holds a caption for each of its images (the table counts one a row): as many
+// as the folder's images fit (pack_images), or each image a token at least: the model as the
+// layouts see it
 static DiTConfig row_captions(const SeqParallel *sp, const DiTConfig *c) {
     DiTConfig rows = *c;
-    if (sp->packs && c->text) rows.text_len *= sp->shard.T < DIT_PACK_MAX ? sp->shard.T : DIT_PACK_MAX;
+    int most = sp->shard.T < DIT_PACK_MAX ? sp->shard.T : DIT_PACK_MAX;
+    if (sp->packs && c->text) rows.text_len *= sp->pack_images ? sp->pack_images : most;
     return rows;
 }
 

@@ -63,6 +63,8 @@ typedef struct SpOptions {
     bool exact;     // --exact: the same bits for every rank count that divides virtual_shards
     int virtual_shards; // --virtual-shards: the canonical blocks V of --exact (default 12)
     bool packs;         // the rows are packs of images (--max-tokens): the pack bugs can show
+    int pack_images;    // packs: the most images a row holds (the folder's), for the memory
+                        // estimate of their captions; 0: as many as its tokens
     bool recompute;     // --recompute: keep each half block's input only, run it again in backward
 } SpOptions;
 // gather, every rank one sequence group, the default policy, one micro-batch
@@ -91,6 +93,7 @@ typedef struct SeqParallel {
     bool nccl;          // and device buffers go over NCCL (every rank its own GPU); else host-staged
     bool exact;         // --exact: canonical blocks of T_pad / policy.exact_blocks tokens
     bool packs;         // the rows are packs: the adaLN vectors reach each token (arena bytes)
+    int pack_images;    // packs: the most images a row holds (SpOptions')
     bool recompute;     // --recompute (DiTShard.recompute)
     uint8_t *key_mask_device; // cuda: the shard's key mask on the device (NULL without padding)
     int context;        // the tokens in front of every rank's sequence, which every rank holds

@@ -92,6 +92,9 @@ static void settle(TrainConfig *tc, bool out_given, bool cfg_given) {
 
 const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *buf, size_t len) {
     int p = m->patch_size;
+    if (s->n && m->text)
+        return snprintf(buf, len, "--sample-sizes draws samples at mixed sizes for class labels; with "
+                        "--cond text the samples are square (--input-size): leave out --sample-sizes"), buf;
     for (int i = 0; i < s->n; i++) {
         int h = s->h[i], w = s->w[i];
         if (h % p || w % p)

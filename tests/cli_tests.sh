@@ -736,6 +736,10 @@ expect_usage "unknown conditioning 'words'" --cond words
 expect_usage "the joint-text-replicated bug exchanges joint attention's caption with the image tokens; add --cond text --text-attn joint" --sp-attention all-to-all --inject-bug joint-text-replicated
 expect_usage "the ring-text-every-step bug attends to joint attention's caption at every ring step; add --cond text --text-attn joint" --sp-attention ring --inject-bug ring-text-every-step
 expect_usage "--text-dropout drops captions, which --cond class does not have" --text-dropout 0.1
+# --sample-sizes with captions: refused at the start by every command (it once trained, then
+# stopped at its first samples)
+expect_usage "with --cond text the samples are square (--input-size): leave out --sample-sizes" --cond text --sample-sizes 8x8
+expect_usage "with --cond text the samples are square (--input-size): leave out --sample-sizes" verify --ranks 2 --cond text --sample-sizes 8x8
 expect_usage "the shapes' captions have up to 9 words; pass --text-len 9 or more" --cond text --text-len 8
 expect_usage "has no caption: --cond text reads each image's caption from the .txt file beside it" \
   --model DiT-tiny/2 --input-size 16 --data "$WORK/mixed" --cond text
@@ -772,6 +776,7 @@ $TRAIN --model DiT-tiny/2 --input-size 8 --cond text --text-dropout 0.2 --batch 
   --samples-per-class 1 --out "$WORK/text" >/dev/null 2>&1
 if [ -f "$WORK/text/samples.png" ]; then ok "a --cond text run draws its samples.png (the data's first captions)"
 else bad "a --cond text run wrote no samples.png"; fi
+expect_usage "with --cond text the samples are square (--input-size): leave out --sample-sizes" sample --ckpt "$WORK/text" --sample-sizes 8x8
 msg=$($TRAIN sample --ckpt "$WORK/text" --prompt "a red circle" --prompt "two blue dots at the top" \
   --sample-steps 1 --cfg-scale 2 --out "$WORK/text/prompts.png" 2>&1); rc=$?
 if [ $rc = 0 ] && [ -f "$WORK/text/prompts.png" ]; then ok "sample --prompt twice, guided by the empty caption"

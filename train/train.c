@@ -273,7 +273,6 @@ static void setup(Run *r) {
     char text[4096], err[1024], path[PATH_LEN + 32];
     train_config_text(tc, text, sizeof text);
     comm_check_same(c, "training configuration (flags)", text);
-    if (tc->parallel.layout == SP_AUTO) plan_choose(tc, c); // every rank, as they all agree
     if (c->rank == 0) { // rank 0 writes the run; a job writing the folder now refuses this one
         run_folder_lock("--out", tc->out, false);
         if (tc->resume[0]) run_folder_lock("--resume", tc->resume, false);
@@ -299,6 +298,9 @@ static void setup(Run *r) {
     if (tc->model.text && data_captions(&r->data, tc->model.text_len, err, sizeof err))
         usage_error("--cond text: %s", err);
     r->data.max_tokens = tc->max_tokens, r->data.patch = tc->model.patch_size;
+    if (tc->max_tokens && !data_procedural(tc->data)) tc->parallel.pack_images = data_pack_images(&r->data);
+    // every rank, as they all agree (after the data: a row of packs holds its images' captions)
+    if (tc->parallel.layout == SP_AUTO) plan_choose(tc, c);
     char memory[512];
     budget_train_check(tc, c->size, comm_node_size(c), memory, sizeof memory); // packs: rows no longer than the images'
     // the model's config is the flags' (a resumed checkpoint must match them)
@@ -307,6 +309,7 @@ static void setup(Run *r) {
     if (own_sampling(tc)) {
         SpOptions o = tc->parallel;
         o.packs = o.packs || tc->sample_sizes.n;
+        o.pack_images = 0; // its rows hold the samples' sizes, not the folder's images
         sp_setup(&r->sampling, c, c->size, c->rank, &o, &tc->model);
     }
     if (dry_run) { // what would run, the memory check passed; nothing loaded, made or written
