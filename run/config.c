@@ -92,9 +92,6 @@ static void settle(TrainConfig *tc, bool out_given, bool cfg_given) {
 
 const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *buf, size_t len) {
     int p = m->patch_size;
-    if (s->n && m->text)
-        return snprintf(buf, len, "--sample-sizes draws samples at mixed sizes for class labels; with "
-                        "--cond text the samples are square (--input-size): leave out --sample-sizes"), buf;
     for (int i = 0; i < s->n; i++) {
         int h = s->h[i], w = s->w[i];
         if (h % p || w % p)
@@ -125,6 +122,7 @@ void train_config_check_text(const TrainConfig *tc) {
     if (!m->text && (tc->parallel.bugs & BUG_CROSS_KV_ALL_TO_ALL))
         usage_error("the cross-kv-all-to-all bug exchanges the caption's cross-attention K/V; add --cond text");
     if (!m->text) return;
+    if (tc->sample_sizes.n) usage_error("%s", TEXT_SAMPLE_SIZES);
     if (m->in_context)
         usage_error("--cond text attends to the caption in every block; it does not combine with "
                     "--in-context (leave out one of them)");

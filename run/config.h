@@ -13,9 +13,11 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank);
 // --max-tokens (packs) with what it does not run with yet: a usage error (at a run's start, so
 // that config.json keeps any combination)
 void train_config_check_packs(const TrainConfig *tc);
-// --cond text against the settings it does not run with yet (--in-context, --text-attn joint);
-// a usage error if so
+// --cond text against the settings it does not run with yet (--in-context, --sample-sizes); a
+// usage error if so (the sample command says TEXT_SAMPLE_SIZES too)
 void train_config_check_text(const TrainConfig *tc);
+#define TEXT_SAMPLE_SIZES "--sample-sizes draws samples at mixed sizes for class labels; with --cond " \
+    "text the samples are square (--input-size): leave out --sample-sizes"
 // The planted --zero bugs without the level they need: a usage error
 void train_config_check_zero_bugs(const TrainConfig *tc);
 // NULL when every --sample-sizes size fits model m: each side a multiple of the patch, at most

@@ -776,7 +776,10 @@ $TRAIN --model DiT-tiny/2 --input-size 8 --cond text --text-dropout 0.2 --batch 
   --samples-per-class 1 --out "$WORK/text" >/dev/null 2>&1
 if [ -f "$WORK/text/samples.png" ]; then ok "a --cond text run draws its samples.png (the data's first captions)"
 else bad "a --cond text run wrote no samples.png"; fi
-expect_usage "with --cond text the samples are square (--input-size): leave out --sample-sizes" sample --ckpt "$WORK/text" --sample-sizes 8x8
+msg=$($TRAIN sample --ckpt "$WORK/text" --sample-sizes 8x8 --out "$WORK/never.png" 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$msg" | grep -q "with --cond text the samples are square" && [ ! -e "$WORK/never.png" ]; then
+  ok "sample --sample-sizes of a caption model: exit 2, one sentence"
+else bad "sample --sample-sizes of a caption model (exit $rc): $msg"; fi
 msg=$($TRAIN sample --ckpt "$WORK/text" --prompt "a red circle" --prompt "two blue dots at the top" \
   --sample-steps 1 --cfg-scale 2 --out "$WORK/text/prompts.png" 2>&1); rc=$?
 if [ $rc = 0 ] && [ -f "$WORK/text/prompts.png" ]; then ok "sample --prompt twice, guided by the empty caption"

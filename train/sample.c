@@ -458,6 +458,7 @@ int sample_main(int argc, char **argv, Comm *c) {
         usage_error("--data %s%s: %s", tc.data, data_from_run ? " (the run's, from its config.json)" : "", err);
     if (m.cfg.text && !n_prompts && data_captions(&data, m.cfg.text_len, err, sizeof err))
         usage_error("--data %s: %s; or give --prompt", tc.data, err);
+    if (m.cfg.text && tc.sample_sizes.n) usage_error("%s", TEXT_SAMPLE_SIZES);
     if (data.classes > m.cfg.num_classes)
         usage_error("--data %s has %d classes but %s was trained on %d; pass the --data it was "
                     "trained on", tc.data, data.classes, path, m.cfg.num_classes);
