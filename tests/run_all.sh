@@ -92,9 +92,9 @@ export BUILD MPIRUN; export -f planted planted_exact rank_failure
 # suite reads, first), fuzzing, then the movement slips, the kill test and --exact in float64
 lane_b() {
 LANE=b count=0
-# Open MPI's session files of this lane's own: a process started without mpirun (a singleton) of
-# one lane removed the shared singleton folder while one of the other lane started, whose
-# MPI_Init then failed ("orte_session_dir failed")
+# Open MPI's session files of this lane's own: a job that starts while another ends in the same
+# folder can fail in MPI_Init ("orte_session_dir failed"; the parity suite also gives each of the
+# probes it runs at once a folder of its own)
 export OMPI_MCA_orte_tmpdir_base=$RES/mpi-b; mkdir -p "$OMPI_MCA_orte_tmpdir_base"
 suite 180 "docs that stay true: every train/train example of README.md and docs/ with --dry-run, every flag they name in --help (a misspelt one caught)" \
   "$PY" tests/docs_check.py train/train --self-test

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -172,6 +173,14 @@ PROBES_AT_ONCE = 4  # their ranks' start-up overlaps: about half the wall time o
 MPIRUN = ["mpirun", "-q", "--oversubscribe"] + (["--allow-run-as-root"] if os.getuid() == 0 else [])
 
 
+def launch(cmd, **kw):
+    """subprocess.run with an Open MPI session folder of the command's own: the probes run several
+    at once, and one job's cleanup of a shared folder made another's start fail now and then
+    ("orte_session_dir failed")"""
+    with tempfile.TemporaryDirectory(prefix="parity-mpi-") as folder:
+        return subprocess.run(cmd, env=dict(os.environ, OMPI_MCA_orte_tmpdir_base=folder), **kw)
+
+
 def strip_get(strip, row, start, gh, gw, p, gf=None, pt=1):
     """The image (C, gh p, gw p) at token `start` of row `row` of the rows' strips (B, C, p, T p):
     its patch at (a, b) is token start + a gw + b, the strip's columns [p token, p token + p).
@@ -237,7 +246,7 @@ def pack_probe(exe, ranks, layout, ckpt, batch, res, bug=None, cfg=PACK_CONFIG, 
     flattened in order; loss; gradients)"""
     cmd = [exe, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res] + LAYOUTS[layout]
     cmd += ["--inject-bug", bug] if bug else []
-    subprocess.run((MPIRUN + ["-np", str(ranks)] if ranks > 1 else []) + cmd, check=True,
+    launch((MPIRUN + ["-np", str(ranks)] if ranks > 1 else []) + cmd, check=True,
                    stdout=subprocess.DEVNULL)
     got, _ = st_read(res)
     out = np.concatenate([pack_get(got["out"], im, cfg).ravel() for im in pack])
@@ -330,7 +339,7 @@ def text_case(work, attn="cross"):
 
 def text_probe(exe, ranks, layout, ckpt, batch, res):
     cmd = [exe, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res] + LAYOUTS[layout]
-    subprocess.run((MPIRUN + ["-np", str(ranks)] if ranks > 1 else []) + cmd, check=True, stdout=subprocess.DEVNULL)
+    launch((MPIRUN + ["-np", str(ranks)] if ranks > 1 else []) + cmd, check=True, stdout=subprocess.DEVNULL)
     got, _ = st_read(res)
     return got["out"], float(got["loss"][0]), {k[5:]: v for k, v in got.items() if k.startswith("grad.")}
 
@@ -369,9 +378,9 @@ def check_text(train32, train64, work):
         if os.path.exists(f):
             os.remove(f)
     reference(ckpt, batch, dump=tapes[0])
-    subprocess.run(MPIRUN + ["-np", "3", train64, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res,
+    launch(MPIRUN + ["-np", "3", train64, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res,
                              "--dump-tape", tapes[1], "--sp-attention", "all-to-all"], check=True, stdout=subprocess.DEVNULL)
-    v = subprocess.run([train64, "locate", tapes[1], tapes[0]], capture_output=True, text=True)
+    v = launch([train64, "locate", tapes[1], tapes[0]], capture_output=True, text=True)
     ok = v.stdout.startswith("no divergence")
     failures += not ok
     print(f"locate, the 3-rank all-to-all probe's tape against the reference's: {v.stdout.strip()[:150]} "
@@ -412,9 +421,9 @@ def check_joint(train32, train64, work):
         if os.path.exists(f):
             os.remove(f)
     reference(ckpt, batch, dump=tapes[0])
-    subprocess.run(MPIRUN + ["-np", "3", train64, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res,
+    launch(MPIRUN + ["-np", "3", train64, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res,
                              "--dump-tape", tapes[1], "--sp-attention", "ring"], check=True, stdout=subprocess.DEVNULL)
-    v = subprocess.run([train64, "locate", tapes[1], tapes[0]], capture_output=True, text=True)
+    v = launch([train64, "locate", tapes[1], tapes[0]], capture_output=True, text=True)
     ok = v.stdout.startswith("no divergence")
     failures += not ok
     print(f"locate, the 3-rank ring probe's tape against the reference's: {v.stdout.strip()[:150]} "
@@ -447,7 +456,7 @@ def check_clips(train32, train64, work):
         if kind == "pack":
             return pack_probe(exe, ranks, layout, pck, pbatch, res, cfg=CLIP_PACK_CONFIG, pack=CLIP_PACK_IMAGES)
         c, b = (rckpt, rbatch) if kind == "rope" else (ckpt, batch)
-        subprocess.run(MPIRUN + ["-np", str(ranks), exe, "probe", "--ckpt", c, "--batch", b, "--out", res]
+        launch(MPIRUN + ["-np", str(ranks), exe, "probe", "--ckpt", c, "--batch", b, "--out", res]
                        + LAYOUTS[layout], check=True, stdout=subprocess.DEVNULL)
         got, _ = st_read(res)
         return got["out"].ravel(), float(got["loss"][0]), {k[5:]: v for k, v in got.items() if k.startswith("grad.")}
@@ -484,7 +493,7 @@ def check_clips(train32, train64, work):
     # a clip model written by train loads strictly and has the reference's 3-D table
     run = os.path.join(work, "clip-run")
     shutil.rmtree(run, ignore_errors=True)
-    subprocess.run([train32, "--model", "DiT-tiny/2", "--input-size", "8", "--frames", "4", "--patch-t", "2",
+    launch([train32, "--model", "DiT-tiny/2", "--input-size", "8", "--frames", "4", "--patch-t", "2",
                     "--data", "moving-shapes", "--steps", "1", "--batch", "2", "--out", run,
                     "--samples-per-class", "1", "--sample-steps", "1"], check=True, stdout=subprocess.DEVNULL)
     sd, meta = st_read(os.path.join(run, "model.safetensors"))
@@ -510,7 +519,7 @@ def main():
         ref_out, ref_loss, ref_grads = reference(ckpt, batch)
         for build, exe in (("float32", train32), ("float64", train64)):
             res = os.path.join(work, f"{name}.{build}.result.safetensors")
-            subprocess.run([exe, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res], check=True,
+            launch([exe, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res], check=True,
                            stdout=subprocess.DEVNULL)
             got, _ = st_read(res)
             e_out, e_loss = rel(got["out"], ref_out), rel(got["loss"][0], ref_loss)
@@ -540,10 +549,10 @@ def main():
             os.remove(f)
     reference(ckpt, batch, dump=tapes["reference"])
     reference(ckpt, batch, planted_bug=True, dump=tapes["planted"])
-    subprocess.run([train64, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res, "--dump-tape",
+    launch([train64, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res, "--dump-tape",
                     tapes["probe"]], check=True, stdout=subprocess.DEVNULL)
     for against, want in (("reference", "no divergence"), ("planted", "first divergence: blocks.0.mlp.gelu (forward")):
-        v = subprocess.run([train64, "locate", tapes["probe"], tapes[against]], capture_output=True, text=True)
+        v = launch([train64, "locate", tapes["probe"], tapes[against]], capture_output=True, text=True)
         ok = v.stdout.startswith(want)
         failures += not ok
         print(f"locate, the probe's tape against the {'' if against == 'reference' else 'planted-bug '}reference's: "
@@ -552,7 +561,7 @@ def main():
     # a checkpoint written by train loads strictly and has the reference's pos_embed
     run = os.path.join(work, "run")
     shutil.rmtree(run, ignore_errors=True)  # train refuses to start over an earlier run
-    subprocess.run([train32, "--model", "DiT-tiny/2", "--input-size", "8", "--steps", "1", "--batch", "2",
+    launch([train32, "--model", "DiT-tiny/2", "--input-size", "8", "--steps", "1", "--batch", "2",
                     "--out", run, "--samples-per-class", "1", "--sample-steps", "1"], check=True,
                    stdout=subprocess.DEVNULL)
     sd, meta = st_read(os.path.join(run, "model.safetensors"))
@@ -572,7 +581,7 @@ def main():
     def video_probe(run):
         ranks, layout, build = run
         res = os.path.join(work, f"rope_head.{build}.{ranks}.{layout}.result.safetensors")
-        subprocess.run(MPIRUN + ["-np", str(ranks), exe[build], "probe", "--ckpt", ckpt, "--batch", batch,
+        launch(MPIRUN + ["-np", str(ranks), exe[build], "probe", "--ckpt", ckpt, "--batch", batch,
                                  "--out", res] + LAYOUTS[layout], check=True, stdout=subprocess.DEVNULL)
         return st_read(res)[0]
     with ThreadPoolExecutor(PROBES_AT_ONCE) as pool:
