@@ -421,6 +421,7 @@ int plan_main(int argc, char **argv, Comm *c) {
     TrainConfig tc;
     if (!train_config_parse(&tc, np, pass, c->rank)) return free(pass), 0;
     refuse_mesh_flags(&tc, "plan", "");
+    train_config_check_text(&tc); // what train refuses of text conditioning, plan refuses too
     if (dry_run) {
         print0(c, "dry run: plan would measure this machine's rates and rank every mesh of %d rank%s "
                "for %s\ndry run: every flag checked; nothing run\n", ranks, ranks > 1 ? "s" : "", tc.preset);

@@ -740,6 +740,7 @@ expect_usage "--text-dropout drops captions, which --cond class does not have" -
 # stopped at its first samples)
 expect_usage "with --cond text the samples are square (--input-size): leave out --sample-sizes" --cond text --sample-sizes 8x8
 expect_usage "with --cond text the samples are square (--input-size): leave out --sample-sizes" verify --ranks 2 --cond text --sample-sizes 8x8
+expect_usage "with --cond text the samples are square (--input-size): leave out --sample-sizes" plan --ranks 1 --cond text --sample-sizes 8x8
 expect_usage "the shapes' captions have up to 9 words; pass --text-len 9 or more" --cond text --text-len 8
 expect_usage "has no caption: --cond text reads each image's caption from the .txt file beside it" \
   --model DiT-tiny/2 --input-size 16 --data "$WORK/mixed" --cond text
