@@ -45,15 +45,16 @@ static void add_fronts(void *out, const void *a, const void *b, size_t n) { exac
 static void add_parts(void *out, const void *a, const void *b, size_t n) { exact_parts_add(out, a, b, n); }
 
 static struct {
+    const char *name; // in --check-collectives' messages
     size_t size;
     void (*add)(void *out, const void *a, const void *b, size_t n); // out = a + b
     MPI_Datatype type;
     MPI_Op sum;
 } kinds[COMM_KINDS] = {
-    [COMM_REAL] = {.size = sizeof(real), .add = add_reals},
-    [COMM_DOUBLE] = {.size = sizeof(double), .add = add_doubles},
-    [COMM_FRONTS] = {.size = sizeof(ExactFront), .add = add_fronts},
-    [COMM_EXACT] = {.size = sizeof(ExactPart), .add = add_parts},
+    [COMM_REAL] = {"real", sizeof(real), add_reals},
+    [COMM_DOUBLE] = {"double", sizeof(double), add_doubles},
+    [COMM_FRONTS] = {"exact front", sizeof(ExactFront), add_fronts},
+    [COMM_EXACT] = {"exact part", sizeof(ExactPart), add_parts},
 };
 
 size_t comm_kind_size(CommKind k) { return kinds[k].size; }
@@ -99,6 +100,11 @@ static void *kept(int which, size_t bytes) {
     return kept_buffers[which].p;
 }
 
+// --check-collectives: the group's ranks compare this call's fingerprint first (check_collectives.h)
+static void check(const Comm *c, const char *op, CommSite at, size_t n, const char *value) {
+    if (c->size > 1) check_collective(c->channel, c->who, op, at, n, value, false);
+}
+
 void comm_stop_all(const char *msg, int code) {
     int started = 0, done = 0, world_rank = 0, world_size = 1;
     MPI_Initialized(&started);
@@ -141,6 +147,8 @@ void comm_init(Comm *world, int *argc, char ***argv) {
     *world = (Comm){.group = MPI_COMM_WORLD};
     MPI_Comm_rank(MPI_COMM_WORLD, &world->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world->size);
+    check_collectives_init();
+    world->channel = check_collectives_channel(MPI_COMM_WORLD, world->who, sizeof world->who);
     if (!funneled && world->size > 1 && world->rank == 0)
         fprintf(stderr, "warning: MPI grants thread level %d, below MPI_THREAD_FUNNELED (%d): the "
                 "ring's transfers move only while each step waits for them, not during its attention; "
@@ -150,11 +158,13 @@ void comm_init(Comm *world, int *argc, char ***argv) {
     make_kinds();
 }
 
-void comm_split(Comm *parent, int color, int key, Comm *out) {
+void comm_split_at(Comm *parent, int color, int key, Comm *out, CommSite at) {
+    check(parent, "split", at, 1, "group");
     *out = (Comm){0};
     MPI_CHECK(MPI_Comm_split(parent->group, color, key, &out->group));
     MPI_Comm_rank(out->group, &out->rank);
     MPI_Comm_size(out->group, &out->size);
+    out->channel = check_collectives_channel(out->group, out->who, sizeof out->who);
 }
 
 void comm_free_nccl(Comm *c) {
@@ -166,13 +176,15 @@ void comm_free_nccl(Comm *c) {
 
 void comm_free(Comm *c) {
     comm_free_nccl(c);
+    if (c->channel != MPI_COMM_NULL && c->group != MPI_COMM_WORLD) MPI_Comm_free(&c->channel);
     if (c->group != MPI_COMM_WORLD) MPI_Comm_free(&c->group);
 }
 
 #ifdef USE_NCCL
 bool comm_have_nccl(void) { return true; }
 
-bool comm_use_nccl(Comm *c) {
+bool comm_use_nccl_at(Comm *c, CommSite at) {
+    check(c, "nccl setup", at, 1, "id");
     ncclUniqueId id;
     if (c->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, c->group));
@@ -186,7 +198,7 @@ bool comm_use_nccl(Comm *c) {
 static bool over_nccl(const Comm *c, const void *buf) { return c->nccl && device_pointer(buf); }
 #else
 bool comm_have_nccl(void) { return false; }
-bool comm_use_nccl(Comm *c) { return (void)c, false; }
+bool comm_use_nccl_at(Comm *c, CommSite at) { return (void)c, (void)at, false; }
 #endif
 
 // MPI's view of a call's buffers: the buffers themselves on the host, else host copies of them
@@ -211,6 +223,10 @@ static void unstage(Staged *s) {
 }
 
 void comm_finalize(void) {
+    int running = 0, ended = 0;
+    MPI_Initialized(&running);
+    MPI_Finalized(&ended);
+    if (running && !ended) check_collectives_finalize();
     for (int i = 0; i < KEPT_COUNT; i++) free(kept_buffers[i].p), kept_buffers[i].p = NULL, kept_buffers[i].bytes = 0;
     int started = 0, done = 0;
     MPI_Initialized(&started);
@@ -239,7 +255,8 @@ static ncclDataType_t nccl_type(CommKind k) {
 }
 #endif
 
-void comm_all_gather(Comm *c, real *out, const real *in, size_t n) {
+void comm_all_gather_at(Comm *c, real *out, const real *in, size_t n, CommSite at) {
+    check(c, "all_gather", at, n, kinds[COMM_REAL].name);
     if (alone(c, out, in, n * sizeof(real))) return;
     c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
 #ifdef USE_NCCL
@@ -260,9 +277,10 @@ void comm_all_gather(Comm *c, real *out, const real *in, size_t n) {
     unstage(&s);
 }
 
-void comm_all_gather_start(Comm *c, CommGather *g, real *out, const real *in, size_t n) {
+void comm_all_gather_start_at(Comm *c, CommGather *g, real *out, const real *in, size_t n, CommSite at) {
     g->posted = false;
-    if (c->size == 1 || device_pointer(in) || device_pointer(out)) return comm_all_gather(c, out, in, n);
+    if (c->size == 1 || device_pointer(in) || device_pointer(out)) return comm_all_gather_at(c, out, in, n, at);
+    check(c, "all_gather", at, n, kinds[COMM_REAL].name);
     c->bytes_sent += (size_t)(c->size - 1) * n * sizeof(real);
     MPI_CHECK(MPI_Iallgather(in, count(n), MPI_REAL_T, out, count(n), MPI_REAL_T, c->group, &g->req));
     g->posted = true;
@@ -273,7 +291,8 @@ void comm_all_gather_wait(CommGather *g) {
     g->posted = false;
 }
 
-void comm_gather(Comm *c, real *out, const real *in, size_t n) {
+void comm_gather_at(Comm *c, real *out, const real *in, size_t n, CommSite at) {
+    check(c, "gather", at, n, kinds[COMM_REAL].name);
     if (alone(c, out, in, n * sizeof(real))) return;
     CHECK(!device_pointer(in) && !device_pointer(out), "comm_gather: host buffers only");
     if (c->rank) c->bytes_sent += n * sizeof(real);
@@ -296,7 +315,8 @@ static void pair_sum(Comm *c, CommKind k, void *out, const void *mine, const voi
     kinds[k].add(out, mine, got, n);
 }
 
-void comm_reduce_scatter(Comm *c, CommKind k, void *out, const void *in, size_t n) {
+void comm_reduce_scatter_at(Comm *c, CommKind k, void *out, const void *in, size_t n, CommSite at) {
+    check(c, "reduce_scatter", at, n, kinds[k].name);
     size_t size = kinds[k].size, part = n * size;
     if (alone(c, out, in, part)) return;
     c->bytes_sent += (size_t)(c->size - 1) * part;
@@ -324,7 +344,8 @@ void comm_reduce_scatter(Comm *c, CommKind k, void *out, const void *in, size_t 
     unstage(&s);
 }
 
-void comm_all_reduce(Comm *c, CommKind k, void *buf, size_t n) {
+void comm_all_reduce_at(Comm *c, CommKind k, void *buf, size_t n, CommSite at) {
+    check(c, "all_reduce", at, n, kinds[k].name);
     size_t bytes = n * kinds[k].size;
     if (alone(c, buf, buf, bytes)) return;
     c->bytes_sent += 2 * (size_t)(c->size - 1) * bytes / (size_t)c->size;
@@ -340,32 +361,33 @@ void comm_all_reduce(Comm *c, CommKind k, void *buf, size_t n) {
 }
 
 // ---- exact sums through the reductions above --------------------------------------------------
-void comm_all_reduce_sums(Comm *c, ExactSum *s, size_t n) {
+void comm_all_reduce_sums_at(Comm *c, ExactSum *s, size_t n, CommSite at) {
     CHECK(n <= s->n, "comm_all_reduce_sums: %zu of %zu sums", n, s->n);
     if (c->size == 1) return;
     ExactFront *fronts = kept(KEPT_FRONTS, n * sizeof *fronts);
     exact_fronts(fronts, s, 0, n);
-    comm_all_reduce(c, COMM_FRONTS, fronts, n);
+    comm_all_reduce_at(c, COMM_FRONTS, fronts, n, at);
     size_t *slow = kept(KEPT_SLOW, n * sizeof *slow), m = exact_take_fronts(s, fronts, n, slow);
     if (!m) return;
     ExactPart *parts = kept(KEPT_PARTS, m * sizeof *parts);
     exact_parts(parts, s, 0, slow, m);
-    comm_all_reduce(c, COMM_EXACT, parts, m);
+    comm_all_reduce_at(c, COMM_EXACT, parts, m, at);
     exact_put_parts(s, 0, slow, parts, m);
 }
 
-void comm_reduce_scatter_sums(Comm *c, ExactSum *s, size_t n) {
+void comm_reduce_scatter_sums_at(Comm *c, ExactSum *s, size_t n, CommSite at) {
     size_t all = n * (size_t)c->size, mine = (size_t)c->rank * n;
     CHECK(all <= s->n, "comm_reduce_scatter_sums: %d slices of %zu of %zu sums", c->size, n, s->n);
     if (c->size == 1) return;
     ExactPart *parts = kept(KEPT_PARTS, all * sizeof *parts);
     exact_parts(parts, s, 0, NULL, all);
-    comm_reduce_scatter(c, COMM_EXACT, parts + mine, parts, n);
+    comm_reduce_scatter_at(c, COMM_EXACT, parts + mine, parts, n, at);
     exact_put_parts(s, mine, NULL, parts + mine, n);
 }
 
 // ---- ring steps ---------------------------------------------------------------------------------
-void comm_shift(Comm *c, void *out, const void *in, size_t bytes, int shift) {
+void comm_shift_at(Comm *c, void *out, const void *in, size_t bytes, int shift, CommSite at) {
+    check(c, "shift", at, bytes, "byte");
     int to = ((c->rank + shift) % c->size + c->size) % c->size;
     int from = ((c->rank - shift) % c->size + c->size) % c->size;
     if (alone(c, out, in, bytes)) return;
@@ -418,15 +440,16 @@ static void progress_in_flight(void) {
     }
 }
 
-void comm_shift_start(Comm *c, CommShift *s, void *out, const void *in, size_t bytes, int shift) {
+void comm_shift_start_at(Comm *c, CommShift *s, void *out, const void *in, size_t bytes, int shift, CommSite at) {
     s->n = 0, s->done = false;
     if (c->size == 1 || ring_blocking() || device_pointer(in) || device_pointer(out)) {
-        comm_shift(c, out, in, bytes, shift);
+        comm_shift_at(c, out, in, bytes, shift, at);
         s->done = true;
         return;
     }
     int to = ((c->rank + shift) % c->size + c->size) % c->size;
     int from = ((c->rank - shift) % c->size + c->size) % c->size;
+    check(c, "shift", at, bytes, "byte");
     c->bytes_sent += bytes;
     MPI_CHECK(MPI_Irecv(out, count(bytes), MPI_BYTE, from, 1, c->group, &s->req[0]));
     MPI_CHECK(MPI_Isend(in, count(bytes), MPI_BYTE, to, 1, c->group, &s->req[1]));
@@ -446,8 +469,13 @@ void comm_shift_wait(CommShift *s) {
     if (!in_flight_n) attention_progress = NULL;
 }
 
-void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *in,
-                     const size_t *in_counts) {
+void comm_all_to_all_at(Comm *c, real *out, const size_t *out_counts, const real *in,
+                        const size_t *in_counts, CommSite at) {
+    if (c->size > 1) { // the counts are the values this rank sends: ranks may send different counts
+        size_t sent = 0;
+        for (int r = 0; r < c->size; r++) sent += in_counts[r];
+        check_collective(c->channel, c->who, "all_to_all", at, sent, kinds[COMM_REAL].name, true);
+    }
     if (alone(c, out, in, in_counts[0] * sizeof(real))) return;
     int P = c->size, *n = xmalloc(4 * (size_t)P * sizeof(int)); // counts and offsets, in and out
     int *in_n = n, *in_at = n + P, *out_n = n + 2 * P, *out_at = n + 3 * P;
@@ -475,7 +503,8 @@ void comm_all_to_all(Comm *c, real *out, const size_t *out_counts, const real *i
     free(n);
 }
 
-void comm_barrier(Comm *c) {
+void comm_barrier_at(Comm *c, CommSite at) {
+    check(c, "barrier", at, 0, "none");
     MPI_CHECK(MPI_Barrier(c->group));
 }
 
@@ -487,7 +516,8 @@ static void first_difference(const char *a, const char *b, char *out, size_t len
     snprintf(out, len, "%.*s", (int)strcspn(a + i, " "), a + i);
 }
 
-void comm_check_same(Comm *c, const char *what, const char *text) {
+void comm_check_same_at(Comm *c, const char *what, const char *text, CommSite at) {
+    check(c, "check_same", at, 1, "text");
     int len = (int)strlen(text) + 1, max = 0;
     MPI_CHECK(MPI_Allreduce(&len, &max, 1, MPI_INT, MPI_MAX, c->group));
     char *root = xcalloc((size_t)max, 1), *other = xcalloc((size_t)max, 1);
@@ -509,16 +539,18 @@ void comm_check_same(Comm *c, const char *what, const char *text) {
     free(other);
 }
 
-void comm_agree_cpu(Comm *c) {
+void comm_agree_cpu_at(Comm *c, CommSite at) {
+    check(c, "agree_cpu", at, 2, "int");
     const CpuPlan *p = cpu_plan();
     int mine[2] = {p->width, p->bq}, least[2];
     MPI_CHECK(MPI_Allreduce(mine, least, 2, MPI_INT, MPI_MIN, c->group));
     cpu_use(least[0], least[1], 2 * least[1]);
 }
 
-int comm_node_size(const Comm *c) { return comm_node_place(c, NULL); }
+int comm_node_size_at(const Comm *c, CommSite at) { return comm_node_place_at(c, NULL, at); }
 
-int comm_node_place(const Comm *c, int *local_rank) {
+int comm_node_place_at(const Comm *c, int *local_rank, CommSite at) {
+    check(c, "node_place", at, 1, "group");
     int n = 1, r = 0;
     MPI_Comm node;
     if (c->size > 1 &&
@@ -540,7 +572,8 @@ void print0(const Comm *c, const char *fmt, ...) {
     fflush(stdout);
 }
 
-void comm_print_peak_memory(Comm *c) {
+void comm_print_peak_memory_at(Comm *c, CommSite at) {
+    check(c, "print_peak_memory", at, 1, "double");
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double mine = ru.ru_maxrss / 1024.0, most = mine; // kB

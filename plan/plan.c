@@ -385,7 +385,7 @@ static void help(void) {
            "  --link-bandwidth MB/s  a rank's bandwidth while every rank sends (10^6 bytes/s)\n"
            "  --link-latency US      microseconds a message waits before its bytes\n"
            "  training flags         the model, --input-size, --batch, --grad-accum, --sp (fixes the\n"
-           "                         sequence group); see train/train --help\n" DRY_RUN_HELP);
+           "                         sequence group); see train/train --help\n" EVERY_COMMAND_HELP);
 }
 
 int plan_main(int argc, char **argv, Comm *c) {

@@ -22,7 +22,7 @@ void train_config_help(FILE *f) {
         "       train/train bugs --help                every injectable bug caught, as a table\n"
         "       train/train locate A B                 where two tape dumps (probe --dump-tape) part\n");
     settings_help(f, FOR_TRAIN);
-    fprintf(f, "\nevery command:\n" DRY_RUN_HELP);
+    fprintf(f, "\nevery command:\n" EVERY_COMMAND_HELP);
 }
 
 // The default --out: runs/<yyyymmdd>-<n> with the first n not there yet, so a second run gets a

@@ -66,6 +66,19 @@ void dry_run_take(int *argc, char **argv) {
     *argc = n;
 }
 
+void collective_flags_take(int *argc, char **argv) {
+    int n = 0;
+    for (int i = 0; i < *argc; i++)
+        if (!strcmp(argv[i], "--check-collectives")) setenv("DIT_CHECK_COLLECTIVES", "1", 1);
+        else if (!strcmp(argv[i], "--collective-timeout")) {
+            const char *v = flag_value(*argc, argv, &i);
+            flag_double("--collective-timeout", v, 1e-3, 1e6);
+            setenv("DIT_CHECK_COLLECTIVES", "1", 1), setenv("DIT_COLLECTIVE_TIMEOUT", v, 1);
+        } else argv[n++] = argv[i];
+    argv[n] = NULL;
+    *argc = n;
+}
+
 bool dry_run_missing(const char *flag, const char *path, bool say) {
     struct stat sb;
     if (!dry_run || !path || stat(path, &sb) == 0) return false;

@@ -21,7 +21,17 @@ const char *flag_value(int argc, char **argv, int *i);
 // and written nothing. main.c takes it out of argv before the command parses its flags.
 extern bool dry_run;
 void dry_run_take(int *argc, char **argv);
-#define DRY_RUN_HELP "  --dry-run             check every flag, print what would run; run and write nothing\n"
+// --check-collectives and --collective-timeout S, which every command takes too: main.c takes them
+// out of argv and sets DIT_CHECK_COLLECTIVES and DIT_COLLECTIVE_TIMEOUT for this process and the
+// ranks verify and bugs start (parallel/check_collectives.h)
+void collective_flags_take(int *argc, char **argv);
+#define EVERY_COMMAND_HELP                                                                         \
+    "  --dry-run             check every flag, print what would run; run and write nothing\n"      \
+    "  --check-collectives   the ranks of a group compare each collective's call site, count and\n" \
+    "                        kind first: a mismatch, or ranks waiting in different groups'\n"     \
+    "                        collectives, stops the job naming each rank's call (slower)\n"        \
+    "  --collective-timeout S  with that: a wait in a collective longer than S seconds (default\n" \
+    "                        300) prints where every rank is and stops the job\n"
 // Under --dry-run, an input `path` that is not there (yet): says so (when `say`) and returns true,
 // and the command goes on without it; else false.
 bool dry_run_missing(const char *flag, const char *path, bool say);

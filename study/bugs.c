@@ -59,7 +59,7 @@ static void help(void) {
            "  These flags go to every training and probe run:\n",
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
     settings_help(stdout, FOR_BUGS);
-    printf(DRY_RUN_HELP);
+    printf(EVERY_COMMAND_HELP);
 }
 
 // The 1-rank reference of the runs given further flags (a bug's config: "--grad-accum 5"; "": none)

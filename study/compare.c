@@ -25,7 +25,7 @@ static void help(void) {
            "        (default %g), 'grad.*' against --grad-tol (default %g).\n"
            "  Other files (checkpoints, EMA weights, optimizer states, probe batches) are refused.\n"
            "  Runs without mpirun.\n"
-           "  Exit status: 0 within tolerance, 1 over it, 2 for bad arguments or files.\n" DRY_RUN_HELP,
+           "  Exit status: 0 within tolerance, 1 over it, 2 for bad arguments or files.\n" EVERY_COMMAND_HELP,
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
 

@@ -310,7 +310,7 @@ static void help(void) {
            "  and how many later tensors differ too. A tensor that one tape lacks is named, and the\n"
            "  others compared; a tape of another implementation (python/ditsp_tape.py writes one) may\n"
            "  hold fewer. Pass --tol for a float32 tape against a float64 one (1e-3, say).\n"
-           "  Exit 0 when nothing parts, 1 when it does.\n" DRY_RUN_HELP,
+           "  Exit 0 when nothing parts, 1 when it does.\n" EVERY_COMMAND_HELP,
            PROBE_OUT_TOL, PROBE_GRAD_TOL);
 }
 

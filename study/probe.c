@@ -34,7 +34,7 @@ static void help(void) {
            "                        of packs and their 'pack' I64 [n,4]) for --ckpt to --out\n",
            PROBE_BATCH_STEP);
     settings_help(stdout, FOR_PROBE);
-    printf(DRY_RUN_HELP);
+    printf(EVERY_COMMAND_HELP);
 }
 
 // The batch tensor `name`, which this checkpoint needs to be a float tensor (F32 or F64) or, if

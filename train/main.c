@@ -74,10 +74,13 @@ static int outside_mpi(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    // a DIT_CPU_WIDTH this CPU cannot run, or a DIT_RING_BLOCKING that is not 0 or 1, stops every
+    // a DIT_CPU_WIDTH this CPU cannot run, a DIT_RING_BLOCKING that is not 0 or 1, or a
+    // DIT_CHECK_COLLECTIVES or DIT_COLLECTIVE_TIMEOUT out of range, stops every
     // subcommand before it starts ranks or runs a kernel; under mpirun the first rank says so
+    collective_flags_take(&argc, argv); // into the environment, checked next
     const char *bad = cpu_setup();
     if (!bad) bad = comm_env_error();
+    if (!bad) bad = check_collectives_env_error();
     if (bad) {
         const char *rank = launcher_rank();
         if (!rank || !strcmp(rank, "0")) fprintf(stderr, "error: %s\n", bad);

@@ -385,7 +385,7 @@ static void sample_help(void) {
            "  --prompt TEXT (repeatable; a checkpoint of --cond text): one row per prompt, labelled\n"
            "  with it (default: the data's first ten captions); guidance takes the empty caption.\n");
     settings_help(stdout, FOR_SAMPLE);
-    printf(DRY_RUN_HELP);
+    printf(EVERY_COMMAND_HELP);
 }
 
 int sample_main(int argc, char **argv, Comm *c) {
