@@ -198,6 +198,9 @@ double sp_optimizer_step(SeqParallel *sp, AdamW *opt, ParamStore *ps);
 // place as it opens, forward or backward, and the next block's gather is posted (one ahead).
 // sp must outlive the store's use.
 void sp_split_store(SeqParallel *sp, ParamStore *ps, int level);
+// A forward of this store all-gathers its blocks over the world (--zero 3 over several ranks): code
+// that runs forwards per group (sampling) must then run as many on every group
+bool sp_forward_spans_world(const ParamStore *ps);
 // The units whole in the parameters' buffer all-gathered from the ranks' pieces (after an update,
 // or after the pieces were swapped with the EMA's)
 void sp_gather_params(SeqParallel *sp, ParamStore *ps);

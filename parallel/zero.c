@@ -64,6 +64,8 @@ void sp_split_store(SeqParallel *sp, ParamStore *ps, int level) {
     sp->prefetch_unit = 0;
 }
 
+bool sp_forward_spans_world(const ParamStore *ps) { return ps->level >= 3 && ps->shards > 1; }
+
 void sp_whole_grads(SeqParallel *sp, const ParamStore *ps, real *out) {
     size_t most = 0;
     for (int u = 0; u < ps->units; u++) most = ps->unit[u].piece > most ? ps->unit[u].piece : most;

@@ -62,6 +62,22 @@ static void progress_step(Progress *p, int step, int steps, int first, int k, in
     p->t_line = t;
 }
 
+// The passes go round the data groups: group g runs passes g, g + groups, ... When a forward
+// gathers parameters over the world (--zero 3), every group must run as many forwards, so a group
+// with one pass fewer runs the last round's first pass too, a stand-in whose images it then zeroes
+// as any other group's. Whether this group runs `pass`:
+static bool pass_runs(int pass, int passes, int groups, int group, bool lockstep) {
+    int last_round = (passes - 1) / groups * groups; // its first pass
+    return pass % groups == group || (lockstep && group + last_round >= passes && pass == last_round);
+}
+
+// This group's passes of all `passes`
+static int passes_run(int passes, int groups, int group, bool lockstep) {
+    int n = 0;
+    for (int pass = 0; pass < passes; pass++) n += pass_runs(pass, passes, groups, group, lockstep);
+    return n;
+}
+
 void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, int n, int steps,
                    double cfg_scale, uint64_t seed, real *out) {
     const DiTConfig *c = &m->cfg;
@@ -77,15 +93,16 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
     // the passes go round the data groups (each draws the same passes it would draw alone)
     int passes = (n + chunk - 1) / chunk, groups = sp->data ? sp->data->size : 1;
     int group = sp->data ? sp->data->rank : 0;
-    Progress prog = progress_start(steps * ((passes - group + groups - 1) / groups));
+    bool lockstep = sp_forward_spans_world(&m->ps);
+    Progress prog = progress_start(steps * passes_run(passes, groups, group, lockstep));
     size_t out_chw = (size_t)dit_out_channels(c) * F * S * S;
     // on the device a pass's images stay there through its steps
     real *xd = arena->device ? device_alloc((size_t)chunk * chw * sizeof(real)) : NULL;
     for (int start = 0, pass = 0; start < n; start += chunk, pass++) {
         int k = n - start < chunk ? n - start : chunk, B = guided ? 2 * k : k;
         real *x = out + (size_t)start * chw, *xs = xd ? xd : x;
-        if (pass % groups != group) { // another data group's: zero here, its images in the sum below
-            memset(x, 0, (size_t)k * chw * sizeof(real));
+        if (!pass_runs(pass, passes, groups, group, lockstep)) { // another data group's: zero here,
+            memset(x, 0, (size_t)k * chw * sizeof(real));             // its images in the sum below
             continue;
         }
         if (xd) copy_bytes(xd, x, (size_t)k * chw * sizeof(real));
@@ -117,6 +134,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             if (rank0) progress_step(&prog, s + 1, steps, start, k, n);
         }
         if (xd) copy_bytes(x, xd, (size_t)k * chw * sizeof(real));
+        if (pass % groups != group) memset(x, 0, (size_t)k * chw * sizeof(real)); // a stand-in's
     }
     device_free(xd);
     if (sp->data) comm_all_reduce(sp->data, COMM_REAL, out, (size_t)n * chw);
@@ -160,13 +178,13 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
     DiTPack *pk = xmalloc(sizeof *pk);
     real *v = xmalloc(2 * (size_t)Co * T * pt * p * p * sizeof(real)); // an image's velocities, twice
     bool rank0 = !sp->world || sp->world->rank == 0;
-    int groups = sp->data ? sp->data->size : 1, group = sp->data ? sp->data->rank : 0, mine = 0;
-    for (int first = 0, pass = 0; first < n; pass++) // the passes go round the data groups
-        first += pack_pass(h, w, gf, p, T, rows, copies, first, n, pk), mine += pass % groups == group;
-    Progress prog = progress_start(steps * mine);
+    int groups = sp->data ? sp->data->size : 1, group = sp->data ? sp->data->rank : 0, passes = 0;
+    bool lockstep = sp_forward_spans_world(&m->ps); // the passes go round the data groups
+    for (int first = 0; first < n; passes++) first += pack_pass(h, w, gf, p, T, rows, copies, first, n, pk);
+    Progress prog = progress_start(steps * passes_run(passes, groups, group, lockstep));
     for (int first = 0, k, pass = 0; first < n; first += k, pass++) {
         k = pack_pass(h, w, gf, p, T, rows, copies, first, n, pk);
-        if (pass % groups != group) { // another data group's: zero here, its images in the sum below
+        if (!pass_runs(pass, passes, groups, group, lockstep)) { // another data group's: zero here, its images in the sum below
             memset(out + (size_t)first * chw, 0, (size_t)k * chw * sizeof(real));
             continue;
         }
@@ -203,6 +221,7 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
             tape_free(&tp);
             if (rank0) progress_step(&prog, s + 1, steps, first, k, n);
         }
+        if (pass % groups != group) memset(out + (size_t)first * chw, 0, (size_t)k * chw * sizeof(real)); // a stand-in's
     }
     free(pk), free(v);
     if (sp->data) comm_all_reduce(sp->data, COMM_REAL, out, (size_t)n * chw);
