@@ -121,8 +121,10 @@ static void report(const Record *r, int waiting) {
 }
 
 static int record_line(char *buf, size_t len, const Record *r) {
-    return snprintf(buf, len, "  rank %d is in %s (%s:%d, %lld value%s of %s) over %s\n", r->rank, r->op,
-                    r->file, r->line, r->count, r->count == 1 ? "" : "s", r->value, r->who);
+    char count[64] = ""; // a barrier has none
+    if (r->value[0]) snprintf(count, sizeof count, ", %lld value%s of %s", r->count, r->count == 1 ? "" : "s", r->value);
+    return snprintf(buf, len, "  rank %d is in %s (%s:%d%s) over %s\n", r->rank, r->op, r->file, r->line,
+                    count, r->who);
 }
 
 // Prints `head` and the lines, one write (mpirun's own lines cannot split it), and ends the job

@@ -37,7 +37,7 @@ bool check_collectives_on(void);
 // over group. MPI_COMM_NULL (nothing made) when the check is off.
 MPI_Comm check_collectives_channel(MPI_Comm group, char *who, size_t len);
 // Before a collective of `op` over the group whose channel is `channel`: count values of kind
-// `value` (the count per rank; counts_vary: ranks may pass different counts, as an all-to-all's)
+// `value` ("": none; the count per rank; counts_vary: ranks may pass different counts, as an all-to-all's)
 void check_collective(MPI_Comm channel, const char *who, const char *op, CommSite at, size_t count,
                       const char *value, bool counts_vary);
 // Before MPI_Finalize: the reports still on their way are received

@@ -504,7 +504,7 @@ void comm_all_to_all_at(Comm *c, real *out, const size_t *out_counts, const real
 }
 
 void comm_barrier_at(Comm *c, CommSite at) {
-    check(c, "barrier", at, 0, "none");
+    check(c, "barrier", at, 0, "");
     MPI_CHECK(MPI_Barrier(c->group));
 }
 

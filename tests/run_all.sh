@@ -86,7 +86,32 @@ rank_failure() {
   echo "the job ended in $took s (exit $rc): $msg"
 }
 
-export BUILD MPIRUN; export -f planted planted_exact rank_failure
+# collectives_named: three mismatches planted in test_parallel (its planted-* cases, 4 ranks) end
+# the job within seconds under --check-collectives, each rank's call named: a count that differs
+# (at once), a collective skipped on one rank of one data group (the ranks then wait in different
+# groups' collectives, as the --zero 3 sampling hang did), a rank stopped outside any collective
+# (the watchdog, bound 3 s). Without the check each of them hangs.
+collectives_named() {
+  local kind want took rc out start
+  for kind in count skip stall; do
+    case $kind in
+      count) want='rank 1 is in all_reduce \(tests/mpi/test_parallel.c:[0-9]+, 5 values of real\) over the world' ;;
+      skip) want='rank 1 is in all_reduce \(tests/mpi/test_parallel.c:[0-9]+, 4 values of real\) over the group of ranks 1 3' ;;
+      stall) want='rank 1 has not said that it waits' ;;
+    esac
+    start=$SECONDS
+    out=$(DIT_CHECK_COLLECTIVES=1 DIT_COLLECTIVE_TIMEOUT=3 timeout 60 $MPIRUN -np 4 --oversubscribe \
+          -x CK_RUN_CASE=planted-$kind "$BUILD/f32/test_parallel" 2>&1); rc=$?
+    took=$((SECONDS - start))
+    if [ $rc = 0 ]; then echo "$kind: not caught: the job passed"; return 1; fi
+    if [ $rc = 124 ] || [ $rc = 137 ]; then echo "$kind: the job hung: still running after 60 s"; return 1; fi
+    if ! grep -qE "$want" <<< "$out"; then echo "$kind: exit $rc, without /$want/:"; tail -6 <<< "$out"; return 1; fi
+    if [ $took -gt 20 ]; then echo "$kind: the job took $took s to end"; return 1; fi
+    echo "$kind: ended in $took s (exit $rc):"; grep -E '^error \(--check-collectives\)|^  rank ' <<< "$out"
+  done
+}
+
+export BUILD MPIRUN; export -f planted planted_exact rank_failure collectives_named
 
 # lane b: the emulated device, the Python suites (parity's run folder, which the safetensors
 # suite reads, first), fuzzing, then the movement slips, the kill test and --exact in float64
@@ -159,6 +184,7 @@ lane_b &
 suite 60 "layering: each folder includes only from its floor or below, no include circles (a planted upward include and circle caught)" \
   "$PY" tests/layering.py --self-test
 suite 60 "a check failing on rank 1 alone ends the 2-rank job at once, naming the check" rank_failure
+suite 120 "--check-collectives names three planted mismatches of collectives within seconds (a count, a collective skipped on one rank of a data group, a rank stopped elsewhere)" collectives_named
 suite 600 "unit tests, float32" "$BUILD/f32/test_all"
 suite 600 "unit tests, float64" "$BUILD/f64/test_all"
 for v in f32 f64; do

@@ -1980,6 +1980,33 @@ START_TEST(planted_failure_on_one_rank) {
 }
 END_TEST
 
+// Planted mismatches of collectives, which --check-collectives must name at once (run_all.sh runs
+// each by its case name on 4 ranks, with DIT_CHECK_COLLECTIVES=1; no other run includes them).
+// The world splits as a run's mesh does: sequence groups {0 1} {2 3}, data groups {0 2} {1 3}.
+// - count: rank 1 sums one value more than the others over the world;
+// - skip: rank 3 skips its data group's sum and goes on to a gather over the world, as a data
+//   group that sampled a pass fewer under --zero 3 did: ranks 0 and 2 reach that gather too, and
+//   rank 1 waits for rank 3 in their group's sum;
+// - stall: rank 1 waits in a receive that nothing sends (outside the check), the others in a
+//   barrier, until the watchdog (DIT_COLLECTIVE_TIMEOUT) speaks.
+START_TEST(planted_collective_mismatch) {
+    const char *kind = getenv("CK_RUN_CASE");
+    Comm data;
+    comm_split(&comm, comm.rank % 2, comm.rank, &data);
+    real v[5] = {1, 2, 3, 4, 5}, all[20];
+    if (!strcmp(kind, "planted-count")) comm_all_reduce(&comm, COMM_REAL, v, comm.rank == 1 ? 5 : 4);
+    if (!strcmp(kind, "planted-skip")) {
+        if (comm.rank != 3) comm_all_reduce(&data, COMM_REAL, v, 4);
+        comm_all_gather(&comm, all, v, 4);
+    }
+    if (!strcmp(kind, "planted-stall")) {
+        if (comm.rank == 1) MPI_Recv(v, 1, MPI_FLOAT, 0, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        comm_barrier(&comm);
+    }
+    ck_abort_msg("%s: the job went on past the planted mismatch", kind);
+}
+END_TEST
+
 int main(int argc, char **argv) {
     comm_init(&comm, &argc, &argv);
     arena_poison = true; // every op that takes empty memory must write all of it (arena.h)
@@ -2037,6 +2064,12 @@ int main(int argc, char **argv) {
     if (only && !strcmp(only, "planted")) {
         TCase *planted = tcase_create("planted");
         tcase_add_test(planted, planted_failure_on_one_rank);
+        suite_add_tcase(s, planted);
+    }
+    if (only && !strncmp(only, "planted-", 8)) { // CK_RUN_CASE=planted-count, -skip or -stall
+        TCase *planted = tcase_create(only);
+        tcase_set_timeout(planted, 0);
+        tcase_add_test(planted, planted_collective_mismatch);
         suite_add_tcase(s, planted);
     }
     SRunner *sr = srunner_create(s);
