@@ -35,7 +35,7 @@ enum { MAX_REFS = 16 }; // different configs of the bugs
 static TrainConfig shared; // the settings every run of the catalogue gets (settings.h, FOR_BUGS)
 
 static void help(void) {
-    printf("usage: train/train bugs [--ranks N] [--steps S] [--out DIR] [--regimes] [flags]\n"
+    printf("usage: train/train bugs [--ranks N] [--steps S] [--out DIR] [--bug NAME] [--regimes] [flags]\n"
            "  The catalogue of injectable sequence-parallel bugs: for the correct code and for every\n"
            "  bug (--inject-bug), a training run of S steps (default 30) on N ranks (default 4) in the\n"
            "  layout the bug lives in, compared with one rank: the first step whose loss differs by\n"
@@ -50,6 +50,7 @@ static void help(void) {
            "  bugs use, and judges every row by the checks other libraries' own tests make (forward\n"
            "  only, finite gradients, bf16 tolerances, ...): a table of which regime catches which\n"
            "  bug, with every measured error, in DIR/regimes.md, .csv and .png.\n"
+           "  --bug NAME runs the correct code and that bug's row alone (the names: --inject-bug's).\n"
            "  It starts its own ranks with mpirun: run it without mpirun.\n"
            "  With --exact every difference counts, and a column gives the step that flags each bug:\n"
            "  1 when the probe's one step differs at all, else the first step whose loss differs.\n"
@@ -335,6 +336,9 @@ static int rows_of(const BugInfo *b, bool regimes) {
     return b->layout == BUG_PACKS ? 0 : 1 + (regimes && b->hides);
 }
 
+// The bug is one of the run's: every bug, or the one --bug names
+static bool chosen(const BugInfo *b, const char *only) { return !only || !strcmp(b->name, only); }
+
 static void free_rows(Row *rows, int n, RegimeRow *reg) {
     for (int i = 0; i < n; i++) losslog_free(&rows[i].diff);
     free(rows), free(reg);
@@ -343,7 +347,7 @@ static void free_rows(Row *rows, int n, RegimeRow *reg) {
 int bugs_main(int argc, char **argv) {
     int ranks = 4, steps = 30;
     bool regimes = false;
-    const char *out = "runs/bugs";
+    const char *out = "runs/bugs", *only = NULL;
     train_config_defaults(&shared);
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(), 0;
@@ -351,8 +355,17 @@ int bugs_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) steps = flag_int("--steps", flag_value(argc, argv, &i), 2, 100000);
         else if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--regimes")) regimes = true;
+        else if (!strcmp(argv[i], "--bug")) only = flag_value(argc, argv, &i);
         else if (!settings_flag(&shared, FOR_BUGS, argc, argv, &i))
             usage_error("bugs: unknown argument '%s'", argv[i]);
+    }
+    if (only) { // a bug of the catalogue that has a row here
+        unsigned flag = bug_from_name(only);
+        const BugInfo *b = NULL;
+        for (int i = 0; flag && bug_info(i); i++) b = bug_info(i)->flag == flag ? bug_info(i) : b;
+        if (!b) usage_error("--bug %s: no such bug; the bugs: %s", only, bug_names());
+        if (!rows_of(b, false))
+            usage_error("--bug %s: its rows are test_parallel's (the catalogue's shapes data has no packs)", only);
     }
     char why[512];
     if (sp_device_error(&shared.parallel, why, sizeof why) || sp_exact_error(&shared.parallel, why, sizeof why))
@@ -375,10 +388,10 @@ int bugs_main(int argc, char **argv) {
     // the rows: the correct code, each bug; with --regimes each bug where it hides too, and the
     // correct code in every layout the bugs run in (a regime may flag that as well)
     int bugs = 0;
-    for (int i = 0; bug_info(i); i++) bugs += rows_of(bug_info(i), regimes);
+    for (int i = 0; bug_info(i); i++) bugs += chosen(bug_info(i), only) * rows_of(bug_info(i), regimes);
     Row *rows = xcalloc((size_t)(2 * bugs + 1), sizeof *rows), *bug_rows = rows + bugs + 1;
     for (int i = 0, k = 0; bug_info(i); i++)
-        for (int hidden = 0; hidden < rows_of(bug_info(i), regimes); hidden++) {
+        for (int hidden = 0; chosen(bug_info(i), only) && hidden < rows_of(bug_info(i), regimes); hidden++) {
             Row *r = &bug_rows[k++];
             r->bug = bug_info(i), r->hidden = hidden, r->flags = hidden ? r->bug->hides : r->bug->flags;
             snprintf(r->name, sizeof r->name, "%s%s", r->bug->name, hidden ? " (where it hides)" : "");

@@ -22,6 +22,10 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # it does verify's and bugs' own launches (study/launch.c), without UCX's probe of network devices
 # at each launch (0.2 s of each mpirun -np 4 on 2 cores)
 export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1}
+# every collective of every suite first compares its fingerprint across its group
+# (--check-collectives): a mismatch stops the suite at once, naming each rank's call, not by a
+# suite's time limit
+export DIT_CHECK_COLLECTIVES=1
 RES=$(mktemp -d); trap 'rm -rf "$RES"' EXIT
 LANE=a count=0 START=$SECONDS
 
@@ -202,6 +206,8 @@ done
 suite 300 "a ring step moves during the attention over TCP (--mca btl tcp,self), 2 ranks" \
   $MPIRUN -np 2 --mca pml ob1 --mca btl tcp,self -x CK_RUN_CASE=progress "$BUILD/f32/test_parallel"
 suite 1200 "the train program under mpirun" tests/cli_tests.sh train/train
+suite 300 "no hang: a generated matrix of every command that runs a model x meshes x --zero 0-3 x models x --exact, every pair of values in a cell, each run ending and writing its files" \
+  "$PY" tests/collectives_matrix.py train/train
 suite 120 "a run folder has one writer: two jobs 0.05 s apart, a live holder refuses every command, a killed one blocks nothing" \
   tests/lock_test.sh train/train
 suite 900 "--exact: every layout and mesh the same bits as one rank, f32" tests/exact_test.sh train/train
