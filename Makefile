@@ -167,7 +167,8 @@ bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm $(BU
 	@tests/bench/record.sh largest "The largest run that fits 4 ranks of this machine, predicted against measured memory" -- tests/bench/bench_largest.sh train/train
 	@tests/bench/record.sh exact "--exact against one rank, 200 steps, float32 and float64" -- sh -c 'for v in f32 f64; do echo "== $$v"; tests/bench/exact_table.sh $(BUILD)/$$v/bin/train 200 || exit 1; done'
 	@tests/bench/record.sh mutations "One-line mutations of the movement code: caught by verify --exact, by plain verify, and where locate puts them" -- tests/mutations/survey.sh $(BUILD)
-	@tests/bench/record.sh zero "What --zero 3 costs against --zero 1: DiT-B/2 on 4 ranks, runs alternated" -- tests/bench/zero_cost.sh train/train
+	@tests/bench/record.sh zero "What --zero 3 costs against --zero 1: DiT-B/2 on 4 ranks, runs alternated" -- tests/bench/flag_cost.sh train/train 4 10 "--zero 1" "--zero 3"
+	@tests/bench/record.sh check-collectives "What --check-collectives costs a step: the default model (many short collectives) and DiT-B/2, 4 ranks, runs alternated" -- sh -c 'tests/bench/flag_cost.sh train/train 4 40 "" --check-collectives --sp 2 --sp-attention ring && tests/bench/flag_cost.sh train/train 4 10 "" --check-collectives --sp 2 --sp-attention ring --model DiT-B/2 --input-size 64 --batch 4'
 	@tests/bench/record.sh place "Do the caption run's samples follow the place words? Measured centres against the data's" -- tests/bench/place_check.sh train/train $(PYTHON)
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
