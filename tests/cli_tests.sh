@@ -178,6 +178,11 @@ expect_usage() { # expected-text, flags...
   else bad "bad input ($*): exit $rc: $msg"; fi
 }
 expect_usage "expects a whole number" --steps abc
+# --check-collectives' bound, which main takes for every command
+for cmd in "" probe sample "verify --ranks 2" "bugs" "compare a b" "locate a b" "plan --ranks 2"; do
+  expect_usage "--collective-timeout expects a number, got 'soon'" $cmd --collective-timeout soon
+done
+expect_usage "--collective-timeout must be between 0.001 and" --collective-timeout 0
 expect_usage "must be between 1 and" --batch 0
 expect_usage "--heads 5 does not divide the width 64 (--hidden)" --heads 5
 expect_usage "input_size 15 must be a positive multiple of patch_size 4" --input-size 15
@@ -637,11 +642,13 @@ msg=$($TRAIN compare "$WORK/result.safetensors" "$CK" 2>&1); rc=$?
 if [ $rc = 2 ] && echo "$msg" | grep -q "result.safetensors is a probe result and $CK is a model checkpoint (a run's model.safetensors), but compare takes two run folders (their loss curves) or two probe results" &&
    ! echo "$msg" | grep -q "missing in"; then ok "newcomer: compare of a probe result with a checkpoint: exit 2, what each file is"
 else bad "newcomer: compare of a probe result with a checkpoint (exit $rc): $msg"; fi
-# the environment: a DIT_CPU_WIDTH that is no width (core/cpu.h) or a DIT_RING_BLOCKING that is
-# not 0 or 1 (parallel/comm.h) stops every subcommand, alone and under mpirun, with one sentence
+# the environment: a DIT_CPU_WIDTH that is no width (core/cpu.h), a DIT_RING_BLOCKING that is not
+# 0 or 1 (parallel/comm.h), or a DIT_CHECK_COLLECTIVES or DIT_COLLECTIVE_TIMEOUT out of range
+# (parallel/check_collectives.h) stops every subcommand, alone and under mpirun, with one sentence
 # and exit 2; ranks whose widths differ all run the least, the same bits as a run with every rank
 # capped to it
-for env in "DIT_CPU_WIDTH=1024|is not a vector width: set 128, 256 or 512" "DIT_RING_BLOCKING=yes|is neither 0 nor 1: set 1"; do
+for env in "DIT_CPU_WIDTH=1024|is not a vector width: set 128, 256 or 512" "DIT_RING_BLOCKING=yes|is neither 0 nor 1: set 1" \
+           "DIT_CHECK_COLLECTIVES=yes|is neither 0 nor 1: set 1" "DIT_COLLECTIVE_TIMEOUT=0|is not a number of seconds above 0"; do
   var=${env%%|*} want=${env#*|} wrong=0
   for args in "" probe sample "compare $WORK/full1 $WORK/full2" "verify --ranks 2" "bugs --ranks 2" "locate a b" \
               "mpirun" "mpirun compare $WORK/full1 $WORK/full2"; do
