@@ -44,7 +44,7 @@ typedef struct Ring { // what one call needs, from q (B, R + n, D)
     Comm *c;
     const uint8_t *mask; // all tokens'
     const int32_t *seg;  // all tokens' images (B, P n), or NULL
-    unsigned bugs;
+    BugMask bugs;
     int B, n, H, dh;
     size_t blk;          // B * n * D: one K or V block
     ExactAttn *exact;    // --exact: the block pairs (canonical blocks of exact->blk tokens); else NULL
@@ -174,7 +174,7 @@ static void forward_step(Arena *a, const Ring *g, Forward *f, const real *q, con
 static void ring_bwd(Node *nd);
 
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
-                       const uint8_t *key_mask, const int32_t *seg, int front, unsigned bugs) {
+                       const uint8_t *key_mask, const int32_t *seg, int front, BugMask bugs) {
     int B = q->shape[0], nq = q->shape[1], n = nq - front, D = q->shape[2], P = c->size, r = c->rank;
     CHECK(heads > 0 && D % heads == 0, "ring attention: %d heads do not divide the width %d", heads, D);
     CHECK(!front || seg, "ring attention: tokens in front need their images");

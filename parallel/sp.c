@@ -58,40 +58,100 @@ const char *sp_exact_error(const SpOptions *o, char *buf, size_t len) {
     return NULL;
 }
 
-// The pad-mask-off-by-one bug: each shard's keys masked from its own count of real tokens with
-// `<=` for `<`, so the first padded key of the shard that holds the sequence's end takes part
-// NULL when bug b can run with these options and dp data groups; else the sentence naming the
-// flags it needs
-static const char *bug_fits(const BugInfo *b, const SpOptions *o, int dp, char *buf, size_t len) {
-    int at = b->layout;
-    if (at >= 0 && at != (int)o->layout && !(at == SP_RING && o->layout == SP_HYBRID)) {
-        const char *name = seq_attention_name((SeqAttention)at);
-        return snprintf(buf, len, "the %s bug lives in the %s layout; inject it with "
-                        "--sp-attention %s", b->name, name, name), buf;
+// ---- the bugs' needs (inject.h's tables) -------------------------------------------------------
+// What a run's settings give the bugs' needs (`known`: the NEED_* filled; a need not known is not
+// checked)
+typedef struct BugRun {
+    int layout; // SeqAttention
+    unsigned known;
+    int dp, grad_accum, zero, heads, P;
+    bool packs, text, joint, in_context, rope, qk_norm, qk_full;
+} BugRun;
+
+const char *bug_where(const BugInfo *b, char *buf, size_t len) {
+    size_t n = (size_t)snprintf(buf, len, "%s", b->layout == SP_RING ? "ring, hybrid"
+                                         : b->layout >= 0 ? seq_attention_name((SeqAttention)b->layout) : "");
+    for (int k = 0; k < NEEDS && n < len; k++)
+        if (b->needs & bug_need(k)->need) n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", bug_need(k)->where);
+    if (!n) snprintf(buf, len, "any layout");
+    return buf;
+}
+
+const char *bug_help(char *buf, size_t len, int width) {
+    size_t n = 0, line = 0; // where the current line starts
+    buf[0] = 0;
+    for (int i = 0; bug_info(i) && n < len; i++) {
+        char where[160], item[256];
+        snprintf(item, sizeof item, "%s (%s)%s", bug_info(i)->name, bug_where(bug_info(i), where, sizeof where),
+                 bug_info(i + 1) ? "," : "");
+        bool wrap = n > line && n - line + 1 + strlen(item) > (size_t)width;
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", wrap ? "\n" : n > line ? " " : "", item);
+        if (wrap) line = n - strlen(item);
     }
-    if (at == BUG_DATA_PARALLEL && dp < 2)
-        return snprintf(buf, len, "the %s bug needs data parallelism: pass --sp N with N a divisor "
-                        "of the ranks below their count (e.g. --sp 1 for 2 ranks)", b->name), buf;
-    if (at == BUG_MICRO_BATCHES && o->grad_accum < 2)
-        return snprintf(buf, len, "the %s bug needs micro-batches: pass --grad-accum K with K >= 2, "
-                        "and a K that does not divide the images of a data group to see it (e.g. "
-                        "--grad-accum 3 for 8 images)", b->name), buf;
-    if (at == BUG_PACKS && !o->packs)
-        return snprintf(buf, len, "the %s bug needs packs of images of different sizes in one "
-                        "sequence: pass --max-tokens N with --data DIR, or a probe batch of packs ('pack')",
-                        b->name), buf;
+    return buf;
+}
+
+// Whether a run has what a need asks for
+static bool has(unsigned need, const BugRun *r) {
+    switch (need) {
+    case NEED_DATA_PARALLEL: return r->dp >= 2;
+    case NEED_MICRO_BATCHES: return r->grad_accum >= 2;
+    case NEED_PACKS: return r->packs;
+    case NEED_TEXT: return r->text;
+    case NEED_JOINT: return r->joint;
+    case NEED_IN_CONTEXT: return r->in_context;
+    case NEED_ROPE: return r->rope;
+    case NEED_QK_NORM: return r->qk_norm;
+    case NEED_QK_FULL: return r->qk_full;
+    case NEED_HEADS_DIVIDE: return r->P > 0 && r->heads % r->P == 0;
+    case NEED_ZERO: return r->zero >= 1;
+    default: return r->zero >= 2; // NEED_ZERO_GRADS
+    }
+}
+
+static const char *bugs_refusal(BugMask set, const BugRun *r, char *buf, size_t len) {
+    const BugInfo *b;
+    for (int i = 0; (b = bug_info(i)); i++) {
+        if (!(set & b->flag)) continue;
+        int at = b->layout;
+        if (at >= 0 && at != r->layout && !(at == SP_RING && r->layout == SP_HYBRID)) {
+            const char *name = seq_attention_name((SeqAttention)at);
+            return snprintf(buf, len, "the %s bug lives in the %s layout; inject it with "
+                            "--sp-attention %s", b->name, name, name), buf;
+        }
+        for (int k = 0; k < NEEDS; k++)
+            if ((b->needs & bug_need(k)->need) && (r->known & bug_need(k)->need) && !has(bug_need(k)->need, r)) {
+                char fix[256];
+                snprintf(fix, sizeof fix, bug_need(k)->fix, r->P, r->P);
+                return snprintf(buf, len, "the %s bug %s; %s", b->name, b->does, fix), buf;
+            }
+    }
     return NULL;
 }
 
-// NULL when every bug the options inject can run with them; else the sentence for the first
-static const char *bugs_error(const SpOptions *o, int dp, char *buf, size_t len) {
-    const char *why = NULL;
-    const BugInfo *b;
-    for (int i = 0; !why && (b = bug_info(i)); i++)
-        if (o->bugs & b->flag) why = bug_fits(b, o, dp, buf, len);
-    return why;
+// What the options and (when not NULL) the model give the bugs' needs (inject.h): the options
+// are always known, the model's needs only with it
+static BugRun bug_run(const SpOptions *o, const DiTConfig *m, int ranks, int heads) {
+    int P = o->sp ? o->sp : ranks;
+    BugRun r = {.layout = o->layout, .dp = ranks / P, .grad_accum = o->grad_accum, .zero = o->zero,
+                .packs = o->packs, .heads = heads, .P = P,
+                .known = NEED_DATA_PARALLEL | NEED_MICRO_BATCHES | NEED_PACKS | NEED_ZERO | NEED_ZERO_GRADS |
+                         NEED_HEADS_DIVIDE};
+    if (!m) return r;
+    r.known = ~0u;
+    r.text = m->text, r.joint = m->text && m->text_attn == DIT_TEXT_JOINT, r.in_context = m->in_context;
+    r.rope = m->pos == DIT_POS_ROPE, r.qk_norm = m->qk_norm != DIT_QK_NONE, r.qk_full = m->qk_norm == DIT_QK_FULL;
+    return r;
 }
 
+const char *sp_bugs_error(const SpOptions *o, const DiTConfig *m, int ranks, char *buf, size_t len) {
+    BugRun r = bug_run(o, m, ranks, m ? m->num_heads : 0);
+    if (!m) r.known &= ~(unsigned)NEED_HEADS_DIVIDE;
+    return bugs_refusal(o->bugs, &r, buf, len);
+}
+
+// The pad-mask-off-by-one bug: each shard's keys masked from its own count of real tokens with
+// `<=` for `<`, so the first padded key of the shard that holds the sequence's end takes part
 static void pad_mask_off_by_one(SeqShard *s) {
     for (int j = 0; j < s->T_pad; j++) {
         int local = j % s->n, real_here = s->T - j / s->n * s->n;
@@ -117,7 +177,10 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     if (!why) why = sp_device_error(o, buf, len);
     if (!why) why = seq_validate(&policy, T, P, buf, len);
     if (!why) why = sp_layout_error(o, heads, P, buf, len);
-    if (!why) why = bugs_error(o, ranks / P, buf, len);
+    if (!why) {
+        BugRun r = bug_run(o, NULL, ranks, heads);
+        why = bugs_refusal(o->bugs, &r, buf, len);
+    }
     if (why) return why;
     int U = o->layout == SP_HYBRID ? o->ulysses : 1, sp_rank = rank % P, dp_rank = rank / P;
     *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&policy, T, P, sp_rank),
@@ -154,52 +217,23 @@ void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions
     sp_setup_tokens(sp, world, ranks, rank, o, m, dit_tokens(m));
 }
 
-// NULL when the bugs of the QK-norm and rotary positions that the options inject can show on
-// model m over P ranks per sequence group; else the sentence naming the flags they need
-const char *sp_model_bugs_error(const SpOptions *o, const DiTConfig *m, int P, char *buf, size_t len) {
-    unsigned rope = o->bugs & (BUG_ROPE_LOCAL_POSITIONS | BUG_ROPE_PACK_POSITIONS);
-    char name[64];
-    if (rope && m->pos != DIT_POS_ROPE)
-        return snprintf(buf, len, "the %s bug turns rotary positions; add --pos rope",
-                        bug_list(rope, name, sizeof name)), buf;
-    if ((o->bugs & BUG_KNORM_GRAD_EARLY) && m->qk_norm == DIT_QK_NONE)
-        return snprintf(buf, len, "the knorm-grad-early bug lives in the k-norm's backward; add "
-                        "--qk-norm head or --qk-norm full"), buf;
-    if ((o->bugs & BUG_QK_NORM_HEAD_SHARD) && m->qk_norm != DIT_QK_FULL)
-        return snprintf(buf, len, "the qk-norm-head-shard bug computes the full-width QK-norm over "
-                        "a rank's heads; add --qk-norm full"), buf;
-    if ((o->bugs & BUG_QK_NORM_HEAD_SHARD) && m->num_heads % P)
-        return snprintf(buf, len, "the qk-norm-head-shard bug splits the width equally over the %d "
-                        "ranks' heads; use a head count they divide (--heads %d)", P, P), buf;
-    return NULL;
-}
-
 void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
                      const DiTConfig *m, int T) {
     char err[1024];
-    const char *why = sp_model_bugs_error(o, m, o->sp ? o->sp : ranks, err, sizeof err);
+    const char *why = sp_bugs_error(o, m, ranks, err, sizeof err);
     if (!why) why = sp_init(sp, world, ranks, rank, o, T, m->num_heads, err, sizeof err);
     if (!why) why = sp_init_context(sp, o, m, err, sizeof err);
     if (why) usage_error("%s", why);
 }
 
 const char *sp_context_error(const SpOptions *o, const DiTConfig *m, char *buf, size_t len) {
-    bool in_context = m->in_context, joint = m->text && m->text_attn == DIT_TEXT_JOINT;
+    bool in_context = m->in_context;
     if (in_context && (o->exact || o->recompute || o->packs ||
                        (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)))
         return snprintf(buf, len, "in-context conditioning (--in-context, or a checkpoint trained "
                         "with it) runs with --sp-attention gather or all-to-all and without --exact, "
                         "--recompute, --max-tokens and --sample-sizes so far; pass one of those "
                         "layouts and leave out the others, or train without --in-context"), buf;
-    if ((o->bugs & BUG_ULYSSES_REPLICATED_KV) && !in_context)
-        return snprintf(buf, len, "the ulysses-replicated-kv bug exchanges the in-context "
-                        "conditioning tokens' K/V; add --in-context"), buf;
-    if ((o->bugs & BUG_JOINT_TEXT_REPLICATED) && !joint)
-        return snprintf(buf, len, "the joint-text-replicated bug exchanges joint attention's caption "
-                        "with the image tokens; add --cond text --text-attn joint"), buf;
-    if ((o->bugs & BUG_RING_TEXT_EVERY_STEP) && !joint)
-        return snprintf(buf, len, "the ring-text-every-step bug attends to joint attention's caption "
-                        "at every ring step; add --cond text --text-attn joint"), buf;
     return NULL;
 }
 

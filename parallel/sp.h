@@ -57,7 +57,7 @@ typedef struct SpOptions {
     int sp;         // ranks per sequence group (--sp); 0 = every rank, no data parallelism
     int ulysses;    // hybrid: ranks per all-to-all group (--ulysses-degree); 0 = not given
     int grad_accum; // micro-batches per optimizer step (--grad-accum, default 1)
-    unsigned bugs;  // BUG_* injected on purpose
+    BugMask bugs;   // BUG_* injected on purpose
     bool cuda;      // --device cuda: tensors, parameters and kernels on the GPU
     bool tf32;      // --tf32: float32 GEMMs on TF32 tensor cores (cuda only)
     bool exact;     // --exact: the same bits for every rank count that divides virtual_shards
@@ -66,6 +66,8 @@ typedef struct SpOptions {
     int pack_images;    // packs: the most images a row holds (the folder's), for the memory
                         // estimate of their captions; 0: as many as its tokens
     bool recompute;     // --recompute: keep each half block's input only, run it again in backward
+    int zero;           // --zero: 1 = the Adam moments sharded over every rank (ZeRO stage 1), 2 =
+                        // the gradients too (stage 2), 3 = the parameters too; 0 = whole
 } SpOptions;
 // gather, every rank one sequence group, the default policy, one micro-batch
 SpOptions sp_options_default(void);
@@ -88,7 +90,7 @@ typedef struct SeqParallel {
     int dp, dp_rank;    // data groups, and this rank's
     int ulysses;        // hybrid: ranks per head group (1 otherwise)
     int accum;          // micro-batches per step
-    unsigned bugs;      // BUG_* injected on purpose
+    BugMask bugs;       // BUG_* injected on purpose
     bool cuda;          // the step runs on this rank's GPU (local rank mod the GPUs of its machine)
     bool nccl;          // and device buffers go over NCCL (every rank its own GPU); else host-staged
     bool exact;         // --exact: canonical blocks of T_pad / policy.exact_blocks tokens
@@ -127,9 +129,15 @@ void sp_setup(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions
 // sp_setup for sequences of T tokens (packs of images) instead of the model's square images
 void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const SpOptions *o,
                      const DiTConfig *m, int T);
-// NULL when the bugs of the QK-norm and the rotary positions that o injects can show on model m
-// with P ranks per sequence group (sp_setup checks it first); else the sentence naming the flags
-const char *sp_model_bugs_error(const SpOptions *o, const DiTConfig *m, int P, char *buf, size_t len);
+// NULL when every bug that o injects can run with these options on `ranks` ranks and, when m is
+// not NULL, on model m (inject.h: each bug's layout and needs; sp_setup checks it first, sp_init
+// the options' part); else the sentence naming what the first needs
+const char *sp_bugs_error(const SpOptions *o, const DiTConfig *m, int ranks, char *buf, size_t len);
+// Where bug b runs: its layout and its needs ("all-to-all, --cond text"; "any layout")
+const char *bug_where(const BugInfo *b, char *buf, size_t len);
+// Every bug with where it runs ("local-kv (gather), ..., no-dp-allreduce (--sp below the ranks),
+// ..."), in lines of at most `width` characters: the --help lists
+const char *bug_help(char *buf, size_t len, int width);
 // After sp_init, for model m: the tokens every rank holds in front of its shard in every block
 // (in-context conditioning's, or joint attention's caption: dit_front_tokens); NULL,
 // or the sentence when the options cannot run them (what sp_setup checks), sp_context_error's.
@@ -250,7 +258,7 @@ extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
 // ring with the block's, their keys are attended once, with the rank's own block, and never sent.
 // The ring-* bugs apply.
 Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int heads,
-                       const uint8_t *key_mask, const int32_t *seg, int front, unsigned bugs);
+                       const uint8_t *key_mask, const int32_t *seg, int front, BugMask bugs);
 // The R tokens every rank holds in front of its shard (sp.h's context) under a head-sharding exchange
 // over c (all_to_all.c): x (B, R + n, D) -> (B, R + P n, h dh), this rank's h heads' columns of
 // the front tokens taken from its own copy (no exchange), then every rank's tokens to the head

@@ -37,7 +37,7 @@ const char *budget_rank_memory(const TrainConfig *tc, int ranks, RankMemory *m, 
     if (why) return why;
     DiT shape;
     dit_layout(&shape, mc);
-    ps_split(&shape.ps, 0, tc->zero && ranks > 1 ? ranks : 1, tc->zero); // as ps_shard splits the store
+    ps_split(&shape.ps, 0, tc->parallel.zero && ranks > 1 ? ranks : 1, tc->parallel.zero); // as ps_shard splits the store
     const ParamStore *ps = &shape.ps;
     double R = sizeof(real), blocks = 0;
     for (int u = 0; u < ps->units; u++) blocks += ps->unit[u].scoped ? (double)ps->unit[u].piece : 0;
@@ -62,7 +62,7 @@ void budget_train_check(const TrainConfig *tc, int ranks, int node_ranks, char *
     double need = model + m.host + step, GiB = 1073741824.0, MiB = 1048576.0;
     char flags[64] = ""; // what frees memory and is not on yet
     if (!tc->parallel.recompute) strcat(flags, "add --recompute, ");
-    if (tc->zero < 3 && ranks > 1) strcat(flags, tc->parallel.recompute ? "add --zero 3, " : "--zero 3, ");
+    if (tc->parallel.zero < 3 && ranks > 1) strcat(flags, tc->parallel.recompute ? "add --zero 3, " : "--zero 3, ");
     if (tc->parallel.cuda) {
         Memory gpu = budget_memory(true, node_ranks);
         double device = model - m.ema / 2 + step; // no swap copy there

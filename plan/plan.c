@@ -51,7 +51,7 @@ PlanRow plan_predict(const TrainConfig *tc, int ranks, const SpOptions *o, bool 
                      const PlanRates *rates, const PlanLink *link, double memory) {
     TrainConfig run = *tc;
     run.parallel = *o;
-    run.parallel.recompute = recompute, run.zero = zero;
+    run.parallel.recompute = recompute, run.parallel.zero = zero;
     const DiTConfig *c = &tc->model;
     RankMemory need;
     char err[512];
@@ -353,7 +353,7 @@ void plan_choose(TrainConfig *tc, Comm *c) {
     Memory have = budget_memory(false, comm_node_size(c));
     int all = plan_rows(tc, c->size, &rates, &link, have.bytes / have.sharing, rows, MAX_ROWS), k = 0;
     for (int i = 0; i < all; i++) // the meshes with the run's own --recompute and --zero, in order
-        if (rows[i].recompute == tc->parallel.recompute && rows[i].zero == tc->zero) rows[k++] = rows[i];
+        if (rows[i].recompute == tc->parallel.recompute && rows[i].zero == tc->parallel.zero) rows[k++] = rows[i];
     if (!k || !rows[0].fits)
         usage_error("--sp-attention auto: no mesh of %d ranks %s; train/train plan --ranks %d shows "
                     "them", c->size, k ? "fits this machine's memory" : "can run this batch and model",
@@ -457,7 +457,7 @@ int plan_main(int argc, char **argv, Comm *c) {
                 else printf(" %s", pass[i]);
             printf(" %s%s%s\n", mesh_flags(&rows[0].parallel, mesh, sizeof mesh),
                    rows[0].recompute && !tc.parallel.recompute ? " --recompute" : "",
-                   rows[0].zero && !tc.zero ? (const char *[]){"", " --zero 1", " --zero 2", " --zero 3"}[rows[0].zero] : "");
+                   rows[0].zero && !tc.parallel.zero ? (const char *[]){"", " --zero 1", " --zero 2", " --zero 3"}[rows[0].zero] : "");
         }
     }
     free(pass);

@@ -107,20 +107,13 @@ const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *b
     return NULL;
 }
 
-void train_config_check_zero_bugs(const TrainConfig *tc) {
-    if ((tc->parallel.bugs & BUG_ZERO_OUTER_UNSUMMED) && tc->zero < 2)
-        usage_error("the zero-outer-grads-unsummed bug skips the reduce-scatter of the units outside the "
-                    "blocks, which --zero 2 and 3 run once backward is done; add --zero 2 or --zero 3");
-    if ((tc->parallel.bugs & BUG_ZERO_GRAD_AVERAGED) && !tc->zero)
-        usage_error("the zero-grad-averaged bug divides the gradients --zero sums; add --zero 1, 2 or 3");
+void train_config_check_bugs(const TrainConfig *tc, int ranks, bool model) {
+    char why[1024];
+    if (sp_bugs_error(&tc->parallel, model ? &tc->model : NULL, ranks, why, sizeof why)) usage_error("%s", why);
 }
 
 void train_config_check_text(const TrainConfig *tc) {
     const DiTConfig *m = &tc->model;
-    if (!m->text && (tc->parallel.bugs & BUG_TEXT_GRAD_UNSUMMED))
-        usage_error("the text-grad-unsummed bug leaves the text encoder's gradients unsummed; add --cond text");
-    if (!m->text && (tc->parallel.bugs & BUG_CROSS_KV_ALL_TO_ALL))
-        usage_error("the cross-kv-all-to-all bug exchanges the caption's cross-attention K/V; add --cond text");
     if (!m->text) return;
     if (tc->sample_sizes.n) usage_error("%s", TEXT_SAMPLE_SIZES);
     if (m->in_context)
@@ -208,7 +201,7 @@ bool train_config_parse(TrainConfig *tc, int argc, char **argv, int rank) {
         cfg_given = cfg_given || !strcmp(s->key, "cfg_scale");
     }
     if (resumed) check_resumed(&run, tc, resume);
-    tc->resumed_zero = run.zero;
+    tc->resumed_zero = run.parallel.zero;
     settle(tc, out_given, cfg_given);
     return true;
 }

@@ -18,8 +18,9 @@ void train_config_check_packs(const TrainConfig *tc);
 void train_config_check_text(const TrainConfig *tc);
 #define TEXT_SAMPLE_SIZES "--sample-sizes draws samples at mixed sizes for class labels; with --cond " \
     "text the samples are square (--input-size): leave out --sample-sizes"
-// The planted --zero bugs without the level they need: a usage error
-void train_config_check_zero_bugs(const TrainConfig *tc);
+// The injected bugs against what they need of the run on `ranks` ranks (sp_bugs_error; the model's
+// needs only when `model`: a probe's model is its checkpoint's): a usage error if one cannot run
+void train_config_check_bugs(const TrainConfig *tc, int ranks, bool model);
 // NULL when every --sample-sizes size fits model m: each side a multiple of the patch, at most
 // the tokens of --input-size; else the sentence
 const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *buf, size_t len);

@@ -156,20 +156,20 @@ static void format_device(const void *field, char *buf, size_t len) {
 
 // Bug names, comma-separated, or "none": each is added to the set (--inject-bug may repeat)
 static const char *parse_bugs(const Setting *s, void *field, const char *text, char *buf, size_t len) {
-    unsigned set = 0;
+    BugMask set = 0;
     for (const char *b = strcmp(text, "none") ? text : NULL; b;) {
         char name[64];
         size_t n = strcspn(b, ",");
         snprintf(name, sizeof name, "%.*s", (int)n, b);
-        unsigned bug = n < sizeof name ? bug_from_name(name) : 0;
+        BugMask bug = n < sizeof name ? bug_from_name(name) : 0;
         if (!bug) return unknown(s, "bug", n < sizeof name ? name : text, buf, len);
         set |= bug;
         b = b[n] ? b + n + 1 : NULL;
     }
-    *(unsigned *)field |= set;
+    *(BugMask *)field |= set;
     return NULL;
 }
-static void format_bugs(const void *field, char *buf, size_t len) { bug_list(*(const unsigned *)field, buf, len); }
+static void format_bugs(const void *field, char *buf, size_t len) { bug_list(*(const BugMask *)field, buf, len); }
 
 // Pixel sizes "HxW,HxW,...", or "" (none)
 static const char *parse_sizes(const Setting *s, void *field, const char *text, char *buf, size_t len) {
@@ -225,7 +225,7 @@ static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole n
     POS_NAME = {sizeof(DiTPos), AS_STRING, NULL, "a position kind", pos_names, parse_pos, format_pos},
     QK_NORM_NAME = {sizeof(DiTQKNorm), AS_STRING, NULL, "a QK-norm", qk_norm_names, parse_qk_norm, format_qk_norm},
     DEVICE_NAME = {sizeof(bool), AS_STRING, NULL, "a device", device_names, parse_device, format_device},
-    BUG_NAMES = {sizeof(unsigned), AS_STRING, NULL, "bug names", bug_names, parse_bugs, format_bugs},
+    BUG_NAMES = {sizeof(BugMask), AS_STRING, NULL, "bug names", bug_names, parse_bugs, format_bugs},
     SIZES_TEXT = {sizeof(SampleSizes), AS_STRING, NULL, "pixel sizes", NULL, parse_sizes, format_sizes},
     COND_NAME = {sizeof(bool), AS_STRING, NULL, "class or text", cond_names, parse_cond, format_cond},
     TEXT_ATTN_NAME = {sizeof(int), AS_STRING, NULL, "cross or joint", text_attn_names, parse_text_attn,
@@ -438,7 +438,7 @@ const Setting settings[] = {
      "keep the input of each block's attention and MLP halves only and run\n"
      "the half's forward again in backward: the activations of those inputs\n"
      "and of one half, the same gradients (bit for bit), one more forward"},
-    {"zero", "--zero", "STAGE", &INT_TEXT, OFF(zero), 0, 3,
+    {"zero", "--zero", "STAGE", &INT_TEXT, OFF(parallel.zero), 0, 3,
      FOR_TRAIN | FOR_PROBE | FOR_SAMPLE, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
      "1: ZeRO stage 1, each rank keeps the Adam moments of 1/ranks of the\n"
      "parameters (gradients reduce-scattered, parameters all-gathered);\n"
@@ -462,23 +462,7 @@ const Setting settings[] = {
      "of V (default {default}: 1, 2, 3, 4, 6 or 12 ranks per sequence group)"},
     {"injected_bugs", "--inject-bug", "NAME", &BUG_NAMES, OFF(parallel.bugs), 0, 0,
      PARALLEL, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
-     "reproduce a classic bug on purpose: local-kv, no-dkv-reduce-scatter,\n"
-     "no-grad-allreduce, no-pad-mask, wrong-restore (gather);\n"
-     "ring-wrong-merge, ring-dkv-not-returned, ring-stale-kv,\n"
-     "ring-block-delta (ring, hybrid);\n"
-     "no-dp-allreduce, same-data-all-dp (with --sp below the ranks);\n"
-     "accum-unweighted (with --grad-accum 2 or more); local-mean-loss,\n"
-     "loss-times-sp, shard-pos-embed, pad-mask-off-by-one (any layout);\n"
-     "lse-overflow (ring, hybrid; shows with --qkv-gain 10);\n"
-     "ulysses-replicated-kv (all-to-all, with --in-context);\n"
-     "pack-mask-crosses-images, pack-positions-from-shard (with --max-tokens);\n"
-     "text-grad-unsummed (with --cond text); rope-local-positions (--pos\n"
-     "rope), rope-pack-positions (--pos rope, --max-tokens); knorm-grad-early\n"
-     "(all-to-all, --qk-norm head or full), qk-norm-head-shard (all-to-all,\n"
-     "--qk-norm full); zero-outer-grads-unsummed (--zero 2 or 3),\n"
-     "zero-grad-averaged (--zero 1 to 3);\n"
-     "cross-kv-all-to-all (all-to-all, --cond text),\n"
-     "ring-text-every-step (ring, hybrid, --text-attn joint)"},
+     "reproduce a classic bug on purpose (repeatable; where each runs):\n{bugs}"},
     {"device", "--device", "cpu|cuda", &DEVICE_NAME, OFF(parallel.cuda), 0, 0,
      FOR_ALL, NOT_COMPARED | AGREED, device_check, NULL,
      "where the step runs (default {default}); cuda: each rank on GPU local rank\n"
@@ -570,12 +554,16 @@ const Setting *settings_flag(TrainConfig *tc, unsigned command, int argc, char *
 }
 
 // The help text of s with {default} and {names} filled in, into buf
+// A flag's help text with its values filled in: {default}, {names} (its kind's), {bugs} (each bug
+// and where it runs, HELP_WIDTH characters a line)
+enum { HELP_LEN = 4096, HELP_WIDTH = 68 };
 static void help_text(const Setting *s, char *buf, size_t len) {
     size_t n = 0;
     for (const char *h = s->help; *h && n < len;) {
-        char value[PATH_LEN];
+        char value[HELP_LEN];
         if (!strncmp(h, "{default}", 9)) setting_text(s, defaults(), value, sizeof value), h += 9;
         else if (!strncmp(h, "{names}", 7)) snprintf(value, sizeof value, "%s", s->kind->names()), h += 7;
+        else if (!strncmp(h, "{bugs}", 6)) bug_help(value, sizeof value, HELP_WIDTH), h += 6; // inject.c's table
         else {
             buf[n++] = *h++;
             continue;
@@ -590,7 +578,7 @@ void settings_help(FILE *f, unsigned command) {
         const Setting *s = &settings[i];
         if (!s->flag || !(s->commands & command)) continue;
         if (s->section && command == FOR_TRAIN) fprintf(f, "\n%s:\n", s->section);
-        char left[64], text[1024];
+        char left[64], text[HELP_LEN];
         snprintf(left, sizeof left, "%s%s%s", s->flag, s->arg ? " " : "", s->arg ? s->arg : "");
         help_text(s, text, sizeof text);
         fprintf(f, "  %-21s ", left);

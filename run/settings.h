@@ -37,8 +37,6 @@ typedef struct TrainConfig {
     int threads; // BLAS threads per rank; 0 = cores / ranks
     int max_tokens; // --max-tokens: rows pack a folder's images at their own sizes (0: square)
     double text_dropout; // --text-dropout: a caption replaced by the empty one, for guidance
-    int zero;    // --zero: 1 = the Adam moments sharded over every rank (ZeRO stage 1), 2 = the
-                 // gradients too (stage 2); 0 = whole
     SpOptions parallel; // the layout, the groups and the injected bugs (parallel/sp.h)
     int ranks;          // the run's world size (config.json only: mpirun -np chooses it)
     int resumed_zero;   // --resume: the --zero the run saved under (its config.json's; not a setting)

@@ -56,9 +56,17 @@ static void help(void) {
            "  1 when the probe's one step differs at all, else the first step whose loss differs.\n"
            "  Exit 0 when the correct code agrees and every bug is caught (under --exact: at step 1),\n"
            "  but a bug that is right in exact arithmetic (cross-kv-all-to-all: only its rounding\n"
-           "  differs), which must agree within the tolerances unless --exact; 1 otherwise.\n"
-           "  These flags go to every training and probe run:\n",
+           "  differs), which must agree within the tolerances unless --exact; 1 otherwise.\n",
            COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
+    char list[4096];
+    printf("  The bugs, and where each runs:\n");
+    bug_help(list, sizeof list, 86);
+    for (const char *line = list; *line;) {
+        int n = (int)strcspn(line, "\n");
+        printf("    %.*s\n", n, line);
+        line += n + (line[n] == '\n');
+    }
+    printf("  These flags go to every training and probe run:\n");
     settings_help(stdout, FOR_BUGS);
     printf(EVERY_COMMAND_HELP);
 }
@@ -87,7 +95,7 @@ typedef struct Row {
 static void layout_flags(const BugInfo *b, const char *flags, int ranks, char *buf, size_t len) {
     buf[0] = 0;
     if (!b) return;
-    if (b->layout == BUG_DATA_PARALLEL) snprintf(buf, len, "--sp %d", ranks % 2 ? 1 : ranks / 2);
+    if (b->needs & NEED_DATA_PARALLEL) snprintf(buf, len, "--sp %d", ranks % 2 ? 1 : ranks / 2);
     else if (b->layout >= 0 && b->layout != SP_GATHER)
         snprintf(buf, len, "--sp-attention %s", seq_attention_name((SeqAttention)b->layout));
     if (flags[0]) snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", flags);
@@ -333,7 +341,7 @@ static void write_plot(const Row *rows, int n, int ranks, const char *path) {
 // A bug's rows: none for the pack bugs (the shapes data has no packs; test_parallel catches
 // them), and with --regimes a second one where it hides
 static int rows_of(const BugInfo *b, bool regimes) {
-    return b->layout == BUG_PACKS ? 0 : 1 + (regimes && b->hides);
+    return (b->needs & NEED_PACKS) ? 0 : 1 + (regimes && b->hides);
 }
 
 // The bug is one of the run's: every bug, or the one --bug names
@@ -360,7 +368,7 @@ int bugs_main(int argc, char **argv) {
             usage_error("bugs: unknown argument '%s'", argv[i]);
     }
     if (only) { // a bug of the catalogue that has a row here
-        unsigned flag = bug_from_name(only);
+        BugMask flag = bug_from_name(only);
         const BugInfo *b = NULL;
         for (int i = 0; flag && bug_info(i); i++) b = bug_info(i)->flag == flag ? bug_info(i) : b;
         if (!b) usage_error("--bug %s: no such bug; the bugs: %s", only, bug_names());
@@ -450,13 +458,13 @@ int bugs_main(int argc, char **argv) {
             failed = true;
             break;
         }
-        bool shows = r->bug && !((r->bug->flag & BUGS_ROUNDING) && !shared.parallel.exact); // beyond the tolerances
+        bool shows = r->bug && !(r->bug->exact_only && !shared.parallel.exact); // beyond the tolerances
         ok = ok && (r->hidden || (shows ? caught(r) && (!shared.parallel.exact || exact_step(r) == 1)
                                         : !caught(r)));
         if (!regimes) continue;
         snprintf(reg[i].name, sizeof reg[i].name, "%s", r->name);
         snprintf(reg[i].flags, sizeof reg[i].flags, "%s", r->layout);
-        reg[i].bug = r->bug, reg[i].hidden = r->hidden, reg[i].rounding = r->bug && (r->bug->flag & BUGS_ROUNDING);
+        reg[i].bug = r->bug, reg[i].hidden = r->hidden, reg[i].rounding = r->bug && r->bug->exact_only;
         regimes_measure(&reg[i], dir, r->ref->dir, dumped(r->layout));
     }
     if (failed) {

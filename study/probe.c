@@ -113,7 +113,7 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
                     "brings its own (a batch of packs has a 'pack' tensor): leave them out");
     if (a->make_batch) a->batch = "";
     if (!a->ckpt || !a->batch || !a->out) usage_error("probe needs --ckpt, --batch and --out");
-    train_config_check_zero_bugs(&a->run);
+    train_config_check_bugs(&a->run, c->size, false); // the model's needs: once the checkpoint is read
     if (a->dump && a->make_batch) usage_error("probe --make-batch writes a batch; leave out --dump-tape");
     if (a->dump && a->run.parallel.grad_accum > 1)
         usage_error("probe --dump-tape dumps one micro-batch; drop --grad-accum");
@@ -326,7 +326,7 @@ int probe_main(int argc, char **argv, Comm *c) {
 
     // forward and backward of this rank's shard of its data group's images, then the sums over
     // ranks, and the data group's output images
-    if (a.run.zero && c->size > 1) sp_split_store(&sp, &m.ps, a.run.zero); // as training: split, then read
+    if (a.run.parallel.zero && c->size > 1) sp_split_store(&sp, &m.ps, a.run.parallel.zero); // as training: split, then read
     dit_alloc(&m, false, false);
     if (ckpt_load_values(&m, &ck, a.ckpt, true, false, err, sizeof err)) usage_error("--ckpt: %s", err);
     st_free(&ck);

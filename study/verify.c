@@ -109,7 +109,7 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     if (!train_config_parse(&tc, np, pass, 0)) return false;
     train_config_check_packs(&tc);
     train_config_check_text(&tc);
-    train_config_check_zero_bugs(&tc);
+    train_config_check_bugs(&tc, ranks, true);
     if (ref_steps > tc.steps)
         usage_error("--reference-steps %d is more than the %d steps of the run it checks; pass at "
                     "most --steps", ref_steps, tc.steps);

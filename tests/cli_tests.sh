@@ -274,8 +274,8 @@ expect_usage "--ulysses-degree 4 splits the 2 heads over 4 ranks, fewer heads th
 expect_usage "--ulysses-degree 3 must divide the 4 sequence-parallel ranks; pick a divisor of 4" $SMALL --sp-attention hybrid --ulysses-degree 3
 expect_usage "--sp-attention hybrid needs --ulysses-degree U" $SMALL --sp-attention hybrid
 expect_usage "--ulysses-degree applies to --sp-attention hybrid only" $SMALL --ulysses-degree 2
-expect_usage "the no-dp-allreduce bug needs data parallelism" $SMALL --inject-bug no-dp-allreduce
-expect_usage "the accum-unweighted bug needs micro-batches: pass --grad-accum K with K >= 2" $SMALL --inject-bug accum-unweighted
+expect_usage "the no-dp-allreduce bug sums the gradients within the sequence group only; it needs data parallelism: pass --sp N" $SMALL --inject-bug no-dp-allreduce
+expect_usage "the accum-unweighted bug weighs every micro-batch's mean 1/K; it needs micro-batches: pass --grad-accum K with K >= 2" $SMALL --inject-bug accum-unweighted
 expect_usage "--grad-accum 3 is more than the 2 images of each data group (the batch of 8 over 4 groups)" $SMALL --sp 1 --grad-accum 3
 TRAIN=$TRAIN_REAL
 # a run folder that already holds a run is not overwritten: the new run is refused, the old intact
@@ -725,7 +725,7 @@ expect_usage "--max-tokens 65 is above the 64 tokens of --input-size 16" $PACKS 
 expect_usage "probe --data and --max-tokens choose the images of --make-batch" probe --ckpt "$ckpt" --batch "$WORK/packs-batch.safetensors" --max-tokens 40
 expect_usage "--sample-sizes 5x4: each side must be a multiple of the patch 2; pass e.g. 6x4" $PACKS --sample-sizes 5x4
 expect_usage "--sample-sizes 32x16 has 32 tokens, more than the 16 of --input-size 16 (patch 4)" --input-size 16 --sample-sizes 32x16
-expect_usage "the pack-mask-crosses-images bug needs packs of images of different sizes" --inject-bug pack-mask-crosses-images
+expect_usage "the pack-mask-crosses-images bug lets the images of a pack attend to each other; it needs packs of images of different sizes" --inject-bug pack-mask-crosses-images
 
 # a learn_sigma checkpoint's own probe batch (its target: the velocity's channels, as training's)
 # probes on 2 ranks; the probe once wanted every output channel of it

@@ -678,6 +678,43 @@ START_TEST(settings_table_is_consistent) {
 }
 END_TEST
 
+// The bug table: one row for each flag, one bit each, every bit of BUG_COUNT; each row says what
+// it does and needs only needs the needs' table has, each with where it shows and its fix; and
+// the --help lists, made from the table, name every bug (train, probe and bugs)
+static int train_help(int argc, char **argv);
+static int probe_help(int argc, char **argv);
+START_TEST(bug_table_covers_every_flag) {
+    BugMask all = 0;
+    int rows = 0;
+    for (const BugInfo *b; (b = bug_info(rows)); rows++) {
+        ck_assert_msg(b->flag && !(b->flag & (b->flag - 1)), "%s: not one bit", b->name);
+        ck_assert_msg(!(all & b->flag), "%s: a bit of another row", b->name);
+        ck_assert_msg(bug_from_name(b->name) == b->flag, "%s: found by its name", b->name);
+        ck_assert_msg(b->does && b->does[0] && b->flags, "%s: no text of what it does", b->name);
+        ck_assert_msg(!(b->needs >> NEEDS), "%s: a need the needs' table lacks", b->name);
+        all |= b->flag;
+    }
+    ck_assert_int_eq(rows, BUG_COUNT);
+    ck_assert_msg(all == BUG_BIT(BUG_COUNT) - 1, "the bits are not the first BUG_COUNT");
+    unsigned needs = 0;
+    for (int k = 0; bug_need(k); k++) {
+        ck_assert_msg(bug_need(k)->where && bug_need(k)->fix, "need %d: no text", k);
+        needs |= bug_need(k)->need;
+    }
+    ck_assert_uint_eq(needs, (1u << NEEDS) - 1);
+    static int (*const helps[])(int, char **) = {train_help, probe_help, bugs_main};
+    for (size_t c = 0; c < sizeof helps / sizeof *helps; c++) {
+        char out[32768];
+        ck_assert_int_eq(captured(out, sizeof out, helps[c], 1, (char *[]){"--help", NULL}), 0);
+        for (int i = 0; bug_info(i); i++) {
+            char named[64];
+            snprintf(named, sizeof named, "%s (", bug_info(i)->name);
+            ck_assert_msg(strstr(out, named), "--help of command %zu does not list %s", c, bug_info(i)->name);
+        }
+    }
+}
+END_TEST
+
 static Comm rank0 = {.rank = 0, .size = 1};
 static int train_help(int argc, char **argv) {
     TrainConfig tc;
@@ -1032,9 +1069,9 @@ START_TEST(budget_knows_recompute_and_zero) {
     char err[512];
     RankMemory whole, zero, recompute;
     ck_assert(!budget_rank_memory(&tc, 4, &whole, err, sizeof err));
-    tc.zero = 1;
+    tc.parallel.zero = 1;
     ck_assert(!budget_rank_memory(&tc, 4, &zero, err, sizeof err));
-    tc.zero = 0, tc.parallel.recompute = true;
+    tc.parallel.zero = 0, tc.parallel.recompute = true;
     ck_assert(!budget_rank_memory(&tc, 4, &recompute, err, sizeof err));
     DiT m;
     dit_layout(&m, &tc.model);
@@ -1083,6 +1120,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, regimes_errors_by_formula);
     tcase_add_test(tc, settings_table_is_consistent);
     tcase_add_test(tc, settings_help_lists_exactly_the_rows);
+    tcase_add_test(tc, bug_table_covers_every_flag);
     tcase_add_test(tc, settings_resume_round_trip);
     tcase_add_test(tc, settings_resume_earlier_config);
     tcase_add_test(tc, settings_compare_ignores_exactly_its_rows);

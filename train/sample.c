@@ -488,7 +488,7 @@ int sample_main(int argc, char **argv, Comm *c) {
     SeqParallel sp;
     tc.parallel.packs = tc.sample_sizes.n > 0; // its sequences are packs then
     sp_setup(&sp, c, c->size, c->rank, &tc.parallel, &m.cfg);
-    if (tc.zero && c->size > 1) sp_split_store(&sp, &m.ps, tc.zero); // a block gathered as it opens
+    if (tc.parallel.zero && c->size > 1) sp_split_store(&sp, &m.ps, tc.parallel.zero); // a block gathered as it opens
     dit_alloc(&m, false, false);
     if (ckpt_load_values(&m, &ck, path, true, false, err, sizeof err)) usage_error("%s", err);
     st_free(&ck);

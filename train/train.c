@@ -72,7 +72,7 @@ static void resume_run(Run *r, bool split) {
                         tc->resume, dit_config_key(i), a, b);
     }
     int model_step = ckpt_step(model, err, sizeof err);
-    if (split) sp_split_store(&r->sp, &r->m.ps, tc->zero);
+    if (split) sp_split_store(&r->sp, &r->m.ps, tc->parallel.zero);
     dit_alloc(&r->m, false, tc->ema > 0);
     path_in(path, sizeof path, tc->resume, "optimizer.safetensors");
     if (ckpt_load_optimizer(&r->m.ps, &r->opt, r->run_text, path, err, sizeof err))
@@ -137,11 +137,11 @@ static void start_run(Run *r) {
     r->opt = adamw_default(tc->lr);
     r->opt.weight_decay = tc->weight_decay;
     r->opt.clip_norm = tc->clip_norm;
-    bool split = tc->zero && r->comm->size > 1; // before the device
+    bool split = tc->parallel.zero && r->comm->size > 1; // before the device
     if (tc->resume[0] && recover_run(r)) resume_run(r, split);
     else { // split before any memory is taken, initialised a unit at a time: never the whole model
         dit_layout(&r->m, &tc->model);
-        if (split) sp_split_store(&r->sp, &r->m.ps, tc->zero);
+        if (split) sp_split_store(&r->sp, &r->m.ps, tc->parallel.zero);
         dit_alloc(&r->m, false, tc->ema > 0);
         dit_init(&r->m, tc->seed, tc->qkv_gain);
     }
@@ -247,10 +247,10 @@ static void print_start(const Run *r, size_t params, int first) {
     if (first) snprintf(steps, sizeof steps, "steps %d..%d", first, tc->steps);
     else snprintf(steps, sizeof steps, "steps from the checkpoint's to %d", tc->steps);
     char zero[96] = "";
-    if (tc->zero) snprintf(zero, sizeof zero, ", zero %d", tc->zero);
-    if (tc->resume[0] && tc->resumed_zero != tc->zero) // the files are whole: each rank takes its share
+    if (tc->parallel.zero) snprintf(zero, sizeof zero, ", zero %d", tc->parallel.zero);
+    if (tc->resume[0] && tc->resumed_zero != tc->parallel.zero) // the files are whole: each rank takes its share
         snprintf(zero + strlen(zero), sizeof zero - strlen(zero), "%s (the run saved under --zero %d; "
-                 "its state %s)", tc->zero ? "" : ", zero 0", tc->resumed_zero, tc->zero ? "split anew" : "whole again");
+                 "its state %s)", tc->parallel.zero ? "" : ", zero 0", tc->resumed_zero, tc->parallel.zero ? "split anew" : "whole again");
     print0(c, "%s%s: %zu parameters, %d tokens per %s; %d rank%s: %s%s (%d tokens each, padded to "
            "%d); batch %d, %s, %s -> %s\n", dry_run ? "dry run: " : "", tc->preset, params,
            tc->max_tokens ? tc->max_tokens : dit_tokens(&tc->model),
@@ -290,7 +290,7 @@ static void setup(Run *r) {
     }
     train_config_check_packs(tc);
     train_config_check_text(tc);
-    train_config_check_zero_bugs(tc);
+    train_config_check_bugs(tc, c->size, true);
     if (!dry_run_missing("--data", data_procedural(tc->data) ? NULL : tc->data, c->rank == 0) &&
         data_open(&r->data, tc->data, tc->model.input_size, dit_frames(&tc->model), tc->model.in_channels,
                   tc->model.num_classes, err, sizeof err))

@@ -99,7 +99,7 @@ static void random_batch(Arena *a, Tensor **x, Tensor **t, Tensor **target, int6
 }
 
 // Options of a layout with injected bugs over every rank
-static SpOptions options(SeqAttention layout, unsigned bugs) {
+static SpOptions options(SeqAttention layout, BugMask bugs) {
     SpOptions o = sp_options_default();
     o.layout = layout, o.bugs = bugs;
     return o;
@@ -117,7 +117,7 @@ static bool init_mesh(SeqParallel *sp, const SpOptions *o) {
 }
 
 // (hybrid: all-to-all over pairs of ranks where the rank count is even)
-static bool init_sp(SeqParallel *sp, SeqAttention layout, unsigned bugs) {
+static bool init_sp(SeqParallel *sp, SeqAttention layout, BugMask bugs) {
     SpOptions o = options(layout, bugs);
     if (layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
     return init_mesh(sp, &o);
@@ -221,7 +221,7 @@ static const char *injected[] = {"local-kv", "no-dkv-reduce-scatter", "no-grad-a
                                  "loss-times-sp", "shard-pos-embed", "pad-mask-off-by-one"};
 
 START_TEST(injected_bug_is_caught) {
-    unsigned bug = bug_from_name(injected[_i]);
+    BugMask bug = bug_from_name(injected[_i]);
     bool padded = dit_tokens(&cfg) % comm.size != 0;
     if (comm.size == 1 || ((bug == BUG_NO_PAD_MASK || bug == BUG_PAD_MASK_OFF_BY_ONE) && !padded)) {
         if (comm.rank == 0) printf("bug %-22s cannot show with %d ranks and 9 tokens: skipped\n", injected[_i], comm.size);
@@ -323,7 +323,7 @@ START_TEST(video_options_match_single_rank) {
     // the bugs, where they live: rotary positions from the local index (any layout), the k-norm's
     // gradient taken early and the full norm over a rank's heads (all-to-all; the latter on 12
     // heads, which 1 to 4 ranks divide)
-    static const struct { unsigned bug; DiTQKNorm qk; SeqAttention at; } bugs[] = {
+    static const struct { BugMask bug; DiTQKNorm qk; SeqAttention at; } bugs[] = {
         {BUG_ROPE_LOCAL_POSITIONS, DIT_QK_NONE, SP_GATHER}, {BUG_KNORM_GRAD_EARLY, DIT_QK_HEAD, SP_ALL_TO_ALL},
         {BUG_QK_NORM_HEAD_SHARD, DIT_QK_FULL, SP_ALL_TO_ALL}};
     for (size_t k = 0; k < sizeof bugs / sizeof *bugs && comm.size > 1; k++) {
@@ -334,7 +334,7 @@ START_TEST(video_options_match_single_rank) {
         SpOptions o = options(layout, bugs[k].bug);
         if (layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
         char err[256], name[64];
-        ck_assert_msg(!sp_model_bugs_error(&o, &cfg, comm.size, err, sizeof err), "%s", err);
+        ck_assert_msg(!sp_bugs_error(&o, &cfg, comm.size, err, sizeof err), "%s", err);
         double e_out, e_grad;
         mesh_vs_single(&o, &e_out, &e_grad);
         if (comm.rank == 0)
@@ -510,7 +510,7 @@ static const DiTPack pack4 = {.B = 4, .T = 19, .n = 10,
 // pack4 (its micro-batches, the sums over every rank) gives the loss and gradients of one rank
 // with the whole pack; weighting each micro-batch 1/K (accum-unweighted) is caught
 START_TEST(packs_over_meshes_match_single_rank) {
-    static const struct { int groups, accum; SeqAttention layout; unsigned bugs; } meshes[] = {
+    static const struct { int groups, accum; SeqAttention layout; BugMask bugs; } meshes[] = {
         {1, 2, SP_RING, 0}, {2, 1, SP_GATHER, 0}, {2, 2, SP_ALL_TO_ALL, 0},
         {1, 2, SP_GATHER, BUG_ACCUM_UNWEIGHTED}};
     cfg = pack_cfg;
@@ -562,7 +562,7 @@ START_TEST(ring_matches_single_rank) {
                dit_tokens(&cfg), e_out, e_grad);
     ck_assert_double_le(e_out, OUT_TOL);
     ck_assert_double_le(e_grad, GRAD_TOL);
-    const unsigned bugs[] = {BUG_RING_WRONG_MERGE, BUG_RING_DKV_NOT_RETURNED, BUG_RING_STALE_KV,
+    const BugMask bugs[] = {BUG_RING_WRONG_MERGE, BUG_RING_DKV_NOT_RETURNED, BUG_RING_STALE_KV,
                              BUG_RING_BLOCK_DELTA, BUG_NO_PAD_MASK};
     for (int i = 0; i < 5 && comm.size > 1; i++) {
         if (bugs[i] == BUG_NO_PAD_MASK && dit_tokens(&cfg) % comm.size == 0) continue;
@@ -730,7 +730,7 @@ START_TEST(in_context_matches_single_rank) {
     cfg = _i ? configs[2] : configs[0];
     cfg.in_context = true;
     for (SeqAttention layout = SP_GATHER; layout <= SP_ALL_TO_ALL; layout++)
-        for (unsigned bug = 0; bug <= BUG_ULYSSES_REPLICATED_KV; bug += BUG_ULYSSES_REPLICATED_KV) {
+        for (BugMask bug = 0; bug <= BUG_ULYSSES_REPLICATED_KV; bug += BUG_ULYSSES_REPLICATED_KV) {
             if ((layout == SP_ALL_TO_ALL && cfg.num_heads < comm.size) ||
                 (bug && (layout != SP_ALL_TO_ALL || comm.size == 1)))
                 continue;
@@ -1063,7 +1063,7 @@ START_TEST(meshes_match_single_rank) {
             printf("%s, 225 tokens: output rel err %.2e, worst gradient %.2e\n", text, e_out, e_grad);
         ck_assert_double_le(e_out, OUT_TOL);
         ck_assert_double_le(e_grad, GRAD_TOL);
-        const unsigned bugs[] = {BUG_NO_DP_ALLREDUCE, BUG_SAME_DATA_ALL_DP, BUG_RING_WRONG_MERGE};
+        const BugMask bugs[] = {BUG_NO_DP_ALLREDUCE, BUG_SAME_DATA_ALL_DP, BUG_RING_WRONG_MERGE};
         for (int j = 0; j < 3; j++) {
             o.bugs = bugs[j];
             int ring = o.layout == SP_HYBRID ? o.sp / o.ulysses : o.layout == SP_RING ? o.sp : 1;
