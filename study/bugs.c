@@ -36,6 +36,7 @@ static TrainConfig shared; // the settings every run of the catalogue gets (sett
 
 static void help(void) {
     printf("usage: train/train bugs [--ranks N] [--steps S] [--out DIR] [--bug NAME] [--regimes] [flags]\n"
+           "       train/train bugs --list\n"
            "  The catalogue of injectable sequence-parallel bugs: for the correct code and for every\n"
            "  bug (--inject-bug), a training run of S steps (default 30) on N ranks (default 4) in the\n"
            "  layout the bug lives in, compared with one rank: the first step whose loss differs by\n"
@@ -51,6 +52,7 @@ static void help(void) {
            "  only, finite gradients, bf16 tolerances, ...): a table of which regime catches which\n"
            "  bug, with every measured error, in DIR/regimes.md, .csv and .png.\n"
            "  --bug NAME runs the correct code and that bug's row alone (the names: --inject-bug's).\n"
+           "  --list prints the table of the bugs (docs/bugs.md holds it) and runs nothing.\n"
            "  It starts its own ranks with mpirun: run it without mpirun.\n"
            "  With --exact every difference counts, and a column gives the step that flags each bug:\n"
            "  1 when the probe's one step differs at all, else the first step whose loss differs.\n"
@@ -352,6 +354,22 @@ static void free_rows(Row *rows, int n, RegimeRow *reg) {
     free(rows), free(reg);
 }
 
+// --list: the table of the bugs, made from inject.c's (docs/bugs.md holds it; docs_check.py holds
+// the two alike)
+static void list(void) {
+    printf("| bug | where it runs | what the code then does | reproduces | caught by |\n"
+           "| --- | --- | --- | --- | --- |\n");
+    const BugInfo *b;
+    for (int i = 0; (b = bug_info(i)); i++) {
+        char where[160];
+        printf("| `%s` | %s | %s | %s | %s%s%s |\n", b->name, bug_where(b, where, sizeof where), b->does,
+               b->report ? b->report : "this project's own",
+               b->exact_only ? "`--exact` alone: only its rounding differs"
+               : rows_of(b, false) ? "`verify` and `train bugs`" : "`test_parallel` (`train bugs` has no packs)",
+               b->hides ? "; hides with " : "", b->hides ? (b->hides[0] ? b->hides : "small logits") : "");
+    }
+}
+
 int bugs_main(int argc, char **argv) {
     int ranks = 4, steps = 30;
     bool regimes = false;
@@ -364,6 +382,7 @@ int bugs_main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
         else if (!strcmp(argv[i], "--regimes")) regimes = true;
         else if (!strcmp(argv[i], "--bug")) only = flag_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--list")) return list(), 0;
         else if (!settings_flag(&shared, FOR_BUGS, argc, argv, &i))
             usage_error("bugs: unknown argument '%s'", argv[i]);
     }

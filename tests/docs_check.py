@@ -7,7 +7,9 @@ empty). And every flag the docs name in code
 (`--something`, in blocks and inline) must appear in the program's --help or a subcommand's,
 but for mpirun's own options and a Python script's (a line or span running python, torchrun or
 a *.py). Examples with --device cuda run only where a GPU is (a
-"skipped:" line says how many did not); their flags are checked all the same. Prints each failure with its file and line; exits 1 on any.
+"skipped:" line says how many did not); their flags are checked all the same. And a table the
+program prints (GENERATED: `train/train bugs --list`, the table of the bugs) must stand in its page
+as printed. Prints each failure with its file and line; exits 1 on any.
 
 usage: tests/docs_check.py TRAIN_BINARY [ROOT]    check ROOT's README.md and docs/ (default .)
        tests/docs_check.py TRAIN_BINARY --self-test  also show that a doc example with a misspelt
@@ -26,6 +28,8 @@ SUBCOMMANDS = ["probe", "sample", "plan", "compare", "verify", "bugs", "locate"]
 MPIRUN_OPTIONS = {"--oversubscribe", "--allow-run-as-root", "--bind-to", "--map-by", "--mca",
                   "--host", "--hostfile", "--np"}
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+# tables the program prints, each with the page that holds it whole
+GENERATED = [(["bugs", "--list"], "docs/bugs.md")]
 
 
 def doc_files(root):
@@ -128,6 +132,12 @@ def check(train, root):
                 if rc != 0:
                     failures.append(f"{name}:{n}: `{command}` --dry-run exited {rc}: "
                                     f"{out.splitlines()[0] if out else ''}")
+        for args, page in GENERATED:
+            path = os.path.join(root, page)
+            table = subprocess.run([train] + args, capture_output=True, text=True).stdout
+            if os.path.exists(path) and (not table or table not in open(path, encoding="utf-8").read()):
+                failures.append(f"{page}: does not hold `train/train {' '.join(args)}`'s table as it prints "
+                                f"it: paste it there again")
         written = [os.path.join(d, f) for d, _, files in os.walk(work) for f in files]
         written += [d for d, subdirs, files in os.walk(work) if d != work]
         if written:  # a dry run writes nothing
@@ -139,16 +149,22 @@ def check(train, root):
 
 
 def self_test(train, root):
-    """a doc example with a misspelt flag, in a copy of the docs: the check must fail on it"""
+    """a doc example with a misspelt flag, and the bug table with a row's text changed, in a copy
+    of the docs: the check must fail on both"""
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, "docs"))
         with open(os.path.join(tmp, "README.md"), "w") as f:
             f.write("# planted\n```\ntrain/train --stpes 10 --out runs/x\n```\n")
+        table = subprocess.run([os.path.abspath(train), "bugs", "--list"], capture_output=True, text=True).stdout
+        with open(os.path.join(tmp, "docs", "bugs.md"), "w") as f:
+            f.write(table.replace("attends only to the local keys", "attends to the local keys"))
         ran, failures = check(train, tmp)
     caught = [f for f in failures if "--stpes" in f]
+    stale = [f for f in failures if "bugs --list" in f]
     print("planted `train/train --stpes 10` in a README: " +
           (f"caught ({len(caught)} failures: {caught[0]}; ...)" if caught else "NOT caught"))
-    return len(caught) == 2  # the unknown flag in --help and the example's exit 2
+    print("planted a bug table with one row's text changed: " + (f"caught ({stale[0]})" if stale else "NOT caught"))
+    return len(caught) == 2 and len(stale) == 1  # the unknown flag in --help and the example's exit 2
 
 
 def main():

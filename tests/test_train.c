@@ -730,7 +730,7 @@ START_TEST(settings_help_lists_exactly_the_rows) {
 #define EVERY " --dry-run --check-collectives --collective-timeout " // EVERY_COMMAND_HELP's
         {FOR_TRAIN, train_help, EVERY},
         {FOR_PROBE, probe_help, " --ckpt --batch --out --dump-tape --make-batch" EVERY},
-        {FOR_SAMPLE, sample_help, " --prompt" EVERY}, {FOR_BUGS, bugs_main, " --regimes --bug" EVERY}};
+        {FOR_SAMPLE, sample_help, " --prompt" EVERY}, {FOR_BUGS, bugs_main, " --regimes --bug --list" EVERY}};
 #undef EVERY
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
         char out[16384];
