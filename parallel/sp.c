@@ -62,7 +62,7 @@ const char *sp_exact_error(const SpOptions *o, char *buf, size_t len) {
 // What a run's settings give the bugs' needs (`known`: the NEED_* filled; a need not known is not
 // checked)
 typedef struct BugRun {
-    int layout; // SeqAttention
+    int layout; // SeqAttention; SP_AUTO: the planner's pick, each layout asked again
     unsigned known;
     int dp, grad_accum, zero, heads, P;
     bool packs, text, joint, in_context, rope, qk_norm, qk_full;
@@ -114,7 +114,7 @@ static const char *bugs_refusal(BugMask set, const BugRun *r, char *buf, size_t 
     for (int i = 0; (b = bug_info(i)); i++) {
         if (!(set & b->flag)) continue;
         int at = b->layout;
-        if (at >= 0 && at != r->layout && !(at == SP_RING && r->layout == SP_HYBRID)) {
+        if (at >= 0 && r->layout != SP_AUTO && at != r->layout && !(at == SP_RING && r->layout == SP_HYBRID)) {
             const char *name = seq_attention_name((SeqAttention)at);
             return snprintf(buf, len, "the %s bug lives in the %s layout; inject it with "
                             "--sp-attention %s", b->name, name, name), buf;

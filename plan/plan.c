@@ -4,6 +4,7 @@
 #include "../kernels/kernels.h"
 #include "../parallel/autograd_collectives.h"
 #include "budget.h"
+#include "../run/allowed.h"
 #include "../run/flags.h"
 #include "../core/timing.h"
 #include <math.h>
@@ -121,22 +122,19 @@ static int better(const void *a, const void *b) {
 
 // The meshes over P ranks per sequence group: each layout, hybrid with every U that divides P
 // strictly between 1 and P (U = 1 is the ring, U = P the all-to-all); one rank needs no layout.
-// Those the model cannot run (in-context conditioning: gather and all-to-all only) are left out.
+// Those that training would refuse (run_refusal: in-context conditioning runs gather and
+// all-to-all only, a bug its own layout, ...) are left out.
 static int meshes(const TrainConfig *tc, int ranks, int P, SpOptions *out, int max) {
     int k = 0;
-    char err[512];
     for (int a = 0; a < SP_LAYOUTS && k < max; a++)
         for (int U = a == SP_HYBRID ? 2 : 0; U <= (a == SP_HYBRID ? P - 1 : 0) && k < max; U++) {
-            SpOptions o = tc->parallel;
-            o.sp = P, o.layout = (SeqAttention)a, o.ulysses = U;
-            SeqParallel sp;
+            TrainConfig run = *tc;
+            run.parallel.sp = P, run.parallel.layout = (SeqAttention)a, run.parallel.ulysses = U;
+            char why[1024];
             if ((a == SP_HYBRID && P % U) || (P == 1 && a != SP_GATHER) ||
-                sp_context_error(&o, &tc->model, err, sizeof err) ||
-                sp_init(&sp, NULL, ranks, 0, &o, dit_tokens(&tc->model), tc->model.num_heads, err, sizeof err))
+                run_refusal(&run, FOR_TRAIN, ranks, why, sizeof why))
                 continue;
-            char why[256];
-            if (!sp_batch_slice(&sp, tc->batch, &(int){0}, &(int){0}, why, sizeof why)) out[k++] = o;
-            sp_free(&sp);
+            out[k++] = run.parallel;
         }
     return k;
 }
@@ -150,12 +148,13 @@ int plan_rows(const TrainConfig *tc, int ranks, const PlanRates *rates, const Pl
         int m = meshes(tc, ranks, P, o, 64);
         for (int i = 0; i < m; i++)
             for (size_t j = 0; j < sizeof memory_options / sizeof *memory_options && k < max; j++) {
-                SpOptions with = o[i];
-                with.recompute = memory_options[j].recompute;
-                char err[512];
-                // on one rank --zero changes nothing; in-context conditioning has no --recompute
-                if ((ranks > 1 || !memory_options[j].zero) &&
-                    !sp_context_error(&with, &tc->model, err, sizeof err))
+                TrainConfig run = *tc;
+                run.parallel = o[i];
+                run.parallel.recompute = memory_options[j].recompute, run.parallel.zero = memory_options[j].zero;
+                char err[1024];
+                // on one rank --zero changes nothing; what training refuses (in-context
+                // conditioning has no --recompute, a --zero bug its levels) is left out
+                if ((ranks > 1 || !memory_options[j].zero) && !run_refusal(&run, FOR_TRAIN, ranks, err, sizeof err))
                     rows[k++] = plan_predict(tc, ranks, &o[i], memory_options[j].recompute,
                                              memory_options[j].zero, rates, link, memory);
             }
@@ -338,10 +337,17 @@ static void refuse_mesh_flags(const TrainConfig *tc, const char *who, const char
     if (tc->parallel.exact)
         usage_error("%s predicts the default mode; --exact's sums travel as 64-bit integers and its "
                     "GEMMs run on canonical blocks, which it does not model: drop --exact%s", who, or);
-    SpOptions any = tc->parallel; // with a layout every model runs: the layouts are the planner's
-    any.layout = SP_GATHER;
-    char why[512];
-    if (sp_context_error(&any, &tc->model, why, sizeof why)) usage_error("%s", why);
+}
+
+// No mesh of `ranks` can run these settings (plan_rows found none): the sentence of the default
+// layout's run, as a usage error of `who`
+static _Noreturn void refuse_every_mesh(const TrainConfig *tc, int ranks, const char *who) {
+    TrainConfig run = *tc;
+    run.parallel.layout = SP_GATHER;
+    char why[1024];
+    if (!run_refusal(&run, FOR_TRAIN, ranks, why, sizeof why))
+        snprintf(why, sizeof why, "no mesh of %d ranks can run this batch and model", ranks);
+    usage_error("%s: %s", who, why);
 }
 
 void plan_choose(TrainConfig *tc, Comm *c) {
@@ -352,11 +358,12 @@ void plan_choose(TrainConfig *tc, Comm *c) {
     static PlanRow rows[MAX_ROWS];
     Memory have = budget_memory(false, comm_node_size(c));
     int all = plan_rows(tc, c->size, &rates, &link, have.bytes / have.sharing, rows, MAX_ROWS), k = 0;
+    if (!all) refuse_every_mesh(tc, c->size, "--sp-attention auto");
     for (int i = 0; i < all; i++) // the meshes with the run's own --recompute and --zero, in order
         if (rows[i].recompute == tc->parallel.recompute && rows[i].zero == tc->parallel.zero) rows[k++] = rows[i];
     if (!k || !rows[0].fits)
         usage_error("--sp-attention auto: no mesh of %d ranks %s; train/train plan --ranks %d shows "
-                    "them", c->size, k ? "fits this machine's memory" : "can run this batch and model",
+                    "them", c->size, k ? "fits this machine's memory" : "runs with this --recompute and --zero",
                     c->size);
     tc->parallel = rows[0].parallel;
     char mesh[128], next[160] = "";
@@ -421,7 +428,8 @@ int plan_main(int argc, char **argv, Comm *c) {
     TrainConfig tc;
     if (!train_config_parse(&tc, np, pass, c->rank)) return free(pass), 0;
     refuse_mesh_flags(&tc, "plan", "");
-    train_config_check_text(&tc); // what train refuses of text conditioning, plan refuses too
+    tc.parallel.layout = SP_AUTO; // what train refuses whatever its layout, plan refuses too
+    run_check(&tc, FOR_TRAIN, ranks);
     if (dry_run) {
         print0(c, "dry run: plan would measure this machine's rates and rank every mesh of %d rank%s "
                "for %s\ndry run: every flag checked; nothing run\n", ranks, ranks > 1 ? "s" : "", tc.preset);
@@ -433,6 +441,7 @@ int plan_main(int argc, char **argv, Comm *c) {
     Memory have = budget_memory(false, ranks); // the ranks share this machine
     double memory = have.bytes / have.sharing;
     int k = plan_rows(&tc, ranks, &rates, &link, memory, rows, MAX_ROWS);
+    if (!k) refuse_every_mesh(&tc, ranks, "plan"); // as --sp-attention auto does
     if (c->rank == 0) {
         printf("plan: %s, %d tokens per image, batch %d, %d rank%s; rates per rank (measured, %d "
                "rank%s at once): GEMM %.3g GFLOP/s, attention %.3g GFLOP/s, rest %.3g M tokens/s "
@@ -446,8 +455,7 @@ int plan_main(int argc, char **argv, Comm *c) {
         if (tc.model.in_context)
             printf("in-context conditioning runs with gather or all-to-all and without --recompute: "
                    "the ring, hybrid and --recompute are left out\n");
-        if (!k) printf("no mesh of %d ranks can run this model and batch\n", ranks);
-        else if (!rows[0].fits) printf("no mesh fits: lower --batch, --input-size or the model size\n");
+        if (!rows[0].fits) printf("no mesh fits: lower --batch, --input-size or the model size\n");
         else {
             char mesh[128], lead[32] = "";
             if (ranks > 1) snprintf(lead, sizeof lead, "mpirun -np %d ", ranks);

@@ -107,35 +107,6 @@ const char *sample_sizes_error(const SampleSizes *s, const DiTConfig *m, char *b
     return NULL;
 }
 
-void train_config_check_bugs(const TrainConfig *tc, int ranks, bool model) {
-    char why[1024];
-    if (sp_bugs_error(&tc->parallel, model ? &tc->model : NULL, ranks, why, sizeof why)) usage_error("%s", why);
-}
-
-void train_config_check_text(const TrainConfig *tc) {
-    const DiTConfig *m = &tc->model;
-    if (!m->text) return;
-    if (tc->sample_sizes.n) usage_error("%s", TEXT_SAMPLE_SIZES);
-    if (m->in_context)
-        usage_error("--cond text attends to the caption in every block; it does not combine with "
-                    "--in-context (leave out one of them)");
-}
-
-void train_config_check_packs(const TrainConfig *tc) {
-    const DiTConfig *m = &tc->model;
-    if (!tc->max_tokens) return;
-    if (data_procedural(tc->data))
-        usage_error("--max-tokens packs the images of a folder; it does not run with the %s "
-                    "data (pass --data DIR)", tc->data);
-    if (dit_frames(m) > 1)
-        usage_error("--max-tokens packs the images of a folder; a clip model (--frames %d) trains "
-                    "on whole clips of --input-size: leave it out", dit_frames(m));
-    if (tc->max_tokens > dit_tokens(m))
-        usage_error("--max-tokens %d is above the %d tokens of --input-size %d (patch %d); "
-                    "pass at most %d, or a larger --input-size", tc->max_tokens, dit_tokens(m),
-                    m->input_size, m->patch_size, dit_tokens(m));
-}
-
 // ---- --resume: the run's own settings first ------------------------------------------------------
 // The run's settings from DIR/config.json into tc (the rows that --resume restores); false if the
 // folder has none (resume_run then says what the folder lacks)

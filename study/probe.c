@@ -6,6 +6,7 @@
 #include "../parallel/sp.h"
 #include "../plan/budget.h"
 #include "../run/checkpoint.h"
+#include "../run/allowed.h"
 #include "../run/config.h"
 #include "../data/caption.h"
 #include "../data/data.h"
@@ -113,7 +114,8 @@ static bool parse_args(ProbeArgs *a, int argc, char **argv, Comm *c) {
                     "brings its own (a batch of packs has a 'pack' tensor): leave them out");
     if (a->make_batch) a->batch = "";
     if (!a->ckpt || !a->batch || !a->out) usage_error("probe needs --ckpt, --batch and --out");
-    train_config_check_bugs(&a->run, c->size, false); // the model's needs: once the checkpoint is read
+    char why[1024]; // the bugs' needs of the options; the model's once the checkpoint is read
+    if (sp_bugs_error(&a->run.parallel, NULL, c->size, why, sizeof why)) usage_error("%s", why);
     if (a->dump && a->make_batch) usage_error("probe --make-batch writes a batch; leave out --dump-tape");
     if (a->dump && a->run.parallel.grad_accum > 1)
         usage_error("probe --dump-tape dumps one micro-batch; drop --grad-accum");
@@ -311,6 +313,8 @@ int probe_main(int argc, char **argv, Comm *c) {
     int p = m.cfg.patch_size, T = xs && xs->ndim == 4 ? (int)(xs->shape[3] / p) : 0;
     bool packs = st_find(&st, "pack") && T >= 1 && T <= dit_tokens(&m.cfg);
     a.run.parallel.packs = packs;
+    a.run.model = m.cfg;
+    run_check(&a.run, FOR_PROBE, c->size); // the checkpoint's model
     SeqParallel sp;
     sp_setup_tokens(&sp, c, c->size, c->rank, &a.run.parallel, &m.cfg, packs ? T : dit_tokens(&m.cfg));
     if (a.dump && packs && sp.dp > 1)

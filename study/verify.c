@@ -5,6 +5,7 @@
 #include "compare.h"
 #include "identical.h"
 #include "locate.h"
+#include "../run/allowed.h"
 #include "../run/config.h"
 #include "../data/data.h"
 #include "../run/flags.h"
@@ -107,17 +108,12 @@ static int train_run(const char *self, int ranks, char **flags, int n_flags, boo
 static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     TrainConfig tc;
     if (!train_config_parse(&tc, np, pass, 0)) return false;
-    train_config_check_packs(&tc);
-    train_config_check_text(&tc);
-    train_config_check_bugs(&tc, ranks, true);
+    run_check(&tc, FOR_TRAIN, ranks);
     if (ref_steps > tc.steps)
         usage_error("--reference-steps %d is more than the %d steps of the run it checks; pass at "
                     "most --steps", ref_steps, tc.steps);
     Data data;
     char err[1024];
-    SpOptions sampling = tc.parallel; // and the context the samples are drawn in
-    sampling.packs = sampling.packs || tc.sample_sizes.n;
-    if (sp_context_error(&sampling, &tc.model, err, sizeof err)) usage_error("%s", err);
     if (!dry_run_missing("--data", data_procedural(tc.data) ? NULL : tc.data, true)) {
         if (data_open(&data, tc.data, tc.model.input_size, dit_frames(&tc.model), tc.model.in_channels, tc.model.num_classes,
                       err, sizeof err))
@@ -129,6 +125,7 @@ static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
     train_config_defaults(&plain);
     for (int i = 0; i < SETTINGS; i++)
         if (settings[i].rules & LAYOUT) setting_copy(&settings[i], &tc, &plain);
+    run_check(&tc, FOR_TRAIN, 1);
     budget_train_check(&tc, 1, 1, NULL, 0);
     return true;
 }

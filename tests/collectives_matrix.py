@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from covering import covering
+
 COMMANDS = ["train", "train-sizes", "sample", "probe", "verify", "bugs"]
 MESHES = {  # name: ranks, the flags of the mesh
     "dp2": (2, ["--sp", "1"]),
@@ -47,21 +49,6 @@ def allowed(cell):
     command, mesh, zero, model, arithmetic = cell
     # bugs takes no model flags: each bug runs its own config
     return not (command == "train-sizes" and model == "text") and not (command == "bugs" and model != "class")
-
-
-def covering():
-    """Cells until every allowed pair of values of two dimensions is in one: each time the cell
-    that covers the most pairs not yet covered (the first such in the dimensions' order)"""
-    cells = [c for c in itertools.product(*DIMS) if allowed(c)]
-    def pairs(c):
-        return {(i, c[i], j, c[j]) for i, j in itertools.combinations(range(len(DIMS)), 2)}
-    todo = set().union(*(pairs(c) for c in cells))
-    chosen = []
-    while todo:
-        best = max(cells, key=lambda c: len(pairs(c) & todo))
-        chosen.append(best)
-        todo -= pairs(best)
-    return chosen
 
 
 def commands(cell, train, work):
@@ -104,7 +91,7 @@ def main():
         print(__doc__)
         return 2
     train, listing = os.path.realpath(sys.argv[1]), "--list" in sys.argv[2:]
-    cells = covering()
+    cells = covering(DIMS, allowed)
     pairs = sum(len(a) * len(b) for a, b in itertools.combinations(DIMS, 2))
     print(f"{len(cells)} cells cover every pair of values of two of command ({len(COMMANDS)}), mesh "
           f"({len(MESHES)}), --zero ({len(ZERO)}), model ({len(MODELS)}) and arithmetic ({len(ARITHMETIC)}): "

@@ -9,6 +9,7 @@
 #include "../data/shapes.h"
 #include "../draw/canvas.h"
 #include "../run/checkpoint.h"
+#include "../run/allowed.h"
 #include "../run/config.h"
 #include "../run/flags.h"
 #include "../run/lock.h"
@@ -477,14 +478,13 @@ int sample_main(int argc, char **argv, Comm *c) {
         usage_error("--data %s%s: %s", tc.data, data_from_run ? " (the run's, from its config.json)" : "", err);
     if (m.cfg.text && !n_prompts && data_captions(&data, m.cfg.text_len, err, sizeof err))
         usage_error("--data %s: %s; or give --prompt", tc.data, err);
-    if (m.cfg.text && tc.sample_sizes.n) usage_error("%s", TEXT_SAMPLE_SIZES);
+
     if (data.classes > m.cfg.num_classes)
         usage_error("--data %s has %d classes but %s was trained on %d; pass the --data it was "
                     "trained on", tc.data, data.classes, path, m.cfg.num_classes);
     print0(c, "sampling %s in %s; classes of %s (%s)\n", weights, path, tc.data,
            data_given ? "--data" : data_from_run ? "the run's config.json" : "the default");
-    if (sample_sizes_error(&tc.sample_sizes, &m.cfg, err, sizeof err))
-        usage_error("%s (the model of %s)", err, path);
+    if (run_refusal(&tc, FOR_SAMPLE, c->size, err, sizeof err)) usage_error("%s (the model of %s)", err, path);
     SeqParallel sp;
     tc.parallel.packs = tc.sample_sizes.n > 0; // its sequences are packs then
     sp_setup(&sp, c, c->size, c->rank, &tc.parallel, &m.cfg);

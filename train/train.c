@@ -12,6 +12,7 @@
 #include "../kernels/run.h"
 #include "../plan/budget.h"
 #include "../run/checkpoint.h"
+#include "../run/allowed.h"
 #include "../run/config.h"
 #include "../data/data.h"
 #include "../run/flags.h"
@@ -288,9 +289,7 @@ static void setup(Run *r) {
                    CPU_COUNT(&mask) > 1 ? "s" : "");
         openblas_set_num_threads(tc->threads);
     }
-    train_config_check_packs(tc);
-    train_config_check_text(tc);
-    train_config_check_bugs(tc, c->size, true);
+    run_check(tc, FOR_TRAIN, c->size);
     if (!dry_run_missing("--data", data_procedural(tc->data) ? NULL : tc->data, c->rank == 0) &&
         data_open(&r->data, tc->data, tc->model.input_size, dit_frames(&tc->model), tc->model.in_channels,
                   tc->model.num_classes, err, sizeof err))
