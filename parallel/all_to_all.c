@@ -158,4 +158,7 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     return (SpTraffic){values, (4.0 + (front > 0)) * (P - 1)};
 }
 
-const SpLayout sp_all_to_all = {"all-to-all", validate, step_bytes, traffic, attend};
+// every rank of the group attends every shard's queries for its heads
+static int head_group(const SeqParallel *sp) { return sp->shard.P; }
+
+const SpLayout sp_all_to_all = {"all-to-all", validate, step_bytes, traffic, attend, head_group, .in_context = true};

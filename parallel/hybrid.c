@@ -77,4 +77,15 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
                        (4.0 + (front > 0)) * (U - 1) + steps};
 }
 
-const SpLayout sp_hybrid = {"hybrid", validate, step_bytes, traffic, attend};
+// a head group's ranks attend its shards' queries for their heads
+static int head_group(const SeqParallel *sp) { return sp->ulysses; }
+
+// U strictly between 1 and P (U = 1 is the ring, U = P the all-to-all), dividing P
+static int degrees(int P, int *U, int max) {
+    int n = 0;
+    for (int u = 2; u < P && n < max; u++)
+        if (P % u == 0) U[n++] = u;
+    return n;
+}
+
+const SpLayout sp_hybrid = {"hybrid", validate, step_bytes, traffic, attend, head_group, degrees, .ring_path = true};

@@ -19,6 +19,21 @@ bool seq_attention_from_name(const char *name, SeqAttention *out) {
 
 const char *seq_attention_name(SeqAttention a) { return layouts[a]->name; }
 
+const SpLayout *sp_layout_row(SeqAttention a) { return layouts[a]; }
+
+const char *sp_layouts_with(size_t flag, char *buf, size_t len) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int a = 0, k = 0; a < SP_LAYOUTS && n < len; a++)
+        if (*(const bool *)((const char *)layouts[a] + flag))
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", k++ ? " or " : "", layouts[a]->name);
+    return buf;
+}
+
+int sp_head_group(const SeqParallel *sp) {
+    return layouts[sp->layout]->head_group ? layouts[sp->layout]->head_group(sp) : 1;
+}
+
 const char *seq_attention_names(void) {
     static char names[128];
     size_t n = 0;
@@ -61,7 +76,7 @@ size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool back
                    fmax(fmin(LINEAR_EXACT_BLOCKS * linear, LINEAR_EXACT_TERMS), linear) +
                    V * B * T * c->num_heads + 6 * B * T * D;
     double sums = 2 * B * T * D + 7 * B * n * D;
-    if (sp->layout == SP_GATHER) sums += B * T * D;
+    if (layouts[sp->layout]->reduce_scatters_kv) sums += B * T * D; // dK or dV, rank-major
     return bytes + exact_bytes((size_t)sums) + (size_t)(reals * sizeof(real));
 }
 

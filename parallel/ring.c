@@ -448,4 +448,4 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     return (SpTraffic){(backward ? 4 : 2) * (P - 1) * B * sp->shard.n * c->hidden_size, P - 1};
 }
 
-const SpLayout sp_ring = {"ring", validate, step_bytes, traffic, attend};
+const SpLayout sp_ring = {"ring", validate, step_bytes, traffic, attend, .overlaps = true, .ring_path = true};

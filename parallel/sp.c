@@ -17,7 +17,7 @@ const char *sp_layout_text(const SpOptions *o, int ranks, char *buf, size_t len)
     int P = o->sp ? o->sp : ranks;
     char dp[32] = "", hybrid[64] = "", accum[64] = "";
     if (P < ranks && P > 0) snprintf(dp, sizeof dp, "dp %d x ", ranks / P);
-    if (o->layout == SP_HYBRID && o->ulysses > 0)
+    if (o->ulysses > 0) // the layout takes a degree (sp_init refuses it elsewhere)
         snprintf(hybrid, sizeof hybrid, " (ulysses %d x ring %d)", o->ulysses, P / o->ulysses);
     if (o->grad_accum > 1) snprintf(accum, sizeof accum, ", grad-accum %d", o->grad_accum);
     if (o->exact) snprintf(accum + strlen(accum), sizeof accum - strlen(accum), ", exact (%d blocks)", o->virtual_shards);
@@ -68,9 +68,18 @@ typedef struct BugRun {
     bool packs, text, joint, in_context, rope, qk_norm, qk_full;
 } BugRun;
 
+// Whether a bug of layout `at` runs in `layout`: its own, or any that runs ring attention when it
+// is the ring's
+static bool bug_runs_in(int at, int layout) {
+    return at == layout || (at >= 0 && sp_layout_row((SeqAttention)at)->ring_path &&
+                            sp_layout_row((SeqAttention)layout)->ring_path);
+}
+
 const char *bug_where(const BugInfo *b, char *buf, size_t len) {
-    size_t n = (size_t)snprintf(buf, len, "%s", b->layout == SP_RING ? "ring, hybrid"
-                                         : b->layout >= 0 ? seq_attention_name((SeqAttention)b->layout) : "");
+    size_t n = 0;
+    buf[0] = 0;
+    for (int a = 0; b->layout >= 0 && a < SP_LAYOUTS && n < len; a++)
+        if (bug_runs_in(b->layout, a)) n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", seq_attention_name((SeqAttention)a));
     for (int k = 0; k < NEEDS && n < len; k++)
         if (b->needs & bug_need(k)->need) n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", bug_need(k)->where);
     if (!n) snprintf(buf, len, "any layout");
@@ -114,7 +123,7 @@ static const char *bugs_refusal(BugMask set, const BugRun *r, char *buf, size_t 
     for (int i = 0; (b = bug_info(i)); i++) {
         if (!(set & b->flag)) continue;
         int at = b->layout;
-        if (at >= 0 && r->layout != SP_AUTO && at != r->layout && !(at == SP_RING && r->layout == SP_HYBRID)) {
+        if (at >= 0 && r->layout != SP_AUTO && !bug_runs_in(at, r->layout)) {
             const char *name = seq_attention_name((SeqAttention)at);
             return snprintf(buf, len, "the %s bug lives in the %s layout; inject it with "
                             "--sp-attention %s", b->name, name, name), buf;
@@ -146,7 +155,7 @@ static BugRun bug_run(const SpOptions *o, const DiTConfig *m, int ranks, int hea
 
 const char *sp_bugs_error(const SpOptions *o, const DiTConfig *m, int ranks, char *buf, size_t len) {
     BugRun r = bug_run(o, m, ranks, m ? m->num_heads : 0);
-    if (!m) r.known &= ~(unsigned)NEED_HEADS_DIVIDE;
+    if (!m) r.known &= ~(unsigned)(NEED_HEADS_DIVIDE | NEED_PACKS); // a probe's: its batch says if packs
     return bugs_refusal(o->bugs, &r, buf, len);
 }
 
@@ -168,9 +177,13 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     if (o->layout == SP_AUTO)
         return snprintf(buf, len, "--sp-attention auto picks the layout of a training run; give "
                         "this command a layout (train/train plan shows the one it picks)"), buf;
-    if (o->ulysses && o->layout != SP_HYBRID)
-        return snprintf(buf, len, "--ulysses-degree applies to --sp-attention hybrid only; leave it "
-                        "out, or pass --sp-attention hybrid"), buf;
+    if (o->ulysses && !sp_layout_row(o->layout)->degrees) {
+        const char *takes = "hybrid"; // the layout that takes one
+        for (int a = 0; a < SP_LAYOUTS; a++)
+            if (sp_layout_row((SeqAttention)a)->degrees) takes = seq_attention_name((SeqAttention)a);
+        return snprintf(buf, len, "--ulysses-degree applies to --sp-attention %s only; leave it "
+                        "out, or pass --sp-attention %s", takes, takes), buf;
+    }
     const char *why = sp_exact_error(o, buf, len);
     SeqPolicy policy = o->policy; // --exact pads to a multiple of the canonical blocks
     policy.exact_blocks = o->exact ? o->virtual_shards : 0;
@@ -182,7 +195,8 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
         why = bugs_refusal(o->bugs, &r, buf, len);
     }
     if (why) return why;
-    int U = o->layout == SP_HYBRID ? o->ulysses : 1, sp_rank = rank % P, dp_rank = rank / P;
+    bool heads_then_ring = sp_layout_row(o->layout)->degrees; // hybrid: a head group, then a ring
+    int U = heads_then_ring ? o->ulysses : 1, sp_rank = rank % P, dp_rank = rank / P;
     *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&policy, T, P, sp_rank),
                         .layout = o->layout, .dp = ranks / P, .dp_rank = dp_rank, .ulysses = U,
                         .accum = o->grad_accum, .bugs = o->bugs, .cuda = o->cuda,
@@ -192,7 +206,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     if (!world) return NULL;
     sp->comm = split(sp, dp_rank, sp_rank); // consecutive ranks form a sequence group
     if (P < ranks) sp->data = split(sp, sp_rank, dp_rank);
-    if (o->layout == SP_HYBRID) { // consecutive ranks exchange heads; the ring joins every U-th
+    if (heads_then_ring) { // consecutive ranks exchange heads; the ring joins every U-th
         sp->heads = split(sp, rank / U, sp_rank % U);
         sp->ring = split(sp, dp_rank * U + sp_rank % U, sp_rank / U);
     }
@@ -227,13 +241,13 @@ void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const Sp
 }
 
 const char *sp_context_error(const SpOptions *o, const DiTConfig *m, char *buf, size_t len) {
-    bool in_context = m->in_context;
-    if (in_context && (o->exact || o->recompute || o->packs ||
-                       (o->layout != SP_GATHER && o->layout != SP_ALL_TO_ALL)))
+    char layouts[128];
+    if (m->in_context && (o->exact || o->recompute || o->packs || !sp_layout_row(o->layout)->in_context))
         return snprintf(buf, len, "in-context conditioning (--in-context, or a checkpoint trained "
-                        "with it) runs with --sp-attention gather or all-to-all and without --exact, "
+                        "with it) runs with --sp-attention %s and without --exact, "
                         "--recompute, --max-tokens and --sample-sizes so far; pass one of those "
-                        "layouts and leave out the others, or train without --in-context"), buf;
+                        "layouts and leave out the others, or train without --in-context",
+                        sp_layouts_with(offsetof(SpLayout, in_context), layouts, sizeof layouts)), buf;
     return NULL;
 }
 

@@ -131,7 +131,8 @@ void sp_setup_tokens(SeqParallel *sp, Comm *world, int ranks, int rank, const Sp
                      const DiTConfig *m, int T);
 // NULL when every bug that o injects can run with these options on `ranks` ranks and, when m is
 // not NULL, on model m (inject.h: each bug's layout and needs; sp_setup checks it first, sp_init
-// the options' part); else the sentence naming what the first needs
+// the options' part); else the sentence naming what the first needs. Without m, the needs of the
+// model and of packs are not asked (a probe's checkpoint and batch give them)
 const char *sp_bugs_error(const SpOptions *o, const DiTConfig *m, int ranks, char *buf, size_t len);
 // Where bug b runs: its layout and its needs ("all-to-all, --cond text"; "any layout")
 const char *bug_where(const BugInfo *b, char *buf, size_t len);
@@ -241,6 +242,9 @@ typedef struct SpTraffic {
 SpTraffic sp_layer_traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
 
 // for the layout files
+// A layout is a row: everything the rest of the code asks of a layout is a member here, and no code
+// outside the layouts' own files and their table (layouts.c) branches on which layout it is
+// (tests/layering.py counts such sites). A NULL function or a false flag is the default.
 typedef struct SpLayout {
     const char *name;
     // NULL if `heads` heads can run over a sequence group of P ranks; else the sentence
@@ -249,8 +253,24 @@ typedef struct SpLayout {
     size_t (*step_bytes)(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
     SpTraffic (*traffic)(const SeqParallel *sp, const DiTConfig *c, int B, bool backward);
     AttendFn attend; // ctx is the SeqParallel
+    // The ranks whose shards' queries a rank attends for its heads (all-to-all: the group; hybrid:
+    // its head group); NULL: 1, its own shard
+    int (*head_group)(const SeqParallel *sp);
+    // The --ulysses-degree values a mesh of P ranks can take (hybrid: each divisor strictly between
+    // 1 and P), into U (room for max); their count. NULL: the layout takes none
+    int (*degrees)(int P, int *U, int max);
+    bool overlaps;           // its transfers run during the attention, a block a step (the ring)
+    bool reduce_scatters_kv; // its backward reduce-scatters dK and dV of the gathered keys (gather)
+    bool ring_path;          // it runs ring attention (ring.c): the ring's bugs live in it too
+    bool in_context;         // it runs in-context conditioning's tokens
 } SpLayout;
 extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
+// The row of layout a (layouts.c's table)
+const SpLayout *sp_layout_row(SeqAttention a);
+// The layouts whose row has `flag` set (its offset in SpLayout), by name: "gather or all-to-all"
+const char *sp_layouts_with(size_t flag, char *buf, size_t len);
+// The ranks whose shards' queries this rank attends for its heads (the row's head_group, or 1)
+int sp_head_group(const SeqParallel *sp);
 // Ring attention (ring.c) of q, k, v (B, front + n, D) over the ring `c`: rank r's block is the
 // tokens [r n, (r + 1) n) of `key_mask` (all tokens; NULL: none masked) and of the image ids `seg`
 // (B, P n) of a pack (NULL: none). The `front` tokens before them are every rank's own (joint

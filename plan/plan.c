@@ -40,7 +40,7 @@ static double reduce_scatter_extra(int P, double block) {
 static double ring_hidden(const SeqParallel *sp, SpTraffic t, double flops, const PlanRates *rates,
                           const PlanLink *link, bool backward) {
     int P = sp->shard.P;
-    if (sp->layout != SP_RING || P < 2) return 0;
+    if (!sp_layout_row(sp->layout)->overlaps || P < 2) return 0;
     double step = flops / P / rates->attention, shift = t.values * sizeof(real) / link->bandwidth / (P - 1);
     if (!backward) return (P - 1) * fmin(shift, step);
     shift /= 2; // K and V, or dK and dV
@@ -75,7 +75,7 @@ PlanRow plan_predict(const TrainConfig *tc, int ranks, const SpOptions *o, bool 
     // the attention's queries x keys x heads: a head group of G ranks (all-to-all: all of them,
     // hybrid: U) gives each its G shards' queries for its heads; forward 2 matrix products,
     // backward 5
-    int G = o->layout == SP_ALL_TO_ALL ? sp.shard.P : sp.ulysses;
+    int G = sp_head_group(&sp);
     double work = images * n * G * T * dh * seq_heads(c->num_heads, G, 0);
     double attention = L * work * (recompute ? 18 : 14);
     row.compute = gemm / rates->gemm + attention / rates->attention + L * rows * again / rates->rest +
@@ -103,7 +103,7 @@ PlanRow plan_predict(const TrainConfig *tc, int ranks, const SpOptions *o, bool 
     // what the link carries beyond the bytes sent: the gather layout's backward reduce-scatters
     // dK and dV (a block a micro-batch), --zero 1 the gradients (a slice a rank)
     double wire = row.sent;
-    if (o->layout == SP_GATHER)
+    if (sp_layout_row(o->layout)->reduce_scatters_kv)
         wire += L * 2 * sp.accum * reduce_scatter_extra(sp.shard.P, images / sp.accum * n * D * R);
     if (zero) wire += reduce_scatter_extra(ranks, need.slice * R);
     row.comm = row.messages * link->latency + wire / link->bandwidth -
@@ -126,16 +126,18 @@ static int better(const void *a, const void *b) {
 // all-to-all only, a bug its own layout, ...) are left out.
 static int meshes(const TrainConfig *tc, int ranks, int P, SpOptions *out, int max) {
     int k = 0;
-    for (int a = 0; a < SP_LAYOUTS && k < max; a++)
-        for (int U = a == SP_HYBRID ? 2 : 0; U <= (a == SP_HYBRID ? P - 1 : 0) && k < max; U++) {
+    for (int a = 0; a < SP_LAYOUTS && k < max; a++) {
+        const SpLayout *row = sp_layout_row((SeqAttention)a);
+        int U[64] = {0}, degrees = row->degrees ? row->degrees(P, U, 64) : 1; // U 0: none to take
+        for (int d = 0; d < degrees && k < max; d++) {
             TrainConfig run = *tc;
-            run.parallel.sp = P, run.parallel.layout = (SeqAttention)a, run.parallel.ulysses = U;
+            run.parallel.sp = P, run.parallel.layout = (SeqAttention)a, run.parallel.ulysses = U[d];
             char why[1024];
-            if ((a == SP_HYBRID && P % U) || (P == 1 && a != SP_GATHER) ||
-                run_refusal(&run, FOR_TRAIN, ranks, why, sizeof why))
+            if ((P == 1 && a != (int)sp_options_default().layout) || run_refusal(&run, FOR_TRAIN, ranks, why, sizeof why))
                 continue;
             out[k++] = run.parallel;
         }
+    }
     return k;
 }
 
@@ -309,7 +311,7 @@ PlanLink plan_measure_link(Comm *c) {
 // "--sp 4 --sp-attention hybrid --ulysses-degree 2"
 static const char *mesh_flags(const SpOptions *o, char *buf, size_t len) {
     int n = snprintf(buf, len, "--sp %d --sp-attention %s", o->sp, seq_attention_name(o->layout));
-    if (o->layout == SP_HYBRID) snprintf(buf + n, len - (size_t)n, " --ulysses-degree %d", o->ulysses);
+    if (o->ulysses) snprintf(buf + n, len - (size_t)n, " --ulysses-degree %d", o->ulysses);
     return buf;
 }
 
@@ -343,7 +345,7 @@ static void refuse_mesh_flags(const TrainConfig *tc, const char *who, const char
 // layout's run, as a usage error of `who`
 static _Noreturn void refuse_every_mesh(const TrainConfig *tc, int ranks, const char *who) {
     TrainConfig run = *tc;
-    run.parallel.layout = SP_GATHER;
+    run.parallel.layout = sp_options_default().layout;
     char why[1024];
     if (!run_refusal(&run, FOR_TRAIN, ranks, why, sizeof why))
         snprintf(why, sizeof why, "no mesh of %d ranks can run this batch and model", ranks);

@@ -98,7 +98,7 @@ static void layout_flags(const BugInfo *b, const char *flags, int ranks, char *b
     buf[0] = 0;
     if (!b) return;
     if (b->needs & NEED_DATA_PARALLEL) snprintf(buf, len, "--sp %d", ranks % 2 ? 1 : ranks / 2);
-    else if (b->layout >= 0 && b->layout != SP_GATHER)
+    else if (b->layout >= 0 && b->layout != (int)sp_options_default().layout)
         snprintf(buf, len, "--sp-attention %s", seq_attention_name((SeqAttention)b->layout));
     if (flags[0]) snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", flags);
 }

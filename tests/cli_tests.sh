@@ -777,7 +777,7 @@ for mesh in "3 --sp-attention ring" "4 --sp-attention hybrid --ulysses-degree 2 
   else bad "packs with captions, joint attention, --ranks $mesh, --exact: not one rank's bits"; echo "$out" | tail -5; fi
 done
 expect_usage "the text-grad-unsummed bug leaves the text encoder's gradients unsummed; add --cond text" --inject-bug text-grad-unsummed
-expect_usage "which --zero 2 and 3 run once backward is done; add --zero 2 or --zero 3" --inject-bug zero-outer-grads-unsummed --zero 1
+expect_usage "the zero-outer-grads-unsummed bug skips the reduce-scatter of the units outside the blocks; add --zero 2 or --zero 3" --inject-bug zero-outer-grads-unsummed --zero 1
 expect_usage "the zero-grad-averaged bug divides the gradients --zero sums; add --zero 1, 2 or 3" probe --inject-bug zero-grad-averaged --ckpt a --batch b
 expect_usage "the cross-kv-all-to-all bug exchanges the caption's cross-attention K/V; add --cond text" --sp-attention all-to-all --inject-bug cross-kv-all-to-all
 $TRAIN --model DiT-tiny/2 --input-size 8 --cond text --text-dropout 0.2 --batch 4 --steps 2 --sample-steps 1 \

@@ -2,7 +2,9 @@
 """layering.py: folders are floors. A file of the library includes only from its own folder or
 from a folder on a lower floor; folders on one floor do not include each other; and no module (a
 .c with its .h) reaches itself again through its includes (no include circles). tests/ sits
-above every floor and is not checked. Prints each upward include and each circle and exits 1,
+above every floor and is not checked. And a layout is a row (parallel/sp.h's SpLayout): no code
+outside the layouts' own files and their table branches on which layout it is (compares with, or
+switches on, SP_GATHER, SP_ALL_TO_ALL, SP_RING or SP_HYBRID); each such site is printed. Prints each upward include and each circle and exits 1,
 or prints one line and exits 0.
 
 usage: tests/layering.py [ROOT]          check the tree at ROOT (default: the current folder)
@@ -20,6 +22,11 @@ FLOORS = [["core"], ["kernels"], ["autograd"], ["layers"], ["parallel"], ["data"
           ["run"], ["plan"], ["study"], ["train"]]
 FLOOR = {folder: i for i, names in enumerate(FLOORS) for folder in names}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# the layouts' own files and their table, where a layout's kind may decide
+LAYOUT_FILES = {"parallel/gather.c", "parallel/all_to_all.c", "parallel/ring.c", "parallel/hybrid.c",
+                "parallel/layouts.c"}
+KIND = r"SP_(?:GATHER|ALL_TO_ALL|RING|HYBRID)\b"
+BRANCH = re.compile(rf"[!=]=\s*(?:\(\w+\))?{KIND}|{KIND}\s*[!=]=|case\s+{KIND}|\?\s*{KIND}")
 
 
 def sources(root):
@@ -73,13 +80,23 @@ def check(root):
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
+    for path in sources(root):  # branches on the layout kind outside the layouts
+        if path in LAYOUT_FILES:
+            continue
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                if BRANCH.search(line.split("//")[0]):
+                    problems.append(f"{path}:{n} branches on the layout kind: {line.strip()} (make it "
+                                    "a member of the layout's row, parallel/sp.h's SpLayout)")
     return problems
 
 
 def self_test(root):
     """A planted upward include and a planted circle, each in a copy of the tree: both caught."""
     plants = [("core/arena.c", '#include "../train/train.h"\n', "core/arena.c includes train/train.h"),
-              ("run/settings.h", '#include "config.h"\n', "run/settings -> run/config")]
+              ("run/settings.h", '#include "config.h"\n', "run/settings -> run/config"),
+              ("plan/plan.c", 'static int ring_only(SeqAttention a) { return a == SP_RING; }\n',
+               "branches on the layout kind")]
     ok = True
     for path, line, expect in plants:
         with tempfile.TemporaryDirectory() as tmp:
@@ -103,7 +120,8 @@ def main():
         print("layering:", p)
     if not problems:
         files = sum(1 for _ in sources(root))
-        print(f"layering: {files} files, every include on its own floor or below, no include circles")
+        print(f"layering: {files} files, every include on its own floor or below, no include circles, "
+              "no branch on the layout kind outside the layouts")
     ok = not problems
     if test:
         ok = self_test(root) and ok
