@@ -122,6 +122,13 @@ $(1)/bench_gemm: $(1)/tests/bench/bench_gemm.o $(1)/libdit.a
 $(1)/bin/train: $(1)/train/main.o $(1)/libdit.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(LDLIBS)
+# the train program with a layout compiled only into the test build (tests/layout_all_queries.c):
+# its file and its row of parallel/layouts.c (tests/layout_test.sh)
+$(1)/testlayout/layouts.o: parallel/layouts.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $(2) -DSP_TEST_LAYOUT=sp_all_queries -c $$< -o $$@
+$(1)/testlayout/train: $(1)/train/main.o $(1)/testlayout/layouts.o $(1)/tests/layout_all_queries.o $(1)/libdit.a
+	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(LDLIBS)
 -include $(patsubst %.c,$(1)/%.d,$(LIB_SRC) $(TEST_SRC) train/main.c tests/mpi/test_parallel.c tests/bench/bench_kernels.c tests/bench/bench_gemm.c) $(patsubst %.cu,$(1)/%.cu.d,$(CU_SRC))
 endef
 
@@ -139,7 +146,7 @@ HAVE_TORCH = $(shell $(PYTHON) -c 'import torch, numpy' >/dev/null 2>&1 && echo 
 # then build with the probes run again
 test: deps
 	@$(MAKE) --no-print-directory test-run
-test-run: found train/train $(BUILD)/f64/bin/train $(foreach v,f32 f64,$(BUILD)/$(v)/test_all $(BUILD)/$(v)/test_parallel)
+test-run: found train/train $(BUILD)/f64/bin/train $(BUILD)/f32/testlayout/train $(foreach v,f32 f64,$(BUILD)/$(v)/test_all $(BUILD)/$(v)/test_parallel)
 	@tests/run_all.sh $(BUILD) "$(MPIRUN)" $(PYTHON)
 
 # the main job: train with 2 ranks and check against 1 rank (its first 500 steps), with pictures;

@@ -7,12 +7,22 @@
 #include <stdio.h>
 #include <string.h>
 
-static const SpLayout *const layouts[SP_LAYOUTS] = {
-    [SP_GATHER] = &sp_gather, [SP_ALL_TO_ALL] = &sp_all_to_all, [SP_RING] = &sp_ring,
-    [SP_HYBRID] = &sp_hybrid};
+#ifdef SP_TEST_LAYOUT // the test build's layout (tests/layout_all_queries.c): one file and this row
+extern const SpLayout SP_TEST_LAYOUT;
+#endif
+static const SpLayout *const layouts[] = {
+    [SP_GATHER] = &sp_gather, [SP_ALL_TO_ALL] = &sp_all_to_all, [SP_RING] = &sp_ring, [SP_HYBRID] = &sp_hybrid,
+#ifdef SP_TEST_LAYOUT
+    &SP_TEST_LAYOUT,
+#endif
+};
+#define N_LAYOUTS (int)(sizeof layouts / sizeof *layouts)
+_Static_assert(N_LAYOUTS >= SP_LAYOUTS && N_LAYOUTS < SP_AUTO, "a row for each built-in layout, below auto's number");
+
+int sp_layouts(void) { return N_LAYOUTS; }
 
 bool seq_attention_from_name(const char *name, SeqAttention *out) {
-    for (int a = 0; a < SP_LAYOUTS; a++)
+    for (int a = 0; a < N_LAYOUTS; a++)
         if (!strcmp(layouts[a]->name, name)) return *out = (SeqAttention)a, true;
     return false;
 }
@@ -24,7 +34,7 @@ const SpLayout *sp_layout_row(SeqAttention a) { return layouts[a]; }
 const char *sp_layouts_with(size_t flag, char *buf, size_t len) {
     size_t n = 0;
     buf[0] = 0;
-    for (int a = 0, k = 0; a < SP_LAYOUTS && n < len; a++)
+    for (int a = 0, k = 0; a < N_LAYOUTS && n < len; a++)
         if (*(const bool *)((const char *)layouts[a] + flag))
             n += (size_t)snprintf(buf + n, len - n, "%s%s", k++ ? " or " : "", layouts[a]->name);
     return buf;
@@ -37,7 +47,7 @@ int sp_head_group(const SeqParallel *sp) {
 const char *seq_attention_names(void) {
     static char names[128];
     size_t n = 0;
-    for (int a = 0; a < SP_LAYOUTS; a++)
+    for (int a = 0; a < N_LAYOUTS; a++)
         n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", a ? ", " : "", layouts[a]->name);
     return names;
 }

@@ -2,5 +2,7 @@
 // their own so that the bug table (inject.c) can name a bug's layout without the rest of sp.h.
 #pragma once
 
-// SP_AUTO is --sp-attention auto, which training resolves (plan/plan.c) before sp_init
-typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_RING, SP_HYBRID, SP_LAYOUTS, SP_AUTO = SP_LAYOUTS } SeqAttention;
+// SP_LAYOUTS counts the built-in layouts; a build may add rows after them (layouts.c: the test
+// build's), which sp_layouts() counts too. SP_AUTO is --sp-attention auto, which training
+// resolves (plan/plan.c) before sp_init: no row's number.
+typedef enum { SP_GATHER, SP_ALL_TO_ALL, SP_RING, SP_HYBRID, SP_LAYOUTS, SP_AUTO = 64 } SeqAttention;

@@ -78,7 +78,7 @@ static bool bug_runs_in(int at, int layout) {
 const char *bug_where(const BugInfo *b, char *buf, size_t len) {
     size_t n = 0;
     buf[0] = 0;
-    for (int a = 0; b->layout >= 0 && a < SP_LAYOUTS && n < len; a++)
+    for (int a = 0; b->layout >= 0 && a < sp_layouts() && n < len; a++)
         if (bug_runs_in(b->layout, a)) n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", seq_attention_name((SeqAttention)a));
     for (int k = 0; k < NEEDS && n < len; k++)
         if (b->needs & bug_need(k)->need) n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", bug_need(k)->where);
@@ -179,7 +179,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
                         "this command a layout (train/train plan shows the one it picks)"), buf;
     if (o->ulysses && !sp_layout_row(o->layout)->degrees) {
         const char *takes = "hybrid"; // the layout that takes one
-        for (int a = 0; a < SP_LAYOUTS; a++)
+        for (int a = 0; a < sp_layouts(); a++)
             if (sp_layout_row((SeqAttention)a)->degrees) takes = seq_attention_name((SeqAttention)a);
         return snprintf(buf, len, "--ulysses-degree applies to --sp-attention %s only; leave it "
                         "out, or pass --sp-attention %s", takes, takes), buf;

@@ -265,8 +265,10 @@ typedef struct SpLayout {
     bool in_context;         // it runs in-context conditioning's tokens
 } SpLayout;
 extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
-// The row of layout a (layouts.c's table)
+// The row of layout a (layouts.c's table), and the table's rows: SP_LAYOUTS, and those a build
+// adds after them
 const SpLayout *sp_layout_row(SeqAttention a);
+int sp_layouts(void);
 // The layouts whose row has `flag` set (its offset in SpLayout), by name: "gather or all-to-all"
 const char *sp_layouts_with(size_t flag, char *buf, size_t len);
 // The ranks whose shards' queries this rank attends for its heads (the row's head_group, or 1)

@@ -126,7 +126,7 @@ static int better(const void *a, const void *b) {
 // all-to-all only, a bug its own layout, ...) are left out.
 static int meshes(const TrainConfig *tc, int ranks, int P, SpOptions *out, int max) {
     int k = 0;
-    for (int a = 0; a < SP_LAYOUTS && k < max; a++) {
+    for (int a = 0; a < sp_layouts() && k < max; a++) {
         const SpLayout *row = sp_layout_row((SeqAttention)a);
         int U[64] = {0}, degrees = row->degrees ? row->degrees(P, U, 64) : 1; // U 0: none to take
         for (int d = 0; d < degrees && k < max; d++) {

@@ -181,6 +181,8 @@ suite 300 "two slips in the movement code (an add one value short), planted: ver
   tests/mutations/slips_test.sh "$BUILD"
 suite 300 "the planner recommends only what train runs: a generated grid of models, --zero, further settings and 1-4 ranks, plan and --sp-attention auto refusing alike, every mesh plan ranks passing --dry-run" \
   "$PY" tests/plan_agrees.py train/train
+suite 300 "a new layout is one file and one row: the test build's all-queries layout agrees with one rank at 2 and 3 ranks, a bug on it caught, the planner ranks it" \
+  tests/layout_test.sh "$BUILD"
 suite 600 "kill at any moment, then resume (5 kills)" tests/kill_test.sh train/train 1 "1:KILL-rank 2:KILL-rank 2:KILL-mpirun 2:INT 2:TERM"
 suite 600 "--exact: one case of each layout and mesh in float64" tests/exact_test.sh "$BUILD/f64/bin/train" quick
 }
