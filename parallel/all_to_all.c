@@ -161,4 +161,4 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
 // every rank of the group attends every shard's queries for its heads
 static int head_group(const SeqParallel *sp) { return sp->shard.P; }
 
-const SpLayout sp_all_to_all = {"all-to-all", validate, step_bytes, traffic, attend, head_group, .in_context = true};
+const SpLayout sp_all_to_all = {"all-to-all", "heads over ranks", validate, step_bytes, traffic, attend, head_group, .in_context = true};

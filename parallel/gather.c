@@ -128,5 +128,5 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     return (SpTraffic){2 * (P - 1) * B * sp->shard.n * c->hidden_size, 2 * (P - 1)};
 }
 
-const SpLayout sp_gather = {"gather", validate, step_bytes, traffic, attend, .reduce_scatters_kv = true,
+const SpLayout sp_gather = {"gather", "all-gather K/V", validate, step_bytes, traffic, attend, .reduce_scatters_kv = true,
                              .in_context = true};

@@ -88,4 +88,4 @@ static int degrees(int P, int *U, int max) {
     return n;
 }
 
-const SpLayout sp_hybrid = {"hybrid", validate, step_bytes, traffic, attend, head_group, degrees, .ring_path = true};
+const SpLayout sp_hybrid = {"hybrid", "all-to-all in groups of --ulysses-degree, ring across", validate, step_bytes, traffic, attend, head_group, degrees, .ring_path = true};

@@ -40,6 +40,21 @@ const char *sp_layouts_with(size_t flag, char *buf, size_t len) {
     return buf;
 }
 
+const char *sp_layouts_help(char *buf, size_t len, int width) {
+    size_t n = 0, line = 0; // where the current line starts
+    buf[0] = 0;
+    for (int a = 0; a < N_LAYOUTS && n < len; a++) {
+        char item[256];
+        snprintf(item, sizeof item, "%s%s (%s%s)%s", a && a + 1 == N_LAYOUTS ? "or " : "", layouts[a]->name,
+                 layouts[a]->does, a == (int)sp_options_default().layout ? ", default" : "",
+                 a + 2 < N_LAYOUTS ? "," : "");
+        bool wrap = n > line && n - line + 1 + strlen(item) > (size_t)width;
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", wrap ? "\n" : n > line ? " " : "", item);
+        if (wrap) line = n - strlen(item);
+    }
+    return buf;
+}
+
 int sp_head_group(const SeqParallel *sp) {
     return layouts[sp->layout]->head_group ? layouts[sp->layout]->head_group(sp) : 1;
 }

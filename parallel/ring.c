@@ -448,4 +448,4 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     return (SpTraffic){(backward ? 4 : 2) * (P - 1) * B * sp->shard.n * c->hidden_size, P - 1};
 }
 
-const SpLayout sp_ring = {"ring", validate, step_bytes, traffic, attend, .overlaps = true, .ring_path = true};
+const SpLayout sp_ring = {"ring", "K/V blocks travel the ring; one other rank's block at a time", validate, step_bytes, traffic, attend, .overlaps = true, .ring_path = true};

@@ -247,6 +247,7 @@ SpTraffic sp_layer_traffic(const SeqParallel *sp, const DiTConfig *c, int B, boo
 // (tests/layering.py counts such sites). A NULL function or a false flag is the default.
 typedef struct SpLayout {
     const char *name;
+    const char *does; // in --help: "all-gather K/V"
     // NULL if `heads` heads can run over a sequence group of P ranks; else the sentence
     const char *(*validate)(const SpOptions *o, int heads, int P, char *buf, size_t len);
     // arena bytes of a step (dit_step_bytes with the queries and keys one layer's attention has)
@@ -269,6 +270,9 @@ extern const SpLayout sp_gather, sp_all_to_all, sp_ring, sp_hybrid;
 // adds after them
 const SpLayout *sp_layout_row(SeqAttention a);
 int sp_layouts(void);
+// Every layout with what it does ("gather (all-gather K/V, default), ..."), in lines of at most
+// `width` characters: --sp-attention's --help
+const char *sp_layouts_help(char *buf, size_t len, int width);
 // The layouts whose row has `flag` set (its offset in SpLayout), by name: "gather or all-to-all"
 const char *sp_layouts_with(size_t flag, char *buf, size_t len);
 // The ranks whose shards' queries this rank attends for its heads (the row's head_group, or 1)

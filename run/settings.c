@@ -413,9 +413,7 @@ const Setting settings[] = {
      "each training on its slice of --batch (default {default}: every rank)"},
     {"sp_attention", "--sp-attention", "NAME", &LAYOUT_NAME, OFF(parallel.layout), 0, 0,
      PARALLEL, RESUMED | NOT_COMPARED | AGREED | LAYOUT, NULL, NULL,
-     "gather (all-gather K/V, default), all-to-all (heads over ranks),\n"
-     "ring (K/V blocks travel the ring; one other rank's block at a time)\n"
-     "or hybrid (all-to-all in groups of --ulysses-degree, ring across);\n"
+     "{layouts};\n"
      "auto: the planner's fastest mesh for these ranks (layout, U and --sp\n"
      "unless given; train/train plan shows its table)"},
     {"ulysses_degree", "--ulysses-degree", "U", &INT_TEXT, OFF(parallel.ulysses), 0, 1 << 20,
@@ -555,7 +553,7 @@ const Setting *settings_flag(TrainConfig *tc, unsigned command, int argc, char *
 
 // The help text of s with {default} and {names} filled in, into buf
 // A flag's help text with its values filled in: {default}, {names} (its kind's), {bugs} (each bug
-// and where it runs, HELP_WIDTH characters a line)
+// and where it runs), {layouts} (each layout and what it does), HELP_WIDTH characters a line
 enum { HELP_LEN = 4096, HELP_WIDTH = 68 };
 static void help_text(const Setting *s, char *buf, size_t len) {
     size_t n = 0;
@@ -564,6 +562,7 @@ static void help_text(const Setting *s, char *buf, size_t len) {
         if (!strncmp(h, "{default}", 9)) setting_text(s, defaults(), value, sizeof value), h += 9;
         else if (!strncmp(h, "{names}", 7)) snprintf(value, sizeof value, "%s", s->kind->names()), h += 7;
         else if (!strncmp(h, "{bugs}", 6)) bug_help(value, sizeof value, HELP_WIDTH), h += 6; // inject.c's table
+        else if (!strncmp(h, "{layouts}", 9)) sp_layouts_help(value, sizeof value, HELP_WIDTH), h += 9; // layouts.c's
         else {
             buf[n++] = *h++;
             continue;

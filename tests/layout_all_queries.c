@@ -40,4 +40,4 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     return (SpTraffic){3 * (P - 1) * B * sp->shard.n * c->hidden_size, 3 * (P - 1)};
 }
 
-const SpLayout sp_all_queries = {"all-queries", validate, step_bytes, traffic, attend, .reduce_scatters_kv = true};
+const SpLayout sp_all_queries = {"all-queries", "Q, K and V gathered, a rank's rows kept; the test build's", validate, step_bytes, traffic, attend, .reduce_scatters_kv = true};
