@@ -46,6 +46,22 @@ void silu_backward_cuda(real *dinp, const real *dout, const real *inp, size_t n,
 void add_rows_cuda(real *dst, size_t dpitch, const real *src, size_t spitch, size_t width,
                    size_t rows, cudaStream_t stream);
 
+// ---- tensor-core instructions, each run by one warp (tensorcore.cu): for tests/test_cuda.c -----
+// d (16x8) = a (16x8) b (8x8) + c with a and b rounded to TF32; the same in bf16 with a (16x16),
+// b (16x8); all row-major, float
+void tensorcore_mma_tf32_cuda(float *d, const float *a, const float *b, const float *c, cudaStream_t stream);
+void tensorcore_mma_bf16_cuda(float *d, const float *a, const float *b, const float *c, cudaStream_t stream);
+// out[lane * 4 + j] = register j of lane `lane` after ldmatrix .x`n` (.trans) of the 4 8x8 b16
+// matrices m (256 values, matrix j at m + 64 j; lane 8 j + i gives row i of matrix j)
+void tensorcore_ldmatrix_cuda(uint32_t *out, const uint16_t *m, int n, bool trans, cudaStream_t stream);
+// out = in (256 floats) through shared memory by cp.async in two committed groups
+void tensorcore_cp_async_cuda(float *out, const float *in, cudaStream_t stream);
+// out[lane * 4 + k] for v = 3 lane + 1: __shfl_sync from lane 7 lane mod 32, __shfl_down_sync by 3,
+// __shfl_xor_sync by 5, then (after __syncwarp) __shfl_sync from lane 2 of each group of 8
+void tensorcore_shuffle_cuda(int *out, cudaStream_t stream);
+// tf32[i] = x[i] rounded to TF32 (cvt.rna), bf[i] = x[i] to bf16 (nearest even) and back
+void tensorcore_convert_cuda(float *tf32, float *bf, const float *x, int n, cudaStream_t stream);
+
 // ---- the sampler's Euler step, with classifier-free guidance (elementwise.cu)
 void euler_step_cuda(real *x, const real *pred, int k, size_t chw, size_t pred_chw, bool guided,
                      real scale, double dt, cudaStream_t stream);

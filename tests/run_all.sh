@@ -133,6 +133,9 @@ suite 600 "a planted warp sum one shuffle short: caught by the LayerNorm test" \
 suite 600 "a planted missing __syncthreads in the attention forward: its schedules disagree" \
   planted 's/__syncthreads\(\);(\n    \}\n    if \(!active\) return;\n    real inv)/$1/' \
   '^emulated kernel forward_kernel .*: the (reverse|shuffled) schedule leaves device memory different'
+suite 600 "a planted mma fragment-layout slip (A's registers 1 and 2 swapped): caught by the tensor-core test" \
+  planted 's/a\[\(g \+ 8 \* \(i & 1\)\) \* 8 \+ t \+ 4 \* \(i >> 1\)\]/a[(g + 8 * (i >> 1)) * 8 + t + 4 * (i & 1)]/' \
+  ':F:cuda:cuda_tensor_cores:.*mma tf32'
 suite 900 "the train program on the emulated device (--device cuda) against the CPU, f32" \
   tests/gpu/device_cli.sh "$BUILD/emulate/f32/train"
 suite 600 "the same probes in float64 (those that agree; the bugs: float32's)" \

@@ -579,6 +579,117 @@ START_TEST(cuda_attention_merge) {
 }
 END_TEST
 
+// ---- tensor-core instructions (kernels/tensorcore.cuh), each against the PTX ISA --------------------
+
+// TF32 (cvt.rna: 11 significant bits, ties away from zero) and bf16 (8 bits, ties to even) of a
+// finite normal float, by the formula in double (independent of the kernels' bit tricks)
+static float ref_round(float x, int bits, bool ties_even) {
+    int e;
+    double m = frexp((double)x, &e), s = ldexp(m, bits);
+    return (float)ldexp(ties_even ? nearbyint(s) : round(s), e - bits);
+}
+
+static void *to_device_bytes(const void *h, size_t bytes) {
+    void *d = device_alloc(bytes);
+    copy_bytes(d, h, bytes);
+    return d;
+}
+
+// D = A B + C of one warp against the f64 product of the rounded inputs, within the float
+// accumulation of K terms (2^-20 of the sum of their magnitudes)
+static void expect_mma(const char *what, bool bf, uint64_t stream) {
+    int K = bf ? 16 : 8, bits = bf ? 8 : 11;
+    float a[16 * 16], b[16 * 8], c[16 * 8], d[16 * 8];
+    for (int i = 0; i < 16 * K; i++) a[i] = (float)(((int)((i * 2654435761u + stream) % 2001) - 1000) / 317.0);
+    for (int i = 0; i < K * 8; i++) b[i] = (float)(((int)((i * 40503u + 7 * stream) % 1999) - 999) / 211.0);
+    for (int i = 0; i < 16 * 8; i++) c[i] = (float)((int)(i * 97 % 61) - 30) / 7.0f;
+    float *a_d = to_device_bytes(a, sizeof a), *b_d = to_device_bytes(b, sizeof b), *c_d = to_device_bytes(c, sizeof c);
+    float *d_d = device_alloc(sizeof d);
+    (bf ? tensorcore_mma_bf16_cuda : tensorcore_mma_tf32_cuda)(d_d, a_d, b_d, c_d, 0);
+    device_sync();
+    copy_bytes(d, d_d, sizeof d);
+    double worst = 0;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 8; j++) {
+            double sum = c[i * 8 + j], mag = fabs(sum);
+            for (int k = 0; k < K; k++) {
+                double p = (double)ref_round(a[i * K + k], bits, bf) * ref_round(b[k * 8 + j], bits, bf);
+                sum += p, mag += fabs(p);
+            }
+            worst = fmax(worst, fabs(d[i * 8 + j] - sum) / mag);
+        }
+    printf("cuda tensor cores: %-18s worst |D - f64| / sum |terms| %.2e (tolerance %.0e)\n", what, worst, 0x1p-20);
+    ck_assert_msg(worst <= 0x1p-20, "%s: D differs from the f64 product by %.3e of its terms' magnitude", what, worst);
+    device_free(a_d), device_free(b_d), device_free(c_d), device_free(d_d);
+}
+
+START_TEST(cuda_tensor_cores) {
+    expect_mma("mma tf32 m16n8k8", false, 1);
+    expect_mma("mma bf16 m16n8k16", true, 2);
+    // ldmatrix x1, x2, x4, plain and .trans, against the PTX ISA's layout
+    uint16_t m[256];
+    for (int i = 0; i < 256; i++) m[i] = (uint16_t)(1000 + i);
+    uint16_t *m_d = to_device_bytes(m, sizeof m);
+    uint32_t *out_d = device_alloc(128 * sizeof(uint32_t)), out[128];
+    for (int n = 1; n <= 4; n *= 2)
+        for (int trans = 0; trans < 2; trans++) {
+            tensorcore_ldmatrix_cuda(out_d, m_d, n, trans, 0);
+            device_sync();
+            copy_bytes(out, out_d, sizeof out);
+            int wrong = 0;
+            for (int lane = 0; lane < 32; lane++)
+                for (int j = 0; j < n; j++) {
+                    int r = lane / 4, c = 2 * (lane % 4); // row, first column (.trans: swapped)
+                    uint32_t lo = trans ? m[64 * j + 8 * c + r] : m[64 * j + 8 * r + c];
+                    uint32_t hi = trans ? m[64 * j + 8 * (c + 1) + r] : m[64 * j + 8 * r + c + 1];
+                    wrong += out[lane * 4 + j] != (lo | hi << 16);
+                }
+            printf("cuda tensor cores: ldmatrix .x%d%s    %d of %d registers wrong\n", n, trans ? ".trans" : "      ", wrong, 32 * n);
+            ck_assert_msg(!wrong, "ldmatrix .x%d%s: %d registers differ from the PTX layout", n, trans ? ".trans" : "", wrong);
+        }
+    // cp.async in two groups, the shuffles
+    float in[256], got[256];
+    for (int i = 0; i < 256; i++) in[i] = (float)i * 0.5f - 7;
+    float *in_d = to_device_bytes(in, sizeof in), *got_d = device_alloc(sizeof got);
+    tensorcore_cp_async_cuda(got_d, in_d, 0);
+    device_sync();
+    copy_bytes(got, got_d, sizeof got);
+    ck_assert_msg(!memcmp(got, in, sizeof in), "cp.async: the copy through shared memory differs");
+    int sh[128], *sh_d = device_alloc(sizeof sh), wrong = 0;
+    tensorcore_shuffle_cuda(sh_d, 0);
+    device_sync();
+    copy_bytes(sh, sh_d, sizeof sh);
+    for (int lane = 0; lane < 32; lane++) {
+        int v[32], down = lane + 3 < 32 ? lane + 3 : lane;
+        for (int l = 0; l < 32; l++) v[l] = 3 * l + 1;
+        wrong += sh[lane * 4] != v[7 * lane % 32] || sh[lane * 4 + 1] != v[down] || sh[lane * 4 + 2] != v[lane ^ 5] ||
+                 sh[lane * 4 + 3] != v[(lane & ~7) | 2];
+    }
+    printf("cuda tensor cores: cp.async 2 groups and 4 shuffles: %d lanes wrong\n", wrong);
+    ck_assert_msg(!wrong, "the shuffles: %d lanes differ", wrong);
+    // the roundings, ties included (the bit just below the kept ones set, those below clear)
+    enum { NX = 200 };
+    float x[NX], tf[NX], bf[NX];
+    for (int i = 0; i < NX; i++) {
+        uint32_t u = 0x3f800000u + (uint32_t)i * 0x9e37u * 0x51u % 0x7fffffu + ((uint32_t)(i % 7) << 23);
+        if (i % 5 == 0) u = (u & ~0x1fffu) | 0x1000u; // a tie for TF32
+        if (i % 5 == 1) u = (u & ~0xffffu) | 0x8000u; // a tie for bf16
+        if (i % 2) u |= 0x80000000u;
+        memcpy(&x[i], &u, sizeof u);
+    }
+    float *x_d = to_device_bytes(x, sizeof x), *tf_d = device_alloc(sizeof tf), *bf_d = device_alloc(sizeof bf);
+    tensorcore_convert_cuda(tf_d, bf_d, x_d, NX, 0);
+    device_sync();
+    copy_bytes(tf, tf_d, sizeof tf), copy_bytes(bf, bf_d, sizeof bf);
+    wrong = 0;
+    for (int i = 0; i < NX; i++) wrong += tf[i] != ref_round(x[i], 11, false) || bf[i] != ref_round(x[i], 8, true);
+    printf("cuda tensor cores: TF32 and bf16 roundings of %d floats (%d ties each): %d wrong\n", NX, NX / 5, wrong);
+    ck_assert_msg(!wrong, "TF32 (ties away) or bf16 (ties even) rounding: %d of %d differ", wrong, NX);
+    device_free(m_d), device_free(out_d), device_free(in_d), device_free(got_d), device_free(sh_d);
+    device_free(x_d), device_free(tf_d), device_free(bf_d);
+}
+END_TEST
+
 // ---- the step's formulas, and the sampler -------------------------------------------------------
 
 START_TEST(cuda_formulas) {
@@ -673,7 +784,7 @@ Suite *cuda_suite(void) {
     const TTest *on_device[] = {cuda_add, cuda_gelu, cuda_silu, cuda_layernorm, cuda_adamw, cuda_linear,
                                 cuda_adaln, cuda_slice, cuda_add_rows, cuda_euler_step, cuda_loss,
                                 cuda_patch, cuda_embedding, cuda_attention, cuda_attention_merge,
-                                cuda_formulas, cuda_sampler, cuda_qknorm};
+                                cuda_formulas, cuda_sampler, cuda_qknorm, cuda_tensor_cores};
     int n = sizeof on_device / sizeof on_device[0];
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("cuda");

@@ -30,6 +30,7 @@ static double shared_memory[1 << 16]; // dynamic shared memory of the running bl
 #define __global__
 #define __device__
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 enum { FIBER_STACK = 1 << 17, MAX_THREADS = 1024, BLOCK_SCOPE = -1 };
 struct Fiber {
@@ -40,7 +41,6 @@ static Fiber fibers[MAX_THREADS];
 static char *fiber_stacks;
 static void *scheduler_sp;
 static unsigned current;
-static double warp_slots[MAX_THREADS];
 static void (*fiber_entry)(void *);
 static void *fiber_arg;
 
@@ -52,18 +52,78 @@ static void wait_at(int scope) {
 }
 #define __syncthreads() wait_at(BLOCK_SCOPE)
 
+// ---- warp-collective operations: every lane of the warp meets at its barrier ---------------------
+// A warp's lanes put `bytes` each (at most WARP_PART) and each reads all 32 parts in lane order;
+// the shuffles, the tensor cores' mma and ldmatrix (kernels/tensorcore.cuh) are made of it
+#define EMULATED_DEVICE 1
+enum { WARP_PART = 64 };
+static unsigned char warp_parts[MAX_THREADS][WARP_PART];
+static void warp_share(const void *mine, size_t bytes, void *all) {
+    unsigned t = linear_thread(), first = t & ~31u;
+    memcpy(warp_parts[t], mine, bytes);
+    wait_at((int)(t / 32));
+    for (unsigned l = 0; l < 32; l++) memcpy((char *)all + l * bytes, warp_parts[first + l], bytes);
+    wait_at((int)(t / 32));
+}
+static unsigned lane_id(void) { return linear_thread() % 32; }
+
+// v of lane `from` of this warp
+template <typename T> static T warp_read(T v, unsigned from) {
+    T all[32];
+    static_assert(sizeof(T) <= WARP_PART, "a shuffled value fits a lane's part");
+    warp_share(&v, sizeof v, all);
+    return all[from % 32];
+}
 template <typename T> static T __shfl_xor_sync(unsigned, T v, int lane_mask) {
+    return warp_read(v, lane_id() ^ (unsigned)lane_mask);
+}
+template <typename T> static T __shfl_sync(unsigned, T v, int src, int width = 32) {
+    return warp_read(v, (lane_id() & ~(unsigned)(width - 1)) | ((unsigned)src & (unsigned)(width - 1)));
+}
+template <typename T> static T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32) {
+    unsigned lane = lane_id(), in_seg = lane & (unsigned)(width - 1);
+    return warp_read(v, in_seg + delta < (unsigned)width ? lane + delta : lane);
+}
+#define __syncwarp(...) wait_at((int)(linear_thread() / 32))
+
+// ---- cp.async: a thread's copies wait until its wait_group completes them ------------------------
+// Each thread's copies since its last commit form a group as it commits; wait_group N completes
+// all but the N newest committed groups (in order), and a thread's end completes the rest. A read
+// of shared memory before its group's wait reads what was there before the copy, as a GPU may.
+enum { CP_ASYNC_MAX = 64 };
+struct CpAsync {
+    void *dst;
+    const void *src;
+    int bytes, group; // group -1: not yet committed
+};
+static CpAsync cp_pending[MAX_THREADS][CP_ASYNC_MAX];
+static int cp_count[MAX_THREADS], cp_groups[MAX_THREADS];
+static void cp_async_copy(void *dst, const void *src, int bytes) {
     unsigned t = linear_thread();
-    memcpy(&warp_slots[t], &v, sizeof v);
-    wait_at((int)(t / 32));
-    T other;
-    memcpy(&other, &warp_slots[(t & ~31u) | ((t % 32) ^ lane_mask)], sizeof other);
-    wait_at((int)(t / 32));
-    return other;
+    if (cp_count[t] == CP_ASYNC_MAX) fprintf(stderr, "emulated cp.async: %d copies pending\n", CP_ASYNC_MAX), exit(1);
+    cp_pending[t][cp_count[t]++] = CpAsync{dst, src, bytes, -1};
+}
+static void cp_async_commit_group(void) {
+    unsigned t = linear_thread();
+    for (int i = 0; i < cp_count[t]; i++)
+        if (cp_pending[t][i].group < 0) cp_pending[t][i].group = cp_groups[t];
+    cp_groups[t]++;
+}
+// completes the committed groups older than the n newest (every copy when n < 0: the thread ends)
+static void cp_async_wait_group(int n) {
+    unsigned t = linear_thread();
+    int keep = 0;
+    for (int i = 0; i < cp_count[t]; i++) {
+        CpAsync *c = &cp_pending[t][i];
+        if (n >= 0 && (c->group < 0 || c->group >= cp_groups[t] - n)) cp_pending[t][keep++] = *c;
+        else memcpy(c->dst, c->src, (size_t)c->bytes);
+    }
+    cp_count[t] = keep;
 }
 
 static void fiber_main(void) {
     fiber_entry(fiber_arg);
+    cp_async_wait_group(-1);
     fibers[current].state = 2;
     emulated_fiber_switch(&fibers[current].sp, scheduler_sp); // never comes back
 }
@@ -124,7 +184,8 @@ template <typename F> static void run_blocks(Schedule s, dim3 grid, dim3 block, 
         blockIdx = dim3(blocks[b] % grid.x, blocks[b] / grid.x);
         if (!meets) {
             schedule_order(s, order, n);
-            for (unsigned i = 0; i < n; i++) threadIdx = dim3(order[i] % block.x, order[i] / block.x), kernel();
+            for (unsigned i = 0; i < n; i++)
+                threadIdx = dim3(order[i] % block.x, order[i] / block.x), current = order[i], kernel(), cp_async_wait_group(-1);
             continue;
         }
         for (unsigned t = 0; t < n; t++) {

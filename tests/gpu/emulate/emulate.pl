@@ -2,14 +2,15 @@
 # shared memory becomes the emulator's buffer, and each launch kernel<<<grid, block, shared,
 # stream>>>(args) (or kernel<template args><<<...) becomes run_grid("kernel", dim3(grid),
 # dim3(block), meets, [&] { kernel<template args>(args); }), with
-# meets true for a kernel that reaches __syncthreads or a warp shuffle (itself or through the
-# device functions it calls).
+# meets true for a kernel that reaches __syncthreads, a warp shuffle, __syncwarp or a tensor-core
+# operation (kernels/tensorcore.cuh: mma_*, ldmatrix*), itself or through the device functions it
+# calls.
 # usage: perl emulate.pl FILE.cu > FILE.cpp
 local $/;
 my $src = <>;
 my (%body, %meets);
 while ($src =~ /__(?:global|device)__[^\n(]*?(\w+)\(.*?\n\}\n/gs) { $body{$1} = $&; }
-$meets{$_} = $body{$_} =~ /__syncthreads|__shfl/ ? 1 : 0 for keys %body;
+$meets{$_} = $body{$_} =~ /__syncthreads|__shfl|__syncwarp|\bmma_|\bldmatrix/ ? 1 : 0 for keys %body;
 for my $round (1 .. 4) { # and functions that call such a function
     for my $f (keys %body) {
         $meets{$f} ||= grep { $meets{$_} && $_ ne $f && $body{$f} =~ /\b$_\(/ } keys %body;
