@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# ptx_check.sh: the static check that the kernels built for the GPUs (sm_80, sm_90) use the
+# instructions they are written for, without a GPU: each kernel file of the table below is
+# compiled to PTX (nvcc -ptx) and must hold each of its instructions, and compiled to a cubin with
+# --resource-usage, which must report no spills. A self-test first asks a file for an instruction
+# it does not use (layernorm.cu for mma.sync): the check must fail on it. Skipped without nvcc.
+# usage: tests/gpu/ptx_check.sh [NVCC]
+set -u
+NVCC=${1:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+[ -x "$NVCC" ] || { echo "skipped: the PTX check (no nvcc)"; echo "ptx_check: 0 passed, 0 failed"; exit 0; }
+WORK=$(mktemp -d /tmp/dit-ptx.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+pass=0 fail=0
+# file: the instructions its PTX must hold (extended regular expressions, one a line)
+table() {
+  cat <<'TABLE'
+kernels/tensorcore.cu mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32
+kernels/tensorcore.cu mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32
+kernels/tensorcore.cu ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16
+kernels/tensorcore.cu cp\.async\.cg\.shared\.global
+kernels/tensorcore.cu cp\.async\.wait_group
+kernels/tensorcore.cu cvt\.rna\.tf32\.f32
+TABLE
+}
+# holds FILE ARCH REGEX: the PTX of FILE for ARCH holds REGEX
+holds() {
+  local ptx=$WORK/$(basename "$1" .cu).$2.ptx
+  [ -f "$ptx" ] || "$NVCC" -ptx -arch="$2" -std=c++17 -I kernels "$1" -o "$ptx" 2>"$ptx.log" || { cat "$ptx.log"; return 2; }
+  grep -qE "$3" "$ptx"
+}
+if holds kernels/layernorm.cu sm_80 'mma\.sync'; then echo "FAIL self-test: layernorm.cu said to hold mma.sync"; fail=$((fail + 1))
+else echo "ok   self-test: the check fails on an instruction a file does not use (layernorm.cu, mma.sync)"; pass=$((pass + 1)); fi
+for arch in sm_80 sm_90; do
+  while read -r file regex; do
+    if holds "$file" $arch "$regex"; then pass=$((pass + 1))
+    else echo "FAIL $file for $arch: its PTX does not hold $regex"; fail=$((fail + 1)); fi
+  done < <(table)
+  for file in $(table | cut -d' ' -f1 | sort -u); do
+    usage=$("$NVCC" -c -arch=$arch -std=c++17 -I kernels --resource-usage "$file" -o "$WORK/x.o" 2>&1)
+    spills=$(echo "$usage" | grep -oE '[1-9][0-9]* bytes spill (stores|loads)' | head -1)
+    regs=$(echo "$usage" | grep -oE 'Used [0-9]+ registers' | sort -t' ' -k2 -n | tail -1)
+    if [ -z "$spills" ]; then echo "ok   $file for $arch: every instruction of the table, no spills (most: $regs)"; pass=$((pass + 1))
+    else echo "FAIL $file for $arch: $spills"; fail=$((fail + 1)); fi
+  done
+done
+echo "ptx_check: $pass passed, $fail failed"
+[ $fail = 0 ]
