@@ -75,10 +75,10 @@ def commands(path):
 
 
 def other_program(text):
-    """A code line or span that runs a Python script (python, torchrun, a *.py word): its flags
-    are the script's, not the program's"""
+    """A code line or span that runs another program (python, torchrun, a *.py word, nvcc): its
+    flags are that program's, not ours"""
     words = text.split()
-    return bool(words) and (os.path.basename(words[0]) in ("python", "python3", "torchrun")
+    return bool(words) and (os.path.basename(words[0]) in ("python", "python3", "torchrun", "nvcc")
                             or any(w.endswith(".py") for w in words))
 
 
