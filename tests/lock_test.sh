@@ -59,7 +59,9 @@ else bad "the refused jobs disturbed the holder or its folder"; fi
 
 # 3. a holder killed with kill -9 blocks nothing: the next job resumes its run
 kill -9 $h; wait $h 2>/dev/null
-target=$(($(tail -1 live/loss.csv | cut -d, -f1) + 3))
+# a kill inside a save leaves it for --resume to finish: the run may then stand one save (5 steps)
+# past the loss.csv read here
+target=$(($(tail -1 live/loss.csv | cut -d, -f1) + 5 + 3))
 "$TRAIN" --resume live --steps $target > resumed.log 2>&1; rc=$?
 step=$(tail -1 live/loss.csv | cut -d, -f1)
 if [ $rc = 0 ] && [ "$step" = $target ] && ! grep -q "being written" resumed.log; then
