@@ -30,7 +30,7 @@ PARITY_PACKAGES := python3-torch python3-numpy python3-venv python3-pil
 # use it when it is there
 VENV := build/venv
 PYPI_TORCH := 2.15.0
-PYPI_PACKAGES := yunchang==0.6.4 diffusers==0.42.1 safetensors
+PYPI_PACKAGES := yunchang==0.6.4 diffusers==0.42.1 safetensors nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37
 PYPI_CHECK := import importlib.metadata as m; assert m.version("torch") == "$(PYPI_TORCH)"; [m.version(p.split("=")[0]) for p in "$(PYPI_PACKAGES)".split()]
 
 # ---- probes: compile a tiny program (source in $(1), flags in $(2)); 1 if it builds ------------

@@ -16,4 +16,5 @@ void copy_bytes(void *dst, const void *src, size_t bytes) { if (bytes) memmove(d
 void zero_bytes(void *ptr, size_t bytes) { if (bytes) memset(ptr, 0, bytes); }
 void device_sync(void) {}
 void device_set_tf32(bool on) { CHECK(!on, "--tf32: this build has no CUDA"); }
+bool device_tf32(void) { return false; }
 #endif

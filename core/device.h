@@ -24,8 +24,10 @@ bool device_pointer(const void *ptr); // ptr is device memory
 void copy_bytes(void *dst, const void *src, size_t bytes);
 void zero_bytes(void *ptr, size_t bytes);
 void device_sync(void); // waits for the device, then reports any error of its kernels
-// Tensor-core TF32 for float32 GEMMs (cuBLAS): off unless asked for (--tf32)
+// TF32 tensor cores for float32 (--tf32), off unless asked for: cuBLAS's GEMMs in TF32, and the
+// attention in one TF32 product instead of 3xTF32 (kernels/attention_mma.cu)
 void device_set_tf32(bool on);
+bool device_tf32(void);
 
 #ifdef __cplusplus
 }

@@ -7,9 +7,8 @@
 // Tq x Tk buffer exists. The backward recomputes the probabilities P = exp(S - L) twice: once
 // per key row for dK and dV, once per query row for dQ, so no thread adds into another's rows
 // (no atomics: the result does not depend on scheduling). Plain CUDA cores in the precision of
-// `real`; no tensor cores yet.
-#include "cuda.h"
-#include <cuda_runtime.h>
+// `real`. The float32 build's forward runs on tensor cores instead (attention_mma.cu).
+#include "attention.cuh"
 #include <math.h>
 #include <type_traits>
 
@@ -24,11 +23,6 @@
 #define WIDTH(DH, dh) ((DH) ? (DH) : (dh))
 #define CAP(DH) ((DH) ? (DH) : MAX_DH)
 
-// row r of head h in batch b of a (B, T, H*dh) tensor
-__device__ static size_t row_at(int b, int T, int r, int D, int h, int dh) {
-    return ((size_t)b * T + r) * D + (size_t)h * dh;
-}
-
 // stages rows [j0, j0 + n) of head h of x (and y) into shared memory, n x dh each
 __device__ static void stage(real *xs, real *ys, const real *x, const real *y, int b, int T, int j0,
                              int n, int D, int h, int dh) {
@@ -37,29 +31,6 @@ __device__ static void stage(real *xs, real *ys, const real *x, const real *y, i
         xs[e] = x[at];
         if (ys) ys[e] = y[at];
     }
-}
-
-// the image of token `at` of row b (segments.h); 0 without segments, where every key is its own
-__device__ static int32_t image_of(Segments seg, int b, int at) {
-    return seg.id ? seg.id[(size_t)b * seg.T + at] : 0;
-}
-
-// whether rows [a0, a0 + na) from token a of row b can see one of rows [c0, c0 + nc) from token c:
-// their ranges of image ids overlap (always without segments). Every thread of a block reaches
-// the same answer, so a tile none of the block's rows can see is skipped by all of them at once,
-// barriers included: the cost follows the images' own attention, not the pack's length squared.
-__device__ static bool meet(Segments seg, int b, int a, int na, int c, int nc) {
-    if (!seg.id) return true;
-    int32_t alo = INT32_MAX, ahi = INT32_MIN, clo = INT32_MAX, chi = INT32_MIN;
-    for (int r = 0; r < na; r++) {
-        int32_t x = image_of(seg, b, a + r);
-        alo = x < alo ? x : alo, ahi = x > ahi ? x : ahi;
-    }
-    for (int r = 0; r < nc; r++) {
-        int32_t x = image_of(seg, b, c + r);
-        clo = x < clo ? x : clo, chi = x > chi ? x : chi;
-    }
-    return alo <= chi && clo <= ahi;
 }
 
 template <int DH> __device__ static real dot(const real *a, const real *b, int dh) {
@@ -260,6 +231,10 @@ void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, 
                             int B, int Tq, int Tk, int H, int dh, cudaStream_t stream) {
     (void)scratch; // none needed: the argument is the CPU kernel's
     check_shape(B, Tq, Tk, H, dh);
+#ifndef REAL_F64 // float32: on tensor cores
+    attention_forward_mma(AttentionArgs{out, lse, q, k, v, key_mask, seg, Tq, Tk, H, dh, scale_of(dh)}, B,
+                          device_tf32(), stream);
+#else
     dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
     size_t smem = 2 * (size_t)TILE * dh * sizeof(real);
     with_width(dh, [&](auto w) {
@@ -267,6 +242,7 @@ void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, 
                                                                          Tq, Tk, H, dh, scale_of(dh));
     });
     CUDA_CHECK(cudaGetLastError());
+#endif
 }
 
 void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const real *dout,

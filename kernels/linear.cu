@@ -45,6 +45,7 @@ static struct {
 static bool tf32; // float32 GEMMs on TF32 tensor cores (--tf32)
 
 void device_set_tf32(bool on) { tf32 = on; }
+bool device_tf32(void) { return tf32; }
 
 static cublasHandle_t handle(cudaStream_t stream) {
     static cublasHandle_t h;

@@ -134,6 +134,11 @@ suite 600 "a planted warp sum one shuffle short: caught by the LayerNorm test" \
 suite 600 "a planted missing __syncthreads in the attention forward: its schedules disagree" \
   planted 's/__syncthreads\(\);(\n    \}\n    if \(!active\) return;\n    real inv)/$1/' \
   '^emulated kernel forward_kernel .*: the (reverse|shuffled) schedule leaves device memory different'
+suite 600 "a planted missing __syncthreads in the tensor-core attention forward: the next tile's copies land in a buffer other warps read, its schedules disagree" \
+  planted 's/__syncthreads\(\); \/\/ every warp is done with this buffer[^\n]*\n//' \
+  '^emulated kernel forward_mma_kernel .*: the (reverse|shuffled) schedule leaves device memory different'
+suite 600 "a planted slip in the tensor-core attention's key order (V's two keys of a fragment swapped): caught by the attention test" \
+  planted 's/\{vr\[0\], vr\[S\]\}/{vr[S], vr[0]}/' ':F:cuda:cuda_attention:.*attention out'
 suite 600 "a planted mma fragment-layout slip (A's registers 1 and 2 swapped): caught by the tensor-core test" \
   planted 's/a\[\(g \+ 8 \* \(i & 1\)\) \* 8 \+ t \+ 4 \* \(i >> 1\)\]/a[(g + 8 * (i >> 1)) * 8 + t + 4 * (i & 1)]/' \
   ':F:cuda:cuda_tensor_cores:.*mma tf32'

@@ -60,16 +60,20 @@ static double normalized_error(const real *gpu, const real *cpu, size_t n) {
 }
 
 // Copies the device buffer back, prints one line with its error against cpu, and asserts on it.
-static void expect_close(const char *what, const real *dev, const real *cpu, size_t n) {
+static double expect_within(const char *what, const real *dev, const real *cpu, size_t n, double tol) {
     device_sync();
     real *h = xmalloc(n * sizeof(real));
     copy_bytes(h, dev, n * sizeof(real));
     double err = normalized_error(h, cpu, n);
     free(h);
-    printf("cuda %-24s n=%-8zu normalized error %.2e (tolerance %.0e, %s)\n", what, n, err, TOL,
+    printf("cuda %-24s n=%-8zu normalized error %.2e (tolerance %.0e, %s)\n", what, n, err, tol,
            REAL_NAME);
     fflush(stdout);
-    ck_assert_msg(err <= TOL, "%s: normalized error %.3e above %.0e (n = %zu)", what, err, TOL, n);
+    ck_assert_msg(err <= tol, "%s: normalized error %.3e above %.0e (n = %zu)", what, err, tol, n);
+    return err;
+}
+static void expect_close(const char *what, const real *dev, const real *cpu, size_t n) {
+    expect_within(what, dev, cpu, n, TOL);
 }
 
 // ---- elementwise ---------------------------------------------------------------------------------
@@ -467,8 +471,8 @@ END_TEST
 // and one case passes no dQ. packed: the rows are packs of images of 9 to 16 tokens, different in
 // each row, the keys all Tk tokens and the queries the last Tq (Tq <= Tk), so that tiles of
 // queries skip the key tiles of other images.
-static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bool with_dq,
-                           bool packed) {
+static double attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bool with_dq,
+                             bool packed, double tol) {
     int D = H * dh;
     size_t nq = (size_t)B * Tq * D, nk = (size_t)B * Tk * D, nl = (size_t)B * H * Tq;
     real *q = host_randn(nq, 40, 1, 0), *k = host_randn(nk, 41, 1, 0), *v = host_randn(nk, 42, 1, 0);
@@ -506,10 +510,10 @@ static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bo
     attention_forward_cuda(out_d, lse_d, scratch_d, q_d, k_d, v_d, mask_d, seg_d, B, Tq, Tk, H, dh, 0);
     char what[64];
     snprintf(what, sizeof what, "attention out %dx%dx%d h%d%s", B, Tq, Tk, dh, packed ? " packed" : "");
-    expect_close(what, out_d, out, nq);
+    double err = expect_within(what, out_d, out, nq, tol);
     if (masking != 2) { // every key masked: lse is -inf on both sides, compared below by equality
         snprintf(what, sizeof what, "attention lse %dx%dx%d h%d", B, Tq, Tk, dh);
-        expect_close(what, lse_d, lse, nl);
+        expect_within(what, lse_d, lse, nl, tol);
     } else {
         real *h = xmalloc(nl * sizeof(real));
         copy_bytes(h, lse_d, nl * sizeof(real));
@@ -535,17 +539,38 @@ static void attention_case(int B, int Tq, int Tk, int H, int dh, int masking, bo
     device_free(q_d), device_free(k_d), device_free(v_d), device_free(dout_d), device_free(dq_d);
     device_free(dk_d), device_free(dv_d), device_free(out_d), device_free(lse_d), device_free(scratch_d);
     device_free(mask_d), device_free(ids_d);
+    return err; // the forward output's
 }
 
 // Tq != Tk, sizes that fill no tile or block evenly, head widths of DiT-S (64) and DiT-XL (72),
-// a mask with masked keys inside and at the end, every key masked, no dQ wanted, and packs
+// 32 and 128, widths that the tensor cores' kernel pads (20; 18, whose rows are not 16-byte
+// aligned), a mask with masked keys inside and at the end, every key masked, no dQ wanted, and
+// packs
 START_TEST(cuda_attention) {
-    attention_case(2, 70, 45, 3, 16, 1, true, false);
-    attention_case(1, 129, 300, 2, 64, 0, true, false);
-    attention_case(2, 37, 37, 2, 72, 1, false, false);
-    attention_case(1, 20, 9, 1, 8, 2, true, false);
-    attention_case(2, 129, 300, 2, 16, 0, true, true);
-    attention_case(2, 37, 37, 2, 72, 1, true, true);
+    attention_case(2, 70, 45, 3, 16, 1, true, false, TOL);
+    attention_case(1, 129, 300, 2, 64, 0, true, false, TOL);
+    attention_case(2, 37, 37, 2, 72, 1, false, false, TOL);
+    attention_case(1, 20, 9, 1, 8, 2, true, false, TOL);
+    attention_case(2, 129, 300, 2, 16, 0, true, true, TOL);
+    attention_case(2, 37, 37, 2, 72, 1, true, true, TOL);
+    attention_case(1, 40, 70, 2, 32, 1, true, false, TOL);
+    attention_case(1, 33, 50, 1, 128, 0, true, true, TOL);
+    attention_case(2, 21, 30, 2, 20, 1, true, false, TOL);
+    attention_case(1, 17, 19, 3, 18, 0, true, false, TOL);
+}
+END_TEST
+
+// --tf32: the forward in one TF32 product (kernels/attention_mma.cu), within ATTN_TF32_TOL and
+// above float32's (3xTF32 would be within it); the backward as ever
+START_TEST(cuda_attention_tf32) {
+#ifndef REAL_F64
+    device_set_tf32(true);
+    double e1 = attention_case(2, 70, 45, 3, 16, 1, true, false, ATTN_TF32_TOL);
+    double e2 = attention_case(1, 129, 300, 2, 64, 0, true, true, ATTN_TF32_TOL);
+    device_set_tf32(false);
+    ck_assert_msg(e1 > TOL && e2 > TOL, "--tf32: the forward's errors %.1e and %.1e are float32's: "
+                  "not one TF32 product", e1, e2);
+#endif
 }
 END_TEST
 
@@ -783,7 +808,7 @@ static void select_gpu(void) {
 Suite *cuda_suite(void) {
     const TTest *on_device[] = {cuda_add, cuda_gelu, cuda_silu, cuda_layernorm, cuda_adamw, cuda_linear,
                                 cuda_adaln, cuda_slice, cuda_add_rows, cuda_euler_step, cuda_loss,
-                                cuda_patch, cuda_embedding, cuda_attention, cuda_attention_merge,
+                                cuda_patch, cuda_embedding, cuda_attention, cuda_attention_tf32, cuda_attention_merge,
                                 cuda_formulas, cuda_sampler, cuda_qknorm, cuda_tensor_cores};
     int n = sizeof on_device / sizeof on_device[0];
     Suite *s = suite_create("cuda");

@@ -52,6 +52,13 @@ static void wait_at(int scope) {
 }
 #define __syncthreads() wait_at(BLOCK_SCOPE)
 
+// a kernel's opt-in to more dynamic shared memory than 48 KiB: the emulated block has 512 KiB
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+template <typename F> static cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int bytes) {
+    if ((size_t)bytes > sizeof shared_memory) fprintf(stderr, "emulated launch: %d bytes of shared memory\n", bytes), exit(1);
+    return cudaSuccess;
+}
+
 // ---- warp-collective operations: every lane of the warp meets at its barrier ---------------------
 // A warp's lanes put `bytes` each (at most WARP_PART) and each reads all 32 parts in lane order;
 // the shuffles, the tensor cores' mma and ldmatrix (kernels/tensorcore.cuh) are made of it
@@ -86,10 +93,15 @@ template <typename T> static T __shfl_down_sync(unsigned, T v, unsigned delta, i
 }
 #define __syncwarp(...) wait_at((int)(linear_thread() / 32))
 
-// ---- cp.async: a thread's copies wait until its wait_group completes them ------------------------
+// ---- cp.async: copies that land at their wait, or at once -------------------------------------
 // Each thread's copies since its last commit form a group as it commits; wait_group N completes
-// all but the N newest committed groups (in order), and a thread's end completes the rest. A read
-// of shared memory before its group's wait reads what was there before the copy, as a GPU may.
+// all but the N newest committed groups (in order), and a thread's end completes the rest. Under
+// the forward and reverse schedules a copy lands at its wait: a read of shared memory before
+// the wait reads what was there before the copy, as a GPU may. Under the shuffled schedule it
+// lands at once, as a GPU may too: a copy into a buffer that other warps still read (a missing
+// __syncthreads before the next tile's copies) then changes what they read, and the schedules
+// disagree.
+static bool cp_async_at_once; // the shuffled schedule's
 enum { CP_ASYNC_MAX = 64 };
 struct CpAsync {
     void *dst;
@@ -100,6 +112,7 @@ static CpAsync cp_pending[MAX_THREADS][CP_ASYNC_MAX];
 static int cp_count[MAX_THREADS], cp_groups[MAX_THREADS];
 static void cp_async_copy(void *dst, const void *src, int bytes) {
     unsigned t = linear_thread();
+    if (cp_async_at_once) return (void)memcpy(dst, src, (size_t)bytes);
     if (cp_count[t] == CP_ASYNC_MAX) fprintf(stderr, "emulated cp.async: %d copies pending\n", CP_ASYNC_MAX), exit(1);
     cp_pending[t][cp_count[t]++] = CpAsync{dst, src, bytes, -1};
 }
@@ -179,6 +192,7 @@ template <typename F> static void run_blocks(Schedule s, dim3 grid, dim3 block, 
     size_t nb = (size_t)grid.x * grid.y;
     unsigned *blocks = (unsigned *)malloc(nb * sizeof(unsigned));
     schedule_order(s, blocks, nb);
+    cp_async_at_once = s == SHUFFLE;
     fiber_entry = call<F>, fiber_arg = &kernel;
     for (size_t b = 0; b < nb; b++) {
         blockIdx = dim3(blocks[b] % grid.x, blocks[b] / grid.x);
