@@ -232,7 +232,7 @@ void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, 
     (void)scratch; // none needed: the argument is the CPU kernel's
     check_shape(B, Tq, Tk, H, dh);
 #ifndef REAL_F64 // float32: on tensor cores
-    attention_forward_mma(AttentionArgs{out, lse, q, k, v, key_mask, seg, Tq, Tk, H, dh, scale_of(dh)}, B,
+    attention_forward_mma(AttentionArgs{q, k, v, key_mask, seg, Tq, Tk, H, dh, scale_of(dh)}, out, lse, B,
                           device_tf32(), stream);
 #else
     dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
@@ -254,6 +254,10 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
     delta_kernel<<<cuda_blocks(rows), CUDA_BLOCK, 0, stream>>>(scratch, dout, out, B, Tq, H, dh);
     CUDA_CHECK(cudaGetLastError());
     real scale = scale_of(dh);
+#ifndef REAL_F64 // float32: on tensor cores
+    attention_backward_mma(AttentionArgs{q, k, v, key_mask, seg, Tq, Tk, H, dh, scale}, dq, dk, dv, dout, lse,
+                           scratch, B, device_tf32(), stream);
+#else
     if (dk || dv) {
         dim3 grid((Tk + ROWS - 1) / ROWS, B * H);
         size_t smem = (2 * (size_t)TILE * dh + 2 * TILE) * sizeof(real);
@@ -272,6 +276,7 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
         });
         CUDA_CHECK(cudaGetLastError());
     }
+#endif
 }
 
 // one thread per (b, h, i) row: the merge of attention.c, in double

@@ -6,10 +6,9 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
-// a forward pass: out, q (B, Tq, H*dh); k, v (B, Tk, H*dh); lse (B, H, Tq); the key mask (Tk)
-// and seg's ids on the device or NULL
+// what every attention kernel reads: q (B, Tq, H*dh); k, v (B, Tk, H*dh); the key mask (Tk) and
+// seg's ids on the device or NULL
 struct AttentionArgs {
-    real *out, *lse;
     const real *q, *k, *v;
     const uint8_t *mask;
     Segments seg;
@@ -46,7 +45,10 @@ __device__ static bool meet(Segments seg, int b, int a, int na, int c, int nc) {
 }
 
 #ifndef REAL_F64
-// the forward on tensor cores (attention_mma.cu), grid and blocks of its own; tf32: one TF32
-// product (--tf32), else 3xTF32
-void attention_forward_mma(const AttentionArgs &a, int B, bool tf32, cudaStream_t stream);
+// on tensor cores (attention_mma.cu), grids and blocks of their own; tf32: one TF32 product
+// (--tf32), else 3xTF32. The forward writes out, lse (B, H, Tq); the backward adds into dq, dk,
+// dv (each may be NULL) from dout, lse and delta (B, H, Tq: rowsum(dO * O))
+void attention_forward_mma(const AttentionArgs &a, real *out, real *lse, int B, bool tf32, cudaStream_t stream);
+void attention_backward_mma(const AttentionArgs &a, real *dq, real *dk, real *dv, const real *dout,
+                            const real *lse, const real *delta, int B, bool tf32, cudaStream_t stream);
 #endif

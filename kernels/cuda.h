@@ -101,7 +101,7 @@ void timestep_embedding_backward_cuda(real *dt, const real *dout, const real *t,
 // (kernels.h), with tiles of their own. scratch holds attention_scratch_count_cuda(B, Tq, Tk, H, dh, backward)
 // reals: B H Tq for backward's row terms, none for forward.
 #define ATTN_CUDA_MAX_DH 128 // head width at most
-#define ATTN_TF32_TOL 2e-3  // normalized error of the forward with --tf32 (one TF32 product)
+#define ATTN_TF32_TOL 2e-3  // normalized error of the attention with --tf32 (one TF32 product)
 size_t attention_scratch_count_cuda(int B, int Tq, int Tk, int H, int dh, bool backward);
 void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, const real *k,
                             const real *v, const uint8_t *key_mask, Segments seg,

@@ -131,14 +131,14 @@ suite 120 "the kernels built for sm_80 and sm_90 use the instructions they are w
 suite 900 "the CUDA kernels on an emulated device, device vs CPU, under three schedules" tests/gpu/emulate.sh "$BUILD"
 suite 600 "a planted warp sum one shuffle short: caught by the LayerNorm test" \
   planted 's/off > 0; off >>= 1/off > 1; off >>= 1/' ':F:cuda:cuda_layernorm:.*layernorm_forward (out|mean|rstd)'
-suite 600 "a planted missing __syncthreads in the attention forward: its schedules disagree" \
+suite 600 "a planted missing __syncthreads in the CUDA-core attention forward (the float64 build's): its schedules disagree" \
   planted 's/__syncthreads\(\);(\n    \}\n    if \(!active\) return;\n    real inv)/$1/' \
   '^emulated kernel forward_kernel .*: the (reverse|shuffled) schedule leaves device memory different'
-suite 600 "a planted missing __syncthreads in the tensor-core attention forward: the next tile's copies land in a buffer other warps read, its schedules disagree" \
+suite 600 "a planted missing __syncthreads in the tensor-core attention's tile pipeline (the next tile lands in a buffer other warps read): caught" \
   planted 's/__syncthreads\(\); \/\/ every warp is done with this buffer[^\n]*\n//' \
-  '^emulated kernel forward_mma_kernel .*: the (reverse|shuffled) schedule leaves device memory different'
-suite 600 "a planted slip in the tensor-core attention's key order (V's two keys of a fragment swapped): caught by the attention test" \
-  planted 's/\{vr\[0\], vr\[S\]\}/{vr[S], vr[0]}/' ':F:cuda:cuda_attention:.*attention out'
+  '^emulated kernel [a-z]+_mma_kernel .*: the (reverse|shuffled) schedule leaves device memory different|:F:cuda:cuda_attention:.*attention (out|dq|dk|dv)'
+suite 600 "a planted slip in the tensor-core attention's column order (a tile's two rows of a fragment swapped): caught by the attention test" \
+  planted 's/\{r\[0\], r\[S\]\}/{r[S], r[0]}/' ':F:cuda:cuda_attention:.*attention (out|dq|dk|dv)'
 suite 600 "a planted mma fragment-layout slip (A's registers 1 and 2 swapped): caught by the tensor-core test" \
   planted 's/a\[\(g \+ 8 \* \(i & 1\)\) \* 8 \+ t \+ 4 \* \(i >> 1\)\]/a[(g + 8 * (i >> 1)) * 8 + t + 4 * (i & 1)]/' \
   ':F:cuda:cuda_tensor_cores:.*mma tf32'
