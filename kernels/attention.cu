@@ -2,96 +2,17 @@
 // column blocks of width dh in rows of width D = H*dh, masked keys weigh exactly 0, a query whose
 // keys are all masked outputs 0 with log-sum-exp -inf, a query sees only its own image's keys
 // in a pack (segments.h), and backward adds into the gradients.
-// One thread per query row (forward, dQ) or key row (dK, dV); the other side's rows are staged
-// in shared memory, TILE rows at a time, and the online softmax runs over each tile, so no
-// Tq x Tk buffer exists. The backward recomputes the probabilities P = exp(S - L) twice: once
-// per key row for dK and dV, once per query row for dQ, so no thread adds into another's rows
-// (no atomics: the result does not depend on scheduling). Plain CUDA cores in the precision of
-// `real`. The float32 build's forward runs on tensor cores instead (attention_mma.cu).
+// The float32 build runs on tensor cores (attention_mma.cu); the float64 build on the CUDA-core
+// kernels here: one thread per query row (forward, dQ) or key row (dK, dV); the other side's rows
+// are staged in shared memory, TILE rows at a time, and the online softmax runs over each tile,
+// so no Tq x Tk buffer exists. The backward recomputes the probabilities P = exp(S - L) twice:
+// once per key row for dK and dV, once per query row for dQ, so no thread adds into another's
+// rows (no atomics: the result does not depend on scheduling). Both share the launchers, the
+// delta rowsum(dO * O) and the ring's merge.
 #include "attention.cuh"
 #include <math.h>
-#include <type_traits>
 
-#define ROWS 64                           // threads (rows) per block
-#define TILE (128 / (int)sizeof(real))    // rows staged at a time: 32 float, 16 double
 #define MAX_DH ATTN_CUDA_MAX_DH
-
-// Each kernel is a template on the head width DH: the widths of the DiT presets (16, 64, 72) are
-// compile-time constants, so the per-thread rows and the tile's scores live in registers (float32:
-// no stack frame, no spills, ptxas -v for sm_90); DH = 0 is any other width up to MAX_DH, with the
-// rows in local memory.
-#define WIDTH(DH, dh) ((DH) ? (DH) : (dh))
-#define CAP(DH) ((DH) ? (DH) : MAX_DH)
-
-// stages rows [j0, j0 + n) of head h of x (and y) into shared memory, n x dh each
-__device__ static void stage(real *xs, real *ys, const real *x, const real *y, int b, int T, int j0,
-                             int n, int D, int h, int dh) {
-    for (int e = threadIdx.x; e < n * dh; e += blockDim.x) {
-        size_t at = row_at(b, T, j0 + e / dh, D, h, dh) + e % dh;
-        xs[e] = x[at];
-        if (ys) ys[e] = y[at];
-    }
-}
-
-template <int DH> __device__ static real dot(const real *a, const real *b, int dh) {
-    real s = 0;
-#pragma unroll
-    for (int d = 0; d < WIDTH(DH, dh); d++) s += a[d] * b[d];
-    return s;
-}
-
-// out, lse: grid (query blocks, B*H), one thread per query row
-template <int DH>
-static __global__ void forward_kernel(real *out, real *lse, const real *q, const real *k,
-                                      const real *v, const uint8_t *mask, Segments seg, int Tq,
-                                      int Tk, int H, int dh, real scale) {
-    extern __shared__ double smem_d[]; // double: aligned for either real
-    real *Ks = (real *)smem_d, *Vs = Ks + TILE * dh;
-    int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, i = blockIdx.x * ROWS + threadIdx.x;
-    int i0 = blockIdx.x * ROWS, nq = Tq - i0 < ROWS ? Tq - i0 : ROWS;
-    bool active = i < Tq;
-    int32_t img = active ? image_of(seg, b, seg.q0 + i) : 0;
-    real qr[CAP(DH)], acc[CAP(DH)], m = -INFINITY, l = 0;
-#pragma unroll
-    for (int d = 0; d < WIDTH(DH, dh); d++)
-        qr[d] = active ? q[row_at(b, Tq, i, D, h, dh) + d] : 0, acc[d] = 0;
-    for (int j0 = 0; j0 < Tk; j0 += TILE) {
-        int nk = Tk - j0 < TILE ? Tk - j0 : TILE;
-        if (!meet(seg, b, seg.q0 + i0, nq, seg.k0 + j0, nk)) continue;
-        stage(Ks, Vs, k, v, b, Tk, j0, nk, D, h, dh);
-        __syncthreads();
-        if (active) {
-            real s[TILE], mx = m;
-#pragma unroll
-            for (int r = 0; r < TILE; r++) { // past nk: -inf, weight exactly 0
-                bool masked = (mask && !mask[j0 + r]) || image_of(seg, b, seg.k0 + j0 + r) != img;
-                s[r] = r >= nk || masked ? -INFINITY : scale * dot<DH>(qr, Ks + r * dh, dh);
-                mx = s[r] > mx ? s[r] : mx;
-            }
-            if (mx != -INFINITY) { // else every key so far masked: this tile adds nothing
-                real alpha = exp(m - mx), sum = 0; // rescales what earlier tiles summed
-#pragma unroll
-                for (int d = 0; d < WIDTH(DH, dh); d++) acc[d] *= alpha;
-#pragma unroll
-                for (int r = 0; r < TILE; r++) {
-                    if (r >= nk) break;
-                    real p = exp(s[r] - mx); // masked: exactly 0
-                    sum += p;
-#pragma unroll
-                    for (int d = 0; d < WIDTH(DH, dh); d++) acc[d] += p * Vs[r * dh + d];
-                }
-                l = l * alpha + sum;
-                m = mx;
-            }
-        }
-        __syncthreads();
-    }
-    if (!active) return;
-    real inv = l > 0 ? 1 / l : 0;
-#pragma unroll
-    for (int d = 0; d < WIDTH(DH, dh); d++) out[row_at(b, Tq, i, D, h, dh) + d] = acc[d] * inv;
-    lse[(size_t)blockIdx.y * Tq + i] = l > 0 ? m + log(l) : -INFINITY;
-}
 
 // delta (B*H, Tq) = rowsum(dO * O) per head, in double as on the CPU
 static __global__ void delta_kernel(real *delta, const real *dout, const real *out, int B, int Tq,
@@ -105,16 +26,80 @@ static __global__ void delta_kernel(real *delta, const real *dout, const real *o
     delta[x] = (real)s;
 }
 
+#ifdef REAL_F64 // the CUDA-core kernels: the float64 build's (float32's run on tensor cores)
+#define ROWS 64 // threads (rows) per block
+#define TILE 16 // rows staged at a time
+
+// stages rows [j0, j0 + n) of head h of x (and y) into shared memory, n x dh each
+__device__ static void stage(real *xs, real *ys, const real *x, const real *y, int b, int T, int j0,
+                             int n, int D, int h, int dh) {
+    for (int e = threadIdx.x; e < n * dh; e += blockDim.x) {
+        size_t at = row_at(b, T, j0 + e / dh, D, h, dh) + e % dh;
+        xs[e] = x[at];
+        if (ys) ys[e] = y[at];
+    }
+}
+
+__device__ static real dot(const real *a, const real *b, int dh) {
+    real s = 0;
+    for (int d = 0; d < dh; d++) s += a[d] * b[d];
+    return s;
+}
+
+// out, lse: grid (query blocks, B*H), one thread per query row
+static __global__ void forward_kernel(real *out, real *lse, const real *q, const real *k,
+                                      const real *v, const uint8_t *mask, Segments seg, int Tq,
+                                      int Tk, int H, int dh, real scale) {
+    extern __shared__ double smem_d[]; // double: aligned for either real
+    real *Ks = (real *)smem_d, *Vs = Ks + TILE * dh;
+    int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, i = blockIdx.x * ROWS + threadIdx.x;
+    int i0 = blockIdx.x * ROWS, nq = Tq - i0 < ROWS ? Tq - i0 : ROWS;
+    bool active = i < Tq;
+    int32_t img = active ? image_of(seg, b, seg.q0 + i) : 0;
+    real qr[MAX_DH], acc[MAX_DH], m = -INFINITY, l = 0;
+    for (int d = 0; d < dh; d++)
+        qr[d] = active ? q[row_at(b, Tq, i, D, h, dh) + d] : 0, acc[d] = 0;
+    for (int j0 = 0; j0 < Tk; j0 += TILE) {
+        int nk = Tk - j0 < TILE ? Tk - j0 : TILE;
+        if (!meet(seg, b, seg.q0 + i0, nq, seg.k0 + j0, nk)) continue;
+        stage(Ks, Vs, k, v, b, Tk, j0, nk, D, h, dh);
+        __syncthreads();
+        if (active) {
+            real s[TILE], mx = m;
+            for (int r = 0; r < TILE; r++) { // past nk: -inf, weight exactly 0
+                bool masked = (mask && !mask[j0 + r]) || image_of(seg, b, seg.k0 + j0 + r) != img;
+                s[r] = r >= nk || masked ? -INFINITY : scale * dot(qr, Ks + r * dh, dh);
+                mx = s[r] > mx ? s[r] : mx;
+            }
+            if (mx != -INFINITY) { // else every key so far masked: this tile adds nothing
+                real alpha = exp(m - mx), sum = 0; // rescales what earlier tiles summed
+                for (int d = 0; d < dh; d++) acc[d] *= alpha;
+                for (int r = 0; r < TILE; r++) {
+                    if (r >= nk) break;
+                    real p = exp(s[r] - mx); // masked: exactly 0
+                    sum += p;
+                    for (int d = 0; d < dh; d++) acc[d] += p * Vs[r * dh + d];
+                }
+                l = l * alpha + sum;
+                m = mx;
+            }
+        }
+        __syncthreads();
+    }
+    if (!active) return;
+    real inv = l > 0 ? 1 / l : 0;
+    for (int d = 0; d < dh; d++) out[row_at(b, Tq, i, D, h, dh) + d] = acc[d] * inv;
+    lse[(size_t)blockIdx.y * Tq + i] = l > 0 ? m + log(l) : -INFINITY;
+}
+
 // the probability of query row (qr, L) for key row kr: exp(scale q.k - L), 0 for a query whose
 // keys are all masked (L = -inf)
-template <int DH>
 __device__ static real prob(const real *qr, const real *kr, real L, int dh, real scale) {
-    return L == -INFINITY ? 0 : exp(scale * dot<DH>(qr, kr, dh) - L);
+    return L == -INFINITY ? 0 : exp(scale * dot(qr, kr, dh) - L);
 }
 
 // dk, dv += for every key row (one thread each): sum over queries of P dO, scale dS Q. The key
 // and value rows are read where they are (global memory, cached); the sums stay in registers.
-template <int DH>
 static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const real *lse,
                                   const real *delta, const real *q, const real *k, const real *v,
                                   const uint8_t *mask, Segments seg, int Tq, int Tk, int H, int dh,
@@ -127,9 +112,8 @@ static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const re
     int32_t img = active ? image_of(seg, b, seg.k0 + j) : 0;
     const real *kr = k + row_at(b, Tk, active ? j : 0, D, h, dh);
     const real *vr = v + row_at(b, Tk, active ? j : 0, D, h, dh);
-    real dkr[CAP(DH)], dvr[CAP(DH)];
-#pragma unroll
-    for (int d = 0; d < WIDTH(DH, dh); d++) dkr[d] = dvr[d] = 0;
+    real dkr[MAX_DH], dvr[MAX_DH];
+    for (int d = 0; d < dh; d++) dkr[d] = dvr[d] = 0;
     for (int i0 = 0; i0 < Tq; i0 += TILE) {
         int nq = Tq - i0 < TILE ? Tq - i0 : TILE;
         if (!meet(seg, b, seg.k0 + j0, nk, seg.q0 + i0, nq)) continue;
@@ -142,17 +126,15 @@ static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const re
         for (int r = 0; active && r < nq; r++) {
             if (image_of(seg, b, seg.q0 + i0 + r) != img) continue;
             const real *qr = Qs + r * dh, *g = dOs + r * dh;
-            real p = prob<DH>(qr, kr, Ls[r], dh, scale);
+            real p = prob(qr, kr, Ls[r], dh, scale);
             if (p == 0) continue;
-            real ds = p * (dot<DH>(g, vr, dh) - Ds[r]);
-#pragma unroll
-            for (int d = 0; d < WIDTH(DH, dh); d++) dvr[d] += p * g[d], dkr[d] += scale * ds * qr[d];
+            real ds = p * (dot(g, vr, dh) - Ds[r]);
+            for (int d = 0; d < dh; d++) dvr[d] += p * g[d], dkr[d] += scale * ds * qr[d];
         }
         __syncthreads();
     }
     if (!active) return;
-#pragma unroll
-    for (int d = 0; d < WIDTH(DH, dh); d++) {
+    for (int d = 0; d < dh; d++) {
         if (dk) dk[row_at(b, Tk, j, D, h, dh) + d] += dkr[d];
         if (dv) dv[row_at(b, Tk, j, D, h, dh) + d] += dvr[d];
     }
@@ -160,7 +142,6 @@ static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const re
 
 // dq += for every query row (one thread each): sum over keys of scale dS K. The query and dO
 // rows are read where they are (global memory, cached); the sum stays in registers.
-template <int DH>
 static __global__ void dq_kernel(real *dq, const real *dout, const real *lse, const real *delta,
                                  const real *q, const real *k, const real *v, const uint8_t *mask,
                                  Segments seg, int Tq, int Tk, int H, int dh, real scale) {
@@ -174,9 +155,8 @@ static __global__ void dq_kernel(real *dq, const real *dout, const real *lse, co
     const real *g = dout + row_at(b, Tq, active ? i : 0, D, h, dh);
     real L = active ? lse[(size_t)blockIdx.y * Tq + i] : -INFINITY;
     real dl = active ? delta[(size_t)blockIdx.y * Tq + i] : 0;
-    real dqr[CAP(DH)];
-#pragma unroll
-    for (int d = 0; d < WIDTH(DH, dh); d++) dqr[d] = 0;
+    real dqr[MAX_DH];
+    for (int d = 0; d < dh; d++) dqr[d] = 0;
     for (int j0 = 0; j0 < Tk; j0 += TILE) {
         int nk = Tk - j0 < TILE ? Tk - j0 : TILE;
         if (!meet(seg, b, seg.q0 + i0, nq, seg.k0 + j0, nk)) continue;
@@ -184,31 +164,18 @@ static __global__ void dq_kernel(real *dq, const real *dout, const real *lse, co
         __syncthreads();
         for (int r = 0; active && r < nk; r++) {
             if ((mask && !mask[j0 + r]) || image_of(seg, b, seg.k0 + j0 + r) != img) continue;
-            real p = prob<DH>(qr, Ks + r * dh, L, dh, scale);
+            real p = prob(qr, Ks + r * dh, L, dh, scale);
             if (p == 0) continue;
-            real ds = p * (dot<DH>(g, Vs + r * dh, dh) - dl);
-#pragma unroll
-            for (int d = 0; d < WIDTH(DH, dh); d++) dqr[d] += scale * ds * Ks[r * dh + d];
+            real ds = p * (dot(g, Vs + r * dh, dh) - dl);
+            for (int d = 0; d < dh; d++) dqr[d] += scale * ds * Ks[r * dh + d];
         }
         __syncthreads();
     }
     if (active)
-#pragma unroll
-        for (int d = 0; d < WIDTH(DH, dh); d++) dq[row_at(b, Tq, i, D, h, dh) + d] += dqr[d];
+        for (int d = 0; d < dh; d++) dq[row_at(b, Tq, i, D, h, dh) + d] += dqr[d];
 }
 
-// launch(w) with w a compile-time width: dh itself when it is a compiled width, else 0 (the
-// general kernels, which the float64 build always runs)
-template <typename F> static void with_width(int dh, F launch) {
-    switch (dh) {
-#ifndef REAL_F64 // the float64 build checks numerics; its rows would not fit in registers anyway
-    case 16: launch(std::integral_constant<int, 16>()); break;
-    case 64: launch(std::integral_constant<int, 64>()); break;
-    case 72: launch(std::integral_constant<int, 72>()); break;
 #endif
-    default: launch(std::integral_constant<int, 0>()); break;
-    }
-}
 
 // ---- launchers -----------------------------------------------------------------------------------
 
@@ -237,10 +204,8 @@ void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, 
 #else
     dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
     size_t smem = 2 * (size_t)TILE * dh * sizeof(real);
-    with_width(dh, [&](auto w) {
-        forward_kernel<decltype(w)::value><<<grid, ROWS, smem, stream>>>(out, lse, q, k, v, key_mask, seg,
-                                                                         Tq, Tk, H, dh, scale_of(dh));
-    });
+    forward_kernel<<<grid, ROWS, smem, stream>>>(out, lse, q, k, v, key_mask, seg, Tq, Tk, H, dh,
+                                                 scale_of(dh));
     CUDA_CHECK(cudaGetLastError());
 #endif
 }
@@ -261,19 +226,15 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
     if (dk || dv) {
         dim3 grid((Tk + ROWS - 1) / ROWS, B * H);
         size_t smem = (2 * (size_t)TILE * dh + 2 * TILE) * sizeof(real);
-        with_width(dh, [&](auto w) {
-            dkv_kernel<decltype(w)::value><<<grid, ROWS, smem, stream>>>(
-                dk, dv, dout, lse, scratch, q, k, v, key_mask, seg, Tq, Tk, H, dh, scale);
-        });
+        dkv_kernel<<<grid, ROWS, smem, stream>>>(dk, dv, dout, lse, scratch, q, k, v, key_mask, seg, Tq, Tk,
+                                                 H, dh, scale);
         CUDA_CHECK(cudaGetLastError());
     }
     if (dq) {
         dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
         size_t smem = 2 * (size_t)TILE * dh * sizeof(real);
-        with_width(dh, [&](auto w) {
-            dq_kernel<decltype(w)::value><<<grid, ROWS, smem, stream>>>(
-                dq, dout, lse, scratch, q, k, v, key_mask, seg, Tq, Tk, H, dh, scale);
-        });
+        dq_kernel<<<grid, ROWS, smem, stream>>>(dq, dout, lse, scratch, q, k, v, key_mask, seg, Tq, Tk, H,
+                                                dh, scale);
         CUDA_CHECK(cudaGetLastError());
     }
 #endif
