@@ -124,29 +124,35 @@ int main(int argc, char **argv) {
         report("layernorm forward, CPU", cpu, 2.0 * n * sizeof(real), 0, cpu);
         report("layernorm forward, CUDA", gpu, 2.0 * n * sizeof(real), 0, cpu);
         device_free(dx), device_free(dy), device_free(dm);
-        // fused attention, forward + backward (backward counted as 2.5x forward), B 1, 8 heads of
-        // 64; tests/gpu/sdpa_bench.py times PyTorch's scaled_dot_product_attention on the same
-        for (int Tc = 1024; Tc <= 16384; Tc *= 4) {
-            int Hc = 8, Dc = Hc * dh;
-            size_t m = (size_t)Tc * Dc;
-            real *buf = device_alloc(8 * m * sizeof(real)), *lse_d = device_alloc((size_t)Hc * Tc * sizeof(real));
-            real *sc_d = device_alloc(attention_scratch_count_cuda(1, Tc, Tc, Hc, dh, true) * sizeof(real));
-            real *hb = malloc(m * sizeof(real));
-            for (int part = 0; part < 8; part++) { // q k v dout out dq dk dv: random, then overwritten
-                rng_fill_normal(hb, m, 1, 10 + part, 0, 1);
-                copy_bytes(buf + part * m, hb, m * sizeof(real));
-            }
-            free(hb);
-            double f = TIME((attention_forward_cuda(buf + 4 * m, lse_d, sc_d, buf, buf + m, buf + 2 * m,
-                                                    NULL, NO_SEGMENTS, 1, Tc, Tc, Hc, dh, 0), device_sync()));
-            double bw = TIME((attention_backward_cuda(buf + 5 * m, buf + 6 * m, buf + 7 * m, sc_d, buf + 3 * m,
-                                                      buf + 4 * m, lse_d, buf, buf + m, buf + 2 * m, NULL,
-                                                      NO_SEGMENTS, 1, Tc, Tc, Hc, dh, 0), device_sync()));
-            double flc = 4.0 * Hc * Tc * (double)Tc * dh;
-            printf("attention CUDA T%-5d H8 dh64 fwd+bwd: %.3f ms, %.3f TFLOP/s (fwd %.3f, bwd %.3f)\n",
-                   Tc, (f + bw) * 1e3, 3.5 * flc / (f + bw) / 1e12, flc / f / 1e12, 2.5 * flc / bw / 1e12);
-            device_free(buf), device_free(lse_d), device_free(sc_d);
-        }
+        // fused attention, forward and backward (counted as 2.5 forwards), B 1, 8 heads of 64 and
+        // 128, float32 (3xTF32 on tensor cores in the float32 build) and --tf32 (one TF32
+        // product); tests/gpu/sdpa_bench.py times PyTorch's scaled_dot_product_attention on the
+        // same, and tests/gpu/attention_table.py sets the two side by side
+        for (int tf32 = 0; tf32 <= (sizeof(real) == 4); tf32++) // --tf32: float32's
+            for (int dc = 64; dc <= 128; dc *= 2)
+                for (int Tc = 1024; Tc <= 16384; Tc *= 4) {
+                    int Hc = 8;
+                    size_t m = (size_t)Tc * Hc * dc;
+                    real *buf = device_alloc(8 * m * sizeof(real)), *lse_d = device_alloc((size_t)Hc * Tc * sizeof(real));
+                    real *sc_d = device_alloc(attention_scratch_count_cuda(1, Tc, Tc, Hc, dc, true) * sizeof(real));
+                    real *hb = malloc(m * sizeof(real));
+                    for (int part = 0; part < 8; part++) { // q k v dout out dq dk dv: random, then overwritten
+                        rng_fill_normal(hb, m, 1, 10 + part, 0, 1);
+                        copy_bytes(buf + part * m, hb, m * sizeof(real));
+                    }
+                    free(hb);
+                    device_set_tf32(tf32);
+                    double f = TIME((attention_forward_cuda(buf + 4 * m, lse_d, sc_d, buf, buf + m, buf + 2 * m,
+                                                            NULL, NO_SEGMENTS, 1, Tc, Tc, Hc, dc, 0), device_sync()));
+                    double bw = TIME((attention_backward_cuda(buf + 5 * m, buf + 6 * m, buf + 7 * m, sc_d, buf + 3 * m,
+                                                              buf + 4 * m, lse_d, buf, buf + m, buf + 2 * m, NULL,
+                                                              NO_SEGMENTS, 1, Tc, Tc, Hc, dc, 0), device_sync()));
+                    device_set_tf32(false);
+                    double flc = 4.0 * Hc * Tc * (double)Tc * dc;
+                    printf("attention CUDA %s T%d H8 dh%d: fwd %.4f ms, bwd %.4f ms, fwd+bwd %.4f ms, %.2f TFLOP/s\n",
+                           tf32 ? "tf32" : REAL_NAME, Tc, dc, f * 1e3, bw * 1e3, (f + bw) * 1e3, 3.5 * flc / (f + bw) / 1e12);
+                    device_free(buf), device_free(lse_d), device_free(sc_d);
+                }
     } else printf("\nCUDA: skipped (no GPU on this machine)\n");
 #endif
     free(x), free(y), free(g), free(w), free(o);

@@ -30,12 +30,13 @@
 #     cli    tests/gpu/device_cli.sh with train_f32, then train_f64                -> cli.log
 #     bugs   train_f32 bugs --ranks 2 --steps 30 --device cuda                    -> bugs.log
 #     bench  bench_kernels and tests/gpu/sdpa_bench.py (PyTorch's attention)      -> bench.log
+#            set side by side by tests/gpu/attention_table.py (ratio to PyTorch)  -> gpu.md
 #     step   tests/gpu/step_bench.sh: DiT-S/2 and DiT-B/2 steps against PyTorch -> step_bench.log
 #   and last a summary (each step's result and time, the pass/fail lines, the tables), also in
 #   $OUT/summary.txt. Default: every step, in that order, within DEVICE_CHECK_BUDGET seconds
 #   (default 480; a step that would start with under 15 s left is skipped, the step benchmark
 #   gets what the others left, at most 300 s). $OUT holds at most 8 files (the tool's limit):
-#   setup.log, the five logs, summary.txt and bugs.png. PYTHON: the Python with PyTorch
+#   setup.log, the five logs, summary.txt and gpu.md (copy it to docs/results/gpu.md). PYTHON: the Python with PyTorch
 #   (default python3).
 #
 # From the device tool (it sends the repository and the ignored folders named in carry, and runs
@@ -250,7 +251,7 @@ run() {
   local steps=${*:-mpi unit cli bugs bench step} s d
   [ -x "$DEV/train_f32" ] || { echo "run: no $DEV/train_f32: run 'tests/gpu/device_check.sh pack' where it builds, and carry .device"; exit 1; }
   OUT=${OUT:-/tmp/device_check_out}; mkdir -p "$OUT"
-  rm -f "$OUT"/{setup,unit,cli,bugs,bench,step_bench}.log "$OUT/summary.txt" "$OUT/bugs.png"
+  rm -f "$OUT"/{setup,unit,cli,bugs,bench,step_bench}.log "$OUT/summary.txt" "$OUT/gpu.md"
   WORK=$(mktemp -d /tmp/device_check.XXXXXX)
   DEADLINE=$(($(date +%s) + ${DEVICE_CHECK_BUDGET:-480}))
   ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
@@ -275,10 +276,10 @@ run() {
              --input-size 8 --samples-per-class 0 --out "$WORK/mpi" ;;
       unit) for b in f32 f64; do step "unit $b" unit.log 60 env CK_RUN_SUITE=cuda "$d/test_all_$b"; done ;;
       cli) for b in f32 f64; do step "cli $b" cli.log 120 bash tests/gpu/device_cli.sh "$d/train_$b" "$WORK/cli_$b"; done ;;
-      bugs) step "bugs" bugs.log 120 "$d/train_f32" bugs --ranks 2 --steps 30 --device cuda --out "$WORK/bugs"
-            [ -f "$WORK/bugs/bugs.png" ] && cp "$WORK/bugs/bugs.png" "$OUT/" ;;
-      bench) step "bench_kernels" bench.log 60 "$d/bench_kernels" 0.5
-             step "sdpa_bench" bench.log 45 env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" "${PYTHON:-python3}" tests/gpu/sdpa_bench.py ;;
+      bugs) step "bugs" bugs.log 120 "$d/train_f32" bugs --ranks 2 --steps 30 --device cuda --out "$WORK/bugs" ;;
+      bench) step "bench_kernels" bench.log 90 "$d/bench_kernels" 0.3
+             step "sdpa_bench" bench.log 60 env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" "${PYTHON:-python3}" tests/gpu/sdpa_bench.py
+             "${PYTHON:-python3}" tests/gpu/attention_table.py "$OUT/bench.log" "$OUT/gpu.md" ;;
       step) step "step_bench" step_bench.log 300 env STEP_BENCH_PY_LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" \
               bash tests/gpu/step_bench.sh "$d/train_f32" "$WORK/step" ;;
       *) echo "run: no step '$s' (mpi unit cli bugs bench step)" ;;
@@ -299,7 +300,8 @@ run() {
     fi
     if [ -f "$WORK/bugs/bugs.md" ]; then echo; echo "-- bug catalogue on the device (bugs) --"; cat "$WORK/bugs/bugs.md"
     elif [ -f "$OUT/bugs.log" ]; then echo; echo "-- bug catalogue on the device (bugs): no table; the log's end --"; tail -5 "$OUT/bugs.log" | cut -c1-300; fi
-    if [ -f "$OUT/bench.log" ]; then echo; echo "-- the CUDA kernels and PyTorch's attention (bench) --"; grep -hE "CUDA|SDPA" "$OUT/bench.log"; fi
+    if [ -f "$OUT/gpu.md" ]; then echo; echo "-- attention against PyTorch's SDPA (bench; gpu.md, for docs/results/gpu.md) --"; cat "$OUT/gpu.md"
+    elif [ -f "$OUT/bench.log" ]; then echo; echo "-- the CUDA kernels and PyTorch's attention (bench) --"; grep -hE "CUDA|torch" "$OUT/bench.log"; fi
     if [ -f "$WORK/step/table.md" ]; then echo; echo "-- training step against PyTorch (step) --"; cat "$WORK/step/table.md"; fi
   } 2>&1 | tee "$OUT/summary.txt"
   rm -rf "$WORK"
