@@ -63,32 +63,35 @@ static __device__ inline uint32_t bf16_pair(bf16 lo, bf16 hi) { return (uint32_t
 
 // ---- mma ---------------------------------------------------------------------------------------------
 #if defined(EMULATED_DEVICE)
-// One lane's fragments of an emulated mma, shared with its warp
+// One lane's fragments of an emulated mma, published to its warp (parts: warp_publish's)
 struct MmaLane {
     uint32_t a[4], b[2];
     float c[4];
 };
+static inline const MmaLane *mma_lane(const unsigned char *parts, int lane) {
+    return (const MmaLane *)(parts + lane * WARP_PART);
+}
 // The value of A, B (TF32: the register's bits, low 13 ignored as the tensor cores do; BF16: the
 // register's half) at a row and column, from the warp's fragments
-static inline double mma_a(const MmaLane *w, bool bf, int row, int col) {
+static inline double mma_a(const unsigned char *w, bool bf, int row, int col) {
     if (!bf) // row g + 8 (i & 1), column t + 4 (i >> 1)
-        return bits_float(w[4 * (row % 8) + col % 4].a[(row / 8) | 2 * (col / 4)] & 0xffffe000u);
+        return bits_float(mma_lane(w, 4 * (row % 8) + col % 4)->a[(row / 8) | 2 * (col / 4)] & 0xffffe000u);
     int e = (col % 2) | 2 * (row / 8) | 4 * (col / 8);
-    uint32_t r = w[4 * (row % 8) + (col % 8) / 2].a[e / 2];
+    uint32_t r = mma_lane(w, 4 * (row % 8) + (col % 8) / 2)->a[e / 2];
     return bf16_to_float(bf16{(uint16_t)(e % 2 ? r >> 16 : r & 0xffffu)});
 }
-static inline double mma_b(const MmaLane *w, bool bf, int row, int col) {
-    if (!bf) return bits_float(w[4 * col + row % 4].b[row / 4] & 0xffffe000u); // row t + 4 i, column g
+static inline double mma_b(const unsigned char *w, bool bf, int row, int col) {
+    if (!bf) return bits_float(mma_lane(w, 4 * col + row % 4)->b[row / 4] & 0xffffe000u); // row t + 4 i, column g
     int e = (row % 2) | 2 * (row / 8);
-    uint32_t r = w[4 * col + (row % 8) / 2].b[e / 2];
+    uint32_t r = mma_lane(w, 4 * col + (row % 8) / 2)->b[e / 2];
     return bf16_to_float(bf16{(uint16_t)(e % 2 ? r >> 16 : r & 0xffffu)});
 }
 // D = A B + C for the warp, each lane its 4 accumulators; the products summed in double and
 // rounded once (a GPU's order and rounding inside the mma differ by float rounding only)
 static inline void mma_emulated(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4], bool bf) {
-    MmaLane mine, w[32];
+    MmaLane mine;
     memcpy(mine.a, a, sizeof mine.a), memcpy(mine.b, b, sizeof mine.b), memcpy(mine.c, c, sizeof mine.c);
-    warp_share(&mine, sizeof mine, w);
+    const unsigned char *w = warp_publish(&mine, sizeof mine);
     int g = (int)lane_id() / 4, t = (int)lane_id() % 4, K = bf ? 16 : 8;
     for (int i = 0; i < 4; i++) {
         int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);

@@ -31,27 +31,35 @@ kernels/attention_mma.cu cvt\.rna\.tf32\.f32
 kernels/attention_mma.cu shfl\.sync\.bfly
 TABLE
 }
-# holds FILE ARCH REGEX: the PTX of FILE for ARCH holds REGEX
-holds() {
-  local ptx=$WORK/$(basename "$1" .cu).$2.ptx
-  [ -f "$ptx" ] || "$NVCC" -ptx -arch="$2" -std=c++17 -I kernels "$1" -o "$ptx" 2>"$ptx.log" || { cat "$ptx.log"; return 2; }
-  grep -qE "$3" "$ptx"
+# build FILE ARCH: compiles FILE for ARCH once (nvcc -c -keep): DIR/NAME.ptx, the object DIR/x.o
+# and --resource-usage's report DIR/usage, DIR = $WORK/NAME.ARCH
+build() {
+  local dir=$WORK/$(basename "$1" .cu).$2
+  mkdir -p "$dir"
+  "$NVCC" -c -arch="$2" -std=c++17 -I kernels -keep -keep-dir "$dir" --resource-usage "$1" -o "$dir/x.o" > "$dir/usage" 2>&1 ||
+    { cat "$dir/usage"; return 2; }
 }
+# holds FILE ARCH REGEX: the PTX of FILE for ARCH holds REGEX
+holds() { grep -qE "$3" "$WORK/$(basename "$1" .cu).$2/$(basename "$1" .cu).ptx"; }
+build kernels/layernorm.cu sm_80
 if holds kernels/layernorm.cu sm_80 'mma\.sync'; then echo "FAIL self-test: layernorm.cu said to hold mma.sync"; fail=$((fail + 1))
 else echo "ok   self-test: the check fails on an instruction a file does not use (layernorm.cu, mma.sync)"; pass=$((pass + 1)); fi
+# every file for both architectures, two compilers at a time
+for file in $(table | cut -d' ' -f1 | sort -u); do for arch in sm_80 sm_90; do echo "$file $arch"; done; done |
+  xargs -P 2 -n 2 bash -c "$(declare -f build); WORK=$WORK NVCC=$NVCC build \"\$0\" \"\$1\"" || fail=$((fail + 1))
 for arch in sm_80 sm_90; do
   while read -r file regex; do
     if holds "$file" $arch "$regex"; then pass=$((pass + 1))
     else echo "FAIL $file for $arch: its PTX does not hold $regex"; fail=$((fail + 1)); fi
   done < <(table)
   for file in $(table | cut -d' ' -f1 | sort -u); do
-    usage=$("$NVCC" -c -arch=$arch -std=c++17 -I kernels --resource-usage "$file" -o "$WORK/x.o" 2>&1)
-    spills=$(echo "$usage" | grep -oE '[1-9][0-9]* bytes spill (stores|loads)' | head -1)
-    regs=$(echo "$usage" | grep -oE 'Used [0-9]+ registers' | sort -t' ' -k2 -n | tail -1)
+    dir=$WORK/$(basename "$file" .cu).$arch
+    spills=$(grep -oE '[1-9][0-9]* bytes spill (stores|loads)' "$dir/usage" | head -1)
+    regs=$(grep -oE 'Used [0-9]+ registers' "$dir/usage" | sort -t' ' -k2 -n | tail -1)
     if [ -z "$spills" ]; then echo "ok   $file for $arch: every instruction of the table, no spills (most: $regs)"; pass=$((pass + 1))
     else echo "FAIL $file for $arch: $spills"; fail=$((fail + 1)); fi
     if [ -n "$SASS_TOOLS" ] && table | grep -q "^$file mma"; then
-      hmma=$(PATH=$SASS_TOOLS:$PATH cuobjdump -sass "$WORK/x.o" | grep -oE 'HMMA[.0-9A-Z]*' | sort | uniq -c | xargs)
+      hmma=$(PATH=$SASS_TOOLS:$PATH cuobjdump -sass "$dir/x.o" | grep -oE 'HMMA[.0-9A-Z]*' | sort | uniq -c | xargs)
       if [ -n "$hmma" ]; then echo "ok   $file for $arch: its machine code runs on the tensor cores ($hmma)"; pass=$((pass + 1))
       else echo "FAIL $file for $arch: no HMMA in its machine code (cuobjdump -sass)"; fail=$((fail + 1)); fi
     fi

@@ -61,16 +61,25 @@ template <typename F> static cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribu
 
 // ---- warp-collective operations: every lane of the warp meets at its barrier ---------------------
 // A warp's lanes put `bytes` each (at most WARP_PART) and each reads all 32 parts in lane order;
-// the shuffles, the tensor cores' mma and ldmatrix (kernels/tensorcore.cuh) are made of it
+// the shuffles, the tensor cores' mma and ldmatrix (kernels/tensorcore.cuh) are made of it. One
+// barrier a call: the parts alternate between two buffers, and a lane that writes a buffer again
+// (two calls later) has passed the barrier of the call between, which every lane reaches only
+// once it has read that buffer.
 #define EMULATED_DEVICE 1
 enum { WARP_PART = 64 };
-static unsigned char warp_parts[MAX_THREADS][WARP_PART];
+alignas(16) static unsigned char warp_parts[2][MAX_THREADS][WARP_PART];
+static unsigned warp_calls[MAX_THREADS]; // each thread's calls in its block, for the buffer
+// the warp's 32 parts in lane order, WARP_PART bytes apart, once each lane put its own: valid
+// until this lane's next call
+static const unsigned char *warp_publish(const void *mine, size_t bytes) {
+    unsigned t = linear_thread(), first = t & ~31u, u = warp_calls[t]++ & 1;
+    memcpy(warp_parts[u][t], mine, bytes);
+    wait_at((int)(t / 32));
+    return warp_parts[u][first];
+}
 static void warp_share(const void *mine, size_t bytes, void *all) {
-    unsigned t = linear_thread(), first = t & ~31u;
-    memcpy(warp_parts[t], mine, bytes);
-    wait_at((int)(t / 32));
-    for (unsigned l = 0; l < 32; l++) memcpy((char *)all + l * bytes, warp_parts[first + l], bytes);
-    wait_at((int)(t / 32));
+    const unsigned char *parts = warp_publish(mine, bytes);
+    for (unsigned l = 0; l < 32; l++) memcpy((char *)all + l * bytes, parts + l * WARP_PART, bytes);
 }
 static unsigned lane_id(void) { return linear_thread() % 32; }
 
@@ -204,7 +213,7 @@ template <typename F> static void run_blocks(Schedule s, dim3 grid, dim3 block, 
         }
         for (unsigned t = 0; t < n; t++) {
             fibers[t].sp = emulated_fiber_start(fiber_stacks + (size_t)(t + 1) * FIBER_STACK, fiber_main);
-            fibers[t].state = 0;
+            fibers[t].state = 0, warp_calls[t] = 0;
         }
         for (;;) { // a phase: every ready thread runs until it waits or returns
             schedule_order(s, order, n);
