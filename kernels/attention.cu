@@ -188,6 +188,17 @@ static void check_shape(int B, int Tq, int Tk, int H, int dh) {
 
 static real scale_of(int dh) { return (real)(1 / sqrt((double)dh)); }
 
+static bool bf16_products;
+void attention_set_bf16_cuda(bool on) {
+#ifdef REAL_F64
+    CHECK(!on, "bf16 attention: the float32 build's (tensor cores)");
+#endif
+    bf16_products = on;
+}
+#ifndef REAL_F64
+static AttentionMode mode(void) { return bf16_products ? ATTN_BF16 : device_tf32() ? ATTN_TF32 : ATTN_3XTF32; }
+#endif
+
 size_t attention_scratch_count_cuda(int B, int Tq, int Tk, int H, int dh, bool backward) {
     (void)Tk, (void)dh;
     return backward ? (size_t)B * H * Tq : 0;
@@ -200,7 +211,7 @@ void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, 
     check_shape(B, Tq, Tk, H, dh);
 #ifndef REAL_F64 // float32: on tensor cores
     attention_forward_mma(AttentionArgs{q, k, v, key_mask, seg, Tq, Tk, H, dh, scale_of(dh)}, out, lse, B,
-                          device_tf32(), stream);
+                          mode(), stream);
 #else
     dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
     size_t smem = 2 * (size_t)TILE * dh * sizeof(real);
@@ -221,7 +232,7 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
     real scale = scale_of(dh);
 #ifndef REAL_F64 // float32: on tensor cores
     attention_backward_mma(AttentionArgs{q, k, v, key_mask, seg, Tq, Tk, H, dh, scale}, dq, dk, dv, dout, lse,
-                           scratch, B, device_tf32(), stream);
+                           scratch, B, mode(), stream);
 #else
     if (dk || dv) {
         dim3 grid((Tk + ROWS - 1) / ROWS, B * H);

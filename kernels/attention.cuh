@@ -45,10 +45,12 @@ __device__ static bool meet(Segments seg, int b, int a, int na, int c, int nc) {
 }
 
 #ifndef REAL_F64
-// on tensor cores (attention_mma.cu), grids and blocks of their own; tf32: one TF32 product
-// (--tf32), else 3xTF32. The forward writes out, lse (B, H, Tq); the backward adds into dq, dk,
-// dv (each may be NULL) from dout, lse and delta (B, H, Tq: rowsum(dO * O))
-void attention_forward_mma(const AttentionArgs &a, real *out, real *lse, int B, bool tf32, cudaStream_t stream);
+// on tensor cores (attention_mma.cu), grids and blocks of their own, all accumulating in float32:
+// 3xTF32 (float32's accuracy), one TF32 product (--tf32), or bf16 products. The forward writes
+// out, lse (B, H, Tq); the backward adds into dq, dk, dv (each may be NULL) from dout, lse and
+// delta (B, H, Tq: rowsum(dO * O))
+enum AttentionMode { ATTN_3XTF32, ATTN_TF32, ATTN_BF16 };
+void attention_forward_mma(const AttentionArgs &a, real *out, real *lse, int B, AttentionMode mode, cudaStream_t stream);
 void attention_backward_mma(const AttentionArgs &a, real *dq, real *dk, real *dv, const real *dout,
-                            const real *lse, const real *delta, int B, bool tf32, cudaStream_t stream);
+                            const real *lse, const real *delta, int B, AttentionMode mode, cudaStream_t stream);
 #endif

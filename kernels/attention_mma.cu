@@ -19,9 +19,13 @@
 // each 8 columns in the order 0 2 4 6 1 3 5 7 (its k index x is column 2 (x % 4) + x / 4) and
 // reads the tile's rows in that order too.
 //
-// Precision: 3xTF32 by default (each factor x split into h = tf32(x) and l = tf32(x - h); the
-// product is l h' + h l' + h h'), float32's accuracy as PyTorch's float32 attention on tensor
-// cores; with --tf32 one product h h' (ATTN_TF32_TOL).
+// Precision (AttentionMode), always accumulating in float32 with the softmax and LSE in float32:
+// 3xTF32 by default (each factor x split into h = tf32(x) and l = tf32(x - h); the product is
+// l h' + h l' + h h'), float32's accuracy as PyTorch's float32 attention on tensor cores; with
+// --tf32 one product h h' (ATTN_TF32_TOL); bf16 products (m16n8k16, inputs and P rounded to
+// bf16 as they enter a fragment; ATTN_BF16_TOL) for mixed precision. In bf16 an accumulator's
+// two 8-column blocks are an A operand as they are, so the key order below is TF32's alone, and
+// widths are padded to a multiple of 16 (16, 32, 64, 80, 128).
 //
 // Head widths are padded with zeros to DP, the first of 8, 16, 32, 64, 72, 128 that holds dh. A
 // shared-memory row is STRIDE floats, DP padded to 4 mod 8 words: then mma_rows' reads (rows
@@ -78,13 +82,26 @@ static __device__ inline void mma_split(float d[4], const uint32_t ah[4], const 
 
 // ---- a warp's own 16 rows, as A fragments ----------------------------------------------------------
 template <int DP, bool SH> struct WarpRows {
-    float reg[SH ? 1 : DP / 8][4]; // fragment kk: row g + 8 (i & 1), column 8 kk + t + 4 (i >> 1)
+    float reg[SH ? 1 : DP / 8][4]; // slots (kk, i), where slot_at places them
     float *sh;                     // SH: the 16 rows, STRIDE apart
 };
 
+// where slot (kk, i) of a lane's own-row fragments lies in the warp's 16 rows. TF32 (k 8): A's
+// register i of k-step kk, row g + 8 (i & 1), column 8 kk + t + 4 (i >> 1). bf16 (k 16): slots
+// (2 k, 0..3) and (2 k + 1, 0..3) are the halves e = 0..7 of A's registers for k-step k, register
+// e / 2 (row g + 8 (r & 1), columns 16 k + 2 t + 8 (r >> 1)), half e % 2 (the column + 1)
+template <bool BF> static __device__ inline void slot_at(int kk, int i, int g, int t, int &r, int &c) {
+    if (!BF) {
+        r = g + 8 * (i & 1), c = 8 * kk + t + 4 * (i >> 1);
+        return;
+    }
+    int e = 4 * (kk & 1) + i, reg = e >> 1;
+    r = g + 8 * (reg & 1), c = 16 * (kk >> 1) + 2 * t + (e & 1) + 8 * (reg >> 1);
+}
+
 // rows r0 .. r0 + 15 of head h in row b of x (T rows), zero past T and dh; sh: their place in
 // shared memory if they go there
-template <int DP, bool SH>
+template <bool BF, int DP, bool SH>
 static __device__ void rows_load(WarpRows<DP, SH> &w, float *sh, const real *x, int b, int T, int r0, int H, int h, int dh) {
     constexpr int S = Padded<DP>::STRIDE;
     int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
@@ -93,62 +110,97 @@ static __device__ void rows_load(WarpRows<DP, SH> &w, float *sh, const real *x, 
     for (int kk = 0; kk < DP / 8; kk++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            int r = g + 8 * (i & 1), c = 8 * kk + t + 4 * (i >> 1);
+            int r, c;
+            slot_at<BF>(kk, i, g, t, r, c);
             float v = r0 + r < T && c < dh ? x[row_at(b, T, r0 + r, H * dh, h, dh) + c] : 0;
             if constexpr (SH) sh[r * S + c] = v;
             else w.reg[kk][i] = v;
         }
 }
 
-template <int DP, bool SH> static __device__ inline void rows_frag(const WarpRows<DP, SH> &w, int kk, float f[4]) {
-    constexpr int S = Padded<DP>::STRIDE;
+template <bool BF, int DP, bool SH> static __device__ inline void rows_frag(const WarpRows<DP, SH> &w, int kk, float f[4]) {
     int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-    if constexpr (SH) {
-        const float *p = w.sh + g * S + 8 * kk + t;
-        f[0] = p[0], f[1] = p[8 * S], f[2] = p[4], f[3] = p[8 * S + 4];
-    } else
-        for (int i = 0; i < 4; i++) f[i] = w.reg[kk][i];
+    for (int i = 0; i < 4; i++) {
+        int r, c;
+        slot_at<BF>(kk, i, g, t, r, c);
+        f[i] = SH ? w.sh[r * Padded<DP>::STRIDE + c] : w.reg[kk][i];
+    }
 }
+
+// two floats as a register of two bf16 (x the low half)
+static __device__ inline uint32_t bf16x2(float x, float y) { return bf16_pair(bf16_from_float(x), bf16_from_float(y)); }
 
 // acc (16 x KT, C layout: row g + 8 (i >> 1), column 8 n + 2 t + (i & 1)) = A tile^T: A the warp's
 // rows (16 x DP), the tile KT rows (KT x DP) in shared memory
-template <int DP, bool THREE, bool SH>
+template <int DP, int MODE, bool SH>
 static __device__ void mma_rows(float acc[NT][4], const WarpRows<DP, SH> &a, const float *tile) {
     constexpr int S = Padded<DP>::STRIDE;
+    constexpr bool THREE = MODE == ATTN_3XTF32;
     int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
 #pragma unroll
     for (int n = 0; n < NT; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0;
+    if constexpr (MODE == ATTN_BF16) {
 #pragma unroll
-    for (int kk = 0; kk < DP / 8; kk++) {
-        float f[4];
-        uint32_t ah[4], al[4];
-        rows_frag(a, kk, f);
-        split<THREE, 4>(f, ah, al);
+        for (int k = 0; k < DP / 16; k++) {
+            float f[8];
+            rows_frag<true>(a, 2 * k, f), rows_frag<true>(a, 2 * k + 1, f + 4);
+            uint32_t ar[4] = {bf16x2(f[0], f[1]), bf16x2(f[2], f[3]), bf16x2(f[4], f[5]), bf16x2(f[6], f[7])};
 #pragma unroll
-        for (int n = 0; n < NT; n++) { // B (k = column, n = tile row): row t + 4 i, column g
-            const float *r = tile + (8 * n + g) * S + 8 * kk + t;
-            float b[2] = {r[0], r[4]};
-            mma_split<THREE>(acc[n], ah, al, b);
+            for (int n = 0; n < NT; n++) { // B (k = column, n = tile row): columns 2 t (+1), + 8; row g
+                const float *r = tile + (8 * n + g) * S + 16 * k + 2 * t;
+                uint32_t b[2] = {bf16x2(r[0], r[1]), bf16x2(r[8], r[9])};
+                mma_bf16_m16n8k16(acc[n], ar, b, acc[n]);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int kk = 0; kk < DP / 8; kk++) {
+            float f[4];
+            uint32_t ah[4], al[4];
+            rows_frag<false>(a, kk, f);
+            split<THREE, 4>(f, ah, al);
+#pragma unroll
+            for (int n = 0; n < NT; n++) { // B (k = column, n = tile row): row t + 4 i, column g
+                const float *r = tile + (8 * n + g) * S + 8 * kk + t;
+                float b[2] = {r[0], r[4]};
+                mma_split<THREE>(acc[n], ah, al, b);
+            }
         }
     }
 }
 
 // acc (16 x DP) += P tile: P (16 x KT) in C layout as mma_rows leaves it, the tile KT rows
-// (KT x DP); each 8 of P's columns in the order of the header
-template <int DP, bool THREE>
+// (KT x DP); TF32: each 8 of P's columns in the order of the header; bf16: two 8-column blocks of
+// P make an A operand as they are
+template <int DP, int MODE>
 static __device__ void mma_cols(float acc[DP / 8][4], const float p[NT][4], const float *tile) {
     constexpr int S = Padded<DP>::STRIDE;
+    constexpr bool THREE = MODE == ATTN_3XTF32;
     int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    if constexpr (MODE == ATTN_BF16) {
 #pragma unroll
-    for (int kk = 0; kk < NT; kk++) {
-        float pa[4] = {p[kk][0], p[kk][2], p[kk][1], p[kk][3]};
-        uint32_t ah[4], al[4];
-        split<THREE, 4>(pa, ah, al);
+        for (int k = 0; k < NT / 2; k++) {
+            const float *p0 = p[2 * k], *p1 = p[2 * k + 1];
+            uint32_t ar[4] = {bf16x2(p0[0], p0[1]), bf16x2(p0[2], p0[3]), bf16x2(p1[0], p1[1]), bf16x2(p1[2], p1[3])};
 #pragma unroll
-        for (int n = 0; n < DP / 8; n++) { // B (k = tile row, n = column): rows 2 t, 2 t + 1; column g
-            const float *r = tile + (8 * kk + 2 * t) * S + 8 * n + g;
-            float b[2] = {r[0], r[S]};
-            mma_split<THREE>(acc[n], ah, al, b);
+            for (int n = 0; n < DP / 8; n++) { // B (k = tile row, n = column): rows 16 k + 2 t (+1), + 8; column g
+                const float *r = tile + (16 * k + 2 * t) * S + 8 * n + g;
+                uint32_t b[2] = {bf16x2(r[0], r[S]), bf16x2(r[8 * S], r[9 * S])};
+                mma_bf16_m16n8k16(acc[n], ar, b, acc[n]);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int kk = 0; kk < NT; kk++) {
+            float pa[4] = {p[kk][0], p[kk][2], p[kk][1], p[kk][3]};
+            uint32_t ah[4], al[4];
+            split<THREE, 4>(pa, ah, al);
+#pragma unroll
+            for (int n = 0; n < DP / 8; n++) { // B (k = tile row, n = column): rows 2 t, 2 t + 1; column g
+                const float *r = tile + (8 * kk + 2 * t) * S + 8 * n + g;
+                float b[2] = {r[0], r[S]};
+                mma_split<THREE>(acc[n], ah, al, b);
+            }
         }
     }
 }
@@ -233,12 +285,12 @@ static __device__ bool may_see(const AttentionArgs &a, int b, int q, int j) {
 }
 
 // ---- forward: out, lse; grid (query blocks, B*H) -------------------------------------------------
-template <int DP, bool THREE> static __global__ void forward_mma_kernel(AttentionArgs a, real *out, real *lse, bool vec) {
+template <int DP, int MODE> static __global__ void forward_mma_kernel(AttentionArgs a, real *out, real *lse, bool vec) {
     constexpr int S = Padded<DP>::STRIDE, KS = DP / 8;
     Place p = place(a.H, a.Tq);
     float *tiles = tiles_zeroed(S);
     WarpRows<DP, Padded<DP>::OWN_SHARED_1> q;
-    rows_load(q, tiles + 4 * KT * S + 4 * KT + 16 * p.warp * S, a.q, p.b, a.Tq, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
+    rows_load<MODE == ATTN_BF16>(q, tiles + 4 * KT * S + 4 * KT + 16 * p.warp * S, a.q, p.b, a.Tq, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
     float o[KS][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
     for (int n = 0; n < KS; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0;
     __syncthreads();
@@ -249,7 +301,7 @@ template <int DP, bool THREE> static __global__ void forward_mma_kernel(Attentio
             if (!p.busy) return;
             const float *ks = tiles + 2 * u * KT * S, *vs = ks + KT * S;
             float s[NT][4], mx[2] = {m[0], m[1]}, alpha[2];
-            mma_rows<DP, THREE>(s, q, ks);
+            mma_rows<DP, MODE>(s, q, ks);
 #pragma unroll
             for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -275,7 +327,7 @@ template <int DP, bool THREE> static __global__ void forward_mma_kernel(Attentio
             for (int n = 0; n < KS; n++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) o[n][i] *= alpha[i >> 1];
-            mma_cols<DP, THREE>(o, s, vs);
+            mma_cols<DP, MODE>(o, s, vs);
         });
     for (int r = 0; r < 2; r++) {
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
@@ -296,14 +348,14 @@ template <int DP, bool THREE> static __global__ void forward_mma_kernel(Attentio
 }
 
 // ---- backward, the query side: dq += scale dS K; grid (query blocks, B*H) ------------------------
-template <int DP, bool THREE>
+template <int DP, int MODE>
 static __global__ void dq_mma_kernel(AttentionArgs a, real *dq, const real *dout, const real *lse, const real *delta, bool vec) {
     constexpr int S = Padded<DP>::STRIDE, KS = DP / 8;
     Place p = place(a.H, a.Tq);
     float *tiles = tiles_zeroed(S), *own = tiles + 4 * KT * S + 4 * KT + 16 * p.warp * S;
     WarpRows<DP, Padded<DP>::OWN_SHARED_2> q, g;
-    rows_load(q, own, a.q, p.b, a.Tq, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
-    rows_load(g, own + ROWS * S, dout, p.b, a.Tq, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
+    rows_load<MODE == ATTN_BF16>(q, own, a.q, p.b, a.Tq, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
+    rows_load<MODE == ATTN_BF16>(g, own + ROWS * S, dout, p.b, a.Tq, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
     float L[2], dl[2], acc[KS][4];
     for (int r = 0; r < 2; r++) {
         bool in = p.row[r] < a.Tq;
@@ -319,8 +371,8 @@ static __global__ void dq_mma_kernel(AttentionArgs a, real *dq, const real *dout
             if (!p.busy) return;
             const float *ks = tiles + 2 * u * KT * S, *vs = ks + KT * S;
             float s[NT][4], dp[NT][4];
-            mma_rows<DP, THREE>(s, q, ks);  // S = Q K^T
-            mma_rows<DP, THREE>(dp, g, vs); // dP = dO V^T
+            mma_rows<DP, MODE>(s, q, ks);  // S = Q K^T
+            mma_rows<DP, MODE>(dp, g, vs); // dP = dO V^T
 #pragma unroll
             for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -329,7 +381,7 @@ static __global__ void dq_mma_kernel(AttentionArgs a, real *dq, const real *dout
                     float pr = L[r] == -INFINITY || !may_see(a, p.b, p.row[r], j) ? 0 : expf(a.scale * s[n][i] - L[r]);
                     s[n][i] = pr * (dp[n][i] - dl[r]);
                 }
-            mma_cols<DP, THREE>(acc, s, ks);
+            mma_cols<DP, MODE>(acc, s, ks);
         });
     int D = a.H * a.dh;
 #pragma unroll
@@ -342,7 +394,7 @@ static __global__ void dq_mma_kernel(AttentionArgs a, real *dq, const real *dout
 }
 
 // ---- backward, the key side: dk += scale dS^T Q, dv += P^T dO; grid (key blocks, B*H) -------------
-template <int DP, bool THREE>
+template <int DP, int MODE>
 static __global__ void dkv_mma_kernel(AttentionArgs a, real *dk, real *dv, const real *dout, const real *lse,
                                       const real *delta, bool vec) {
     constexpr int S = Padded<DP>::STRIDE, KS = DP / 8;
@@ -350,8 +402,8 @@ static __global__ void dkv_mma_kernel(AttentionArgs a, real *dk, real *dv, const
     float *tiles = tiles_zeroed(S), *terms = tiles + 4 * KT * S; // buffer u's LSE at 2 u KT, delta after
     float *own = terms + 4 * KT + 16 * p.warp * S;
     WarpRows<DP, Padded<DP>::OWN_SHARED_2> k, v;
-    rows_load(k, own, a.k, p.b, a.Tk, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
-    rows_load(v, own + ROWS * S, a.v, p.b, a.Tk, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
+    rows_load<MODE == ATTN_BF16>(k, own, a.k, p.b, a.Tk, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
+    rows_load<MODE == ATTN_BF16>(v, own + ROWS * S, a.v, p.b, a.Tk, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
     float gk[KS][4], gv[KS][4];
     for (int n = 0; n < KS; n++)
         for (int i = 0; i < 4; i++) gk[n][i] = gv[n][i] = 0;
@@ -370,8 +422,8 @@ static __global__ void dkv_mma_kernel(AttentionArgs a, real *dk, real *dv, const
             if (!p.busy) return;
             const float *qs = tiles + 2 * u * KT * S, *gs = qs + KT * S, *L = terms + 2 * u * KT, *dl = L + KT;
             float s[NT][4], dp[NT][4];
-            mma_rows<DP, THREE>(s, k, qs);  // S^T = K Q^T
-            mma_rows<DP, THREE>(dp, v, gs); // dP^T = V dO^T
+            mma_rows<DP, MODE>(s, k, qs);  // S^T = K Q^T
+            mma_rows<DP, MODE>(dp, v, gs); // dP^T = V dO^T
 #pragma unroll
             for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -381,8 +433,8 @@ static __global__ void dkv_mma_kernel(AttentionArgs a, real *dk, real *dv, const
                     s[n][i] = on ? expf(a.scale * s[n][i] - L[c]) : 0;
                     dp[n][i] = s[n][i] * (dp[n][i] - dl[c]);
                 }
-            mma_cols<DP, THREE>(gv, s, gs);  // dV += P^T dO
-            mma_cols<DP, THREE>(gk, dp, qs); // dK += dS^T Q
+            mma_cols<DP, MODE>(gv, s, gs);  // dV += P^T dO
+            mma_cols<DP, MODE>(gk, dp, qs); // dK += dS^T Q
         });
     int D = a.H * a.dh;
 #pragma unroll
@@ -399,14 +451,28 @@ static __global__ void dkv_mma_kernel(AttentionArgs a, real *dk, real *dv, const
 
 // ---- launchers ---------------------------------------------------------------------------------------
 
-// launch(w) with w the padded width DP for dh, a compile-time constant
-template <typename F> static void with_padded_width(int dh, F launch) {
-    if (dh <= 8) launch(std::integral_constant<int, 8>());
-    else if (dh <= 16) launch(std::integral_constant<int, 16>());
-    else if (dh <= 32) launch(std::integral_constant<int, 32>());
-    else if (dh <= 64) launch(std::integral_constant<int, 64>());
-    else if (dh <= 72) launch(std::integral_constant<int, 72>());
-    else launch(std::integral_constant<int, 128>());
+// launch(w, m) with w the padded width for dh (a multiple of the mode's k: 8, or 16 in bf16) and m
+// the mode, compile-time constants
+template <typename F> static void with_shape(int dh, AttentionMode mode, F launch) {
+    auto widths = [&](auto m) {
+        if constexpr (decltype(m)::value == ATTN_BF16) {
+            if (dh <= 16) launch(std::integral_constant<int, 16>(), m);
+            else if (dh <= 32) launch(std::integral_constant<int, 32>(), m);
+            else if (dh <= 64) launch(std::integral_constant<int, 64>(), m);
+            else if (dh <= 80) launch(std::integral_constant<int, 80>(), m);
+            else launch(std::integral_constant<int, 128>(), m);
+        } else {
+            if (dh <= 8) launch(std::integral_constant<int, 8>(), m);
+            else if (dh <= 16) launch(std::integral_constant<int, 16>(), m);
+            else if (dh <= 32) launch(std::integral_constant<int, 32>(), m);
+            else if (dh <= 64) launch(std::integral_constant<int, 64>(), m);
+            else if (dh <= 72) launch(std::integral_constant<int, 72>(), m);
+            else launch(std::integral_constant<int, 128>(), m);
+        }
+    };
+    if (mode == ATTN_BF16) widths(std::integral_constant<int, ATTN_BF16>());
+    else if (mode == ATTN_TF32) widths(std::integral_constant<int, ATTN_TF32>());
+    else widths(std::integral_constant<int, ATTN_3XTF32>());
 }
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -417,47 +483,32 @@ template <typename K> static size_t shared_bytes(K kernel, size_t floats) {
     return floats * sizeof(float);
 }
 
-void attention_forward_mma(const AttentionArgs &a, real *out, real *lse, int B, bool tf32, cudaStream_t stream) {
+void attention_forward_mma(const AttentionArgs &a, real *out, real *lse, int B, AttentionMode mode, cudaStream_t stream) {
     bool vec = a.dh % 4 == 0 && aligned16(a.k) && aligned16(a.v);
     dim3 grid((a.Tq + ROWS - 1) / ROWS, B * a.H);
-    with_padded_width(a.dh, [&](auto w) {
-        constexpr int DP = decltype(w)::value;
-        if (tf32) {
-            size_t smem = shared_bytes(forward_mma_kernel<DP, false>, Padded<DP>::floats(1));
-            forward_mma_kernel<DP, false><<<grid, 32 * WARPS, smem, stream>>>(a, out, lse, vec);
-        } else {
-            size_t smem = shared_bytes(forward_mma_kernel<DP, true>, Padded<DP>::floats(1));
-            forward_mma_kernel<DP, true><<<grid, 32 * WARPS, smem, stream>>>(a, out, lse, vec);
-        }
+    with_shape(a.dh, mode, [&](auto w, auto m) {
+        constexpr int DP = decltype(w)::value, M = decltype(m)::value;
+        size_t smem = shared_bytes(forward_mma_kernel<DP, M>, Padded<DP>::floats(1));
+        forward_mma_kernel<DP, M><<<grid, 32 * WARPS, smem, stream>>>(a, out, lse, vec);
     });
     CUDA_CHECK(cudaGetLastError());
 }
 
 void attention_backward_mma(const AttentionArgs &a, real *dq, real *dk, real *dv, const real *dout,
-                            const real *lse, const real *delta, int B, bool tf32, cudaStream_t stream) {
+                            const real *lse, const real *delta, int B, AttentionMode mode, cudaStream_t stream) {
     bool vec_kv = a.dh % 4 == 0 && aligned16(a.k) && aligned16(a.v);
     bool vec_q = a.dh % 4 == 0 && aligned16(a.q) && aligned16(dout);
     dim3 qgrid((a.Tq + ROWS - 1) / ROWS, B * a.H), kgrid((a.Tk + ROWS - 1) / ROWS, B * a.H);
-    with_padded_width(a.dh, [&](auto w) {
-        constexpr int DP = decltype(w)::value;
+    with_shape(a.dh, mode, [&](auto w, auto m) {
+        constexpr int DP = decltype(w)::value, M = decltype(m)::value;
         if (dk || dv) {
-            if (tf32) {
-                size_t smem = shared_bytes(dkv_mma_kernel<DP, false>, Padded<DP>::floats(2));
-                dkv_mma_kernel<DP, false><<<kgrid, 32 * WARPS, smem, stream>>>(a, dk, dv, dout, lse, delta, vec_q);
-            } else {
-                size_t smem = shared_bytes(dkv_mma_kernel<DP, true>, Padded<DP>::floats(2));
-                dkv_mma_kernel<DP, true><<<kgrid, 32 * WARPS, smem, stream>>>(a, dk, dv, dout, lse, delta, vec_q);
-            }
+            size_t smem = shared_bytes(dkv_mma_kernel<DP, M>, Padded<DP>::floats(2));
+            dkv_mma_kernel<DP, M><<<kgrid, 32 * WARPS, smem, stream>>>(a, dk, dv, dout, lse, delta, vec_q);
             CUDA_CHECK(cudaGetLastError());
         }
         if (dq) {
-            if (tf32) {
-                size_t smem = shared_bytes(dq_mma_kernel<DP, false>, Padded<DP>::floats(2));
-                dq_mma_kernel<DP, false><<<qgrid, 32 * WARPS, smem, stream>>>(a, dq, dout, lse, delta, vec_kv);
-            } else {
-                size_t smem = shared_bytes(dq_mma_kernel<DP, true>, Padded<DP>::floats(2));
-                dq_mma_kernel<DP, true><<<qgrid, 32 * WARPS, smem, stream>>>(a, dq, dout, lse, delta, vec_kv);
-            }
+            size_t smem = shared_bytes(dq_mma_kernel<DP, M>, Padded<DP>::floats(2));
+            dq_mma_kernel<DP, M><<<qgrid, 32 * WARPS, smem, stream>>>(a, dq, dout, lse, delta, vec_kv);
             CUDA_CHECK(cudaGetLastError());
         }
     });

@@ -102,6 +102,10 @@ void timestep_embedding_backward_cuda(real *dt, const real *dout, const real *t,
 // reals: B H Tq for backward's row terms, none for forward.
 #define ATTN_CUDA_MAX_DH 128 // head width at most
 #define ATTN_TF32_TOL 2e-3  // normalized error of the attention with --tf32 (one TF32 product)
+#define ATTN_BF16_TOL 2e-2  // the same with bf16 products
+// The attention's products in bf16 (inputs rounded to bf16, float32 accumulation, softmax and
+// LSE): the float32 build's, for mixed precision; off by default
+void attention_set_bf16_cuda(bool on);
 size_t attention_scratch_count_cuda(int B, int Tq, int Tk, int H, int dh, bool backward);
 void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, const real *k,
                             const real *v, const uint8_t *key_mask, Segments seg,

@@ -139,6 +139,8 @@ suite 600 "a planted missing __syncthreads in the tensor-core attention's tile p
   '^emulated kernel [a-z]+_mma_kernel .*: the (reverse|shuffled) schedule leaves device memory different|:F:cuda:cuda_attention:.*attention (out|dq|dk|dv)'
 suite 600 "a planted slip in the tensor-core attention's column order (a tile's two rows of a fragment swapped): caught by the attention test" \
   planted 's/\{r\[0\], r\[S\]\}/{r[S], r[0]}/' ':F:cuda:cuda_attention:.*attention (out|dq|dk|dv)'
+suite 600 "a planted slip in the bf16 attention's B fragment (two halves of a register swapped): caught by the bf16 attention test" \
+  planted 's/bf16x2\(r\[8\], r\[9\]\)/bf16x2(r[9], r[8])/' ':F:cuda:cuda_attention_bf16:.*attention (out|dq|dk|dv)'
 suite 600 "a planted mma fragment-layout slip (A's registers 1 and 2 swapped): caught by the tensor-core test" \
   planted 's/a\[\(g \+ 8 \* \(i & 1\)\) \* 8 \+ t \+ 4 \* \(i >> 1\)\]/a[(g + 8 * (i >> 1)) * 8 + t + 4 * (i & 1)]/' \
   ':F:cuda:cuda_tensor_cores:.*mma tf32'

@@ -574,6 +574,29 @@ START_TEST(cuda_attention_tf32) {
 }
 END_TEST
 
+// bf16 products (attention_set_bf16_cuda): within ATTN_BF16_TOL, each case's forward error above
+// the same case's with one TF32 product (bf16 keeps 3 fewer bits); widths the bf16 kernels pad to
+// 16 (8), 32 (20) and 80 (72), and 128
+START_TEST(cuda_attention_bf16) {
+#ifndef REAL_F64
+    struct { int B, Tq, Tk, H, dh, masking; bool packed; } cases[] = {
+        {2, 70, 45, 3, 16, 1, false}, {2, 37, 37, 2, 72, 1, true}, {1, 20, 9, 1, 8, 0, false},
+        {2, 21, 30, 2, 20, 1, false}, {1, 33, 50, 1, 128, 0, true}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        __typeof__(cases[0]) c = cases[i];
+        device_set_tf32(true);
+        double tf32 = attention_case(c.B, c.Tq, c.Tk, c.H, c.dh, c.masking, true, c.packed, ATTN_TF32_TOL);
+        device_set_tf32(false);
+        attention_set_bf16_cuda(true);
+        double bf16 = attention_case(c.B, c.Tq, c.Tk, c.H, c.dh, c.masking, true, c.packed, ATTN_BF16_TOL);
+        attention_set_bf16_cuda(false);
+        ck_assert_msg(bf16 > tf32, "bf16 attention, width %d: its error %.1e is not above one TF32 "
+                      "product's %.1e: not bf16 products", c.dh, bf16, tf32);
+    }
+#endif
+}
+END_TEST
+
 // the ring's merge of partial outputs: rows of -inf on either side (a block, or everything so far,
 // fully masked) and the ring-wrong-merge bug's plain average
 START_TEST(cuda_attention_merge) {
@@ -808,7 +831,8 @@ static void select_gpu(void) {
 Suite *cuda_suite(void) {
     const TTest *on_device[] = {cuda_add, cuda_gelu, cuda_silu, cuda_layernorm, cuda_adamw, cuda_linear,
                                 cuda_adaln, cuda_slice, cuda_add_rows, cuda_euler_step, cuda_loss,
-                                cuda_patch, cuda_embedding, cuda_attention, cuda_attention_tf32, cuda_attention_merge,
+                                cuda_patch, cuda_embedding, cuda_attention, cuda_attention_tf32, cuda_attention_bf16,
+                                cuda_attention_merge,
                                 cuda_formulas, cuda_sampler, cuda_qknorm, cuda_tensor_cores};
     int n = sizeof on_device / sizeof on_device[0];
     Suite *s = suite_create("cuda");

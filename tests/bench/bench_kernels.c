@@ -125,10 +125,11 @@ int main(int argc, char **argv) {
         report("layernorm forward, CUDA", gpu, 2.0 * n * sizeof(real), 0, cpu);
         device_free(dx), device_free(dy), device_free(dm);
         // fused attention, forward and backward (counted as 2.5 forwards), B 1, 8 heads of 64 and
-        // 128, float32 (3xTF32 on tensor cores in the float32 build) and --tf32 (one TF32
-        // product); tests/gpu/sdpa_bench.py times PyTorch's scaled_dot_product_attention on the
-        // same, and tests/gpu/attention_table.py sets the two side by side
-        for (int tf32 = 0; tf32 <= (sizeof(real) == 4); tf32++) // --tf32: float32's
+        // 128, float32 (3xTF32 on tensor cores in the float32 build), --tf32 (one TF32 product)
+        // and bf16 products; tests/gpu/sdpa_bench.py times PyTorch's scaled_dot_product_attention
+        // on the same, and tests/gpu/attention_table.py sets the two side by side
+        const char *precisions[] = {REAL_NAME, "tf32", "bf16"};
+        for (int prec = 0; prec < (sizeof(real) == 4 ? 3 : 1); prec++) // tf32, bf16: float32's
             for (int dc = 64; dc <= 128; dc *= 2)
                 for (int Tc = 1024; Tc <= 16384; Tc *= 4) {
                     int Hc = 8;
@@ -141,16 +142,17 @@ int main(int argc, char **argv) {
                         copy_bytes(buf + part * m, hb, m * sizeof(real));
                     }
                     free(hb);
-                    device_set_tf32(tf32);
+                    device_set_tf32(prec == 1);
+                    attention_set_bf16_cuda(prec == 2);
                     double f = TIME((attention_forward_cuda(buf + 4 * m, lse_d, sc_d, buf, buf + m, buf + 2 * m,
                                                             NULL, NO_SEGMENTS, 1, Tc, Tc, Hc, dc, 0), device_sync()));
                     double bw = TIME((attention_backward_cuda(buf + 5 * m, buf + 6 * m, buf + 7 * m, sc_d, buf + 3 * m,
                                                               buf + 4 * m, lse_d, buf, buf + m, buf + 2 * m, NULL,
                                                               NO_SEGMENTS, 1, Tc, Tc, Hc, dc, 0), device_sync()));
-                    device_set_tf32(false);
+                    device_set_tf32(false), attention_set_bf16_cuda(false);
                     double flc = 4.0 * Hc * Tc * (double)Tc * dc;
                     printf("attention CUDA %s T%d H8 dh%d: fwd %.4f ms, bwd %.4f ms, fwd+bwd %.4f ms, %.2f TFLOP/s\n",
-                           tf32 ? "tf32" : REAL_NAME, Tc, dc, f * 1e3, bw * 1e3, (f + bw) * 1e3, 3.5 * flc / (f + bw) / 1e12);
+                           precisions[prec], Tc, dc, f * 1e3, bw * 1e3, (f + bw) * 1e3, 3.5 * flc / (f + bw) / 1e12);
                     device_free(buf), device_free(lse_d), device_free(sc_d);
                 }
     } else printf("\nCUDA: skipped (no GPU on this machine)\n");

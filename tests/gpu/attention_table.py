@@ -1,8 +1,8 @@
 """attention_table.py LOG [OUT.md]: the attention lines of bench_kernels (ours) and sdpa_bench.py
 (PyTorch's) in LOG set side by side: a row for each precision, length, head width and pass (fwd,
 bwd, fwd+bwd) with both times, our TFLOP/s (backward counted as 2.5 forwards) and `ratio N.NN`
-(our time over PyTorch's; below 1 is faster). Our bf16 rows, while the kernel is not built, read
-"not built". Writes OUT.md (default: stdout) headed with the date, the GPU, its driver and the
+(our time over PyTorch's; below 1 is faster). A precision with no line of ours reads "not built".
+Writes OUT.md (default: stdout) headed with the date, the GPU, its driver and the
 commit."""
 import datetime
 import re
