@@ -219,7 +219,7 @@ void attention_backward(real *dq, real *dk, real *dv, real *scratch, const real 
 }
 
 void attention_merge(real *o, real *lse, const real *o_blk, const real *lse_blk, int B, int n,
-                     int H, int dh, int mean_of) {
+                     int H, int dh, AttnMerge m) {
     int D = H * dh;
 #pragma omp parallel for collapse(2) if ((size_t)B * n * D > PAR_MIN)
     for (int b = 0; b < B; b++)
@@ -228,10 +228,8 @@ void attention_merge(real *o, real *lse, const real *o_blk, const real *lse_blk,
                 size_t row = ((size_t)b * H + h) * n + i;
                 double la = lse[row], lb = lse_blk[row];
                 if (lb == -INFINITY) continue;
-                double mx = fmax(la, lb), lnew = la == -INFINITY ? lb : mx + log(exp(la - mx) + exp(lb - mx));
-    if (mean_of < 0) lnew = log((double)((real)exp(la) + (real)exp(lb))); // overflows past ~88 (f32)
-                double wb = mean_of > 0 ? 1.0 / mean_of : exp(lb - lnew);
-                double wa = mean_of > 0 ? 1 - wb : la == -INFINITY ? 0 : exp(la - lnew);
+                double wa, wb, lnew;
+                merge_weights(la, lb, m, &wa, &wb, &lnew);
                 real *oa = o + ((size_t)b * n + i) * D + h * dh;
                 const real *ob = o_blk + ((size_t)b * n + i) * D + h * dh;
                 for (int d = 0; d < dh; d++) oa[d] = (real)(wa * oa[d] + wb * ob[d]);

@@ -188,15 +188,12 @@ static void check_shape(int B, int Tq, int Tk, int H, int dh) {
 
 static real scale_of(int dh) { return (real)(1 / sqrt((double)dh)); }
 
-static bool bf16_products;
-void attention_set_bf16_cuda(bool on) {
-#ifdef REAL_F64
-    CHECK(!on, "bf16 attention: the float32 build's (tensor cores)");
-#endif
-    bf16_products = on;
-}
 #ifndef REAL_F64
+static bool bf16_products;
+void attention_set_bf16_cuda(bool on) { bf16_products = on; }
 static AttentionMode mode(void) { return bf16_products ? ATTN_BF16 : device_tf32() ? ATTN_TF32 : ATTN_3XTF32; }
+#else
+void attention_set_bf16_cuda(bool on) { CHECK(!on, "bf16 attention: the float32 build's (tensor cores)"); }
 #endif
 
 size_t attention_scratch_count_cuda(int B, int Tq, int Tk, int H, int dh, bool backward) {
@@ -253,16 +250,13 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
 
 // one thread per (b, h, i) row: the merge of attention.c, in double
 static __global__ void merge_kernel(real *o, real *lse, const real *o_blk, const real *lse_blk,
-                                    int B, int n, int H, int dh, int mean_of) {
+                                    int B, int n, int H, int dh, AttnMerge m) {
     size_t row = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (row >= (size_t)B * H * n) return;
     size_t i = row % n, b = row / n / H, h = row / n % H, D = (size_t)H * dh;
-    double la = lse[row], lb = lse_blk[row];
+    double la = lse[row], lb = lse_blk[row], wa, wb, lnew;
     if (lb == -INFINITY) return;
-    double mx = fmax(la, lb), lnew = la == -INFINITY ? lb : mx + log(exp(la - mx) + exp(lb - mx));
-    if (mean_of < 0) lnew = log((double)((real)exp(la) + (real)exp(lb))); // overflows past ~88 (f32)
-    double wb = mean_of > 0 ? 1.0 / mean_of : exp(lb - lnew);
-    double wa = mean_of > 0 ? 1 - wb : la == -INFINITY ? 0 : exp(la - lnew);
+    merge_weights(la, lb, m, &wa, &wb, &lnew);
     real *oa = o + (b * n + i) * D + h * dh;
     const real *ob = o_blk + (b * n + i) * D + h * dh;
     for (int d = 0; d < dh; d++) oa[d] = (real)(wa * oa[d] + wb * ob[d]);
@@ -270,10 +264,9 @@ static __global__ void merge_kernel(real *o, real *lse, const real *o_blk, const
 }
 
 void attention_merge_cuda(real *o, real *lse, const real *o_blk, const real *lse_blk, int B, int n,
-                          int H, int dh, int mean_of, cudaStream_t stream) {
+                          int H, int dh, AttnMerge m, cudaStream_t stream) {
     size_t rows = (size_t)B * H * n;
     if (rows == 0) return;
-    merge_kernel<<<cuda_blocks(rows), CUDA_BLOCK, 0, stream>>>(o, lse, o_blk, lse_blk, B, n, H, dh,
-                                                              mean_of);
+    merge_kernel<<<cuda_blocks(rows), CUDA_BLOCK, 0, stream>>>(o, lse, o_blk, lse_blk, B, n, H, dh, m);
     CUDA_CHECK(cudaGetLastError());
 }

@@ -9,6 +9,7 @@
 #include "../core/device.h"
 #include "../core/real.h"
 #include "clipshape.h"
+#include "merge.h"
 #include "segments.h"
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
@@ -116,7 +117,7 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
                              int B, int Tq, int Tk, int H, int dh, cudaStream_t stream);
 
 void attention_merge_cuda(real *o, real *lse, const real *o_blk, const real *lse_blk, int B, int n,
-                          int H, int dh, int mean_of, cudaStream_t stream);
+                          int H, int dh, AttnMerge m, cudaStream_t stream);
 
 // ---- linear through cuBLAS (linear.cu): out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias (OC) ----
 void linear_forward_cuda(real *out, const real *inp, const real *weight, const real *bias, int N,

@@ -6,6 +6,7 @@
 #include "../core/cpu.h"
 #include "../core/real.h"
 #include "clipshape.h"
+#include "merge.h"
 #include "segments.h"
 #include <stdbool.h>
 #include <stddef.h>
@@ -155,14 +156,11 @@ void attention_backward_tiled(real *dq, real *dk, real *dv, real *scratch, const
                               const real *v, const uint8_t *key_mask, Segments seg,
                               int B, int Tq, int Tk, int H, int dh, int bq, int bk);
 
-// ---- merging partial attention (ring attention): o (B,n,H*dh), lse (B,H,n) become the merge by
-// log-sum-exp of themselves and a block's o_blk, lse_blk; rows whose block lse is -inf (every key
-// of the block masked) stay. mean_of > 0 is the ring-wrong-merge bug: the outputs are averaged
-// as if o_blk were the mean_of-th block, o = (1 - 1/mean_of) o + o_blk / mean_of, no rescaling;
-// mean_of < 0 the lse-overflow bug: the new lse is log(e^lse + e^lse_blk) in real precision, with
-// no max subtracted, which is inf once an lse passes ~88 (float32) or ~709 (float64).
+// ---- merging partial attention (ring attention): o (B,n,H*dh), lse (B,H,n) become the merge of
+// themselves and a block's o_blk, lse_blk, as m says (merge.h: by log-sum-exp, or as a merge bug);
+// rows whose block lse is -inf (every key of the block masked) stay.
 void attention_merge(real *o, real *lse, const real *o_blk, const real *lse_blk, int B, int n,
-                     int H, int dh, int mean_of);
+                     int H, int dh, AttnMerge m);
 
 // ---- slice of the last dim: out (N,len) = inp (N,C)[:, off:off+len] -------------------------------
 void slice_forward(real *out, const real *inp, int N, int C, int off, int len);

@@ -166,9 +166,11 @@ static void forward_step(Arena *a, const Ring *g, Forward *f, const real *q, con
                                  with_front(a, g, home_v->data, v, owner), g->front_mask + (size_t)owner * g->nq,
                                  block_segments(g, owner), g->B, g->nq, g->R + g->n, g->H, g->dh);
     else block_forward(a, g, s ? f->os : f->out, s ? f->ls : f->lse, q, k, v, owner);
-    if (s) // the first is the merge's start; under ring-wrong-merge a plain average of the partials
-        RUN(a->device, attention_merge, f->out, f->lse, f->os, f->ls, g->B, g->nq, g->H, g->dh,
-            (g->bugs & BUG_RING_WRONG_MERGE) ? s + 1 : (g->bugs & BUG_LSE_OVERFLOW) ? -1 : 0);
+    if (s) { // the first is the merge's start; under ring-wrong-merge a plain average of the partials
+        AttnMerge m = {(g->bugs & BUG_RING_WRONG_MERGE) ? MERGE_AS_MEAN
+                       : (g->bugs & BUG_LSE_OVERFLOW) ? MERGE_OVERFLOWING : MERGE_BY_LSE, s + 1};
+        RUN(a->device, attention_merge, f->out, f->lse, f->os, f->ls, g->B, g->nq, g->H, g->dh, m);
+    }
 }
 
 static void ring_bwd(Node *nd);

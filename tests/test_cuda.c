@@ -602,15 +602,17 @@ END_TEST
 START_TEST(cuda_attention_merge) {
     int B = 2, n = 13, H = 3, dh = 40;
     size_t no = (size_t)B * n * H * dh, nl = (size_t)B * H * n;
-    for (int mean_of = 0; mean_of <= 3; mean_of += 3) {
+    AttnMerge ways[] = {{MERGE_BY_LSE, 0}, {MERGE_AS_MEAN, 3}, {MERGE_OVERFLOWING, 0}};
+    for (int w = 0; w < 3; w++) {
         real *o = host_randn(no, 80, 1, 0), *ob = host_randn(no, 81, 1, 0);
         real *l = host_randn(nl, 82, 2, 0), *lb = host_randn(nl, 83, 2, 0);
         for (size_t i = 0; i < nl; i += 5) lb[i] = -INFINITY;
         for (size_t i = 2; i < nl; i += 7) l[i] = -INFINITY;
         real *o_d = to_device(o, no), *ob_d = to_device(ob, no), *l_d = to_device(l, nl), *lb_d = to_device(lb, nl);
-        attention_merge(o, l, ob, lb, B, n, H, dh, mean_of);
-        attention_merge_cuda(o_d, l_d, ob_d, lb_d, B, n, H, dh, mean_of, 0);
-        expect_close(mean_of ? "attention_merge, averaged o" : "attention_merge o", o_d, o, no);
+        attention_merge(o, l, ob, lb, B, n, H, dh, ways[w]);
+        attention_merge_cuda(o_d, l_d, ob_d, lb_d, B, n, H, dh, ways[w], 0);
+        expect_close(w == 1 ? "attention_merge, averaged o" : w == 2 ? "attention_merge, overflowing o" : "attention_merge o",
+                     o_d, o, no);
         real *lh = xmalloc(nl * sizeof(real));
         copy_bytes(lh, l_d, nl * sizeof(real));
         bool same_inf = true; // -inf where the CPU has it, finite values close

@@ -609,7 +609,7 @@ START_TEST(ring_overlap_is_exact) {
         int owner = (r - s + P) % P;
         attention_kernel_forward(&a, s ? ob : o, s ? lb : lse, x[0]->data, OF(owner, 3), OF(owner, 4), NULL,
                                  NO_SEGMENTS, Bq, n, n, H, dh);
-        if (s) attention_merge(o, lse, ob, lb, Bq, n, H, dh, 0);
+        if (s) attention_merge(o, lse, ob, lb, Bq, n, H, dh, (AttnMerge){MERGE_BY_LSE, 0});
     }
     bool same_out = !memcmp(o, out->data, blk * sizeof(real));
     memcpy(mine, x[0]->data, blk * sizeof(real)), memcpy(mine + blk, o, blk * sizeof(real));
