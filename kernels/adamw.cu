@@ -7,10 +7,15 @@
 
 // ---- kernels -------------------------------------------------------------------------------------
 
-// params, grads, m, v are (n); c1 = 1 - beta1^step, c2 = 1 - beta2^step
-static __global__ void adamw_kernel(real *params, const real *grads, real *m, real *v, size_t n,
-                                    real lr, real beta1, real beta2, real eps, real weight_decay,
-                                    real grad_scale, real c1, real c2) {
+// a step's hyperparameters; c1 = 1 - beta1^step, c2 = 1 - beta2^step
+struct AdamStep {
+    real lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2;
+};
+
+// params, grads, m, v are (n)
+static __global__ void adamw_kernel(real *params, const real *grads, real *m, real *v, size_t n, AdamStep h) {
+    real lr = h.lr, beta1 = h.beta1, beta2 = h.beta2, eps = h.eps, weight_decay = h.weight_decay;
+    real grad_scale = h.grad_scale, c1 = h.c1, c2 = h.c2;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         real g = grads[i] * grad_scale;
@@ -40,7 +45,7 @@ void adamw_update_cuda(real *params, const real *grads, real *m, real *v, size_t
     real c1 = (real)(1 - pow((double)beta1, (double)step));
     real c2 = (real)(1 - pow((double)beta2, (double)step));
     adamw_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(
-        params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2);
+        params, grads, m, v, n, AdamStep{lr, beta1, beta2, eps, weight_decay, grad_scale, c1, c2});
     CUDA_CHECK(cudaGetLastError());
 }
 

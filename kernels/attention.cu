@@ -47,9 +47,12 @@ __device__ static real dot(const real *a, const real *b, int dh) {
 }
 
 // out, lse: grid (query blocks, B*H), one thread per query row
-static __global__ void forward_kernel(real *out, real *lse, const real *q, const real *k,
-                                      const real *v, const uint8_t *mask, Segments seg, int Tq,
-                                      int Tk, int H, int dh, real scale) {
+static __global__ void forward_kernel(AttentionArgs a, real *out, real *lse) {
+    const real *q = a.q, *k = a.k, *v = a.v;
+    const uint8_t *mask = a.mask;
+    Segments seg = a.seg;
+    int Tq = a.Tq, Tk = a.Tk, H = a.H, dh = a.dh;
+    real scale = a.scale;
     extern __shared__ double smem_d[]; // double: aligned for either real
     real *Ks = (real *)smem_d, *Vs = Ks + TILE * dh;
     int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, i = blockIdx.x * ROWS + threadIdx.x;
@@ -100,10 +103,13 @@ __device__ static real prob(const real *qr, const real *kr, real L, int dh, real
 
 // dk, dv += for every key row (one thread each): sum over queries of P dO, scale dS Q. The key
 // and value rows are read where they are (global memory, cached); the sums stay in registers.
-static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const real *lse,
-                                  const real *delta, const real *q, const real *k, const real *v,
-                                  const uint8_t *mask, Segments seg, int Tq, int Tk, int H, int dh,
-                                  real scale) {
+static __global__ void dkv_kernel(AttentionArgs a, real *dk, real *dv, const real *dout, const real *lse,
+                                  const real *delta) {
+    const real *q = a.q, *k = a.k, *v = a.v;
+    const uint8_t *mask = a.mask;
+    Segments seg = a.seg;
+    int Tq = a.Tq, Tk = a.Tk, H = a.H, dh = a.dh;
+    real scale = a.scale;
     extern __shared__ double smem_d[];
     real *Qs = (real *)smem_d, *dOs = Qs + TILE * dh, *Ls = dOs + TILE * dh, *Ds = Ls + TILE;
     int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, j = blockIdx.x * ROWS + threadIdx.x;
@@ -142,9 +148,12 @@ static __global__ void dkv_kernel(real *dk, real *dv, const real *dout, const re
 
 // dq += for every query row (one thread each): sum over keys of scale dS K. The query and dO
 // rows are read where they are (global memory, cached); the sum stays in registers.
-static __global__ void dq_kernel(real *dq, const real *dout, const real *lse, const real *delta,
-                                 const real *q, const real *k, const real *v, const uint8_t *mask,
-                                 Segments seg, int Tq, int Tk, int H, int dh, real scale) {
+static __global__ void dq_kernel(AttentionArgs a, real *dq, const real *dout, const real *lse, const real *delta) {
+    const real *q = a.q, *k = a.k, *v = a.v;
+    const uint8_t *mask = a.mask;
+    Segments seg = a.seg;
+    int Tq = a.Tq, Tk = a.Tk, H = a.H, dh = a.dh;
+    real scale = a.scale;
     extern __shared__ double smem_d[];
     real *Ks = (real *)smem_d, *Vs = Ks + TILE * dh;
     int b = blockIdx.y / H, h = blockIdx.y % H, D = H * dh, i = blockIdx.x * ROWS + threadIdx.x;
@@ -212,8 +221,8 @@ void attention_forward_cuda(real *out, real *lse, real *scratch, const real *q, 
 #else
     dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
     size_t smem = 2 * (size_t)TILE * dh * sizeof(real);
-    forward_kernel<<<grid, ROWS, smem, stream>>>(out, lse, q, k, v, key_mask, seg, Tq, Tk, H, dh,
-                                                 scale_of(dh));
+    forward_kernel<<<grid, ROWS, smem, stream>>>(AttentionArgs{q, k, v, key_mask, seg, Tq, Tk, H, dh, scale_of(dh)},
+                                                 out, lse);
     CUDA_CHECK(cudaGetLastError());
 #endif
 }
@@ -226,31 +235,37 @@ void attention_backward_cuda(real *dq, real *dk, real *dv, real *scratch, const 
     size_t rows = (size_t)B * H * Tq;
     delta_kernel<<<cuda_blocks(rows), CUDA_BLOCK, 0, stream>>>(scratch, dout, out, B, Tq, H, dh);
     CUDA_CHECK(cudaGetLastError());
-    real scale = scale_of(dh);
+    AttentionArgs args = {q, k, v, key_mask, seg, Tq, Tk, H, dh, scale_of(dh)};
 #ifndef REAL_F64 // float32: on tensor cores
-    attention_backward_mma(AttentionArgs{q, k, v, key_mask, seg, Tq, Tk, H, dh, scale}, dq, dk, dv, dout, lse,
-                           scratch, B, mode(), stream);
+    attention_backward_mma(args, dq, dk, dv, dout, lse, scratch, B, mode(), stream);
 #else
     if (dk || dv) {
         dim3 grid((Tk + ROWS - 1) / ROWS, B * H);
         size_t smem = (2 * (size_t)TILE * dh + 2 * TILE) * sizeof(real);
-        dkv_kernel<<<grid, ROWS, smem, stream>>>(dk, dv, dout, lse, scratch, q, k, v, key_mask, seg, Tq, Tk,
-                                                 H, dh, scale);
+        dkv_kernel<<<grid, ROWS, smem, stream>>>(args, dk, dv, dout, lse, scratch);
         CUDA_CHECK(cudaGetLastError());
     }
     if (dq) {
         dim3 grid((Tq + ROWS - 1) / ROWS, B * H);
         size_t smem = 2 * (size_t)TILE * dh * sizeof(real);
-        dq_kernel<<<grid, ROWS, smem, stream>>>(dq, dout, lse, scratch, q, k, v, key_mask, seg, Tq, Tk, H,
-                                                dh, scale);
+        dq_kernel<<<grid, ROWS, smem, stream>>>(args, dq, dout, lse, scratch);
         CUDA_CHECK(cudaGetLastError());
     }
 #endif
 }
 
+// a partial attention output and its log-sum-exp: the one merged into, and a block's
+struct Partial {
+    real *o, *lse;
+};
+struct BlockPartial {
+    const real *o, *lse;
+};
+
 // one thread per (b, h, i) row: the merge of attention.c, in double
-static __global__ void merge_kernel(real *o, real *lse, const real *o_blk, const real *lse_blk,
-                                    int B, int n, int H, int dh, AttnMerge m) {
+static __global__ void merge_kernel(Partial held, BlockPartial blk, int B, int n, int H, int dh, AttnMerge m) {
+    real *o = held.o, *lse = held.lse;
+    const real *o_blk = blk.o, *lse_blk = blk.lse;
     size_t row = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (row >= (size_t)B * H * n) return;
     size_t i = row % n, b = row / n / H, h = row / n % H, D = (size_t)H * dh;
@@ -267,6 +282,7 @@ void attention_merge_cuda(real *o, real *lse, const real *o_blk, const real *lse
                           int H, int dh, AttnMerge m, cudaStream_t stream) {
     size_t rows = (size_t)B * H * n;
     if (rows == 0) return;
-    merge_kernel<<<cuda_blocks(rows), CUDA_BLOCK, 0, stream>>>(o, lse, o_blk, lse_blk, B, n, H, dh, m);
+    merge_kernel<<<cuda_blocks(rows), CUDA_BLOCK, 0, stream>>>(Partial{o, lse}, BlockPartial{o_blk, lse_blk}, B, n, H,
+                                                              dh, m);
     CUDA_CHECK(cudaGetLastError());
 }

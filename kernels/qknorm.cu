@@ -7,6 +7,11 @@
 
 #define WARPS_PER_BLOCK 8 // groups per block
 
+// the shapes of an op (the launchers' N, C, G, S, dh, A)
+struct QkShape {
+    int N, C, G, S, dh, A;
+};
+
 // ---- kernels -------------------------------------------------------------------------------------
 
 __device__ static double warp_sum(double v) {
@@ -25,8 +30,8 @@ __device__ static real turn(real self, real partner, const real *a, int c, int d
 // one warp per group w of the (N, C/G) groups (without the norm, G = C); a group holds whole
 // pairs (G even), so the turn reads only its own group. out, inp (N,C); rstd (N, C/G); scale (S)
 static __global__ void qk_forward_kernel(real *out, real *rstd, const real *inp, const real *scale,
-                                         const real *cs, int N, int C, int G, int S, int dh, int A,
-                                         real eps) {
+                                         const real *cs, QkShape sh, real eps) {
+    int N = sh.N, C = sh.C, G = sh.G, S = sh.S, dh = sh.dh, A = sh.A;
     int lane = threadIdx.x % 32, groups = C / G;
     size_t w = (size_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
     if (w >= (size_t)N * groups) return; // whole warps leave together
@@ -51,8 +56,8 @@ static __global__ void qk_forward_kernel(real *out, real *rstd, const real *inp,
 
 // dinp += r (dz s - xhat mean(dz s xhat)) over each group (dz without the norm)
 static __global__ void qk_backward_dx_kernel(real *dinp, const real *dout, const real *inp,
-                                             const real *scale, const real *rstd, const real *cs,
-                                             int N, int C, int G, int S, int dh, int A) {
+                                             const real *scale, const real *rstd, const real *cs, QkShape sh) {
+    int N = sh.N, C = sh.C, G = sh.G, S = sh.S, dh = sh.dh, A = sh.A;
     int lane = threadIdx.x % 32, groups = C / G;
     size_t w = (size_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
     if (w >= (size_t)N * groups) return;
@@ -73,8 +78,8 @@ static __global__ void qk_backward_dx_kernel(real *dinp, const real *dout, const
 
 // dscale[j] += sum over rows and columns c = j mod S of dz xhat; block j, CUDA_BLOCK threads
 static __global__ void qk_backward_dscale_kernel(real *dscale, const real *dout, const real *inp,
-                                                 const real *rstd, const real *cs, int N, int C,
-                                                 int G, int S, int dh, int A) {
+                                                 const real *rstd, const real *cs, QkShape sh) {
+    int N = sh.N, C = sh.C, G = sh.G, S = sh.S, dh = sh.dh, A = sh.A;
     __shared__ double part[CUDA_BLOCK];
     int j = blockIdx.x, per_row = C / S, groups = C / G;
     double sum = 0;
@@ -112,7 +117,7 @@ void qk_norm_rope_forward_cuda(real *out, real *rstd, const real *inp, const rea
     size_t warps = (size_t)N * (C / G);
     if (!warps) return;
     qk_forward_kernel<<<(unsigned)((warps + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK),
-                        32 * WARPS_PER_BLOCK, 0, stream>>>(out, rstd, inp, scale, cs, N, C, G, S, dh, A, eps);
+                        32 * WARPS_PER_BLOCK, 0, stream>>>(out, rstd, inp, scale, cs, QkShape{N, C, G, S, dh, A}, eps);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -125,11 +130,11 @@ void qk_norm_rope_backward_cuda(real *dinp, real *dscale, const real *dout, cons
     if (dinp) {
         qk_backward_dx_kernel<<<(unsigned)((warps + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK),
                                 32 * WARPS_PER_BLOCK, 0, stream>>>(dinp, dout, inp, scale, rstd, cs,
-                                                                   N, C, G, S, dh, A);
+                                                                   QkShape{N, C, G, S, dh, A});
         CUDA_CHECK(cudaGetLastError());
     }
     if (dscale && scale) {
-        qk_backward_dscale_kernel<<<S, CUDA_BLOCK, 0, stream>>>(dscale, dout, inp, rstd, cs, N, C, G, S, dh, A);
+        qk_backward_dscale_kernel<<<S, CUDA_BLOCK, 0, stream>>>(dscale, dout, inp, rstd, cs, QkShape{N, C, G, S, dh, A});
         CUDA_CHECK(cudaGetLastError());
     }
 }

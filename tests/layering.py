@@ -4,8 +4,9 @@ from a folder on a lower floor; folders on one floor do not include each other; 
 .c with its .h) reaches itself again through its includes (no include circles). tests/ sits
 above every floor and is not checked. And a layout is a row (parallel/sp.h's SpLayout): no code
 outside the layouts' own files and their table branches on which layout it is (compares with, or
-switches on, SP_GATHER, SP_ALL_TO_ALL, SP_RING or SP_HYBRID); each such site is printed. Prints each upward include and each circle and exits 1,
-or prints one line and exits 0.
+switches on, SP_GATHER, SP_ALL_TO_ALL, SP_RING or SP_HYBRID); each such site is printed. And no
+CUDA kernel takes more than MAX_KERNEL_ARGS arguments (more go in an argument struct). Prints each
+upward include, circle, branch and kernel and exits 1, or prints one line and exits 0.
 
 usage: tests/layering.py [ROOT]          check the tree at ROOT (default: the current folder)
        tests/layering.py --self-test     also show that a planted upward include and a planted
@@ -27,13 +28,15 @@ LAYOUT_FILES = {"parallel/gather.c", "parallel/all_to_all.c", "parallel/ring.c",
                 "parallel/layouts.c"}
 KIND = r"SP_(?:GATHER|ALL_TO_ALL|RING|HYBRID)\b"
 BRANCH = re.compile(rf"[!=]=\s*(?:\(\w+\))?{KIND}|{KIND}\s*[!=]=|case\s+{KIND}|\?\s*{KIND}")
+MAX_KERNEL_ARGS = 8
+KERNEL = re.compile(r"__global__\s+void\s+(\w+)\s*\(([^)]*)\)\s*\{")
 
 
 def sources(root):
     for folder in FLOOR:
         d = os.path.join(root, folder)
         for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-            if name.endswith((".c", ".h", ".cu")):
+            if name.endswith((".c", ".h", ".cu", ".cuh")):
                 yield f"{folder}/{name}"
 
 
@@ -43,7 +46,7 @@ def includes(root, path):
             yield os.path.normpath(os.path.join(os.path.dirname(path), spec))
 
 
-def module(path):  # x.c, x.h and x.cu are one module
+def module(path):  # x.c, x.h, x.cu and x.cuh are one module
     return os.path.splitext(path)[0]
 
 
@@ -88,6 +91,13 @@ def check(root):
                 if BRANCH.search(line.split("//")[0]):
                     problems.append(f"{path}:{n} branches on the layout kind: {line.strip()} (make it "
                                     "a member of the layout's row, parallel/sp.h's SpLayout)")
+        if path.endswith((".cu", ".cuh")):
+            with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+                for name, params in KERNEL.findall(f.read()):
+                    n = len([p for p in params.split(",") if p.strip()])
+                    if n > MAX_KERNEL_ARGS:
+                        problems.append(f"{path}: kernel {name} takes {n} arguments, more than "
+                                        f"{MAX_KERNEL_ARGS}: give it an argument struct")
     return problems
 
 
@@ -96,7 +106,9 @@ def self_test(root):
     plants = [("core/arena.c", '#include "../train/train.h"\n', "core/arena.c includes train/train.h"),
               ("run/settings.h", '#include "config.h"\n', "run/settings -> run/config"),
               ("plan/plan.c", 'static int ring_only(SeqAttention a) { return a == SP_RING; }\n',
-               "branches on the layout kind")]
+               "branches on the layout kind"),
+              ("kernels/adamw.cu", "static __global__ void wide(real *a, real *b, real *c, real *d, real *e, "
+               "int f, int g, int h, int i) {}\n", "kernel wide takes 9 arguments")]
     ok = True
     for path, line, expect in plants:
         with tempfile.TemporaryDirectory() as tmp:
@@ -121,7 +133,7 @@ def main():
     if not problems:
         files = sum(1 for _ in sources(root))
         print(f"layering: {files} files, every include on its own floor or below, no include circles, "
-              "no branch on the layout kind outside the layouts")
+              f"no branch on the layout kind outside the layouts, no kernel of over {MAX_KERNEL_ARGS} arguments")
     ok = not problems
     if test:
         ok = self_test(root) and ok
