@@ -107,10 +107,9 @@ void sp_sum_unit(SeqParallel *sp, ParamStore *ps, int u) {
     size_t n = U->piece, mine = (size_t)ps->shard * n;
     real *g = ps->grads + U->grad;
     ExactSum *s = ps->exact_mem ? ps_unit_sums(ps, u) : NULL;
-    if (over == sp->world && s) comm_reduce_scatter_sums(over, s, n);
-    else if (over == sp->world) comm_reduce_scatter(over, COMM_REAL, g + (size_t)ps->shard * n, g, n);
-    else if (over && s) comm_all_reduce_sums(over, s, ps->shards * n);
-    else if (over) comm_all_reduce(over, COMM_REAL, g, ps->shards * n);
+    CommSum v = {COMM_REAL, g, s};
+    if (over == sp->world) comm_reduce_scatter_sum(over, v, n); // ps->shard is its rank
+    else if (over) comm_all_reduce_sum(over, v, ps->shards * n);
     if (s) add_sums(&ps->sums[ps->n_sums], U->slice, s, mine, n);
     else RUN(ps->device, add_rows, ps->slice + U->slice, n, g + mine, n, n, 1);
 }
@@ -145,9 +144,8 @@ void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
         if (ps->shards > 1) { // at level 2 those that backward has not summed as it went
             if (ps->level < 2 || !U->scoped) sp_sum_unit(sp, ps, u);
         } else if (over) { // a whole store: each unit's place, its reals or under --exact its sums
-            size_t n = U->piece; // the unit whole
-            if (sp->exact) comm_all_reduce_sums(over, ps_unit_sums(ps, u), n);
-            else comm_all_reduce(over, COMM_REAL, ps->grads + U->grad, n);
+            CommSum v = {COMM_REAL, ps->grads + U->grad, sp->exact ? ps_unit_sums(ps, u) : NULL};
+            comm_all_reduce_sum(over, v, U->piece); // the unit whole
         }
     }
     if (sp->exact) ps_exact_slice(ps);

@@ -385,6 +385,17 @@ void comm_reduce_scatter_sums_at(Comm *c, ExactSum *s, size_t n, CommSite at) {
     exact_put_parts(s, mine, NULL, parts + mine, n);
 }
 
+void comm_all_reduce_sum_at(Comm *c, CommSum v, size_t n, CommSite at) {
+    if (v.exact) comm_all_reduce_sums_at(c, v.exact, n, at);
+    else comm_all_reduce_at(c, v.kind, v.plain, n, at);
+}
+
+void comm_reduce_scatter_sum_at(Comm *c, CommSum v, size_t n, CommSite at) {
+    if (v.exact) comm_reduce_scatter_sums_at(c, v.exact, n, at);
+    else comm_reduce_scatter_at(c, v.kind, (char *)v.plain + (size_t)c->rank * n * comm_kind_size(v.kind), v.plain,
+                                n, at);
+}
+
 // ---- ring steps ---------------------------------------------------------------------------------
 void comm_shift_at(Comm *c, void *out, const void *in, size_t bytes, int shift, CommSite at) {
     check(c, "shift", at, bytes, "byte");

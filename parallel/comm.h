@@ -96,6 +96,21 @@ void comm_all_reduce_sums_at(Comm *c, ExactSum *s, size_t n, CommSite at);
 // (rank + 1) * n) hold the sums over every rank; the other elements are left as they are
 void comm_reduce_scatter_sums_at(Comm *c, ExactSum *s, size_t n, CommSite at);
 #define comm_reduce_scatter_sums(c, s, n) comm_reduce_scatter_sums_at(c, s, n, COMM_HERE)
+// The values of one sum, in one form: plain values of a kind (COMM_REAL, device or host memory;
+// COMM_DOUBLE) or, under --exact, their exact sums (host memory). The two calls below take either,
+// so that a sum's count, slice and group are written once for the plain run and the exact one,
+// and --exact checks the line the plain run uses
+typedef struct CommSum {
+    CommKind kind;   // plain's
+    void *plain;     // when exact is NULL
+    ExactSum *exact; // --exact
+} CommSum;
+// v's first n values summed over the ranks, in place
+void comm_all_reduce_sum_at(Comm *c, CommSum v, size_t n, CommSite at);
+#define comm_all_reduce_sum(c, v, n) comm_all_reduce_sum_at(c, v, n, COMM_HERE)
+// of v's first size * n values, this rank's [rank n, (rank + 1) n) become the sums over the ranks
+void comm_reduce_scatter_sum_at(Comm *c, CommSum v, size_t n, CommSite at);
+#define comm_reduce_scatter_sum(c, v, n) comm_reduce_scatter_sum_at(c, v, n, COMM_HERE)
 // Every rank sends a block to every rank: in holds this rank's blocks in rank order, in_counts[r]
 // values for rank r; out receives them in rank order, out_counts[r] values from rank r (what rank
 // r sent this rank). Counts may differ from rank to rank (MPI_Alltoallv); the bytes counted are

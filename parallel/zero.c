@@ -16,10 +16,8 @@ double sp_optimizer_step(SeqParallel *sp, AdamW *opt, ParamStore *ps) {
     int64_t mem[EXACT_LIMBS + 2];
     ExactSum squares = exact_view(mem, 1);
     double sum = adamw_squares(ps, &squares);
-    if (ps->exact_mem) {
-        comm_all_reduce_sums(sp->world, &squares, 1);
-        exact_result_double(&sum, &squares, 0, 1);
-    } else comm_all_reduce(sp->world, COMM_DOUBLE, &sum, 1);
+    comm_all_reduce_sum(sp->world, ((CommSum){COMM_DOUBLE, &sum, ps->exact_mem ? &squares : NULL}), 1);
+    if (ps->exact_mem) exact_result_double(&sum, &squares, 0, 1);
     double norm = sqrt(sum);
     adamw_update_slice(opt, ps, norm);
     sp_gather_params(sp, ps);

@@ -90,13 +90,11 @@ static void watch(Tape *tp, Tensor *t, bool grad, void *ctx) {
     int ndim, shape[4];
     if (t->size == 1) { // the loss: the step's, over every rank (the tensor holds this rank's share)
         double loss = tensor_item(t);
-        if (tp->exact) { // summed as the step sums it
-            int64_t mem[EXACT_LIMBS + 2];
-            ExactSum s = exact_view(mem, 1);
-            exact_merge(&s, 0, &tp->exact->loss);
-            comm_all_reduce_sums(d->sp->world, &s, 1);
-            exact_result_double(&loss, &s, 0, 1);
-        } else comm_all_reduce(d->sp->world, COMM_DOUBLE, &loss, 1);
+        int64_t mem[EXACT_LIMBS + 2];
+        ExactSum s = exact_view(mem, 1);
+        if (tp->exact) exact_merge(&s, 0, &tp->exact->loss); // summed as the step sums it
+        comm_all_reduce_sum(d->sp->world, ((CommSum){COMM_DOUBLE, &loss, tp->exact ? &s : NULL}), 1);
+        if (tp->exact) exact_result_double(&loss, &s, 0, 1);
         snprintf(name, sizeof name, "%04d %s", d->index, t->name);
         d->loss = (real)loss;
         if (d->w) st_writer_add_real(d->w, name, 1, (int[]){1}, &d->loss);
