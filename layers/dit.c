@@ -392,6 +392,10 @@ void dit_pos_embed_clip(real *e, int f, int i, int j, int D) {
     dit_pos_embed_at(e + D / 4, i, j, D - D / 4);
 }
 
+void dit_caption_positions(real *e, int L, int D) {
+    for (int j = 0; j < L; j++) dit_pos_embed_at(e + (size_t)j * D, 0, j, D);
+}
+
 void dit_position(real *e, const DiTConfig *c, DiTGrid g, int t) {
     int f, i, j;
     dit_grid_coords(g, t, &f, &i, &j);
@@ -992,8 +996,8 @@ static Tensor *pack_captions(Tape *tp, Tensor *h, const DiTPack *pk, const int32
     return tensor_reshape(tp->arena, embedding(tp, flat, from, B * K), 3, (int[]){B, K, D});
 }
 
-// ids (images, L) -> TextTokens of a shard of n tokens: each word's embedding plus the 1-D sin-cos
-// position of its place (dit_pos_embed_at's row 0), then text_depth plain blocks whose attention
+// ids (images, L) -> TextTokens of a shard of n tokens: each word's embedding plus the position of
+// its place (dit_caption_positions), then text_depth plain blocks whose attention
 // sees the caption's words only (a padding token's query sees padding only; its output is never
 // read). Every rank of a sequence group runs it on the whole caption. Packs (pk, the pack's ids
 // id): each row's captions (pack_captions). Joint attention: their images (TextTokens.joint).
@@ -1011,7 +1015,7 @@ static TextTokens text_tokens(const DiT *m, Tape *tp, const int64_t *ids, int im
             if (j >= n) words[(size_t)b * L + j - n] = w;
         }
     real *at = arena_alloc(host, (size_t)L * D * sizeof(real));
-    for (int j = 0; j < L; j++) dit_pos_embed_at(at + (size_t)j * D, 0, j, D);
+    dit_caption_positions(at, L, D);
     Tensor *pos = tensor_new(tp->arena, 3, 1, L, D);
     copy_bytes(pos->data, at, pos->size * sizeof(real));
     Tensor *e = tensor_reshape(tp->arena, embedding(tp, m->w_table, ids, images * L), 3, (int[]){images, L, D});

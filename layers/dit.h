@@ -212,6 +212,10 @@ void dit_pos_embed_at(real *e, int i, int j, int D);
 void dit_pos_embed_clip(real *e, int f, int i, int j, int D);
 // The position of token t of grid g in model c: the 2-D or 3-D table as above
 void dit_position(real *e, const DiTConfig *c, DiTGrid g, int t);
+// The text encoder's positions, e (L, D): place j of a caption is the 2-D table's row 0, column j
+// (dit_pos_embed_at(e, 0, j, D), in image and clip models alike): sincos(j) over D/2, then D/4
+// zeros and D/4 ones (sin 0 and cos 0 of the row half)
+void dit_caption_positions(real *e, int L, int D);
 
 // Rotary positions (--pos rope), axial in 3-D as Wan2.1 splits a head's dh dimensions (dh / 2
 // pairs c): the first c - 2 floor(c/3) pairs turn with the frame, the next floor(c/3) with the

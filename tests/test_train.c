@@ -302,6 +302,19 @@ START_TEST(pos_embed_formula) {
 }
 END_TEST
 
+// The caption's positions against their formula (docs/text.md): at D = 8 (2 frequencies, 1 and
+// 1/100), place j is [sin j, sin j/100, cos j, cos j/100, 0, 0, 1, 1]
+START_TEST(caption_positions_formula) {
+    int L = 7;
+    real e[7 * 8];
+    dit_caption_positions(e, L, 8);
+    for (int j = 0; j < L; j++) {
+        double want[8] = {sin(j), sin(j / 100.0), cos(j), cos(j / 100.0), 0, 0, 1, 1};
+        for (int k = 0; k < 8; k++) ck_assert_double_eq_tol(e[j * 8 + k], want[k], 1e-6);
+    }
+}
+END_TEST
+
 START_TEST(config_errors_and_presets) {
     DiTConfig c = small;
     char buf[256];
@@ -1110,6 +1123,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, optimizer_state_belongs_to_its_run);
     tcase_add_test(tc, flow_formulas);
     tcase_add_test(tc, pos_embed_formula);
+    tcase_add_test(tc, caption_positions_formula);
     tcase_add_test(tc, config_errors_and_presets);
     tcase_add_test(tc, compare_runs_report);
     tcase_add_test(tc, compare_loss_csv_steps_must_increase);
