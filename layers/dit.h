@@ -263,7 +263,7 @@ typedef struct AttnMemory {
 // every block's activations, or one that keeps each half block's input only (--recompute)
 typedef enum { DIT_FORWARD, DIT_BACKWARD, DIT_RECOMPUTE } DiTPass;
 // Arena bytes of one pass of B images on a shard of n tokens: a table of the tensors a step
-// allocates (dit.c), for sizing the arena and the memory check. Linear in the sequence
+// allocates (dit_memory.c), for sizing the arena and the memory check. Linear in the sequence
 // (attention is fused).
 size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass pass);
 

@@ -1,0 +1,124 @@
+// dit_memory.c: the memory model of a step (see dit.h): one named line per tensor a step
+// allocates, summed as the arena holds them.
+#include "dit.h"
+#include "common.h"
+#include <math.h>
+#include <stdint.h>
+
+// ---- memory: one named line per tensor, as a step allocates them (reals per image) ----------
+typedef struct Line {
+    const char *name;
+    double reals;
+} Line;
+
+// One block (the attention's own tensors come from its layout): the modulation and the attention
+// half are lines [0, *mlp), the MLP half the rest; in-context blocks have no adaLN
+static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
+    double D = c->hidden_size, M = dit_mlp_hidden(c), ada = !c->in_context;
+    int k = 0;
+    l[k++] = (Line){"adaLN modulation and its 6 slices", ada * 12 * D};
+    l[k++] = (Line){"layernorm 1 and its mean, rstd", n * (D + 2)};
+    l[k++] = (Line){"modulate 1", ada * n * D};
+    l[k++] = (Line){"qkv", 3 * n * D};
+    l[k++] = (Line){"q, k, v slices", 3 * n * D};
+    double norm_groups = c->qk_norm == DIT_QK_HEAD ? c->num_heads : c->qk_norm == DIT_QK_FULL ? 1 : 0;
+    l[k++] = (Line){"QK-norm and rotary positions: q and k normed and turned (one op), their 1/rms",
+                    (c->qk_norm != DIT_QK_NONE || c->pos == DIT_POS_ROPE) * 2 * n * D + 2 * n * norm_groups};
+    l[k++] = (Line){"in-context: K and V apart from the conditioning tokens", !ada * 2 * n * D};
+    l[k++] = (Line){"attention projection", n * D};
+    l[k++] = (Line){"gated residual 1", n * D};
+    // text: the cross-attention's q, output, log-sum-exp, projection and residual, and the
+    // caption's K and V (L tokens) with their slices
+    double H = c->num_heads, L = c->text ? c->text_len : 0, joint = c->text && c->text_attn == DIT_TEXT_JOINT;
+    // joint (n counts the caption's tokens too): the text stream's modulation, q, k, v joined and
+    // the output taken apart (backward holds 8 n D more: dit_step_bytes)
+    l[k++] = (Line){"joint attention", joint * (24 * D + 6 * n * D)};
+    // cross: q, the attention's output and log-sum-exp, the projection, the sum; the caption's k, v
+    // joined and taken apart; and one n D more, measured (config L, 1 rank: the step's peak stood
+    // 1.6 n D above the lines without it, and its arena overflowed)
+    l[k++] = (Line){"cross-attention", !!c->text * !joint * (n * (5 * D + H) + 4 * L * D)};
+    *mlp = k;
+    l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (D + 2)};
+    l[k++] = (Line){"modulate 2", ada * n * D};
+    l[k++] = (Line){"fc1", n * M};
+    l[k++] = (Line){"gelu", n * M};
+    l[k++] = (Line){"fc2", n * D};
+    l[k++] = (Line){"gated residual 2", n * D};
+    return k;
+}
+
+// The embeddings, the conditioning, the final layer, the loss and the step's inputs: lines
+// [0, *fixed) get no gradient in backward (the inputs, the patches, the fixed tables, the angles)
+static int rest_lines(Line *l, const DiTConfig *c, double n, double B, int *fixed) {
+    double D = c->hidden_size, p2 = dit_patch_values(c);
+    double S2 = (double)dit_frames(c) * c->input_size * c->input_size; // a sample's pixels
+    double C = c->in_channels, Co = dit_out_channels(c);
+    int k = 0;
+    l[k++] = (Line){"inputs: image, time, target", C * S2 + 1 + Co * S2};
+    l[k++] = (Line){"patches, pos_embed", n * p2 * C + n * D / B};
+    l[k++] = (Line){"loss: target patches, mask", n * p2 * C * (1 + 1.0 / sizeof(real))};
+    // one image's angles for every image (packs: each its own; B = 1 bounds it above)
+    l[k++] = (Line){"rotary angles", (c->pos == DIT_POS_ROPE) * (n + c->in_context * DIT_CONTEXT_TOKENS) *
+                                         ((double)D / c->num_heads)};
+    *fixed = k;
+    l[k++] = (Line){"the patches' embedding, the sum", 2 * n * D};
+    l[k++] = (Line){"timestep and label embeddings, c", DIT_FREQ_DIM + 6 * D};
+    l[k++] = (Line){"final adaLN, layernorm, modulate", 4 * D + n * (2 * D + 2)};
+    l[k++] = (Line){"output tokens", n * p2 * Co};
+    l[k++] = (Line){"loss: output slice", n * p2 * C};
+    if (c->in_context)
+        l[k++] = (Line){"in-context: the conditioning tokens, the joined and the final sequence",
+                        (2 * DIT_CONTEXT_TOKENS + n) * D + n * D};
+    if (c->text) // embeddings, positions, and per layer what a plain block keeps (block_lines)
+        l[k++] = (Line){"text encoder", c->text_len * (3 * D + c->text_depth *
+                        (2 * (D + 2) + 10 * D + 2 * dit_mlp_hidden(c) + c->num_heads))};
+    return k;
+}
+
+static double sum_lines(const Line *l, int k) {
+    double s = 0;
+    for (int i = 0; i < k; i++) s += l[i].reals;
+    return s;
+}
+
+size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass pass) {
+    Line l[32];
+    // in double: sizes of configs that cannot fit anywhere must not wrap around
+    // in-context: the blocks run on the conditioning tokens too
+    double nb = n + dit_front_tokens(c), b = B;
+    int mlp, k = block_lines(l, c, nb, &mlp);
+    // what --recompute keeps of a block besides its halves' inputs: the cross-attention's line
+    // less two n D (its residual sum, the MLP half's input, counted with the halves' inputs; and
+    // one measured: model 6 of memory_estimate_holds at 2 threads stood at x1.32 without it), or
+    // a joint block's whole attention half but backward's gradients (only its MLP halves run again)
+    bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
+    double cross = l[mlp - 1].reals - (c->text && !joint) * 2 * nb * c->hidden_size;
+    double held = joint && pass != DIT_FORWARD ? attn.joint_held * nb * c->hidden_size : 0;
+    double attn_half = sum_lines(l, mlp) + attn.kept + held, mlp_half = sum_lines(l + mlp, k - mlp);
+    double block = attn_half + mlp_half;
+    if (joint) cross = attn_half - held;
+    int fixed, r = rest_lines(l, c, n, b, &fixed);
+    double rest = sum_lines(l, r), rest_grads = sum_lines(l + fixed, r - fixed);
+    int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
+    double scratch = (double)attention_scratch_count(B, attn.queries, attn.keys, c->num_heads, dh,
+                                                     pass != DIT_FORWARD);
+    // what backward holds of the blocks' forward: every block's activations, or under recompute
+    // the input of every block's two halves and one half's activations, run again; and the
+    // gradients of one block (tape.c frees the rest as it goes), or of one half
+    double half = fmax(attn_half, mlp_half);
+    bool again = pass == DIT_RECOMPUTE;
+    double kept = again ? c->depth * (2 * (double)n * c->hidden_size + cross) + (joint ? mlp_half : half)
+                        : c->depth * block;
+    double grads = again ? half : block;
+    double reals;
+    if (pass != DIT_FORWARD) // the blocks' activations and gradients, the residual stream's
+        // gradient, and the largest transient
+        reals = b * (kept + rest + grads + rest_grads + (double)n * c->hidden_size) +
+                fmax(scratch, b * attn.transient);
+    else // without gradients dit_forward keeps one block's intermediates at a time, and its input
+        // (the block before's output, kept); the attention's transient lives during its half only
+        reals = b * (rest + (double)n * c->hidden_size) +
+                fmax(b * block, b * attn_half + fmax(scratch, b * attn.transient));
+    double bytes = reals * sizeof(real) + tiles * 2.0 * ARENA_ALIGN;
+    return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;
+}
