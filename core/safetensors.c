@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,13 +29,15 @@ static const struct {
     const char *name;
     size_t size;
 } DTYPES[] = {
-    [ST_F32] = {"F32", 4}, [ST_F64] = {"F64", 8}, [ST_I32] = {"I32", 4}, [ST_I64] = {"I64", 8}};
+    [ST_F32] = {"F32", 4}, [ST_F64] = {"F64", 8}, [ST_I32] = {"I32", 4}, [ST_I64] = {"I64", 8},
+    [ST_BF16] = {"BF16", 2}, [ST_F16] = {"F16", 2}};
 #define N_DTYPES ((int)(sizeof DTYPES / sizeof DTYPES[0]))
 
 size_t st_dtype_size(StDtype d) { return (unsigned)d < (unsigned)N_DTYPES ? DTYPES[d].size : 0; }
 const char *st_dtype_name(StDtype d) {
     return (unsigned)d < (unsigned)N_DTYPES ? DTYPES[d].name : "?";
 }
+bool st_is_float(StDtype d) { return d == ST_F32 || d == ST_F64 || d == ST_BF16 || d == ST_F16; }
 
 // err = prefix + formatted text, truncated to errlen; err may be NULL. Always returns -1.
 static int vreport(char *err, size_t errlen, const char *prefix, const char *fmt, va_list ap) {
@@ -236,7 +239,7 @@ static int take_dtype(Parser *p, Entry *e, const json_t *v) {
     int k = 0;
     while (k < N_DTYPES && strcmp(d, DTYPES[k].name)) k++;
     if (k == N_DTYPES)
-        return invalid(p, "tensor '%s' has dtype %s, which is not supported (F32, F64, I32, I64)",
+        return invalid(p, "tensor '%s' has dtype %s, which is not supported (F32, F64, BF16, F16, I32, I64)",
                        e->t.name, d);
     e->t.dtype = (StDtype)k;
     return 0;
@@ -561,13 +564,28 @@ const char *st_meta(const SafeTensors *st, const char *key) {
     return NULL;
 }
 
-// n values of dtype F32 or F64 at src (perhaps unaligned) into dst
+// IEEE half precision (1 sign, 5 exponent, 10 fraction bits) as a float: normal numbers, zeros,
+// subnormals (h's fraction times 2^-24), infinities and NaNs
+static float half_float(uint16_t h) {
+    int e = (h >> 10) & 31, f = h & 1023;
+    float v = e == 31 ? (f ? NAN : INFINITY) : e ? ldexpf((float)(f | 1024), e - 25) : ldexpf((float)f, -24);
+    return h & 0x8000 ? -v : v;
+}
+
+// n values of a float dtype at src (perhaps unaligned) into dst; BF16 is a float's high 16 bits
 static void to_real(StDtype dtype, const unsigned char *src, real *dst, size_t n) {
     for (size_t i = 0; i < n; i++) { // memcpy: data may be unaligned
-        if (dtype == ST_F32) {
+        if (dtype == ST_F32 || dtype == ST_BF16) {
+            uint32_t bits = 0;
             float v;
-            memcpy(&v, src + 4 * i, 4);
+            if (dtype == ST_F32) memcpy(&bits, src + 4 * i, 4);
+            else memcpy((unsigned char *)&bits + 2, src + 2 * i, 2);
+            memcpy(&v, &bits, 4);
             dst[i] = (real)v;
+        } else if (dtype == ST_F16) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            dst[i] = (real)half_float(h);
         } else {
             double v;
             memcpy(&v, src + 8 * i, 8);
@@ -591,11 +609,11 @@ int st_to_real(const StTensor *t, real *dst, size_t n, char *err, size_t errlen)
 
 int st_read_real(const SafeTensors *st, const StTensor *t, size_t first, size_t n, real *dst,
                  char *err, size_t errlen) {
-    if (t->dtype != ST_F32 && t->dtype != ST_F64) {
+    if (!st_is_float(t->dtype)) {
         if (err && errlen)
             snprintf(err, errlen,
-                     "tensor '%s' has dtype %s, not F32 or F64, so it cannot be read "
-                     "as real values",
+                     "tensor '%s' has dtype %s, not a float type (F32, F64, BF16, F16), so it "
+                     "cannot be read as real values",
                      t->name, st_dtype_name(t->dtype));
         return -1;
     }

@@ -1,7 +1,9 @@
 // safetensors.h: reading and writing the safetensors format used for checkpoints, probe batches
 // and probe results. A file is: an 8-byte little-endian header length N, N bytes of JSON header
 // ({"name": {"dtype", "shape", "data_offsets"}, ..., optional "__metadata__": {str: str}}), then
-// the data buffer, which the tensors must cover exactly. Only F32, F64, I32, I64 are supported.
+// the data buffer, which the tensors must cover exactly. F32, F64, BF16, F16, I32 and I64 are read
+// (the two 16-bit float types into `real`, e.g. a bf16 checkpoint written by PyTorch); F32, F64,
+// I32 and I64 are written.
 // The header is UTF-8 JSON, read and written by jansson: \u escapes decode to UTF-8, keys must be
 // unique, integers are int64. Readers validate everything and report one sentence naming the file
 // and the problem (a JSON syntax error with its byte, file offset, line and column; a header
@@ -10,11 +12,12 @@
 // (writes "<path>.tmp", then renames). Assumes a little-endian host.
 #pragma once
 #include "real.h"
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-typedef enum { ST_F32, ST_F64, ST_I32, ST_I64 } StDtype;
+typedef enum { ST_F32, ST_F64, ST_I32, ST_I64, ST_BF16, ST_F16 } StDtype;
 
 #define ST_MAX_DIMS 8
 
@@ -56,11 +59,12 @@ const StTensor *st_find(const SafeTensors *st, const char *name); // NULL if abs
 const char *st_meta(const SafeTensors *st, const char *key);      // NULL if absent
 size_t st_dtype_size(StDtype d);                                  // 0 for an invalid value
 const char *st_dtype_name(StDtype d); // "F32", ...; "?" for an invalid value
+bool st_is_float(StDtype d);          // F32, F64, BF16 or F16: st_read_real reads it
 const char *st_shape_str(char *buf, size_t size, const int64_t *shape, int ndim); // "[2, 3]"
-// Convert an F32 or F64 tensor into n `real` values; -1 with a message if the dtype is not a
-// float type or n is not the tensor's element count.
+// Convert a float tensor (st_is_float) into n `real` values; -1 with a message if the dtype is not
+// a float type or n is not the tensor's element count.
 int st_to_real(const StTensor *t, real *dst, size_t n, char *err, size_t errlen);
-// Elements [first, first + n) of an F32 or F64 tensor of st (in memory, or in st_open's file) into
+// Elements [first, first + n) of a float tensor of st (in memory, or in st_open's file) into
 // n `real` values; -1 with a message if the dtype is not a float type, the range is not inside the
 // tensor or the file cannot be read there.
 int st_read_real(const SafeTensors *st, const StTensor *t, size_t first, size_t n, real *dst,

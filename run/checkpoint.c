@@ -201,8 +201,8 @@ static int check_tensors(const SafeTensors *st, const DiT *m, const char *path, 
         else if (!shape_matches(s, t))
             note(err, len, &problems, "'%s' has shape %s but %s was expected", t->name,
                  st_shape_str(a, sizeof a, s->shape, s->ndim), tensor_shape_str(t, b, sizeof b));
-        else if (s->dtype != ST_F32 && s->dtype != ST_F64)
-            note(err, len, &problems, "'%s' has dtype %s, not F32 or F64", t->name,
+        else if (!st_is_float(s->dtype))
+            note(err, len, &problems, "'%s' has dtype %s, not a float type (F32, F64, BF16, F16)", t->name,
                  st_dtype_name(s->dtype));
     }
     for (int i = 0; i < st->n; i++)

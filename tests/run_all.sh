@@ -176,6 +176,8 @@ fi
 if "$PY" -c 'import safetensors' >/dev/null 2>&1 && [ -f "$BUILD/parity/run/model.safetensors" ]; then
   suite 300 "our files read by the official safetensors package" "$PY" tests/parity/load_with_safetensors.py \
     "$BUILD/parity/run/model.safetensors" "$BUILD"/parity/*.safetensors
+  suite 120 "a checkpoint shared in bf16 and in float16, written by PyTorch, loads and probes as its values widened to float32 (bit for bit)" \
+    "$PY" tests/parity/bf16_checkpoint.py train/train "$BUILD/parity/run/model.safetensors" "$BUILD/bf16-checkpoint"
 else
   skip "our files read by the official safetensors package" "the safetensors Python package is not packaged for Debian and is not in $PY; 'make deps' installs it from PyPI into build/venv where PyPI is reachable"
 fi

@@ -7,6 +7,7 @@
 #include "../core/safetensors.h"
 #include "testutil.h"
 #include <check.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,6 +270,45 @@ START_TEST(test_parse_copies_bytes) {
 }
 END_TEST
 
+// BF16 and F16 tensors (as PyTorch writes them) read as real values: bit patterns with known
+// values, written down from the formats' definitions (bf16: a float's high 16 bits; IEEE half:
+// 1 sign, 5 exponent bits biased by 15, 10 fraction bits), subnormals, infinities and NaN included;
+// they are not integer types, and the in-file reader (st_open) reads them the same
+START_TEST(test_read_16_bit_floats) {
+    const uint16_t bf[6] = {0x3F80, 0xC000, 0x3EAB, 0x0001, 0x7F80, 0xFFC0};
+    const double bf_want[6] = {1.0, -2.0, 0.333984375, 0x1p-133, INFINITY, NAN};
+    const uint16_t h[7] = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x03FF, 0xFC00, 0x7E00};
+    const double h_want[7] = {1.0, -2.0, 65504.0, 0x1p-24, 1023 * 0x1p-24, -INFINITY, NAN};
+    unsigned char data[26];
+    memcpy(data, bf, 12), memcpy(data + 12, h, 14);
+    size_t len;
+    unsigned char *bytes = make_file("{\"b\":{\"dtype\":\"BF16\",\"shape\":[6],\"data_offsets\":[0,12]},"
+                                     "\"h\":{\"dtype\":\"F16\",\"shape\":[7],\"data_offsets\":[12,26]}}",
+                                     data, sizeof data, &len);
+    char path[256], err[512] = "";
+    save(tpath(path, sizeof path, "half.safetensors"), bytes, len);
+    for (int opened = 0; opened < 2; opened++) {
+        SafeTensors st;
+        ck_assert_msg((opened ? st_open(path, &st, err, sizeof err) : st_parse(bytes, len, &st, err, sizeof err)) == 0,
+                      "%s", err);
+        const StTensor *tb = st_find(&st, "b"), *th = st_find(&st, "h");
+        ck_assert(tb->dtype == ST_BF16 && th->dtype == ST_F16 && st_is_float(tb->dtype) && st_is_float(th->dtype));
+        real got[7];
+        ck_assert_msg(st_read_real(&st, tb, 0, 6, got, err, sizeof err) == 0, "%s", err);
+        for (int i = 0; i < 6; i++)
+            ck_assert_msg(isnan(bf_want[i]) ? isnan(got[i]) : got[i] == (real)bf_want[i],
+                          "BF16 %04x read as %g, not %g", bf[i], (double)got[i], bf_want[i]);
+        ck_assert_msg(st_read_real(&st, th, 0, 7, got, err, sizeof err) == 0, "%s", err);
+        for (int i = 0; i < 7; i++)
+            ck_assert_msg(isnan(h_want[i]) ? isnan(got[i]) : got[i] == (real)h_want[i],
+                          "F16 %04x read as %g, not %g", h[i], (double)got[i], h_want[i]);
+        st_free(&st);
+    }
+    ck_assert(!st_is_float(ST_I32) && !st_is_float(ST_I64));
+    free(bytes);
+}
+END_TEST
+
 START_TEST(test_no_metadata_and_empty) {
     char path[256], err[512] = "";
     tpath(path, sizeof path, "nometa.safetensors");
@@ -519,8 +559,8 @@ END_TEST
 
 START_TEST(test_err_unknown_dtype) {
     expect_error(
-        "{\"w\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}", "abcd", 4,
-        "<buffer>: tensor 'w' has dtype BF16, which is not supported (F32, F64, I32, I64)");
+        "{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", "ab", 2,
+        "<buffer>: tensor 'w' has dtype F8_E4M3, which is not supported (F32, F64, BF16, F16, I32, I64)");
 }
 END_TEST
 
@@ -580,7 +620,7 @@ START_TEST(test_err_to_real) {
     ck_assert_int_eq(st_read(path, &st, err, sizeof err), 0);
     real dst[6];
     ck_assert_int_eq(st_to_real(st_find(&st, "ints"), dst, 6, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "tensor 'ints' has dtype I32, not F32 or F64"), "%s", err);
+    ck_assert_msg(strstr(err, "tensor 'ints' has dtype I32, not a float type (F32, F64, BF16, F16)"), "%s", err);
     ck_assert_int_eq(st_to_real(st_find(&st, "floats"), dst, 5, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "tensor 'floats' has 6 elements but the destination holds 5"), "%s",
                   err);
@@ -648,6 +688,7 @@ Suite *safetensors_suite(void) {
     tcase_add_test(tc, test_roundtrip_all_dtypes);
     tcase_add_test(tc, test_roundtrip_real);
     tcase_add_test(tc, test_read_hand_built);
+    tcase_add_test(tc, test_read_16_bit_floats);
     tcase_add_test(tc, test_parse_copies_bytes);
     tcase_add_test(tc, test_no_metadata_and_empty);
     tcase_add_test(tc, test_err_truncated);
