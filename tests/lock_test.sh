@@ -21,18 +21,19 @@ refused() { grep -q "the folder $1 is being written by another job (process $2 o
 # wait until DIR's lock file names its holder (at most 30 s)
 wait_lock() { for _ in $(seq 300); do [ -s "$1/.lock" ] && return 0; sleep 0.1; done; return 1; }
 
-# 1. two jobs 0.05 s apart: one wins, the other is refused at once
-"$TRAIN" $RUN --steps 40 --out race > a.log 2>&1 & a=$!
+# 1. two jobs 0.05 s apart: one wins, the other is refused at once (the runs long enough, 500
+# steps, that on a loaded machine the winner still holds the folder when the other starts)
+"$TRAIN" $RUN --steps 500 --out race > a.log 2>&1 & a=$!
 sleep 0.05
-"$TRAIN" $RUN --steps 40 --out race > b.log 2>&1 & b=$!
+"$TRAIN" $RUN --steps 500 --out race > b.log 2>&1 & b=$!
 wait $a; ra=$?; wait $b; rb=$?
 if [ $ra = 0 ] && [ $rb = 2 ] && refused race $a b.log; then winner=a
 elif [ $rb = 0 ] && [ $ra = 2 ] && refused race $b a.log; then winner=b
 else winner=; bad "two jobs 0.05 s apart on one folder: exit codes $ra and $rb, not one 0 and one 2 naming the other"; cat a.log b.log | grep -i error; fi
 if [ -n "$winner" ]; then
   rows=$(($(wc -l < race/loss.csv) - 1))
-  if [ -f race/model.safetensors ] && [ "$(tail -1 race/loss.csv | cut -d, -f1)" = 40 ]; then
-    ok "two jobs 0.05 s apart: job $winner trained (loss.csv to step 40, $rows rows), the other exited 2 naming its $(grep -o 'process [0-9]* on host [^,]*' race/.lock)"
+  if [ -f race/model.safetensors ] && [ "$(tail -1 race/loss.csv | cut -d, -f1)" = 500 ]; then
+    ok "two jobs 0.05 s apart: job $winner trained (loss.csv to step 500, $rows rows), the other exited 2 naming its $(grep -o 'process [0-9]* on host [^,]*' race/.lock)"
   else bad "two jobs 0.05 s apart: the winner's run is not whole"; ls race; fi
 fi
 
