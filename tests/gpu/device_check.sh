@@ -13,9 +13,9 @@
 #   cuBLAS 54 MB, cuBLASLt 542 MB and NCCL 218 MB would not fit the 64 MiB the working tree may
 #   weigh); `run` takes them from the machine: /usr/local/cuda, else the PyTorch wheels'
 #   site-packages/nvidia/*/lib (nvidia-cuda-runtime, nvidia-cublas, nvidia-nccl-cu13).
-#   Binaries and libraries are stripped, those over 8 MiB (OpenBLAS) gzipped (`run` and `env`
-#   unpack them into /tmp); .device/MANIFEST.txt lists every file. Prints the size of .device
-#   and of all that travels.
+#   Binaries and libraries are stripped, those over 8 MiB (OpenBLAS, the float32 binaries) gzipped
+#   (`run` and `env` unpack the libraries into /tmp, the binaries in place); .device/MANIFEST.txt
+#   lists every file. Prints the size of .device and of all that travels.
 #
 # selftest (here, after pack): runs a copy of .device from elsewhere with the system's Open MPI,
 #   PMIx and the carried libraries hidden (a private mount namespace), under strace when installed:
@@ -51,7 +51,8 @@ ARCH=x86_64-linux-gnu
 DEV=.device
 
 # Restores the libraries that pack gzipped, from DIR/lib into a folder outside the repository
-# (so that .device keeps its size here): /tmp/device_libs.<checksum of DIR>
+# (so that .device keeps its size here): /tmp/device_libs.<checksum of DIR>; and the binaries it
+# gzipped (the float32 ones, whose tensor-core kernels weigh 9 MB) in place, beside their .gz
 unpacked() { echo "/tmp/device_libs.$(printf %s "$1" | cksum | cut -d' ' -f1)"; }
 unpack() {
   local f u
@@ -61,7 +62,14 @@ unpack() {
     [ "$u/$(basename "${f%.gz}")" -nt "$f" ] && continue
     gzip -dc "$f" > "$u/.part" && mv "$u/.part" "$u/$(basename "${f%.gz}")"
   done
+  for f in "$1"/*.gz; do
+    [ -e "$f" ] || continue
+    [ "${f%.gz}" -nt "$f" ] && continue
+    gzip -dc "$f" > "$1/.part" && chmod +x "$1/.part" && mv "$1/.part" "${f%.gz}"
+  done
 }
+# whether DIR holds the binary NAME, as it is or gzipped
+carried() { [ -x "$1/$2" ] || [ -f "$1/$2.gz" ]; }
 
 # the environment that runs the carried binaries and Open MPI from DIR (an absolute path)
 device_env() {
@@ -140,8 +148,10 @@ pack() {
   done
   find "$DEV" -type f \( -name '*.so*' -o -perm -u+x \) -exec strip --strip-unneeded {} + 2>/dev/null
   chmod +x "$DEV"/test_all_* "$DEV"/bench_kernels "$DEV"/train_* "$mpi"/bin/*
-  # the libraries over 8 MiB travel gzipped (OpenBLAS: 35 MiB, 10 gzipped); unpack() restores them
+  # the libraries and binaries over 8 MiB travel gzipped (OpenBLAS: 35 MiB, 10 gzipped; train_f32:
+  # 10 MiB, 2.6 gzipped); unpack() restores them
   find "$DEV/lib" -type f -size +8M -exec gzip -9 {} +
+  find "$DEV" -maxdepth 1 -type f -perm -u+x -size +8M -exec gzip -9 {} +
   (
     echo "packed $(date -u +%Y-%m-%dT%H:%MZ) from $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!tests/gpu' || echo ' (with uncommitted changes)')"
     echo "bytes path"
@@ -181,7 +191,7 @@ hide() {
 # the unit binary; under strace -f where installed, which then must show no file of the system's
 # Open MPI or PMIx opened
 selftest() {
-  [ -x "$DEV/train_f32" ] || { echo "selftest: no $DEV/train_f32; pack first"; exit 1; }
+  carried "$DEV" train_f32 || { echo "selftest: no $DEV/train_f32; pack first"; exit 1; }
   local r trace=""
   r=$(mktemp -d /tmp/device_selftest.XXXXXX)
   cp -r "$DEV/." "$r/"
@@ -249,7 +259,7 @@ step() {
 
 run() {
   local steps=${*:-mpi unit cli bugs bench step} s d
-  [ -x "$DEV/train_f32" ] || { echo "run: no $DEV/train_f32: run 'tests/gpu/device_check.sh pack' where it builds, and carry .device"; exit 1; }
+  carried "$DEV" train_f32 || { echo "run: no $DEV/train_f32: run 'tests/gpu/device_check.sh pack' where it builds, and carry .device"; exit 1; }
   OUT=${OUT:-/tmp/device_check_out}; mkdir -p "$OUT"
   rm -f "$OUT"/{setup,unit,cli,bugs,bench,step_bench}.log "$OUT/summary.txt" "$OUT/gpu.md"
   WORK=$(mktemp -d /tmp/device_check.XXXXXX)
