@@ -49,10 +49,14 @@ template <int DP> struct Padded {
     // whether a kernel with one (the forward) or two tensors of its own rows (the backward) keeps
     // them in shared memory
     static constexpr bool OWN_SHARED_1 = DP > 72, OWN_SHARED_2 = DP > 32;
-    // floats of shared memory: two buffers of two tiles, each buffer's 2 KT row terms (the LSE and
-    // delta of the key side's query tiles), then the block's own rows if shared
+    // Shared memory, in floats: two buffers of two tiles; in the backward each buffer's 2 KT row
+    // terms (the LSE and delta of the key side's query tiles); then the block's own rows if
+    // shared, from OWN_AT. The forward at width 128 takes 101,376 bytes, what sm_86 and sm_89
+    // give a block at most.
+    static constexpr int OWN_AT_1 = 4 * KT * STRIDE, OWN_AT_2 = 4 * KT * STRIDE + 4 * KT;
     static constexpr size_t floats(int sets) {
-        return 4 * (size_t)KT * STRIDE + 4 * KT + ((sets == 1 ? OWN_SHARED_1 : OWN_SHARED_2) ? (size_t)sets * ROWS * STRIDE : 0);
+        return (sets == 1 ? OWN_AT_1 : OWN_AT_2) +
+               ((sets == 1 ? OWN_SHARED_1 : OWN_SHARED_2) ? (size_t)sets * ROWS * STRIDE : 0);
     }
 };
 
@@ -290,7 +294,7 @@ template <int DP, int MODE> static __global__ void forward_mma_kernel(AttentionA
     Place p = place(a.H, a.Tq);
     float *tiles = tiles_zeroed(S);
     WarpRows<DP, Padded<DP>::OWN_SHARED_1> q;
-    rows_load<MODE == ATTN_BF16>(q, tiles + 4 * KT * S + 4 * KT + 16 * p.warp * S, a.q, p.b, a.Tq, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
+    rows_load<MODE == ATTN_BF16>(q, tiles + Padded<DP>::OWN_AT_1 + 16 * p.warp * S, a.q, p.b, a.Tq, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
     float o[KS][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
     for (int n = 0; n < KS; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0;
     __syncthreads();
@@ -352,7 +356,7 @@ template <int DP, int MODE>
 static __global__ void dq_mma_kernel(AttentionArgs a, real *dq, const real *dout, const real *lse, const real *delta, bool vec) {
     constexpr int S = Padded<DP>::STRIDE, KS = DP / 8;
     Place p = place(a.H, a.Tq);
-    float *tiles = tiles_zeroed(S), *own = tiles + 4 * KT * S + 4 * KT + 16 * p.warp * S;
+    float *tiles = tiles_zeroed(S), *own = tiles + Padded<DP>::OWN_AT_2 + 16 * p.warp * S;
     WarpRows<DP, Padded<DP>::OWN_SHARED_2> q, g;
     rows_load<MODE == ATTN_BF16>(q, own, a.q, p.b, a.Tq, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
     rows_load<MODE == ATTN_BF16>(g, own + ROWS * S, dout, p.b, a.Tq, p.r0 + 16 * p.warp, a.H, p.h, a.dh);
@@ -477,10 +481,18 @@ template <typename F> static void with_shape(int dh, AttentionMode mode, F launc
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-// the shared memory a kernel asks for, allowed past the default 48 KiB
-template <typename K> static size_t shared_bytes(K kernel, size_t floats) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(floats * sizeof(float))));
-    return floats * sizeof(float);
+// the shared memory a kernel asks for, allowed past the default 48 KiB; a clear error where the
+// GPU gives a block less (sm_86 and sm_89: 101,376 bytes, less than the backward's at width 128)
+template <typename K> static size_t shared_bytes(K kernel, size_t floats, const char *pass, int dh) {
+    size_t bytes = floats * sizeof(float);
+    int dev, most;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    CHECK(bytes <= (size_t)most, "the attention %s on tensor cores at head width %d needs %zu bytes of "
+          "shared memory a block, and this GPU gives at most %d: use heads of at most 64 (--heads), "
+          "or an sm_80 or sm_90 GPU", pass, dh, bytes, most);
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    return bytes;
 }
 
 void attention_forward_mma(const AttentionArgs &a, real *out, real *lse, int B, AttentionMode mode, cudaStream_t stream) {
@@ -488,7 +500,7 @@ void attention_forward_mma(const AttentionArgs &a, real *out, real *lse, int B, 
     dim3 grid((a.Tq + ROWS - 1) / ROWS, B * a.H);
     with_shape(a.dh, mode, [&](auto w, auto m) {
         constexpr int DP = decltype(w)::value, M = decltype(m)::value;
-        size_t smem = shared_bytes(forward_mma_kernel<DP, M>, Padded<DP>::floats(1));
+        size_t smem = shared_bytes(forward_mma_kernel<DP, M>, Padded<DP>::floats(1), "forward", a.dh);
         forward_mma_kernel<DP, M><<<grid, 32 * WARPS, smem, stream>>>(a, out, lse, vec);
     });
     CUDA_CHECK(cudaGetLastError());
@@ -502,12 +514,12 @@ void attention_backward_mma(const AttentionArgs &a, real *dq, real *dk, real *dv
     with_shape(a.dh, mode, [&](auto w, auto m) {
         constexpr int DP = decltype(w)::value, M = decltype(m)::value;
         if (dk || dv) {
-            size_t smem = shared_bytes(dkv_mma_kernel<DP, M>, Padded<DP>::floats(2));
+            size_t smem = shared_bytes(dkv_mma_kernel<DP, M>, Padded<DP>::floats(2), "backward", a.dh);
             dkv_mma_kernel<DP, M><<<kgrid, 32 * WARPS, smem, stream>>>(a, dk, dv, dout, lse, delta, vec_q);
             CUDA_CHECK(cudaGetLastError());
         }
         if (dq) {
-            size_t smem = shared_bytes(dq_mma_kernel<DP, M>, Padded<DP>::floats(2));
+            size_t smem = shared_bytes(dq_mma_kernel<DP, M>, Padded<DP>::floats(2), "backward", a.dh);
             dq_mma_kernel<DP, M><<<qgrid, 32 * WARPS, smem, stream>>>(a, dq, dout, lse, delta, vec_kv);
             CUDA_CHECK(cudaGetLastError());
         }

@@ -597,6 +597,30 @@ START_TEST(cuda_attention_bf16) {
 }
 END_TEST
 
+// A GPU that gives a block less shared memory than a kernel needs (sm_86 and sm_89: 101,376 bytes)
+// gets a sentence before any launch, not a failed one: on the emulated device, which says so when
+// EMULATE_BLOCK_SHARED asks, the forward at width 128 fits exactly and the backward is refused
+START_TEST(cuda_attention_shared_memory_limit) {
+#ifndef REAL_F64
+    if (strcmp(device_name(), "emulated device")) return; // a GPU's limit is its own
+    int T = 8, dh = 128;
+    size_t n = (size_t)T * dh;
+    real *q = host_randn(n, 90, 1, 0), *buf[8];
+    for (int i = 0; i < 8; i++) buf[i] = to_device(q, n); // q k v out dout dq dk dv
+    real *lse = device_alloc((size_t)T * sizeof(real));
+    real *scratch = device_alloc(attention_scratch_count_cuda(1, T, T, 1, dh, true) * sizeof(real) + sizeof(real));
+    setenv("EMULATE_BLOCK_SHARED", "101376", 1);
+    attention_forward_cuda(buf[3], lse, scratch, buf[0], buf[1], buf[2], NULL, NO_SEGMENTS, 1, T, T, 1, dh, 0);
+    EXPECT_FATAL(attention_backward_cuda(buf[5], buf[6], buf[7], scratch, buf[4], buf[3], lse, buf[0], buf[1],
+                                         buf[2], NULL, NO_SEGMENTS, 1, T, T, 1, dh, 0),
+                 "needs 135680 bytes of shared memory a block, and this GPU gives at most 101376");
+    unsetenv("EMULATE_BLOCK_SHARED");
+    for (int i = 0; i < 8; i++) device_free(buf[i]);
+    device_free(lse), device_free(scratch), free(q);
+#endif
+}
+END_TEST
+
 // the ring's merge of partial outputs: rows of -inf on either side (a block, or everything so far,
 // fully masked) and the ring-wrong-merge bug's plain average
 START_TEST(cuda_attention_merge) {
@@ -833,8 +857,8 @@ static void select_gpu(void) {
 Suite *cuda_suite(void) {
     const TTest *on_device[] = {cuda_add, cuda_gelu, cuda_silu, cuda_layernorm, cuda_adamw, cuda_linear,
                                 cuda_adaln, cuda_slice, cuda_add_rows, cuda_euler_step, cuda_loss,
-                                cuda_patch, cuda_embedding, cuda_attention, cuda_attention_tf32, cuda_attention_bf16,
-                                cuda_attention_merge,
+                                cuda_patch, cuda_embedding, cuda_attention, cuda_attention_tf32,
+                                cuda_attention_bf16, cuda_attention_shared_memory_limit, cuda_attention_merge,
                                 cuda_formulas, cuda_sampler, cuda_qknorm, cuda_tensor_cores};
     int n = sizeof on_device / sizeof on_device[0];
     Suite *s = suite_create("cuda");

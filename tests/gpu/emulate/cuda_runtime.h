@@ -52,8 +52,17 @@ static void wait_at(int scope) {
 }
 #define __syncthreads() wait_at(BLOCK_SCOPE)
 
-// a kernel's opt-in to more dynamic shared memory than 48 KiB: the emulated block has 512 KiB
+// a kernel's opt-in to more dynamic shared memory than 48 KiB, up to what the device gives a block:
+// the emulated device says an H100's 227 KiB (its block buffer has 512), or EMULATE_BLOCK_SHARED
+// bytes (a test of the refusal on smaller GPUs)
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin };
+static cudaError_t cudaGetDevice(int *dev) { return *dev = 0, cudaSuccess; }
+static cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr, int) {
+    const char *e = getenv("EMULATE_BLOCK_SHARED");
+    *value = e ? atoi(e) : 227 * 1024;
+    return cudaSuccess;
+}
 template <typename F> static cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int bytes) {
     if ((size_t)bytes > sizeof shared_memory) fprintf(stderr, "emulated launch: %d bytes of shared memory\n", bytes), exit(1);
     return cudaSuccess;
