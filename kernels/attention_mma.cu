@@ -132,7 +132,7 @@ template <bool BF, int DP, bool SH> static __device__ inline void rows_frag(cons
 }
 
 // two floats as a register of two bf16 (x the low half)
-static __device__ inline uint32_t bf16x2(float x, float y) { return bf16_pair(bf16_from_float(x), bf16_from_float(y)); }
+static __device__ inline uint32_t bf16x2(float x, float y) { return bf16x2_from_floats(x, y); }
 
 // acc (16 x KT, C layout: row g + 8 (i >> 1), column 8 n + 2 t + (i & 1)) = A tile^T: A the warp's
 // rows (16 x DP), the tile KT rows (KT x DP) in shared memory

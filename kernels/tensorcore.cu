@@ -85,9 +85,16 @@ static __global__ void shuffle_kernel(int *out) {
     out[lane * 4 + 3] = __shfl_sync(0xffffffffu, v, 2, 8);
 }
 
-// tf32[i] = cvt.rna.tf32 of x[i]; bf[i] = x[i] to bf16 (nearest even) and back
+// tf32[i] = cvt.rna.tf32 of x[i]; bf[i] = x[i] to bf16 (nearest even) and back, NaN where the
+// pair (x[i], x[i + 1]) for even i, rounded at once (bf16x2_from_floats), disagrees
 static __global__ void convert_kernel(float *tf32, float *bf, const float *x, int n) {
     for (int i = threadIdx.x; i < n; i += 32) tf32[i] = tf32_round(x[i]), bf[i] = bf16_to_float(bf16_from_float(x[i]));
+    __syncwarp();
+    for (int i = 2 * threadIdx.x; i + 1 < n; i += 64) { // the same by pairs (cvt.rn.bf16x2.f32): must agree
+        uint32_t r = bf16x2_from_floats(x[i], x[i + 1]);
+        if (bf16_to_float(bf16{(uint16_t)(r & 0xffffu)}) != bf[i] || bf16_to_float(bf16{(uint16_t)(r >> 16)}) != bf[i + 1])
+            bf[i] = bf[i + 1] = NAN;
+    }
 }
 
 // ---- launchers -----------------------------------------------------------------------------------

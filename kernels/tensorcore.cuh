@@ -60,6 +60,17 @@ static __device__ inline bf16 bf16_from_float(float x) {
 static __device__ inline float bf16_to_float(bf16 h) { return bits_float((uint32_t)h.bits << 16); }
 // two bf16 in one register, lo in the low half (the lower column or row of a fragment)
 static __device__ inline uint32_t bf16_pair(bf16 lo, bf16 hi) { return (uint32_t)lo.bits | ((uint32_t)hi.bits << 16); }
+// two floats rounded to bf16 (nearest even) in one register, lo in the low half: one
+// cvt.rn.bf16x2.f32 on the device (it puts its first source in the high half)
+static __device__ inline uint32_t bf16x2_from_floats(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return bf16_pair(bf16_from_float(lo), bf16_from_float(hi));
+#endif
+}
 
 // ---- mma ---------------------------------------------------------------------------------------------
 #if defined(EMULATED_DEVICE)

@@ -28,7 +28,7 @@ for v in $VARIANTS; do
   FLAGS="-O1 -g -pthread -fopenmp -D_GNU_SOURCE -DUSE_CUDA $DEF -I $E -I kernels"
   CFLAGS="-std=c17 $FLAGS -I/usr/include/$ARCH/openblas-openmp $(mpicc --showme:compile)"
   # the library's C files, those older than their source or any header (the planted run reuses them)
-  newest=$(ls -t $HEADERS tests/*.h $E/*.h | head -1)
+  newest=$(ls -t $HEADERS kernels/*.cuh tests/*.h $E/*.h | head -1)
   if [ -z "$PLANT" ]; then
     ls $SOURCES tests/test_cuda.c "$E/device.c" "$E/main.c" |
       while read -r c; do o=$LIB/$(echo "$c" | tr / _).o; [ "$o" -nt "$c" ] && [ "$o" -nt "$newest" ] || echo "$c"; done |

@@ -24,11 +24,13 @@ kernels/tensorcore.cu ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16
 kernels/tensorcore.cu cp\.async\.cg\.shared\.global
 kernels/tensorcore.cu cp\.async\.wait_group
 kernels/tensorcore.cu cvt\.rna\.tf32\.f32
+kernels/tensorcore.cu cvt\.rn\.bf16x2\.f32
 kernels/attention_mma.cu mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32
 kernels/attention_mma.cu mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32
 kernels/attention_mma.cu cp\.async\.cg\.shared\.global
 kernels/attention_mma.cu cp\.async\.wait_group 1
 kernels/attention_mma.cu cvt\.rna\.tf32\.f32
+kernels/attention_mma.cu cvt\.rn\.bf16x2\.f32
 kernels/attention_mma.cu shfl\.sync\.bfly
 TABLE
 }
