@@ -288,6 +288,19 @@ static __device__ bool may_see(const AttentionArgs &a, int b, int q, int j) {
            image_of(a.seg, b, a.seg.q0 + q) == image_of(a.seg, b, a.seg.k0 + j);
 }
 
+// The query side's tiles (forward, dQ): the key and value rows that one of the block's query rows
+// can see, use(ks, vs, j0) on each by the warps that have rows
+template <int DP, typename Use>
+static __device__ void key_tiles(const AttentionArgs &a, const Place &p, float *tiles, bool vec, Use use) {
+    constexpr int S = Padded<DP>::STRIDE;
+    pipeline(
+        a.Tk, [&](int j) { return meet(a.seg, p.b, a.seg.q0 + p.r0, p.n, a.seg.k0 + j, a.Tk - j < KT ? a.Tk - j : KT); },
+        [&](int u, int j) { load_tile<DP>(tiles + 2 * u * KT * S, tiles + (2 * u + 1) * KT * S, a.k, a.v, p.b, a.Tk, j, a.H, p.h, a.dh, vec); },
+        [&](int u, int j0) {
+            if (p.busy) use(tiles + 2 * u * KT * S, tiles + (2 * u + 1) * KT * S, j0);
+        });
+}
+
 // ---- forward: out, lse; grid (query blocks, B*H) -------------------------------------------------
 template <int DP, int MODE> static __global__ void forward_mma_kernel(AttentionArgs a, real *out, real *lse, bool vec) {
     constexpr int S = Padded<DP>::STRIDE, KS = DP / 8;
@@ -298,12 +311,7 @@ template <int DP, int MODE> static __global__ void forward_mma_kernel(AttentionA
     float o[KS][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
     for (int n = 0; n < KS; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0;
     __syncthreads();
-    pipeline(
-        a.Tk, [&](int j) { return meet(a.seg, p.b, a.seg.q0 + p.r0, p.n, a.seg.k0 + j, a.Tk - j < KT ? a.Tk - j : KT); },
-        [&](int u, int j) { load_tile<DP>(tiles + 2 * u * KT * S, tiles + (2 * u + 1) * KT * S, a.k, a.v, p.b, a.Tk, j, a.H, p.h, a.dh, vec); },
-        [&](int u, int j0) {
-            if (!p.busy) return;
-            const float *ks = tiles + 2 * u * KT * S, *vs = ks + KT * S;
+    key_tiles<DP>(a, p, tiles, vec, [&](const float *ks, const float *vs, int j0) {
             float s[NT][4], mx[2] = {m[0], m[1]}, alpha[2];
             mma_rows<DP, MODE>(s, q, ks);
 #pragma unroll
@@ -368,12 +376,7 @@ static __global__ void dq_mma_kernel(AttentionArgs a, real *dq, const real *dout
     }
     for (int n = 0; n < KS; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0;
     __syncthreads();
-    pipeline(
-        a.Tk, [&](int j) { return meet(a.seg, p.b, a.seg.q0 + p.r0, p.n, a.seg.k0 + j, a.Tk - j < KT ? a.Tk - j : KT); },
-        [&](int u, int j) { load_tile<DP>(tiles + 2 * u * KT * S, tiles + (2 * u + 1) * KT * S, a.k, a.v, p.b, a.Tk, j, a.H, p.h, a.dh, vec); },
-        [&](int u, int j0) {
-            if (!p.busy) return;
-            const float *ks = tiles + 2 * u * KT * S, *vs = ks + KT * S;
+    key_tiles<DP>(a, p, tiles, vec, [&](const float *ks, const float *vs, int j0) {
             float s[NT][4], dp[NT][4];
             mma_rows<DP, MODE>(s, q, ks);  // S = Q K^T
             mma_rows<DP, MODE>(dp, g, vs); // dP = dO V^T
