@@ -390,6 +390,11 @@ void comm_all_reduce_sum_at(Comm *c, CommSum v, size_t n, CommSite at) {
     else comm_all_reduce_at(c, v.kind, v.plain, n, at);
 }
 
+void comm_all_reduce_double_at(Comm *c, double *v, ExactSum *exact, CommSite at) {
+    comm_all_reduce_sum_at(c, (CommSum){COMM_DOUBLE, v, exact}, 1, at);
+    if (exact) exact_result_double(v, exact, 0, 1);
+}
+
 void comm_reduce_scatter_sum_at(Comm *c, CommSum v, size_t n, CommSite at) {
     if (v.exact) comm_reduce_scatter_sums_at(c, v.exact, n, at);
     else comm_reduce_scatter_at(c, v.kind, (char *)v.plain + (size_t)c->rank * n * comm_kind_size(v.kind), v.plain,

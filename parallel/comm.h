@@ -111,6 +111,9 @@ void comm_all_reduce_sum_at(Comm *c, CommSum v, size_t n, CommSite at);
 // of v's first size * n values, this rank's [rank n, (rank + 1) n) become the sums over the ranks
 void comm_reduce_scatter_sum_at(Comm *c, CommSum v, size_t n, CommSite at);
 #define comm_reduce_scatter_sum(c, v, n) comm_reduce_scatter_sum_at(c, v, n, COMM_HERE)
+// *v summed over the ranks; under --exact (exact: its exact sum, one value) exactly, *v its rounding
+void comm_all_reduce_double_at(Comm *c, double *v, ExactSum *exact, CommSite at);
+#define comm_all_reduce_double(c, v, exact) comm_all_reduce_double_at(c, v, exact, COMM_HERE)
 // Every rank sends a block to every rank: in holds this rank's blocks in rank order, in_counts[r]
 // values for rank r; out receives them in rank order, out_counts[r] values from rank r (what rank
 // r sent this rank). Counts may differ from rank to rank (MPI_Alltoallv); the bytes counted are

@@ -16,8 +16,7 @@ double sp_optimizer_step(SeqParallel *sp, AdamW *opt, ParamStore *ps) {
     int64_t mem[EXACT_LIMBS + 2];
     ExactSum squares = exact_view(mem, 1);
     double sum = adamw_squares(ps, &squares);
-    comm_all_reduce_sum(sp->world, ((CommSum){COMM_DOUBLE, &sum, ps->exact_mem ? &squares : NULL}), 1);
-    if (ps->exact_mem) exact_result_double(&sum, &squares, 0, 1);
+    comm_all_reduce_double(sp->world, &sum, ps->exact_mem ? &squares : NULL);
     double norm = sqrt(sum);
     adamw_update_slice(opt, ps, norm);
     sp_gather_params(sp, ps);

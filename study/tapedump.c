@@ -93,8 +93,7 @@ static void watch(Tape *tp, Tensor *t, bool grad, void *ctx) {
         int64_t mem[EXACT_LIMBS + 2];
         ExactSum s = exact_view(mem, 1);
         if (tp->exact) exact_merge(&s, 0, &tp->exact->loss); // summed as the step sums it
-        comm_all_reduce_sum(d->sp->world, ((CommSum){COMM_DOUBLE, &loss, tp->exact ? &s : NULL}), 1);
-        if (tp->exact) exact_result_double(&loss, &s, 0, 1);
+        comm_all_reduce_double(d->sp->world, &loss, tp->exact ? &s : NULL);
         snprintf(name, sizeof name, "%04d %s", d->index, t->name);
         d->loss = (real)loss;
         if (d->w) st_writer_add_real(d->w, name, 1, (int[]){1}, &d->loss);
