@@ -54,7 +54,7 @@ BUILD      := build$(if $(filter 1,$(USE_CUDA)),,-cpu)
 mark = $(if $(filter 1,$(1)),✓,✗)
 
 # ---- sources -----------------------------------------------------------------------------------
-SRC_DIRS := core kernels autograd layers parallel data draw run plan study train
+SRC_DIRS := core kernels autograd layers parallel/transport parallel/layouts parallel/mesh data draw run plan study train
 LIB_SRC  := $(filter-out train/main.c,$(wildcard $(addsuffix /*.c,$(SRC_DIRS))))
 TEST_SRC := $(wildcard tests/test_*.c)
 CU_SRC   := $(wildcard kernels/*.cu)
@@ -123,8 +123,8 @@ $(1)/bin/train: $(1)/train/main.o $(1)/libdit.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $(2) $$^ -o $$@ $$(LDLIBS)
 # the train program with a layout compiled only into the test build (tests/layout_all_queries.c):
-# its file and its row of parallel/layouts.c (tests/layout_test.sh)
-$(1)/testlayout/layouts.o: parallel/layouts.c
+# its file and its row of parallel/layouts/layouts.c (tests/layout_test.sh)
+$(1)/testlayout/layouts.o: parallel/layouts/layouts.c
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $(2) -DSP_TEST_LAYOUT=sp_all_queries -c $$< -o $$@
 $(1)/testlayout/train: $(1)/train/main.o $(1)/testlayout/layouts.o $(1)/tests/layout_all_queries.o $(1)/libdit.a

@@ -12,7 +12,7 @@ typedef struct AdamW {
 AdamW adamw_default(double lr); // betas (0.9, 0.999), eps 1e-8, no decay, no clipping
 // One update from the gradients (ps->slice) of a whole store; returns the gradient norm before clipping.
 double adamw_step(AdamW *opt, ParamStore *ps);
-// The two halves, for a store that is one of several (--zero, parallel/zero.c):
+// The two halves, for a store that is one of several (--zero, parallel/mesh/zero.c):
 // The sum of squares of the gradients of the store's slice (ps->slice): a double sum, or
 // under --exact (an exact store) added into *squares (1 element), an order-independent sum of
 // the rounded squares, and 0 returned.

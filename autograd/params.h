@@ -65,7 +65,7 @@ struct ParamStore {
     int n_sums;                 // --exact: the exact sums, one for each place in grads, then
     ExactSum sums[PS_MAX_UNITS + 1]; // the slice's when split (sums[n_sums - 1])
     void *exact_mem;            // their memory (NULL: not exact)
-    PsHook hook;                // opens and closes scoped units (parallel/zero.c); NULL: none
+    PsHook hook;                // opens and closes scoped units (parallel/mesh/zero.c); NULL: none
     void *hook_ctx;
 };
 

@@ -129,7 +129,7 @@ void timestep_embedding_backward(real *dt, const real *dout, const real *t, int 
 // pack (segments.h): a query sees only its own image's keys; NO_SEGMENTS: one image. scratch holds
 // attention_scratch_count(B, Tq, Tk, H, dh, backward) reals for kernel_threads() threads. The
 // arguments are the CUDA launchers' (cuda.h), so a layer runs either through RUN.
-// While attention_progress is set (parallel/comm.c sets it while a ring transfer is in flight),
+// While attention_progress is set (parallel/transport/comm.c sets it while a ring transfer is in flight),
 // both directions call it on their team's thread 0 between query tiles, so that MPI moves the
 // transfer while the attention computes (comm.c acts only on MPI's own thread: inside a parallel
 // region of jobs every thread is its inner team's thread 0).

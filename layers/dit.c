@@ -257,7 +257,7 @@ static Tensor *checkpoint(const DiT *m, const DiTBlock *b, int i, HalfFn half, T
 // [caption; image] over the keys [caption; image] (tt->joint: each token sees its image's, the
 // caption's padding masked; with packs, each row's captions one after another, *ctx (B, K, D), each
 // modulated by its image's vectors), by the layout's attend with the caption as the tokens every
-// rank holds in front (sp.h); then each
+// rank holds in front (parallel/layouts/context.h); then each
 // stream its own projection and MLP. The last block's caption output is dropped (*ctx stays; only
 // its keys and values were used). The streams stay apart between blocks, so that backward hands
 // each residual's gradient buffer down its stream. Under --recompute with gradients each stream's

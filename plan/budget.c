@@ -1,8 +1,9 @@
 // budget.c: see budget.h.
 #include "budget.h"
 #include "../core/device.h"
-#include "../parallel/usage.h"
+#include "../parallel/transport/usage.h"
 #include "../run/checkpoint.h"
+#include "../parallel/mesh/batch.h"
 #include <string.h>
 #include <unistd.h>
 

@@ -2,7 +2,7 @@
 #include "plan.h"
 #include "../core/check.h"
 #include "../kernels/kernels.h"
-#include "../parallel/autograd_collectives.h"
+#include "../parallel/transport/autograd_collectives.h"
 #include "budget.h"
 #include "../run/allowed.h"
 #include "../run/flags.h"

@@ -1,8 +1,9 @@
 // allowed.c: see allowed.h.
 #include "allowed.h"
 #include "../data/data.h"
-#include "../parallel/usage.h"
+#include "../parallel/transport/usage.h"
 #include "config.h"
+#include "../parallel/mesh/batch.h"
 #include <stdio.h>
 
 // Packs (--max-tokens) pack a folder's images, never more tokens than the model's square image

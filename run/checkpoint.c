@@ -2,7 +2,7 @@
 #include "checkpoint.h"
 #include "../core/check.h"
 #include "../core/safetensors.h"
-#include "../parallel/comm.h"
+#include "../parallel/transport/comm.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>

@@ -7,7 +7,7 @@
 #include "../layers/dit.h"
 #include "../core/arena.h"
 #include "../core/safetensors.h"
-#include "../parallel/comm.h"
+#include "../parallel/transport/comm.h"
 #include "settings.h" // the metadata's config keys and their text (the model's rows)
 
 // Writes pos_embed and every parameter, taking the parameter values from `flat` (e.g. EMA weights,

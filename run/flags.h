@@ -1,7 +1,7 @@
 // flags.h: command-line parsing helpers. Every flag value is validated; a bad one is a usage
-// error (parallel/usage.h): one sentence naming the flag and what it accepts, and exit code 2.
+// error (parallel/transport/usage.h): one sentence naming the flag and what it accepts, and exit code 2.
 #pragma once
-#include "../parallel/usage.h"
+#include "../parallel/transport/usage.h"
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -23,7 +23,7 @@ extern bool dry_run;
 void dry_run_take(int *argc, char **argv);
 // --check-collectives and --collective-timeout S, which every command takes too: main.c takes them
 // out of argv and sets DIT_CHECK_COLLECTIVES and DIT_COLLECTIVE_TIMEOUT for this process and the
-// ranks verify and bugs start (parallel/check_collectives.h)
+// ranks verify and bugs start (parallel/transport/check_collectives.h)
 void collective_flags_take(int *argc, char **argv);
 #define EVERY_COMMAND_HELP                                                                         \
     "  --dry-run             check every flag, print what would run; run and write nothing\n"      \

@@ -8,7 +8,7 @@
 // metadata (the model's rows) all read it: a new setting is its field and one row.
 #pragma once
 #include "../layers/dit.h"
-#include "../parallel/sp.h"
+#include "../parallel/mesh/sp.h"
 #include <stdint.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -37,7 +37,7 @@ typedef struct TrainConfig {
     int threads; // BLAS threads per rank; 0 = cores / ranks
     int max_tokens; // --max-tokens: rows pack a folder's images at their own sizes (0: square)
     double text_dropout; // --text-dropout: a caption replaced by the empty one, for guidance
-    SpOptions parallel; // the layout, the groups and the injected bugs (parallel/sp.h)
+    SpOptions parallel; // the layout, the groups and the injected bugs (parallel/layouts/context.h)
     int ranks;          // the run's world size (config.json only: mpirun -np chooses it)
     int resumed_zero;   // --resume: the --zero the run saved under (its config.json's; not a setting)
 } TrainConfig;

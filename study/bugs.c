@@ -2,7 +2,7 @@
 #include "bugs.h"
 #include "../core/check.h"
 #include "../core/safetensors.h"
-#include "../parallel/sp.h"
+#include "../parallel/mesh/sp.h"
 #include "../draw/canvas.h"
 #include "../run/checkpoint.h"
 #include "compare.h"

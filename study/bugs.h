@@ -1,4 +1,4 @@
-// bugs.h: `train bugs`: the catalogue of injectable sequence-parallel bugs (parallel/inject.c's
+// bugs.h: `train bugs`: the catalogue of injectable sequence-parallel bugs (parallel/layouts/inject.c's
 // table), each reproduced on N ranks in the layout it lives in and compared with one rank, by its
 // loss curve (the step verify flags it at) and by a probe (output and gradient errors); the
 // correct code is the first row. Each config a bug needs (its further flags) gets its own 1-rank

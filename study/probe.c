@@ -3,7 +3,7 @@
 #include "probe.h"
 #include "../core/check.h"
 #include "../core/safetensors.h"
-#include "../parallel/sp.h"
+#include "../parallel/mesh/sp.h"
 #include "../plan/budget.h"
 #include "../run/checkpoint.h"
 #include "../run/allowed.h"
@@ -13,8 +13,10 @@
 #include "../run/flags.h"
 #include "../run/outfile.h"
 #include "../run/settings.h"
-#include "../parallel/step.h"
+#include "../parallel/mesh/step.h"
 #include "tapedump.h"
+#include "../parallel/mesh/batch.h"
+#include "../parallel/mesh/zero.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

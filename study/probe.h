@@ -4,7 +4,7 @@
 #pragma once
 #include "../core/safetensors.h"
 #include "../layers/dit.h"
-#include "../parallel/comm.h"
+#include "../parallel/transport/comm.h"
 
 int probe_main(int argc, char **argv, Comm *c);
 

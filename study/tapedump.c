@@ -3,6 +3,7 @@
 #include "../core/check.h"
 #include "../core/device.h"
 #include "../kernels/run.h"
+#include "../parallel/mesh/batch.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
 // tokens, exact) that `train locate` reports positions in.
 #pragma once
 #include "../core/safetensors.h"
-#include "../parallel/sp.h"
+#include "../parallel/mesh/sp.h"
 
 typedef struct TapeDump {
     SeqParallel *sp;

@@ -643,8 +643,8 @@ if [ $rc = 2 ] && echo "$msg" | grep -q "result.safetensors is a probe result an
    ! echo "$msg" | grep -q "missing in"; then ok "newcomer: compare of a probe result with a checkpoint: exit 2, what each file is"
 else bad "newcomer: compare of a probe result with a checkpoint (exit $rc): $msg"; fi
 # the environment: a DIT_CPU_WIDTH that is no width (core/cpu.h), a DIT_RING_BLOCKING that is not
-# 0 or 1 (parallel/comm.h), or a DIT_CHECK_COLLECTIVES or DIT_COLLECTIVE_TIMEOUT out of range
-# (parallel/check_collectives.h) stops every subcommand, alone and under mpirun, with one sentence
+# 0 or 1 (parallel/transport/comm.h), or a DIT_CHECK_COLLECTIVES or DIT_COLLECTIVE_TIMEOUT out of range
+# (parallel/transport/check_collectives.h) stops every subcommand, alone and under mpirun, with one sentence
 # and exit 2; ranks whose widths differ all run the least, the same bits as a run with every rank
 # capped to it
 for env in "DIT_CPU_WIDTH=1024|is not a vector width: set 128, 256 or 512" "DIT_RING_BLOCKING=yes|is neither 0 nor 1: set 1" \

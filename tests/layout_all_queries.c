@@ -1,12 +1,13 @@
 // layout_all_queries.c: a layout compiled only into the test build (the Makefile's testlayout
-// train, with -DSP_TEST_LAYOUT=sp_all_queries for parallel/layouts.c), which shows that a new layout
+// train, with -DSP_TEST_LAYOUT=sp_all_queries for parallel/layouts/layouts.c), which shows that a new layout
 // is this one file and one row of the table: every rank all-gathers Q, K and V along the sequence,
 // attends all T_pad queries to all keys, and keeps its own rows of the output. P times the work of
 // one rank for nothing, but right: verify at 2 and 3 ranks agrees with one rank
 // (tests/layout_test.sh). No --exact path and no front tokens (in-context, joint attention).
 #include "../core/check.h"
-#include "../parallel/autograd_collectives.h"
-#include "../parallel/sp.h"
+#include "../parallel/transport/autograd_collectives.h"
+#include "../parallel/layouts/row.h"
+#include "../parallel/layouts/shared.h"
 #include <stdio.h>
 
 static const char *validate(const SpOptions *o, int heads, int P, char *buf, size_t len) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # layout_test.sh: a new layout is one file and one row. The test build's train program
-# (BUILD/f32/testlayout/train: tests/layout_all_queries.c and its row of parallel/layouts.c, built
+# (BUILD/f32/testlayout/train: tests/layout_all_queries.c and its row of parallel/layouts/layouts.c, built
 # with -DSP_TEST_LAYOUT) runs --sp-attention all-queries: verify at 2 and 3 ranks agrees with one
 # rank, the same check catches the no-pad-mask bug on it, the planner ranks it (it reads the
 # table), and the program users run does not know it.

@@ -202,7 +202,7 @@ suite 600 "--exact: one case of each layout and mesh in float64" tests/exact_tes
 lane_b &
 
 # lane a: the C suites
-suite 60 "layering: each folder includes only from its floor or below, no include circles, no branch on the layout kind, no CUDA kernel of over 8 arguments (a planted one of each caught)" \
+suite 60 "layering: each folder includes only from its floor or below, no include circles, one header per .c in parallel/, no branch on the layout kind, no CUDA kernel of over 8 arguments (a planted one of each caught)" \
   "$PY" tests/layering.py --self-test
 suite 60 "a check failing on rank 1 alone ends the 2-rank job at once, naming the check" rank_failure
 suite 120 "--check-collectives names three planted mismatches of collectives within seconds (a count, a collective skipped on one rank of a data group, a rank stopped elsewhere)" collectives_named

@@ -3,7 +3,7 @@
 #include "../core/blas.h"
 #include "../core/cpu.h"
 #include "../run/flags.h"
-#include "../parallel/comm.h"
+#include "../parallel/transport/comm.h"
 #include "../study/compare.h"
 #include "../study/locate.h"
 #include "../plan/plan.h"

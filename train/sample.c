@@ -16,6 +16,8 @@
 #include "../run/outfile.h"
 #include "../run/settings.h"
 #include "../core/timing.h"
+#include "../parallel/mesh/batch.h"
+#include "../parallel/mesh/zero.h"
 #include <jansson.h>
 #include <libgen.h>
 #include <math.h>

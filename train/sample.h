@@ -1,7 +1,7 @@
 // sample.h: class-conditional samples (Euler steps along the learned flow, classifier-free
 // guidance on the velocity), drawn into a labelled grid (samples.png: one row per class).
 #pragma once
-#include "../parallel/sp.h"
+#include "../parallel/mesh/sp.h"
 #include "../plan/budget.h"
 #include "../run/config.h"
 #include "../data/data.h"

@@ -21,8 +21,10 @@
 #include "../run/outfile.h"
 #include "../plan/plan.h"
 #include "sample.h"
-#include "../parallel/step.h"
+#include "../parallel/mesh/step.h"
 #include "../core/timing.h"
+#include "../parallel/mesh/batch.h"
+#include "../parallel/mesh/zero.h"
 #include <cblas.h>
 #include <errno.h>
 #include <sched.h>

@@ -8,12 +8,12 @@
 # backward) and the ring's bytes (per block and rank, K and V forward, K, V, dK, dV backward:
 # 6 T D (P-1)/P values); every rank sends at once over the one shaped loopback, so it is set to P
 # times a rank's rate. DIT_RING_BLOCKING=1 makes every ring step whole before the attention
-# runs (parallel/comm.h; the same values travel, the same bits). Runs alternate blocking,
+# runs (parallel/transport/comm.h; the same values travel, the same bits). Runs alternate blocking,
 # overlapped, overlapped, blocking; each time is a run's "done:" seconds (to the millisecond) per
 # step. Target: the overlapped step at most 0.75x the blocking one. Needs root (unshare -n, tc);
 # says "skipped" otherwise. Open MPI's TCP transport moves a message above its eager limit (64 KiB)
 # only inside MPI calls: the CPU attention calls MPI_Testall between its tiles while a step is in
-# flight (parallel/comm.h). BENCH_OVERLAP_MCA adds Open MPI options ("--mca btl_tcp_progress_thread 1").
+# flight (parallel/transport/comm.h). BENCH_OVERLAP_MCA adds Open MPI options ("--mca btl_tcp_progress_thread 1").
 # usage: bench_overlap.sh TRAIN [STEPS]
 set -eu
 TRAIN=$(realpath "$1"); STEPS=${2:-4}

@@ -161,7 +161,7 @@ for layout in "gather" "all-to-all" "ring" "hybrid --ulysses-degree 2"; do
   t=$(grep '^step' "$WORK/log" | tail -n +3 | sed -E 's/.*\| ([0-9]+) tok\/s.*/\1/' | sort -n |
       awk '{ a[NR] = $1 } END { printf "%.4f", 4096 / a[int((NR + 1) / 2)] }')
   line=$(grep '^done:' "$WORK/log")
-  # per layer and rank, B T_pad D values of 4 bytes (P = 4, U = 2): sp.h gives each formula
+  # per layer and rank, B T_pad D values of 4 bytes (P = 4, U = 2): parallel/layouts/layouts.h gives each formula
   formula=$(awk -v l="${layout%% *}" 'BEGIN { P = 4; U = 2; f["gather"] = 4 * (P - 1) / P
     f["all-to-all"] = 8 * (P - 1) / P / P; f["ring"] = 6 * (P - 1) / P
     f["hybrid"] = 8 * (U - 1) / (U * P) + 6 * (P / U - 1) / P

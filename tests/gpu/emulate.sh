@@ -18,7 +18,7 @@ BUILD=$1; PLANT=${2:-}; VARIANTS=${3:-f32 f64}
 E=tests/gpu/emulate
 ARCH=$(gcc -print-multiarch)
 # the library's folders (the Makefile's SRC_DIRS)
-DIRS="core kernels autograd layers parallel data draw run plan study train"
+DIRS="core kernels autograd layers parallel/transport parallel/layouts parallel/mesh data draw run plan study train"
 HEADERS=$(for d in $DIRS; do echo $d/*.h; done)
 SOURCES=$(for d in $DIRS; do echo $d/*.c; done)
 LIBS="-fopenmp -L/usr/lib/$ARCH/openblas-openmp -Wl,-rpath,/usr/lib/$ARCH/openblas-openmp -lopenblas -lstb -ljpeg -lgif -ljansson -lm $(mpicc --showme:link)"

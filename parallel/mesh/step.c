@@ -1,7 +1,8 @@
 // step.c: see step.h.
 #include "step.h"
-#include "../core/check.h"
-#include "../core/device.h"
+#include "batch.h"
+#include "../../core/check.h"
+#include "../../core/device.h"
 #include <string.h>
 
 // The images of pack pk from its strips img (B, C, pt p, T p) into out (host, the same shape), zero

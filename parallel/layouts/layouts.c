@@ -1,8 +1,13 @@
 // layouts.c: the table of attention layouts (one file each: gather.c, all_to_all.c, ring.c,
 // hybrid.c) and what a rank asks of its layout: its name, whether it can run, its arena bytes and
 // its attention.
-#include "autograd_collectives.h"
-#include "sp.h"
+#include "../transport/autograd_collectives.h"
+#include "layouts.h"
+#include "all_to_all.h"
+#include "gather.h"
+#include "hybrid.h"
+#include "ring.h"
+#include "shared.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,7 +51,7 @@ const char *sp_layouts_help(char *buf, size_t len, int width) {
     for (int a = 0; a < N_LAYOUTS && n < len; a++) {
         char item[256];
         snprintf(item, sizeof item, "%s%s (%s%s)%s", a && a + 1 == N_LAYOUTS ? "or " : "", layouts[a]->name,
-                 layouts[a]->does, a == (int)sp_options_default().layout ? ", default" : "",
+                 layouts[a]->does, a == (int)SP_DEFAULT_LAYOUT ? ", default" : "",
                  a + 2 < N_LAYOUTS ? "," : "");
         bool wrap = n > line && n - line + 1 + strlen(item) > (size_t)width;
         n += (size_t)snprintf(buf + n, len - n, "%s%s", wrap ? "\n" : n > line ? " " : "", item);
@@ -110,9 +115,6 @@ SpTraffic sp_layer_traffic(const SeqParallel *sp, const DiTConfig *c, int B, boo
     return layouts[sp->layout]->traffic(sp, &rows, B, backward);
 }
 
-DiTPass sp_pass(const SeqParallel *sp, bool backward) {
-    return !backward ? DIT_FORWARD : sp->recompute ? DIT_RECOMPUTE : DIT_BACKWARD;
-}
 
 // --exact: the adaLN vectors of each image spread over this rank's canonical blocks, or with
 // packs over its tokens
@@ -128,8 +130,6 @@ static Tensor *spread(Tape *tp, Tensor *per_image, const int64_t *image_of, int 
     return tensor_reshape(tp->arena, rows, 3, (int[]){B, G, per_image->shape[1]});
 }
 
-void sp_sum_group(ExactSum *s, void *ctx) { comm_all_reduce_sums(((SeqParallel *)ctx)->comm, s, s->n); }
-
 DiTShard sp_dit_shard(SeqParallel *sp) {
     return (DiTShard){.t0 = sp->shard.t0, .n = sp->shard.n, .T_pad = sp->shard.T_pad,
                       .positions_from_shard = sp->bugs & BUG_PACK_POSITIONS_FROM_SHARD,
@@ -141,39 +141,4 @@ DiTShard sp_dit_shard(SeqParallel *sp) {
                       .rope_pack_run_on = sp->bugs & BUG_ROPE_PACK_POSITIONS,
                       .qk_norm_parts = sp->bugs & BUG_QK_NORM_HEAD_SHARD ? sp->shard.P : 0,
                       .cross_kv_copies = sp->bugs & BUG_CROSS_KV_ALL_TO_ALL ? sp->shard.P : 0};
-}
-
-const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg) {
-    return (sp->bugs & BUG_PACK_MASK_CROSSES) ? NULL : seg;
-}
-
-const int32_t *sp_joint_images(Arena *a, const SeqParallel *sp, const int32_t *ids, int B, int R) {
-    if (!(sp->bugs & BUG_PACK_MASK_CROSSES) || !ids) return ids;
-    int W = 2 * R + sp->shard.T_pad;
-    int32_t *one = arena_alloc(arena_host(a), (size_t)B * W * sizeof(int32_t)); // zeroed
-    for (int b = 0; b < B; b++)
-        for (int x = 0; x < R; x++) one[(size_t)b * W + x] = ids[(size_t)b * W + x] < 0 ? -1 : 0;
-    return one;
-}
-
-Segments sp_segments(const SeqParallel *sp, const int32_t *seg, int q0, int k0) {
-    seg = sp_images(sp, seg);
-    return seg ? (Segments){seg, sp->shard.T_pad, q0, k0} : NO_SEGMENTS;
-}
-
-const uint8_t *sp_host_key_mask(const SeqParallel *sp) {
-    return (sp->bugs & BUG_NO_PAD_MASK) ? NULL : sp->shard.key_mask;
-}
-
-const uint8_t *sp_front_mask(Arena *a, const SeqParallel *sp, int R) {
-    const uint8_t *keys = sp_host_key_mask(sp);
-    if (!keys) return NULL;
-    uint8_t *m = arena_alloc(arena_host(a), (size_t)R + sp->shard.T_pad);
-    memset(m, 1, (size_t)R);
-    memcpy(m + R, keys, (size_t)sp->shard.T_pad);
-    return m;
-}
-
-const uint8_t *sp_key_mask(const SeqParallel *sp) {
-    return sp->key_mask_device && sp_host_key_mask(sp) ? sp->key_mask_device : sp_host_key_mask(sp);
 }

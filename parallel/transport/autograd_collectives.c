@@ -4,9 +4,9 @@
 // copy (slice_forward) into unzeroed scratch, what arrives is added (add_rows) into the output.
 // Under --exact a gradient held as exact sums takes the same path (packed as sums on their own).
 #include "autograd_collectives.h"
-#include "../core/check.h"
-#include "../core/device.h"
-#include "../kernels/run.h"
+#include "../../core/check.h"
+#include "../../core/device.h"
+#include "../../kernels/run.h"
 #include <stdlib.h>
 #include <string.h>
 

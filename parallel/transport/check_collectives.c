@@ -1,6 +1,6 @@
 // check_collectives.c: see check_collectives.h.
 #include "check_collectives.h"
-#include "../core/check.h"
+#include "../../core/check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,10 +1,11 @@
-// gather.c: the gather layout (see sp.h): K and V all-gathered along the sequence, local queries
+// gather.c: the gather layout (see layouts.h): K and V all-gathered along the sequence, local queries
 // against all T_pad keys, the output the local shard. The local-kv, no-dkv-reduce-scatter and
 // wrong-restore bugs are code paths of this file.
-#include "../core/check.h"
-#include "../kernels/run.h"
-#include "autograd_collectives.h"
-#include "sp.h"
+#include "../../core/check.h"
+#include "../../kernels/run.h"
+#include "../transport/autograd_collectives.h"
+#include "gather.h"
+#include "shared.h"
 #include <stdio.h>
 
 static const char *validate(const SpOptions *o, int heads, int P, char *buf, size_t len) {
@@ -84,7 +85,7 @@ static Tensor *local_kv(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor 
 }
 
 // In-context conditioning or joint attention: q, k, v (B, R + n, D), the R tokens that every rank
-// holds first (sp.h); the keys and values are theirs, once, then the gathered ones of every rank's
+// holds first (context.h); the keys and values are theirs, once, then the gathered ones of every rank's
 // tokens. Every rank attends with the R front queries too, over all keys: their output is the same
 // on every rank. ids: joint attention's images (AttendFn), or NULL.
 static Tensor *attend_in_context(Tape *tp, SeqParallel *sp, Tensor *q, Tensor *k, Tensor *v, int heads,

@@ -1,15 +1,15 @@
 // sp.c: see sp.h. The parallel context of one rank: the groups it splits from the world, the
 // device and the collectives' backend they use, and the bytes they sent.
 #include "sp.h"
-#include "../core/check.h"
-#include "../core/device.h"
-#include "usage.h"
+#include "../../core/check.h"
+#include "../../core/device.h"
+#include "../transport/usage.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 SpOptions sp_options_default(void) {
-    return (SpOptions){.policy = seq_policy_default(), .layout = SP_GATHER, .grad_accum = 1,
+    return (SpOptions){.policy = seq_policy_default(), .layout = SP_DEFAULT_LAYOUT, .grad_accum = 1,
                        .virtual_shards = EXACT_BLOCKS};
 }
 

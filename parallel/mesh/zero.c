@@ -1,11 +1,12 @@
-// zero.c: the optimizer over the mesh (sp.h). Under --zero 1 and 2 (ZeRO stages 1 and 2) every
+// zero.c: the optimizer over the mesh (zero.h). Under --zero 1 and 2 (ZeRO stages 1 and 2) every
 // rank keeps the Adam moments (and at 2 the summed gradients) of its slice of the parameters only:
 // the gradients are reduce-scattered unit by unit (sp_sync_grads, sp_store_hook), each rank updates
 // its pieces, and each unit's parameters are all-gathered, so every rank holds the same parameters
 // as without it, from a quarter of the moments on 4 ranks.
-#include "../core/check.h"
-#include "../core/device.h"
-#include "sp.h"
+#include "../../core/check.h"
+#include "../../core/device.h"
+#include "zero.h"
+#include "batch.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,9 +1,9 @@
 // comm.c: see comm.h.
 #include "comm.h"
-#include "../core/check.h"
-#include "../core/cpu.h"
-#include "../core/device.h"
-#include "../kernels/kernels.h"
+#include "../../core/check.h"
+#include "../../core/cpu.h"
+#include "../../core/device.h"
+#include "../../kernels/kernels.h"
 #include <mpi.h>
 #ifdef USE_NCCL
 #include <nccl.h>

@@ -3,7 +3,7 @@
 // rather than hand-written: the adjoint of an all-gather is a reduce-scatter (sum) and vice versa;
 // the adjoint of an all-to-all is the inverse all-to-all.
 #pragma once
-#include "../autograd/tape.h"
+#include "../../autograd/tape.h"
 #include "comm.h"
 
 // x (B, n, D) on each of P ranks -> (B, P*n, D): rank r's rows land at [r*n, (r+1)*n).

@@ -1,6 +1,6 @@
 // policy.c: see policy.h.
 #include "policy.h"
-#include "../core/check.h"
+#include "../../core/check.h"
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -1,10 +1,13 @@
-// hybrid.c: the hybrid layout (USP, see sp.h): Q, K and V go all-to-all over this rank's head
+// hybrid.c: the hybrid layout (USP, see layouts.h): Q, K and V go all-to-all over this rank's head
 // group (U consecutive ranks), so each rank holds the U shards' tokens for its share of the heads
 // (the first H mod U ranks of a group one more); those blocks run ring attention (ring.c) over the
 // P/U head groups, whose ranks at one place hold the same heads; the output comes back
 // all-to-all. The ring-* bugs apply to its ring.
-#include "autograd_collectives.h"
-#include "sp.h"
+#include "../transport/autograd_collectives.h"
+#include "hybrid.h"
+#include "shared.h"
+#include "all_to_all.h"
+#include "ring.h"
 #include <stdio.h>
 
 static const char *validate(const SpOptions *o, int heads, int P, char *buf, size_t len) {

@@ -1,11 +1,11 @@
 // batch.c: a batch over the mesh: the images of each data group, their micro-batches, the count
 // each loss divides by, and putting the results back together (output images gathered over the
 // sequence group and the data groups, gradients summed over every rank).
-#include "../core/check.h"
-#include "../core/device.h"
-#include "../kernels/run.h"
-#include "autograd_collectives.h"
-#include "sp.h"
+#include "../../core/check.h"
+#include "../../core/device.h"
+#include "../../kernels/run.h"
+#include "../transport/autograd_collectives.h"
+#include "batch.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -9,9 +9,9 @@
 // (host-staged): the same collectives either way.
 // Errors on any rank abort the whole job with the message (comm_init installs that handler).
 #pragma once
-#include "../core/exact.h"
+#include "../../core/exact.h"
 #include "check_collectives.h"
-#include "../core/real.h"
+#include "../../core/real.h"
 #include <stdbool.h>
 #include <mpi.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-// ring.c: the ring layout (ring attention, see sp.h), and the ring that the hybrid layout runs
+// ring.c: the ring layout (ring attention, see layouts.h), and the ring that the hybrid layout runs
 // over its head groups. Forward: each rank's K/V block travels the ring (P - 1 steps, to rank + 1);
 // every step attends the local queries to the visiting block with the fused kernel, and the
 // partial outputs merge by their log-sum-exp. Each block is sent on (nonblocking) while it is
@@ -13,11 +13,12 @@
 // --exact (attention_exact.h) runs the same schedule and transfers: the ring turns twice forward
 // (the blocks' log-sum-exps, then their weighted outputs), a step's work is the block pairs' exact
 // sums, and the shares of dK and dV are exact sums, which travel as they are and add exactly.
-#include "../core/check.h"
-#include "../core/device.h"
-#include "../kernels/run.h"
-#include "../layers/attention_exact.h"
-#include "sp.h"
+#include "../../core/check.h"
+#include "../../core/device.h"
+#include "../../kernels/run.h"
+#include "../../layers/attention_exact.h"
+#include "ring.h"
+#include "shared.h"
 #include <stdio.h>
 #include <string.h>
 

@@ -1,10 +1,11 @@
-// all_to_all.c: the all-to-all layout (DeepSpeed-Ulysses, see sp.h): Q, K and V from the token
+// all_to_all.c: the all-to-all layout (DeepSpeed-Ulysses, see layouts.h): Q, K and V from the token
 // shard to a head shard, attention on this rank's heads over all T_pad tokens, the output back to
 // the token shard. The heads need not divide: the first H mod P ranks take one more.
-#include "autograd_collectives.h"
-#include "sp.h"
-#include "../core/device.h"
-#include "../kernels/run.h"
+#include "../transport/autograd_collectives.h"
+#include "all_to_all.h"
+#include "shared.h"
+#include "../../core/device.h"
+#include "../../kernels/run.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -78,7 +79,7 @@ Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads, boo
 }
 
 // In-context conditioning or joint attention: q, k, v (B, R + n, D), the R tokens that every rank
-// holds first (sp.h), to the head shard and back as seq_front_to_heads and seq_front_from_heads
+// holds first (context.h), to the head shard and back as seq_front_to_heads and seq_front_from_heads
 // move them: each rank attends with its heads of the R front queries (each head once in the
 // group) and of every token's, over the R front keys once and all tokens'. ids: joint attention's
 // images (AttendFn), or NULL.
