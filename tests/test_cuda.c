@@ -14,7 +14,7 @@ Suite *cuda_suite(void) {
 #else
 #include "../kernels/cuda.h"
 #include "../kernels/kernels.h"
-#include "../parallel/sp.h"
+#include "../parallel/mesh/sp.h"
 #include "../train/sample.h"
 #include "formulas.h"
 #include "testutil.h"
