@@ -51,6 +51,8 @@ struct Tape {
     int n, cap;
     bool grad_enabled;  // false: ops record nothing (sampling, finite differences)
     ExactMode *exact;   // NULL unless --exact
+    bool bf16;          // --precision bf16: the linears and the attention take their inputs rounded
+                        // to bf16 and accumulate in float (layers/precision.c says where)
     TapeWatch watch;    // NULL unless the step is watched
     void *watch_ctx;
 };

@@ -42,3 +42,26 @@ static inline float rexp(float x) {
 // tanh from exp, accurate to ~1e-7 absolute; glibc's tanhf (through expm1f) costs 2x more
 static inline float rtanh(float u) { return 1.0f - 2.0f / (rexp(2.0f * u) + 1.0f); }
 #endif
+
+// --precision bf16: x rounded to the nearest bf16 value (8 significant bits, float's exponent
+// range), ties to the even one; infinities and NaN stay. A float keeps its top 16 bits after the
+// carry; a double (the float64 build, whose values need not be floats) is rounded at its 8th
+// significant bit directly, so that it is rounded once.
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline real real_to_bf16(real x) {
+#ifdef REAL_F64
+    if (!isfinite(x) || x == 0) return x;
+    int e;
+    double m = frexp(x, &e); // x = m 2^e, 0.5 <= |m| < 1
+    return ldexp(rint(ldexp(m, 8)), e - 8);
+#else
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u) return x;
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+#endif
+}

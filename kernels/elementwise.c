@@ -46,6 +46,11 @@ void euler_step(real *x, const real *pred, int k, size_t chw, size_t pred_chw, b
         }
 }
 
+void round_bf16(real *out, const real *x, size_t n) {
+#pragma omp parallel for if (n > PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = real_to_bf16(x[i]);
+}
+
 #define GELU_K 0.7978845608028654 // sqrt(2/pi)
 #define GELU_C 0.044715
 

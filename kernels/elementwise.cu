@@ -132,6 +132,17 @@ void euler_step_cuda(real *x, const real *pred, int k, size_t chw, size_t pred_c
     CUDA_CHECK(cudaGetLastError());
 }
 
+static __global__ void round_bf16_kernel(real *out, const real *x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = real_to_bf16(x[i]);
+}
+
+void round_bf16_cuda(real *out, const real *x, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    round_bf16_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(out, x, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 void gelu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream) {
     if (n == 0) return;
     gelu_forward_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(out, inp, n);

@@ -69,6 +69,8 @@ void patch_scatter(real *img, const real *tokens, ClipShape s, int t0, int n, bo
 void add_forward(real *out, const real *a, const real *b, size_t n, size_t nb);
 void add_backward(real *da, real *db, const real *dout, size_t n, size_t nb);
 void gelu_forward(real *out, const real *inp, size_t n); // tanh approximation
+// out = x rounded to bf16 (real_to_bf16, core/real.h), n values; out may be x
+void round_bf16(real *out, const real *x, size_t n);
 void gelu_backward(real *dinp, const real *dout, const real *inp, size_t n);
 void silu_forward(real *out, const real *inp, size_t n);
 void silu_backward(real *dinp, const real *dout, const real *inp, size_t n);

@@ -28,6 +28,9 @@ static inline Tensor *with_last_dim(Arena *a, const Tensor *x, int last, bool ze
     return (zeroed ? tensor_new_shape : tensor_empty_shape)(a, x->ndim, shape);
 }
 
+// --precision bf16 (precision.c): n values of x (memory of a's kind) rounded to bf16, in a
+const real *bf16_copy(Arena *a, const real *x, size_t n);
+
 // Rows when the last dim is the feature dim: product of the leading dims.
 static inline int rows_of(const Tensor *x) { return (int)(x->size / (size_t)x->shape[x->ndim - 1]); }
 static inline int last_dim(const Tensor *x) { return x->shape[x->ndim - 1]; }

@@ -61,6 +61,11 @@ static Tensor *rope_table(Tape *tp, const DiT *m, const DiTShard *sh, const int3
 }
 
 // ---- forward ----------------------------------------------------------------------------------
+// What every attention takes: q, k and v as the tape's precision has them (layers/precision.c)
+static void attention_inputs(Tape *tp, Tensor **q, Tensor **k, Tensor **v) {
+    *q = to_bf16(tp, *q), *k = to_bf16(tp, *k), *v = to_bf16(tp, *v);
+}
+
 static Tensor *local_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
                            const int32_t *seg, void *ctx) {
     (void)ctx;
@@ -154,6 +159,7 @@ static void stream_qkv(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *co
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     qkv_out[2] = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
     qk_prepare(b, i, tp, &q, &k, angles, heads, sh);
+    attention_inputs(tp, &q, &k, &qkv_out[2]);
     qkv_out[0] = q, qkv_out[1] = k;
 }
 
@@ -219,6 +225,7 @@ static Tensor *cross_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, int hea
     Tensor *q = NAME(linear(tp, x, b->xq_w, b->xq_b), "cross.q");
     Tensor *kv = token_linear(tp, tt->h, b->xkv_w, b->xkv_b);
     Tensor *k = NAME(slice_last(tp, kv, 0, D), "cross.k"), *v = NAME(slice_last(tp, kv, D, D), "cross.v");
+    attention_inputs(tp, &q, &k, &v);
     Segments seg = {tt->seg, n + L, 0, n};
     if (sh->cross_kv_copies > 1) { // the cross-kv-all-to-all bug: every rank's copy of the caption
         int U = sh->cross_kv_copies, B = x->shape[0];
@@ -327,6 +334,7 @@ static void checkpoint_bwd(Node *nd) {
     size_t mark = arena_mark(a);
     Tape sub = tape_create(a);
     sub.exact = nd->exact;
+    sub.bf16 = nd->iarg[0];
     if (k->watch) sub.watch = watch_grads, sub.watch_ctx = (void *)k;
     Tensor *y = k->half(k->b, k->block, &sub, &in[0], m, k->m->cfg.num_heads,
                         &k->pt, &k->sh);
@@ -360,6 +368,7 @@ static Tensor *checkpoint(const DiT *m, const DiTBlock *b, int i, HalfFn half, T
     Checkpoint *k = arena_alloc(arena_host(tp->arena), sizeof *k);
     *k = (Checkpoint){m, b, i, half, *pt, *sh, tp->watch, tp->watch_ctx};
     nd->ptr = k;
+    nd->iarg[0] = tp->bf16; // the run again's precision
     return y;
 }
 
@@ -390,6 +399,7 @@ static Tensor *plain_block_forward(const DiTBlock *b, const char *prefix, int i,
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
     qk_prepare(b, i, tp, &q, &k, angles, heads, sh);
+    attention_inputs(tp, &q, &k, &v);
     Tensor *a = NAME(attend(tp, q, k, v, heads, seg, ctx), "attn.out");
     x = NAME(add(tp, x, NAME(token_linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
     Tensor *h = NAME(layernorm(tp, x, LN_EPS), "norm2");

@@ -122,3 +122,19 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     double bytes = reals * sizeof(real) + tiles * 2.0 * ARENA_ALIGN;
     return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;
 }
+
+size_t dit_bf16_bytes(const DiTConfig *c, int B, int n, DiTPass pass) {
+    double D = c->hidden_size, M = dit_mlp_hidden(c), nb = n + dit_front_tokens(c), b = B;
+    double L = c->text ? c->text_len : 0;
+    bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
+    // a block's rounded Q, K and V: its own; joint, the caption stream's too; cross, the
+    // cross-attention's (the queries, the caption's keys and values)
+    double block = 3 * nb * D + (!c->text ? 0 : joint ? 3 * L * D : n * D + 2 * L * D);
+    double blocks = pass == DIT_BACKWARD ? c->depth : 1; // every block's kept, or one at a time
+    double text = c->text ? c->text_depth * 3 * L * D : 0; // the text encoder's layers
+    // the largest linear's rounded input and weight (the MLP's, or adaLN's 6 D x D)
+    double transient = nb * fmax(D, M) + fmax(M, 6 * D) * D;
+    double reals = b * (blocks * block + text + transient);
+    double bytes = reals * sizeof(real) + 2.0 * ARENA_ALIGN * (3 * c->depth + 4);
+    return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;
+}

@@ -13,13 +13,24 @@ static int block_rows(const Tape *tp, const Tensor *x) {
 // many as threads (on the host): the kernels give the same bits on any number of threads
 static bool blocks_on_threads(bool dev, int calls) { return !dev && calls > 1 && calls >= kernel_threads(); }
 
+// The values a linear computes with: x's and w's, or under --precision bf16 their roundings, made
+// in a (transient: released at the mark the caller took; made again for backward)
+typedef struct Operands { const real *x, *w; } Operands;
+static Operands operands(Arena *a, const Tensor *x, const Tensor *w, bool bf16) {
+    if (!bf16) return (Operands){x->data, w->data};
+    return (Operands){bf16_copy(a, x->data, x->size), bf16_copy(a, w->data, w->size)};
+}
+
 static void linear_bwd(Node *n) {
     Tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int N = n->iarg[0], C = n->iarg[1], OC = n->iarg[2], R = n->iarg[3];
     real *dx = node_grad(n, 0), *dout = n->out->grad;
+    real *dw = n->exact ? NULL : node_grad(n, 1), *db = b && !n->exact ? node_grad(n, 2) : NULL;
+    size_t at = arena_mark(n->arena); // after the gradients' buffers
+    Operands v = operands(n->arena, x, w, n->iarg[4]);
     if (!n->exact) {
-        RUN(node_on_device(n), linear_backward, dx, node_grad(n, 1), b ? node_grad(n, 2) : NULL,
-            dout, x->data, w->data, N, C, OC);
+        RUN(node_on_device(n), linear_backward, dx, dw, db, dout, v.x, v.w, N, C, OC);
+        arena_release(n->arena, at);
         return;
     }
     ExactSum *ew = node_exact(n, 1), *eb = b ? node_exact(n, 2) : NULL;
@@ -27,34 +38,38 @@ static void linear_bwd(Node *n) {
     bool dev = node_on_device(n);
     if (dx)
         FOR_ON_THREADS(blocks_on_threads(dev, N / R), , for (int r0 = 0; r0 < N; r0 += R)
-            RUN(dev, linear_backward, dx + (size_t)r0 * C, NULL, NULL, dout + (size_t)r0 * OC, NULL, w->data, R, C, OC););
+            RUN(dev, linear_backward, dx + (size_t)r0 * C, NULL, NULL, dout + (size_t)r0 * OC, NULL, v.w, R, C, OC););
     // the blocks this rank adds: every one, or of the conditioning's rows its images (tape.h)
     int first = x->ndim == 2 ? n->exact->rank : 0, step = x->ndim == 2 ? n->exact->ranks : 1;
     int blocks = N / R > first ? (N / R - first + step - 1) / step : 0;
-    if (!ew || !blocks) return;
+    if (!ew || !blocks) {
+        arena_release(n->arena, at);
+        return;
+    }
     // the blocks' gradients a few at a time, then into the sums
     ArenaMarks mark = arena_marks(n->arena);
     size_t part = (size_t)OC * C + OC;
     int per = (int)(LINEAR_EXACT_TERMS / part);
     per = per > LINEAR_EXACT_BLOCKS ? LINEAR_EXACT_BLOCKS : per;
     per = per < 1 ? 1 : per > blocks ? blocks : per;
-    real *dw = arena_alloc(n->arena, (size_t)per * part * sizeof(real));
+    real *parts = arena_alloc(n->arena, (size_t)per * part * sizeof(real));
     for (int k0 = 0; k0 < blocks; k0 += per) {
         int count = blocks - k0 < per ? blocks - k0 : per;
         FOR_ON_THREADS(blocks_on_threads(dev, count), , for (int k = 0; k < count; k++) {
             size_t r0 = (size_t)(first + (k0 + k) * step) * R;
-            real *dwk = dw + (size_t)k * part;
+            real *dwk = parts + (size_t)k * part;
             zero_bytes(dwk, part * sizeof(real)); // by the thread that adds into it
             RUN(dev, linear_backward, NULL, dwk, eb ? dwk + (size_t)OC * C : NULL, dout + r0 * OC,
-                x->data + r0 * C, w->data, R, C, OC);
+                v.x + r0 * C, v.w, R, C, OC);
         });
         ArenaMarks staged = arena_marks(n->arena);
-        const real *h = host_reals(n->arena, dw, (size_t)count * part);
+        const real *h = host_reals(n->arena, parts, (size_t)count * part);
         exact_add_terms(ew, w->exact_at, h, part, count, (size_t)OC * C);
         if (eb) exact_add_terms(eb, b->exact_at, h + (size_t)OC * C, part, count, (size_t)OC);
         arena_release_marks(n->arena, staged);
     }
     arena_release_marks(n->arena, mark);
+    arena_release(n->arena, at);
 }
 
 // x is (..., C), w is (OC, C), b is (OC) or NULL
@@ -71,10 +86,13 @@ Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
           "linear: --exact runs over (B, C) or (B, n, C) with n a multiple of %d; got %s",
           R, tensor_shape_str(x, xs, sizeof xs));
     Tensor *out = with_last_dim(tp->arena, x, OC, false);
+    size_t at = arena_mark(tp->arena);
+    Operands v = operands(tp->arena, x, w, tp->bf16);
     FOR_ON_THREADS(blocks_on_threads(on_device(tp), N / R), , for (int r0 = 0; r0 < N; r0 += R)
-        RUN(on_device(tp), linear_forward, out->data + (size_t)r0 * OC, x->data + (size_t)r0 * C,
-            w->data, b ? b->data : NULL, R, C, OC););
+        RUN(on_device(tp), linear_forward, out->data + (size_t)r0 * OC, v.x + (size_t)r0 * C,
+            v.w, b ? b->data : NULL, R, C, OC););
+    arena_release(tp->arena, at);
     Node *n = tape_record(tp, "linear", linear_bwd, out, 3, x, w, b);
-    if (n) n->iarg[0] = N, n->iarg[1] = C, n->iarg[2] = OC, n->iarg[3] = R;
+    if (n) n->iarg[0] = N, n->iarg[1] = C, n->iarg[2] = OC, n->iarg[3] = R, n->iarg[4] = tp->bf16;
     return out;
 }

@@ -146,6 +146,15 @@ static const char *parse_pair(const Setting *s, bool *field, const char *text, c
     return why;
 }
 static const char *const device_list[] = {"cpu", "cuda"};
+static const char *const precision_list[] = {"fp32", "bf16"};
+static const char *precision_names(void) { return "fp32, bf16"; }
+static const char *parse_precision(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    return parse_pair(s, field, text, precision_list, "precision", buf, len);
+}
+static void format_precision(const void *field, char *buf, size_t len) {
+    snprintf(buf, len, "%s", precision_list[*(const bool *)field]);
+}
+
 static const char *device_names(void) { return "cpu, cuda"; }
 static const char *parse_device(const Setting *s, void *field, const char *text, char *buf, size_t len) {
     return parse_pair(s, field, text, device_list, "device", buf, len);
@@ -225,6 +234,8 @@ static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole n
     POS_NAME = {sizeof(DiTPos), AS_STRING, NULL, "a position kind", pos_names, parse_pos, format_pos},
     QK_NORM_NAME = {sizeof(DiTQKNorm), AS_STRING, NULL, "a QK-norm", qk_norm_names, parse_qk_norm, format_qk_norm},
     DEVICE_NAME = {sizeof(bool), AS_STRING, NULL, "a device", device_names, parse_device, format_device},
+    PRECISION_NAME = {sizeof(bool), AS_STRING, NULL, "a precision", precision_names, parse_precision,
+                      format_precision},
     BUG_NAMES = {sizeof(BugMask), AS_STRING, NULL, "bug names", bug_names, parse_bugs, format_bugs},
     SIZES_TEXT = {sizeof(SampleSizes), AS_STRING, NULL, "pixel sizes", NULL, parse_sizes, format_sizes},
     COND_NAME = {sizeof(bool), AS_STRING, NULL, "class or text", cond_names, parse_cond, format_cond},
@@ -468,6 +479,12 @@ const Setting settings[] = {
     {"tf32", "--tf32", NULL, &BOOL_TEXT, OFF(parallel.tf32), 0, 0,
      FOR_ALL, NOT_COMPARED | AGREED, NULL, NULL,
      "cuda: float32 GEMMs on TF32 tensor cores (faster, ~1e-3 relative)"},
+    {"precision", "--precision", "fp32|bf16", &PRECISION_NAME, OFF(parallel.bf16), 0, 0,
+     FOR_ALL, RESUMED | FIXED | AGREED, NULL, NULL,
+     "bf16: every linear's input and weight and the attention's Q, K and V\n"
+     "rounded to bf16, accumulated in float; norms, softmax, loss, gradient\n"
+     "sums, AdamW and the EMA in float, the weights kept in float\n"
+     "(default {default})"},
 
     {"ranks", NULL, NULL, &INT_TEXT, OFF(ranks), 0, 0,
      FOR_TRAIN, NOT_COMPARED, NULL, NULL,

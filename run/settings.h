@@ -87,7 +87,7 @@ struct Setting {
     const char *help;    // --help text: {default} and {names} are filled in; \n continues it
 };
 
-#define SETTINGS 55 // the rows of the table
+#define SETTINGS 56 // the rows of the table
 extern const Setting settings[SETTINGS];
 
 // The row of a config.json key, or of one of `command`'s flags; NULL if none.

@@ -59,6 +59,8 @@ if [ -n "$QUICK" ]; then
   same one dp2-sp2-accum2 4 --sp 2 --grad-accum 2
   same one zero2-dp2-sp2-accum3 4 --zero 2 --sp 2 --grad-accum 3
   same one zero3-ring-3 3 --zero 3 --sp-attention ring --recompute
+  train bf16-one 1 --precision bf16 || exit 1
+  same bf16-one bf16-hybrid-2x2-zero3 4 --precision bf16 --sp-attention hybrid --ulysses-degree 2 --zero 3
   train heads5-one 1 --hidden 80 --heads 5 || exit 1
   same heads5-one heads5-all-to-all-3 3 --hidden 80 --heads 5 --sp-attention all-to-all
   echo "exact: $pass passed, $fail failed"
@@ -135,6 +137,20 @@ VIDEO="--hidden 80 --heads 4 --pos rope --qk-norm full"
 train video-one 1 $VIDEO || exit 1
 same video-one video-all-to-all-3 3 $VIDEO --sp-attention all-to-all
 same video-one video-dp2-sp2-accum2 4 $VIDEO --sp 2 --sp-attention hybrid --ulysses-degree 2 --grad-accum 2 --recompute --zero 1
+# --precision bf16: every linear's operands and the attention's Q, K and V rounded to bf16, each
+# value alone (layers/precision.c), so the ranks round what one rank rounds: the same bits in
+# every layout, on a data x sequence mesh in micro-batches with --zero 3 and --recompute, and with
+# joint attention; and not fp32's bits (the rounding ran)
+BF16="--precision bf16"
+train bf16-one 1 $BF16 || exit 1
+same bf16-one bf16-gather-3 3 $BF16
+same bf16-one bf16-all-to-all-4 4 $BF16 --sp-attention all-to-all
+same bf16-one bf16-ring-3 3 $BF16 --sp-attention ring
+same bf16-one bf16-hybrid-2x2-zero2 4 $BF16 --sp-attention hybrid --ulysses-degree 2 --zero 2
+same bf16-one bf16-dp2-sp2-accum3-zero3-recompute 4 $BF16 --sp 2 --grad-accum 3 --zero 3 --recompute
+differs one bf16-not-fp32 1 $BF16
+train joint-bf16-one 1 $JOINT $BF16 || exit 1
+same joint-bf16-one joint-bf16-ring-3 3 $JOINT $BF16 --sp-attention ring
 # an injected bug makes the files differ, in the gather and ring layouts, on 3 ranks, in
 # micro-batches, and in the logged loss alone (every other bug: flagged at step 1 by `bugs --exact`
 # below)

@@ -18,6 +18,8 @@ static const char *const adjoint_checked_ops[] = {"seq_all_gather", "seq_reduce_
 // the ring, built from the fused kernel that tests/test_attention.c checks by central
 // differences); --recompute's half blocks against their own ops, bit for bit (recompute_is_bitwise)
 static const char *const parallel_checked_ops[] = {"ring_attention", "half block (recomputed)"};
+// --precision bf16's rounding, whose gradient is taken as 1 (tests/test_precision.c)
+static const char *const passthrough_ops[] = {"bf16"};
 
 static inline bool has_gradient_check(const char *op) {
     for (size_t i = 0; i < sizeof gradchecked_ops / sizeof *gradchecked_ops; i++)
@@ -26,5 +28,7 @@ static inline bool has_gradient_check(const char *op) {
         if (!strcmp(op, adjoint_checked_ops[i])) return true;
     for (size_t i = 0; i < sizeof parallel_checked_ops / sizeof *parallel_checked_ops; i++)
         if (!strcmp(op, parallel_checked_ops[i])) return true;
+    for (size_t i = 0; i < sizeof passthrough_ops / sizeof *passthrough_ops; i++)
+        if (!strcmp(op, passthrough_ops[i])) return true;
     return false;
 }

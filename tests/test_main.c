@@ -17,6 +17,7 @@ Suite *train_suite(void);
 Suite *data_suite(void);
 Suite *exact_suite(void);
 Suite *cpu_suite(void);
+Suite *precision_suite(void);
 
 int main(void) {
     arena_poison = true; // every op that takes empty memory must write all of it (arena.h)
@@ -32,6 +33,7 @@ int main(void) {
     srunner_add_suite(sr, data_suite());
     srunner_add_suite(sr, exact_suite());
     srunner_add_suite(sr, cpu_suite());
+    srunner_add_suite(sr, precision_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

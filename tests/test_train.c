@@ -787,7 +787,7 @@ START_TEST(settings_resume_round_trip) {
                     "--sp-attention", "hybrid", "--ulysses-degree", "2", "--no-auto-pad",
                     "--pad-multiple", "3", "--grad-accum", "2", "--inject-bug", "ring-wrong-merge",
                     "--inject-bug", "no-pad-mask", "--exact", "--virtual-shards", "6", "--max-tokens", "9",
-                    "--recompute", "--zero", "1", "--out", "elsewhere"};
+                    "--recompute", "--zero", "1", "--precision", "bf16", "--out", "elsewhere"};
     TrainConfig tc, plain, back;
     tmp_path(run, sizeof run, "run");
     ck_assert(!mkdir(run, 0700));
@@ -885,7 +885,7 @@ END_TEST
 // line; the other rows leave it as it was
 START_TEST(settings_rank_check_holds_the_agreed_rows) {
     const char *others[] = {"7", "1", "0.5", "true", "false", "ring", "cuda", "local-kv", "DiT-S/2", "elsewhere", "8x4",
-                            "text", "joint", "rope", "head"};
+                            "text", "joint", "rope", "head", "bf16"};
     for (unsigned c = FOR_TRAIN; c <= FOR_BUGS; c <<= 1)
         for (int i = 0; i < SETTINGS; i++) {
             const Setting *s = &settings[i];

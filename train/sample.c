@@ -114,7 +114,7 @@ void sample_images(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels,
             arena_reset(arena);
             Tape tp = tape_create(arena);
             ExactMode exact;
-            sp_exact_tape(sp, &tp, &exact);
+            sp_tape_arithmetic(sp, &tp, &exact, true);
             tp.grad_enabled = false;
             Arena *host = arena_host(arena); // the times and labels are made on the host
             Tensor *xin = tensor_new(arena, 4, B, C, F * S, S), *tin = tensor_new(host, 1, B);
@@ -196,7 +196,7 @@ void sample_sized(DiT *m, SeqParallel *sp, Arena *arena, const int64_t *labels, 
             arena_reset(arena);
             Tape tp = tape_create(arena);
             ExactMode exact;
-            sp_exact_tape(sp, &tp, &exact);
+            sp_tape_arithmetic(sp, &tp, &exact, true);
             tp.grad_enabled = false;
             Arena *host = arena_host(arena); // the strips, times and labels are made on the host
             Tensor *xin = tensor_new(host, 4, pk->B, C, pt * p, T * p), *tin = tensor_new(host, 1, pk->n);

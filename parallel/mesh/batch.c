@@ -162,11 +162,14 @@ void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
     free(text);
 }
 
-void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em) {
+void sp_tape_arithmetic(const SeqParallel *sp, Tape *tp, ExactMode *em, bool first) {
+    tp->bf16 = sp->bf16;
     if (!sp->exact) return;
-    *em = (ExactMode){.block = sp->shard.T_pad / sp->policy_blocks, .rank = sp->comm->rank,
-                      .ranks = sp->comm->size};
-    em->loss = exact_view(em->loss_mem, 1);
+    if (first) {
+        *em = (ExactMode){.block = sp->shard.T_pad / sp->policy_blocks, .rank = sp->comm->rank,
+                          .ranks = sp->comm->size};
+        em->loss = exact_view(em->loss_mem, 1);
+    }
     tp->exact = em;
 }
 

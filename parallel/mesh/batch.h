@@ -36,8 +36,9 @@ void sp_sync_grads(SeqParallel *sp, ParamStore *ps);
 // slice (a reduce-scatter over the world)
 void sp_sum_unit(SeqParallel *sp, ParamStore *ps, int u);
 
-// --exact (batch.c): tp runs in exact mode with *em (this rank's canonical block size, whether it
-// repeats another rank's per-image work); nothing otherwise
-void sp_exact_tape(const SeqParallel *sp, Tape *tp, ExactMode *em);
+// tp computes as the run does: in bf16 under --precision bf16 (tape.h), and under --exact in exact
+// mode with *em (this rank's canonical block size, whether it repeats another rank's per-image
+// work), which `first` makes anew (a step's micro-batches add into one loss sum)
+void sp_tape_arithmetic(const SeqParallel *sp, Tape *tp, ExactMode *em, bool first);
 // --exact: the loss of a step from the tapes' exact sums, summed over every rank
 double sp_exact_loss(SeqParallel *sp, ExactMode *em);

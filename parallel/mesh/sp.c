@@ -200,7 +200,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&policy, T, P, sp_rank),
                         .layout = o->layout, .dp = ranks / P, .dp_rank = dp_rank, .ulysses = U,
                         .accum = o->grad_accum, .bugs = o->bugs, .cuda = o->cuda,
-                        .exact = o->exact, .packs = o->packs, .pack_images = o->pack_images, .recompute = o->recompute,
+                        .exact = o->exact, .bf16 = o->bf16, .packs = o->packs, .pack_images = o->pack_images, .recompute = o->recompute,
                         .policy_blocks = policy.exact_blocks};
     if (o->bugs & BUG_PAD_MASK_OFF_BY_ONE) pad_mask_off_by_one(&sp->shard);
     if (!world) return NULL;

@@ -34,8 +34,7 @@ double step_gradients(DiT *m, SeqParallel *sp, Arena *arena, Tensor *x, Tensor *
         sp_micro_batch(sp, x->shape[0], i, &first, &n);
         Tape tp = tape_create(arena);
         tp.watch = sp->watch, tp.watch_ctx = sp->watch_ctx;
-        if (i == 0) sp_exact_tape(sp, &tp, &exact); // one loss sum for every micro-batch
-        else tp.exact = sp->exact ? &exact : NULL;
+        sp_tape_arithmetic(sp, &tp, &exact, i == 0); // one loss sum for every micro-batch
         DiTPack rows; // packs: the micro-batch's rows, whose images are [i0, i0 + rows.n)
         int i0 = pack ? dit_pack_rows(pack, first, n, &rows) : first, images = pack ? rows.n : n;
         DiTShard sh = sp_loss_shard(sp, n, batch, pack ? &rows : NULL, (long)batch_tokens);

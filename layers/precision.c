@@ -1,0 +1,34 @@
+// precision.c: --precision bf16 (tape.h's bf16), all in float storage. Where a value is rounded:
+//  - every linear's input and weight, as the linear runs (linear.c: transient copies, made again
+//    for backward, so nothing more is kept); the GEMMs accumulate in float, the bias is added in
+//    float, the output and both gradients stay float. PyTorch's autocast also rounds the input
+//    and the weight; it rounds the output and the gradients to bf16 as well, which this does not.
+//  - the attention's Q, K and V (to_bf16, before the layout's exchange: they travel as bf16
+//    values); the scores, the softmax and its log-sum-exp, the output and every gradient float,
+//    as autocast's scaled_dot_product_attention accumulates, which then rounds its output.
+//  - nothing else: LayerNorm, QK-norm, adaLN, GELU, the embeddings, the loss, the summed
+//    gradients, AdamW, its moments and the EMA are float, as under autocast (which keeps the
+//    norms and the loss in float, and whose master weights and optimizer are float).
+// Every rounding is of one value to its nearest bf16 (real_to_bf16, core/real.h), whatever the
+// rank holding it: so --exact gives one rank's bits in bf16 too.
+#include "common.h"
+
+static void to_bf16_bwd(Node *n) { // the rounding's gradient is taken as 1: dx = dy
+    if (node_grad_take(n, 0)) return;
+    real *dx = node_grad(n, 0);
+    if (dx) RUN(node_on_device(n), add_forward, dx, dx, n->out->grad, n->out->size, n->out->size);
+}
+
+Tensor *to_bf16(Tape *tp, Tensor *x) {
+    if (!tp->bf16) return x;
+    Tensor *out = tensor_empty_like(tp->arena, x);
+    RUN(on_device(tp), round_bf16, out->data, x->data, x->size);
+    tape_record(tp, "bf16", to_bf16_bwd, out, 1, x);
+    return out;
+}
+
+const real *bf16_copy(Arena *a, const real *x, size_t n) {
+    real *out = arena_alloc(a, n * sizeof(real));
+    RUN(a->device, round_bf16, out, x, n);
+    return out;
+}
