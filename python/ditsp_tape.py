@@ -51,7 +51,7 @@ import torch
 
 __all__ = ["read_safetensors", "write_safetensors", "load_checkpoint", "write_checkpoint", "load_batch",
            "diffusers_names", "to_diffusers", "from_diffusers", "diffusers_tape_names",
-           "contiguous_shard", "shard_tokens", "TapeRecorder"]
+           "contiguous_shard", "shard_tokens", "TapeRecorder", "ModuleTape", "lay_out", "write_tape"]
 
 # ---- safetensors -------------------------------------------------------------------------------
 # 8-byte little-endian header length N, N bytes of JSON ({name: {dtype, shape, data_offsets}},
@@ -458,3 +458,209 @@ def _global_rank(dist, group, rank):
         if g:
             return g(group, rank)
     raise RuntimeError("cannot find the global rank of the group's rank 0 in this torch")
+
+
+# ---- a model against itself: every module's output by its path --------------------------------
+# Another library's model under its own context parallelism, compared with its own one-process run:
+# no name map is needed (both runs name a tensor by the module that made it), and the layout of
+# each rank's tensors is read from their shapes against the one-process shapes (lay_out).
+def _tensors_of(output):
+    """The floating-point tensors of a module's output: [(suffix, tensor)]; "" for a lone tensor,
+    "[i]" for the i-th of a tuple or list; other outputs give none"""
+    if torch.is_tensor(output):
+        return [("", output)] if output.is_floating_point() else []
+    if isinstance(output, (tuple, list)):
+        return [(f"[{i}]", t) for i, t in enumerate(output) if torch.is_tensor(t) and t.is_floating_point()]
+    return []
+
+
+class ModuleTape:
+    """Records the output of every submodule of `model` (forward hooks) and its gradient (tensor
+    hooks), named by the module's path ("transformer_blocks.0.attn.to_k"); a module called again in
+    the same step gets "#2", "#3"; the i-th tensor of a tuple output gets "[i]". Values are kept as
+    this process holds them (its shard, under context parallelism): lay_out() puts N ranks'
+    records in the one-process layout.
+
+        tape = ModuleTape(model)
+        out = model(**inputs)
+        tape.tensor("loss", loss)                     # any other tensor, by a name of your choice
+        loss.backward()
+        tape.parameters(model)                        # grad.param.<name> of every parameter
+        records = tape.records                        # [(name, numpy array)], in the order made
+
+    skip: a function of (path, module) -> True for modules not to record (the root is never
+    recorded: record its output with tensor())."""
+
+    def __init__(self, model, skip=None):
+        self.records, self.counts, self.handles = [], {}, []
+        for path, module in model.named_modules():
+            if path and not (skip and skip(path, module)):
+                self.handles.append(module.register_forward_hook(self._hook(path)))
+
+    def _hook(self, path):
+        def hook(module, inputs, output):
+            for suffix, t in _tensors_of(output):
+                self.tensor(path + suffix, t)
+        return hook
+
+    def tensor(self, name, t):
+        """Records t as `name` now (a repeated name gets "#k") and its gradient when backward
+        reaches it; returns t"""
+        k = self.counts[name] = self.counts.get(name, 0) + 1
+        name = name if k == 1 else f"{name}#{k}"
+        self.records.append((name, _host(t)))
+        if t.requires_grad:
+            t.register_hook(lambda g: self.records.append(("grad." + name, _host(g))))
+        return t
+
+    def parameters(self, model):
+        """Records each parameter's gradient as grad.param.<name> (this process's own, before any
+        reduction over the processes)"""
+        for name, p in model.named_parameters():
+            if p.grad is not None:
+                self.records.append(("grad.param." + name, _host(p.grad)))
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+def _host(t):
+    t = t.detach()
+    return (t if t.dtype in (torch.float32, torch.float64) else t.float()).cpu().numpy().copy()
+
+
+def _split_sizes(n, parts):
+    """The lengths torch.tensor_split (and, where parts divides n, chunk) gives n rows in `parts`"""
+    return [n // parts + (i < n % parts) for i in range(parts)]
+
+
+class _Layout:
+    """Where each rank's rows of a token dimension go: streams [(name, length)] in the global token
+    order, and the orders of streams a tensor may hold them in (one stream, or a concatenation)"""
+
+    def __init__(self, streams, concat, ranks):
+        self.streams = dict(streams)
+        self.offset, o = {}, 0
+        for name, n in streams:
+            self.offset[name], o = o, o + n
+        self.tokens, self.ranks = o, ranks
+        self.orders = [(name,) for name, _ in streams] + [tuple(c) for c in concat]
+
+    def rows(self, order, rank):
+        """The global token index of each row rank `rank` holds of a tensor of `order`'s streams"""
+        out = []
+        for s in order:
+            sizes = _split_sizes(self.streams[s], self.ranks)
+            lo = sum(sizes[:rank])
+            out += range(self.offset[s] + lo, self.offset[s] + lo + sizes[rank])
+        return np.asarray(out, np.int64)
+
+    def order_of(self, full, local):
+        """The stream order whose one-process length is `full` and whose shards are `local` (one
+        length per rank); None when no order fits"""
+        fits = [o for o in self.orders if sum(self.streams[s] for s in o) == full
+                and all(len(self.rows(o, r)) == n for r, n in enumerate(local))]
+        if len(fits) > 1 and len({tuple(np.concatenate([self.rows(o, r) for r in range(self.ranks)])) for o in fits}) > 1:
+            raise ValueError(f"lay_out: {len(fits)} stream orders {fits} fit a dimension of {full} rows held as "
+                             f"{local}; give the streams lengths that tell them apart")
+        return fits[0] if fits else None
+
+    def shards(self):
+        """The tape's "shards" metadata: each rank's token runs over all streams"""
+        return ",".join(_runs(np.concatenate([self.rows((s,), r) for s in self.streams]), self.tokens)
+                        for r in range(self.ranks))
+
+
+def lay_out(reference, ranks, streams, concat=(), whole=()):
+    """One process's records and N ranks' records of the same step (ModuleTape.records each), in the
+    layout `train locate` compares: returns (theirs, ours, meta, notes): two dicts name -> array in
+    the order of rank 0's records, the metadata of the N-rank tape (write_tape's tokens, ranks,
+    shards) and a list of what could not be laid out.
+
+    streams: [(name, tokens)], the sequences that the parallel run splits across its ranks (image
+    tokens, text tokens), in the order the tape numbers its tokens; concat: the stream orders of
+    tensors that hold several streams one after another, e.g. [("text", "image")] for joint
+    attention. Each rank holds, of each stream, the rows torch.tensor_split gives it (contiguous;
+    chunk where the ranks divide the stream).
+
+    A tensor whose one-process shape differs from a rank's in one dimension is split there: its
+    rows go to their global token numbers, and the tape holds it as (B, tokens, X) (X: the other
+    dimensions flattened; a tensor split along its first dimension gets B = 1), zero at the tokens
+    of streams it does not hold; the one-process tensor is written the same way. A tensor of the
+    same shape on every rank is replicated: its value is rank 0's; its gradient is the sum of the
+    ranks' shares (a tensor before the split, a parameter: each rank's tokens' part), except for
+    the names in `whole` (a gathered output, the loss; a set, or a function of the name), whose
+    gradient every rank holds whole: rank 0's."""
+    P = len(ranks)
+    layout = _Layout(streams, concat, P)
+    ref = dict(reference)
+    per_rank = [dict(r) for r in ranks]
+    names = [n for n, _ in ranks[0]]
+    theirs, ours, notes = {}, {}, []
+    split_dim = {}  # forward name -> (dim, order), for its gradient
+    for name in names:
+        if name not in ref:
+            notes.append(f"{name}: not in the one-process run")
+            continue
+        if any(name not in d for d in per_rank):
+            notes.append(f"{name}: not recorded on every rank")
+            continue
+        full, parts = ref[name], [d[name] for d in per_rank]
+        base = name[5:] if name.startswith("grad.") else name
+        if all(p.shape == full.shape for p in parts) and base not in split_dim:
+            if name.startswith("grad.") and not (whole(base) if callable(whole) else base in whole):
+                value = sum(p.astype(np.float64) for p in parts).astype(parts[0].dtype)
+            else:
+                value = parts[0]
+            theirs[name], ours[name] = value, full
+            continue
+        if base in split_dim:
+            dim, order = split_dim[base]
+        else:
+            differ = [i for i in range(full.ndim) if any(p.ndim != full.ndim or p.shape[i] != full.shape[i] for p in parts)]
+            if len(differ) != 1 or any(p.ndim != full.ndim for p in parts):
+                notes.append(f"{name}: shapes {[p.shape for p in parts]} on the ranks, {full.shape} on one process")
+                continue
+            dim = differ[0]
+            order = layout.order_of(full.shape[dim], [p.shape[dim] for p in parts])
+            if order is None:
+                notes.append(f"{name}: {full.shape[dim]} rows held as {[p.shape[dim] for p in parts]}: no stream fits")
+                continue
+            split_dim[base] = (dim, order)
+        if any(p.shape[dim] != len(layout.rows(order, r)) for r, p in enumerate(parts)):
+            notes.append(f"{name}: shapes {[p.shape for p in parts]} on the ranks do not fit {order}")
+            continue
+        rows = np.concatenate([layout.rows(order, r) for r in range(P)])
+        theirs[name] = _tokens_first(np.concatenate(parts, axis=dim), dim, rows, layout.tokens)
+        ours[name] = _tokens_first(full, dim, _in_order(layout, order), layout.tokens)
+    meta = {"tokens": layout.tokens, "ranks": P, "shards": layout.shards()}
+    return theirs, ours, meta, notes
+
+
+def _in_order(layout, order):
+    """The global token numbers of the rows of a one-process tensor of `order`'s streams"""
+    return np.concatenate([np.arange(layout.offset[s], layout.offset[s] + layout.streams[s]) for s in order])
+
+
+def _tokens_first(a, dim, rows, tokens):
+    """a with its rows along `dim` placed at token numbers `rows` of (B, tokens, X), zero elsewhere"""
+    a = np.moveaxis(a, dim, 0 if dim == 0 else 1)
+    if dim == 0:
+        a = a[None]
+    a = a.reshape(a.shape[0], a.shape[1], -1)
+    out = np.zeros((a.shape[0], tokens, a.shape[2]), a.dtype)
+    out[:, rows] = a
+    return out
+
+
+def write_tape(path, tensors, tokens, ranks=1, shards=None, layout="PyTorch (ditsp_tape)"):
+    """Writes {name: array} (in execution order) as a tape `train locate` reads: tokens, the token
+    count of the (B, tokens, X) tensors; ranks and shards (each rank's token runs, "0-4+8-12,4-8")
+    say which rank held which tokens"""
+    out = {f"{i:04d} {name}": (a.reshape(1) if a.ndim == 0 else a) for i, (name, a) in enumerate(tensors.items())}
+    meta = {"ranks": ranks, "tokens": tokens, "padded_tokens": tokens, "exact": 0, "context_tokens": 0,
+            "layout": layout, "shards": shards or f"0-{tokens}"}
+    write_safetensors(path, out, meta)
+    return path
