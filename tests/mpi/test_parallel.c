@@ -855,9 +855,10 @@ START_TEST(lse_overflow_caught_on_large_logits) {
                    e[g][2], e[g][3]);
     }
     qkv_gain = 1; // before any assertion, which would leave the test here
-    for (int g = 0; g < 2; g++) {
+    for (int g = 0; g < 2; g++) { // logits x gain^2: float32's gradient error grows with them (2.0e-4
+        // measured at x10 on an AVX-512 CPU, under 1e-4 on others), so its tolerance by the gain
         ck_assert_double_le(e[g][0], OUT_TOL);
-        ck_assert_double_le(e[g][1], GRAD_TOL);
+        ck_assert_double_le(e[g][1], GRAD_TOL * (sizeof(real) == 4 ? gains[g] : 1));
         bool caught = !(e[g][2] <= OUT_TOL && e[g][3] <= GRAD_TOL); // NaN is caught
         ck_assert(g ? caught : !caught);
     }
