@@ -65,3 +65,23 @@ static inline real real_to_bf16(real x) {
     return x;
 #endif
 }
+
+// The bf16 bit pattern of x rounded to bf16, and the value of a bf16 bit pattern
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline uint16_t real_to_bf16_bits(real x) {
+    float f = (float)real_to_bf16(x); // a bf16 value: a float exactly
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline real real_from_bf16_bits(uint16_t bits) {
+    uint32_t u = (uint32_t)bits << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return (real)f;
+}

@@ -20,6 +20,8 @@ typedef struct Tensor {
     bool requires_grad; // true for parameters, marked inputs, and anything computed from them
     bool got_grad;      // set when a backward pass accumulated into grad
     bool device;        // data and grad are device memory
+    bool bf16;          // its values are bf16 values (to_bf16, --precision bf16): collectives move
+                        // 2 bytes a value
     const char *name;   // parameters: the checkpoint name; otherwise NULL
     struct Tensor *base; // views: the tensor whose storage they share; otherwise NULL
     struct ExactSum *exact; // parameters under --exact: the store's order-independent gradient

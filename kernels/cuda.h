@@ -40,6 +40,8 @@ void add_backward_cuda(real *da, real *db, const real *dout, size_t n, size_t nb
                        cudaStream_t stream);
 void gelu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream);
 void round_bf16_cuda(real *out, const real *x, size_t n, cudaStream_t stream);
+void pack_bf16_cuda(uint16_t *out, const real *x, size_t n, cudaStream_t stream);
+void unpack_bf16_cuda(real *out, const uint16_t *bits, size_t n, cudaStream_t stream);
 void gelu_backward_cuda(real *dinp, const real *dout, const real *inp, size_t n,
                         cudaStream_t stream);
 void silu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream);

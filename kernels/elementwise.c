@@ -51,6 +51,16 @@ void round_bf16(real *out, const real *x, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = real_to_bf16(x[i]);
 }
 
+void pack_bf16(uint16_t *out, const real *x, size_t n) {
+#pragma omp parallel for if (n > PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = real_to_bf16_bits(x[i]);
+}
+
+void unpack_bf16(real *out, const uint16_t *bits, size_t n) {
+#pragma omp parallel for if (n > PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = real_from_bf16_bits(bits[i]);
+}
+
 #define GELU_K 0.7978845608028654 // sqrt(2/pi)
 #define GELU_C 0.044715
 

@@ -143,6 +143,28 @@ void round_bf16_cuda(real *out, const real *x, size_t n, cudaStream_t stream) {
     CUDA_CHECK(cudaGetLastError());
 }
 
+static __global__ void pack_bf16_kernel(uint16_t *out, const real *x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = real_to_bf16_bits(x[i]);
+}
+
+void pack_bf16_cuda(uint16_t *out, const real *x, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    pack_bf16_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(out, x, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+static __global__ void unpack_bf16_kernel(real *out, const uint16_t *bits, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = real_from_bf16_bits(bits[i]);
+}
+
+void unpack_bf16_cuda(real *out, const uint16_t *bits, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    unpack_bf16_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(out, bits, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 void gelu_forward_cuda(real *out, const real *inp, size_t n, cudaStream_t stream) {
     if (n == 0) return;
     gelu_forward_kernel<<<cuda_grid(n), CUDA_BLOCK, 0, stream>>>(out, inp, n);

@@ -71,6 +71,10 @@ void add_backward(real *da, real *db, const real *dout, size_t n, size_t nb);
 void gelu_forward(real *out, const real *inp, size_t n); // tanh approximation
 // out = x rounded to bf16 (real_to_bf16, core/real.h), n values; out may be x
 void round_bf16(real *out, const real *x, size_t n);
+// --precision bf16 on the wire: out = the bf16 bits of x rounded (real_to_bf16), n values; and
+// back, out = the values of n bf16 bit patterns
+void pack_bf16(uint16_t *out, const real *x, size_t n);
+void unpack_bf16(real *out, const uint16_t *bits, size_t n);
 void gelu_backward(real *dinp, const real *dout, const real *inp, size_t n);
 void silu_forward(real *out, const real *inp, size_t n);
 void silu_backward(real *dinp, const real *dout, const real *inp, size_t n);

@@ -23,6 +23,7 @@ Tensor *to_bf16(Tape *tp, Tensor *x) {
     if (!tp->bf16) return x;
     Tensor *out = tensor_empty_like(tp->arena, x);
     RUN(on_device(tp), round_bf16, out->data, x->data, x->size);
+    out->bf16 = true;
     tape_record(tp, "bf16", to_bf16_bwd, out, 1, x);
     return out;
 }

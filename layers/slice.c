@@ -15,6 +15,7 @@ Tensor *slice_last(Tape *tp, Tensor *x, int off, int len) {
           "slice_last: columns [%d, %d) are outside the last dim of size %d", off, off + len, C);
     Tensor *out = with_last_dim(tp->arena, x, len, false);
     RUN(on_device(tp), slice_forward, out->data, x->data, N, C, off, len);
+    out->bf16 = x->bf16; // moved, not computed: bf16 values stay so
     Node *n = tape_record(tp, "slice_last", slice_bwd, out, 1, x);
     if (n) n->iarg[0] = N, n->iarg[1] = C, n->iarg[2] = off, n->iarg[3] = len;
     return out;
@@ -34,6 +35,7 @@ Tensor *concat_last(Tape *tp, Tensor *a, Tensor *b) {
     Tensor *out = with_last_dim(tp->arena, a, ca + cb, true); // the halves add into it
     RUN(on_device(tp), add_rows, out->data, (size_t)ca + cb, a->data, ca, ca, N);
     RUN(on_device(tp), add_rows, out->data + ca, (size_t)ca + cb, b->data, cb, cb, N);
+    out->bf16 = a->bf16 && b->bf16;
     Node *n = tape_record(tp, "concat_last", concat_bwd, out, 2, a, b);
     if (n) n->iarg[0] = N, n->iarg[1] = ca, n->iarg[2] = cb;
     return out;

@@ -153,7 +153,7 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
 #define HEADS(rows) seq_all_to_all_values(H, P, r, rows, dh, TO_HEAD_SHARD)
 #define TOKENS(rows) seq_all_to_all_values(H, P, r, rows, dh, TO_TOKEN_SHARD)
     double values = backward ? HEADS(q) + HEADS(front) + TOKENS(q) + 2 * TOKENS(kv)
-                             : HEADS(q) + 2 * HEADS(kv) + TOKENS(q) + TOKENS(front);
+                             : sp_wire(sp) * (HEADS(q) + 2 * HEADS(kv)) + TOKENS(q) + TOKENS(front);
 #undef HEADS
 #undef TOKENS
     return (SpTraffic){values, (4.0 + (front > 0)) * (P - 1)};

@@ -75,8 +75,9 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double front = (double)B * dit_front_tokens(c);
     double out = seq_all_to_all_values(H, U, u, front, dh, TO_TOKEN_SHARD);
     double back = seq_all_to_all_values(H, U, u, front, dh, TO_HEAD_SHARD);
-    return (SpTraffic){(backward ? heads + 3 * tokens + 4 * steps * block + back
-                                 : 3 * heads + tokens + 2 * steps * block + out),
+    double w = sp_wire(sp); // Q, K and V to the heads, K and V round the ring
+    return (SpTraffic){(backward ? heads + 3 * tokens + (2 * w + 2) * steps * block + back
+                                 : w * (3 * heads + 2 * steps * block) + tokens + out),
                        (4.0 + (front > 0)) * (U - 1) + steps};
 }
 

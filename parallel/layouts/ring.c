@@ -67,6 +67,7 @@ typedef struct Ring { // what one call needs, from q (B, R + n, D)
     int Rp;
     real *qt, *qi, *kt, *vt;
     size_t lsize; // the saved log-sum-exps' values, before the last K and V
+    bool bf16;    // K and V are bf16 values (--precision bf16): blocks travel in 2 bytes a value
 } Ring;
 
 // where this rank's queries, and the keys of the block of `owner`, start among all tokens (both
@@ -109,6 +110,34 @@ static void block_forward(Arena *a, const Ring *g, real *o, real *l, const real 
 // the front tokens' keys: the home step attends to x (B, R + n, D) whole, the front's rows and
 // the rank's own block's; the block alone (rows [R, R + n) of each image) travels. to_block:
 // the block's rows of x into blk (B, n, D), else blk into them
+// A K V block (2 blk values) on its way round the ring: as it is, or in 2 bytes a value when the
+// values are bf16 values (its wire: the packed block going out, then the one coming in)
+typedef struct Travel {
+    CommShift shift;
+    uint16_t *wire;
+    real *into;
+} Travel;
+
+static uint16_t *travel_wire(Arena *a, const Ring *g) {
+    return g->bf16 ? arena_alloc(a, 4 * g->blk * sizeof(uint16_t)) : NULL;
+}
+
+static void travel_start(Arena *a, const Ring *g, Travel *t, uint16_t *wire, real *next, const real *cur, int dir) {
+    size_t two = 2 * g->blk;
+    *t = (Travel){.wire = wire, .into = next};
+    if (!wire) {
+        comm_shift_start(g->c, &t->shift, next, cur, two * sizeof(real), dir);
+        return;
+    }
+    RUN(a->device, pack_bf16, wire, cur, two);
+    comm_shift_start(g->c, &t->shift, wire + two, wire, two * sizeof(uint16_t), dir);
+}
+
+static void travel_wait(Arena *a, const Ring *g, Travel *t) {
+    comm_shift_wait(&t->shift);
+    if (t->wire) RUN(a->device, unpack_bf16, t->into, t->wire + 2 * g->blk, 2 * g->blk);
+}
+
 static void own_block(const Ring *g, real *blk, real *x, bool to_block) {
     size_t row = (size_t)g->n * g->H * g->dh, front = (size_t)g->R * g->H * g->dh;
     for (int b = 0; b < g->B; b++) {
@@ -183,7 +212,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     CHECK(!front || seg, "ring attention: tokens in front need their images");
     Arena *a = tp->arena;
     Ring *g = arena_alloc(arena_host(a), sizeof(Ring));
-    *g = (Ring){.c = c, .mask = key_mask, .seg = seg, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
+    *g = (Ring){.c = c, .bf16 = k->bf16 && v->bf16, .mask = key_mask, .seg = seg, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
                 .blk = (size_t)B * n * D, .R = front, .nq = nq};
     // the key mask on the host (key_mask: the host's copy under --device cuda too)
     const uint8_t *km = key_mask && device_pointer(key_mask) ? NULL : key_mask;
@@ -229,6 +258,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     Forward f = {.out = out->data, .lse = saved->data};
     ArenaMarks mark = arena_marks(a);
     real *cur = arena_alloc(a, 4 * g->blk * sizeof(real)), *next = cur + 2 * g->blk;
+    uint16_t *wire = travel_wire(a, g);
     size_t qsize = (size_t)B * nq * D; // a step's partial output
     if (g->exact) { // on the host
         size_t li = (size_t)B * heads * n, lt = (size_t)B * heads * g->Rp, nkb = (size_t)g->exact->nkb;
@@ -243,11 +273,11 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
         own_block(g, cur, k->data, true), own_block(g, cur + g->blk, v->data, true);
         for (int s = 0; s < P; s++) { // block of rank r - s
             int owner = (r - s + P) % P;
-            CommShift kv; // the block travels on while it is attended here
-            if (s < P - 1) comm_shift_start(c, &kv, next, cur, 2 * g->blk * sizeof(real), 1);
+            Travel kv; // the block travels on while it is attended here
+            if (s < P - 1) travel_start(a, g, &kv, wire, next, cur, 1);
             forward_step(a, g, &f, q->data, cur, cur + g->blk, k, v, pass, s, owner);
             if (s == P - 1) break;
-            comm_shift_wait(&kv);
+            travel_wait(a, g, &kv);
             real *t = cur;
             cur = next, next = t;
         }
@@ -403,6 +433,7 @@ static void ring_bwd(Node *nd) {
     // K V of the visiting block and of the next; this rank's share of the visiting block, the
     // last step's (on its way on), and the earlier ranks' sum arriving for this one
     real *cur = arena_alloc(a, 2 * two * sizeof(real)), *next = cur + two;
+    uint16_t *wire = travel_wire(a, g);
     Shares share = shares_new(a, g), sent = shares_new(a, g), sums = shares_new(a, g);
     bool stale = g->bugs & BUG_RING_STALE_KV;
     copy_bytes(cur, nd->saved->data + g->lsize, two * sizeof(real)); // the last K, V
@@ -412,8 +443,8 @@ static void ring_bwd(Node *nd) {
     for (int s = 0; s < P; s++) { // block of rank r + 1 + s: the last is this rank's own
         int owner = (r + 1 + s) % P;
         bool keep_here = (g->bugs & BUG_RING_DKV_NOT_RETURNED) && owner != r;
-        CommShift kv; // K and V travel on while this step works on them
-        if (s < P - 1) comm_shift_start(c, &kv, next, cur, two * sizeof(real), -1);
+        Travel kv; // K and V travel on while this step works on them
+        if (s < P - 1) travel_start(a, g, &kv, wire, next, cur, -1);
         // under ring-stale-kv every step recomputes against this rank's own block
         const real *k = stale ? own : cur, *v = stale ? own + g->blk : cur + g->blk;
         if (s) shares_clear(g, &share);
@@ -424,7 +455,7 @@ static void ring_bwd(Node *nd) {
         }
         if (s == P - 1) break;
         comm_shift_start(c, &dkv, shares_at(&sums), shares_at(&share), shares_bytes(g), -1); // travels during the next step
-        comm_shift_wait(&kv);
+        travel_wait(a, g, &kv);
         real *t = cur;
         cur = next, next = t;
         Shares u = share;
@@ -447,8 +478,8 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
 
 // P - 1 steps, each one message: K and V of B n tokens forward, K, V, dK and dV backward
 static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    double P = sp->shard.P;
-    return (SpTraffic){(backward ? 4 : 2) * (P - 1) * B * sp->shard.n * c->hidden_size, P - 1};
+    double P = sp->shard.P, w = sp_wire(sp);
+    return (SpTraffic){(backward ? 2 * w + 2 : 2 * w) * (P - 1) * B * sp->shard.n * c->hidden_size, P - 1};
 }
 
 const SpLayout sp_ring = {"ring", "K/V blocks travel the ring; one other rank's block at a time", validate, step_bytes, traffic, attend, .overlaps = true, .ring_path = true};

@@ -17,11 +17,55 @@ static void from_blocks(bool dev, real *seq, const real *blocks, int P, int B, i
     for (int r = 0; r < P; r++) RUN(dev, add_rows, seq + r * row, P * row, blocks + r * B * row, row, row, B);
 }
 
+// ---- what travels: the values, or values that are bf16 values (Tensor's bf16) in 2 bytes each,
+// packed into whole reals (an odd count's last half zero)
+static size_t wire_reals(size_t n) { return (n * sizeof(uint16_t) + sizeof(real) - 1) / sizeof(real); }
+
+static real *pack(Arena *a, real *wire, const real *x, size_t n) {
+    size_t w = wire_reals(n);
+    if (w) zero_bytes(wire + w - 1, sizeof(real));
+    RUN(a->device, pack_bf16, (uint16_t *)wire, x, n);
+    return wire + w;
+}
+
+// out (P n) = every rank's n values of in (comm_all_gather)
+static void all_gather_values(Comm *c, Arena *a, real *out, const real *in, size_t n, bool bf16) {
+    if (!bf16) {
+        comm_all_gather(c, out, in, n);
+        return;
+    }
+    size_t w = wire_reals(n), mark = arena_mark(a);
+    real *wire = arena_alloc_empty(a, (size_t)(c->size + 1) * w * sizeof(real)), *mine = wire + c->size * w;
+    pack(a, mine, in, n);
+    comm_all_gather(c, wire, mine, w);
+    for (int r = 0; r < c->size; r++) RUN(a->device, unpack_bf16, out + r * n, (const uint16_t *)(wire + r * w), n);
+    arena_release(a, mark);
+}
+
+// comm_all_to_all of blocks of values
+static void all_to_all_values(Comm *c, Arena *a, real *recv, const size_t *recv_counts, const real *send,
+                              const size_t *send_counts, bool bf16) {
+    if (!bf16) {
+        comm_all_to_all(c, recv, recv_counts, send, send_counts);
+        return;
+    }
+    int P = c->size;
+    size_t *ws = xmalloc(2 * (size_t)P * sizeof(size_t)), *wr = ws + P, sent = 0, got = 0, mark = arena_mark(a);
+    for (int p = 0; p < P; p++) ws[p] = wire_reals(send_counts[p]), wr[p] = wire_reals(recv_counts[p]), sent += ws[p], got += wr[p];
+    real *out = arena_alloc_empty(a, (sent + got) * sizeof(real)), *in = out + sent, *at = out;
+    for (int p = 0; p < P; send += send_counts[p++]) at = pack(a, at, send, send_counts[p]);
+    comm_all_to_all(c, in, wr, out, ws);
+    for (int p = 0; p < P; in += wr[p], recv += recv_counts[p++])
+        RUN(a->device, unpack_bf16, recv, (const uint16_t *)in, recv_counts[p]);
+    free(ws);
+    arena_release(a, mark);
+}
+
 // gather: seq (B,P*n,D) += every rank's local (B,n,D)
-static void gather(Comm *c, Arena *a, real *seq, const real *local, int B, int n, int D) {
+static void gather(Comm *c, Arena *a, real *seq, const real *local, int B, int n, int D, bool bf16) {
     size_t mark = arena_mark(a), size = (size_t)B * n * D;
     real *blocks = arena_alloc_empty(a, (size_t)c->size * size * sizeof(real));
-    comm_all_gather(c, blocks, local, size);
+    all_gather_values(c, a, blocks, local, size, bf16);
     from_blocks(a->device, seq, blocks, c->size, B, n, D);
     arena_release(a, mark);
 }
@@ -90,7 +134,8 @@ Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x) {
     CHECK(x->ndim == 3, "seq_all_gather: x must be [B, n, D], got %s", tensor_shape_str(x, s, sizeof s));
     int B = x->shape[0], n = x->shape[1], D = x->shape[2];
     Tensor *out = tensor_new(tp->arena, 3, B, c->size * n, D);
-    gather(c, tp->arena, out->data, x->data, B, n, D);
+    gather(c, tp->arena, out->data, x->data, B, n, D, x->bf16);
+    out->bf16 = x->bf16;
     Node *nd = tape_record(tp, "seq_all_gather", all_gather_bwd, out, 1, x);
     if (nd) nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = D, nd->ptr = c;
     return out;
@@ -98,7 +143,7 @@ Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x) {
 
 static void reduce_scatter_bwd(Node *nd) {
     real *dx = node_grad(nd, 0);
-    if (dx) gather((Comm *)nd->ptr, nd->arena, dx, nd->out->grad, nd->iarg[0], nd->iarg[1], nd->iarg[2]);
+    if (dx) gather((Comm *)nd->ptr, nd->arena, dx, nd->out->grad, nd->iarg[0], nd->iarg[1], nd->iarg[2], false);
 }
 
 Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x) {
@@ -183,6 +228,7 @@ typedef struct Heads { // one exchange: H heads of dh columns over the ranks of 
     Comm *c;
     int B, n, H, dh;
     const size_t *theirs, *mine; // per rank p: values in a block of rank p's heads, of this rank's
+    bool bf16;                   // the values are bf16 values
 } Heads;
 
 // local (B, n, D) -> seq (B, P*n, h_r dh): every rank's tokens of this rank's heads
@@ -196,7 +242,7 @@ static void to_head_shard(const Heads *e, Arena *a, real *seq, const real *local
         RUN(a->device, slice_forward, to, local, (int)rows, D, at, wp);
         to += rows * wp;
     }
-    comm_all_to_all(e->c, recv, e->mine, send, e->theirs);
+    all_to_all_values(e->c, a, recv, e->mine, send, e->theirs, e->bf16);
     for (int s = 0; s < P; s++) // rank s's rows: each image's n rows are one run of n*w
         RUN(a->device, add_rows, seq + s * block, P * block, recv + s * e->B * block, block, block, e->B);
     arena_release(a, mark);
@@ -210,7 +256,7 @@ static void to_token_shard(const Heads *e, Arena *a, real *local, const real *se
     real *recv = send + (size_t)P * rows * w;
     for (int s = 0; s < P; s++) // rank s's rows of this rank's heads
         RUN(a->device, slice_forward, send + s * e->B * block, seq, e->B, (int)(P * block), (int)(s * block), (int)block);
-    comm_all_to_all(e->c, recv, e->theirs, send, e->mine);
+    all_to_all_values(e->c, a, recv, e->theirs, send, e->mine, e->bf16);
     const real *from = recv;
     for (int p = 0; p < P; p++) {
         int at = seq_first_head(e->H, P, p) * e->dh, wp = seq_heads(e->H, P, p) * e->dh;
@@ -220,14 +266,14 @@ static void to_token_shard(const Heads *e, Arena *a, real *local, const real *se
     arena_release(a, mark);
 }
 
-static void exchange(Comm *c, Arena *a, real *out, const real *x, A2ADir dir, int B, int n, int H,
-                     int dh) {
+static void exchange(Comm *c, Arena *a, real *out, const real *x, A2ADir dir, const int dims[4], bool bf16) {
+    int B = dims[0], n = dims[1], H = dims[2], dh = dims[3];
     size_t *theirs = xmalloc(2 * (size_t)c->size * sizeof(size_t)), *mine = theirs + c->size;
     for (int p = 0; p < c->size; p++) {
         theirs[p] = (size_t)B * n * dh * seq_heads(H, c->size, p);
         mine[p] = (size_t)B * n * dh * seq_heads(H, c->size, c->rank);
     }
-    Heads e = {c, B, n, H, dh, theirs, mine};
+    Heads e = {c, B, n, H, dh, theirs, mine, bf16};
     if (dir == TO_HEAD_SHARD) to_head_shard(&e, a, out, x);
     else to_token_shard(&e, a, out, x);
     free(theirs);
@@ -241,7 +287,7 @@ static void all_to_all_bwd(Node *nd) {
     if (!dx) return;
     Comm *c = (Comm *)nd->ptr;
     if (!i[5]) {
-        exchange(c, nd->arena, dx, nd->out->grad, back, i[0], i[1], i[2], i[3]);
+        exchange(c, nd->arena, dx, nd->out->grad, back, i, false);
         return;
     }
     int B = i[0], n = i[1], H = i[2], dh = i[3], P = c->size, mine = seq_heads(H, P, c->rank);
@@ -274,7 +320,8 @@ static Tensor *all_to_all(Tape *tp, Comm *c, Tensor *x, int heads, A2ADir dir, b
     int dh = head ? x->shape[2] / heads : x->shape[2] / mine;
     Tensor *out = head ? tensor_new(tp->arena, 3, B, P * n, mine * dh)
                        : tensor_new(tp->arena, 3, B, n, heads * dh);
-    exchange(c, tp->arena, out->data, x->data, dir, B, n, heads, dh);
+    exchange(c, tp->arena, out->data, x->data, dir, (int[]){B, n, heads, dh}, x->bf16);
+    out->bf16 = x->bf16;
     Node *nd = tape_record(tp, "seq_all_to_all", all_to_all_bwd, out, 1, x);
     if (nd)
         nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = heads, nd->iarg[3] = dh, nd->iarg[4] = dir,

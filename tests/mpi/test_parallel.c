@@ -757,8 +757,9 @@ END_TEST
 // formula (sp_layer_traffic per block, forward and backward), which counts the caption's tokens:
 // none for cross-attention (it moves nothing), joint attention's front tokens' output and its
 // gradient under all-to-all
-static void text_step_bytes(SeqAttention layout) {
+static void text_step_bytes(SeqAttention layout, bool bf16) {
     SpOptions o = options(layout, 0);
+    o.bf16 = bf16;
     if (layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
     SeqParallel sp;
     ck_assert(init_mesh(&sp, &o));
@@ -777,8 +778,9 @@ static void text_step_bytes(SeqAttention layout) {
     SpTraffic f = sp_layer_traffic(&sp, &cfg, B, false), b = sp_layer_traffic(&sp, &cfg, B, true);
     size_t want = (size_t)(cfg.depth * (f.values + b.values) * sizeof(real));
     if (comm.rank == 0)
-        printf("text %s, %s, ranks %d: %zu bytes sent by rank 0 in a step's exchanges, formula %zu\n",
-               cfg.text_attn == DIT_TEXT_JOINT ? "joint" : "cross", seq_attention_name(layout), comm.size, sent, want);
+        printf("text %s, %s%s, ranks %d: %zu bytes sent by rank 0 in a step's exchanges, formula %zu\n",
+               cfg.text_attn == DIT_TEXT_JOINT ? "joint" : "cross", seq_attention_name(layout),
+               bf16 ? ", bf16" : "", comm.size, sent, want);
     ck_assert_uint_eq(sent, want);
     arena_destroy(&a);
     dit_free(&m);
@@ -832,7 +834,7 @@ START_TEST(text_matches_single_rank) {
             printf("text %s, %s, ranks %d: output rel err %.2e, worst gradient %.2e%s\n", attn, what,
                    comm.size, e_out, e_grad, !o.bugs ? "" : caught ? " -> caught" : " -> MISSED");
         ck_assert_msg(caught == (o.bugs != 0), "%s", what);
-        if (v < SP_LAYOUTS) text_step_bytes(o.layout);
+        if (v < SP_LAYOUTS) text_step_bytes(o.layout, false), text_step_bytes(o.layout, true);
     }
     cfg = configs[0];
 }
