@@ -127,7 +127,7 @@ LANE=b count=0
 export OMPI_MCA_orte_tmpdir_base=$RES/mpi-b; mkdir -p "$OMPI_MCA_orte_tmpdir_base"
 suite 180 "docs that stay true: every train/train example of README.md and docs/ with --dry-run, every flag they name in --help (a misspelt one caught)" \
   "$PY" tests/docs_check.py train/train --self-test
-suite 120 "the kernels built for sm_80 and sm_90 use the instructions they are written for (nvcc -ptx), no spills" tests/gpu/ptx_check.sh
+suite 300 "the kernels built for sm_80 and sm_90 use the instructions they are written for (nvcc -ptx), no spills" tests/gpu/ptx_check.sh
 suite 900 "the CUDA kernels on an emulated device, device vs CPU, under three schedules" tests/gpu/emulate.sh "$BUILD"
 suite 600 "a planted warp sum one shuffle short: caught by the LayerNorm test" \
   planted 's/off > 0; off >>= 1/off > 1; off >>= 1/' ':F:cuda:cuda_layernorm:.*layernorm_forward (out|mean|rstd)'
