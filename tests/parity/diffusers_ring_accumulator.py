@@ -80,6 +80,7 @@ def cause():
     from diffusers.models import attention_dispatch as ad
     src, first = inspect.getsourcelines(ad.TemplatedRingAttention.backward)
     path = inspect.getsourcefile(ad.TemplatedRingAttention)
+    path = path[path.rindex("diffusers" + os.sep):]
     keep = ("next_ranks = ", "kv = kv_buffer[next_rank]", "grad_key += grad_key_op", "permute_tensor(")
     return [f"{path}:{first + i}: {line.strip()}" for i, line in enumerate(src) if any(k in line for k in keep)]
 

@@ -80,6 +80,7 @@ def cause():
     """The lines of the installed TemplatedUlyssesAttention that take the local lengths"""
     from diffusers.models import attention_dispatch as ad
     path = inspect.getsourcefile(ad.TemplatedUlyssesAttention)
+    path = path[path.rindex("diffusers" + os.sep):]
     out = []
     for fn, keep in ((ad.TemplatedUlyssesAttention.forward, ("S_KV_LOCAL, _, _ = key.shape", "key = key.reshape(")),
                      (ad.TemplatedUlyssesAttention.backward, ("B, S_LOCAL, H, D = grad_out.shape", "x.reshape(B, world_size, S_LOCAL"))):
