@@ -6,6 +6,8 @@
 #   make asan       the unit, MPI and CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make soak       kill 32 runs at spread-out moments and resume each (make test kills 8)
 #   make fuzz       libFuzzer targets for the file and flag readers, FUZZ_SECONDS each (make test: 2)
+#   make field      the field's models under their own context parallelism, every row, into
+#                   docs/results/field.md (make test runs the quick rows)
 #   make deps       install the Debian packages that are missing (deps-build: only those to build and train)
 # Overrides: USE_CUDA=0/1, NVCC=path, CC=compiler.
 
@@ -75,7 +77,7 @@ LDLIBS   += -lnccl
 endif
 endif
 
-.PHONY: all test test-run bench soak demo asan asan-run deps deps-build clean found
+.PHONY: all test test-run bench soak demo asan asan-run deps deps-build clean found field
 all: found train/train $(BUILD)/f32/test_all
 
 # copied whenever it differs from the chosen build's binary, not only when that is newer: after
@@ -177,6 +179,12 @@ bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm $(BU
 	@tests/bench/record.sh zero "What --zero 3 costs against --zero 1: DiT-B/2 on 4 ranks, runs alternated" -- tests/bench/flag_cost.sh train/train 4 10 "--zero 1" "--zero 3"
 	@tests/bench/record.sh check-collectives "What --check-collectives costs a step: the default model (many short collectives) and DiT-B/2, 4 ranks, runs alternated" -- sh -c 'tests/bench/flag_cost.sh train/train 4 40 "" --check-collectives --sp 2 --sp-attention ring && tests/bench/flag_cost.sh train/train 4 10 "" --check-collectives --sp 2 --sp-attention ring --model DiT-B/2 --input-size 64 --batch 4'
 	@tests/bench/record.sh place "Do the caption run's samples follow the place words? Measured centres against the data's" -- tests/bench/place_check.sh train/train $(PYTHON)
+
+# every diffusers model with a _cp_plan under each of its context-parallel layouts, PyTorch's
+# context_parallel, and each departure's reproduction and fix: docs/results/field.md, stamped with
+# the date and the versions (tests/parity/field.sh)
+field: found $(BUILD)/f64/bin/train
+	@tests/parity/field.sh $(PYTHON) $(BUILD)/f64/bin/train $(BUILD)/field docs/results/field.md
 
 # sanitizers run the CPU build (ASan and the CUDA runtime do not mix)
 asan:

@@ -173,6 +173,15 @@ if "$PY" -c 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) < 
 else
   skip "the field's libraries: yunchang's and diffusers' sequence-parallel attention located against our probe" "they need PyTorch 2, which $PY lacks; 'make deps' installs it, yunchang and diffusers from PyPI into build/venv"
 fi
+# the field's models under their own context parallelism, the quick rows (make field runs them all):
+# Flux under diffusers' Ulysses and ring at 2 and 3 processes against its one-process step, op by
+# op; the ring's dK/dV departs at 3, and agrees with the accumulator sent the other way
+if "$PY" -c 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) < 2)' >/dev/null 2>&1; then
+  suite 180 "the field's models: Flux under diffusers' own Ulysses and ring at 2 and 3 processes located against one process, the ring's dK/dV at 3 departing and its fix agreeing" \
+    "$PY" tests/parity/field_models.py "$BUILD/f64/bin/train" "$BUILD/field-models" --quick
+else
+  skip "the field's models: Flux under diffusers' own Ulysses and ring located against one process" "they need PyTorch 2, which $PY lacks; 'make deps' installs it and diffusers from PyPI into build/venv"
+fi
 if "$PY" -c 'import safetensors' >/dev/null 2>&1 && [ -f "$BUILD/parity/run/model.safetensors" ]; then
   suite 300 "our files read by the official safetensors package" "$PY" tests/parity/load_with_safetensors.py \
     "$BUILD/parity/run/model.safetensors" "$BUILD"/parity/*.safetensors
