@@ -9,7 +9,8 @@
 enum { ANY = BUG_ANY_LAYOUT };
 enum { DP = NEED_DATA_PARALLEL, ACCUM = NEED_MICRO_BATCHES, PACKS = NEED_PACKS, TEXT = NEED_TEXT,
        JOINT = NEED_JOINT, IN_CONTEXT = NEED_IN_CONTEXT, ROPE = NEED_ROPE, QK = NEED_QK_NORM,
-       QK_FULL = NEED_QK_FULL, HEADS = NEED_HEADS_DIVIDE, ZERO = NEED_ZERO, ZERO_GRADS = NEED_ZERO_GRADS };
+       QK_FULL = NEED_QK_FULL, HEADS = NEED_HEADS_DIVIDE, ZERO = NEED_ZERO, ZERO_GRADS = NEED_ZERO_GRADS,
+       RING_OF_3 = NEED_RING_OF_3 };
 
 static const BugInfo bugs[] = {
     {"local-kv", BUG_LOCAL_KV, SP_GATHER, 0, "attends only to the local keys", NULL, "", NULL, false},
@@ -74,6 +75,9 @@ static const BugInfo bugs[] = {
      "--cond text --text-attn joint --heads 4", NULL, false},
     {"ring-text-every-step", BUG_RING_TEXT_EVERY_STEP, SP_RING, JOINT, "attends to joint attention's "
      "caption at every ring step", "vllm-omni #4689, xDiT #611", "--cond text --text-attn joint", NULL, false},
+    {"ring-dkv-against-chunks", BUG_RING_DKV_AGAINST, SP_RING, RING_OF_3, "sends the dK/dV sums round "
+     "the ring the way the K/V blocks came", "diffusers 0.42.1 TemplatedRingAttention.backward "
+     "(docs/check-your-own.md)", "", NULL, false},
 };
 #define N_BUGS (int)(sizeof bugs / sizeof bugs[0])
 _Static_assert(N_BUGS == BUG_COUNT, "a bug flag without a row of the table, or a row without a flag");
@@ -98,8 +102,11 @@ static const BugNeed needs[NEEDS] = {
      "divide (e.g. --heads %d)"},
     {NEED_ZERO, "--zero 1 to 3", "add --zero 1, 2 or 3"},
     {NEED_ZERO_GRADS, "--zero 2 or 3", "add --zero 2 or --zero 3"},
+    {NEED_RING_OF_3, "3 ranks or more round the ring", "on a ring of 2 both ways lead to the same rank: "
+     "run 3 ranks or more round the ring (a sequence group of 3 or more, over --ulysses-degree with "
+     "hybrid; the group here: %d)"},
 };
-_Static_assert(NEED_ZERO_GRADS == 1 << (NEEDS - 1), "a need without a row of the needs' table");
+_Static_assert(NEED_RING_OF_3 == 1 << (NEEDS - 1), "a need without a row of the needs' table");
 
 const BugInfo *bug_info(int i) { return i >= 0 && i < N_BUGS ? &bugs[i] : NULL; }
 const BugNeed *bug_need(int k) { return k >= 0 && k < NEEDS ? &needs[k] : NULL; }

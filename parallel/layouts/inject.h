@@ -50,7 +50,10 @@ typedef uint64_t BugMask;
 #define BUG_CROSS_KV_ALL_TO_ALL BUG_BIT(29)  // all-to-all, --cond text: the caption's cross-attention
                                     // K/V, which every rank holds, exchanged with the queries:
                                     // P copies of the caption in every head shard
-#define BUG_COUNT 30 // the bits above, and the rows of inject.c's table (a static assert there)
+#define BUG_RING_DKV_AGAINST BUG_BIT(30)  // ring: the dK/dV sums travel the ring the way the K/V
+                                    // blocks came, against their blocks: from 3 ranks on each adds
+                                    // another block's share
+#define BUG_COUNT 31 // the bits above, and the rows of inject.c's table (a static assert there)
 
 // What a bug needs of a run besides its layout, to be a real code path (NEED_*): each has one
 // sentence in inject.c's table of needs, which the refusals, --help and the catalogue all read
@@ -67,7 +70,8 @@ enum {
     NEED_HEADS_DIVIDE = 1 << 9,  // a head count the ranks of a sequence group divide
     NEED_ZERO = 1 << 10,         // --zero 1 to 3
     NEED_ZERO_GRADS = 1 << 11,   // --zero 2 or 3
-    NEEDS = 12                   // the count
+    NEED_RING_OF_3 = 1 << 12,    // 3 ranks or more round the ring
+    NEEDS = 13                   // the count
 };
 enum { BUG_ANY_LAYOUT = -1 };
 typedef struct BugInfo { // a row of the bug table

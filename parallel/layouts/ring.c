@@ -454,7 +454,8 @@ static void ring_bwd(Node *nd) {
             shares_add(a, g, &share, &sums);
         }
         if (s == P - 1) break;
-        comm_shift_start(c, &dkv, shares_at(&sums), shares_at(&share), shares_bytes(g), -1); // travels during the next step
+        int way = g->bugs & BUG_RING_DKV_AGAINST ? 1 : -1; // with its block, or (the bug) against it
+        comm_shift_start(c, &dkv, shares_at(&sums), shares_at(&share), shares_bytes(g), way); // travels during the next step
         travel_wait(a, g, &kv);
         real *t = cur;
         cur = next, next = t;

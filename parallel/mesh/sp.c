@@ -64,7 +64,7 @@ const char *sp_exact_error(const SpOptions *o, char *buf, size_t len) {
 typedef struct BugRun {
     int layout; // SeqAttention; SP_AUTO: the planner's pick, each layout asked again
     unsigned known;
-    int dp, grad_accum, zero, heads, P;
+    int dp, grad_accum, zero, heads, P, ring; // ring: the ranks round a ring (P, or P / U in hybrid)
     bool packs, text, joint, in_context, rope, qk_norm, qk_full;
 } BugRun;
 
@@ -114,6 +114,7 @@ static bool has(unsigned need, const BugRun *r) {
     case NEED_QK_FULL: return r->qk_full;
     case NEED_HEADS_DIVIDE: return r->P > 0 && r->heads % r->P == 0;
     case NEED_ZERO: return r->zero >= 1;
+    case NEED_RING_OF_3: return r->ring >= 3;
     default: return r->zero >= 2; // NEED_ZERO_GRADS
     }
 }
@@ -143,9 +144,9 @@ static const char *bugs_refusal(BugMask set, const BugRun *r, char *buf, size_t 
 static BugRun bug_run(const SpOptions *o, const DiTConfig *m, int ranks, int heads) {
     int P = o->sp ? o->sp : ranks;
     BugRun r = {.layout = o->layout, .dp = ranks / P, .grad_accum = o->grad_accum, .zero = o->zero,
-                .packs = o->packs, .heads = heads, .P = P,
+                .packs = o->packs, .heads = heads, .P = P, .ring = o->ulysses > 1 ? P / o->ulysses : P,
                 .known = NEED_DATA_PARALLEL | NEED_MICRO_BATCHES | NEED_PACKS | NEED_ZERO | NEED_ZERO_GRADS |
-                         NEED_HEADS_DIVIDE};
+                         NEED_HEADS_DIVIDE | NEED_RING_OF_3};
     if (!m) return r;
     r.known = ~0u;
     r.text = m->text, r.joint = m->text && m->text_attn == DIT_TEXT_JOINT, r.in_context = m->in_context;
