@@ -12,7 +12,7 @@ versions=$("$PY" -c 'import importlib.metadata as m, platform
 def v(p):
     try: return m.version(p)
     except Exception: return "not installed"
-print(f"Python {platform.python_version()}, torch {v(\"torch\")}, diffusers {v(\"diffusers\")}")')
+print("Python %s, torch %s, diffusers %s" % (platform.python_version(), v("torch"), v("diffusers")))')
 cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit (with uncommitted changes)"
