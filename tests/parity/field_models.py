@@ -852,6 +852,33 @@ def table(rows, versions):
     return "\n".join(lines)
 
 
+# The backends diffusers marks as supporting context parallelism, on this CPU: the two that run, and
+# what the others say (each must still say it)
+CPU_BACKENDS = {"native": "runs", "_native_flash": "runs",
+                "_native_cudnn": "RuntimeError: No viable backend for scaled_dot_product_attention was found.",
+                "_native_npu": "RuntimeError: NPU Attention backend '_native_npu' is not usable",
+                "flash": "RuntimeError: Flash Attention backend 'flash' is not usable",
+                "sage": "RuntimeError: Sage Attention backend 'sage' is not usable",
+                "hub": "is not usable because the `kernels` package isn't available"}
+
+
+def backends_on_cpu():
+    """{backend: 'runs' or its message} for every backend with supports_context_parallel, one process,
+    float32 q, k, v on the CPU"""
+    from diffusers.models.attention_dispatch import (AttentionBackendName, _AttentionBackendRegistry,
+                                                     _check_attention_backend_requirements, dispatch_attention_fn)
+    q = torch.randn(1, 4, 2, 8)
+    out = {}
+    for b in sorted(str(getattr(x, "value", x)) for x in _AttentionBackendRegistry._supports_context_parallel):
+        try:
+            _check_attention_backend_requirements(AttentionBackendName(b))
+            dispatch_attention_fn(q, q, q, backend=AttentionBackendName(b))
+            out[b] = "runs"
+        except Exception as e:
+            out[b] = first_line(e)
+    return out
+
+
 def versions():
     import platform
     v = {"python": platform.python_version()}
@@ -894,6 +921,12 @@ def main():
     ours = {m[0] for m in MODELS.values()}
     check(found == ours, f"the models with a _cp_plan in diffusers {v['diffusers']}: {', '.join(sorted(found))}"
           + ("" if found == ours else f" (without a row here: {sorted(found - ours)}; rows of no such model: {sorted(ours - found)})"))
+    survey = backends_on_cpu() if not a.quick else {}
+    if survey:
+        for b, said in survey.items():
+            want = CPU_BACKENDS.get(b, CPU_BACKENDS["hub"] if b.endswith("_hub") else None)
+            check(want is not None and (said == want if want == "runs" else want in said),
+                  f"backend {b} on the CPU: {said}" + ("" if want else " (a backend with no row here)"))
     todo = cells(a.quick)
     results = run_jobs([c[0] for c in todo], a.work)
     by_job = {r[0]: r for r in results}
@@ -909,6 +942,9 @@ def main():
         if kind == "departs" and stage != "shipped" and ok:  # float32 by design: within float32 rounding
             check(got[2][0] < 1e-6, f"{what}: the departure is float32 rounding ({got[2][0]:.1e} < 1e-6)")
     text = table(rows, v)
+    if survey:
+        text += "\n\nThe backends diffusers marks as supporting context parallelism, one process on this CPU (float32):\n\n" + \
+            "\n".join(f"- {b}: {said}" for b, said in survey.items())
     print("\n" + text)
     if a.table:
         with open(a.table, "w") as f:
