@@ -24,6 +24,10 @@ Contents (numpy and torch only):
 * `TapeRecorder`: mark modules (`watch`) or tensors (`tensor`) by their tape name; forward hooks
   record each output and tensor hooks its gradient, in the order your step makes them; `write`
   gathers every rank's shard onto rank 0 and writes the tape.
+* A model against itself (another library's model on 1 and N processes, no name map):
+  `ModuleTape` records every module's output and gradient by its path, as each process holds it;
+  `lay_out` puts N ranks' records in the one-process layout, reading each tensor's split from its
+  shapes (docs/check-your-own.md, "The field's models"); `write_tape` writes a tape.
 
 Tape names (those of probe --dump-tape; `train locate` compares by name, so record what you have):
 
