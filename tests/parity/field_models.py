@@ -1,22 +1,29 @@
 """The field's own models under their own context parallelism: every diffusers model class with a
-`_cp_plan` (found in the installed package, not listed here), a tiny config with random weights,
-one training step (forward, loss, backward) on one process and under diffusers'
-`enable_parallelism(ContextParallelConfig(...))` on P processes (gloo, CPU), each recorded op by op
-with python/ditsp_tape.py (ModuleTape: every module's output and gradient, each attention's core
-output, every parameter's gradient) and compared by `train locate` (the model against itself: no
-name map).
+`_cp_plan` (found in the installed package, not listed here; a class without a row here, or a row
+without a class, fails), a tiny config with random weights, one training step (forward, loss,
+backward) on one process and under diffusers' `enable_parallelism(ContextParallelConfig(...))` on P
+processes (gloo, CPU), each recorded op by op with python/ditsp_tape.py (ModuleTape: every module's
+output and gradient, each attention's core output, every parameter's gradient; lay_out: each rank's
+tensors in the one-process layout) and compared by `train locate` (the model against itself: no name
+map).
 
-Layouts: Ulysses P (backends native, float64, and _native_flash, float32), ring P and ring x
-Ulysses (_native_flash, float32: its ring refuses float64 with the default convert_to_fp32=True),
-at P = 2, 3, 4. _native_flash runs on the CPU through field_libraries.cpu_flash_kernels().
-Every model also runs with token counts the ranks do not divide (P = 3, 16 image tokens): the
-plain plan's refusal, and the "anything" modes' (forward, then their backward's refusal).
+Layouts: Ulysses P (backends native, float64, and _native_flash, float32), ring P (both: native
+refuses) and ring 2 x Ulysses P/2 (_native_flash, float32: its ring refuses float64 with the default
+convert_to_fp32=True), at P = 2, 3, 4. _native_flash runs on the CPU through
+field_libraries.cpu_flash_kernels(). Each cell runs as shipped, and where that does not agree again
+with the model's fixes (FIXED: run-time patches, FIXES and PLANS below, each for one departure that
+tests/parity/diffusers_*.py reproduces), and for the models whose float32 casts part a float64 step
+by float32 rounding, once more with them kept in float64. Every model also runs with token counts
+the ranks do not divide (P = 3, 16 image tokens): the plain plan's refusal, and the "anything"
+modes' (forward, then their backward's refusal). And: the backends diffusers marks as supporting
+context parallelism, on this CPU; enable_parallelism's refusal on a machine without an accelerator.
 
-Each cell's verdict must be the expected one (EXPECT): a departure that goes away, or a new one,
+Each cell's verdict must be the expected one (expected()): a departure that goes away, or a new one,
 fails the run, so a diffusers release that changes any cell is noticed.
 
 usage: field_models.py TRAIN_F64 WORKDIR [--quick] [--table FILE]
-  --quick   the rows of make test: Flux, Ulysses (native) and ring, P = 2 and 3
+  --quick   the rows of make test: Flux, Ulysses (native, _native_flash) and ring, P = 2 and 3, and
+            the ring's fix at 3
   --table   writes the verdict table (markdown) to FILE
 Prints "skipped: ..." and checks nothing where torch 2 or diffusers is not installed.
 """
@@ -692,7 +699,7 @@ def verdict(result, train64, work):
     return ("agrees" if got.returncode == 0 else "departs"), text, worst
 
 
-F32_TOL = "1e-4"  # float32 against float32: a correct step's worst tensor is within 2e-6 here
+F32_TOL = "1e-4"  # float32 against float32: a correct step's worst tensor is within 4.7e-6 here
 
 
 # ---- what each cell must say -------------------------------------------------------------------
