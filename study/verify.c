@@ -24,7 +24,8 @@ static void help(void) {
     printf("usage: train/train verify --ranks N [--reference-steps S] [--tol T] [--out DIR] [training flags]\n"
            "  Trains with N ranks (mpirun) and with 1 rank from the same seed, into DIR/ranks-N and\n"
            "  DIR/ranks-1 (default DIR: runs/verify), then compares their loss curves: prints the\n"
-           "  largest per-step relative difference and the first step over --tol (default %g),\n"
+           "  largest per-step relative difference and the first step over --tol (default %g;\n"
+           "  %g for --precision bf16 runs, whose rank counts round apart: docs/precision.md),\n"
            "  and plots both curves and the difference into DIR/loss.png.\n"
            "  An earlier verify's results in DIR are replaced; a DIR that is a training run is refused.\n"
            "  --reference-steps S: the 1-rank run trains only the first S steps (a cheaper check)\n"
@@ -32,7 +33,7 @@ static void help(void) {
            "  Training flags are passed to both runs (see train/train --help; --samples-per-class 0\n"
            "  skips their sample grids; --grad-accum too). verify starts its own ranks with mpirun: run\n"
            "  it without mpirun. These go to the N-rank run only:\n ",
-           COMPARE_LOSS_TOL);
+           COMPARE_LOSS_TOL, COMPARE_BF16_LOSS_TOL);
     for (int i = 0, n = 0; i < SETTINGS; i++) // the rows marked LAYOUT
         if (settings[i].rules & LAYOUT) printf("%s %s", n++ ? "," : "", settings[i].flag);
     printf(".\n"
@@ -239,7 +240,7 @@ static int run_both(char *self, int ranks, const char *out, char **pass, int np,
 
 int verify_main(int argc, char **argv) {
     int ranks = 0, ref_steps = 0, np = 0;
-    double tol = COMPARE_LOSS_TOL;
+    double tol = -1; // not given
     const char *out = "runs/verify";
     char **pass = xcalloc((size_t)argc + 1, sizeof *pass); // flags for the training runs
     for (int i = 0; i < argc; i++) {
@@ -259,8 +260,12 @@ int verify_main(int argc, char **argv) {
     char self[4096];
     if (!launch_self(self, sizeof self))
         return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
-    bool exact = false;
-    for (int i = 0; i < np; i++) exact |= !strcmp(pass[i], "--exact") || !strcmp(pass[i], "--virtual-shards");
+    bool exact = false, bf16 = false;
+    for (int i = 0; i < np; i++) {
+        exact |= !strcmp(pass[i], "--exact") || !strcmp(pass[i], "--virtual-shards");
+        bf16 |= !strcmp(pass[i], "--precision") && i + 1 < np && !strcmp(pass[i + 1], "bf16");
+    }
+    if (tol < 0) tol = bf16 ? COMPARE_BF16_LOSS_TOL : COMPARE_LOSS_TOL;
     if (exact && ref_steps)
         usage_error("verify --exact compares the final checkpoints of both runs; drop --reference-steps");
     if (dry_run) {
