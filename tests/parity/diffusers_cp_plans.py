@@ -20,7 +20,6 @@ the fix. Models and one-process comparisons are field_models.py's (P = 2; every 
 
 usage: diffusers_cp_plans.py TRAIN_F64 WORKDIR
 """
-import inspect
 import os
 import sys
 import tempfile
@@ -31,26 +30,15 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-failures = checks = 0
+import field_common as fc  # noqa: E402
 
-
-def check(ok, what):
-    global failures, checks
-    checks += 1
-    failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} {what}", flush=True)
+check = fc.Checks()
 
 
 def where(obj, text):
     """'file:line: code' of the first line of obj's source (a module, class or function) holding text"""
-    obj = inspect.unwrap(obj)
-    src, first = inspect.getsourcelines(obj)
-    path = inspect.getsourcefile(obj)
-    path = path[path.rindex("diffusers" + os.sep):] if "diffusers" + os.sep in path else path
-    for i, line in enumerate(src):
-        if text in line:
-            return f"{path}:{first + i}: {line.strip()}"
-    return f"{path}: (no line holds {text!r})"
+    found = fc.installed_lines(obj, (text,))
+    return found[0] if found else f"{fc.source_file(obj)}: (no line holds {text!r})"
 
 
 # ---- hooks alone, in processes of their own ----------------------------------------------------
@@ -84,12 +72,7 @@ def hooks_main(rank, p, init, out, backend):
     attempt("uneven gather shipped", lambda: tuple(hooks._all_gather_anything(mine, 1, group).shape))
     with fm.gloo_uneven_gather():
         attempt("uneven gather fixed", lambda: hooks._all_gather_anything(mine, 1, group)[0, :, 0].tolist())
-    every = [None] * p
-    dist.all_gather_object(every, said)
-    if rank == 0:
-        with open(out, "w") as f:
-            f.write(repr(every))
-    dist.destroy_process_group()
+    fc.gather_rows(said, p, out)
 
 
 def run_hooks(p, backend):
@@ -188,7 +171,6 @@ def model_checks(train64, work):
 
 
 def main():
-    global failures
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
@@ -204,8 +186,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     hook_checks()
     model_checks(train64, work)
-    print(f"\ndiffusers' plans and hooks: {checks - failures} passed, {failures} failed")
-    return 1 if failures else 0
+    return check.end("diffusers' plans and hooks")
 
 
 if __name__ == "__main__":

@@ -13,22 +13,20 @@ to rank r - 1, in the loop and in the last rotation: the accumulator that reache
 then holds chunk r + i, and after the last step the sum of chunk r - 1 goes to its owner.
 
 Must hold: as shipped, P = 2 agrees and P = 3, 4 give the right output and dQ but wrong dK and dV;
-with the fix, every P agrees (out, dQ, dK, dV within 1e-12).
+with the fix, every P agrees (out, dQ, dK, dV within 1e-12). diffusers_ring_dkv.py runs the same
+ring (ring_inputs, ring_attention).
 
 usage: diffusers_ring_accumulator.py [P ...]      (default 2 3 4)
 """
 import contextlib
-import inspect
 import os
 import sys
-import tempfile
-import warnings
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import field_common as fc  # noqa: E402
 
 B, H, N, D = 1, 2, 3, 4  # N tokens a rank
 
@@ -37,22 +35,33 @@ def sdpa(q, k, v):  # (B, T, H, d), diffusers' layout
     return F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v))).transpose(1, 2)
 
 
-def ring_step(rank, p, fixed):
-    """This rank's out, dq, dk, dv errors against one process"""
-    import field_models
-    from diffusers.models._modeling_parallel import ContextParallelConfig, ParallelConfig
-    from diffusers.models.attention_dispatch import dispatch_attention_fn
+def ring_inputs(p, n):
+    """Random q, k, v and the output's gradient, (B, P n, H, D) float64, the same on every rank"""
     g = torch.Generator().manual_seed(35)
-    q, k, v, dout = (torch.randn(B, p * N, H, D, dtype=torch.float64, generator=g) for _ in range(4))
-    mine = slice(rank * N, (rank + 1) * N)
-    cp = ContextParallelConfig(ring_degree=p, convert_to_fp32=False)
-    config = ParallelConfig(context_parallel_config=cp)
-    config.setup(rank, p, torch.device("cpu"),
-                 mesh=dist.device_mesh.init_device_mesh("cpu", cp.mesh_shape, mesh_dim_names=cp.mesh_dim_names))
+    return [torch.randn(B, p * n, H, D, dtype=torch.float64, generator=g) for _ in range(4)]
+
+
+def ring_attention(rank, p, q, k, v, dout, fixed=False):
+    """This rank's share of diffusers' ring attention (ring_degree P, backend _native_flash, no
+    float32 cast), forward and backward, with the fix where fixed: its output and its q, k, v,
+    their .grad set"""
+    import field_models
+    from diffusers.models.attention_dispatch import dispatch_attention_fn
+    n = q.shape[1] // p
+    mine = slice(rank * n, (rank + 1) * n)
+    config = fc.parallel_config(rank, p, ring_degree=p, convert_to_fp32=False)
     local = [x[:, mine].clone().requires_grad_() for x in (q, k, v)]
     with field_models.ring_accumulator() if fixed else contextlib.nullcontext():
         o = dispatch_attention_fn(*local, backend="_native_flash", parallel_config=config)
         o.backward(dout[:, mine])
+    return o, local
+
+
+def ring_step(rank, p, fixed):
+    """This rank's out, dq, dk, dv errors against one process"""
+    q, k, v, dout = ring_inputs(p, N)
+    o, local = ring_attention(rank, p, q, k, v, dout, fixed)
+    mine = slice(rank * N, (rank + 1) * N)
     whole = [x.clone().requires_grad_() for x in (q, k, v)]
     ref = sdpa(*whole)
     ref.backward(dout)
@@ -60,59 +69,31 @@ def ring_step(rank, p, fixed):
     return [err(o, ref[:, mine])] + [err(x.grad, w.grad[:, mine]) for x, w in zip(local, whole)]
 
 
-def ranks_main(rank, p, init, out):
-    warnings.filterwarnings("ignore")
-    from field_libraries import cpu_flash_kernels
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=p)
-    kernels = cpu_flash_kernels()  # noqa: F841
-    rows = [ring_step(rank, p, False), ring_step(rank, p, True)]
-    every = [None] * p
-    dist.all_gather_object(every, rows)
-    if rank == 0:
-        with open(out, "w") as f:
-            f.write(repr(every))
-    dist.destroy_process_group()
+def rank_rows(rank, p):
+    """This rank's rows: its errors as shipped and fixed (ring_step)"""
+    return [ring_step(rank, p, False), ring_step(rank, p, True)]
 
 
 def cause():
     """The lines of the installed TemplatedRingAttention.backward that choose the chunk and the
     accumulator's direction"""
     from diffusers.models import attention_dispatch as ad
-    src, first = inspect.getsourcelines(ad.TemplatedRingAttention.backward)
-    path = inspect.getsourcefile(ad.TemplatedRingAttention)
-    path = path[path.rindex("diffusers" + os.sep):]
-    keep = ("next_ranks = ", "kv = kv_buffer[next_rank]", "grad_key += grad_key_op", "permute_tensor(")
-    return [f"{path}:{first + i}: {line.strip()}" for i, line in enumerate(src) if any(k in line for k in keep)]
+    return fc.installed_lines(ad.TemplatedRingAttention.backward,
+                              ("next_ranks = ", "kv = kv_buffer[next_rank]", "grad_key += grad_key_op", "permute_tensor("))
 
 
-def main():
-    ps = [int(a) for a in sys.argv[1:]] or [2, 3, 4]
-    try:
-        import diffusers  # noqa: F401
-    except Exception as e:
-        print(f"skipped: diffusers' ring attention ({type(e).__name__}: {e})")
-        return 0
-    print("cause, TemplatedRingAttention.backward as installed:")
-    for line in cause():
-        print("  " + line)
-    failures = 0
-    for p in ps:
-        with tempfile.TemporaryDirectory() as d:
-            torch.multiprocessing.spawn(ranks_main, args=(p, f"file://{d}/rendezvous", f"{d}/rows"), nprocs=p)
-            every = eval(open(f"{d}/rows").read())
-        for label, i in (("as shipped", 0), ("fixed", 1)):
-            worst = [max(r[i][j] for r in every) for j in range(4)]
-            if i == 1 or p == 2:
-                ok = max(worst) < 1e-12
-                want = "all within 1e-12"
-            else:
-                ok = max(worst[:2]) < 1e-12 and min(worst[2:]) > 0.1
-                want = "out and dQ within 1e-12, dK and dV off by more than 0.1"
-            failures += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} P = {p}, {label}: |out| {worst[0]:.1e}, |dQ| {worst[1]:.1e}, "
-                  f"|dK| {worst[2]:.1e}, |dV| {worst[3]:.1e} (expected: {want})")
-    return 1 if failures else 0
+def judge(p, every):
+    """The verdicts on every rank's rows at P: (ok, label, what was found, what is expected)"""
+    for label, i in (("as shipped", 0), ("fixed", 1)):
+        worst = [max(r[i][j] for r in every) for j in range(4)]
+        if i == 1 or p == 2:
+            ok = max(worst) < 1e-12
+            want = "all within 1e-12"
+        else:
+            ok = max(worst[:2]) < 1e-12 and min(worst[2:]) > 0.1
+            want = "out and dQ within 1e-12, dK and dV off by more than 0.1"
+        yield ok, label, f"|out| {worst[0]:.1e}, |dQ| {worst[1]:.1e}, |dK| {worst[2]:.1e}, |dV| {worst[3]:.1e}", want
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(fc.reproduction("diffusers' ring attention", "TemplatedRingAttention.backward", cause, rank_rows, judge, flash=True))

@@ -10,44 +10,26 @@ gradient that rank a's queries give chunk c's keys. This script computes G by on
 autograd and checks that prediction too: it must match diffusers' dK to rounding, which names
 the cause (and that it is theirs: the harness's flash kernel is checked against
 scaled_dot_product_attention in tests/parity/field_libraries.py, and the same ring agrees at P = 2).
+The ring runs as diffusers_ring_accumulator.py runs it (ring_inputs, ring_attention: backend
+_native_flash, convert_to_fp32=False), without the fix.
 
 usage: diffusers_ring_dkv.py [P]      (default 3)
 """
 import os
 import sys
-import tempfile
-import warnings
-
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from field_libraries import cpu_flash_kernels  # noqa: E402
+import field_common as fc  # noqa: E402
+from diffusers_ring_accumulator import ring_attention, ring_inputs, sdpa  # noqa: E402
 
-B, H, N, D = 1, 2, 4, 4  # N tokens a rank
-
-
-def sdpa(q, k, v):  # (B, T, H, d) layout, as diffusers' backends take it
-    return F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v))).transpose(1, 2)
+N = 4  # tokens a rank
 
 
-def ranks_main(rank, P, init, out):
-    warnings.filterwarnings("ignore")
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=P)
-    kernels = cpu_flash_kernels()  # noqa: F841
-    from diffusers.models._modeling_parallel import ContextParallelConfig, ParallelConfig
-    from diffusers.models.attention_dispatch import dispatch_attention_fn
-    g = torch.Generator().manual_seed(35)
-    q, k, v, dout = (torch.randn(B, P * N, H, D, dtype=torch.float64, generator=g) for _ in range(4))
+def rank_rows(rank, P):
+    """This rank's row: its errors against one process, and its dK against the prediction"""
+    q, k, v, dout = ring_inputs(P, N)
+    o, local = ring_attention(rank, P, q, k, v, dout)
     mine = slice(rank * N, (rank + 1) * N)
-    cp = ContextParallelConfig(ring_degree=P, convert_to_fp32=False)
-    config = ParallelConfig(context_parallel_config=cp)
-    config.setup(rank, P, torch.device("cpu"),
-                 mesh=dist.device_mesh.init_device_mesh("cpu", cp.mesh_shape, mesh_dim_names=cp.mesh_dim_names))
-    local = [x[:, mine].clone().requires_grad_() for x in (q, k, v)]
-    o = dispatch_attention_fn(*local, backend="_native_flash", parallel_config=config)
-    o.backward(dout[:, mine])
     # one process: the whole attention, and G[a][c], rank a's queries' gradient for chunk c's keys
     whole = [x.clone().requires_grad_() for x in (q, k, v)]
     ref = sdpa(*whole)
@@ -59,22 +41,14 @@ def ranks_main(rank, P, init, out):
         G.append([kk.grad[:, c * N:(c + 1) * N] for c in range(P)])
     predicted = sum(G[(rank + j) % P][(rank + 2 * j) % P] for j in range(P))
     err = lambda a, b: (a - b).abs().max().item()  # noqa: E731
-    row = (f"rank {rank} of {P}: |out - sdpa| {err(o, ref[:, mine]):.1e}, |dQ| {err(local[0].grad, whole[0].grad[:, mine]):.1e}, "
-           f"|dK| {err(local[1].grad, whole[1].grad[:, mine]):.1e}, |dV| {err(local[2].grad, whole[2].grad[:, mine]):.1e}, "
-           f"|dK - predicted| {err(local[1].grad, predicted):.1e}")
-    rows = [None] * P
-    dist.all_gather_object(rows, row)
-    if rank == 0:
-        with open(out, "w") as f:
-            f.write("\n".join(rows) + "\n")
-    dist.destroy_process_group()
+    return (f"rank {rank} of {P}: |out - sdpa| {err(o, ref[:, mine]):.1e}, |dQ| {err(local[0].grad, whole[0].grad[:, mine]):.1e}, "
+            f"|dK| {err(local[1].grad, whole[1].grad[:, mine]):.1e}, |dV| {err(local[2].grad, whole[2].grad[:, mine]):.1e}, "
+            f"|dK - predicted| {err(local[1].grad, predicted):.1e}")
 
 
 def main():
     P = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    with tempfile.TemporaryDirectory() as d:
-        torch.multiprocessing.spawn(ranks_main, args=(P, f"file://{d}/rendezvous", f"{d}/rows"), nprocs=P)
-        print(open(f"{d}/rows").read(), end="")
+    print("\n".join(fc.on_ranks(P, rank_rows, flash=True)))
 
 
 if __name__ == "__main__":

@@ -17,17 +17,14 @@ agree within 1e-12, at every P; and where M = N the shipped backward agrees too.
 usage: diffusers_ulysses_kv_length.py [P ...]      (default 2 3 4)
 """
 import contextlib
-import inspect
 import os
 import sys
-import tempfile
-import warnings
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import field_common as fc  # noqa: E402
 
 B, H, N, M, D = 1, 12, 3, 2, 4  # N query tokens and M key tokens a rank; 12 heads: P = 2, 3, 4 divide them
 
@@ -40,16 +37,12 @@ def ulysses_step(rank, p, fixed, m):
     """This rank's out, dq, dk, dv errors against one process (None where backward raised), and
     the error's first line"""
     import field_models
-    from diffusers.models._modeling_parallel import ContextParallelConfig, ParallelConfig
     from diffusers.models.attention_dispatch import dispatch_attention_fn
     g = torch.Generator().manual_seed(35)
     q, dout = (torch.randn(B, p * N, H, D, dtype=torch.float64, generator=g) for _ in range(2))
     k, v = (torch.randn(B, p * m, H, D, dtype=torch.float64, generator=g) for _ in range(2))
     rows, keys = slice(rank * N, (rank + 1) * N), slice(rank * m, (rank + 1) * m)
-    cp = ContextParallelConfig(ulysses_degree=p)
-    config = ParallelConfig(context_parallel_config=cp)
-    config.setup(rank, p, torch.device("cpu"),
-                 mesh=dist.device_mesh.init_device_mesh("cpu", cp.mesh_shape, mesh_dim_names=cp.mesh_dim_names))
+    config = fc.parallel_config(rank, p, ulysses_degree=p)
     local = [q[:, rows].clone().requires_grad_()] + [x[:, keys].clone().requires_grad_() for x in (k, v)]
     whole = [x.clone().requires_grad_() for x in (q, k, v)]
     ref = sdpa(*whole)
@@ -64,64 +57,35 @@ def ulysses_step(rank, p, fixed, m):
     return [err(o, ref[:, rows])] + [err(x.grad, w.grad[:, s]) for x, w, s in zip(local, whole, (rows, keys, keys))], None
 
 
-def ranks_main(rank, p, init, out):
-    warnings.filterwarnings("ignore")
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=p)
-    rows = [ulysses_step(rank, p, False, M), ulysses_step(rank, p, True, M), ulysses_step(rank, p, False, N)]
-    every = [None] * p
-    dist.all_gather_object(every, rows)
-    if rank == 0:
-        with open(out, "w") as f:
-            f.write(repr(every))
-    dist.destroy_process_group()
+def rank_rows(rank, p):
+    """This rank's rows: ulysses_step as shipped and fixed with M key tokens a rank, and as shipped with N"""
+    return [ulysses_step(rank, p, False, M), ulysses_step(rank, p, True, M), ulysses_step(rank, p, False, N)]
 
 
 def cause():
     """The lines of the installed TemplatedUlyssesAttention that take the local lengths"""
     from diffusers.models import attention_dispatch as ad
-    path = inspect.getsourcefile(ad.TemplatedUlyssesAttention)
-    path = path[path.rindex("diffusers" + os.sep):]
-    out = []
-    for fn, keep in ((ad.TemplatedUlyssesAttention.forward, ("S_KV_LOCAL, _, _ = key.shape", "key = key.reshape(")),
-                     (ad.TemplatedUlyssesAttention.backward, ("B, S_LOCAL, H, D = grad_out.shape", "x.reshape(B, world_size, S_LOCAL"))):
-        src, first = inspect.getsourcelines(fn)
-        out += [f"{path}:{first + i}: {line.strip()}" for i, line in enumerate(src) if any(k in line for k in keep)]
-    return out
-    return [f"{path}:{first + i}: {line.strip()}" for i, line in enumerate(src) if any(k in line for k in keep)]
+    return fc.installed_lines(ad.TemplatedUlyssesAttention.forward, ("S_KV_LOCAL, _, _ = key.shape", "key = key.reshape(")) \
+        + fc.installed_lines(ad.TemplatedUlyssesAttention.backward, ("B, S_LOCAL, H, D = grad_out.shape", "x.reshape(B, world_size, S_LOCAL"))
 
 
-def main():
-    ps = [int(a) for a in sys.argv[1:]] or [2, 3, 4]
-    try:
-        import diffusers  # noqa: F401
-    except Exception as e:
-        print(f"skipped: diffusers' Ulysses attention ({type(e).__name__}: {e})")
-        return 0
-    print("cause, TemplatedUlyssesAttention as installed:")
-    for line in cause():
-        print("  " + line)
-    failures = 0
-    for p in ps:
-        with tempfile.TemporaryDirectory() as d:
-            torch.multiprocessing.spawn(ranks_main, args=(p, f"file://{d}/rendezvous", f"{d}/rows"), nprocs=p)
-            every = eval(open(f"{d}/rows").read())
-        for label, i in ((f"{M} key tokens a rank, as shipped", 0), (f"{M} key tokens a rank, fixed", 1),
-                         (f"{N} key tokens a rank (as many as queries), as shipped", 2)):
-            errors = [r[i][1] for r in every if r[i][1]]
-            worst = [max(r[i][0][j] for r in every) if not errors or j == 0 else None for j in range(4)]
-            if i == 0:
-                ok = worst[0] < 1e-12 and len(errors) == p and errors[0].startswith("RuntimeError: shape")
-                want = "out within 1e-12, backward raises on every rank"
-                said = f"|out| {worst[0]:.1e}; backward: {errors[0] if errors else 'no error'}"
-            else:
-                ok = not errors and max(worst) < 1e-12
-                want = "all within 1e-12"
-                said = f"|out| {worst[0]:.1e}, |dQ| {worst[1]:.1e}, |dK| {worst[2]:.1e}, |dV| {worst[3]:.1e}" if not errors \
-                    else f"backward: {errors[0]}"
-            failures += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} P = {p}, {label}: {said} (expected: {want})")
-    return 1 if failures else 0
+def judge(p, every):
+    """The verdicts on every rank's rows at P: (ok, label, what was found, what is expected)"""
+    for label, i in ((f"{M} key tokens a rank, as shipped", 0), (f"{M} key tokens a rank, fixed", 1),
+                     (f"{N} key tokens a rank (as many as queries), as shipped", 2)):
+        errors = [r[i][1] for r in every if r[i][1]]
+        worst = [max(r[i][0][j] for r in every) if not errors or j == 0 else None for j in range(4)]
+        if i == 0:
+            ok = worst[0] < 1e-12 and len(errors) == p and errors[0].startswith("RuntimeError: shape")
+            want = "out within 1e-12, backward raises on every rank"
+            said = f"|out| {worst[0]:.1e}; backward: {errors[0] if errors else 'no error'}"
+        else:
+            ok = not errors and max(worst) < 1e-12
+            want = "all within 1e-12"
+            said = f"|out| {worst[0]:.1e}, |dQ| {worst[1]:.1e}, |dK| {worst[2]:.1e}, |dV| {worst[3]:.1e}" if not errors \
+                else f"backward: {errors[0]}"
+        yield ok, label, said, want
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(fc.reproduction("diffusers' Ulysses attention", "TemplatedUlyssesAttention", cause, rank_rows, judge))

@@ -76,14 +76,17 @@ VARIANTS = {
 BACKWARD_ERROR = "Not implemented backward for PyTorch attention types"
 
 
-def cpu_flash_kernels():
+def cpu_flash_kernels(zero_dim=False):
     """Registers _scaled_dot_product_flash_attention_for_cpu (forward, backward) as the CPU kernel of
-    aten::_scaled_dot_product_flash_attention, which has none; returns the library (keep it alive)"""
+    aten::_scaled_dot_product_flash_attention, which has none; returns the library (keep it alive).
+    The outputs the CPU kernel has no use for (cumulative lengths, the random seed and offset) are
+    empty tensors; with zero_dim, 0-dimensional ones, as DTensor's sharding rule for the op requires
+    (torch_context_parallel.py)"""
     lib = torch.library.Library("aten", "IMPL")
 
     def forward(q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, scale=scale)
-        none = torch.empty(0, dtype=torch.int64)
+        none = torch.zeros((), dtype=torch.int64) if zero_dim else torch.empty(0, dtype=torch.int64)
         return out, lse, none, none, q.shape[2], k.shape[2], none, none, torch.empty(0, dtype=q.dtype)
 
     def backward(g, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, dropout_p, is_causal, seed, offset, *, scale=None):

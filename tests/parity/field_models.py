@@ -47,6 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 import ditsp_tape as tape  # noqa: E402
+import field_common as fc  # noqa: E402
 
 HEAD_DIM = 12
 
@@ -916,13 +917,7 @@ def main():
     from diffusers.utils import logging
     logging.set_verbosity_error()
     os.makedirs(a.work, exist_ok=True)
-    failures = checks = 0
-
-    def check(ok, what):
-        nonlocal failures, checks
-        checks += 1
-        failures += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {what}", flush=True)
+    check = fc.Checks()
 
     found = set(cp_classes())
     ours = {m[0] for m in MODELS.values()}
@@ -952,12 +947,7 @@ def main():
     if survey:
         text += "\n\nThe backends diffusers marks as supporting context parallelism, one process on this CPU (float32):\n\n" + \
             "\n".join(f"- {b}: {said}" for b, said in survey.items())
-    print("\n" + text)
-    if a.table:
-        with open(a.table, "w") as f:
-            f.write(text + "\n")
-    print(f"\nthe field's models: {checks - failures} passed, {failures} failed ({time.time() - start:.0f} s)")
-    return 1 if failures else 0
+    return check.end("the field's models", text, a.table, start)
 
 
 if __name__ == "__main__":

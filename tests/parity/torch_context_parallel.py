@@ -11,8 +11,9 @@ CUDA only): the forward goes through DTensor's own sharding rule for the CPU ker
 is refused, the kernel's backward having no sharding rule. The "ring" rows call
 aten::_scaled_dot_product_flash_attention instead (a function named scaled_dot_product_attention, in
 torch.nn.functional, before context_parallel wraps it), with the CPU flash kernel registered as its
-CPU kernel (cpu_flash_kernels below: field_libraries.py's, but with the scalar outputs DTensor's
-sharding rule for that op asks for), so that context_parallel's ring runs; a counter shows it ran.
+CPU kernel (field_libraries.cpu_flash_kernels(zero_dim=True): with the 0-dimensional outputs
+DTensor's sharding rule for that op asks for), so that context_parallel's ring runs; a counter shows
+it ran.
 
 Rows: the ring accumulates in float32 by default (_cp_options.convert_to_f32): float64 steps part
 by float32 rounding, by design; with convert_to_f32 False they agree to float64 rounding. Token
@@ -39,7 +40,10 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, HERE)
 import ditsp_tape as tape  # noqa: E402
+import field_common as fc  # noqa: E402
+from field_libraries import cpu_flash_kernels  # noqa: E402
 
 D, HEADS, C = 16, 2, 3
 SHIPPED_SDPA = F.scaled_dot_product_attention
@@ -82,27 +86,6 @@ def build(tokens, seed=35):
     g = torch.Generator().manual_seed(seed + 1)
     x, target = (torch.randn(1, tokens, C, generator=g, dtype=torch.float64) for _ in range(2))
     return model, x, target
-
-
-def cpu_flash_kernels():
-    """aten::_scaled_dot_product_flash_attention (and its backward) on the CPU by the CPU flash kernel,
-    as field_libraries.cpu_flash_kernels registers them, but with 0-dimensional tensors where the
-    CUDA kernel's outputs have none (cumulative lengths, unused): DTensor's sharding rule for the op
-    requires them so; returns the library (keep it alive)"""
-    lib = torch.library.Library("aten", "IMPL")
-
-    def forward(q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
-        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, scale=scale)
-        zero = torch.zeros((), dtype=torch.int64)
-        return out, lse, zero, zero, q.shape[2], k.shape[2], zero, zero, torch.empty(0, dtype=q.dtype)
-
-    def backward(g, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, dropout_p, is_causal, seed, offset, *, scale=None):
-        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-            g, q, k, v, out, lse, dropout_p, is_causal, scale=scale)
-
-    lib.impl("_scaled_dot_product_flash_attention", forward, "CPU")
-    lib.impl("_scaled_dot_product_flash_attention_backward", backward, "CPU")
-    return lib
 
 
 def flash_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
@@ -149,7 +132,7 @@ def ranks_main(rank, p, init, out, todo, log=None):
     import torch.distributed.tensor.experimental._context_parallel._attention as cp
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=p)
     torch.set_num_threads(1)
-    kernels = cpu_flash_kernels()  # noqa: F841 (registered while it lives)
+    kernels = cpu_flash_kernels(zero_dim=True)  # noqa: F841 (registered while it lives)
     mesh = init_device_mesh("cpu", (p,), mesh_dim_names=("cp",))
     calls = {"forward": 0, "backward": 0}
     ring, ring_backward = cp._templated_ring_attention, cp._templated_ring_attention_backward
@@ -287,7 +270,7 @@ def main():
                             if "what():" in ln or "Error" in ln]
                     found.append((r, (r[0], str(e).strip().splitlines()[-1] + (f": {said[0].strip()}" if said else ""))))
         print(f"{p} processes, {len([r for r in todo if r[1] == p])} runs: {time.time() - t0:.0f} s", flush=True)
-    failures = checks = 0
+    check = fc.Checks()
     table = {}
     for i, ((name, p, tokens, method, use_ring, f32, kind, pattern), res) in enumerate(found):
         if len(res) == 2:  # the processes ended
@@ -303,11 +286,9 @@ def main():
                 ok = ok and got[2][0] < 1e-6
         ring_ran = calls["forward"] > 0
         ok = ok and ring_ran == use_ring  # the ring ran where the rows say it does, and only there
-        checks += 1
-        failures += not ok
         what = f"{name}, {p} processes, {tokens} tokens: {short(*got)} (ring calls: {calls['forward']} forward, " \
                f"{calls['backward']} backward)"
-        print(f"{'ok  ' if ok else 'FAIL'} {what}" + ("" if ok else f"\n     expected {kind} {pattern!r}: {got[1][:500]}"))
+        check(ok, what + ("" if ok else f"\n     expected {kind} {pattern!r}: {got[1][:500]}"))
         table.setdefault(name, {})[p] = short(*got) + ("" if use_ring else "; ring not used")
     ps = sorted({r[1] for r in todo})
     lines = [f"torch {torch.__version__}, float64, gloo on the CPU, {D} wide, {HEADS} heads, 2 blocks; tokens 3P (P = 2, 3, 4: "
@@ -315,13 +296,7 @@ def main():
              "| context_parallel | " + " | ".join(f"P = {p}" for p in ps) + " |", "|---|" + "---|" * len(ps)]
     for name, by_p in table.items():
         lines.append(f"| {name} | " + " | ".join(by_p.get(p, "—") for p in ps) + " |")
-    text = "\n".join(lines)
-    print("\n" + text)
-    if a.table:
-        with open(a.table, "w") as f:
-            f.write(text + "\n")
-    print(f"\nPyTorch's context_parallel: {checks - failures} passed, {failures} failed ({time.time() - start:.0f} s)")
-    return 1 if failures else 0
+    return check.end("PyTorch's context_parallel", "\n".join(lines), a.table, start)
 
 
 if __name__ == "__main__":
