@@ -346,8 +346,11 @@ static int rows_of(const BugInfo *b, bool regimes) {
     return (b->needs & NEED_PACKS) ? 0 : 1 + (regimes && b->hides);
 }
 
-// The bug is one of the run's: every bug, or the one --bug names
-static bool chosen(const BugInfo *b, const char *only) { return !only || !strcmp(b->name, only); }
+// The bug is one of the run's: every bug, or the one --bug names; and `ranks` can show it (a bug
+// of a ring of 3 or more needs 3 ranks: on 2 it is left out, and said so)
+static bool chosen(const BugInfo *b, const char *only, int ranks) {
+    return (!only || !strcmp(b->name, only)) && (!(b->needs & NEED_RING_OF_3) || ranks >= 3);
+}
 
 static void free_rows(Row *rows, int n, RegimeRow *reg) {
     for (int i = 0; i < n; i++) losslog_free(&rows[i].diff);
@@ -393,6 +396,8 @@ int bugs_main(int argc, char **argv) {
         if (!b) usage_error("--bug %s: no such bug; the bugs: %s", only, bug_names());
         if (!rows_of(b, false))
             usage_error("--bug %s: its rows are test_parallel's (the catalogue's shapes data has no packs)", only);
+        if (!chosen(b, only, ranks))
+            usage_error("--bug %s: it needs 3 ranks or more round the ring; run it with --ranks 3 or more", only);
     }
     char why[512];
     if (sp_device_error(&shared.parallel, why, sizeof why) || sp_exact_error(&shared.parallel, why, sizeof why))
@@ -415,10 +420,14 @@ int bugs_main(int argc, char **argv) {
     // the rows: the correct code, each bug; with --regimes each bug where it hides too, and the
     // correct code in every layout the bugs run in (a regime may flag that as well)
     int bugs = 0;
-    for (int i = 0; bug_info(i); i++) bugs += chosen(bug_info(i), only) * rows_of(bug_info(i), regimes);
+    for (int i = 0; bug_info(i); i++) {
+        bugs += chosen(bug_info(i), only, ranks) * rows_of(bug_info(i), regimes);
+        if (!only && !chosen(bug_info(i), NULL, ranks))
+            printf("%s: left out (it needs 3 ranks or more round the ring; --ranks %d)\n", bug_info(i)->name, ranks);
+    }
     Row *rows = xcalloc((size_t)(2 * bugs + 1), sizeof *rows), *bug_rows = rows + bugs + 1;
     for (int i = 0, k = 0; bug_info(i); i++)
-        for (int hidden = 0; chosen(bug_info(i), only) && hidden < rows_of(bug_info(i), regimes); hidden++) {
+        for (int hidden = 0; chosen(bug_info(i), only, ranks) && hidden < rows_of(bug_info(i), regimes); hidden++) {
             Row *r = &bug_rows[k++];
             r->bug = bug_info(i), r->hidden = hidden, r->flags = hidden ? r->bug->hides : r->bug->flags;
             snprintf(r->name, sizeof r->name, "%s%s", r->bug->name, hidden ? " (where it hides)" : "");
