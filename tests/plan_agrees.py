@@ -17,6 +17,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -36,7 +37,11 @@ ROW = re.compile(r"^\s+\d+\s+(yes|no)\s+(\d)\s+.*?\s(--sp \d+ --sp-attention \S+
 
 
 def run(argv):
-    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    # an Open MPI session folder of the command's own: two run at once, and one job's cleanup of a
+    # shared folder made the other's start fail now and then ("orte_session_dir failed")
+    with tempfile.TemporaryDirectory(prefix="plan-agrees-mpi-") as folder:
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, OMPI_MCA_orte_tmpdir_base=folder))
     return r.returncode, r.stdout + r.stderr
 
 
