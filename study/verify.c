@@ -105,10 +105,11 @@ static int train_run(const char *self, int ranks, char **flags, int n_flags, boo
 }
 
 // The training flags (pass) are checked here, and what the runs check before they start, so
-// earlier results are kept on an error. False when --help was printed.
-static bool check_flags(char **pass, int np, int ranks, int ref_steps) {
+// earlier results are kept on an error; *tc: what they set. False when --help was printed.
+static bool check_flags(char **pass, int np, int ranks, int ref_steps, TrainConfig *out) {
     TrainConfig tc;
     if (!train_config_parse(&tc, np, pass, 0)) return false;
+    *out = tc;
     run_check(&tc, FOR_TRAIN, ranks);
     if (ref_steps > tc.steps)
         usage_error("--reference-steps %d is more than the %d steps of the run it checks; pass at "
@@ -254,18 +255,15 @@ int verify_main(int argc, char **argv) {
         else pass[np++] = argv[i];
     }
     if (!ranks) usage_error("verify needs --ranks N (N >= 2)");
-    if (!check_flags(pass, np, ranks, ref_steps)) return free(pass), 0;
+    TrainConfig tc;
+    if (!check_flags(pass, np, ranks, ref_steps, &tc)) return free(pass), 0;
     run_folder_lock("--out", out, false); // a job writing it now refuses this one at once
     out_runs_folder_check("--out", out, "verify");
     char self[4096];
     if (!launch_self(self, sizeof self))
         return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
-    bool exact = false, bf16 = false;
-    for (int i = 0; i < np; i++) {
-        exact |= !strcmp(pass[i], "--exact") || !strcmp(pass[i], "--virtual-shards");
-        bf16 |= !strcmp(pass[i], "--precision") && i + 1 < np && !strcmp(pass[i + 1], "bf16");
-    }
-    if (tol < 0) tol = bf16 ? COMPARE_BF16_LOSS_TOL : COMPARE_LOSS_TOL;
+    bool exact = tc.parallel.exact; // as the runs' flags set them
+    if (tol < 0) tol = tc.parallel.bf16 ? COMPARE_BF16_LOSS_TOL : COMPARE_LOSS_TOL;
     if (exact && ref_steps)
         usage_error("verify --exact compares the final checkpoints of both runs; drop --reference-steps");
     if (dry_run) {
