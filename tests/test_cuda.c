@@ -353,6 +353,42 @@ START_TEST(cuda_add_rows) {
 }
 END_TEST
 
+// --precision bf16 on the device: the rounding and the wire's packing and unpacking, bit for bit
+// the CPU kernels' (an odd count; every 7th value a tie, half a bf16 place above a bf16 value)
+START_TEST(cuda_bf16) {
+    size_t n = 1001;
+    real *x = host_randn(n, 70, 3, 0), *r = xmalloc(n * sizeof(real)), *back = xmalloc(n * sizeof(real));
+    for (size_t i = 0; i < n; i += 7) {
+        float f = (float)x[i];
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        u = (u & 0xffff0000u) | 0x8000u;
+        memcpy(&f, &u, sizeof f);
+        x[i] = f;
+    }
+    uint16_t *bits = xmalloc(n * sizeof(uint16_t)), *bits_h = xmalloc(n * sizeof(uint16_t));
+    real *x_d = to_device(x, n), *r_d = device_alloc(n * sizeof(real));
+    uint16_t *bits_d = device_alloc(n * sizeof(uint16_t));
+    round_bf16(r, x, n);
+    round_bf16_cuda(r_d, x_d, n, 0);
+    expect_within("round_bf16", r_d, r, n, 0);
+    pack_bf16(bits, x, n);
+    pack_bf16_cuda(bits_d, x_d, n, 0);
+    device_sync();
+    copy_bytes(bits_h, bits_d, n * sizeof(uint16_t));
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) differ += bits_h[i] != bits[i];
+    printf("cuda pack_bf16: %zu of %zu patterns differ from the CPU's\n", differ, n);
+    ck_assert_uint_eq(differ, 0);
+    unpack_bf16(back, bits, n);
+    unpack_bf16_cuda(r_d, bits_d, n, 0);
+    expect_within("unpack_bf16", r_d, back, n, 0);
+    for (size_t i = 0; i < n; i++) ck_assert(back[i] == r[i]); // the wire gives the rounded values
+    free(x), free(r), free(back), free(bits), free(bits_h);
+    device_free(x_d), device_free(r_d), device_free(bits_d);
+}
+END_TEST
+
 // the sampler's step, with and without guidance: 5 images of 3x7x7, predictions of 6 channels
 START_TEST(cuda_euler_step) {
     int k = 5;
@@ -859,7 +895,7 @@ Suite *cuda_suite(void) {
                                 cuda_adaln, cuda_slice, cuda_add_rows, cuda_euler_step, cuda_loss,
                                 cuda_patch, cuda_embedding, cuda_attention, cuda_attention_tf32,
                                 cuda_attention_bf16, cuda_attention_shared_memory_limit, cuda_attention_merge,
-                                cuda_formulas, cuda_sampler, cuda_qknorm, cuda_tensor_cores};
+                                cuda_formulas, cuda_sampler, cuda_qknorm, cuda_tensor_cores, cuda_bf16};
     int n = sizeof on_device / sizeof on_device[0];
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("cuda");
