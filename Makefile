@@ -97,9 +97,13 @@ define variant
 $(1)/%.o: %.c
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $(2) -c $$< -o $$@
+# each kernel file's PTX kept in NAME.cu.o.keep/ and ptxas' registers and spills in NAME.cu.o.usage,
+# which tests/gpu/ptx_check.sh reads (its other messages are shown)
 $(1)/%.cu.o: %.cu
-	@mkdir -p $$(dir $$@)
-	$$(NVCC) $$(NVFLAGS) $(filter -DREAL_F64,$(2)) -MMD -MP -c $$< -o $$@
+	@mkdir -p $$(dir $$@) $$@.keep
+	$$(NVCC) $$(NVFLAGS) $(filter -DREAL_F64,$(2)) -MMD -MP -keep -keep-dir $$@.keep --resource-usage -c $$< -o $$@ \
+	  > $$@.usage 2>&1; s=$$$$?; grep -v -e '^ptxas info' -e '^    ' $$@.usage; exit $$$$s
+	@find $$@.keep -type f ! -name '*.ptx' -delete
 $(1)/libdit.a: $(patsubst %.c,$(1)/%.o,$(LIB_SRC)) $(if $(filter 1,$(USE_CUDA)),$(patsubst %.cu,$(1)/%.cu.o,$(CU_SRC)))
 	@rm -f $$@
 	ar rcs $$@ $$^

@@ -7,7 +7,8 @@
 # after the run has finished again earlier, up to TRIES times; a case whose kill never lands fails.
 # usage: kill_test.sh TRAIN [MOMENTS_PER_CASE] [CASES]
 # CASES: RANKS:SIGNAL words (default: each signal on 1 and 2 ranks, 8 cases); make soak: all 8, 4
-# moments each; make test: 1 moment of the 4 signals on 2 ranks and of a killed rank on 1
+# moments each; make test: 1 moment of a killed rank, mpirun killed and SIGTERM on 2 ranks, and of
+# a killed rank on 1 (SIGINT takes the same path as SIGTERM)
 set -u
 TRAIN=$(realpath "$1"); MOMENTS=${2:-1}
 CASES=${3:-"1:KILL-rank 1:KILL-mpirun 1:INT 1:TERM 2:KILL-rank 2:KILL-mpirun 2:INT 2:TERM"}

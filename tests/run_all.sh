@@ -51,16 +51,17 @@ shown() {
   printf '%s\n%s\n%s\n%s\n' "$2" "$3" "$4" "$5" > "$RES/$1.verdict"
   { flock 9; echo "== $2 == ($4 s, at $((SECONDS - START)) s)"; cat "$RES/$1.log"; } 9> "$RES/screen.lock"
 }
-# planted SUBSTITUTION EXPECTED: the emulated device suite with SUBSTITUTION planted in the kernels
+# planted VARIANT CASE SUBSTITUTION EXPECTED: the emulated device suite's test CASE (its case of
+# tests/test_cuda.c) in VARIANT (f32 or f64) with SUBSTITUTION planted in the kernels
 # (tests/gpu/emulate.sh) must build, run, and fail with EXPECTED (an extended regular expression)
 # in its output; a planted build that does not compile, or a failure for another reason, fails
 planted() {
   local log=$BUILD/emulate-planted/log
   mkdir -p "$BUILD/emulate-planted"
-  if tests/gpu/emulate.sh "$BUILD" "$1" > "$log" 2>&1; then echo "not caught: the suite passed with the bug planted (see $log)"; return 1; fi
+  if CK_RUN_CASE=$2 tests/gpu/emulate.sh "$BUILD" "$3" "$1" > "$log" 2>&1; then echo "not caught: $2 passed with the bug planted (see $log)"; return 1; fi
   if ! grep -q '^Running suite(s): cuda' "$log"; then echo "the planted build did not reach the suite:"; tail -5 "$log"; return 1; fi
-  if ! grep -qE "$2" "$log"; then echo "failed, but not for the expected reason /$2/:"; grep -E ':[FE]:|^emulated' "$log" | head -5; return 1; fi
-  echo "$(grep '^planted in:' "$log"); caught: $(grep -E "$2" "$log" | head -1)"
+  if ! grep -qE "$4" "$log"; then echo "failed, but not for the expected reason /$4/:"; grep -E ':[FE]:|^emulated' "$log" | head -5; return 1; fi
+  echo "$(grep '^planted in:' "$log"); caught: $(grep -E "$4" "$log" | head -1)"
 }
 
 # planted_exact SUBSTITUTION: a kernel bug within every tolerance (the float32 kernel suite passes
@@ -127,23 +128,23 @@ LANE=b count=0
 export OMPI_MCA_orte_tmpdir_base=$RES/mpi-b; mkdir -p "$OMPI_MCA_orte_tmpdir_base"
 suite 180 "docs that stay true: every train/train example of README.md and docs/ with --dry-run, every flag they name in --help (a misspelt one caught)" \
   "$PY" tests/docs_check.py train/train --self-test
-suite 300 "the kernels built for sm_80 and sm_90 use the instructions they are written for (nvcc -ptx), no spills" tests/gpu/ptx_check.sh
+suite 60 "the kernels built for sm_80 and sm_90 use the instructions they are written for (the build's PTX), no spills" tests/gpu/ptx_check.sh "$BUILD/f32"
 suite 900 "the CUDA kernels on an emulated device, device vs CPU, under three schedules" tests/gpu/emulate.sh "$BUILD"
 suite 600 "a planted warp sum one shuffle short: caught by the LayerNorm test" \
-  planted 's/off > 0; off >>= 1/off > 1; off >>= 1/' ':F:cuda:cuda_layernorm:.*layernorm_forward (out|mean|rstd)'
+  planted f32 cuda_layernorm 's/off > 0; off >>= 1/off > 1; off >>= 1/' ':F:cuda_layernorm:cuda_layernorm:.*layernorm_forward (out|mean|rstd)'
 suite 600 "a planted missing __syncthreads in the CUDA-core attention forward (the float64 build's): its schedules disagree" \
-  planted 's/__syncthreads\(\);(\n    \}\n    if \(!active\) return;\n    real inv)/$1/' \
+  planted f64 cuda_attention 's/__syncthreads\(\);(\n    \}\n    if \(!active\) return;\n    real inv)/$1/' \
   '^emulated kernel forward_kernel .*: the (reverse|shuffled) schedule leaves device memory different'
 suite 600 "a planted missing __syncthreads in the tensor-core attention's tile pipeline (the next tile lands in a buffer other warps read): caught" \
-  planted 's/__syncthreads\(\); \/\/ every warp is done with this buffer[^\n]*\n//' \
-  '^emulated kernel [a-z]+_mma_kernel .*: the (reverse|shuffled) schedule leaves device memory different|:F:cuda:cuda_attention:.*attention (out|dq|dk|dv)'
+  planted f32 cuda_attention 's/__syncthreads\(\); \/\/ every warp is done with this buffer[^\n]*\n//' \
+  '^emulated kernel [a-z]+_mma_kernel .*: the (reverse|shuffled) schedule leaves device memory different|:F:cuda_attention:cuda_attention:.*attention (out|dq|dk|dv)'
 suite 600 "a planted slip in the tensor-core attention's column order (a tile's two rows of a fragment swapped): caught by the attention test" \
-  planted 's/\{r\[0\], r\[S\]\}/{r[S], r[0]}/' ':F:cuda:cuda_attention:.*attention (out|dq|dk|dv)'
+  planted f32 cuda_attention 's/\{r\[0\], r\[S\]\}/{r[S], r[0]}/' ':F:cuda_attention:cuda_attention:.*attention (out|dq|dk|dv)'
 suite 600 "a planted slip in the bf16 attention's B fragment (two halves of a register swapped): caught by the bf16 attention test" \
-  planted 's/bf16x2\(r\[8\], r\[9\]\)/bf16x2(r[9], r[8])/' ':F:cuda:cuda_attention_bf16:.*attention (out|dq|dk|dv)'
+  planted f32 cuda_attention_bf16 's/bf16x2\(r\[8\], r\[9\]\)/bf16x2(r[9], r[8])/' ':F:cuda_attention_bf16:cuda_attention_bf16:.*attention (out|dq|dk|dv)'
 suite 600 "a planted mma fragment-layout slip (A's registers 1 and 2 swapped): caught by the tensor-core test" \
-  planted 's/a\[\(g \+ 8 \* \(i & 1\)\) \* 8 \+ t \+ 4 \* \(i >> 1\)\]/a[(g + 8 * (i >> 1)) * 8 + t + 4 * (i & 1)]/' \
-  ':F:cuda:cuda_tensor_cores:.*mma tf32'
+  planted f32 cuda_tensor_cores 's/a\[\(g \+ 8 \* \(i & 1\)\) \* 8 \+ t \+ 4 \* \(i >> 1\)\]/a[(g + 8 * (i >> 1)) * 8 + t + 4 * (i & 1)]/' \
+  ':F:cuda_tensor_cores:cuda_tensor_cores:.*mma tf32'
 suite 900 "the train program on the emulated device (--device cuda) against the CPU, f32" \
   tests/gpu/device_cli.sh "$BUILD/emulate/f32/train"
 suite 600 "the same probes in float64 (those that agree; the bugs: float32's)" \
@@ -197,7 +198,7 @@ else
   skip "fuzzing, 2 s per target" "$fuzz_why"
 fi
 # three of the train program's suites, in this lane to even out the two lanes' times; the kill
-# test: the 4 signals on 2 ranks and a rank killed on 1 (make soak: each signal on both, 4 moments
+# test: a killed rank, a killed mpirun and SIGTERM on 2 ranks, a rank killed on 1 (make soak: each signal on both, 4 moments
 # each)
 suite 300 "two slips in the movement code (an add one value short), planted: verify's tape check names the op; without the check, not caught" \
   tests/mutations/slips_test.sh "$BUILD"
@@ -205,7 +206,7 @@ suite 300 "the planner recommends only what train runs: a generated grid of mode
   "$PY" tests/plan_agrees.py train/train
 suite 300 "a new layout is one file and one row: the test build's all-queries layout agrees with one rank at 2 and 3 ranks, a bug on it caught, the planner ranks it" \
   tests/layout_test.sh "$BUILD"
-suite 600 "kill at any moment, then resume (5 kills)" tests/kill_test.sh train/train 1 "1:KILL-rank 2:KILL-rank 2:KILL-mpirun 2:INT 2:TERM"
+suite 600 "kill at any moment, then resume (4 kills)" tests/kill_test.sh train/train 1 "1:KILL-rank 2:KILL-rank 2:KILL-mpirun 2:TERM"
 suite 600 "--exact: one case of each layout and mesh in float64" tests/exact_test.sh "$BUILD/f64/bin/train" quick
 }
 lane_b &

@@ -899,14 +899,21 @@ Suite *cuda_suite(void) {
     int n = sizeof on_device / sizeof on_device[0];
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("cuda");
-    tcase_set_timeout(tc, 60); // first CUDA call in each forked test creates a context
     tcase_add_test(tc, cuda_launchers_check_sizes);
-    if (have_gpu()) {
-        tcase_add_checked_fixture(tc, select_gpu, NULL);
-        for (int i = 0; i < n; i++) tcase_add_test(tc, on_device[i]);
-    } else
-        printf("skipped: %d tests of the CUDA kernels against the CPU (no GPU on this machine)\n", n);
     suite_add_tcase(s, tc);
+    if (!have_gpu()) {
+        printf("skipped: %d tests of the CUDA kernels against the CPU (no GPU on this machine)\n", n);
+        return s;
+    }
+    // a case of each test, named by it: CK_RUN_CASE=cuda_layernorm runs one (make test's planted
+    // kernel bugs run the test that must catch theirs)
+    for (int i = 0; i < n; i++) {
+        tc = tcase_create(on_device[i]->name);
+        tcase_set_timeout(tc, 60); // first CUDA call in each forked test creates a context
+        tcase_add_checked_fixture(tc, select_gpu, NULL);
+        tcase_add_test(tc, on_device[i]);
+        suite_add_tcase(s, tc);
+    }
     return s;
 }
 #endif
