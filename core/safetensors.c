@@ -656,7 +656,7 @@ typedef struct {
     int ndim;
     int64_t shape[ST_MAX_DIMS];
     size_t nbytes;
-    const void *data; // NULL: its bytes come through st_writer_put
+    const void *data; // NULL: its values come through st_writer_put_real
     long at;          // between begin and end: where its data begins in the file
     size_t put;       // and how many of its bytes are written
 } WEntry;
@@ -815,23 +815,22 @@ static int check_strings(const StWriter *w, const WEntry *const *by_name, const 
     return 0;
 }
 
-void st_writer_add_later(StWriter *w, const char *name, StDtype dtype, int ndim,
-                         const int64_t *shape) {
+static void add_later(StWriter *w, const char *name, StDtype dtype, int ndim, const int64_t *shape) {
     WEntry *e = add_entry(w, name, dtype, ndim);
     for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
     e->nbytes = entry_count(e) * st_dtype_size(dtype);
 }
 
-void st_writer_add_real_later(StWriter *w, const char *name, int ndim, const int *shape) {
+void st_writer_add_real_later(StWriter *w, const char *name, int ndim, const int *shape, bool bf16) {
     int64_t dims[ST_MAX_DIMS];
     CHECK(ndim >= 0 && ndim <= ST_MAX_DIMS, "st_writer_add_real_later: '%s' has %d dims", name, ndim);
     for (int i = 0; i < ndim; i++) dims[i] = shape[i];
-    st_writer_add_later(w, name, sizeof(real) == 8 ? ST_F64 : ST_F32, ndim, dims);
+    add_later(w, name, bf16 ? ST_BF16 : sizeof(real) == 8 ? ST_F64 : ST_F32, ndim, dims);
 }
 
 // bytes [from, from + nbytes) of entry e's data, at their place in the file
 static void put_bytes(StWriter *w, WEntry *e, size_t from, const void *data, size_t nbytes) {
-    CHECK(from <= e->nbytes && nbytes <= e->nbytes - from, "st_writer_put: bytes %zu..%zu of "
+    CHECK(from <= e->nbytes && nbytes <= e->nbytes - from, "st_writer_put_real: bytes %zu..%zu of "
           "tensor '%s', which has %zu", from, from + nbytes, e->name, e->nbytes);
     if (nbytes && w->ok)
         w->ok = !fseek(w->file.f, e->at + (long)from, SEEK_SET) && fwrite(data, 1, nbytes, w->file.f) == nbytes;
@@ -873,14 +872,17 @@ int st_writer_begin(StWriter *w, const char *path, char *err, size_t errlen) {
     return rc;
 }
 
-void st_writer_put(StWriter *w, const char *name, size_t from, const void *data, size_t nbytes) {
-    CHECK(w && w->open && name && (data || !nbytes), "st_writer_put: a writer not begun, or NULL data");
-    for (int i = 0; i < w->n; i++)
-        if (!strcmp(w->e[i].name, name)) {
-            CHECK(!w->e[i].data, "st_writer_put: tensor '%s' was added with its data", name);
-            return put_bytes(w, &w->e[i], from, data, nbytes);
-        }
-    CHECK(false, "st_writer_put: no tensor '%s' was added", name);
+void st_writer_put_real(StWriter *w, const char *name, size_t first, const real *values, size_t n) {
+    WEntry *e = NULL;
+    for (int i = 0; w && name && !e && i < w->n; i++) e = strcmp(w->e[i].name, name) ? NULL : &w->e[i];
+    CHECK(e && w->open && !e->data, "st_writer_put_real: no later tensor '%s' in a begun writer", name ? name : "(null)");
+    if (e->dtype != ST_BF16) return put_bytes(w, e, first * sizeof(real), values, n * sizeof(real));
+    uint16_t part[4096];
+    for (size_t at = 0; at < n; at += sizeof part / sizeof part[0]) {
+        size_t k = n - at < sizeof part / sizeof part[0] ? n - at : sizeof part / sizeof part[0];
+        for (size_t i = 0; i < k; i++) part[i] = real_to_bf16_bits(values[at + i]);
+        put_bytes(w, e, (first + at) * sizeof(uint16_t), part, k * sizeof(uint16_t));
+    }
 }
 
 int st_writer_end(StWriter *w, char *err, size_t errlen) {

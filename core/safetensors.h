@@ -3,7 +3,7 @@
 // ({"name": {"dtype", "shape", "data_offsets"}, ..., optional "__metadata__": {str: str}}), then
 // the data buffer, which the tensors must cover exactly. F32, F64, BF16, F16, I32 and I64 are read
 // (the two 16-bit float types into `real`, e.g. a bf16 checkpoint written by PyTorch); F32, F64,
-// I32 and I64 are written.
+// BF16 (from `real`: --save-dtype bf16), I32 and I64 are written.
 // The header is UTF-8 JSON, read and written by jansson: \u escapes decode to UTF-8, keys must be
 // unique, integers are int64. Readers validate everything and report one sentence naming the file
 // and the problem (a JSON syntax error with its byte, file offset, line and column; a header
@@ -95,13 +95,13 @@ int st_writer_write(StWriter *w, const char *path, char *err, size_t errlen);
 // Streaming, for data that is not in memory all at once (a model gathered a part at a time): a
 // tensor added "later" has its shape only; st_writer_begin writes the header and the tensors added
 // with their data into "<path>.tmp" (-1 with a message as st_writer_write, nothing left behind);
-// st_writer_put writes bytes [from, from + nbytes) of a later tensor's data at their place, in any
+// st_writer_put_real writes elements [first, first + n) of a later tensor at their place, in any
 // order; st_writer_end checks that every byte of every tensor was written (a programming error
 // otherwise) and renames the file onto path (0), or removes it (-1 with the reason).
-void st_writer_add_later(StWriter *w, const char *name, StDtype dtype, int ndim,
-                         const int64_t *shape);
-void st_writer_add_real_later(StWriter *w, const char *name, int ndim, const int *shape);
+// A later tensor of `real` values is stored in the build's real type or, with bf16, as BF16: each
+// value rounded to its nearest bf16 value, ties to even (real_to_bf16).
+void st_writer_add_real_later(StWriter *w, const char *name, int ndim, const int *shape, bool bf16);
 int st_writer_begin(StWriter *w, const char *path, char *err, size_t errlen);
-void st_writer_put(StWriter *w, const char *name, size_t from, const void *data, size_t nbytes);
+void st_writer_put_real(StWriter *w, const char *name, size_t first, const real *values, size_t n);
 int st_writer_end(StWriter *w, char *err, size_t errlen);
 void st_writer_free(StWriter *w); // NULL is fine

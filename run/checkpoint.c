@@ -30,6 +30,10 @@ static void put_meta(StWriter *w, const DiTConfig *c) {
     }
 }
 
+// The optimizer file's flat tensors, [total] each in a whole store's order: the float master
+// copies of the parameters and the EMA (written under --save-dtype bf16 only), Adam's moments
+static const char *const FLAT[4] = {"master.params", "master.ema", "adam.m", "adam.v"};
+
 // Where unit u begins in a whole store's layout (the parameters in the order registered)
 static size_t unit_start(const ParamStore *ps, int u) {
     size_t at = 0;
@@ -37,8 +41,11 @@ static size_t unit_start(const ParamStore *ps, int u) {
     return at;
 }
 
-StWriter *ckpt_begin_model(const DiT *m, const char *path, int step, const char *optimizer_file,
-                           char *err, size_t len) {
+// The model file begun at "<path>.tmp": the metadata and pos_embed (always the real type: a fixed
+// table), every parameter to come as a later tensor (BF16 with bf16: --save-dtype bf16). NULL with
+// a message: nothing left behind
+static StWriter *begin_model(const DiT *m, const char *path, int step, const char *optimizer_file,
+                             bool bf16, char *err, size_t len) {
     StWriter *w = st_writer_new();
     put_meta(w, &m->cfg);
     char buf[32];
@@ -46,19 +53,21 @@ StWriter *ckpt_begin_model(const DiT *m, const char *path, int step, const char 
     if (step >= 0) st_writer_meta(w, "step", buf);
     if (optimizer_file) st_writer_meta(w, "optimizer_state", optimizer_file);
     st_writer_add_real(w, "pos_embed", 3, m->pos_embed.shape, m->pos_embed.data);
-    for (int i = 0; i < m->ps.n; i++) st_writer_add_real_later(w, m->ps.t[i]->name, m->ps.t[i]->ndim, m->ps.t[i]->shape);
+    for (int i = 0; i < m->ps.n; i++) st_writer_add_real_later(w, m->ps.t[i]->name, m->ps.t[i]->ndim, m->ps.t[i]->shape, bf16);
     if (!st_writer_begin(w, path, err, len)) return w;
     st_writer_free(w);
     return NULL;
 }
 
-void ckpt_put_params(StWriter *w, const ParamStore *ps, int u, const real *values) {
+// Unit u's parameters (its values in the order registered) into a begun model file
+static void put_params(StWriter *w, const ParamStore *ps, int u, const real *values) {
     int end = u + 1 < ps->units ? ps->unit[u + 1].first : ps->n;
     for (int i = ps->unit[u].first; i < end; values += ps->t[i++]->size)
-        st_writer_put(w, ps->t[i]->name, 0, values, ps->t[i]->size * sizeof(real));
+        st_writer_put_real(w, ps->t[i]->name, 0, values, ps->t[i]->size);
 }
 
-int ckpt_end(StWriter *w, char *err, size_t len) {
+// Ends a file begun (0, or -1 with the reason) and frees its writer
+static int end_file(StWriter *w, char *err, size_t len) {
     int rc = st_writer_end(w, err, len);
     st_writer_free(w);
     return rc;
@@ -68,11 +77,11 @@ int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
                     const char *optimizer_file, char *err, size_t len) {
     const ParamStore *ps = &m->ps;
     CHECK(flat || ps->level < 3, "ckpt_save_model: a store split at level 3 has no whole parameters");
-    StWriter *w = ckpt_begin_model(m, path, step, optimizer_file, err, len);
+    StWriter *w = begin_model(m, path, step, optimizer_file, false, err, len);
     if (!w) return -1;
     for (int u = 0; u < ps->units; u++) // flat: a whole store's order
-        ckpt_put_params(w, ps, u, flat ? flat + unit_start(ps, u) : ps->params + ps->unit[u].at);
-    return ckpt_end(w, err, len);
+        put_params(w, ps, u, flat ? flat + unit_start(ps, u) : ps->params + ps->unit[u].at);
+    return end_file(w, err, len);
 }
 
 // ---- a run's state, a unit at a time ----------------------------------------------------------
@@ -101,7 +110,11 @@ static void path_in(char *buf, size_t len, const char *dir, const char *file) {
     CHECK(n > 0 && (size_t)n < len, "the path %s/%s is too long", dir, file);
 }
 
-int ckpt_save_state(const DiT *m, const AdamW *opt, const char *run, int step, Comm *c,
+static StWriter *begin_optimizer(const ParamStore *ps, const AdamW *opt, const char *run,
+                                 bool masters, const char *path, char *err, size_t len);
+static void put_flat(StWriter *w, const ParamStore *ps, int u, const char *name, const real *values);
+
+int ckpt_save_state(const DiT *m, const AdamW *opt, const char *run, int step, bool bf16, Comm *c,
                     Arena *stage, const char *dir, char *err, size_t len) {
     const ParamStore *ps = &m->ps;
     const char *file[3] = {"optimizer.safetensors", "model.safetensors", "ema.safetensors"};
@@ -110,8 +123,8 @@ int ckpt_save_state(const DiT *m, const AdamW *opt, const char *run, int step, C
     int rc = 0;
     for (int f = 0; c->rank == 0 && !rc && f < (ps->ema ? 3 : 2); f++) {
         path_in(path, sizeof path, dir, file[f]);
-        w[f] = f ? ckpt_begin_model(m, path, step, f == 1 ? file[0] : NULL, err, len)
-                 : ckpt_begin_optimizer(ps, opt, run, path, err, len);
+        w[f] = f ? begin_model(m, path, step, f == 1 ? file[0] : NULL, bf16, err, len)
+                 : begin_optimizer(ps, opt, run, bf16, path, err, len);
         rc = w[f] ? 0 : -1;
     }
     bool split = ps->level >= 3; // the parameters and the EMA are pieces too
@@ -122,12 +135,12 @@ int ckpt_save_state(const DiT *m, const AdamW *opt, const char *run, int step, C
             const real *buf = k == 0 ? ps->own : k == 1 ? ps->ema : k == 2 ? ps->m : ps->v;
             const real *values = k < 2 && !split ? buf + ps->unit[u].at // whole on every rank
                                                  : gather_unit(c, ps, u, buf, stage);
-            if (k < 2 && w[1 + k]) ckpt_put_params(w[1 + k], ps, u, values);
-            if (k >= 2 && w[0]) ckpt_put_moment(w[0], ps, u, k == 2 ? "adam.m" : "adam.v", values);
+            if (k < 2 && w[1 + k]) put_params(w[1 + k], ps, u, values);
+            if ((k >= 2 || bf16) && w[0]) put_flat(w[0], ps, u, FLAT[k], values);
             if (c->rank == 0) arena_release(stage, mark);
         }
     for (int f = 0; f < 3; f++) // ends every file begun, keeping the first failure's message
-        if (w[f] && ckpt_end(w[f], rc ? why : err, rc ? sizeof why : len)) rc = -1;
+        if (w[f] && end_file(w[f], rc ? why : err, rc ? sizeof why : len)) rc = -1;
     return rc;
 }
 
@@ -311,8 +324,10 @@ int ckpt_step(const char *path, char *err, size_t len) {
 }
 
 // ---- optimizer file ---------------------------------------------------------------------------
-StWriter *ckpt_begin_optimizer(const ParamStore *ps, const AdamW *opt, const char *run,
-                               const char *path, char *err, size_t len) {
+// The optimizer file begun at "<path>.tmp": the run's settings and step, Adam's moments to come,
+// and with masters (--save-dtype bf16) the float parameters and EMA, whose model files are bf16
+static StWriter *begin_optimizer(const ParamStore *ps, const AdamW *opt, const char *run,
+                                 bool masters, const char *path, char *err, size_t len) {
     StWriter *w = st_writer_new();
     st_writer_meta(w, "run", run);
     char buf[64];
@@ -321,27 +336,28 @@ StWriter *ckpt_begin_optimizer(const ParamStore *ps, const AdamW *opt, const cha
     st_writer_meta(w, "step", buf);
     snprintf(buf, sizeof buf, "%zu", ps->total);
     st_writer_meta(w, "elements", buf);
-    st_writer_add_real_later(w, "adam.m", 1, &n);
-    st_writer_add_real_later(w, "adam.v", 1, &n);
+    for (int k = 0; k < 4; k++)
+        if (k >= 2 || (masters && (k == 0 || ps->ema))) st_writer_add_real_later(w, FLAT[k], 1, &n, false);
     if (!st_writer_begin(w, path, err, len)) return w;
     st_writer_free(w);
     return NULL;
 }
 
-void ckpt_put_moment(StWriter *w, const ParamStore *ps, int u, const char *name, const real *values) {
-    st_writer_put(w, name, unit_start(ps, u) * sizeof(real), values, ps->unit[u].len * sizeof(real));
+// Unit u's values of the optimizer file's flat tensor `name`
+static void put_flat(StWriter *w, const ParamStore *ps, int u, const char *name, const real *values) {
+    st_writer_put_real(w, name, unit_start(ps, u), values, ps->unit[u].len);
 }
 
 int ckpt_save_optimizer(const ParamStore *ps, const real *m, const real *v, const AdamW *opt,
                         const char *run, const char *path, char *err, size_t len) {
-    StWriter *w = ckpt_begin_optimizer(ps, opt, run, path, err, len);
+    StWriter *w = begin_optimizer(ps, opt, run, false, path, err, len);
     if (!w) return -1;
     for (int u = 0; u < ps->units; u++) {
         size_t at = unit_start(ps, u);
-        ckpt_put_moment(w, ps, u, "adam.m", m + at);
-        ckpt_put_moment(w, ps, u, "adam.v", v + at);
+        put_flat(w, ps, u, FLAT[2], m + at);
+        put_flat(w, ps, u, FLAT[3], v + at);
     }
-    return ckpt_end(w, err, len);
+    return end_file(w, err, len);
 }
 
 int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char *path, char *err,
@@ -377,6 +393,39 @@ int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char 
             size_t n = strlen(err);
             snprintf(err + n, len - n, "; resume from another checkpoint or start a new run");
         } else opt->step = step_value, rc = 0;
+    }
+    st_free(&st);
+    return rc;
+}
+
+int ckpt_load_masters(DiT *m, const char *path, bool ema, char *err, size_t len) {
+    ParamStore *ps = &m->ps;
+    SafeTensors st;
+    if (st_open(path, &st, err, len)) return -1;
+    const StTensor *t[2] = {st_find(&st, FLAT[0]), st_find(&st, FLAT[1])};
+    int rc = -1;
+    ema = ema && t[1];
+    if (!t[0] && !t[1]) rc = 1; // saved in float: the model files hold the weights
+    else if (!t[0])
+        snprintf(err, len, "%s holds %s but not %s (a file cut or edited?); resume from another "
+                 "checkpoint", path, FLAT[1], FLAT[0]);
+    else if (t[0]->ndim != 1 || (size_t)t[0]->shape[0] != ps->total || (ema && (t[1]->ndim != 1 ||
+             (size_t)t[1]->shape[0] != ps->total)))
+        snprintf(err, len, "%s holds master weights of another size than the model's %zu "
+                 "parameters; it belongs to another model", path, ps->total);
+    else {
+        int problems = 0;
+        snprintf(err, len, UNUSABLE, path);
+        for (int u = 0; u < ps->units; u++) {
+            int end = u + 1 < ps->units ? ps->unit[u + 1].first : ps->n;
+            for (int k = ema ? 1 : 0; k >= 0; k--) { // the EMA first: it passes through the parameters' place
+                size_t at = unit_start(ps, u);
+                for (int i = ps->unit[u].first; i < end; at += ps->t[i++]->size)
+                    load_range(&st, FLAT[k], at, ps->t[i]->size, ps->t[i]->data, err, len, &problems);
+                ps_keep_unit(ps, u, k == 0, k == 1);
+            }
+        }
+        rc = verdict(err, len, problems);
     }
     st_free(&st);
     return rc;

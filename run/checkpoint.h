@@ -16,16 +16,6 @@
 // training step in the metadata, and optimizer_file (or NULL) where the Adam state is.
 int ckpt_save_model(const DiT *m, const real *flat, const char *path, int step,
                     const char *optimizer_file, char *err, size_t len);
-// The same files written a unit at a time (ParamStore's units, in order), for a store whose
-// values are not whole anywhere: ckpt_begin_model writes the metadata and pos_embed into
-// "<path>.tmp" (NULL with a message: nothing left behind), ckpt_put_params unit u's parameters
-// (its len values, in the order registered), ckpt_end renames the file into place once every unit
-// is in (0, or -1 with the reason) and frees the writer.
-StWriter *ckpt_begin_model(const DiT *m, const char *path, int step, const char *optimizer_file,
-                           char *err, size_t len);
-void ckpt_put_params(StWriter *w, const ParamStore *ps, int u, const real *values);
-int ckpt_end(StWriter *w, char *err, size_t len);
-
 // Lays out *m (shapes only, nothing allocated) from path's config and checks every tensor's name,
 // shape and dtype against it: 0 with *st open (st_open: the values stay in the file until
 // ckpt_load_values reads them), or -1 with the problems in err, nothing to free. The config must
@@ -53,23 +43,26 @@ int ckpt_step(const char *path, char *err, size_t len);
 // match the resuming run's.
 int ckpt_save_optimizer(const ParamStore *ps, const real *m, const real *v, const AdamW *opt,
                         const char *run, const char *path, char *err, size_t len);
-// Written a unit at a time: ckpt_put_moment puts unit u's len values of "adam.m" or "adam.v";
-// ckpt_end ends it.
-StWriter *ckpt_begin_optimizer(const ParamStore *ps, const AdamW *opt, const char *run,
-                               const char *path, char *err, size_t len);
-void ckpt_put_moment(StWriter *w, const ParamStore *ps, int u, const char *name, const real *values);
-
 // A training run's state in folder dir: optimizer.safetensors, model.safetensors and, when the
-// store keeps an EMA, ema.safetensors, the same files whatever --zero split the store over c's
+// store keeps an EMA, ema.safetensors; with bf16 (--save-dtype bf16) the model and EMA files in
+// BF16 for sharing, and their float values in the optimizer file ("master.params",
+// "master.ema"), from which --resume takes them (ckpt_load_masters). The same files whatever
+// --zero split the store over c's
 // ranks. Every rank calls it, rank 0 writes: a unit at a time, each rank's pieces of the unit's
 // moments (and at level 3 of its parameters and EMA) are gathered on rank 0 into `stage`, one
 // buffer at a time, written and released, so rank 0 holds one unit beyond its own slices:
 // `stage` has ckpt_stage_bytes (NULL, or any arena, on the other ranks). 0, or on rank 0 -1
 // with a message (every file begun is ended or removed).
 size_t ckpt_stage_bytes(const ParamStore *ps); // the largest unit, padded; 0 for a whole store
-int ckpt_save_state(const DiT *m, const AdamW *opt, const char *run, int step, Comm *c,
+int ckpt_save_state(const DiT *m, const AdamW *opt, const char *run, int step, bool bf16, Comm *c,
                     Arena *stage, const char *dir, char *err, size_t len);
 
 // Into a whole store (before ps_shard). Refuses moments with a NaN or infinite value.
 int ckpt_load_optimizer(ParamStore *ps, AdamW *opt, const char *run, const char *path, char *err,
                         size_t len);
+// The float master weights a --save-dtype bf16 run keeps in its optimizer file (path), into m's
+// allocated store as ckpt_load_values puts a model file's: the EMA's too, first, when ema and the
+// file has it (a store that kept none when saved keeps what the model files gave). 1 when the
+// file holds none (a float save: the model files hold the weights), 0 when loaded, -1 with a
+// message.
+int ckpt_load_masters(DiT *m, const char *path, bool ema, char *err, size_t len);

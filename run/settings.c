@@ -151,6 +151,9 @@ static const char *precision_names(void) { return "fp32, bf16"; }
 static const char *parse_precision(const Setting *s, void *field, const char *text, char *buf, size_t len) {
     return parse_pair(s, field, text, precision_list, "precision", buf, len);
 }
+static const char *parse_dtype(const Setting *s, void *field, const char *text, char *buf, size_t len) {
+    return parse_pair(s, field, text, precision_list, "dtype", buf, len);
+}
 static void format_precision(const void *field, char *buf, size_t len) {
     snprintf(buf, len, "%s", precision_list[*(const bool *)field]);
 }
@@ -236,6 +239,7 @@ static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole n
     DEVICE_NAME = {sizeof(bool), AS_STRING, NULL, "a device", device_names, parse_device, format_device},
     PRECISION_NAME = {sizeof(bool), AS_STRING, NULL, "a precision", precision_names, parse_precision,
                       format_precision},
+    DTYPE_NAME = {sizeof(bool), AS_STRING, NULL, "a dtype", precision_names, parse_dtype, format_precision},
     BUG_NAMES = {sizeof(BugMask), AS_STRING, NULL, "bug names", bug_names, parse_bugs, format_bugs},
     SIZES_TEXT = {sizeof(SampleSizes), AS_STRING, NULL, "pixel sizes", NULL, parse_sizes, format_sizes},
     COND_NAME = {sizeof(bool), AS_STRING, NULL, "class or text", cond_names, parse_cond, format_cond},
@@ -397,6 +401,11 @@ const Setting settings[] = {
      FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
      "write the checkpoint every N steps; 0 = only at the end (default:\n"
      "every 10 minutes of wall time, and at the end)"},
+    {"save_dtype", "--save-dtype", "fp32|bf16", &DTYPE_NAME, OFF(save_bf16), 0, 0,
+     FOR_TRAIN, RESUMED | NOT_COMPARED | AGREED, NULL, NULL,
+     "bf16: model.safetensors and ema.safetensors in BF16, to share (half\n"
+     "the bytes); their float values go to optimizer.safetensors, which\n"
+     "--resume reads, so a resumed run goes on bit for bit (default {default})"},
     {"resume", "--resume", "DIR", &PATH_TEXT, OFF(resume), 0, 0,
      FOR_TRAIN, NOT_COMPARED | AGREED, NULL, NULL,
      "continue the run in DIR from its checkpoint, with its settings from\n"

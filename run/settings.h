@@ -31,6 +31,7 @@ typedef struct TrainConfig {
     double qkv_gain; // the initial attention qkv weights times this (large attention logits)
     char out[PATH_LEN], data[PATH_LEN], resume[PATH_LEN]; // data: "shapes" or an image folder
     int sample_every, save_every, log_every;              // 0 = only at the end; save -1 = timed
+    bool save_bf16; // --save-dtype bf16: the model and EMA files in BF16, the float masters in the optimizer file
     int sample_steps, samples_per_class;
     double cfg_scale;
     SampleSizes sample_sizes;
@@ -87,7 +88,7 @@ struct Setting {
     const char *help;    // --help text: {default} and {names} are filled in; \n continues it
 };
 
-#define SETTINGS 56 // the rows of the table
+#define SETTINGS 57 // the rows of the table
 extern const Setting settings[SETTINGS];
 
 // The row of a config.json key, or of one of `command`'s flags; NULL if none.

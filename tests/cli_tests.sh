@@ -99,6 +99,21 @@ for np in 1 2; do
   else bad "resume on $np rank(s) differs from an uninterrupted run"; diff "$WORK/full$np/loss.csv" "$WORK/part$np/loss.csv" | head -4; fi
 done
 
+# --save-dtype bf16 (model and EMA files in BF16, the float masters in the optimizer file): the same
+# training, bit for bit (loss.csv: the float-saving run's), and a resume of 2 ranks under --zero 3
+# (the masters read a rank's pieces at a time) writes the same files as the uninterrupted run;
+# resuming from the BF16 model file instead of the masters would not
+$MPIRUN -np 2 "$TRAIN" $RES --steps 20 --zero 3 --save-dtype bf16 --out "$WORK/bf16-full" >/dev/null 2>&1
+$MPIRUN -np 2 "$TRAIN" $RES --steps 10 --zero 3 --save-dtype bf16 --out "$WORK/bf16-part" >/dev/null 2>&1
+$MPIRUN -np 2 "$TRAIN" --steps 20 --resume "$WORK/bf16-part" >/dev/null 2>&1
+half=$(( $(stat -c %s "$WORK/bf16-full/model.safetensors") * 100 / $(stat -c %s "$WORK/full2/model.safetensors") ))
+same=yes
+for f in loss.csv model.safetensors ema.safetensors optimizer.safetensors; do cmp -s "$WORK/bf16-full/$f" "$WORK/bf16-part/$f" || same="no ($f)"; done
+if cmp -s "$WORK/bf16-full/loss.csv" "$WORK/full2/loss.csv" && [ $half -lt 60 ] && [ "$same" = yes ] &&
+   grep -q '"save_dtype": "bf16"' "$WORK/bf16-part/config.json"; then
+  ok "--save-dtype bf16 on 2 ranks, --zero 3: the model file ${half} % of float32's, the loss float32's, resume bit-identical to the uninterrupted run"
+else bad "--save-dtype bf16 (model file ${half} % of float32's, resumed files the same: $same): a loss or a resumed file differs"; fi
+
 # a run folder whose files come from different steps (an interrupted save) is refused
 $MPIRUN -np 1 "$TRAIN" $RES --steps 5 --out "$WORK/mixed" >/dev/null 2>&1
 cp "$WORK/full1/optimizer.safetensors" "$WORK/mixed/"
@@ -194,6 +209,8 @@ expect_usage "hidden_size 40 must be a multiple of 16 for the 3-D sin-cos positi
 expect_usage "runs its own --exact column" bugs --regimes --exact
 
 expect_usage "--zero must be between 0 and 3, got 4" --zero 4
+expect_usage "--save-dtype: unknown dtype 'fp16' (known: fp32, bf16)" --save-dtype fp16
+expect_usage "probe: unknown argument '--save-dtype'" probe --save-dtype bf16
 expect_usage "probe: unknown argument '--lr'" probe --lr 1
 expect_usage "sample: unknown argument '--recompute'" sample --recompute
 # --device cuda where there is no GPU (the GPU path itself: tests/gpu/device_cli.sh)

@@ -99,6 +99,9 @@ static void resume_run(Run *r, bool split) {
     if (ckpt_load_values(&r->m, &st, model, true, tc->ema > 0 && !ema_file, err, sizeof err))
         usage_error("--resume: %s", err);
     st_free(&st);
+    // saved with --save-dtype bf16: the float weights (and EMA) from the optimizer file
+    path_in(path, sizeof path, tc->resume, "optimizer.safetensors");
+    if (ckpt_load_masters(&r->m, path, tc->ema > 0, err, sizeof err) < 0) usage_error("--resume: %s", err);
     path_in(path, sizeof path, tc->resume, "loss.csv");
     if (losslog_read(&r->log, path, err, sizeof err)) usage_error("--resume: %s", err);
     while (r->log.n && r->log.step[r->log.n - 1] > r->opt.step) r->log.n--;
@@ -179,7 +182,7 @@ static void save(Run *r, int step) {
     bool writes = r->comm->rank == 0;
     Arena stage = {0}; // where rank 0 gathers each rank's pieces, a unit at a time
     if (writes) stage = arena_create(ckpt_stage_bytes(ps)), safefile_group_begin();
-    int rc = ckpt_save_state(&r->m, &r->opt, r->run_text, step, r->comm, writes ? &stage : NULL, r->tc.out, err, sizeof err);
+    int rc = ckpt_save_state(&r->m, &r->opt, r->run_text, step, r->tc.save_bf16, r->comm, writes ? &stage : NULL, r->tc.out, err, sizeof err);
     if (!writes) return;
     arena_destroy(&stage);
     CHECK(!rc, "%s", err);

@@ -1385,7 +1385,7 @@ START_TEST(zero_save_gathers_a_unit_at_a_time) {
     char dir[64], path[128], err[1024];
     shared_tmpdir(dir, sizeof dir);
     Arena stage = arena_create(ckpt_stage_bytes(ps));
-    int rc = ckpt_save_state(&m[1], &opt, "seed=1 batch=4", 7, &comm, &stage, dir, err, sizeof err);
+    int rc = ckpt_save_state(&m[1], &opt, "seed=1 batch=4", 7, false, &comm, &stage, dir, err, sizeof err);
     ck_assert_msg(!rc, "%s", err);
     if (comm.rank == 0) {
         size_t R = sizeof(real), unit = 0;
