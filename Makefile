@@ -182,6 +182,7 @@ bench: found train/train $(BUILD)/f32/bench_kernels $(BUILD)/f32/bench_gemm $(BU
 	@tests/bench/record.sh mutations "One-line mutations of the movement code: caught by verify --exact, by plain verify, and where locate puts them" -- tests/mutations/survey.sh $(BUILD)
 	@tests/bench/record.sh zero "What --zero 3 costs against --zero 1: DiT-B/2 on 4 ranks, runs alternated" -- tests/bench/flag_cost.sh train/train 4 10 "--zero 1" "--zero 3"
 	@tests/bench/record.sh check-collectives "What --check-collectives costs a step: the default model (many short collectives) and DiT-B/2, 4 ranks, runs alternated" -- sh -c 'tests/bench/flag_cost.sh train/train 4 40 "" --check-collectives --sp 2 --sp-attention ring && tests/bench/flag_cost.sh train/train 4 10 "" --check-collectives --sp 2 --sp-attention ring --model DiT-B/2 --input-size 64 --batch 4'
+	@tests/bench/record.sh precision "--precision bf16 against fp32: memory, bytes sent, the CPU step, the planner, the toy" -- tests/bench/bench_precision.sh train/train
 	@tests/bench/record.sh place "Do the caption run's samples follow the place words? Measured centres against the data's" -- tests/bench/place_check.sh train/train $(PYTHON)
 
 # every diffusers model with a _cp_plan under each of its context-parallel layouts, PyTorch's
