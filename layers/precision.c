@@ -29,7 +29,7 @@ Tensor *to_bf16(Tape *tp, Tensor *x) {
 }
 
 const real *bf16_copy(Arena *a, const real *x, size_t n) {
-    real *out = arena_alloc(a, n * sizeof(real));
+    real *out = arena_alloc_empty(a, n * sizeof(real)); // every element written
     RUN(a->device, round_bf16, out, x, n);
     return out;
 }

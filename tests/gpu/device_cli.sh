@@ -5,7 +5,7 @@
 # - probe --device cuda at 1, 2 and 3 ranks (25 tokens, which 2 and 3 do not divide), in the
 #   all-to-all, ring and hybrid layouts, with data groups and with micro-batches, each against the
 #   CPU probe of one rank by `train compare` (float32: output 1e-5, gradients 1e-4; float64:
-#   1e-10);
+#   1e-10); and --precision bf16 at 1 to 3 ranks against the CPU's bf16 probe;
 # - a bug of each kind of device data, caught by the same comparison;
 # - verify --device cuda --ranks 2 (2 ranks against 1, both on the device), the same seed giving
 #   the same loss curve twice, --zero 3 with --recompute on 2 ranks against 1, sample --device
@@ -13,7 +13,7 @@
 #   captioned images under joint attention (the ring on 2 ranks; ring-text-every-step caught), and
 #   the usage errors of the flags;
 # - --exact on the device: 2 ranks in the gather, all-to-all and ring layouts, 2 data groups, 2
-#   micro-batches, and joint attention (ring) on 2 ranks, the same bits as the device's one
+#   micro-batches, bf16 (ring) and joint attention (ring) on 2 ranks, the same bits as the device's one
 #   rank; an injected bug differs; the device's one rank agrees with the CPU's within compare's
 #   tolerance (other kernels: other bits).
 # With --probes-only (make test's float64 run) it stops after the probes that must agree (the
@@ -56,6 +56,8 @@ exact_checks() {
   exact_expect same accum2 1 --grad-accum 2
   exact_expect differs bug-no-grad-allreduce 2 --inject-bug no-grad-allreduce
   # joint attention over 6 steps (its caption queries' gradient is zero until the gates open), the ring
+  exact_run bf16-one 1 --device cuda --precision bf16 &&
+    REF=bf16-one exact_expect same bf16-ring-2 2 --precision bf16 --sp-attention ring
   local joint="--cond text --text-attn joint --steps 6"
   exact_run joint-one 1 --device cuda $joint &&
     REF=joint-one exact_expect same joint-2 2 $joint --sp-attention ring
@@ -73,13 +75,13 @@ if ! $MPIRUN -np 1 "$TRAIN" --model DiT-tiny/2 --input-size 10 --steps 3 --batch
   echo "FAILED: the CPU checkpoint, batch and probe (see $WORK/run.log)"; exit 1
 fi
 
-# probe NP WANT FLAGS...: the device probe of CK over B on NP ranks compared with the CPU's (CPU);
-# WANT is AGREE or DIFFER (an injected bug)
+# probe NP WANT FLAGS...: the device probe of CK over B on NP ranks compared with the CPU's (REF,
+# default CPU; TOL: compare's tolerances); WANT is AGREE or DIFFER (an injected bug)
 probe() {
   local np=$1 want=$2 out; shift 2; out=$WORK/probe-$np-$(echo "$*" | tr -c 'a-z0-9-' _).safetensors
   local msg; msg=$($MPIRUN -np "$np" "$TRAIN" probe --ckpt "$CK" --batch "$B" --out "$out" --device cuda "$@" 2>&1)
   if [ $? != 0 ]; then bad "probe --device cuda $* on $np ranks failed: $msg"; return; fi
-  local cmp; cmp=$("$TRAIN" compare "$out" "$CPU" 2>&1)
+  local cmp; cmp=$("$TRAIN" compare "$out" "${REF_PROBE:-$CPU}" ${TOL:-} 2>&1)
   local worst; worst=$(echo "$cmp" | grep -E "^(out|grad)" | sed 's/  */ /g' | sort -t' ' -k4 -g | tail -1)
   if echo "$cmp" | grep -q "the results $want"; then ok "probe --device cuda $* on $np ranks: $want with the CPU (worst: $worst)"
   else bad "probe --device cuda $* on $np ranks should $want: $cmp"; fi
@@ -93,6 +95,17 @@ probe 3 AGREE --sp-attention ring
 probe 4 AGREE --sp-attention hybrid --ulysses-degree 2
 probe 3 AGREE --sp 1
 probe 2 AGREE --grad-accum 4
+# --precision bf16: the operands rounded on the device (its kernels), Q, K and V packed into 2
+# bytes on the device for the gather and the ring; against the CPU's bf16 probe. A value next to
+# a bf16 tie in one order of summation rounds the other way in another, so compare's bounds are
+# 10 times float32's (the emulated device: 1.8e-6 apart), still well below what bf16's rounding
+# moves (the device's bf16 probe against the CPU's float32 one: 3.6e-3, which must DIFFER)
+BF16=$WORK/cpu-bf16.safetensors
+$MPIRUN -np 1 "$TRAIN" probe --ckpt "$CK" --batch "$B" --out "$BF16" --precision bf16 > /dev/null
+REF_PROBE=$BF16 TOL="--tol 1e-4 --grad-tol 1e-3" probe 1 AGREE --precision bf16
+REF_PROBE=$BF16 TOL="--tol 1e-4 --grad-tol 1e-3" probe 2 AGREE --precision bf16
+REF_PROBE=$BF16 TOL="--tol 1e-4 --grad-tol 1e-3" probe 3 AGREE --precision bf16 --sp-attention ring
+probe 1 DIFFER --precision bf16
 if [ "$ONLY" = --probes-only ]; then echo "device_cli: $pass passed, $fail failed (probes only)"; [ $fail = 0 ]; exit; fi
 # a bug of each kind of device data it corrupts (the catalogue's every bug is caught on the CPU by
 # tests/cli_tests.sh and tests/exact_test.sh; the bugs' code is the same for both devices): K/V
