@@ -5,8 +5,8 @@
 #     (input 256, patch 2), batch 1, one step, on 1 and 4 ranks [bf16 at most 0.6x];
 #  2. the bytes a rank sends per step, the attention's and the whole step's, in each layout on 4
 #     ranks, DiT-mini/2 at 4096 tokens [the attention's at most 0.55x];
-#  3. the CPU step, 1 rank, DiT-mini/2 at 4096 tokens, runs A B B A, the best of each side
-#     [at most 1.15x];
+#  3. the CPU step, 1 rank x 1 thread, DiT-mini/2 at 4096 tokens, runs A B B A A B, the best of
+#     each side [at most 1.15x], and perf's share of the roundings in the bf16 step;
 #  4. the planner's memory per rank for DiT-XL/2 at 16384 tokens on 4 ranks with --zero 3
 #     --recompute, and the longest sequence of DiT-XL/2 it fits there [grows in bf16];
 #  5. the toy (the default model, 1 rank) trained STEPS steps in each precision: the mean loss of
@@ -56,8 +56,9 @@ for layout in gather all-to-all ring "hybrid --ulysses-degree 2"; do
 done
 
 echo
-echo "3. the CPU step, 1 rank, DiT-mini/2, 4096 tokens, batch 1, 8 steps a run, runs A B B A A B (A fp32, B bf16)"
-step() { run step 1 $MINI --input-size 128 --steps 8 --precision "$1" | field 'steps in ([0-9.]+)s'; }
+# one thread: two threads' scheduling on a shared machine moved one side's runs by 60 % in a run
+echo "3. the CPU step, 1 rank x 1 thread, DiT-mini/2, 4096 tokens, batch 1, 8 steps a run, runs A B B A A B (A fp32, B bf16)"
+step() { run step 1 $MINI --input-size 128 --steps 8 --threads 1 --precision "$1" | field 'steps in ([0-9.]+)s'; }
 best() { printf '%s\n' "$@" | sort -g | head -1; }
 step fp32 > /dev/null # warm
 a1=$(step fp32) b1=$(step bf16) b2=$(step bf16) a2=$(step fp32) a3=$(step fp32) b3=$(step bf16)
