@@ -22,7 +22,8 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 }
 
 // kept: Q, K, V and the output in the head shard (all T_pad tokens and the R front tokens, the
-// columns of the most heads a rank holds, ceil(H/P)), their log-sum-exp, the output back in the
+// columns of the most heads a rank holds, ceil(H/P); under bf16 the output's rounded copy too),
+// their log-sum-exp, the output back in the
 // token shard and the front tokens' copies; transient: an exchange's send and receive buffers
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     // under the ulysses-replicated-kv bug every rank's front tokens among the keys
@@ -30,8 +31,8 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double keys = sp->bugs & BUGS_REPLICATED ? P * n : T;
     double D = c->hidden_size;
     double h = seq_heads(c->num_heads, sp->shard.P, 0), Dh = h * D / c->num_heads;
-    AttnMemory m = {.kept = 2 * T * Dh + 2 * keys * Dh + h * T + n * D, .transient = n * D + keys * Dh,
-                    .joint_held = 10, .queries = (int)T, .keys = (int)keys};
+    AttnMemory m = {.kept = 2 * T * Dh + 2 * keys * Dh + h * T + n * D + sp->bf16 * T * Dh,
+                    .transient = n * D + keys * Dh, .joint_held = 10, .queries = (int)T, .keys = (int)keys};
     m.kept += (R > 0) * (3 * sp->shard.T_pad * Dh + 2 * (P + 1) * R * Dh + 4 * R * D); // joined, copies
     // the cross-kv-all-to-all bug: the caption's K and V joined copy by copy, 2, 3, ..., P copies
     if ((sp->bugs & BUG_CROSS_KV_ALL_TO_ALL) && c->text) m.kept += 2 * c->text_len * D * (P * (P + 1) / 2 - 1);
@@ -64,18 +65,24 @@ Tensor *seq_front_to_heads(Tape *tp, Comm *c, Tensor *x, int R, int heads, bool 
     return dit_join_tokens(tp, slice_last(tp, front, first, h * dh), shard);
 }
 
+Tensor *seq_output_to_tokens(Tape *tp, Comm *c, Tensor *o, int heads) {
+    return seq_all_to_all(tp, c, to_bf16(tp, o), heads, TO_TOKEN_SHARD);
+}
+
 Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads, bool whole_grads) {
+    o = to_bf16(tp, o); // as seq_output_to_tokens
     Tensor *front = dit_tokens_of(tp, o, 0, R), *copies = NULL;
     for (int r = 0; r < c->size; r++) { // whole_grads: the others' copies off the tape
         Tensor *copy = front;
         if (whole_grads && r != c->rank) {
             copy = tensor_like(tp->arena, front);
             copy_bytes(copy->data, front->data, front->size * sizeof(real));
+            copy->bf16 = front->bf16;
         }
         copies = copies ? dit_join_tokens(tp, copies, copy) : copy;
     }
     return dit_join_tokens(tp, seq_all_to_all(tp, c, copies, heads, TO_TOKEN_SHARD),
-                           seq_all_to_all(tp, c, dit_tokens_of(tp, o, R, o->shape[1] - R), heads, TO_TOKEN_SHARD));
+                           seq_output_to_tokens(tp, c, dit_tokens_of(tp, o, R, o->shape[1] - R), heads));
 }
 
 // In-context conditioning or joint attention: q, k, v (B, R + n, D), the R tokens that every rank
@@ -138,10 +145,11 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
     Segments images = sp_segments(sp, seg, 0, 0);
     Tensor *o = tp->exact ? attention_exact(tp, qh, kh, vh, kh, vh, 0, h, sp_key_mask(sp), images, NULL, NULL)
                           : attention(tp, qh, kh, vh, h, sp_key_mask(sp), images);
-    return seq_all_to_all(tp, c, o, heads, TO_TOKEN_SHARD);
+    return seq_output_to_tokens(tp, c, o, heads);
 }
 
-// forward: Q, K and V to the head shard and the output back; backward: the output's gradient to
+// forward: Q, K and V to the head shard and the output back (under bf16 all four in 2 bytes a
+// value); backward: the output's gradient to
 // the head shard and dQ, dK, dV back; each exchange one message to each of the P - 1 others.
 // With tokens in front (in-context, joint): their output's heads to every rank in one more
 // exchange, and their gradients back in backward (K and V of them too under the
@@ -153,7 +161,7 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
 #define HEADS(rows) seq_all_to_all_values(H, P, r, rows, dh, TO_HEAD_SHARD)
 #define TOKENS(rows) seq_all_to_all_values(H, P, r, rows, dh, TO_TOKEN_SHARD)
     double values = backward ? HEADS(q) + HEADS(front) + TOKENS(q) + 2 * TOKENS(kv)
-                             : sp_wire(sp) * (HEADS(q) + 2 * HEADS(kv)) + TOKENS(q) + TOKENS(front);
+                             : sp_wire(sp) * (HEADS(q) + 2 * HEADS(kv) + TOKENS(q) + TOKENS(front));
 #undef HEADS
 #undef TOKENS
     return (SpTraffic){values, (4.0 + (front > 0)) * (P - 1)};

@@ -14,4 +14,10 @@ extern const SpLayout sp_all_to_all;
 // going in is summed over the ranks (each holds its heads' columns), and coming out each rank keeps
 // its own copy's (the others' are the same).
 Tensor *seq_front_to_heads(Tape *tp, Comm *c, Tensor *x, int R, int heads, bool whole_grads);
+// The attention's output o (B, P n, h dh) of this rank's heads back to the token shard (B, n, D).
+// Under --precision bf16 it travels as bf16 values (and so do the front tokens' outputs of
+// seq_front_from_heads): what comes back goes into the projection, a linear, which rounds its input
+// to bf16 anyway (layers/precision.c), so the step is the same bits in half the bytes; the
+// attention's backward keeps its own float output, and the output's gradient travels in float.
+Tensor *seq_output_to_tokens(Tape *tp, Comm *c, Tensor *o, int heads);
 Tensor *seq_front_from_heads(Tape *tp, Comm *c, Tensor *o, int R, int heads, bool whole_grads);

@@ -27,8 +27,8 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 }
 
 // kept: Q, K, V and the output in the head shard (U n tokens, the columns of the most heads a
-// rank holds, ceil(H/U)), the ring's log-sum-exp and last K/V block, the output back in the token
-// shard; transient: the ring's travelling blocks and partial output (more than an exchange's
+// rank holds, ceil(H/U); under bf16 the output's rounded copy too), the ring's log-sum-exp and last
+// K/V block, the output back in the token shard; transient: the ring's travelling blocks and partial output (more than an exchange's
 // buffers)
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     // joint attention: the caption's R tokens in front of the U n (their heads), joined, and their
@@ -37,6 +37,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double h = seq_heads(c->num_heads, sp->ulysses, 0), Dh = h * D / c->num_heads;
     AttnMemory m = {.kept = 6 * Un * Dh + h * Un + n * D, .transient = 5 * Un * Dh + h * Un,
                     .joint_held = 8, .queries = (int)Un, .keys = (int)Un};
+    m.kept += sp->bf16 * Un * Dh; // the output rounded for its return (seq_output_to_tokens)
     m.kept += (R > 0) * (6 * Un * Dh + (sp->ulysses + 1) * R * Dh + 2 * R * D);
     m.transient += (R > 0) * 2 * Un * Dh; // the home step's dK, dV
     if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += Un * Dh + h * Un; // a partial output
@@ -59,7 +60,7 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
                                seq_all_to_all(tp, h, k, heads, TO_HEAD_SHARD),
                                seq_all_to_all(tp, h, v, heads, TO_HEAD_SHARD), mine, sp_key_mask(sp),
                                sp_images(sp, seg), 0, sp->bugs);
-    return seq_all_to_all(tp, h, o, heads, TO_TOKEN_SHARD);
+    return seq_output_to_tokens(tp, h, o, heads);
 }
 
 // the all-to-all layout's exchanges over the U ranks of the head group, and the ring's P/U - 1
@@ -75,9 +76,9 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double front = (double)B * dit_front_tokens(c);
     double out = seq_all_to_all_values(H, U, u, front, dh, TO_TOKEN_SHARD);
     double back = seq_all_to_all_values(H, U, u, front, dh, TO_HEAD_SHARD);
-    double w = sp_wire(sp); // Q, K and V to the heads, K and V round the ring
+    double w = sp_wire(sp); // Q, K and V to the heads, K and V round the ring, the output back
     return (SpTraffic){(backward ? heads + 3 * tokens + (2 * w + 2) * steps * block + back
-                                 : w * (3 * heads + 2 * steps * block) + tokens + out),
+                                 : w * (3 * heads + 2 * steps * block + tokens + out)),
                        (4.0 + (front > 0)) * (U - 1) + steps};
 }
 
