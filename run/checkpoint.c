@@ -266,6 +266,18 @@ static void load_range(const SafeTensors *st, const char *name, size_t first, si
              "[%zu, %zu)", name, bad, first, first + n);
 }
 
+// Unit u's values from st where its tensors point, then kept (ps_keep_unit) as the parameters, the
+// EMA or both: each tensor's own, or with flat its place in that flat tensor (the masters)
+static void load_unit(const SafeTensors *st, ParamStore *ps, int u, const char *flat, bool params,
+                      bool ema, char *err, size_t len, int *problems) {
+    int end = u + 1 < ps->units ? ps->unit[u + 1].first : ps->n;
+    size_t at = unit_start(ps, u);
+    for (int i = ps->unit[u].first; i < end; at += ps->t[i++]->size)
+        load_range(st, flat ? flat : ps->t[i]->name, flat ? at : 0, ps->t[i]->size, ps->t[i]->data, err,
+                   len, problems);
+    ps_keep_unit(ps, u, params, ema);
+}
+
 int ckpt_load_values(DiT *m, const SafeTensors *st, const char *path, bool params, bool ema,
                      char *err, size_t len) {
     ParamStore *ps = &m->ps;
@@ -274,12 +286,7 @@ int ckpt_load_values(DiT *m, const SafeTensors *st, const char *path, bool param
     int problems = 0;
     snprintf(err, len, UNUSABLE, path);
     if (params) load_range(st, "pos_embed", 0, m->pos_embed.size, m->pos_embed.data, err, len, &problems);
-    for (int u = 0; u < ps->units; u++) {
-        int end = u + 1 < ps->units ? ps->unit[u + 1].first : ps->n;
-        for (int i = ps->unit[u].first; i < end; i++)
-            load_range(st, ps->t[i]->name, 0, ps->t[i]->size, ps->t[i]->data, err, len, &problems);
-        ps_keep_unit(ps, u, params, ema);
-    }
+    for (int u = 0; u < ps->units; u++) load_unit(st, ps, u, NULL, params, ema, err, len, &problems);
     return verdict(err, len, problems);
 }
 
@@ -416,15 +423,8 @@ int ckpt_load_masters(DiT *m, const char *path, bool ema, char *err, size_t len)
     else {
         int problems = 0;
         snprintf(err, len, UNUSABLE, path);
-        for (int u = 0; u < ps->units; u++) {
-            int end = u + 1 < ps->units ? ps->unit[u + 1].first : ps->n;
-            for (int k = ema ? 1 : 0; k >= 0; k--) { // the EMA first: it passes through the parameters' place
-                size_t at = unit_start(ps, u);
-                for (int i = ps->unit[u].first; i < end; at += ps->t[i++]->size)
-                    load_range(&st, FLAT[k], at, ps->t[i]->size, ps->t[i]->data, err, len, &problems);
-                ps_keep_unit(ps, u, k == 0, k == 1);
-            }
-        }
+        for (int u = 0; u < ps->units; u++) // the EMA first: it passes through the parameters' place
+            for (int k = ema ? 1 : 0; k >= 0; k--) load_unit(&st, ps, u, FLAT[k], k == 0, k == 1, err, len, &problems);
         rc = verdict(err, len, problems);
     }
     st_free(&st);
