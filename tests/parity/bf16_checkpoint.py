@@ -22,7 +22,7 @@ try:
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 except ImportError as e:
-    print(f"bf16 checkpoint check: skipped ({e.name} is not installed)")
+    print(f"skipped: the bf16 checkpoint check ({e.name} is not installed)")
     sys.exit(0)
 
 train, ckpt, work = sys.argv[1:4]

@@ -15,7 +15,7 @@ try:
     from safetensors import safe_open
     from safetensors.torch import load_file
 except ImportError as e:
-    print(f"safetensors package check: skipped ({e.name} is not installed)")
+    print(f"skipped: the safetensors package check ({e.name} is not installed)")
     sys.exit(0)
 from dit_torch import DiT, config_from_meta, st_read  # noqa: E402
 
