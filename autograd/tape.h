@@ -53,6 +53,8 @@ struct Tape {
     ExactMode *exact;   // NULL unless --exact
     bool bf16;          // --precision bf16: the linears and the attention take their inputs rounded
                         // to bf16 and accumulate in float (layers/precision.c says where)
+    bool bf16_grads;    // --grad-wire bf16: the gradients of bf16 values that a layout moves
+                        // (dQ, dK, dV, the output's) travel in 2 bytes a value too
     TapeWatch watch;    // NULL unless the step is watched
     void *watch_ctx;
 };

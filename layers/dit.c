@@ -166,7 +166,7 @@ static void stream_qkv(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *co
 // A stream's attention output a (B,n,D) -> x + gate * proj(a)
 static Tensor *stream_out(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *gate, Tensor *a,
                           const PackTokens *pt, const DiTShard *sh) {
-    a = NAME(stream_linear(b, tp, NAME(a, "attn.out"), b->proj_w, b->proj_b), "attn.proj");
+    a = NAME(stream_linear(b, tp, NAME(to_bf16(tp, a), "attn.out"), b->proj_w, b->proj_b), "attn.proj");
     return NAME(gated_add(tp, x, per_token(tp, gate, pt, sh, x->shape[0], x->shape[1]), a), "residual1");
 }
 
@@ -237,8 +237,8 @@ static Tensor *cross_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, int hea
         for (int c = 1; c < U; c++) k = dit_join_tokens(tp, k, k1), v = dit_join_tokens(tp, v, v1);
         seg = (Segments){ids, n + U * L, 0, n};
     }
-    Tensor *a = NAME(tp->exact ? attention_whole_kv_exact(tp, q, k, v, heads, seg, sh->sum_group, sh->attend_ctx)
-                               : attention(tp, q, k, v, heads, NULL, seg), "cross.out");
+    Tensor *a = NAME(to_bf16(tp, tp->exact ? attention_whole_kv_exact(tp, q, k, v, heads, seg, sh->sum_group, sh->attend_ctx)
+                                           : attention(tp, q, k, v, heads, NULL, seg)), "cross.out");
     return NAME(add(tp, x, NAME(linear(tp, a, b->xproj_w, b->xproj_b), "cross.proj")), "cross.residual");
 }
 #undef NAME
@@ -334,7 +334,7 @@ static void checkpoint_bwd(Node *nd) {
     size_t mark = arena_mark(a);
     Tape sub = tape_create(a);
     sub.exact = nd->exact;
-    sub.bf16 = nd->iarg[0];
+    sub.bf16 = nd->iarg[0], sub.bf16_grads = nd->iarg[1];
     if (k->watch) sub.watch = watch_grads, sub.watch_ctx = (void *)k;
     Tensor *y = k->half(k->b, k->block, &sub, &in[0], m, k->m->cfg.num_heads,
                         &k->pt, &k->sh);
@@ -368,7 +368,7 @@ static Tensor *checkpoint(const DiT *m, const DiTBlock *b, int i, HalfFn half, T
     Checkpoint *k = arena_alloc(arena_host(tp->arena), sizeof *k);
     *k = (Checkpoint){m, b, i, half, *pt, *sh, tp->watch, tp->watch_ctx};
     nd->ptr = k;
-    nd->iarg[0] = tp->bf16; // the run again's precision
+    nd->iarg[0] = tp->bf16, nd->iarg[1] = tp->bf16_grads; // the run again's precision
     return y;
 }
 
@@ -400,7 +400,7 @@ static Tensor *plain_block_forward(const DiTBlock *b, const char *prefix, int i,
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
     qk_prepare(b, i, tp, &q, &k, angles, heads, sh);
     attention_inputs(tp, &q, &k, &v);
-    Tensor *a = NAME(attend(tp, q, k, v, heads, seg, ctx), "attn.out");
+    Tensor *a = NAME(to_bf16(tp, attend(tp, q, k, v, heads, seg, ctx)), "attn.out");
     x = NAME(add(tp, x, NAME(token_linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
     Tensor *h = NAME(layernorm(tp, x, LN_EPS), "norm2");
     h = NAME(gelu(tp, NAME(token_linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1")), "mlp.gelu");

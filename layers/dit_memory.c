@@ -127,11 +127,11 @@ size_t dit_bf16_bytes(const DiTConfig *c, int B, int n, DiTPass pass) {
     double D = c->hidden_size, M = dit_mlp_hidden(c), nb = n + dit_front_tokens(c), b = B;
     double L = c->text ? c->text_len : 0;
     bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
-    // a block's rounded Q, K and V: its own; joint, the caption stream's too; cross, the
-    // cross-attention's (the queries, the caption's keys and values)
-    double block = 3 * nb * D + (!c->text ? 0 : joint ? 3 * L * D : n * D + 2 * L * D);
+    // a block's rounded Q, K, V and output: its own; joint, the caption stream's too; cross, the
+    // cross-attention's (the queries and output, the caption's keys and values)
+    double block = 4 * nb * D + (!c->text ? 0 : joint ? 4 * L * D : 2 * n * D + 2 * L * D);
     double blocks = pass == DIT_BACKWARD ? c->depth : 1; // every block's kept, or one at a time
-    double text = c->text ? c->text_depth * 3 * L * D : 0; // the text encoder's layers
+    double text = c->text ? c->text_depth * 4 * L * D : 0; // the text encoder's layers
     // the largest linear's rounded input and weight (the MLP's, or adaLN's 6 D x D)
     double transient = nb * fmax(D, M) + fmax(M, 6 * D) * D;
     double reals = b * (blocks * block + text + transient);

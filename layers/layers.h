@@ -23,7 +23,7 @@ Tensor *add(Tape *tp, Tensor *a, Tensor *b);
 Tensor *gelu(Tape *tp, Tensor *x); // tanh approximation
 Tensor *silu(Tape *tp, Tensor *x);
 // --precision bf16 (tp->bf16, precision.c): x rounded to bf16 values, its gradient passed through
-// unchanged; x itself when the tape is not bf16
+// unchanged; x itself when the tape is not bf16 or x holds bf16 values already
 Tensor *to_bf16(Tape *tp, Tensor *x);
 // x (..., C), normalized over C, no affine parameters
 Tensor *layernorm(Tape *tp, Tensor *x, real eps);

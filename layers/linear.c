@@ -14,11 +14,12 @@ static int block_rows(const Tape *tp, const Tensor *x) {
 static bool blocks_on_threads(bool dev, int calls) { return !dev && calls > 1 && calls >= kernel_threads(); }
 
 // The values a linear computes with: x's and w's, or under --precision bf16 their roundings, made
-// in a (transient: released at the mark the caller took; made again for backward)
+// in a (transient: released at the mark the caller took; made again for backward); an x of bf16
+// values (the attention's output, rounded) as it is
 typedef struct Operands { const real *x, *w; } Operands;
 static Operands operands(Arena *a, const Tensor *x, const Tensor *w, bool bf16) {
     if (!bf16) return (Operands){x->data, w->data};
-    return (Operands){bf16_copy(a, x->data, x->size), bf16_copy(a, w->data, w->size)};
+    return (Operands){x->bf16 ? x->data : bf16_copy(a, x->data, x->size), bf16_copy(a, w->data, w->size)};
 }
 
 static void linear_bwd(Node *n) {

@@ -4,8 +4,12 @@
 //    float, the output and both gradients stay float. PyTorch's autocast also rounds the input
 //    and the weight; it rounds the output and the gradients to bf16 as well, which this does not.
 //  - the attention's Q, K and V (to_bf16, before the layout's exchange: they travel as bf16
-//    values); the scores, the softmax and its log-sum-exp, the output and every gradient float,
-//    as autocast's scaled_dot_product_attention accumulates, which then rounds its output.
+//    values); the scores, the softmax and its log-sum-exp and every gradient float, as autocast's
+//    scaled_dot_product_attention accumulates; its output rounded as it leaves (layers/dit.c), as
+//    autocast's is: before the all-to-all's return, which it crosses in 2 bytes, and at one rank
+//    alike. It goes into the projection, which would round it anyway: the step's other values are
+//    those of an unrounded output. Under --grad-wire bf16 (tape.h's bf16_grads) the gradients of
+//    these values that a layout moves are rounded by their sender too.
 //  - nothing else: LayerNorm, QK-norm, adaLN, GELU, the embeddings, the loss, the summed
 //    gradients, AdamW, its moments and the EMA are float, as under autocast (which keeps the
 //    norms and the loss in float, and whose master weights and optimizer are float).
@@ -20,7 +24,7 @@ static void to_bf16_bwd(Node *n) { // the rounding's gradient is taken as 1: dx 
 }
 
 Tensor *to_bf16(Tape *tp, Tensor *x) {
-    if (!tp->bf16) return x;
+    if (!tp->bf16 || x->bf16) return x; // bf16 values round to themselves
     Tensor *out = tensor_empty_like(tp->arena, x);
     RUN(on_device(tp), round_bf16, out->data, x->data, x->size);
     out->bf16 = true;

@@ -148,11 +148,9 @@ static const char *parse_pair(const Setting *s, bool *field, const char *text, c
 static const char *const device_list[] = {"cpu", "cuda"};
 static const char *const precision_list[] = {"fp32", "bf16"};
 static const char *precision_names(void) { return "fp32, bf16"; }
+// fp32 or bf16, of the thing the row's kind names ("a precision": "unknown precision 'x'")
 static const char *parse_precision(const Setting *s, void *field, const char *text, char *buf, size_t len) {
-    return parse_pair(s, field, text, precision_list, "precision", buf, len);
-}
-static const char *parse_dtype(const Setting *s, void *field, const char *text, char *buf, size_t len) {
-    return parse_pair(s, field, text, precision_list, "dtype", buf, len);
+    return parse_pair(s, field, text, precision_list, s->kind->takes + 2, buf, len);
 }
 static void format_precision(const void *field, char *buf, size_t len) {
     snprintf(buf, len, "%s", precision_list[*(const bool *)field]);
@@ -239,7 +237,8 @@ static const SettingKind INT_TEXT = {sizeof(int), AS_INTEGER, "%.0f", "a whole n
     DEVICE_NAME = {sizeof(bool), AS_STRING, NULL, "a device", device_names, parse_device, format_device},
     PRECISION_NAME = {sizeof(bool), AS_STRING, NULL, "a precision", precision_names, parse_precision,
                       format_precision},
-    DTYPE_NAME = {sizeof(bool), AS_STRING, NULL, "a dtype", precision_names, parse_dtype, format_precision},
+    DTYPE_NAME = {sizeof(bool), AS_STRING, NULL, "a dtype", precision_names, parse_precision, format_precision},
+    WIRE_NAME = {sizeof(bool), AS_STRING, NULL, "a gradient wire", precision_names, parse_precision, format_precision},
     BUG_NAMES = {sizeof(BugMask), AS_STRING, NULL, "bug names", bug_names, parse_bugs, format_bugs},
     SIZES_TEXT = {sizeof(SampleSizes), AS_STRING, NULL, "pixel sizes", NULL, parse_sizes, format_sizes},
     COND_NAME = {sizeof(bool), AS_STRING, NULL, "class or text", cond_names, parse_cond, format_cond},
@@ -494,6 +493,12 @@ const Setting settings[] = {
      "rounded to bf16, accumulated in float; norms, softmax, loss, gradient\n"
      "sums, AdamW and the EMA in float, the weights kept in float\n"
      "(default {default})"},
+    {"grad_wire", "--grad-wire", "fp32|bf16", &WIRE_NAME, OFF(parallel.bf16_grads), 0, 0,
+     PARALLEL, RESUMED | FIXED | AGREED, NULL, NULL,
+     "bf16 (with --precision bf16, not --exact): the attention's gradients\n"
+     "that the layout moves (dQ, dK, dV, the output's) travel in bf16 too,\n"
+     "each sender rounding what it sends, partial sums of dK and dV\n"
+     "included; parameter gradients and ZeRO stay float (default {default})"},
 
     {"ranks", NULL, NULL, &INT_TEXT, OFF(ranks), 0, 0,
      FOR_TRAIN, NOT_COMPARED, NULL, NULL,

@@ -88,7 +88,7 @@ struct Setting {
     const char *help;    // --help text: {default} and {names} are filled in; \n continues it
 };
 
-#define SETTINGS 57 // the rows of the table
+#define SETTINGS 58 // the rows of the table
 extern const Setting settings[SETTINGS];
 
 // The row of a config.json key, or of one of `command`'s flags; NULL if none.

@@ -244,7 +244,7 @@ static const Reference *reference(Reference *refs, int *n, const char *flags, co
 // locate's verdict on the row's tape against the reference's, as "NAME (forward)" or "" if none
 static void first_divergence(Row *r, const char *dump, const char *ref_dump) {
     char verdict[1024];
-    int rc = locate_dumps(dump, ref_dump, 0, verdict, sizeof verdict, NULL);
+    int rc = locate_dumps(dump, ref_dump, 0, 0, verdict, sizeof verdict, NULL);
     CHECK(rc >= 0, "%s", verdict);
     r->where[0] = 0;
     const char *name = verdict + strlen("first divergence: "), *open = strchr(verdict, '('), *comma = open ? strchr(open, ',') : NULL;

@@ -209,7 +209,7 @@ static void describe(const Dump *d, const char *name, char *buf, size_t len) {
     snprintf(buf, len, "%s, %sop %s", param ? "parameter gradient" : grad ? "backward" : "forward", block, op);
 }
 
-int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t len, TapeSummary *sum) {
+int locate_dumps(const char *pa, const char *pb, double tol, double grad_tol, char *buf, size_t len, TapeSummary *sum) {
     Dump a, b;
     TapeSummary s = {.worst_tol = -1};
     if (sum) *sum = s;
@@ -245,7 +245,7 @@ int locate_dumps(const char *pa, const char *pb, double tol, char *buf, size_t l
         bool grad = !strncmp(name_of(x), "grad.", 5);
         // a tensor of tokens (B, T, X), or of the R in-context conditioning tokens and them
         int T = x->ndim == 3 && (x->shape[1] == a.tokens || x->shape[1] == a.context + a.tokens) ? (int)x->shape[1] : 0;
-        double t = tol > 0 ? tol : grad ? PROBE_GRAD_TOL : PROBE_OUT_TOL;
+        double t = grad ? (grad_tol > 0 ? grad_tol : PROBE_GRAD_TOL) : tol > 0 ? tol : PROBE_OUT_TOL;
         Diff d = diff_of(x, y, exact, t, T);
         // the worst: under --exact the largest relative error among those whose bits differ,
         // else the largest for its tolerance
@@ -333,7 +333,7 @@ int locate_main(int argc, char **argv) {
         return 0;
     }
     char verdict[1024];
-    int rc = locate_dumps(path[0], path[1], tol, verdict, sizeof verdict, NULL);
+    int rc = locate_dumps(path[0], path[1], tol, tol, verdict, sizeof verdict, NULL);
     if (rc < 0) usage_error("locate: %s", verdict);
     printf("%s\n", verdict);
     return rc;

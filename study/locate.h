@@ -26,5 +26,6 @@ typedef struct TapeSummary {
 } TapeSummary;
 
 // The verdict for dumps a and b into buf (one line); 0 the same, 1 parted, -1 on a read error
-// (the message in buf). tol 0: the probe's tolerances (above). With sum, what every tensor says.
-int locate_dumps(const char *a, const char *b, double tol, char *buf, size_t len, TapeSummary *sum);
+// (the message in buf). tol and grad_tol, the values' and the gradients' (0: the probe's
+// tolerances, above). With sum, what every tensor says.
+int locate_dumps(const char *a, const char *b, double tol, double grad_tol, char *buf, size_t len, TapeSummary *sum);

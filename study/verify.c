@@ -43,10 +43,10 @@ static void help(void) {
            "  batch, dumped on N ranks and on one (probe --dump-tape into DIR/tape-N.safetensors and\n"
            "  DIR/tape-1.safetensors; packs over data groups: on one group's ranks), each tensor and\n"
            "  its gradient compared by ||a - b|| / ||b|| over the tensor (at most %g forward, %g for\n"
-           "  gradients; bit for bit under --exact). It prints the worst tensor and, when one is\n"
-           "  beyond, `train locate`'s first divergence. Exit 0 when the curves and every tensor\n"
-           "  agree, 1 otherwise.\n",
-           PROBE_OUT_TOL, PROBE_GRAD_TOL);
+           "  gradients; %g and %g under --precision bf16; bit for bit under --exact). It prints\n"
+           "  the worst tensor and, when one is beyond, `train locate`'s first divergence. Exit 0\n"
+           "  when the curves and every tensor agree, 1 otherwise.\n",
+           PROBE_OUT_TOL, PROBE_GRAD_TOL, PROBE_BF16_OUT_TOL, PROBE_BF16_GRAD_TOL);
 }
 
 // --sp-attention auto: the mesh the N-rank run in dir picked, from its config.json, as the flags
@@ -145,7 +145,8 @@ static const char *first_error(const char *log, char *buf, size_t len) {
 // The tape check: one step of the 1-rank run's final weights on a fresh probe batch, dumped
 // (probe --dump-tape) on N ranks with the layout and bug flags (the mesh its run in dir_n picked
 // for auto) and on one without, and every tensor compared (locate.h): ||a - b|| / ||b|| within
-// PROBE_OUT_TOL forward, PROBE_GRAD_TOL for gradients; under --exact, bit for bit. Prints one line
+// PROBE_OUT_TOL forward, PROBE_GRAD_TOL for gradients (PROBE_BF16_* under --precision bf16);
+// under --exact, bit for bit. Prints one line
 // (and locate's verdict when they part); 0 every tensor agrees, 1 one does not, 2 no dump was made.
 static int tape_check(char *self, int ranks, const char *out, char **pass, int np, const char *dir_n,
                       const char *dir_1, bool exact) {
@@ -167,7 +168,9 @@ static int tape_check(char *self, int ranks, const char *out, char **pass, int n
     snprintf(log, sizeof log, "%s/tape.log", out); // the probes' output
     remove(log);
     char rule[96] = "bit for bit";
-    if (!exact) snprintf(rule, sizeof rule, "||a - b|| / ||b|| within %.0e forward, %.0e gradients", PROBE_OUT_TOL, PROBE_GRAD_TOL);
+    bool bf16 = tc.parallel.bf16;
+    double tol = bf16 ? PROBE_BF16_OUT_TOL : PROBE_OUT_TOL, grad_tol = bf16 ? PROBE_BF16_GRAD_TOL : PROBE_GRAD_TOL;
+    if (!exact) snprintf(rule, sizeof rule, "||a - b|| / ||b|| within %.0e forward, %.0e gradients", tol, grad_tol);
     printf("== one step, every tensor: %d ranks against 1 rank (%s%s)\n", dump_ranks, rule,
            dump_ranks < ranks ? "; packs: one data group" : "");
     fflush(stdout);
@@ -191,7 +194,7 @@ static int tape_check(char *self, int ranks, const char *out, char **pass, int n
     }
     remove(res);
     TapeSummary t;
-    int rc = locate_dumps(dump[0], dump[1], 0, verdict, sizeof verdict, &t);
+    int rc = locate_dumps(dump[0], dump[1], tol, grad_tol, verdict, sizeof verdict, &t);
     if (rc < 0) return fprintf(stderr, "error: tape check: %s\n", verdict), 2;
     if (t.exact && !t.over) printf("tape: all %d tensors identical -> the step AGREES\n", t.tensors);
     else if (t.exact)

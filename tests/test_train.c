@@ -490,7 +490,7 @@ static void write_tape(const char *name, int T, int P, int padded, const char *s
 static int locate_in_dir(const char *a, const char *b, char *verdict, size_t len) {
     char pa[256], pb[256];
     tmp_path(pa, sizeof pa, a), tmp_path(pb, sizeof pb, b);
-    return locate_dumps(pa, pb, 0, verdict, len, NULL);
+    return locate_dumps(pa, pb, 0, 0, verdict, len, NULL);
 }
 
 // "rank 1 of 3" or "ranks 0-2 of 3": the ranks whose shard [r n, (r+1) n) meets tokens [a, b),

@@ -22,7 +22,8 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 }
 
 // kept: Q, K, V and the output in the head shard (all T_pad tokens and the R front tokens, the
-// columns of the most heads a rank holds, ceil(H/P); under bf16 the output's rounded copy too),
+// columns of the most heads a rank holds, ceil(H/P); under bf16 the output's rounded copy too,
+// beyond the n D that dit_bf16_bytes counts for it),
 // their log-sum-exp, the output back in the
 // token shard and the front tokens' copies; transient: an exchange's send and receive buffers
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
@@ -31,7 +32,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double keys = sp->bugs & BUGS_REPLICATED ? P * n : T;
     double D = c->hidden_size;
     double h = seq_heads(c->num_heads, sp->shard.P, 0), Dh = h * D / c->num_heads;
-    AttnMemory m = {.kept = 2 * T * Dh + 2 * keys * Dh + h * T + n * D + sp->bf16 * T * Dh,
+    AttnMemory m = {.kept = 2 * T * Dh + 2 * keys * Dh + h * T + n * D + sp->bf16 * (T * Dh - n * D),
                     .transient = n * D + keys * Dh, .joint_held = 10, .queries = (int)T, .keys = (int)keys};
     m.kept += (R > 0) * (3 * sp->shard.T_pad * Dh + 2 * (P + 1) * R * Dh + 4 * R * D); // joined, copies
     // the cross-kv-all-to-all bug: the caption's K and V joined copy by copy, 2, 3, ..., P copies
@@ -149,8 +150,8 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
 }
 
 // forward: Q, K and V to the head shard and the output back (under bf16 all four in 2 bytes a
-// value); backward: the output's gradient to
-// the head shard and dQ, dK, dV back; each exchange one message to each of the P - 1 others.
+// value); backward: the output's gradient to the head shard and dQ, dK, dV back (under
+// --grad-wire bf16 in 2 bytes too); each exchange one message to each of the P - 1 others.
 // With tokens in front (in-context, joint): their output's heads to every rank in one more
 // exchange, and their gradients back in backward (K and V of them too under the
 // ulysses-replicated-kv and joint-text-replicated bugs).
@@ -160,7 +161,7 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double kv = q + (sp->bugs & BUGS_REPLICATED ? front : 0);
 #define HEADS(rows) seq_all_to_all_values(H, P, r, rows, dh, TO_HEAD_SHARD)
 #define TOKENS(rows) seq_all_to_all_values(H, P, r, rows, dh, TO_TOKEN_SHARD)
-    double values = backward ? HEADS(q) + HEADS(front) + TOKENS(q) + 2 * TOKENS(kv)
+    double values = backward ? sp_grad_wire(sp) * (HEADS(q) + HEADS(front) + TOKENS(q) + 2 * TOKENS(kv))
                              : sp_wire(sp) * (HEADS(q) + 2 * HEADS(kv) + TOKENS(q) + TOKENS(front));
 #undef HEADS
 #undef TOKENS

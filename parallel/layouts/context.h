@@ -29,6 +29,7 @@ typedef struct SpOptions {
     bool cuda;      // --device cuda: tensors, parameters and kernels on the GPU
     bool tf32;      // --tf32: float32 GEMMs on TF32 tensor cores (cuda only)
     bool bf16;      // --precision bf16: the tapes' bf16 (autograd/tape.h, layers/precision.c)
+    bool bf16_grads; // --grad-wire bf16: the attention's gradients travel in bf16 (tape.h)
     bool exact;     // --exact: the same bits for every rank count that divides virtual_shards
     int virtual_shards; // --virtual-shards: the canonical blocks V of --exact (default 12)
     bool packs;         // the rows are packs of images (--max-tokens): the pack bugs can show
@@ -59,6 +60,7 @@ typedef struct SeqParallel {
     bool nccl;          // and device buffers go over NCCL (every rank its own GPU); else host-staged
     bool exact;         // --exact: canonical blocks of T_pad / policy.exact_blocks tokens
     bool bf16;          // --precision bf16 (SpOptions')
+    bool bf16_grads;    // --grad-wire bf16 (SpOptions')
     bool packs;         // the rows are packs: the adaLN vectors reach each token (arena bytes)
     int pack_images;    // packs: the most images a row holds (SpOptions')
     bool recompute;     // --recompute (DiTShard.recompute)

@@ -124,7 +124,7 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
 // forward all-gathers K and V (P - 1 shards of B n D each, one ring step per shard), backward
 // reduce-scatters their gradients the same way
 static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    double P = sp->shard.P, w = backward ? 1 : sp_wire(sp); // K and V forward, dK and dV backward
+    double P = sp->shard.P, w = backward ? sp_grad_wire(sp) : sp_wire(sp); // K and V forward, dK and dV backward
     return (SpTraffic){w * 2 * (P - 1) * B * sp->shard.n * c->hidden_size, 2 * (P - 1)};
 }
 

@@ -37,7 +37,8 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double h = seq_heads(c->num_heads, sp->ulysses, 0), Dh = h * D / c->num_heads;
     AttnMemory m = {.kept = 6 * Un * Dh + h * Un + n * D, .transient = 5 * Un * Dh + h * Un,
                     .joint_held = 8, .queries = (int)Un, .keys = (int)Un};
-    m.kept += sp->bf16 * Un * Dh; // the output rounded for its return (seq_output_to_tokens)
+    // the output rounded for its return (seq_output_to_tokens), beyond dit_bf16_bytes' n D
+    m.kept += sp->bf16 * fmax(0, Un * Dh - (n + R) * D);
     m.kept += (R > 0) * (6 * Un * Dh + (sp->ulysses + 1) * R * Dh + 2 * R * D);
     m.transient += (R > 0) * 2 * Un * Dh; // the home step's dK, dV
     if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += Un * Dh + h * Un; // a partial output
@@ -76,8 +77,9 @@ static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double front = (double)B * dit_front_tokens(c);
     double out = seq_all_to_all_values(H, U, u, front, dh, TO_TOKEN_SHARD);
     double back = seq_all_to_all_values(H, U, u, front, dh, TO_HEAD_SHARD);
-    double w = sp_wire(sp); // Q, K and V to the heads, K and V round the ring, the output back
-    return (SpTraffic){(backward ? heads + 3 * tokens + (2 * w + 2) * steps * block + back
+    // Q, K and V to the heads, K and V round the ring, the output back; their gradients
+    double w = sp_wire(sp), gw = sp_grad_wire(sp);
+    return (SpTraffic){(backward ? gw * (heads + 3 * tokens + back) + (2 * w + 2 * gw) * steps * block
                                  : w * (3 * heads + 2 * steps * block + tokens + out)),
                        (4.0 + (front > 0)) * (U - 1) + steps};
 }

@@ -29,7 +29,8 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 
 // kept: the output, its log-sum-exp and the last visiting K/V block; transient: a step's partial
 // output and log-sum-exp and the travelling K/V blocks, sent and received (backward's travelling
-// K, V, its dK, dV shares and sums, 10 blocks, fit in the gradients the estimate counts for a block)
+// K, V, its dK, dV shares and sums, 10 blocks, and under bf16 their wires, 4 more, fit in the
+// gradients the estimate counts for a block)
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     // joint attention: the caption's R queries too, its keys at the home step (backward: their
     // dK, dV with the block's), and q, k, v joined
@@ -68,6 +69,7 @@ typedef struct Ring { // what one call needs, from q (B, R + n, D)
     real *qt, *qi, *kt, *vt;
     size_t lsize; // the saved log-sum-exps' values, before the last K and V
     bool bf16;    // K and V are bf16 values (--precision bf16): blocks travel in 2 bytes a value
+    bool bf16_grads; // and so do their dK, dV sums (--grad-wire bf16)
 } Ring;
 
 // where this rank's queries, and the keys of the block of `owner`, start among all tokens (both
@@ -118,8 +120,8 @@ typedef struct Travel {
     real *into;
 } Travel;
 
-static uint16_t *travel_wire(Arena *a, const Ring *g) {
-    return g->bf16 ? arena_alloc(a, 4 * g->blk * sizeof(uint16_t)) : NULL;
+static uint16_t *travel_wire(Arena *a, bool bf16, const Ring *g) {
+    return bf16 ? arena_alloc(a, 4 * g->blk * sizeof(uint16_t)) : NULL;
 }
 
 static void travel_start(Arena *a, const Ring *g, Travel *t, uint16_t *wire, real *next, const real *cur, int dir) {
@@ -212,7 +214,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     CHECK(!front || seg, "ring attention: tokens in front need their images");
     Arena *a = tp->arena;
     Ring *g = arena_alloc(arena_host(a), sizeof(Ring));
-    *g = (Ring){.c = c, .bf16 = k->bf16 && v->bf16, .mask = key_mask, .seg = seg, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
+    *g = (Ring){.c = c, .bf16 = k->bf16 && v->bf16, .bf16_grads = k->bf16 && v->bf16 && tp->bf16_grads, .mask = key_mask, .seg = seg, .bugs = bugs, .B = B, .n = n, .H = heads, .dh = D / heads,
                 .blk = (size_t)B * n * D, .R = front, .nq = nq};
     // the key mask on the host (key_mask: the host's copy under --device cuda too)
     const uint8_t *km = key_mask && device_pointer(key_mask) ? NULL : key_mask;
@@ -258,7 +260,7 @@ Tensor *ring_attention(Tape *tp, Comm *c, Tensor *q, Tensor *k, Tensor *v, int h
     Forward f = {.out = out->data, .lse = saved->data};
     ArenaMarks mark = arena_marks(a);
     real *cur = arena_alloc(a, 4 * g->blk * sizeof(real)), *next = cur + 2 * g->blk;
-    uint16_t *wire = travel_wire(a, g);
+    uint16_t *wire = travel_wire(a, g->bf16, g);
     size_t qsize = (size_t)B * nq * D; // a step's partial output
     if (g->exact) { // on the host
         size_t li = (size_t)B * heads * n, lt = (size_t)B * heads * g->Rp, nkb = (size_t)g->exact->nkb;
@@ -318,6 +320,21 @@ static size_t shares_bytes(const Ring *g) { return g->exact ? 2 * exact_bytes(g-
 static void shares_clear(const Ring *g, Shares *s) {
     if (s->d) zero_bytes(s->d, 2 * g->blk * sizeof(real));
     else exact_clear(&s->k), exact_clear(&s->v);
+}
+
+// The shares `from` on their way to the next rank (`way`), arriving in `to`: as they are, or
+// through wire (--grad-wire bf16: each value rounded to bf16, 2 bytes; the packed shares going
+// out, then those coming in)
+static void shares_send(Arena *a, const Ring *g, CommShift *t, uint16_t *wire, Shares *to, const Shares *from, int way) {
+    size_t two = 2 * g->blk;
+    if (!wire) return comm_shift_start(g->c, t, shares_at(to), shares_at(from), shares_bytes(g), way);
+    RUN(a->device, pack_bf16, wire, from->d, two);
+    comm_shift_start(g->c, t, wire + two, wire, two * sizeof(uint16_t), way);
+}
+
+static void shares_arrive(Arena *a, const Ring *g, CommShift *t, uint16_t *wire, Shares *to) {
+    comm_shift_wait(t);
+    if (wire) RUN(a->device, unpack_bf16, to->d, wire + 2 * g->blk, 2 * g->blk);
 }
 
 // to += from (which may change: exact sums' fronts move into their limbs)
@@ -433,7 +450,7 @@ static void ring_bwd(Node *nd) {
     // K V of the visiting block and of the next; this rank's share of the visiting block, the
     // last step's (on its way on), and the earlier ranks' sum arriving for this one
     real *cur = arena_alloc(a, 2 * two * sizeof(real)), *next = cur + two;
-    uint16_t *wire = travel_wire(a, g);
+    uint16_t *wire = travel_wire(a, g->bf16, g), *dwire = travel_wire(a, g->bf16_grads, g);
     Shares share = shares_new(a, g), sent = shares_new(a, g), sums = shares_new(a, g);
     bool stale = g->bugs & BUG_RING_STALE_KV;
     copy_bytes(cur, nd->saved->data + g->lsize, two * sizeof(real)); // the last K, V
@@ -450,12 +467,12 @@ static void ring_bwd(Node *nd) {
         if (s) shares_clear(g, &share);
         backward_step(nd, g, &b, &share, keep_here, k, v, owner);
         if (s) { // the earlier ranks' sum arrived while this share was computed: added to it
-            comm_shift_wait(&dkv);
+            shares_arrive(a, g, &dkv, dwire, &sums);
             shares_add(a, g, &share, &sums);
         }
         if (s == P - 1) break;
         int way = g->bugs & BUG_RING_DKV_AGAINST ? 1 : -1; // with its block, or (the bug) against it
-        comm_shift_start(c, &dkv, shares_at(&sums), shares_at(&share), shares_bytes(g), way); // travels during the next step
+        shares_send(a, g, &dkv, dwire, &sums, &share, way); // travels during the next step
         travel_wait(a, g, &kv);
         real *t = cur;
         cur = next, next = t;
@@ -479,8 +496,8 @@ static Tensor *attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads, cons
 
 // P - 1 steps, each one message: K and V of B n tokens forward, K, V, dK and dV backward
 static SpTraffic traffic(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
-    double P = sp->shard.P, w = sp_wire(sp);
-    return (SpTraffic){(backward ? 2 * w + 2 : 2 * w) * (P - 1) * B * sp->shard.n * c->hidden_size, P - 1};
+    double P = sp->shard.P, w = sp_wire(sp), gw = sp_grad_wire(sp);
+    return (SpTraffic){(backward ? 2 * w + 2 * gw : 2 * w) * (P - 1) * B * sp->shard.n * c->hidden_size, P - 1};
 }
 
 const SpLayout sp_ring = {"ring", "K/V blocks travel the ring; one other rank's block at a time", validate, step_bytes, traffic, attend, .overlaps = true, .ring_path = true};

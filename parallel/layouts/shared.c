@@ -5,6 +5,7 @@
 void sp_sum_group(ExactSum *s, void *ctx) { comm_all_reduce_sums(((SeqParallel *)ctx)->comm, s, s->n); }
 
 double sp_wire(const SeqParallel *sp) { return sp->bf16 ? (double)sizeof(uint16_t) / sizeof(real) : 1; }
+double sp_grad_wire(const SeqParallel *sp) { return sp->bf16_grads ? sp_wire(sp) : 1; }
 
 DiTPass sp_pass(const SeqParallel *sp, bool backward) {
     return !backward ? DIT_FORWARD : sp->recompute ? DIT_RECOMPUTE : DIT_BACKWARD;

@@ -8,6 +8,8 @@ void sp_sum_group(ExactSum *s, void *ctx);
 // The reals an attention input's value (Q, K, V) takes on the wire: 1, or under --precision bf16
 // its 2 bytes' share of a real (the traffic formulas)
 double sp_wire(const SeqParallel *sp);
+// The same for their gradients (dQ, dK, dV, the output's): 1, or under --grad-wire bf16 sp_wire's
+double sp_grad_wire(const SeqParallel *sp);
 // The pass a step with (or without) backward runs: DIT_RECOMPUTE for a backward under --recompute
 DiTPass sp_pass(const SeqParallel *sp, bool backward);
 // The key mask of all T_pad tokens (NULL under the no-pad-mask bug), on the device with cuda.

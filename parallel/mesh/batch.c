@@ -163,7 +163,7 @@ void sp_sync_grads(SeqParallel *sp, ParamStore *ps) {
 }
 
 void sp_tape_arithmetic(const SeqParallel *sp, Tape *tp, ExactMode *em, bool first) {
-    tp->bf16 = sp->bf16;
+    tp->bf16 = sp->bf16, tp->bf16_grads = sp->bf16_grads;
     if (!sp->exact) return;
     if (first) {
         *em = (ExactMode){.block = sp->shard.T_pad / sp->policy_blocks, .rank = sp->comm->rank,

@@ -55,6 +55,13 @@ const char *sp_exact_error(const SpOptions *o, char *buf, size_t len) {
     if (!o->exact && o->virtual_shards != EXACT_BLOCKS)
         return snprintf(buf, len, "--virtual-shards sets the canonical blocks of --exact; add --exact, "
                         "or drop --virtual-shards"), buf;
+    if (o->bf16_grads && !o->bf16)
+        return snprintf(buf, len, "--grad-wire bf16 sends the gradients of bf16 values in 2 bytes and "
+                        "needs --precision bf16; add it, or drop --grad-wire"), buf;
+    if (o->bf16_grads && o->exact)
+        return snprintf(buf, len, "--grad-wire bf16 rounds partial sums of dK and dV, which depend on "
+                        "the rank count, so --exact cannot give one rank's bits with it; drop one of "
+                        "them"), buf;
     return NULL;
 }
 
@@ -201,7 +208,7 @@ const char *sp_init(SeqParallel *sp, Comm *world, int ranks, int rank, const SpO
     *sp = (SeqParallel){.comm = world, .world = world, .shard = seq_shard(&policy, T, P, sp_rank),
                         .layout = o->layout, .dp = ranks / P, .dp_rank = dp_rank, .ulysses = U,
                         .accum = o->grad_accum, .bugs = o->bugs, .cuda = o->cuda,
-                        .exact = o->exact, .bf16 = o->bf16, .packs = o->packs, .pack_images = o->pack_images, .recompute = o->recompute,
+                        .exact = o->exact, .bf16 = o->bf16, .bf16_grads = o->bf16_grads, .packs = o->packs, .pack_images = o->pack_images, .recompute = o->recompute,
                         .policy_blocks = policy.exact_blocks};
     if (o->bugs & BUG_PAD_MASK_OFF_BY_ONE) pad_mask_off_by_one(&sp->shard);
     if (!world) return NULL;

@@ -45,8 +45,8 @@ void sp_free(SeqParallel *sp);
 // NULL when the device options can run here (a GPU for --device cuda, --tf32 only with cuda);
 // else the sentence. sp_init checks it first; the flags' parser too.
 const char *sp_device_error(const SpOptions *o, char *buf, size_t len);
-// NULL when the --exact options can run (--virtual-shards only with
-// --exact); else the sentence. sp_init checks it (and the policy, that the ranks divide the
+// NULL when the --exact and precision options can run (--virtual-shards only with --exact,
+// --grad-wire bf16 only with --precision bf16 and without --exact); else the sentence. sp_init checks it (and the policy, that the ranks divide the
 // blocks); so does bugs before its first run.
 const char *sp_exact_error(const SpOptions *o, char *buf, size_t len);
 // "cpu", or "cuda (NVIDIA H200, collectives over NCCL)" and the like, into buf

@@ -116,17 +116,41 @@ static bool scatter_kind(Comm *c, Arena *a, CommKind k, real *local, const real 
     return sum != NULL;
 }
 
-// --exact: the fronts first (10 bytes a value), the sums whole (40) only where they fall short
+// The reduce-scatter of partials that are sent as bf16 values (--grad-wire bf16): each rank's
+// partial of rank r's rows rounded and sent to rank r (an all-to-all: P - 1 blocks sent, as by the
+// reduce-scatter), the P that arrive added here in rank order, in float
+static void scatter_bf16(Comm *c, Arena *a, real *local, const real *seq, int B, int n, int D) {
+    int P = c->size;
+    size_t mark = arena_mark(a), size = (size_t)B * n * D, row = (size_t)n * D, w = wire_reals(size);
+    real *out = arena_alloc_empty(a, (2 * P * w + size) * sizeof(real)), *in = out + P * w, *block = in + P * w;
+    size_t *counts = xmalloc((size_t)P * sizeof(size_t));
+    for (int r = 0; r < P; r++) { // rank r's rows, B of n*D values P*n*D apart
+        counts[r] = w;
+        RUN(a->device, slice_forward, block, seq, B, (int)(P * row), (int)(r * row), (int)row);
+        pack(a, out + r * w, block, size);
+    }
+    comm_all_to_all(c, in, counts, out, counts);
+    for (int r = 0; r < P; r++) {
+        RUN(a->device, unpack_bf16, block, (const uint16_t *)(in + r * w), size);
+        RUN(a->device, add_rows, local, size, block, size, size, 1);
+    }
+    free(counts);
+    arena_release(a, mark);
+}
+
+// --exact: the fronts first (10 bytes a value), the sums whole (40) only where they fall short;
+// bf16: the partials in 2 bytes a value
 static void scatter_add(Comm *c, Arena *a, real *local, const real *seq, const ExactSum *sums, int B,
-                        int n, int D) {
-    if (!sums) scatter_kind(c, a, COMM_REAL, local, seq, NULL, B, n, D);
+                        int n, int D, bool bf16) {
+    if (bf16) scatter_bf16(c, a, local, seq, B, n, D);
+    else if (!sums) scatter_kind(c, a, COMM_REAL, local, seq, NULL, B, n, D);
     else if (!scatter_kind(c, a, COMM_FRONTS, local, NULL, sums, B, n, D))
         scatter_kind(c, a, COMM_EXACT, local, NULL, sums, B, n, D);
 }
 
 static void all_gather_bwd(Node *nd) {
     real *dx = node_grad(nd, 0);
-    if (dx) scatter_add((Comm *)nd->ptr, nd->arena, dx, nd->out->grad, NULL, nd->iarg[0], nd->iarg[1], nd->iarg[2]);
+    if (dx) scatter_add((Comm *)nd->ptr, nd->arena, dx, nd->out->grad, NULL, nd->iarg[0], nd->iarg[1], nd->iarg[2], nd->iarg[3]);
 }
 
 Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x) {
@@ -137,7 +161,7 @@ Tensor *seq_all_gather(Tape *tp, Comm *c, Tensor *x) {
     gather(c, tp->arena, out->data, x->data, B, n, D, x->bf16);
     out->bf16 = x->bf16;
     Node *nd = tape_record(tp, "seq_all_gather", all_gather_bwd, out, 1, x);
-    if (nd) nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = D, nd->ptr = c;
+    if (nd) nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = D, nd->iarg[3] = x->bf16 && tp->bf16_grads, nd->ptr = c;
     return out;
 }
 
@@ -153,14 +177,14 @@ Tensor *seq_reduce_scatter(Tape *tp, Comm *c, Tensor *x) {
           tensor_shape_str(x, s, sizeof s), c->size);
     int B = x->shape[0], n = x->shape[1] / c->size, D = x->shape[2];
     Tensor *out = tensor_new(tp->arena, 3, B, n, D);
-    scatter_add(c, tp->arena, out->data, x->data, NULL, B, n, D);
+    scatter_add(c, tp->arena, out->data, x->data, NULL, B, n, D, false);
     Node *nd = tape_record(tp, "seq_reduce_scatter", reduce_scatter_bwd, out, 1, x);
     if (nd) nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = D, nd->ptr = c;
     return out;
 }
 
 void seq_reduce_scatter_sums(Comm *c, Arena *a, real *local, const ExactSum *seq, int B, int n, int D) {
-    scatter_add(c, a, local, NULL, seq, B, n, D);
+    scatter_add(c, a, local, NULL, seq, B, n, D, false);
 }
 
 typedef struct Spread {
@@ -279,7 +303,7 @@ static void exchange(Comm *c, Arena *a, real *out, const real *x, A2ADir dir, co
     free(theirs);
 }
 
-// iarg: B, n (rows per rank), H, dh, direction
+// iarg: B, n (rows per rank), H, dh, direction, the early bug, the gradient in bf16
 static void all_to_all_bwd(Node *nd) {
     real *dx = node_grad(nd, 0);
     const int *i = nd->iarg;
@@ -287,7 +311,7 @@ static void all_to_all_bwd(Node *nd) {
     if (!dx) return;
     Comm *c = (Comm *)nd->ptr;
     if (!i[5]) {
-        exchange(c, nd->arena, dx, nd->out->grad, back, i, false);
+        exchange(c, nd->arena, dx, nd->out->grad, back, i, i[6]);
         return;
     }
     int B = i[0], n = i[1], H = i[2], dh = i[3], P = c->size, mine = seq_heads(H, P, c->rank);
@@ -325,6 +349,6 @@ static Tensor *all_to_all(Tape *tp, Comm *c, Tensor *x, int heads, A2ADir dir, b
     Node *nd = tape_record(tp, "seq_all_to_all", all_to_all_bwd, out, 1, x);
     if (nd)
         nd->iarg[0] = B, nd->iarg[1] = n, nd->iarg[2] = heads, nd->iarg[3] = dh, nd->iarg[4] = dir,
-        nd->iarg[5] = early, nd->ptr = c;
+        nd->iarg[5] = early, nd->iarg[6] = x->bf16 && tp->bf16_grads, nd->ptr = c;
     return out;
 }

@@ -756,10 +756,11 @@ END_TEST
 // The bytes one step of a text-conditioned model sends in its layout's exchanges: the planner's
 // formula (sp_layer_traffic per block, forward and backward), which counts the caption's tokens:
 // none for cross-attention (it moves nothing), joint attention's front tokens' output and its
-// gradient under all-to-all
-static void text_step_bytes(SeqAttention layout, bool bf16) {
+// gradient under all-to-all; under bf16 Q, K, V and the output in 2 bytes, and with grads
+// (--grad-wire bf16) their gradients too
+static void text_step_bytes(SeqAttention layout, bool bf16, bool grads) {
     SpOptions o = options(layout, 0);
-    o.bf16 = bf16;
+    o.bf16 = bf16, o.bf16_grads = grads;
     if (layout == SP_HYBRID) o.ulysses = comm.size % 2 ? 1 : 2;
     SeqParallel sp;
     ck_assert(init_mesh(&sp, &o));
@@ -780,7 +781,7 @@ static void text_step_bytes(SeqAttention layout, bool bf16) {
     if (comm.rank == 0)
         printf("text %s, %s%s, ranks %d: %zu bytes sent by rank 0 in a step's exchanges, formula %zu\n",
                cfg.text_attn == DIT_TEXT_JOINT ? "joint" : "cross", seq_attention_name(layout),
-               bf16 ? ", bf16" : "", comm.size, sent, want);
+               grads ? ", bf16 and its gradients" : bf16 ? ", bf16" : "", comm.size, sent, want);
     ck_assert_uint_eq(sent, want);
     arena_destroy(&a);
     dit_free(&m);
@@ -834,7 +835,9 @@ START_TEST(text_matches_single_rank) {
             printf("text %s, %s, ranks %d: output rel err %.2e, worst gradient %.2e%s\n", attn, what,
                    comm.size, e_out, e_grad, !o.bugs ? "" : caught ? " -> caught" : " -> MISSED");
         ck_assert_msg(caught == (o.bugs != 0), "%s", what);
-        if (v < SP_LAYOUTS) text_step_bytes(o.layout, false), text_step_bytes(o.layout, true);
+        if (v < SP_LAYOUTS)
+            text_step_bytes(o.layout, false, false), text_step_bytes(o.layout, true, false),
+            text_step_bytes(o.layout, true, true);
     }
     cfg = configs[0];
 }

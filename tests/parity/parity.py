@@ -538,15 +538,21 @@ def check_bf16(train32, work):
     """--precision bf16 at 1-4 ranks in every layout against the float64 reference and against the
     reference under PyTorch's bf16 autocast, within BF16_TOL; the rounding must show (each bf16
     probe departs from the float64 reference by more than float32's bound), and a sequence-parallel
-    bug (the padding's keys unmasked, 3 ranks) must exceed the bound. Returns (checks, failures)."""
+    bug (the padding's keys unmasked, 3 ranks) must exceed the bound. With --grad-wire bf16 (the
+    attention's gradients sent rounded) at 2 and 4 ranks in every layout: the same bounds, and the
+    wire's rounding must show (its gradients depart from the float wire's run by more than
+    float32's bound). Returns (checks, failures)."""
     name = "learn_sigma"
     ckpt, batch = random_case(CONFIGS[name], 1000 + list(CONFIGS).index(name), work, "bf16", std=0.1)
     ref64, autocast = reference(ckpt, batch), reference_autocast(ckpt, batch)
-    runs = [(ranks, layout, []) for ranks, layout in PACK_RUNS] + [(3, "gather", ["--inject-bug", "no-pad-mask"])]
+    wire = ["--grad-wire", "bf16"]
+    runs = ([(ranks, layout, []) for ranks, layout in PACK_RUNS] + [(3, "gather", ["--inject-bug", "no-pad-mask"])] +
+            [(ranks, layout, wire) for ranks, layout in PACK_RUNS if ranks in (2, 4)])
 
     def probe(run):
         ranks, layout, extra = run
-        res = os.path.join(work, f"bf16.{ranks}.{layout}{'.bug' if extra else ''}.result.safetensors")
+        kind = "" if not extra else ".wire" if extra == wire else ".bug"
+        res = os.path.join(work, f"bf16.{ranks}.{layout}{kind}.result.safetensors")
         launch(MPIRUN + ["-np", str(ranks), train32, "probe", "--ckpt", ckpt, "--batch", batch, "--out", res,
                          "--precision", "bf16"] + LAYOUTS[layout] + extra, check=True, stdout=subprocess.DEVNULL)
         got, _ = st_read(res)
@@ -556,18 +562,25 @@ def check_bf16(train32, work):
     e_auto = pack_errors(autocast, ref64)
     print(f"bf16: {name}, autocast against the float64 reference: output {e_auto[0]:.2e}, loss {e_auto[1]:.2e}, "
           f"worst gradient {e_auto[2]:.2e} ({e_auto[3]})")
-    print(f"{'ranks':>5} {'layout':<11} {'vs float64: out':>15} {'loss':>9} {'gradient':>9} "
+    print(f"{'ranks':>5} {'layout':<20} {'vs float64: out':>15} {'loss':>9} {'gradient':>9} "
           f"{'vs autocast: out':>16} {'loss':>9} {'gradient':>9}  (bounds {BF16_TOL[0]:.0e}, {BF16_TOL[1]:.0e})")
     failures = 0
+    float_wire = {(ranks, layout): got for (ranks, layout, extra), got in zip(runs, results) if not extra}
     for (ranks, layout, extra), got in zip(runs, results):
         a, b = pack_errors(got, ref64), pack_errors(got, autocast)
         within = all(e[0] <= BF16_TOL[0] and e[1] <= BF16_TOL[0] and e[2] <= BF16_TOL[1] for e in (a, b))
         rounded = a[0] > TOL["float32"][0]  # bf16, not float32's arithmetic
-        ok = (within and rounded) if not extra else a[2] > BF16_TOL[1]
+        moved = pack_errors(got, float_wire[(ranks, layout)])[2] if extra == wire else 0
+        if extra == wire:  # and the wire's rounding, not the float wire's sums
+            rounded = moved > TOL["float32"][1]
+        bug = extra and extra != wire
+        ok = a[2] > BF16_TOL[1] if bug else within and rounded
         failures += not ok
-        print(f"{ranks:>5} {layout:<11} {a[0]:15.2e} {a[1]:9.2e} {a[2]:9.2e} {b[0]:16.2e} {b[1]:9.2e} {b[2]:9.2e}"
-              f"  {'ok' if ok else 'FAIL'}" + (f" (--inject-bug no-pad-mask: {'caught' if ok else 'NOT caught'})" if extra
-                                              else "" if rounded else " (no bf16 rounding to be seen)"))
+        label = layout + (" bf16-wire" if extra == wire else "")
+        print(f"{ranks:>5} {label:<20} {a[0]:15.2e} {a[1]:9.2e} {a[2]:9.2e} {b[0]:16.2e} {b[1]:9.2e} {b[2]:9.2e}"
+              f"  {'ok' if ok else 'FAIL'}" + (f" (--inject-bug no-pad-mask: {'caught' if ok else 'NOT caught'})" if bug
+                                              else (f" (the wire moved the worst gradient by {moved:.1e})" if moved else "")
+                                              if rounded else " (no bf16 rounding to be seen)"))
     return len(runs), failures
 
 
