@@ -52,6 +52,12 @@ for bug in ring-wrong-merge ring-dkv-not-returned; do
   expect_caught 4 $bug --sp-attention ring
 done
 
+# --precision bf16 within verify's bf16 bounds: the all-to-all, whose output is rounded before its
+# return (at one rank too: else the tape check sees the rounding), and with --grad-wire bf16 (the
+# attention's gradients sent rounded) the ring
+expect_agree 2 "$WORK/bf16" --precision bf16 --sp-attention all-to-all
+expect_agree 2 "$WORK/bf16" --precision bf16 --grad-wire bf16 --sp-attention ring
+
 # data x sequence meshes reproduce one rank too (3 x 1: 6 images, which 3 data groups split; 2 x 2
 # with gather: exact_test.sh's dp2-sp2), and the data-parallel bugs are caught
 expect_agree 4 "$WORK/mesh" --sp 2 --sp-attention ring
@@ -211,6 +217,15 @@ expect_usage "runs its own --exact column" bugs --regimes --exact
 expect_usage "--zero must be between 0 and 3, got 4" --zero 4
 expect_usage "--save-dtype: unknown dtype 'fp16' (known: fp32, bf16)" --save-dtype fp16
 expect_usage "probe: unknown argument '--save-dtype'" probe --save-dtype bf16
+expect_usage "--grad-wire: unknown gradient wire 'fp16' (known: fp32, bf16)" --grad-wire fp16
+for cmd in "" "verify --ranks 2" "plan --ranks 2 --link-bandwidth 1000 --link-latency 10"; do
+  expect_usage "--grad-wire bf16 sends the gradients of bf16 values in 2 bytes and needs --precision bf16" $cmd --grad-wire bf16
+done
+for cmd in "" "verify --ranks 2"; do # plan refuses --exact itself
+  expect_usage "so --exact cannot give one rank's bits with it" $cmd --precision bf16 --grad-wire bf16 --exact
+done
+expect_usage "sample: unknown argument '--grad-wire'" sample --grad-wire bf16
+expect_usage "bugs: unknown argument '--grad-wire'" bugs --grad-wire bf16
 expect_usage "probe: unknown argument '--lr'" probe --lr 1
 expect_usage "sample: unknown argument '--recompute'" sample --recompute
 # --device cuda where there is no GPU (the GPU path itself: tests/gpu/device_cli.sh)
