@@ -67,6 +67,27 @@ bool blas_use_core(const char *core) {
     return true;
 }
 
+// OpenBLAS's bf16 GEMM, where the library was built with it (BUILD_BFLOAT16; Debian's 0.3.21 is not)
+extern void cblas_sbgemm(OPENBLAS_CONST enum CBLAS_ORDER, OPENBLAS_CONST enum CBLAS_TRANSPOSE,
+                         OPENBLAS_CONST enum CBLAS_TRANSPOSE, OPENBLAS_CONST blasint, OPENBLAS_CONST blasint,
+                         OPENBLAS_CONST blasint, OPENBLAS_CONST float, OPENBLAS_CONST bfloat16 *,
+                         OPENBLAS_CONST blasint, OPENBLAS_CONST bfloat16 *, OPENBLAS_CONST blasint,
+                         OPENBLAS_CONST float, float *, OPENBLAS_CONST blasint) __attribute__((weak));
+
+const char *blas_bf16_text(char *buf, size_t len) {
+    bool avx512 = false, amx = false;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    avx512 = __builtin_cpu_supports("avx512bf16"), amx = __builtin_cpu_supports("amx-bf16");
+#endif
+    const char *has = avx512 && amx ? "AVX512-BF16 and AMX-BF16" : avx512 ? "AVX512-BF16" : amx ? "AMX-BF16" : NULL;
+    if (!has) return snprintf(buf, len, "float32 GEMMs of bf16-rounded operands (this CPU has no bf16 instructions)"), buf;
+    snprintf(buf, len, "float32 GEMMs of bf16-rounded operands; this CPU's %s unused: %s", has,
+             cblas_sbgemm ? "this OpenBLAS has sbgemm, which this program does not call"
+                          : "this OpenBLAS was built without its bf16 GEMM (sbgemm)");
+    return buf;
+}
+
 const char *blas_setup(void) {
     static char line[256];
     if (line[0]) return line;

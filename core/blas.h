@@ -5,6 +5,7 @@
 // own choice uses fewer of them, unless the user set OPENBLAS_CORETYPE.
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 
 // Call before any BLAS call (program start); returns a line for logs, e.g. "OpenBLAS 0.3.21,
 // SkylakeX kernels (chosen by CPU features; OpenBLAS detected Prescott)". Idempotent.
@@ -21,3 +22,7 @@ int blas_cpu_level(void); // this CPU's
 const char *blas_choice(const char *detected, int cpu_level, bool user_set);
 // Makes OpenBLAS run the named kernels from now on; false if this OpenBLAS cannot switch.
 bool blas_use_core(const char *core);
+// What runs --precision bf16's products on this CPU, for logs: float32 GEMMs of bf16-rounded
+// operands, and the bf16 instructions the CPU has (AVX512-BF16, AMX-BF16) that they leave unused,
+// and why: OpenBLAS's bf16 GEMM (sbgemm) is missing from Debian's build, or not called here.
+const char *blas_bf16_text(char *buf, size_t len);

@@ -292,6 +292,28 @@ START_TEST(blas_kernels_by_cpu_features) {
 }
 END_TEST
 
+// The bf16 line names the bf16 instructions the kernel says the CPU has (/proc/cpuinfo's flags,
+// read here apart from the program's cpuid), and says why they do not run the products
+START_TEST(bf16_line_names_the_cpus_instructions) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return; // not Linux: nothing independent to compare with
+    char line[8192], text[256];
+    bool avx512 = false, amx = false;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "flags", 5)) {
+            avx512 = strstr(line, " avx512_bf16") != NULL, amx = strstr(line, " amx_bf16") != NULL;
+            break;
+        }
+    fclose(f);
+    blas_bf16_text(text, sizeof text);
+    printf("bf16: %s\n", text);
+    ck_assert(strstr(text, "float32 GEMMs of bf16-rounded operands") == text);
+    ck_assert_msg((strstr(text, "AVX512-BF16") != NULL) == avx512, "%s (cpuinfo: avx512_bf16 %d)", text, avx512);
+    ck_assert_msg((strstr(text, "AMX-BF16") != NULL) == amx, "%s (cpuinfo: amx_bf16 %d)", text, amx);
+    ck_assert((strstr(text, "sbgemm") != NULL) == (avx512 || amx));
+}
+END_TEST
+
 // Random streams cannot collide: the named ones lie below STREAM_NAMED_END, and the parameter
 // streams of the largest model the flags allow (the most blocks) lie above them without wrapping
 START_TEST(rng_streams_are_disjoint) {
@@ -315,6 +337,7 @@ Suite *core_suite(void) {
     Suite *s = suite_create("core");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, blas_kernels_by_cpu_features);
+    tcase_add_test(tc, bf16_line_names_the_cpus_instructions);
     tcase_add_test(tc, rng_streams_are_disjoint);
     tcase_add_test(tc, arena_peak_is_exact);
     tcase_add_test(tc, arena_is_aligned_and_zeroed);

@@ -268,6 +268,7 @@ static void print_start(const Run *r, size_t params, int first) {
         char cpu[256];
         print0(c, "GEMM: %s; %d thread%s per rank\nCPU: %s\n", blas_setup(), kernel_threads(),
                kernel_threads() > 1 ? "s" : "", cpu_text(cpu, sizeof cpu));
+        if (tc->parallel.bf16) print0(c, "bf16: %s\n", blas_bf16_text(cpu, sizeof cpu));
     }
 }
 

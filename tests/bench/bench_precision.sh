@@ -4,7 +4,8 @@
 #  1. the peak activation memory per rank (the arena's peak counter) of DiT-mini/2 at 16384 tokens
 #     (input 256, patch 2), batch 1, one step, on 1 and 4 ranks [bf16 at most 0.6x];
 #  2. the bytes a rank sends per step, the attention's and the whole step's, in each layout on 4
-#     ranks, DiT-mini/2 at 4096 tokens [the attention's at most 0.55x];
+#     ranks, DiT-mini/2 at 4096 tokens, bf16 with the float gradient wire and with --grad-wire
+#     bf16 [the attention's at most 0.55x];
 #  3. the CPU step, 1 rank x 1 thread, DiT-mini/2 at 4096 tokens, runs A B B A A B, the best of
 #     each side [at most 1.15x], and perf's share of the roundings in the bf16 step;
 #  4. the planner's memory per rank for DiT-XL/2 at 16384 tokens on 4 ranks with --zero 3
@@ -42,17 +43,23 @@ for np in 1 4; do
 done
 
 echo
-echo "2. MiB a rank sends per step, 4 ranks, DiT-mini/2, 4096 tokens, batch 1 (the attention's; the whole step's)"
-printf "| %-26s | %10s | %10s | %10s | %10s | %10s |\n" layout "attn fp32" "attn bf16" "bf16/fp32" "step fp32" "step bf16"
-printf "| %-26s | %10s | %10s | %10s | %10s | %10s |\n" --- --- --- --- --- ---
+echo "2. MiB a rank sends per step, 4 ranks, DiT-mini/2, 4096 tokens, batch 1 (the attention's; the whole step's);"
+echo "   bf16: --precision bf16, its gradients on the float wire; +wire: with --grad-wire bf16"
+printf "| %-26s | %9s | %9s | %9s | %10s | %10s | %9s | %9s | %10s |\n" layout "attn fp32" "attn bf16" "bf16/fp32" "attn +wire" \
+  "+wire/fp32" "step fp32" "step bf16" "step +wire"
+printf "| %-26s | %9s | %9s | %9s | %10s | %10s | %9s | %9s | %10s |\n" --- --- --- --- --- --- --- --- ---
 for layout in gather all-to-all ring "hybrid --ulysses-degree 2"; do
   # shellcheck disable=SC2086
   la=$(run lay 4 $MINI --input-size 128 --steps 1 --sp-attention $layout --precision fp32)
   # shellcheck disable=SC2086
   lb=$(run lay 4 $MINI --input-size 128 --steps 1 --sp-attention $layout --precision bf16)
+  # shellcheck disable=SC2086
+  lw=$(run lay 4 $MINI --input-size 128 --steps 1 --sp-attention $layout --precision bf16 --grad-wire bf16)
   aa=$(field '\(attention ([0-9.]+),' <<< "$la") ab=$(field '\(attention ([0-9.]+),' <<< "$lb")
-  printf "| %-26s | %10s | %10s | %10s | %10s | %10s |\n" "$layout" "$aa" "$ab" "$(ratio "$aa" "$ab")" \
-    "$(field 'sent ([0-9.]+) MiB' <<< "$la")" "$(field 'sent ([0-9.]+) MiB' <<< "$lb")"
+  aw=$(field '\(attention ([0-9.]+),' <<< "$lw")
+  printf "| %-26s | %9s | %9s | %9s | %10s | %10s | %9s | %9s | %10s |\n" "$layout" "$aa" "$ab" "$(ratio "$aa" "$ab")" \
+    "$aw" "$(ratio "$aa" "$aw")" "$(field 'sent ([0-9.]+) MiB' <<< "$la")" "$(field 'sent ([0-9.]+) MiB' <<< "$lb")" \
+    "$(field 'sent ([0-9.]+) MiB' <<< "$lw")"
 done
 
 echo

@@ -1621,10 +1621,9 @@ static const DiTConfig mem_configs[] = {
 };
 enum { MEM_CONFIGS = sizeof mem_configs / sizeof *mem_configs };
 
-START_TEST(memory_estimate_holds) {
-    cfg = mem_configs[_i / (3 * SP_LAYOUTS)];
-    SeqAttention layout = (SeqAttention)(_i % SP_LAYOUTS);
-    DiTPass pass = (DiTPass)(_i / SP_LAYOUTS % 3);
+// Model `model` in `layout` and `pass`; bf16: under --precision bf16 --grad-wire bf16
+static void memory_case(int model, SeqAttention layout, DiTPass pass, bool bf16) {
+    cfg = mem_configs[model];
     bool backward_pass = pass != DIT_FORWARD;
     DiT m;
     random_model(&m);
@@ -1640,11 +1639,13 @@ START_TEST(memory_estimate_holds) {
         return;
     }
     sp.recompute = pass == DIT_RECOMPUTE;
+    sp.bf16 = sp.bf16_grads = bf16;
     enum { BM = 4 };
     size_t est = sp_step_bytes(&sp, &cfg, BM, backward_pass);
     Arena a = arena_create(est);
     Tape tp = tape_create(&a);
     tp.grad_enabled = backward_pass;
+    tp.bf16 = tp.bf16_grads = bf16;
     Tensor *x, *t, *target;
     int64_t y[BM * TEXT_LEN];
     random_slice(&a, 0, BM, &x, &t, &target, y);
@@ -1654,10 +1655,10 @@ START_TEST(memory_estimate_holds) {
     double peak = (double)a.peak, largest = peak;
     MPI_Allreduce(&peak, &largest, 1, MPI_DOUBLE, MPI_MAX, comm.group);
     if (comm.rank == 0)
-        printf("memory, model %d, %d ranks, %s, %d tokens, %d heads, %s: largest peak %.2f MiB, estimate "
-               "%.2f MiB (x%.2f)\n", _i / (3 * SP_LAYOUTS), comm.size, seq_attention_name(layout), dit_tokens(&cfg),
+        printf("memory, model %d, %d ranks, %s, %d tokens, %d heads, %s%s: largest peak %.2f MiB, estimate "
+               "%.2f MiB (x%.2f)\n", model, comm.size, seq_attention_name(layout), dit_tokens(&cfg),
                cfg.num_heads, (const char *[]){"forward only", "forward + backward",
-                                               "forward + backward, recompute"}[pass],
+                                               "forward + backward, recompute"}[pass], bf16 ? ", bf16" : "",
                largest / 1048576.0, est / 1048576.0, est / largest);
     ck_assert_double_ge(est / peak, 1.0);
     ck_assert_double_le(est / largest, 1.3);
@@ -1666,6 +1667,16 @@ START_TEST(memory_estimate_holds) {
     sp_free(&sp);
     dit_free(&m);
     cfg = configs[0];
+}
+
+START_TEST(memory_estimate_holds) {
+    memory_case(_i / (3 * SP_LAYOUTS), (SeqAttention)(_i % SP_LAYOUTS), (DiTPass)(_i / SP_LAYOUTS % 3), false);
+}
+END_TEST
+
+// and under --precision bf16 --grad-wire bf16 (the rounded copies, the wires' buffers), with backward
+START_TEST(memory_estimate_holds_bf16) {
+    memory_case(_i / SP_LAYOUTS, (SeqAttention)(_i % SP_LAYOUTS), DIT_BACKWARD, true);
 }
 END_TEST
 
@@ -2063,6 +2074,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, split_groups_talk_within);
     tcase_add_test(tc, exact_all_reduce_is_the_rounded_true_sum);
     tcase_add_loop_test(tc, memory_estimate_holds, 0, MEM_CONFIGS * 3 * SP_LAYOUTS);
+    tcase_add_loop_test(tc, memory_estimate_holds_bf16, 0, MEM_CONFIGS * SP_LAYOUTS);
     tcase_add_test(tc, grad_accum_memory);
     tcase_add_loop_test(tc, planner_matches_a_step, 0, 2);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);
