@@ -1,6 +1,9 @@
 // blas.c: see blas.h.
 #include "blas.h"
 #include <cblas.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,9 +79,11 @@ extern void cblas_sbgemm(OPENBLAS_CONST enum CBLAS_ORDER, OPENBLAS_CONST enum CB
 
 const char *blas_bf16_text(char *buf, size_t len) {
     bool avx512 = false, amx = false;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    avx512 = __builtin_cpu_supports("avx512bf16"), amx = __builtin_cpu_supports("amx-bf16");
+#if defined(__x86_64__) && defined(__GNUC__)
+    unsigned a, b, c, d; // CPUID leaf 7: AMX-BF16 is bit 22 of EDX in subleaf 0, AVX512-BF16 bit 5
+    // of EAX in subleaf 1 (as the kernel's flags amx_bf16 and avx512_bf16)
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) amx = d >> 22 & 1;
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) avx512 = a >> 5 & 1;
 #endif
     const char *has = avx512 && amx ? "AVX512-BF16 and AMX-BF16" : avx512 ? "AVX512-BF16" : amx ? "AMX-BF16" : NULL;
     if (!has) return snprintf(buf, len, "float32 GEMMs of bf16-rounded operands (this CPU has no bf16 instructions)"), buf;

@@ -787,7 +787,7 @@ START_TEST(settings_resume_round_trip) {
                     "--sp-attention", "hybrid", "--ulysses-degree", "2", "--no-auto-pad",
                     "--pad-multiple", "3", "--grad-accum", "2", "--inject-bug", "ring-wrong-merge",
                     "--inject-bug", "no-pad-mask", "--exact", "--virtual-shards", "6", "--max-tokens", "9",
-                    "--recompute", "--zero", "1", "--precision", "bf16", "--save-dtype", "bf16", "--out", "elsewhere"};
+                    "--recompute", "--zero", "1", "--precision", "bf16", "--grad-wire", "bf16", "--save-dtype", "bf16", "--out", "elsewhere"};
     TrainConfig tc, plain, back;
     tmp_path(run, sizeof run, "run");
     ck_assert(!mkdir(run, 0700));
