@@ -127,13 +127,18 @@ size_t dit_bf16_bytes(const DiTConfig *c, int B, int n, DiTPass pass) {
     double D = c->hidden_size, M = dit_mlp_hidden(c), nb = n + dit_front_tokens(c), b = B;
     double L = c->text ? c->text_len : 0;
     bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
-    // a block's rounded Q, K, V and output: its own; joint, the caption stream's too; cross, the
-    // cross-attention's (the queries and output, the caption's keys and values)
-    double block = 4 * nb * D + (!c->text ? 0 : joint ? 4 * L * D : 2 * n * D + 2 * L * D);
+    // Q, K, V and the linears' inputs from the norms and GELU are rounded where they are
+    // (to_bf16_here): nothing more. A block keeps its attention output's rounded copy (the
+    // attention's backward reads the float one): its own (joint: the caption's too, in nb); cross,
+    // the cross-attention's
+    double block = nb * D + (c->text && !joint ? n * D : 0);
     double blocks = pass == DIT_BACKWARD ? c->depth : 1; // every block's kept, or one at a time
-    double text = c->text ? c->text_depth * 4 * L * D : 0; // the text encoder's layers
-    // the largest linear's rounded input and weight (the MLP's, or adaLN's 6 D x D)
-    double transient = nb * fmax(D, M) + fmax(M, 6 * D) * D;
+    double text = c->text ? c->text_depth * L * D : 0; // the text encoder's layers
+    // the largest linear's rounded weight (the MLP's, or adaLN's 6 D x D), and the rounded copy of
+    // an input that is not rounded already: the patches' (their embedding), the encoded caption's
+    // (its keys and values), the timestep's frequencies
+    double patches = (double)n * dit_patch_values(c) * c->in_channels;
+    double transient = fmax(M, 6 * D) * D + fmax(patches, fmax(L * D, DIT_FREQ_DIM));
     double reals = b * (blocks * block + text + transient);
     double bytes = reals * sizeof(real) + 2.0 * ARENA_ALIGN * (3 * c->depth + 4);
     return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;

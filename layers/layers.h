@@ -25,6 +25,10 @@ Tensor *silu(Tape *tp, Tensor *x);
 // --precision bf16 (tp->bf16, precision.c): x rounded to bf16 values, its gradient passed through
 // unchanged; x itself when the tape is not bf16 or x holds bf16 values already
 Tensor *to_bf16(Tape *tp, Tensor *x);
+// The same in place, with nothing on the tape (the rounding's gradient is 1): for a value that
+// its producer's backward does not read and that every consumer would round (a linear's input, the
+// attention's Q, K, V), so that no copy is kept or made
+Tensor *to_bf16_here(Tape *tp, Tensor *x);
 // x (..., C), normalized over C, no affine parameters
 Tensor *layernorm(Tape *tp, Tensor *x, real eps);
 // QK-norm, then rotary positions, one op (one output, one pass back): x (..., C), or (B, T, heads x

@@ -32,6 +32,15 @@ Tensor *to_bf16(Tape *tp, Tensor *x) {
     return out;
 }
 
+Tensor *to_bf16_here(Tape *tp, Tensor *x) {
+    if (!tp->bf16 || x->bf16) return x;
+    if (x->base && x->base->size != x->size) return to_bf16(tp, x); // a part of a tensor: a copy
+    RUN(on_device(tp), round_bf16, x->data, x->data, x->size);
+    x->bf16 = true;
+    if (x->base) x->base->bf16 = true; // the whole of it
+    return x;
+}
+
 const real *bf16_copy(Arena *a, const real *x, size_t n) {
     real *out = arena_alloc_empty(a, n * sizeof(real)); // every element written
     RUN(a->device, round_bf16, out, x, n);
