@@ -5,7 +5,8 @@
 # - probe --device cuda at 1, 2 and 3 ranks (25 tokens, which 2 and 3 do not divide), in the
 #   all-to-all, ring and hybrid layouts, with data groups and with micro-batches, each against the
 #   CPU probe of one rank by `train compare` (float32: output 1e-5, gradients 1e-4; float64:
-#   1e-10); and --precision bf16 at 1 to 3 ranks against the CPU's bf16 probe;
+#   1e-10); --precision bf16 at 1 to 3 ranks against the CPU's bf16 probe, and with --grad-wire
+#   bf16 at 2 and 3 ranks (gather, all-to-all, ring) against the CPU's with the same ranks;
 # - a bug of each kind of device data, caught by the same comparison;
 # - verify --device cuda --ranks 2 (2 ranks against 1, both on the device), the same seed giving
 #   the same loss curve twice, --zero 3 with --recompute on 2 ranks against 1, sample --device
@@ -107,6 +108,18 @@ REF_PROBE=$BF16 TOL="--tol 1e-4 --grad-tol 1e-3" probe 1 AGREE --precision bf16
 REF_PROBE=$BF16 TOL="--tol 1e-4 --grad-tol 1e-3" probe 2 AGREE --precision bf16
 REF_PROBE=$BF16 TOL="--tol 1e-4 --grad-tol 1e-3" probe 3 AGREE --precision bf16 --sp-attention ring
 probe 1 DIFFER --precision bf16
+# --grad-wire bf16: the attention's gradients packed into 2 bytes on the device (the gather's dK, dV
+# partials, the ring's sums, the all-to-all's exchanges); against the CPU's probe with the same
+# ranks and wire (a partial sum's rounding depends on the rank count)
+wire_probe() { # NP FLAGS...
+  local np=$1; shift
+  local ref; ref=$WORK/cpu-wire-$np-$(echo "$*" | tr -c 'a-z0-9-' _).safetensors
+  $MPIRUN -np "$np" "$TRAIN" probe --ckpt "$CK" --batch "$B" --out "$ref" --precision bf16 --grad-wire bf16 "$@" > /dev/null
+  REF_PROBE=$ref TOL="--tol 1e-4 --grad-tol 1e-3" probe "$np" AGREE --precision bf16 --grad-wire bf16 "$@"
+}
+wire_probe 2
+wire_probe 2 --sp-attention all-to-all
+wire_probe 3 --sp-attention ring
 # a bug of each kind of device data it corrupts (the catalogue's every bug is caught on the CPU by
 # tests/cli_tests.sh and tests/exact_test.sh; the bugs' code is the same for both devices): K/V
 # gathered, dK/dV returned, a ring block merged and returned, the data groups' gradient sum, the
