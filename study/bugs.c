@@ -41,7 +41,8 @@ static void help(void) {
            "  bug (--inject-bug), a training run of S steps (default 30) on N ranks (default 4) in the\n"
            "  layout the bug lives in, compared with one rank: the first step whose loss differs by\n"
            "  more than %g, and a probe of the reference run's final weights against one rank's: the\n"
-           "  output's and the worst gradient's relative error (tolerances %g and %g).\n"
+           "  output's and the worst gradient's relative error (tolerances %g and %g; with\n"
+           "  --precision bf16 verify's bf16 bounds, %g, %g and %g).\n"
            "  Writes DIR/bugs.md (the table, also printed) and DIR/bugs.png (each row's loss\n"
            "  difference per step); DIR defaults to runs/bugs, and its earlier results are replaced.\n"
            "  A bug whose layout needs further flags (its config) is compared with a 1-rank run given\n"
@@ -59,7 +60,8 @@ static void help(void) {
            "  Exit 0 when the correct code agrees and every bug is caught (under --exact: at step 1),\n"
            "  but a bug that is right in exact arithmetic (cross-kv-all-to-all: only its rounding\n"
            "  differs), which must agree within the tolerances unless --exact; 1 otherwise.\n",
-           COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
+           COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL, COMPARE_BF16_LOSS_TOL, PROBE_BF16_OUT_TOL,
+           PROBE_BF16_GRAD_TOL);
     char list[4096];
     printf("  The bugs, and where each runs:\n");
     bug_help(list, sizeof list, 86);
@@ -244,7 +246,8 @@ static const Reference *reference(Reference *refs, int *n, const char *flags, co
 // locate's verdict on the row's tape against the reference's, as "NAME (forward)" or "" if none
 static void first_divergence(Row *r, const char *dump, const char *ref_dump) {
     char verdict[1024];
-    int rc = locate_dumps(dump, ref_dump, 0, 0, verdict, sizeof verdict, NULL);
+    OurBounds ours = our_bounds(shared.parallel.bf16);
+    int rc = locate_dumps(dump, ref_dump, ours.out, ours.grad, verdict, sizeof verdict, NULL);
     CHECK(rc >= 0, "%s", verdict);
     r->where[0] = 0;
     const char *name = verdict + strlen("first divergence: "), *open = strchr(verdict, '('), *comma = open ? strchr(open, ',') : NULL;
@@ -261,7 +264,7 @@ static void loss_difference(Row *r, const char dir[DIR_LEN], const char ref_dir[
     CHECK(!losslog_read(&a, path, err, sizeof err), "%s", err);
     snprintf(path, sizeof path, "%s/loss.csv", ref_dir);
     CHECK(!losslog_read(&b, path, err, sizeof err), "%s", err);
-    LossDiff d = losslog_diff(&a, &b, shared.parallel.exact ? 0 : COMPARE_LOSS_TOL);
+    LossDiff d = losslog_diff(&a, &b, shared.parallel.exact ? 0 : our_bounds(shared.parallel.bf16).loss);
     r->flagged = d.first_over < 0 ? 0 : (int)d.step[d.first_over];
     for (int k = 0; k < d.n; k++) // 1e-12: the plot's floor
         losslog_add(&r->diff, d.step[k], d.rel[k] > 1e-12 ? d.rel[k] : 1e-12);
@@ -270,7 +273,8 @@ static void loss_difference(Row *r, const char dir[DIR_LEN], const char ref_dir[
 }
 
 static bool caught(const Row *r) {
-    return r->flagged || !(r->out_err <= PROBE_OUT_TOL) || !(r->grad_err <= PROBE_GRAD_TOL) ||
+    OurBounds ours = our_bounds(shared.parallel.bf16);
+    return r->flagged || !(r->out_err <= ours.out) || !(r->grad_err <= ours.grad) ||
            (r->where[0] && strcmp(r->where, "-"));
 }
 
@@ -325,7 +329,8 @@ static void write_plot(const Row *rows, int n, int ranks, const char *path) {
     canvas_text(&cv, 12, 10, head, 2, ink);
     for (int i = 0; i < n; i++) {
         const LossLog *d = &rows[i].diff;
-        double tx[2] = {d->n ? d->step[0] : 0, d->n ? d->step[d->n - 1] : 1}, ty[2] = {COMPARE_LOSS_TOL, COMPARE_LOSS_TOL};
+        double tol = our_bounds(shared.parallel.bf16).loss;
+        double tx[2] = {d->n ? d->step[0] : 0, d->n ? d->step[d->n - 1] : 1}, ty[2] = {tol, tol};
         PlotSeries s[2] = {{NULL, d->step, d->loss, d->n, {214, 39, 40}},
                            {NULL, tx, ty, 2, {120, 120, 120}}};
         char title[200];
@@ -493,6 +498,7 @@ int bugs_main(int argc, char **argv) {
         snprintf(reg[i].name, sizeof reg[i].name, "%s", r->name);
         snprintf(reg[i].flags, sizeof reg[i].flags, "%s", r->layout);
         reg[i].bug = r->bug, reg[i].hidden = r->hidden, reg[i].rounding = r->bug && r->bug->exact_only;
+        reg[i].bf16 = shared.parallel.bf16;
         regimes_measure(&reg[i], dir, r->ref->dir, dumped(r->layout));
     }
     if (failed) {

@@ -3,6 +3,7 @@
 // and where it first exceeds the tolerance, writes a plot for runs, and exits 0 when within
 // tolerance, 1 otherwise (2 for usage errors).
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 
 // Default tolerance of the per-step relative loss difference between two runs.
@@ -32,6 +33,17 @@
 // with the bf16 wire; about 10x and 4x those
 #define PROBE_BF16_OUT_TOL 1e-3
 #define PROBE_BF16_GRAD_TOL 1e-2
+
+// What our default check allows a run of either precision: verify's loss curves and tape check,
+// the bugs catalogue and the regimes' "ours" column take their bounds from here
+typedef struct OurBounds {
+    double loss, out, grad; // the loss curve's per-step relative difference; one step's forward
+                            // tensors' and gradients' ||a - b|| / ||b||
+} OurBounds;
+static inline OurBounds our_bounds(bool bf16) {
+    return bf16 ? (OurBounds){COMPARE_BF16_LOSS_TOL, PROBE_BF16_OUT_TOL, PROBE_BF16_GRAD_TOL}
+                : (OurBounds){COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL};
+}
 
 int compare_main(int argc, char **argv);
 // Two probe results: the relative error of 'out' and the worst of the 'grad.*' tensors (a missing

@@ -97,18 +97,24 @@ static const Check checks[] = {
     {FP32_ATTENTION, "dq", ATTN_DQ, ALLCLOSE, 2e-6, 1e-5, true},
     {FP32_ATTENTION, "dk", ATTN_DK, ALLCLOSE, 2e-6, 1e-5, true},
     {FP32_ATTENTION, "dv", ATTN_DV, ALLCLOSE, 2e-6, 1e-5, true},
-    // compare's probe tolerances and verify's loss tolerance
-    {OURS, "out", OUTPUT, REL, PROBE_OUT_TOL, 0, false},
-    {OURS, "grads", PARAM_GRADS, REL, PROBE_GRAD_TOL, 0, false},
-    {OURS, "loss", LOSS_CURVE, REL, COMPARE_LOSS_TOL, 0, false},
+    // compare's probe tolerances and verify's loss tolerance, by the runs' precision (our_bounds)
+    {OURS, "out", OUTPUT, REL, 0, 0, false},
+    {OURS, "grads", PARAM_GRADS, REL, 0, 0, false},
+    {OURS, "loss", LOSS_CURVE, REL, 0, 0, false},
     // --exact: not one differing bit, forward or backward
     {OURS_EXACT, "forward", EXACT_FORWARD, DIFFERING, 0, 0, false},
     {OURS_EXACT, "backward", EXACT_BACKWARD, DIFFERING, 0, 0, false},
 };
 _Static_assert(sizeof checks / sizeof checks[0] == REGIMES_CHECKS, "regimes.h's REGIMES_CHECKS counts the checks");
 
-// The level above which a check's error catches the bug
-static double tau(const Check *c) { return c->metric == ALLCLOSE ? 1 : c->metric == REL ? c->atol : 0; }
+// The level above which a check's error catches the bug, in runs of the precision bf16 or not
+static double tau(const Check *c, bool bf16) {
+    if (c->regime == OURS && c->metric == REL) {
+        OurBounds o = our_bounds(bf16);
+        return c->what == OUTPUT ? o.out : c->what == PARAM_GRADS ? o.grad : o.loss;
+    }
+    return c->metric == ALLCLOSE ? 1 : c->metric == REL ? c->atol : 0;
+}
 // NaN counts as over; a negative error (not measured) never is
 static bool over(double err, double tau) { return isnan(err) || err > tau; }
 
@@ -262,7 +268,7 @@ void regimes_measure(RegimeRow *r, const char *dir, const char *ref_dir, bool ta
 static bool caught(const RegimeRow *r, int g) {
     bool any = false;
     for (int k = 0; k < REGIMES_CHECKS; k++)
-        if (checks[k].regime == g) any = any || over(r->err[k], tau(&checks[k]));
+        if (checks[k].regime == g) any = any || over(r->err[k], tau(&checks[k], r->bf16));
     return any;
 }
 
@@ -331,7 +337,7 @@ static void verdict_table(FILE *f, const RegimeRow *rows, int n, int ranks) {
 static void error_table(FILE *f, const RegimeRow *rows, int n) {
     fprintf(f, "| bug |");
     for (int k = 0; k < REGIMES_CHECKS; k++)
-        fprintf(f, " %s: %s (over %g) |", regimes[checks[k].regime].label, checks[k].name, tau(&checks[k]));
+        fprintf(f, " %s: %s (over %g) |", regimes[checks[k].regime].label, checks[k].name, tau(&checks[k], n && rows[0].bf16));
     fprintf(f, "\n| --- |");
     for (int k = 0; k < REGIMES_CHECKS; k++) fprintf(f, " --- |");
     fprintf(f, "\n");
@@ -354,7 +360,7 @@ static void write_md(FILE *f, const RegimeRow *rows, int n, int ranks, int steps
             const Check *c = &checks[k];
             if (c->regime != g) continue;
             if (c->metric == ALLCLOSE) fprintf(f, " %s atol %g rtol %g;", c->name, c->atol, c->rtol);
-            else if (c->metric == REL) fprintf(f, " %s relative error %g;", c->name, c->atol);
+            else if (c->metric == REL) fprintf(f, " %s relative error %g;", c->name, tau(c, n && rows[0].bf16));
             else fprintf(f, " %s: any %s;", c->name, c->metric == NON_FINITE ? "inf or NaN" : "differing bit");
         }
         fprintf(f, "\n");
@@ -389,7 +395,7 @@ static void write_csv(FILE *f, const RegimeRow *rows, int n) {
         for (int k = 0; k < REGIMES_CHECKS; k++) {
             if (r->err[k] < 0) fprintf(f, ",-");
             else fprintf(f, ",%.17g", r->err[k]);
-            fprintf(f, ",%g", tau(&checks[k]));
+            fprintf(f, ",%g", tau(&checks[k], r->bf16));
         }
         for (int g = 0; g < N_REGIMES; g++) fprintf(f, ",%s", verdict(r, g));
         fprintf(f, "\n");

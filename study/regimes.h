@@ -25,6 +25,7 @@ typedef struct RegimeRow {
                                 // correct run's and a bug's in the same layout are the same)
     bool bug, hidden;           // a bug (else the correct code); run where it hides (bug->hides)
     bool rounding;              // a bug right in exact arithmetic (bug->rounding)
+    bool bf16;                  // the runs' --precision bf16: "ours" takes verify's bf16 bounds
     double err[REGIMES_CHECKS]; // each check's measured error; -1: not measured (no tape)
 } RegimeRow;
 

@@ -168,8 +168,8 @@ static int tape_check(char *self, int ranks, const char *out, char **pass, int n
     snprintf(log, sizeof log, "%s/tape.log", out); // the probes' output
     remove(log);
     char rule[96] = "bit for bit";
-    bool bf16 = tc.parallel.bf16;
-    double tol = bf16 ? PROBE_BF16_OUT_TOL : PROBE_OUT_TOL, grad_tol = bf16 ? PROBE_BF16_GRAD_TOL : PROBE_GRAD_TOL;
+    OurBounds ours = our_bounds(tc.parallel.bf16);
+    double tol = ours.out, grad_tol = ours.grad;
     if (!exact) snprintf(rule, sizeof rule, "||a - b|| / ||b|| within %.0e forward, %.0e gradients", tol, grad_tol);
     printf("== one step, every tensor: %d ranks against 1 rank (%s%s)\n", dump_ranks, rule,
            dump_ranks < ranks ? "; packs: one data group" : "");
@@ -266,7 +266,7 @@ int verify_main(int argc, char **argv) {
     if (!launch_self(self, sizeof self))
         return fprintf(stderr, "error: cannot find the train program itself\n"), free(pass), 2;
     bool exact = tc.parallel.exact; // as the runs' flags set them
-    if (tol < 0) tol = tc.parallel.bf16 ? COMPARE_BF16_LOSS_TOL : COMPARE_LOSS_TOL;
+    if (tol < 0) tol = our_bounds(tc.parallel.bf16).loss;
     if (exact && ref_steps)
         usage_error("verify --exact compares the final checkpoints of both runs; drop --reference-steps");
     if (dry_run) {
