@@ -17,7 +17,8 @@ static void help(void) {
     printf("usage: train/train compare RUN_A RUN_B [--tol T] [--plot PATH]\n"
            "       train/train compare A.safetensors B.safetensors [--tol T] [--grad-tol G]\n"
            "  Runs: per-step relative loss difference |a - b| / |b| over the steps both logged;\n"
-           "        prints the largest and the first step over --tol (default %g), and plots both\n"
+           "        prints the largest and the first step over --tol (default %g; %g when either\n"
+           "        run's config.json says --precision bf16, as verify), and plots both\n"
            "        curves and the difference (default RUN_A/compare.png; --plot must not exist yet,\n"
            "        unless it is a compare.png). Settings of the runs' config.json that change the\n"
            "        loss curve and differ are named: the runs are then expected to diverge.\n"
@@ -26,7 +27,18 @@ static void help(void) {
            "  Other files (checkpoints, EMA weights, optimizer states, probe batches) are refused.\n"
            "  Runs without mpirun.\n"
            "  Exit status: 0 within tolerance, 1 over it, 2 for bad arguments or files.\n" EVERY_COMMAND_HELP,
-           COMPARE_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
+           COMPARE_LOSS_TOL, COMPARE_BF16_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
+}
+
+// Whether the run in dir trained with --precision bf16 (its config.json; false without one)
+static bool run_in_bf16(const char *dir) {
+    char path[PATH_LEN + 16], err[PATH_LEN + 128];
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    json_t *root = settings_load(dir, path, sizeof path, err, sizeof err);
+    bool bf16 = root && !settings_read(&tc, root, path, err, sizeof err) && tc.parallel.bf16;
+    json_decref(root);
+    return bf16;
 }
 
 // Says which settings of the runs' config.json differ, beyond those the settings table marks
@@ -238,5 +250,6 @@ int compare_main(int argc, char **argv) {
             usage_error("--plot %s already exists, and compare replaces no file but a compare.png "
                         "it wrote; pass a path that does not exist yet", plot);
     }
-    return compare_runs(files[0], files[1], tol < 0 ? COMPARE_LOSS_TOL : tol, plot ? plot : def, NULL, NULL);
+    if (tol < 0) tol = our_bounds(run_in_bf16(files[0]) || run_in_bf16(files[1])).loss;
+    return compare_runs(files[0], files[1], tol, plot ? plot : def, NULL, NULL);
 }

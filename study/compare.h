@@ -35,7 +35,8 @@
 #define PROBE_BF16_GRAD_TOL 1e-2
 
 // What our default check allows a run of either precision: verify's loss curves and tape check,
-// the bugs catalogue and the regimes' "ours" column take their bounds from here
+// compare's default for two runs, the bugs catalogue and the regimes' "ours" column take their
+// bounds from here
 typedef struct OurBounds {
     double loss, out, grad; // the loss curve's per-step relative difference; one step's forward
                             // tensors' and gradients' ||a - b|| / ||b||

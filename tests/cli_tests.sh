@@ -57,6 +57,12 @@ done
 # attention's gradients sent rounded) the ring
 expect_agree 2 "$WORK/bf16" --precision bf16 --sp-attention all-to-all
 expect_agree 2 "$WORK/bf16" --precision bf16 --grad-wire bf16 --sp-attention ring
+# compare of those runs takes verify's bf16 bound by default (their config.json), float32's else
+res=$("$TRAIN" compare "$WORK/bf16/ranks-2" "$WORK/bf16/ranks-1" 2>&1)
+res32=$("$TRAIN" compare "$WORK/ring/ranks-4" "$WORK/ring/ranks-1" 2>&1)
+if echo "$res" | grep -q "(tolerance 2.0e-02)" && echo "$res32" | grep -q "(tolerance 1.0e-05)"; then
+  ok "compare's default bound by the runs' precision: 2e-2 for bf16 runs, 1e-5 for float32's"
+else bad "compare's default bound: $res / $res32"; fi
 
 # data x sequence meshes reproduce one rank too (3 x 1: 6 images, which 3 data groups split; 2 x 2
 # with gather: exact_test.sh's dp2-sp2), and the data-parallel bugs are caught
