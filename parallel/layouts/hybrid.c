@@ -8,6 +8,7 @@
 #include "shared.h"
 #include "all_to_all.h"
 #include "ring.h"
+#include <math.h>
 #include <stdio.h>
 
 static const char *validate(const SpOptions *o, int heads, int P, char *buf, size_t len) {

@@ -327,7 +327,10 @@ static void shares_clear(const Ring *g, Shares *s) {
 // out, then those coming in)
 static void shares_send(Arena *a, const Ring *g, CommShift *t, uint16_t *wire, Shares *to, const Shares *from, int way) {
     size_t two = 2 * g->blk;
-    if (!wire) return comm_shift_start(g->c, t, shares_at(to), shares_at(from), shares_bytes(g), way);
+    if (!wire) {
+        comm_shift_start(g->c, t, shares_at(to), shares_at(from), shares_bytes(g), way);
+        return;
+    }
     RUN(a->device, pack_bf16, wire, from->d, two);
     comm_shift_start(g->c, t, wire + two, wire, two * sizeof(uint16_t), way);
 }
