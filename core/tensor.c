@@ -49,7 +49,7 @@ Tensor *tensor_empty(Arena *a, int ndim, ...) {
 }
 
 Tensor *tensor_keep(Arena *a, Tensor *t, size_t mark) {
-    CHECK(!t->base && !t->grad, "tensor_keep: only a plain tensor without a gradient can move");
+    CHECK(!t->base && !t->grad && !t->half, "tensor_keep: only a plain tensor without a gradient can move");
     Tensor saved = *t;
     real *data = arena_keep(a, mark, t->data, t->size * sizeof(real));
     Tensor *k = arena_alloc(arena_host(a), sizeof(Tensor));
@@ -102,6 +102,7 @@ Tensor *tensor_rows(Arena *a, const Tensor *t, int first, int n) {
     char buf[64];
     CHECK(first >= 0 && n >= 1 && first + n <= t->shape[0], "rows %d..%d are not within %s", first,
           first + n - 1, tensor_shape_str(t, buf, sizeof buf));
+    CHECK(!t->half, "tensor_rows: %s is stored in 2 bytes a value; take rows of its values", tensor_shape_str(t, buf, sizeof buf));
     Tensor *v = view_of(a, t);
     size_t row = t->size / (size_t)t->shape[0];
     v->shape[0] = n, v->size = row * (size_t)n, v->data = t->data + row * (size_t)first;

@@ -8,6 +8,7 @@
 #include "real.h"
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define MAX_DIMS 5
 
@@ -22,6 +23,7 @@ typedef struct Tensor {
     bool device;        // data and grad are device memory
     bool bf16;          // its values are bf16 values (to_bf16, --precision bf16): collectives move
                         // 2 bytes a value
+    uint16_t *half;     // bf16 values stored in 2 bytes each (to_bf16_stored), data NULL; else NULL
     const char *name;   // parameters: the checkpoint name; otherwise NULL
     struct Tensor *base; // views: the tensor whose storage they share; otherwise NULL
     struct ExactSum *exact; // parameters under --exact: the store's order-independent gradient

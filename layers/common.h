@@ -30,6 +30,9 @@ static inline Tensor *with_last_dim(Arena *a, const Tensor *x, int last, bool ze
 
 // --precision bf16 (precision.c): n values of x (memory of a's kind) rounded to bf16, in a
 const real *bf16_copy(Arena *a, const real *x, size_t n);
+// Values [first, first + n) of x as reals: x's own, or those of a tensor stored in 2 bytes a value
+// (to_bf16_stored) unpacked into a
+const real *bf16_values(Arena *a, const Tensor *x, size_t first, size_t n);
 
 // Rows when the last dim is the feature dim: product of the leading dims.
 static inline int rows_of(const Tensor *x) { return (int)(x->size / (size_t)x->shape[x->ndim - 1]); }

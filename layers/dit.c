@@ -67,6 +67,11 @@ static void attention_inputs(Tape *tp, Tensor **q, Tensor **k, Tensor **v) {
     *q = to_bf16_here(tp, *q), *k = to_bf16_here(tp, *k), *v = to_bf16_here(tp, *v);
 }
 
+// The attention's output as its projection takes it: under bf16 a rounded copy (the attention's
+// backward reads the float output), stored in 2 bytes; the all-to-all's, rounded for its return
+// already, stored as it is
+static Tensor *attention_output(Tape *tp, Tensor *o) { return to_bf16_stored(tp, to_bf16(tp, o)); }
+
 static Tensor *local_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
                            const int32_t *seg, void *ctx) {
     (void)ctx;
@@ -115,13 +120,13 @@ static void block_modulation(const DiTBlock *b, int i, Tape *tp, Tensor *c_act, 
 typedef Tensor *(*HalfFn)(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3],
                           int heads, const PackTokens *pt, const DiTShard *sh);
 
-// modulate(layernorm(x), shift, scale), m = {shift, scale, gate}: a linear's input, so rounded
-// where it is under bf16 (modulate's backward reads its input, not its output)
+// modulate(layernorm(x), shift, scale), m = {shift, scale, gate}: a linear's input, so under bf16
+// rounded and stored in 2 bytes (modulate's backward reads its input, not its output)
 static Tensor *norm_modulate(Tape *tp, Tensor *x, Tensor *const m[3], const PackTokens *pt,
                              const DiTShard *sh) {
     int B = x->shape[0], n = x->shape[1];
     Tensor *h = layernorm(tp, x, LN_EPS), *shift = per_token(tp, m[0], pt, sh, B, n);
-    return to_bf16_here(tp, modulate(tp, h, shift, per_token(tp, m[1], pt, sh, B, n)));
+    return to_bf16_stored(tp, modulate(tp, h, shift, per_token(tp, m[1], pt, sh, B, n)));
 }
 
 #define NAME(t, what) tape_name(tp, t, "blocks.%d.%s%s", i, b->stream, what)
@@ -168,7 +173,7 @@ static void stream_qkv(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *co
 // A stream's attention output a (B,n,D) -> x + gate * proj(a)
 static Tensor *stream_out(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *gate, Tensor *a,
                           const PackTokens *pt, const DiTShard *sh) {
-    a = NAME(stream_linear(b, tp, NAME(to_bf16(tp, a), "attn.out"), b->proj_w, b->proj_b), "attn.proj");
+    a = NAME(stream_linear(b, tp, NAME(attention_output(tp, a), "attn.out"), b->proj_w, b->proj_b), "attn.proj");
     return NAME(gated_add(tp, x, per_token(tp, gate, pt, sh, x->shape[0], x->shape[1]), a), "residual1");
 }
 
@@ -185,7 +190,7 @@ static Tensor *mlp_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *c
     (void)heads;
     int B = x->shape[0], n = x->shape[1];
     Tensor *h = NAME(norm_modulate(tp, x, m, pt, sh), "norm2");
-    h = NAME(to_bf16_here(tp, gelu(tp, NAME(stream_linear(b, tp, h, b->fc1_w, b->fc1_b), "mlp.fc1"))), "mlp.gelu");
+    h = NAME(to_bf16_stored(tp, gelu(tp, NAME(stream_linear(b, tp, h, b->fc1_w, b->fc1_b), "mlp.fc1"))), "mlp.gelu");
     h = NAME(stream_linear(b, tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
     return NAME(gated_add(tp, x, per_token(tp, m[2], pt, sh, B, n), h), "residual2");
 }
@@ -239,7 +244,7 @@ static Tensor *cross_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, int hea
         for (int c = 1; c < U; c++) k = dit_join_tokens(tp, k, k1), v = dit_join_tokens(tp, v, v1);
         seg = (Segments){ids, n + U * L, 0, n};
     }
-    Tensor *a = NAME(to_bf16(tp, tp->exact ? attention_whole_kv_exact(tp, q, k, v, heads, seg, sh->sum_group, sh->attend_ctx)
+    Tensor *a = NAME(attention_output(tp, tp->exact ? attention_whole_kv_exact(tp, q, k, v, heads, seg, sh->sum_group, sh->attend_ctx)
                                            : attention(tp, q, k, v, heads, NULL, seg)), "cross.out");
     return NAME(add(tp, x, NAME(linear(tp, a, b->xproj_w, b->xproj_b), "cross.proj")), "cross.residual");
 }
@@ -397,16 +402,16 @@ static Tensor *plain_block_forward(const DiTBlock *b, const char *prefix, int i,
                                    Tensor *angles, const DiTShard *sh) {
     int D = x->shape[2];
 #define NAME(t, what) tape_name(tp, t, "%s.%d.%s", prefix, i, what)
-    // the norms' and GELU's outputs feed linears only: rounded where they are under bf16
-    Tensor *qkv = token_linear(tp, NAME(to_bf16_here(tp, layernorm(tp, x, LN_EPS)), "norm1"), b->qkv_w, b->qkv_b);
+    // the norms' and GELU's outputs feed linears only: under bf16 rounded and stored in 2 bytes
+    Tensor *qkv = token_linear(tp, NAME(to_bf16_stored(tp, layernorm(tp, x, LN_EPS)), "norm1"), b->qkv_w, b->qkv_b);
     Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
     Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
     qk_prepare(b, i, tp, &q, &k, angles, heads, sh);
     attention_inputs(tp, &q, &k, &v);
-    Tensor *a = NAME(to_bf16(tp, attend(tp, q, k, v, heads, seg, ctx)), "attn.out");
+    Tensor *a = NAME(attention_output(tp, attend(tp, q, k, v, heads, seg, ctx)), "attn.out");
     x = NAME(add(tp, x, NAME(token_linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
-    Tensor *h = NAME(to_bf16_here(tp, layernorm(tp, x, LN_EPS)), "norm2");
-    h = NAME(to_bf16_here(tp, gelu(tp, NAME(token_linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1"))), "mlp.gelu");
+    Tensor *h = NAME(to_bf16_stored(tp, layernorm(tp, x, LN_EPS)), "norm2");
+    h = NAME(to_bf16_stored(tp, gelu(tp, NAME(token_linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1"))), "mlp.gelu");
     h = NAME(token_linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
     return NAME(add(tp, x, h), "residual2");
 #undef NAME
@@ -442,7 +447,7 @@ static Tensor *in_context_forward(DiT *m, Tape *tp, Tensor *x, Tensor *temb, Ten
         x = ps_close(&m->ps, tp, dit_block_unit(i), x);
         if (!tp->grad_enabled) x = tensor_keep(tp->arena, x, mark); // free the block's intermediates
     }
-    x = tape_name(tp, to_bf16_here(tp, layernorm(tp, dit_tokens_of(tp, x, DIT_CONTEXT_TOKENS, n), LN_EPS)), "final_layer.norm");
+    x = tape_name(tp, to_bf16_stored(tp, layernorm(tp, dit_tokens_of(tp, x, DIT_CONTEXT_TOKENS, n), LN_EPS)), "final_layer.norm");
     return tape_name(tp, linear(tp, x, m->f_w, m->f_b), "final_layer.out");
 }
 
@@ -618,7 +623,7 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     // final layer
     Tensor *mod = tape_name(tp, linear(tp, c_act, m->f_ada_w, m->f_ada_b), "final_layer.adaLN");
     mod = per_token(tp, mod, &pt, &sh, B, sh.n);
-    x = to_bf16_here(tp, modulate(tp, layernorm(tp, x, LN_EPS), slice_last(tp, mod, 0, D), slice_last(tp, mod, D, D)));
+    x = to_bf16_stored(tp, modulate(tp, layernorm(tp, x, LN_EPS), slice_last(tp, mod, 0, D), slice_last(tp, mod, D, D)));
     return tape_name(tp, linear(tp, tape_name(tp, x, "final_layer.norm"), m->f_w, m->f_b), "final_layer.out");
 }
 

@@ -266,9 +266,10 @@ typedef enum { DIT_FORWARD, DIT_BACKWARD, DIT_RECOMPUTE } DiTPass;
 // allocates (dit_memory.c), for sizing the arena and the memory check. Linear in the sequence
 // (attention is fused).
 size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass pass);
-// What such a pass holds more under --precision bf16 (layers/precision.c): the attention's rounded
-// Q, K and V, and the linears' rounded operands (transient)
-size_t dit_bf16_bytes(const DiTConfig *c, int B, int n, DiTPass pass);
+// What such a pass holds more under --precision bf16 (layers/precision.c), in bytes, less where
+// negative: the attention output's rounded copy, less the linears' inputs stored in 2 bytes; the
+// linears' rounded weights and their inputs unpacked (transient; whole under --exact)
+double dit_bf16_bytes(const DiTConfig *c, int B, int n, DiTPass pass, bool exact);
 
 // The store's units (autograd/params.h): 0 the embeddings, 1 + i block i (scoped: dit_forward
 // opens and closes it around the block), then the final layer

@@ -123,23 +123,27 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass
     return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;
 }
 
-size_t dit_bf16_bytes(const DiTConfig *c, int B, int n, DiTPass pass) {
+double dit_bf16_bytes(const DiTConfig *c, int B, int n, DiTPass pass, bool exact) {
     double D = c->hidden_size, M = dit_mlp_hidden(c), nb = n + dit_front_tokens(c), b = B;
     double L = c->text ? c->text_len : 0;
     bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
-    // Q, K, V and the linears' inputs from the norms and GELU are rounded where they are
-    // (to_bf16_here): nothing more. A block keeps its attention output's rounded copy (the
-    // attention's backward reads the float one): its own (joint: the caption's too, in nb); cross,
-    // the cross-attention's
-    double block = nb * D + (c->text && !joint ? n * D : 0);
+    // Q, K and V are rounded where they are (to_bf16_here); the linears' inputs from the norms and
+    // GELU are rounded and stored in 2 bytes (to_bf16_stored): of a block's lines (block_lines) half
+    // of the two norms' or modulations' outputs and of GELU's, counted for the image's tokens only.
+    // A block keeps its attention output's rounded copy, stored in 2 bytes (the attention's
+    // backward reads the float one): its own (joint: the caption's too, in nb); cross, the
+    // cross-attention's; and the text encoder's layers theirs
+    double block = (nb * D + (c->text && !joint ? n * D : 0)) / 2 - n * (D + M / 2);
     double blocks = pass == DIT_BACKWARD ? c->depth : 1; // every block's kept, or one at a time
-    double text = c->text ? c->text_depth * L * D : 0; // the text encoder's layers
-    // the largest linear's rounded weight (the MLP's, or adaLN's 6 D x D), and the rounded copy of
-    // an input that is not rounded already: the patches' (their embedding), the encoded caption's
-    // (its keys and values), the timestep's frequencies
+    double text = c->text ? c->text_depth * L * D / 2 : 0;
+    // the largest linear's rounded weight (the MLP's, or adaLN's 6 D x D: one, whatever the batch),
+    // and the rounded copy of an input that is not rounded already: the patches' (their embedding),
+    // the encoded caption's (its keys and values), the timestep's frequencies
     double patches = (double)n * dit_patch_values(c) * c->in_channels;
-    double transient = fmax(M, 6 * D) * D + fmax(patches, fmax(L * D, DIT_FREQ_DIM));
-    double reals = b * (blocks * block + text + transient);
-    double bytes = reals * sizeof(real) + 2.0 * ARENA_ALIGN * (3 * c->depth + 4);
-    return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;
+    double weight = fmax(M, 6 * D) * D, input = fmax(patches, fmax(L * D, DIT_FREQ_DIM));
+    // a stored input unpacked: a block of rows (linear.c's unpack_rows: 2^20 values, or 128 rows)
+    // or fewer, or under --exact whole
+    double whole = b * nb * fmax(D, M), unpacked = exact ? whole : fmin(whole, fmax(1 << 20, 128 * fmax(D, M)));
+    double reals = b * (blocks * block + text + input) + weight + unpacked;
+    return reals * sizeof(real) + 2.0 * ARENA_ALIGN * (3 * c->depth + 4);
 }

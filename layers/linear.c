@@ -15,12 +15,19 @@ static bool blocks_on_threads(bool dev, int calls) { return !dev && calls > 1 &&
 
 // The values a linear computes with: x's and w's, or under --precision bf16 their roundings, made
 // in a (transient: released at the mark the caller took; made again for backward); an x of bf16
-// values (the attention's output, rounded) as it is
+// values as it is. An x stored in 2 bytes a value (to_bf16_stored): unpacked whole under --exact,
+// else NULL: the linear unpacks a block of its rows at a time (unpack_rows), so that no float copy
+// of it is ever whole
 typedef struct Operands { const real *x, *w; } Operands;
-static Operands operands(Arena *a, const Tensor *x, const Tensor *w, bool bf16) {
+static Operands operands(Arena *a, const Tensor *x, const Tensor *w, bool bf16, bool exact) {
     if (!bf16) return (Operands){x->data, w->data};
-    return (Operands){x->bf16 ? x->data : bf16_copy(a, x->data, x->size), bf16_copy(a, w->data, w->size)};
+    const real *xv = x->half ? (exact ? bf16_values(a, x, 0, x->size) : NULL)
+                             : x->bf16 ? x->data : bf16_copy(a, x->data, x->size);
+    return (Operands){xv, bf16_copy(a, w->data, w->size)};
 }
+
+// rows of a stored x unpacked at once: about 4 MiB of floats, and no fewer than 128 rows
+static int unpack_rows(int C) { return (1 << 20) / C > 128 ? (1 << 20) / C : 128; }
 
 static void linear_bwd(Node *n) {
     Tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
@@ -28,9 +35,17 @@ static void linear_bwd(Node *n) {
     real *dx = node_grad(n, 0), *dout = n->out->grad;
     real *dw = n->exact ? NULL : node_grad(n, 1), *db = b && !n->exact ? node_grad(n, 2) : NULL;
     size_t at = arena_mark(n->arena); // after the gradients' buffers
-    Operands v = operands(n->arena, x, w, n->iarg[4]);
+    Operands v = operands(n->arena, x, w, n->iarg[4], n->exact);
     if (!n->exact) {
-        RUN(node_on_device(n), linear_backward, dx, dw, db, dout, v.x, v.w, N, C, OC);
+        bool dev = node_on_device(n);
+        RUN(dev, linear_backward, dx, v.x ? dw : NULL, db, dout, v.x, v.w, N, C, OC);
+        for (int r0 = 0, U = unpack_rows(C); !v.x && dw && r0 < N; r0 += U) { // x stored: dW by blocks
+            int rows = N - r0 < U ? N - r0 : U;
+            size_t mark = arena_mark(n->arena);
+            RUN(dev, linear_backward, NULL, dw, NULL, dout + (size_t)r0 * OC,
+                bf16_values(n->arena, x, (size_t)r0 * C, (size_t)rows * C), v.w, rows, C, OC);
+            arena_release(n->arena, mark);
+        }
         arena_release(n->arena, at);
         return;
     }
@@ -88,10 +103,18 @@ Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
           R, tensor_shape_str(x, xs, sizeof xs));
     Tensor *out = with_last_dim(tp->arena, x, OC, false);
     size_t at = arena_mark(tp->arena);
-    Operands v = operands(tp->arena, x, w, tp->bf16);
-    FOR_ON_THREADS(blocks_on_threads(on_device(tp), N / R), , for (int r0 = 0; r0 < N; r0 += R)
-        RUN(on_device(tp), linear_forward, out->data + (size_t)r0 * OC, v.x + (size_t)r0 * C,
-            v.w, b ? b->data : NULL, R, C, OC););
+    Operands v = operands(tp->arena, x, w, tp->bf16, tp->exact);
+    if (v.x)
+        FOR_ON_THREADS(blocks_on_threads(on_device(tp), N / R), , for (int r0 = 0; r0 < N; r0 += R)
+            RUN(on_device(tp), linear_forward, out->data + (size_t)r0 * OC, v.x + (size_t)r0 * C,
+                v.w, b ? b->data : NULL, R, C, OC););
+    for (int r0 = 0, U = unpack_rows(C); !v.x && r0 < N; r0 += U) { // x stored: a block of rows at a time
+        int rows = N - r0 < U ? N - r0 : U;
+        size_t mark = arena_mark(tp->arena);
+        RUN(on_device(tp), linear_forward, out->data + (size_t)r0 * OC,
+            bf16_values(tp->arena, x, (size_t)r0 * C, (size_t)rows * C), v.w, b ? b->data : NULL, rows, C, OC);
+        arena_release(tp->arena, mark);
+    }
     arena_release(tp->arena, at);
     Node *n = tape_record(tp, "linear", linear_bwd, out, 3, x, w, b);
     if (n) n->iarg[0] = N, n->iarg[1] = C, n->iarg[2] = OC, n->iarg[3] = R, n->iarg[4] = tp->bf16;

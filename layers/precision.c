@@ -41,6 +41,27 @@ Tensor *to_bf16_here(Tape *tp, Tensor *x) {
     return x;
 }
 
+Tensor *to_bf16_stored(Tape *tp, Tensor *x) {
+    x = to_bf16_here(tp, x);
+    Arena *a = tp->arena;
+    size_t bytes = (x->size * sizeof(real) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    if (!tp->bf16 || x->base || x->half || x->grad || (uint8_t *)x->data + bytes != a->base + a->used)
+        return x; // not the top of the arena: where it is
+    size_t at = (size_t)((uint8_t *)x->data - a->base);
+    uint16_t *h = arena_alloc_empty(a, x->size * sizeof(uint16_t));
+    RUN(a->device, pack_bf16, h, x->data, x->size);
+    x->half = arena_keep(a, at, h, x->size * sizeof(uint16_t)); // down where its floats were
+    x->data = NULL;
+    return x;
+}
+
+const real *bf16_values(Arena *a, const Tensor *x, size_t first, size_t n) {
+    if (!x->half) return x->data + first;
+    real *out = arena_alloc_empty(a, n * sizeof(real)); // every element written
+    RUN(a->device, unpack_bf16, out, x->half + first, n);
+    return out;
+}
+
 const real *bf16_copy(Arena *a, const real *x, size_t n) {
     real *out = arena_alloc_empty(a, n * sizeof(real)); // every element written
     RUN(a->device, round_bf16, out, x, n);

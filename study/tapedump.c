@@ -26,6 +26,11 @@ static real *one_rank_layout(Tape *tp, SeqParallel *sp, const Tensor *t, bool gr
     tp->grad_enabled = false;
     size_t mark = arena_mark(a);
     const real *src = grad ? t->grad : t->data;
+    if (!grad && t->half) { // stored in 2 bytes a value (to_bf16_stored): its values
+        real *u = arena_alloc_empty(a, t->size * sizeof(real));
+        RUN(a->device, unpack_bf16, u, t->half, t->size);
+        src = u;
+    }
     Tensor view = *t;
     view.data = (real *)src;
     int B = t->shape[0], T = sp->shard.T;

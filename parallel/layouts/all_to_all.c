@@ -22,8 +22,8 @@ static const char *validate(const SpOptions *o, int heads, int P, char *buf, siz
 }
 
 // kept: Q, K, V and the output in the head shard (all T_pad tokens and the R front tokens, the
-// columns of the most heads a rank holds, ceil(H/P); under bf16 the output's rounded copy too,
-// beyond the n D that dit_bf16_bytes counts for it),
+// columns of the most heads a rank holds, ceil(H/P); under bf16 the output's rounded copy for its
+// return too, in float: dit_bf16_bytes counts the one the projection takes, stored in 2 bytes),
 // their log-sum-exp, the output back in the
 // token shard and the front tokens' copies; transient: an exchange's send and receive buffers
 static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
@@ -32,7 +32,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double keys = sp->bugs & BUGS_REPLICATED ? P * n : T;
     double D = c->hidden_size;
     double h = seq_heads(c->num_heads, sp->shard.P, 0), Dh = h * D / c->num_heads;
-    AttnMemory m = {.kept = 2 * T * Dh + 2 * keys * Dh + h * T + n * D + sp->bf16 * (T * Dh - n * D),
+    AttnMemory m = {.kept = 2 * T * Dh + 2 * keys * Dh + h * T + n * D + sp->bf16 * T * Dh,
                     .transient = n * D + keys * Dh, .joint_held = 10, .queries = (int)T, .keys = (int)keys};
     m.kept += (R > 0) * (3 * sp->shard.T_pad * Dh + 2 * (P + 1) * R * Dh + 4 * R * D); // joined, copies
     // the cross-kv-all-to-all bug: the caption's K and V joined copy by copy, 2, 3, ..., P copies

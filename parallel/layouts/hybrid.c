@@ -8,7 +8,6 @@
 #include "shared.h"
 #include "all_to_all.h"
 #include "ring.h"
-#include <math.h>
 #include <stdio.h>
 
 static const char *validate(const SpOptions *o, int heads, int P, char *buf, size_t len) {
@@ -38,8 +37,9 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double h = seq_heads(c->num_heads, sp->ulysses, 0), Dh = h * D / c->num_heads;
     AttnMemory m = {.kept = 6 * Un * Dh + h * Un + n * D, .transient = 5 * Un * Dh + h * Un,
                     .joint_held = 8, .queries = (int)Un, .keys = (int)Un};
-    // the output rounded for its return (seq_output_to_tokens), beyond dit_bf16_bytes' n D
-    m.kept += sp->bf16 * fmax(0, Un * Dh - (n + R) * D);
+    // the output rounded for its return (seq_output_to_tokens), in float (dit_bf16_bytes counts the
+    // projection's input, stored in 2 bytes)
+    m.kept += sp->bf16 * Un * Dh;
     m.kept += (R > 0) * (6 * Un * Dh + (sp->ulysses + 1) * R * Dh + 2 * R * D);
     m.transient += (R > 0) * 2 * Un * Dh; // the home step's dK, dV
     if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += Un * Dh + h * Un; // a partial output

@@ -691,8 +691,9 @@ START_TEST(ring_step_moves_during_attention) {
     for (; !step.done; runs++) {
         attention_kernel_forward(&a, o, o + T * D, qkv, qkv + T * D, qkv + 2 * T * D, NULL, NO_SEGMENTS, 1,
                                  T, T, H, dh);
-        // thread 0 calls it before each job it takes (another thread may take them all, a while)
-        ck_assert_msg(progress_calls > 0 || runs < 100, "100 attention calls made no call of attention_progress");
+        // thread 0 calls it before each job it takes (another thread may take them all, a while:
+        // 100 calls did pass without one at 3 ranks on 2 cores)
+        ck_assert_msg(progress_calls > 0 || runs < 1000, "1000 attention calls made no call of attention_progress");
     }
     attention_progress = in_flight_progress;
     int ok[2] = {step.done, 1}, most = runs, from = (comm.rank - 1 + comm.size) % comm.size;
