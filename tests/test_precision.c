@@ -129,6 +129,53 @@ START_TEST(bf16_linear_computes_with_rounded_operands) {
 }
 END_TEST
 
+// A linear's input stored in 2 bytes (to_bf16_stored: GELU's output, N rows of C = 8192, which the
+// linear unpacks 128 rows at a time, 3 blocks), against the same input rounded in place and kept in
+// float (to_bf16_here: one GEMM): the stored values are the rounded ones (read from their bits
+// here), the input's floats are freed, the output and the input's gradient the same bits, the
+// weight's gradient (summed over the blocks) within float rounding
+START_TEST(bf16_linear_of_a_stored_input) {
+    enum { N = 300, C = 8192, O = 4 };
+    Arena a = arena_create((size_t)N * C * sizeof(real) * 14); // two runs' x, its gradient, GELU's output
+    real *y[2], *dx[2], *dw[2], *rounded = xmalloc((size_t)N * C * sizeof(real));
+    for (int stored = 0; stored < 2; stored++) {
+        Tape tp = tape_create(&a);
+        tp.bf16 = true;
+        Tensor *x = randn(&a, 7, 1, true, 2, (int[]){N, C}), *w = randn(&a, 8, 0.01, true, 2, (int[]){O, C});
+        Tensor *g = gelu(&tp, x);
+        size_t before = a.used;
+        Tensor *h = stored ? to_bf16_stored(&tp, g) : to_bf16_here(&tp, g);
+        if (!stored) memcpy(rounded, h->data, (size_t)N * C * sizeof(real));
+        else {
+            ck_assert(h->half && !h->data);
+            ck_assert_uint_le(a.used, before - (size_t)N * C * sizeof(uint16_t)); // half its bytes freed
+            for (size_t i = 0; i < h->size; i++) { // the bits of a float whose low 16 bits are zero
+                uint32_t bits = (uint32_t)h->half[i] << 16;
+                float v;
+                memcpy(&v, &bits, sizeof v);
+                ck_assert((real)v == rounded[i]);
+            }
+        }
+        Tensor *out = linear(&tp, h, w, NULL);
+        real *dy = arena_alloc(&a, out->size * sizeof(real));
+        rng_fill_normal(dy, out->size, 9, 9, 0, 1);
+        backward_from(&tp, out, dy);
+        y[stored] = out->data, dx[stored] = x->grad, dw[stored] = w->grad;
+        tape_free(&tp);
+    }
+    double *dw0 = xmalloc((size_t)O * C * sizeof(double));
+    for (int i = 0; i < O * C; i++) dw0[i] = dw[0][i];
+    double e = worst(dw[1], dw0, (size_t)O * C);
+    printf("a linear's input stored in 2 bytes (3 blocks of rows): output and input gradient the same "
+           "bits, weight gradient within %.1e\n", e);
+    ck_assert(!memcmp(y[0], y[1], (size_t)N * O * sizeof(real)));
+    ck_assert(!memcmp(dx[0], dx[1], (size_t)N * C * sizeof(real)));
+    ck_assert_double_le(e, sizeof(real) == 8 ? 1e-13 : 1e-4);
+    free(dw0), free(rounded);
+    arena_destroy(&a);
+}
+END_TEST
+
 // to_bf16: rounded values, the gradient handed through unchanged; nothing in an fp32 tape
 START_TEST(to_bf16_rounds_and_passes_the_gradient) {
     Arena a = arena_create(1 << 20);
@@ -157,6 +204,7 @@ Suite *precision_suite(void) {
     TCase *tc = tcase_create("bf16");
     tcase_add_test(tc, bf16_rounding_is_to_the_nearest_even);
     tcase_add_test(tc, bf16_linear_computes_with_rounded_operands);
+    tcase_add_test(tc, bf16_linear_of_a_stored_input);
     tcase_add_test(tc, to_bf16_rounds_and_passes_the_gradient);
     suite_add_tcase(s, tc);
     return s;
