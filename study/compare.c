@@ -23,11 +23,13 @@ static void help(void) {
            "        unless it is a compare.png). Settings of the runs' config.json that change the\n"
            "        loss curve and differ are named: the runs are then expected to diverge.\n"
            "  Probe results: ||a - b|| / ||b|| for every tensor; 'out' and 'loss' against --tol\n"
-           "        (default %g), 'grad.*' against --grad-tol (default %g).\n"
+           "        (default %g), 'grad.*' against --grad-tol (default %g); %g and %g when either\n"
+           "        was probed with --precision bf16 (its metadata), as verify.\n"
            "  Other files (checkpoints, EMA weights, optimizer states, probe batches) are refused.\n"
            "  Runs without mpirun.\n"
            "  Exit status: 0 within tolerance, 1 over it, 2 for bad arguments or files.\n" EVERY_COMMAND_HELP,
-           COMPARE_LOSS_TOL, COMPARE_BF16_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL);
+           COMPARE_LOSS_TOL, COMPARE_BF16_LOSS_TOL, PROBE_OUT_TOL, PROBE_GRAD_TOL, PROBE_BF16_OUT_TOL,
+           PROBE_BF16_GRAD_TOL);
 }
 
 // Whether the run in dir trained with --precision bf16 (its config.json; false without one)
@@ -38,6 +40,17 @@ static bool run_in_bf16(const char *dir) {
     json_t *root = settings_load(dir, path, sizeof path, err, sizeof err);
     bool bf16 = root && !settings_read(&tc, root, path, err, sizeof err) && tc.parallel.bf16;
     json_decref(root);
+    return bf16;
+}
+
+// Whether a probe result was computed under --precision bf16 (its metadata; false without)
+static bool result_in_bf16(const char *path) {
+    SafeTensors st;
+    char err[1024];
+    if (st_read(path, &st, err, sizeof err)) return false; // compare_results says why
+    const char *p = st_meta(&st, "precision");
+    bool bf16 = p && !strcmp(p, "bf16");
+    st_free(&st);
     return bf16;
 }
 
@@ -210,7 +223,7 @@ static ArgKind arg_kind(const char *path, char *what, size_t len) {
 
 int compare_main(int argc, char **argv) {
     const char *files[2] = {0}, *plot = NULL;
-    double tol = -1, grad_tol = PROBE_GRAD_TOL;
+    double tol = -1, grad_tol = -1;
     int nf = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help(), 0;
@@ -231,8 +244,10 @@ int compare_main(int argc, char **argv) {
     char what[2][96];
     ArgKind ka = arg_kind(files[0], what[0], sizeof what[0]);
     ArgKind kb = arg_kind(files[1], what[1], sizeof what[1]);
-    if (ka == ARG_RESULT && kb == ARG_RESULT)
-        return compare_results(files[0], files[1], tol < 0 ? PROBE_OUT_TOL : tol, grad_tol);
+    if (ka == ARG_RESULT && kb == ARG_RESULT) { // the bounds of the precision either was computed in
+        OurBounds o = our_bounds(result_in_bf16(files[0]) || result_in_bf16(files[1]));
+        return compare_results(files[0], files[1], tol < 0 ? o.out : tol, grad_tol < 0 ? o.grad : grad_tol);
+    }
     if (ka != ARG_RUN || kb != ARG_RUN)
         usage_error("compare: %s is %s and %s is %s, but compare takes two run folders (their "
                     "loss curves) or two probe results (probe --out)%s", files[0], what[0],

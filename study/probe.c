@@ -268,10 +268,12 @@ void probe_write_batch(const char *ckpt, const char *path, int B, int step, cons
     dit_free(&m);
 }
 
-// out, loss and every parameter's gradient (on rank 0)
-static void write_result(const DiT *m, const Tensor *img, double loss, const char *out) {
+// out, loss and every parameter's gradient (on rank 0), and the precision they were computed in
+// (metadata "precision": compare's bounds follow it)
+static void write_result(const DiT *m, const Tensor *img, double loss, bool bf16, const char *out) {
     char err[1024], name[160];
     StWriter *w = st_writer_new();
+    st_writer_meta(w, "precision", bf16 ? "bf16" : "fp32");
     real lossv = (real)loss;
     st_writer_add_real(w, "out", 4, img->shape, img->data);
     st_writer_add_real(w, "loss", 1, (int[]){1}, &lossv);
@@ -366,7 +368,7 @@ int probe_main(int argc, char **argv, Comm *c) {
     sp_layout_text(&a.run.parallel, c->size, layout_text, sizeof layout_text);
     if (a.dump && tape_dump_write(&dump, a.dump, layout_text, err, sizeof err)) usage_error("--dump-tape: %s", err);
     if (c->rank == 0) {
-        write_result(&m, img, total_loss, a.out);
+        write_result(&m, img, total_loss, a.run.parallel.bf16, a.out);
         char layout[128], device[256] = "";
         if (sp.cuda) snprintf(device, sizeof device, " on %s", sp_device_text(&sp, layout, sizeof layout));
         printf("probe: %d rank%s (%s)%s, %d tokens (padded to %d), loss %.9g, wrote %s\n", c->size,

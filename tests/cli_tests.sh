@@ -57,12 +57,22 @@ done
 # attention's gradients sent rounded) the ring
 expect_agree 2 "$WORK/bf16" --precision bf16 --sp-attention all-to-all
 expect_agree 2 "$WORK/bf16" --precision bf16 --grad-wire bf16 --sp-attention ring
-# compare of those runs takes verify's bf16 bound by default (their config.json), float32's else
+# compare of those runs takes verify's bf16 bound by default (their config.json), float32's else;
+# of two probe results, the bounds of the precision either was probed in (their metadata)
 res=$("$TRAIN" compare "$WORK/bf16/ranks-2" "$WORK/bf16/ranks-1" 2>&1)
 res32=$("$TRAIN" compare "$WORK/ring/ranks-4" "$WORK/ring/ranks-1" 2>&1)
-if echo "$res" | grep -q "(tolerance 2.0e-02)" && echo "$res32" | grep -q "(tolerance 1.0e-05)"; then
-  ok "compare's default bound by the runs' precision: 2e-2 for bf16 runs, 1e-5 for float32's"
-else bad "compare's default bound: $res / $res32"; fi
+CKB=$WORK/bf16/ranks-1/model.safetensors
+"$TRAIN" probe --ckpt "$CKB" --make-batch 4 --out "$WORK/bf16-batch.safetensors" > /dev/null 2>&1
+for p in fp32 bf16; do
+  "$TRAIN" probe --ckpt "$CKB" --batch "$WORK/bf16-batch.safetensors" --out "$WORK/probe-$p.safetensors" --precision $p > /dev/null 2>&1
+done
+pres=$("$TRAIN" compare "$WORK/probe-bf16.safetensors" "$WORK/probe-fp32.safetensors" 2>&1)
+pres32=$("$TRAIN" compare "$WORK/probe-fp32.safetensors" "$WORK/probe-fp32.safetensors" 2>&1)
+if echo "$res" | grep -q "(tolerance 2.0e-02)" && echo "$res32" | grep -q "(tolerance 1.0e-05)" &&
+   echo "$pres" | grep -q "(tolerance 1.0e-03, gradients 1.0e-02)" &&
+   echo "$pres32" | grep -q "AGREE (tolerance 1.0e-05, gradients 1.0e-04)"; then
+  ok "compare's default bounds by the precision: runs 2e-2 (bf16) and 1e-5; probe results 1e-3 / 1e-2 (either bf16) and 1e-5 / 1e-4"
+else bad "compare's default bounds: $res / $res32 / $(echo "$pres" | tail -1) / $(echo "$pres32" | tail -1)"; fi
 
 # data x sequence meshes reproduce one rank too (3 x 1: 6 images, which 3 data groups split; 2 x 2
 # with gather: exact_test.sh's dp2-sp2), and the data-parallel bugs are caught

@@ -107,7 +107,7 @@ $MPIRUN -np 1 "$TRAIN" probe --ckpt "$CK" --batch "$B" --out "$BF16" --precision
 REF_PROBE=$BF16 TOL="--tol 1e-4 --grad-tol 1e-3" probe 1 AGREE --precision bf16
 REF_PROBE=$BF16 TOL="--tol 1e-4 --grad-tol 1e-3" probe 2 AGREE --precision bf16
 REF_PROBE=$BF16 TOL="--tol 1e-4 --grad-tol 1e-3" probe 3 AGREE --precision bf16 --sp-attention ring
-probe 1 DIFFER --precision bf16
+TOL="--tol 1e-5 --grad-tol 1e-4" probe 1 DIFFER --precision bf16 # float32's bounds: the rounding shows
 # --grad-wire bf16: the attention's gradients packed into 2 bytes on the device (the gather's dK, dV
 # partials, the ring's sums, the all-to-all's exchanges); against the CPU's probe with the same
 # ranks and wire (a partial sum's rounding depends on the rank count)
