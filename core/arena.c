@@ -83,6 +83,10 @@ void arena_release(Arena *a, size_t mark) {
     a->used = mark;
 }
 
+bool arena_is_top(const Arena *a, const void *p, size_t bytes) {
+    return (const uint8_t *)p + rounded(bytes) == a->base + a->used;
+}
+
 void *arena_keep(Arena *a, size_t mark, const void *src, size_t bytes) {
     arena_release(a, mark);
     size_t need = rounded(bytes);

@@ -37,6 +37,8 @@ void arena_reset(Arena *a);                // used = 0; peak kept
 void arena_reset_peak(Arena *a);           // peak = used
 size_t arena_mark(const Arena *a);         // for scoped scratch: arena_release(a, mark)
 void arena_release(Arena *a, size_t mark);
+// Whether an allocation of `bytes` at p is the last one in a (nothing allocated after it)
+bool arena_is_top(const Arena *a, const void *p, size_t bytes);
 // arena_release(a, mark), then a new allocation holding a copy of src's bytes (src may lie in the
 // part just freed): keeps one result of a scope and drops the rest.
 void *arena_keep(Arena *a, size_t mark, const void *src, size_t bytes);

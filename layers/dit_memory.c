@@ -141,9 +141,10 @@ double dit_bf16_bytes(const DiTConfig *c, int B, int n, DiTPass pass, bool exact
     // the encoded caption's (its keys and values), the timestep's frequencies
     double patches = (double)n * dit_patch_values(c) * c->in_channels;
     double weight = fmax(M, 6 * D) * D, input = fmax(patches, fmax(L * D, DIT_FREQ_DIM));
-    // a stored input unpacked: a block of rows (linear.c's unpack_rows: 2^20 values, or 128 rows)
+    // a stored input unpacked: a block of rows (LINEAR_UNPACK_VALUES, or LINEAR_UNPACK_ROWS rows)
     // or fewer, or under --exact whole
-    double whole = b * nb * fmax(D, M), unpacked = exact ? whole : fmin(whole, fmax(1 << 20, 128 * fmax(D, M)));
+    double whole = b * nb * fmax(D, M);
+    double unpacked = exact ? whole : fmin(whole, fmax(LINEAR_UNPACK_VALUES, LINEAR_UNPACK_ROWS * fmax(D, M)));
     double reals = b * (blocks * block + text + input) + weight + unpacked;
     return reals * sizeof(real) + 2.0 * ARENA_ALIGN * (3 * c->depth + 4);
 }

@@ -26,8 +26,8 @@ static Operands operands(Arena *a, const Tensor *x, const Tensor *w, bool bf16, 
     return (Operands){xv, bf16_copy(a, w->data, w->size)};
 }
 
-// rows of a stored x unpacked at once: about 4 MiB of floats, and no fewer than 128 rows
-static int unpack_rows(int C) { return (1 << 20) / C > 128 ? (1 << 20) / C : 128; }
+// rows of a stored x of C columns unpacked at once (layers.h)
+static int unpack_rows(int C) { return LINEAR_UNPACK_VALUES / C > LINEAR_UNPACK_ROWS ? LINEAR_UNPACK_VALUES / C : LINEAR_UNPACK_ROWS; }
 
 static void linear_bwd(Node *n) {
     Tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];

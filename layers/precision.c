@@ -44,8 +44,7 @@ Tensor *to_bf16_here(Tape *tp, Tensor *x) {
 Tensor *to_bf16_stored(Tape *tp, Tensor *x) {
     x = to_bf16_here(tp, x);
     Arena *a = tp->arena;
-    size_t bytes = (x->size * sizeof(real) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-    if (!tp->bf16 || x->base || x->half || x->grad || (uint8_t *)x->data + bytes != a->base + a->used)
+    if (!tp->bf16 || x->base || x->half || x->grad || !arena_is_top(a, x->data, x->size * sizeof(real)))
         return x; // not the top of the arena: where it is
     size_t at = (size_t)((uint8_t *)x->data - a->base);
     uint16_t *h = arena_alloc_empty(a, x->size * sizeof(uint16_t));
