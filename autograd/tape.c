@@ -11,6 +11,7 @@ Tape tape_create(Arena *a) { return (Tape){.arena = a, .grad_enabled = true}; }
 
 void tape_free(Tape *tp) {
     free(tp->nodes);
+    free(tp->views);
     *tp = (Tape){0};
 }
 
@@ -48,6 +49,13 @@ Tensor *tape_name(Tape *tp, Tensor *t, const char *fmt, ...) {
     char *name = arena_alloc(arena_host(tp->arena), strlen(buf) + 1);
     t->name = strcpy(name, buf);
     tp->watch(tp, t, false, tp->watch_ctx);
+    if (t->base) { // its gradient: with its base's (run_backward)
+        if (tp->n_views == tp->cap_views) {
+            tp->cap_views = tp->cap_views ? 2 * tp->cap_views : 64;
+            tp->views = xrealloc(tp->views, (size_t)tp->cap_views, sizeof(Tensor *));
+        }
+        tp->views[tp->n_views++] = t;
+    }
     return t;
 }
 
@@ -97,6 +105,17 @@ bool node_grad_take(Node *n, int k) {
     return true;
 }
 
+// A watched tape: the gradients of the views named of `base`, complete now (their base's producer
+// is next), the last named first
+static void watch_views(Tape *tp, const Tensor *base) {
+    for (int i = tp->n_views - 1; i >= 0; i--) {
+        Tensor *v = tp->views[i];
+        if (v->base != base || !base->grad) continue;
+        v->grad = base->grad + (v->data - base->data);
+        tp->watch(tp, v, true, tp->watch_ctx);
+    }
+}
+
 // The tape in reverse from out, whose gradient is set; `owned`: the buffer is backward's to free
 static void run_backward(Tape *tp, Tensor *out, bool owned) {
     CHECK(out->requires_grad,
@@ -112,6 +131,7 @@ static void run_backward(Tape *tp, Tensor *out, bool owned) {
         bool had[NODE_MAX_IN];
         for (int k = 0; k < NODE_MAX_IN; k++) had[k] = !n->in[k] || root_of(n->in[k])->grad;
         if (tp->watch && n->out->name && n->out->size > 1) tp->watch(tp, n->out, true, tp->watch_ctx);
+        if (tp->watch && !n->out->base) watch_views(tp, n->out);
         n->backward(n);
         Tensor *heir = NULL; // the input that took over the output's buffer (node_grad_take)
         for (int k = 0; k < NODE_MAX_IN; k++) {

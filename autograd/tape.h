@@ -40,7 +40,7 @@ struct ExactMode {
 
 // Watches a step (probe --dump-tape): called with each tensor named by tape_name as it is made
 // (grad false), and with its gradient (t->grad, grad true) once complete, just before its
-// producer's backward runs. It may run collectives and allocate in the tape's arena, releasing
+// producer's backward runs (a view's: its base's producer's; the last named first). It may run collectives and allocate in the tape's arena, releasing
 // what it took.
 typedef struct Tape Tape;
 typedef void (*TapeWatch)(Tape *tp, Tensor *t, bool grad, void *ctx);
@@ -57,6 +57,8 @@ struct Tape {
                         // (dQ, dK, dV, the output's) travel in 2 bytes a value too
     TapeWatch watch;    // NULL unless the step is watched
     void *watch_ctx;
+    Tensor **views;     // watched: the views named, whose gradients backward hands on with their base's
+    int n_views, cap_views;
 };
 
 Tape tape_create(Arena *a);

@@ -150,21 +150,28 @@ static void qk_prepare(const DiTBlock *b, int i, Tape *tp, Tensor **q, Tensor **
     *q = NAME(x[0], angles ? "attn.q_rope" : "attn.q_norm"), *k = NAME(x[1], angles ? "attn.k_rope" : "attn.k_norm");
 }
 
+static void token_linear_parts(Tape *tp, Tensor *x, Tensor *w, Tensor *b, int parts, Tensor **out);
 static Tensor *token_linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b);
 // A stream's linear: the image tokens' (canonical blocks under --exact), or a joint block's
-// caption's, which every rank holds whole (token_linear)
+// caption's, which every rank holds whole (token_linear); its output in parts (linear_parts)
+static void stream_linear_parts(const DiTBlock *b, Tape *tp, Tensor *x, Tensor *w, Tensor *bias, int parts,
+                                Tensor **out) {
+    if (*b->stream) token_linear_parts(tp, x, w, bias, parts, out);
+    else linear_parts(tp, x, w, bias, parts, out);
+}
 static Tensor *stream_linear(const DiTBlock *b, Tape *tp, Tensor *x, Tensor *w, Tensor *bias) {
-    return *b->stream ? token_linear(tp, x, w, bias) : linear(tp, x, w, bias);
+    Tensor *y;
+    stream_linear_parts(b, tp, x, w, bias, 1, &y);
+    return y;
 }
 
 // A stream's attention inputs, x (B,n,D) -> q, k, v (B,n,D): modulate(layernorm(x), shift, scale),
 // its qkv, then QK-norm and the rotary angles (NULL: none)
 static void stream_qkv(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *const m[3], Tensor *angles,
                        int heads, const PackTokens *pt, const DiTShard *sh, Tensor *qkv_out[3]) {
-    int D = x->shape[2];
-    Tensor *qkv = stream_linear(b, tp, NAME(norm_modulate(tp, x, m, pt, sh), "norm1"), b->qkv_w, b->qkv_b);
-    Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
-    qkv_out[2] = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
+    stream_linear_parts(b, tp, NAME(norm_modulate(tp, x, m, pt, sh), "norm1"), b->qkv_w, b->qkv_b, 3, qkv_out);
+    Tensor *q = NAME(qkv_out[0], "attn.q"), *k = NAME(qkv_out[1], "attn.k");
+    NAME(qkv_out[2], "attn.v");
     qk_prepare(b, i, tp, &q, &k, angles, heads, sh);
     attention_inputs(tp, &q, &k, &qkv_out[2]);
     qkv_out[0] = q, qkv_out[1] = k;
@@ -198,11 +205,19 @@ static Tensor *mlp_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *c
 // A linear of tokens (B, T, C) that every rank of a group holds whole (a caption's): under --exact
 // as B T rows of one, each its own block, so that each rank adds the weight gradients of its share
 // of the rows (linear.c, as the conditioning's rows), the same bits for any rank count; else linear
-static Tensor *token_linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
-    if (!tp->exact) return linear(tp, x, w, b);
+static void token_linear_parts(Tape *tp, Tensor *x, Tensor *w, Tensor *b, int parts, Tensor **out) {
+    if (!tp->exact) {
+        linear_parts(tp, x, w, b, parts, out);
+        return;
+    }
     int B = x->shape[0], T = x->shape[1];
-    Tensor *y = linear(tp, tensor_reshape(tp->arena, x, 2, (int[]){B * T, x->shape[2]}), w, b);
-    return tensor_reshape(tp->arena, y, 3, (int[]){B, T, w->shape[0]});
+    linear_parts(tp, tensor_reshape(tp->arena, x, 2, (int[]){B * T, x->shape[2]}), w, b, parts, out);
+    for (int j = 0; j < parts; j++) out[j] = tensor_reshape(tp->arena, out[j], 3, (int[]){B, T, w->shape[0] / parts});
+}
+static Tensor *token_linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
+    Tensor *y;
+    token_linear_parts(tp, x, w, b, 1, &y);
+    return y;
 }
 
 typedef struct TextTokens {
@@ -228,10 +243,11 @@ typedef struct TextTokens {
 // rows of their own to the linears (token_linear).
 static Tensor *cross_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, int heads, const TextTokens *tt,
                           const DiTShard *sh) {
-    int n = x->shape[1], D = x->shape[2], L = tt->h->shape[1];
+    int n = x->shape[1], L = tt->h->shape[1];
     Tensor *q = NAME(linear(tp, x, b->xq_w, b->xq_b), "cross.q");
-    Tensor *kv = token_linear(tp, tt->h, b->xkv_w, b->xkv_b);
-    Tensor *k = NAME(slice_last(tp, kv, 0, D), "cross.k"), *v = NAME(slice_last(tp, kv, D, D), "cross.v");
+    Tensor *kv[2];
+    token_linear_parts(tp, tt->h, b->xkv_w, b->xkv_b, 2, kv);
+    Tensor *k = NAME(kv[0], "cross.k"), *v = NAME(kv[1], "cross.v");
     attention_inputs(tp, &q, &k, &v);
     Segments seg = {tt->seg, n + L, 0, n};
     if (sh->cross_kv_copies > 1) { // the cross-kv-all-to-all bug: every rank's copy of the caption
@@ -395,17 +411,15 @@ static Tensor *block_forward(const DiT *m, int i, Tape *tp, Tensor *x, Tensor *c
 
 // A plain pre-norm transformer block, x (B, T, D): an in-context block (the conditioning tokens
 // first; prefix "blocks"; QK-norm and rotary angles as the model's), or a layer of the text
-// encoder (angles NULL; its linears token_linear's, whose outputs under --exact are views: a
-// watched tape sees their values, not their gradients). Names as in block_forward.
+// encoder (angles NULL; its linears token_linear's). Names as in block_forward.
 static Tensor *plain_block_forward(const DiTBlock *b, const char *prefix, int i, Tape *tp, Tensor *x,
                                    int heads, AttendFn attend, const int32_t *seg, void *ctx,
                                    Tensor *angles, const DiTShard *sh) {
-    int D = x->shape[2];
 #define NAME(t, what) tape_name(tp, t, "%s.%d.%s", prefix, i, what)
     // the norms' and GELU's outputs feed linears only: under bf16 rounded and stored in 2 bytes
-    Tensor *qkv = token_linear(tp, NAME(to_bf16_stored(tp, layernorm(tp, x, LN_EPS)), "norm1"), b->qkv_w, b->qkv_b);
-    Tensor *q = NAME(slice_last(tp, qkv, 0, D), "attn.q"), *k = NAME(slice_last(tp, qkv, D, D), "attn.k");
-    Tensor *v = NAME(slice_last(tp, qkv, 2 * D, D), "attn.v");
+    Tensor *qkv[3];
+    token_linear_parts(tp, NAME(to_bf16_stored(tp, layernorm(tp, x, LN_EPS)), "norm1"), b->qkv_w, b->qkv_b, 3, qkv);
+    Tensor *q = NAME(qkv[0], "attn.q"), *k = NAME(qkv[1], "attn.k"), *v = NAME(qkv[2], "attn.v");
     qk_prepare(b, i, tp, &q, &k, angles, heads, sh);
     attention_inputs(tp, &q, &k, &v);
     Tensor *a = NAME(attention_output(tp, attend(tp, q, k, v, heads, seg, ctx)), "attn.out");

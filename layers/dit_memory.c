@@ -19,8 +19,7 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     l[k++] = (Line){"adaLN modulation and its 6 slices", ada * 12 * D};
     l[k++] = (Line){"layernorm 1 and its mean, rstd", n * (D + 2)};
     l[k++] = (Line){"modulate 1", ada * n * D};
-    l[k++] = (Line){"qkv", 3 * n * D};
-    l[k++] = (Line){"q, k, v slices", 3 * n * D};
+    l[k++] = (Line){"qkv: q, k and v (linear_parts: no copies)", 3 * n * D};
     double norm_groups = c->qk_norm == DIT_QK_HEAD ? c->num_heads : c->qk_norm == DIT_QK_FULL ? 1 : 0;
     l[k++] = (Line){"QK-norm and rotary positions: q and k normed and turned (one op), their 1/rms",
                     (c->qk_norm != DIT_QK_NONE || c->pos == DIT_POS_ROPE) * 2 * n * D + 2 * n * norm_groups};
@@ -28,15 +27,15 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     l[k++] = (Line){"attention projection", n * D};
     l[k++] = (Line){"gated residual 1", n * D};
     // text: the cross-attention's q, output, log-sum-exp, projection and residual, and the
-    // caption's K and V (L tokens) with their slices
+    // caption's K and V (L tokens)
     double H = c->num_heads, L = c->text ? c->text_len : 0, joint = c->text && c->text_attn == DIT_TEXT_JOINT;
     // joint (n counts the caption's tokens too): the text stream's modulation, q, k, v joined and
     // the output taken apart (backward holds 8 n D more: dit_step_bytes)
     l[k++] = (Line){"joint attention", joint * (24 * D + 6 * n * D)};
-    // cross: q, the attention's output and log-sum-exp, the projection, the sum; the caption's k, v
-    // joined and taken apart; and one n D more, measured (config L, 1 rank: the step's peak stood
-    // 1.6 n D above the lines without it, and its arena overflowed)
-    l[k++] = (Line){"cross-attention", !!c->text * !joint * (n * (5 * D + H) + 4 * L * D)};
+    // cross: q, the attention's output and log-sum-exp, the projection, the sum; the caption's k, v;
+    // and one n D more, measured (config L, 1 rank: the step's peak stood 1.6 n D above the lines
+    // without it, and its arena overflowed)
+    l[k++] = (Line){"cross-attention", !!c->text * !joint * (n * (5 * D + H) + 2 * L * D)};
     *mlp = k;
     l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (D + 2)};
     l[k++] = (Line){"modulate 2", ada * n * D};
@@ -71,7 +70,7 @@ static int rest_lines(Line *l, const DiTConfig *c, double n, double B, int *fixe
                         (2 * DIT_CONTEXT_TOKENS + n) * D + n * D};
     if (c->text) // embeddings, positions, and per layer what a plain block keeps (block_lines)
         l[k++] = (Line){"text encoder", c->text_len * (3 * D + c->text_depth *
-                        (2 * (D + 2) + 10 * D + 2 * dit_mlp_hidden(c) + c->num_heads))};
+                        (2 * (D + 2) + 7 * D + 2 * dit_mlp_hidden(c) + c->num_heads))};
     return k;
 }
 
@@ -128,14 +127,16 @@ double dit_bf16_bytes(const DiTConfig *c, int B, int n, DiTPass pass, bool exact
     double L = c->text ? c->text_len : 0;
     bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
     // Q, K and V are rounded where they are (to_bf16_here); the linears' inputs from the norms and
-    // GELU are rounded and stored in 2 bytes (to_bf16_stored): of a block's lines (block_lines) half
-    // of the two norms' or modulations' outputs and of GELU's, counted for the image's tokens only.
+    // GELU are rounded and stored in 2 bytes (to_bf16_stored): of a block's lines (block_lines) all
+    // but 2 bytes a value of the two norms' or modulations' outputs and of GELU's (half in float32,
+    // three quarters in float64), counted for the image's tokens only.
     // A block keeps its attention output's rounded copy, stored in 2 bytes (the attention's
     // backward reads the float one): its own (joint: the caption's too, in nb); cross, the
     // cross-attention's; and the text encoder's layers theirs
-    double block = (nb * D + (c->text && !joint ? n * D : 0)) / 2 - n * (D + M / 2);
+    double h = 2.0 / sizeof(real); // a value stored in 2 bytes, in reals
+    double block = h * (nb * D + (c->text && !joint ? n * D : 0)) - (1 - h) * n * (2 * D + M);
     double blocks = pass == DIT_BACKWARD ? c->depth : 1; // every block's kept, or one at a time
-    double text = c->text ? c->text_depth * L * D / 2 : 0;
+    double text = c->text ? c->text_depth * L * D * h : 0;
     // the largest linear's rounded weight (the MLP's, or adaLN's 6 D x D: one, whatever the batch),
     // and the rounded copy of an input that is not rounded already: the patches' (their embedding),
     // the encoded caption's (its keys and values), the timestep's frequencies

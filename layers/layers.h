@@ -7,6 +7,10 @@
 
 // x (..., C), w (OC, C), b (OC) or NULL -> (..., OC)
 Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b);
+// The same as `parts` tensors (..., OC / parts), out[j] the output's columns [j OC / parts,
+// (j + 1) OC / parts): views of one output stored part after part, so that no copy is made to
+// take them apart (the qkv projection's q, k and v)
+void linear_parts(Tape *tp, Tensor *x, Tensor *w, Tensor *b, int parts, Tensor **out);
 // Clips of F frames travel as images of their frames stacked along the height: (B, C, F*H, W),
 // cut into pt x p x p patches whose tokens run frame-major (frame, row, column); images are
 // clips of one frame (F = pt = 1).

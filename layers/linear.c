@@ -29,21 +29,30 @@ static Operands operands(Arena *a, const Tensor *x, const Tensor *w, bool bf16, 
 // rows of a stored x of C columns unpacked at once (layers.h)
 static int unpack_rows(int C) { return LINEAR_UNPACK_VALUES / C > LINEAR_UNPACK_ROWS ? LINEAR_UNPACK_VALUES / C : LINEAR_UNPACK_ROWS; }
 
+// Under `parts` P (linear_parts) the output's column groups are stored one after another: part j,
+// x W_j^T + b_j of w's rows [j O, (j + 1) O) (O = OC / P), is (N, O) at out + j N O; its weight
+// and bias gradients are w's and b's rows there, its dX adds into the one dX. Part j's rows from r
+// of an output (or its gradient) p, its rows of a weight (or dW) p, of a bias (or dB) p or NULL:
+#define PART_ROWS(p, j, r) ((p) + (size_t)(j) * N * O + (size_t)(r) * O)
+#define W_OF(p, j) ((p) + (size_t)(j) * O * C)
+#define B_OF(p, j) ((p) ? (p) + (size_t)(j) * O : NULL)
 static void linear_bwd(Node *n) {
     Tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
-    int N = n->iarg[0], C = n->iarg[1], OC = n->iarg[2], R = n->iarg[3];
+    int N = n->iarg[0], C = n->iarg[1], OC = n->iarg[2], R = n->iarg[3], P = n->iarg[5], O = OC / P;
     real *dx = node_grad(n, 0), *dout = n->out->grad;
     real *dw = n->exact ? NULL : node_grad(n, 1), *db = b && !n->exact ? node_grad(n, 2) : NULL;
     size_t at = arena_mark(n->arena); // after the gradients' buffers
     Operands v = operands(n->arena, x, w, n->iarg[4], n->exact);
+    bool dev = node_on_device(n);
     if (!n->exact) {
-        bool dev = node_on_device(n);
-        RUN(dev, linear_backward, dx, v.x ? dw : NULL, db, dout, v.x, v.w, N, C, OC);
+        for (int j = 0; j < P; j++)
+            RUN(dev, linear_backward, dx, v.x && dw ? W_OF(dw, j) : NULL, B_OF(db, j), PART_ROWS(dout, j, 0), v.x, W_OF(v.w, j), N, C, O);
         for (int r0 = 0, U = unpack_rows(C); !v.x && dw && r0 < N; r0 += U) { // x stored: dW by blocks
             int rows = N - r0 < U ? N - r0 : U;
             size_t mark = arena_mark(n->arena);
-            RUN(dev, linear_backward, NULL, dw, NULL, dout + (size_t)r0 * OC,
-                bf16_values(n->arena, x, (size_t)r0 * C, (size_t)rows * C), v.w, rows, C, OC);
+            const real *xs = bf16_values(n->arena, x, (size_t)r0 * C, (size_t)rows * C);
+            for (int j = 0; j < P; j++)
+                RUN(dev, linear_backward, NULL, W_OF(dw, j), NULL, PART_ROWS(dout, j, r0), xs, W_OF(v.w, j), rows, C, O);
             arena_release(n->arena, mark);
         }
         arena_release(n->arena, at);
@@ -51,10 +60,9 @@ static void linear_bwd(Node *n) {
     }
     ExactSum *ew = node_exact(n, 1), *eb = b ? node_exact(n, 2) : NULL;
     CHECK(ew || !w->requires_grad, "linear: --exact needs the weight to be a parameter of the store");
-    bool dev = node_on_device(n);
     if (dx)
-        FOR_ON_THREADS(blocks_on_threads(dev, N / R), , for (int r0 = 0; r0 < N; r0 += R)
-            RUN(dev, linear_backward, dx + (size_t)r0 * C, NULL, NULL, dout + (size_t)r0 * OC, NULL, v.w, R, C, OC););
+        FOR_ON_THREADS(blocks_on_threads(dev, N / R), , for (int r0 = 0; r0 < N; r0 += R) for (int j = 0; j < P; j++)
+            RUN(dev, linear_backward, dx + (size_t)r0 * C, NULL, NULL, PART_ROWS(dout, j, r0), NULL, W_OF(v.w, j), R, C, O););
     // the blocks this rank adds: every one, or of the conditioning's rows its images (tape.h)
     int first = x->ndim == 2 ? n->exact->rank : 0, step = x->ndim == 2 ? n->exact->ranks : 1;
     int blocks = N / R > first ? (N / R - first + step - 1) / step : 0;
@@ -75,8 +83,9 @@ static void linear_bwd(Node *n) {
             size_t r0 = (size_t)(first + (k0 + k) * step) * R;
             real *dwk = parts + (size_t)k * part;
             zero_bytes(dwk, part * sizeof(real)); // by the thread that adds into it
-            RUN(dev, linear_backward, NULL, dwk, eb ? dwk + (size_t)OC * C : NULL, dout + r0 * OC,
-                v.x + r0 * C, v.w, R, C, OC);
+            for (int j = 0; j < P; j++)
+                RUN(dev, linear_backward, NULL, W_OF(dwk, j), eb ? B_OF(dwk + (size_t)OC * C, j) : NULL,
+                    PART_ROWS(dout, j, r0), v.x + r0 * C, W_OF(v.w, j), R, C, O);
         });
         ArenaMarks staged = arena_marks(n->arena);
         const real *h = host_reals(n->arena, parts, (size_t)count * part);
@@ -88,8 +97,8 @@ static void linear_bwd(Node *n) {
     arena_release(n->arena, at);
 }
 
-// x is (..., C), w is (OC, C), b is (OC) or NULL
-Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
+// x (..., C) -> out (P, ..., OC / P): part j after part j - 1 (linear_bwd)
+static Tensor *linear_run(Tape *tp, Tensor *x, Tensor *w, Tensor *b, int P) {
     char xs[64], ws[64];
     CHECK(w->ndim == 2 && last_dim(x) == w->shape[1],
           "linear: input %s does not match weight %s (weight must be [out, %d])",
@@ -97,26 +106,47 @@ Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) {
     CHECK(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]),
           "linear: bias must have shape [%d] to match weight %s", w->shape[0],
           tensor_shape_str(w, ws, sizeof ws));
-    int N = rows_of(x), C = w->shape[1], OC = w->shape[0], R = block_rows(tp, x);
+    CHECK(P >= 1 && w->shape[0] % P == 0 && x->ndim < MAX_DIMS, "linear: %d outputs do not split into %d parts",
+          w->shape[0], P);
+    int N = rows_of(x), C = w->shape[1], OC = w->shape[0], O = OC / P, R = block_rows(tp, x);
     CHECK(!tp->exact || ((x->ndim == 2 || x->ndim == 3) && N % R == 0),
           "linear: --exact runs over (B, C) or (B, n, C) with n a multiple of %d; got %s",
           R, tensor_shape_str(x, xs, sizeof xs));
-    Tensor *out = with_last_dim(tp->arena, x, OC, false);
+    int shape[MAX_DIMS] = {P};
+    for (int d = 0; d < x->ndim; d++) shape[d + 1] = x->shape[d];
+    shape[x->ndim] = O;
+    Tensor *out = P == 1 ? with_last_dim(tp->arena, x, OC, false) : tensor_empty_shape(tp->arena, x->ndim + 1, shape);
+    real *y = out->data, *bias = b ? b->data : NULL;
     size_t at = arena_mark(tp->arena);
     Operands v = operands(tp->arena, x, w, tp->bf16, tp->exact);
     if (v.x)
-        FOR_ON_THREADS(blocks_on_threads(on_device(tp), N / R), , for (int r0 = 0; r0 < N; r0 += R)
-            RUN(on_device(tp), linear_forward, out->data + (size_t)r0 * OC, v.x + (size_t)r0 * C,
-                v.w, b ? b->data : NULL, R, C, OC););
+        FOR_ON_THREADS(blocks_on_threads(on_device(tp), N / R), , for (int r0 = 0; r0 < N; r0 += R) for (int j = 0; j < P; j++)
+            RUN(on_device(tp), linear_forward, PART_ROWS(y, j, r0), v.x + (size_t)r0 * C, W_OF(v.w, j), B_OF(bias, j), R, C, O););
     for (int r0 = 0, U = unpack_rows(C); !v.x && r0 < N; r0 += U) { // x stored: a block of rows at a time
         int rows = N - r0 < U ? N - r0 : U;
         size_t mark = arena_mark(tp->arena);
-        RUN(on_device(tp), linear_forward, out->data + (size_t)r0 * OC,
-            bf16_values(tp->arena, x, (size_t)r0 * C, (size_t)rows * C), v.w, b ? b->data : NULL, rows, C, OC);
+        const real *xr = bf16_values(tp->arena, x, (size_t)r0 * C, (size_t)rows * C);
+        for (int j = 0; j < P; j++)
+            RUN(on_device(tp), linear_forward, PART_ROWS(y, j, r0), xr, W_OF(v.w, j), B_OF(bias, j), rows, C, O);
         arena_release(tp->arena, mark);
     }
     arena_release(tp->arena, at);
     Node *n = tape_record(tp, "linear", linear_bwd, out, 3, x, w, b);
-    if (n) n->iarg[0] = N, n->iarg[1] = C, n->iarg[2] = OC, n->iarg[3] = R, n->iarg[4] = tp->bf16;
+    if (n) n->iarg[0] = N, n->iarg[1] = C, n->iarg[2] = OC, n->iarg[3] = R, n->iarg[4] = tp->bf16, n->iarg[5] = P;
     return out;
+}
+#undef PART_ROWS
+#undef W_OF
+#undef B_OF
+
+Tensor *linear(Tape *tp, Tensor *x, Tensor *w, Tensor *b) { return linear_run(tp, x, w, b, 1); }
+
+void linear_parts(Tape *tp, Tensor *x, Tensor *w, Tensor *b, int parts, Tensor **out) {
+    Tensor *y = linear_run(tp, x, w, b, parts);
+    if (parts == 1) { // the output itself, not a view
+        out[0] = y;
+        return;
+    }
+    for (int j = 0; j < parts; j++)
+        out[j] = tensor_reshape(tp->arena, tensor_rows(tp->arena, y, j, 1), x->ndim, y->shape + 1);
 }

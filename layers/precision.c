@@ -34,10 +34,9 @@ Tensor *to_bf16(Tape *tp, Tensor *x) {
 
 Tensor *to_bf16_here(Tape *tp, Tensor *x) {
     if (!tp->bf16 || x->bf16) return x;
-    if (x->base && x->base->size != x->size) return to_bf16(tp, x); // a part of a tensor: a copy
     RUN(on_device(tp), round_bf16, x->data, x->data, x->size);
     x->bf16 = true;
-    if (x->base) x->base->bf16 = true; // the whole of it
+    if (x->base && x->base->size == x->size) x->base->bf16 = true; // the whole of it (a part: its own)
     return x;
 }
 

@@ -33,6 +33,14 @@ static Tensor *f_linear_shared(Tape *tp, Tensor **in, void *c) { // x feeds two 
     return add(tp, linear(tp, in[0], in[1], NULL), linear(tp, in[0], in[2], NULL));
 }
 static Tensor *f_linear_nb(Tape *tp, Tensor **in, void *c) { (void)c; return linear(tp, in[0], in[1], NULL); }
+// the three parts side by side, each its own columns of the result: a gradient taken from the
+// wrong part's rows of the output, the weight or the bias shows
+static Tensor *f_linear_parts(Tape *tp, Tensor **in, void *c) {
+    (void)c;
+    Tensor *p[3];
+    linear_parts(tp, in[0], in[1], in[2], 3, p);
+    return concat_last(tp, p[0], concat_last(tp, p[2], gelu(tp, p[1])));
+}
 static Tensor *f_patchify(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 1, 1, 2, 0, 6, false); }
 static Tensor *f_patchify_shard(Tape *tp, Tensor **in, void *c) { (void)c; return patchify(tp, in[0], 1, 1, 2, 4, 3, true); }
 static Tensor *f_patch_embed(Tape *tp, Tensor **in, void *c) { (void)c; return patch_embed(tp, in[0], 1, in[1], in[2], 0, 6); }
@@ -100,6 +108,7 @@ typedef struct OpCase {
 static const OpCase cases[] = {
     {"linear", f_linear, NULL, 3, {3, 2, 1}, {{2, 3, 5}, {7, 5}, {7}}, 1e-8, 1e-3},
     {"linear (input shared by two)", f_linear_shared, NULL, 3, {2, 2, 2}, {{3, 5}, {4, 5}, {4, 5}}, 1e-8, 1e-3},
+    {"linear in 3 parts", f_linear_parts, NULL, 3, {3, 2, 1}, {{2, 3, 5}, {6, 5}, {6}}, 1e-8, 1e-3},
     {"linear (no bias, 1 row)", f_linear_nb, NULL, 2, {2, 2}, {{1, 3}, {4, 3}}, 1e-8, 1e-3},
     {"patchify", f_patchify, NULL, 1, {4}, {{2, 3, 4, 6}}, 1e-8, 1e-3},
     {"patchify (last shard, padded)", f_patchify_shard, NULL, 1, {4}, {{2, 3, 4, 6}}, 1e-8, 1e-3},
@@ -152,6 +161,51 @@ START_TEST(op_gradcheck) {
                   c->name, r.worst_input, r.worst_index, r.analytic, r.numeric, r.max_rel_err, tol);
     arena_destroy(&inputs);
     arena_destroy(&scratch);
+}
+END_TEST
+
+// ---- a linear in parts is the linear's column groups, stored apart ------------------------------
+// linear_parts(x, w, b, 3) against one linear whose output slice_last cuts into three: each part
+// the same values, and for the same output gradients the same dX, dW, dB (to the summation order:
+// dX adds three products of a third of the columns); the parts views of one tensor, one after
+// another, so that no copy was made
+START_TEST(linear_parts_are_its_column_groups) {
+    enum { N = 7, C = 5, O = 4 };
+    Arena a = arena_create(1 << 20);
+    real *got[2][4];
+    Tensor *p[3];
+    for (int split = 0; split < 2; split++) {
+        Tape tp = tape_create(&a);
+        Tensor *x = randn(&a, 1, 1, true, 2, (int[]){N, C}), *w = randn(&a, 2, 1, true, 2, (int[]){3 * O, C});
+        Tensor *b = randn(&a, 3, 1, true, 1, (int[]){3 * O});
+        if (split) linear_parts(&tp, x, w, b, 3, p);
+        else {
+            Tensor *y = linear(&tp, x, w, b);
+            for (int j = 0; j < 3; j++) p[j] = slice_last(&tp, y, j * O, O);
+        }
+        real *out = arena_alloc(&a, 3 * N * O * sizeof(real));
+        for (int j = 0; j < 3; j++) {
+            memcpy(out + j * N * O, p[j]->data, N * O * sizeof(real));
+            real *dy = arena_alloc(&a, N * O * sizeof(real));
+            rng_fill_normal(dy, N * O, 4 + j, 4, 0, 1);
+            memcpy(tensor_grad(&a, p[j]), dy, N * O * sizeof(real));
+        }
+        if (split)
+            for (int j = 0; j < 3; j++) ck_assert(p[j]->base && p[j]->data == p[0]->data + (size_t)j * N * O);
+        Tensor *sum = concat_last(&tp, p[0], concat_last(&tp, p[1], p[2])); // one output to start from
+        real *ones = arena_alloc(&a, sum->size * sizeof(real));
+        for (size_t i = 0; i < sum->size; i++) ones[i] = 0; // the parts' gradients are set above
+        backward_from(&tp, sum, ones);
+        got[split][0] = out, got[split][1] = x->grad, got[split][2] = w->grad, got[split][3] = b->grad;
+        tape_free(&tp);
+    }
+    const size_t len[4] = {3 * N * O, N * C, 3 * O * C, 3 * O};
+    double e = 0;
+    for (int k = 0; k < 4; k++)
+        for (size_t i = 0; i < len[k]; i++) e = fmax(e, fabs(got[1][k][i] - got[0][k][i]) / (1 + fabs(got[0][k][i])));
+    printf("linear in 3 parts against one linear sliced: worst %.1e (%s)\n", e, REAL_NAME);
+    ck_assert_double_le(e, TOL(1e-14, 1e-6));
+    arena_destroy(&a);
 }
 END_TEST
 
@@ -387,6 +441,7 @@ Suite *ops_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, op_gradcheck, 0, N_CASES);
     tcase_add_test(tc, patch_embed_is_a_3d_conv);
+    tcase_add_test(tc, linear_parts_are_its_column_groups);
     tcase_add_test(tc, block_direction_check);
     tcase_add_test(tc, joint_dit_gradcheck);
     tcase_add_test(tc, every_listed_op_has_a_row);
