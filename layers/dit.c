@@ -72,6 +72,10 @@ static void attention_inputs(Tape *tp, Tensor **q, Tensor **k, Tensor **v) {
 // already, stored as it is
 static Tensor *attention_output(Tape *tp, Tensor *o) { return to_bf16_stored(tp, to_bf16(tp, o)); }
 
+// The MLP's first linear's output as GELU takes it: under bf16 rounded, as autocast's linear
+// rounds its output, and stored in 2 bytes (GELU's backward reads it: unpacked a block at a time)
+static Tensor *fc1_output(Tape *tp, Tensor *h) { return to_bf16_stored(tp, h); }
+
 static Tensor *local_attend(Tape *tp, Tensor *q, Tensor *k, Tensor *v, int heads,
                            const int32_t *seg, void *ctx) {
     (void)ctx;
@@ -197,7 +201,7 @@ static Tensor *mlp_half(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor *c
     (void)heads;
     int B = x->shape[0], n = x->shape[1];
     Tensor *h = NAME(norm_modulate(tp, x, m, pt, sh), "norm2");
-    h = NAME(to_bf16_stored(tp, gelu(tp, NAME(stream_linear(b, tp, h, b->fc1_w, b->fc1_b), "mlp.fc1"))), "mlp.gelu");
+    h = NAME(to_bf16_stored(tp, gelu(tp, NAME(fc1_output(tp, stream_linear(b, tp, h, b->fc1_w, b->fc1_b)), "mlp.fc1"))), "mlp.gelu");
     h = NAME(stream_linear(b, tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
     return NAME(gated_add(tp, x, per_token(tp, m[2], pt, sh, B, n), h), "residual2");
 }
@@ -425,7 +429,7 @@ static Tensor *plain_block_forward(const DiTBlock *b, const char *prefix, int i,
     Tensor *a = NAME(attention_output(tp, attend(tp, q, k, v, heads, seg, ctx)), "attn.out");
     x = NAME(add(tp, x, NAME(token_linear(tp, a, b->proj_w, b->proj_b), "attn.proj")), "residual1");
     Tensor *h = NAME(to_bf16_stored(tp, layernorm(tp, x, LN_EPS)), "norm2");
-    h = NAME(to_bf16_stored(tp, gelu(tp, NAME(token_linear(tp, h, b->fc1_w, b->fc1_b), "mlp.fc1"))), "mlp.gelu");
+    h = NAME(to_bf16_stored(tp, gelu(tp, NAME(fc1_output(tp, token_linear(tp, h, b->fc1_w, b->fc1_b)), "mlp.fc1"))), "mlp.gelu");
     h = NAME(token_linear(tp, h, b->fc2_w, b->fc2_b), "mlp.fc2");
     return NAME(add(tp, x, h), "residual2");
 #undef NAME

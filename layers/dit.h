@@ -262,14 +262,16 @@ typedef struct AttnMemory {
 // What a step runs: a forward without gradients (sampling), a forward and backward that keeps
 // every block's activations, or one that keeps each half block's input only (--recompute)
 typedef enum { DIT_FORWARD, DIT_BACKWARD, DIT_RECOMPUTE } DiTPass;
+// and how: under --precision bf16 (layers/precision.c: values stored in 2 bytes, rounded copies)
+// and --exact (stored values unpacked whole)
+typedef struct DiTStep {
+    DiTPass pass;
+    bool bf16, exact;
+} DiTStep;
 // Arena bytes of one pass of B images on a shard of n tokens: a table of the tensors a step
 // allocates (dit_memory.c), for sizing the arena and the memory check. Linear in the sequence
 // (attention is fused).
-size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass pass);
-// What such a pass holds more under --precision bf16 (layers/precision.c), in bytes, less where
-// negative: the attention output's rounded copy, less the linears' inputs stored in 2 bytes; the
-// linears' rounded weights and their inputs unpacked (transient; whole under --exact)
-double dit_bf16_bytes(const DiTConfig *c, int B, int n, DiTPass pass, bool exact);
+size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTStep step);
 
 // The store's units (autograd/params.h): 0 the embeddings, 1 + i block i (scoped: dit_forward
 // opens and closes it around the block), then the final layer

@@ -11,19 +11,34 @@ typedef struct Line {
     double reals;
 } Line;
 
+// Under --precision bf16 (layers/precision.c) the share of a real's bytes that a value stored in 2
+// bytes takes (to_bf16_stored), 1 otherwise: `s`, the linears' inputs from the norms, modulations
+// and GELU; `fc1`, fc1's output (GELU's input), which under --exact blocks of plain and joint
+// caption rows (token_linear's views) round in place; `copy`, a block's rounded copy of the
+// attention's output (its backward reads the float one): 0 or s
+typedef struct Stored { double s, fc1, copy; } Stored;
+
+static Stored stored(const DiTConfig *c, DiTStep step) {
+    double s = step.bf16 ? 2.0 / sizeof(real) : 1;
+    bool views = step.exact && (c->in_context || (c->text && c->text_attn == DIT_TEXT_JOINT));
+    return (Stored){s, views ? 1 : s, step.bf16 ? s : 0};
+}
+
 // One block (the attention's own tensors come from its layout): the modulation and the attention
-// half are lines [0, *mlp), the MLP half the rest; in-context blocks have no adaLN
-static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
-    double D = c->hidden_size, M = dit_mlp_hidden(c), ada = !c->in_context;
+// half are lines [0, *mlp), the MLP half the rest; in-context blocks have no adaLN (their norms'
+// outputs go into the linears: stored as the modulations' are)
+static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp, Stored st) {
+    double D = c->hidden_size, M = dit_mlp_hidden(c), ada = !c->in_context, norm = ada ? 1 : st.s;
     int k = 0;
     l[k++] = (Line){"adaLN modulation and its 6 slices", ada * 12 * D};
-    l[k++] = (Line){"layernorm 1 and its mean, rstd", n * (D + 2)};
-    l[k++] = (Line){"modulate 1", ada * n * D};
+    l[k++] = (Line){"layernorm 1 and its mean, rstd", n * (norm * D + 2)};
+    l[k++] = (Line){"modulate 1", ada * n * D * st.s};
     l[k++] = (Line){"qkv: q, k and v (linear_parts: no copies)", 3 * n * D};
     double norm_groups = c->qk_norm == DIT_QK_HEAD ? c->num_heads : c->qk_norm == DIT_QK_FULL ? 1 : 0;
     l[k++] = (Line){"QK-norm and rotary positions: q and k normed and turned (one op), their 1/rms",
                     (c->qk_norm != DIT_QK_NONE || c->pos == DIT_POS_ROPE) * 2 * n * D + 2 * n * norm_groups};
     l[k++] = (Line){"in-context: K and V apart from the conditioning tokens", !ada * 2 * n * D};
+    l[k++] = (Line){"the attention output's rounded copy", st.copy * n * D};
     l[k++] = (Line){"attention projection", n * D};
     l[k++] = (Line){"gated residual 1", n * D};
     // text: the cross-attention's q, output, log-sum-exp, projection and residual, and the
@@ -32,15 +47,15 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
     // joint (n counts the caption's tokens too): the text stream's modulation, q, k, v joined and
     // the output taken apart (backward holds 8 n D more: dit_step_bytes)
     l[k++] = (Line){"joint attention", joint * (24 * D + 6 * n * D)};
-    // cross: q, the attention's output and log-sum-exp, the projection, the sum; the caption's k, v;
-    // and one n D more, measured (config L, 1 rank: the step's peak stood 1.6 n D above the lines
-    // without it, and its arena overflowed)
-    l[k++] = (Line){"cross-attention", !!c->text * !joint * (n * (5 * D + H) + 2 * L * D)};
+    // cross: q, the attention's output (and its rounded copy) and log-sum-exp, the projection, the
+    // sum; the caption's k, v; and one n D more, measured (config L, 1 rank: the step's peak stood
+    // 1.6 n D above the lines without it, and its arena overflowed)
+    l[k++] = (Line){"cross-attention", !!c->text * !joint * (n * ((5 + st.copy) * D + H) + 2 * L * D)};
     *mlp = k;
-    l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (D + 2)};
-    l[k++] = (Line){"modulate 2", ada * n * D};
-    l[k++] = (Line){"fc1", n * M};
-    l[k++] = (Line){"gelu", n * M};
+    l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (norm * D + 2)};
+    l[k++] = (Line){"modulate 2", ada * n * D * st.s};
+    l[k++] = (Line){"fc1", n * M * st.fc1};
+    l[k++] = (Line){"gelu", n * M * st.s};
     l[k++] = (Line){"fc2", n * D};
     l[k++] = (Line){"gated residual 2", n * D};
     return k;
@@ -48,8 +63,8 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp) {
 
 // The embeddings, the conditioning, the final layer, the loss and the step's inputs: lines
 // [0, *fixed) get no gradient in backward (the inputs, the patches, the fixed tables, the angles)
-static int rest_lines(Line *l, const DiTConfig *c, double n, double B, int *fixed) {
-    double D = c->hidden_size, p2 = dit_patch_values(c);
+static int rest_lines(Line *l, const DiTConfig *c, double n, double B, int *fixed, Stored st) {
+    double D = c->hidden_size, p2 = dit_patch_values(c), M = dit_mlp_hidden(c);
     double S2 = (double)dit_frames(c) * c->input_size * c->input_size; // a sample's pixels
     double C = c->in_channels, Co = dit_out_channels(c);
     int k = 0;
@@ -68,9 +83,11 @@ static int rest_lines(Line *l, const DiTConfig *c, double n, double B, int *fixe
     if (c->in_context)
         l[k++] = (Line){"in-context: the conditioning tokens, the joined and the final sequence",
                         (2 * DIT_CONTEXT_TOKENS + n) * D + n * D};
-    if (c->text) // embeddings, positions, and per layer what a plain block keeps (block_lines)
+    // embeddings, positions, and per layer what a plain block keeps (block_lines; its fc1 output
+    // under --exact a view, rounded in place)
+    if (c->text)
         l[k++] = (Line){"text encoder", c->text_len * (3 * D + c->text_depth *
-                        (2 * (D + 2) + 7 * D + 2 * dit_mlp_hidden(c) + c->num_heads))};
+                        (2 * (st.s * D + 2) + (7 + st.copy) * D + M * (st.fc1 + st.s) + c->num_heads))};
     return k;
 }
 
@@ -80,72 +97,71 @@ static double sum_lines(const Line *l, int k) {
     return s;
 }
 
-size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTPass pass) {
+// One block's halves: the attention's (with the attention's own, `kept`) and the MLP's
+static void halves(const DiTConfig *c, double nb, double kept, Stored st, double *attn_half, double *mlp_half,
+                   double *cross) {
     Line l[32];
+    int mlp, k = block_lines(l, c, nb, &mlp, st);
+    *attn_half = sum_lines(l, mlp) + kept, *mlp_half = sum_lines(l + mlp, k - mlp);
+    *cross = l[mlp - 1].reals;
+}
+
+// Under bf16 the transients of a linear (layers/linear.c): the largest linear's rounded weight (the
+// MLP's, or adaLN's 6 D x D: one, whatever the batch), the rounded copy of an input that is not
+// rounded already (the patches' for their embedding, the encoded caption's for its keys and
+// values, the timestep's frequencies: per image), and a stored input unpacked: a block of rows
+// (UNPACK_VALUES, or UNPACK_ROWS rows) or fewer, or under --exact whole
+static double bf16_transients(const DiTConfig *c, double b, double n, double nb, bool exact) {
+    double D = c->hidden_size, M = dit_mlp_hidden(c), L = c->text ? c->text_len : 0;
+    double patches = n * dit_patch_values(c) * c->in_channels;
+    double weight = fmax(M, 6 * D) * D, input = fmax(patches, fmax(L * D, DIT_FREQ_DIM));
+    double whole = b * nb * fmax(D, M);
+    double unpacked = exact ? whole : fmin(whole, fmax(UNPACK_VALUES, UNPACK_ROWS * fmax(D, M)));
+    return b * input + weight + unpacked;
+}
+
+size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTStep step) {
+    Line l[32];
+    DiTPass pass = step.pass;
+    Stored st = stored(c, step), floats = {1, 1, step.bf16 ? st.s : 0};
     // in double: sizes of configs that cannot fit anywhere must not wrap around
     // in-context: the blocks run on the conditioning tokens too
     double nb = n + dit_front_tokens(c), b = B;
-    int mlp, k = block_lines(l, c, nb, &mlp);
     // what --recompute keeps of a block besides its halves' inputs: the cross-attention's line
     // less two n D (its residual sum, the MLP half's input, counted with the halves' inputs; and
     // one measured: model 6 of memory_estimate_holds at 2 threads stood at x1.32 without it), or
     // a joint block's whole attention half but backward's gradients (only its MLP halves run again)
     bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
-    double cross = l[mlp - 1].reals - (c->text && !joint) * 2 * nb * c->hidden_size;
     double held = joint && pass != DIT_FORWARD ? attn.joint_held * nb * c->hidden_size : 0;
-    double attn_half = sum_lines(l, mlp) + attn.kept + held, mlp_half = sum_lines(l + mlp, k - mlp);
+    // the halves as stored, and their gradients: float, as the float step's values
+    double attn_half, mlp_half, cross, attn_grads, mlp_grads, unused;
+    halves(c, nb, attn.kept + held, st, &attn_half, &mlp_half, &cross);
+    halves(c, nb, attn.kept + held, floats, &attn_grads, &mlp_grads, &unused);
+    cross -= (c->text && !joint) * 2 * nb * c->hidden_size;
     double block = attn_half + mlp_half;
     if (joint) cross = attn_half - held;
-    int fixed, r = rest_lines(l, c, n, b, &fixed);
+    int fixed, r = rest_lines(l, c, n, b, &fixed, st);
     double rest = sum_lines(l, r), rest_grads = sum_lines(l + fixed, r - fixed);
     int dh = c->hidden_size / c->num_heads, tiles = 30 * c->depth + 40; // allocations, headers
     double scratch = (double)attention_scratch_count(B, attn.queries, attn.keys, c->num_heads, dh,
                                                      pass != DIT_FORWARD);
     // what backward holds of the blocks' forward: every block's activations, or under recompute
     // the input of every block's two halves and one half's activations, run again; and the
-    // gradients of one block (tape.c frees the rest as it goes), or of one half
-    double half = fmax(attn_half, mlp_half);
+    // gradients of one block (tape.c frees the rest as it goes), or of one half (the one run again)
     bool again = pass == DIT_RECOMPUTE;
-    double kept = again ? c->depth * (2 * (double)n * c->hidden_size + cross) + (joint ? mlp_half : half)
-                        : c->depth * block;
-    double grads = again ? half : block;
+    double kept = again ? c->depth * (2 * (double)n * c->hidden_size + cross) +
+                              (joint ? mlp_half + fmax(attn_grads, mlp_grads) : fmax(attn_half + attn_grads, mlp_half + mlp_grads))
+                        : c->depth * block + attn_grads + mlp_grads;
     double reals;
     if (pass != DIT_FORWARD) // the blocks' activations and gradients, the residual stream's
         // gradient, and the largest transient
-        reals = b * (kept + rest + grads + rest_grads + (double)n * c->hidden_size) +
+        reals = b * (kept + rest + rest_grads + (double)n * c->hidden_size) +
                 fmax(scratch, b * attn.transient);
     else // without gradients dit_forward keeps one block's intermediates at a time, and its input
         // (the block before's output, kept); the attention's transient lives during its half only
         reals = b * (rest + (double)n * c->hidden_size) +
                 fmax(b * block, b * attn_half + fmax(scratch, b * attn.transient));
-    double bytes = reals * sizeof(real) + tiles * 2.0 * ARENA_ALIGN;
+    if (step.bf16) reals += bf16_transients(c, b, n, nb, step.exact);
+    double bytes = reals * sizeof(real) + tiles * 2.0 * ARENA_ALIGN + step.bf16 * 2.0 * ARENA_ALIGN * (3 * c->depth + 4);
     return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;
-}
-
-double dit_bf16_bytes(const DiTConfig *c, int B, int n, DiTPass pass, bool exact) {
-    double D = c->hidden_size, M = dit_mlp_hidden(c), nb = n + dit_front_tokens(c), b = B;
-    double L = c->text ? c->text_len : 0;
-    bool joint = c->text && c->text_attn == DIT_TEXT_JOINT;
-    // Q, K and V are rounded where they are (to_bf16_here); the linears' inputs from the norms and
-    // GELU are rounded and stored in 2 bytes (to_bf16_stored): of a block's lines (block_lines) all
-    // but 2 bytes a value of the two norms' or modulations' outputs and of GELU's (half in float32,
-    // three quarters in float64), counted for the image's tokens only.
-    // A block keeps its attention output's rounded copy, stored in 2 bytes (the attention's
-    // backward reads the float one): its own (joint: the caption's too, in nb); cross, the
-    // cross-attention's; and the text encoder's layers theirs
-    double h = 2.0 / sizeof(real); // a value stored in 2 bytes, in reals
-    double block = h * (nb * D + (c->text && !joint ? n * D : 0)) - (1 - h) * n * (2 * D + M);
-    double blocks = pass == DIT_BACKWARD ? c->depth : 1; // every block's kept, or one at a time
-    double text = c->text ? c->text_depth * L * D * h : 0;
-    // the largest linear's rounded weight (the MLP's, or adaLN's 6 D x D: one, whatever the batch),
-    // and the rounded copy of an input that is not rounded already: the patches' (their embedding),
-    // the encoded caption's (its keys and values), the timestep's frequencies
-    double patches = (double)n * dit_patch_values(c) * c->in_channels;
-    double weight = fmax(M, 6 * D) * D, input = fmax(patches, fmax(L * D, DIT_FREQ_DIM));
-    // a stored input unpacked: a block of rows (LINEAR_UNPACK_VALUES, or LINEAR_UNPACK_ROWS rows)
-    // or fewer, or under --exact whole
-    double whole = b * nb * fmax(D, M);
-    double unpacked = exact ? whole : fmin(whole, fmax(LINEAR_UNPACK_VALUES, LINEAR_UNPACK_ROWS * fmax(D, M)));
-    double reals = b * (blocks * block + text + input) + weight + unpacked;
-    return reals * sizeof(real) + 2.0 * ARENA_ALIGN * (3 * c->depth + 4);
 }

@@ -22,14 +22,27 @@ Tensor *add(Tape *tp, Tensor *a, Tensor *b) {
     return out;
 }
 
+// GELU's input may be stored in 2 bytes a value (to_bf16_stored: under bf16, a linear's output
+// rounded as autocast rounds it): its values then unpacked a block at a time (UNPACK_VALUES)
+static size_t unpack_block(const Tensor *x) { return x->half ? UNPACK_VALUES : x->size; }
+
 static void gelu_bwd(Node *n) {
+    Tensor *x = n->in[0];
     real *dx = node_grad(n, 0);
-    if (dx) RUN(node_on_device(n), gelu_backward, dx, n->out->grad, n->in[0]->data, n->out->size);
+    for (size_t i = 0, U = unpack_block(x); dx && i < x->size; i += U) {
+        size_t k = x->size - i < U ? x->size - i : U, mark = arena_mark(n->arena);
+        RUN(node_on_device(n), gelu_backward, dx + i, n->out->grad + i, bf16_values(n->arena, x, i, k), k);
+        arena_release(n->arena, mark);
+    }
 }
 
 Tensor *gelu(Tape *tp, Tensor *x) {
     Tensor *out = tensor_empty_like(tp->arena, x);
-    RUN(on_device(tp), gelu_forward, out->data, x->data, x->size);
+    for (size_t i = 0, U = unpack_block(x); i < x->size; i += U) {
+        size_t k = x->size - i < U ? x->size - i : U, mark = arena_mark(tp->arena);
+        RUN(on_device(tp), gelu_forward, out->data + i, bf16_values(tp->arena, x, i, k), k);
+        arena_release(tp->arena, mark);
+    }
     tape_record(tp, "gelu", gelu_bwd, out, 1, x);
     return out;
 }

@@ -69,9 +69,9 @@ typedef void (*ExactReduceFn)(Arena *a, real *d, const ExactSum *d_all, int B, i
 #define LINEAR_EXACT_BLOCKS 8
 #define LINEAR_EXACT_TERMS (1 << 21)
 // A linear unpacks an input stored in 2 bytes (to_bf16_stored) a block of rows at a time: about
-// this many values, and no fewer than this many rows
-#define LINEAR_UNPACK_VALUES (1 << 20)
-#define LINEAR_UNPACK_ROWS 128
+// this many values, and no fewer than this many rows (GELU: a block of this many values)
+#define UNPACK_VALUES (1 << 20)
+#define UNPACK_ROWS 128
 Tensor *attention_exact(Tape *tp, Tensor *q, Tensor *k, Tensor *v, Tensor *k_all, Tensor *v_all,
                         int kfirst, int heads, const uint8_t *key_mask, Segments seg,
                         ExactReduceFn reduce, void *ctx);

@@ -27,7 +27,7 @@ static Operands operands(Arena *a, const Tensor *x, const Tensor *w, bool bf16, 
 }
 
 // rows of a stored x of C columns unpacked at once (layers.h)
-static int unpack_rows(int C) { return LINEAR_UNPACK_VALUES / C > LINEAR_UNPACK_ROWS ? LINEAR_UNPACK_VALUES / C : LINEAR_UNPACK_ROWS; }
+static int unpack_rows(int C) { return UNPACK_VALUES / C > UNPACK_ROWS ? UNPACK_VALUES / C : UNPACK_ROWS; }
 
 // Under `parts` P (linear_parts) the output's column groups are stored one after another: part j,
 // x W_j^T + b_j of w's rows [j O, (j + 1) O) (O = OC / P), is (N, O) at out + j N O; its weight

@@ -2,7 +2,8 @@
 //  - every linear's input and weight, as the linear runs (linear.c: transient copies, made again
 //    for backward, so nothing more is kept); the GEMMs accumulate in float, the bias is added in
 //    float, the output and both gradients stay float. PyTorch's autocast also rounds the input
-//    and the weight; it rounds the output and the gradients to bf16 as well, which this does not.
+//    and the weight; it rounds the output and the gradients to bf16 as well, which this does not,
+//    but for fc1's output (GELU's input: layers/dit.c's fc1_output, stored in 2 bytes).
 //  - the attention's Q, K and V (to_bf16, before the layout's exchange: they travel as bf16
 //    values); the scores, the softmax and its log-sum-exp and every gradient float, as autocast's
 //    scaled_dot_product_attention accumulates; its output rounded as it leaves (layers/dit.c), as

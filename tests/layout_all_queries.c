@@ -22,7 +22,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     double n = sp->shard.n, T = sp->shard.T_pad, D = c->hidden_size, H = c->num_heads;
     AttnMemory m = {.kept = 4 * T * D + H * T + n * D, .transient = T * D + n * D, .joint_held = 8,
                     .queries = (int)T, .keys = (int)T};
-    return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
+    return dit_step_bytes(c, B, sp->shard.n, m, sp_step(sp, backward));
 }
 
 // q, k, v are (B, n, D): this rank's tokens

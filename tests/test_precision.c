@@ -176,6 +176,42 @@ START_TEST(bf16_linear_of_a_stored_input) {
 }
 END_TEST
 
+// GELU of an input stored in 2 bytes (fc1's output under bf16): a block of its values unpacked at
+// a time, 3 blocks here, against GELU of the same rounded values kept in float: the output and
+// the input's gradient the same bits
+START_TEST(bf16_gelu_of_a_stored_input) {
+    enum { N = 2 * UNPACK_VALUES + 12345 };
+    Arena a = arena_create((size_t)N * sizeof(real) * 12);
+    real *y[2], *dx[2], *xs = NULL;
+    for (int stored = 0; stored < 2; stored++) {
+        Tape tp = tape_create(&a);
+        tp.bf16 = true;
+        Tensor *x = randn(&a, 11, 2, true, 1, (int[]){N});
+        xs = x->data;
+        Tensor *h = add(&tp, x, x); // a value that is not an input: its producer's output
+        h = stored ? to_bf16_stored(&tp, h) : to_bf16_here(&tp, h);
+        ck_assert(!stored || (h->half && !h->data));
+        Tensor *out = gelu(&tp, h);
+        real *dy = arena_alloc(&a, out->size * sizeof(real));
+        rng_fill_normal(dy, out->size, 12, 12, 0, 1);
+        backward_from(&tp, out, dy);
+        y[stored] = out->data, dx[stored] = x->grad;
+        tape_free(&tp);
+    }
+    double e = 0; // and GELU's formula (tanh form) of the rounded values, in the last block too
+    for (int i = 0; i < N; i += 97) {
+        double v = nearest_bf16(2 * xs[i]), g = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        e = fmax(e, fabs(y[1][i] - g));
+    }
+    printf("GELU of an input stored in 2 bytes (3 blocks): output and input gradient the same bits, "
+           "output within %.1e of the formula\n", e);
+    ck_assert_double_le(e, sizeof(real) == 8 ? 1e-12 : 1e-5);
+    ck_assert(!memcmp(y[0], y[1], (size_t)N * sizeof(real)));
+    ck_assert(!memcmp(dx[0], dx[1], (size_t)N * sizeof(real)));
+    arena_destroy(&a);
+}
+END_TEST
+
 // to_bf16: rounded values, the gradient handed through unchanged; nothing in an fp32 tape
 START_TEST(to_bf16_rounds_and_passes_the_gradient) {
     Arena a = arena_create(1 << 20);
@@ -205,6 +241,7 @@ Suite *precision_suite(void) {
     tcase_add_test(tc, bf16_rounding_is_to_the_nearest_even);
     tcase_add_test(tc, bf16_linear_computes_with_rounded_operands);
     tcase_add_test(tc, bf16_linear_of_a_stored_input);
+    tcase_add_test(tc, bf16_gelu_of_a_stored_input);
     tcase_add_test(tc, to_bf16_rounds_and_passes_the_gradient);
     suite_add_tcase(s, tc);
     return s;

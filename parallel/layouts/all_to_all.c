@@ -37,7 +37,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     m.kept += (R > 0) * (3 * sp->shard.T_pad * Dh + 2 * (P + 1) * R * Dh + 4 * R * D); // joined, copies
     // the cross-kv-all-to-all bug: the caption's K and V joined copy by copy, 2, 3, ..., P copies
     if ((sp->bugs & BUG_CROSS_KV_ALL_TO_ALL) && c->text) m.kept += 2 * c->text_len * D * (P * (P + 1) / 2 - 1);
-    return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
+    return dit_step_bytes(c, B, sp->shard.n, m, sp_step(sp, backward));
 }
 
 // whole_grads (--exact): the front's gradient, whole on every rank, summed over c's ranks, each of

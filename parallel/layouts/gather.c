@@ -24,7 +24,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
                     .joint_held = 8, .queries = (int)n, .keys = (int)T};
     m.kept += 2 * sp->shard.T_pad * D * (dit_front_tokens(c) > 0); // in-context: K, V gathered, then joined
     if (sp->bugs & BUG_WRONG_RESTORE) m.kept += 2 * T * D + H * T, m.queries = sp->shard.T_pad;
-    return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
+    return dit_step_bytes(c, B, sp->shard.n, m, sp_step(sp, backward));
 }
 
 // The no-dkv-reduce-scatter bug: the all-gather's backward keeps this rank's own rows of the

@@ -43,7 +43,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
     m.kept += (R > 0) * (6 * Un * Dh + (sp->ulysses + 1) * R * Dh + 2 * R * D);
     m.transient += (R > 0) * 2 * Un * Dh; // the home step's dK, dV
     if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += Un * Dh + h * Un; // a partial output
-    return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
+    return dit_step_bytes(c, B, sp->shard.n, m, sp_step(sp, backward));
 }
 
 // q, k, v are (B, n, D): this rank's tokens

@@ -95,7 +95,6 @@ static DiTConfig row_captions(const SeqParallel *sp, const DiTConfig *c) {
 size_t sp_step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool backward) {
     DiTConfig rows = row_captions(sp, c);
     size_t bytes = layouts[sp->layout]->step_bytes(sp, &rows, B, backward);
-    if (sp->bf16) bytes = (size_t)((double)bytes + dit_bf16_bytes(&rows, B, sp->shard.n, sp_pass(sp, backward), sp->exact));
     if (sp->packs) // each block's 6 adaLN vectors and the final layer's 2 per token, gathered and
         // sliced, and as much again for their gradients
         bytes += (size_t)((double)B * sp->shard.n * c->hidden_size * (12.0 * c->depth + 4) *

@@ -39,7 +39,7 @@ static size_t step_bytes(const SeqParallel *sp, const DiTConfig *c, int B, bool 
                     .transient = 4 * n * D + nq * D + H * nq + 2 * nq * D * (R > 0),
                     .joint_held = 2, .queries = (int)nq, .keys = (int)nq};
     if (sp->bugs & BUG_RING_BLOCK_DELTA) m.transient += nq * D + H * nq; // a block's partial output
-    return dit_step_bytes(c, B, sp->shard.n, m, sp_pass(sp, backward));
+    return dit_step_bytes(c, B, sp->shard.n, m, sp_step(sp, backward));
 }
 
 typedef struct Ring { // what one call needs, from q (B, R + n, D)

@@ -7,8 +7,8 @@ void sp_sum_group(ExactSum *s, void *ctx) { comm_all_reduce_sums(((SeqParallel *
 double sp_wire(const SeqParallel *sp) { return sp->bf16 ? (double)sizeof(uint16_t) / sizeof(real) : 1; }
 double sp_grad_wire(const SeqParallel *sp) { return sp->bf16_grads ? sp_wire(sp) : 1; }
 
-DiTPass sp_pass(const SeqParallel *sp, bool backward) {
-    return !backward ? DIT_FORWARD : sp->recompute ? DIT_RECOMPUTE : DIT_BACKWARD;
+DiTStep sp_step(const SeqParallel *sp, bool backward) {
+    return (DiTStep){!backward ? DIT_FORWARD : sp->recompute ? DIT_RECOMPUTE : DIT_BACKWARD, sp->bf16, sp->exact};
 }
 
 const int32_t *sp_images(const SeqParallel *sp, const int32_t *seg) {

@@ -10,8 +10,9 @@ void sp_sum_group(ExactSum *s, void *ctx);
 double sp_wire(const SeqParallel *sp);
 // The same for their gradients (dQ, dK, dV, the output's): 1, or under --grad-wire bf16 sp_wire's
 double sp_grad_wire(const SeqParallel *sp);
-// The pass a step with (or without) backward runs: DIT_RECOMPUTE for a backward under --recompute
-DiTPass sp_pass(const SeqParallel *sp, bool backward);
+// What a step with (or without) backward runs (dit_step_bytes): DIT_RECOMPUTE for a backward under
+// --recompute; under --precision bf16, --exact as the run's
+DiTStep sp_step(const SeqParallel *sp, bool backward);
 // The key mask of all T_pad tokens (NULL under the no-pad-mask bug), on the device with cuda.
 const uint8_t *sp_key_mask(const SeqParallel *sp);
 // The images of a pack's tokens for the attention: seg (B, T_pad) as the layout got it, or NULL

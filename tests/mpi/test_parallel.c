@@ -1594,7 +1594,7 @@ START_TEST(split_groups_talk_within) {
 END_TEST
 
 // The arena estimate holds one step at realistic sizes: every rank's measured peak stays under it
-// (no slack: the arena is sized by it), and the estimate is within 30% of the largest peak, for
+// (no slack: the arena is sized by it), and the estimate is within 30% (bf16: 50%) of the largest peak, for
 // every layout, forward + backward (with and without --recompute) and forward only. The estimate is the same on every rank
 // (sampling picks its images per pass from it, and every rank must pick the same), so with heads
 // that the ranks do not divide it is the one of a rank with the most heads.
@@ -1662,7 +1662,10 @@ static void memory_case(int model, SeqAttention layout, DiTPass pass, bool bf16)
                                                "forward + backward, recompute"}[pass], bf16 ? ", bf16" : "",
                largest / 1048576.0, est / 1048576.0, est / largest);
     ck_assert_double_ge(est / peak, 1.0);
-    ck_assert_double_le(est / largest, 1.3);
+    // bf16: the rounded weight of the largest linear (adaLN's) and a block of unpacked rows are
+    // counted at the peak, where a smaller linear runs: at these sizes up to x1.42 (the all-to-all
+    // under --recompute at 3 and 4 ranks), at DiT-XL/2's 2 % of the step
+    ck_assert_double_le(est / largest, bf16 ? 1.5 : 1.3);
     tape_free(&tp);
     arena_destroy(&a);
     sp_free(&sp);
@@ -1675,9 +1678,10 @@ START_TEST(memory_estimate_holds) {
 }
 END_TEST
 
-// and under --precision bf16 --grad-wire bf16 (the rounded copies, the wires' buffers), with backward
+// and under --precision bf16 --grad-wire bf16 (the rounded copies, the wires' buffers, the values
+// stored in 2 bytes), with backward, with and without --recompute
 START_TEST(memory_estimate_holds_bf16) {
-    memory_case(_i / SP_LAYOUTS, (SeqAttention)(_i % SP_LAYOUTS), DIT_BACKWARD, true);
+    memory_case(_i / (2 * SP_LAYOUTS), (SeqAttention)(_i % SP_LAYOUTS), _i / SP_LAYOUTS % 2 ? DIT_RECOMPUTE : DIT_BACKWARD, true);
 }
 END_TEST
 
@@ -2075,7 +2079,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, split_groups_talk_within);
     tcase_add_test(tc, exact_all_reduce_is_the_rounded_true_sum);
     tcase_add_loop_test(tc, memory_estimate_holds, 0, MEM_CONFIGS * 3 * SP_LAYOUTS);
-    tcase_add_loop_test(tc, memory_estimate_holds_bf16, 0, MEM_CONFIGS * SP_LAYOUTS);
+    tcase_add_loop_test(tc, memory_estimate_holds_bf16, 0, MEM_CONFIGS * 2 * SP_LAYOUTS);
     tcase_add_test(tc, grad_accum_memory);
     tcase_add_loop_test(tc, planner_matches_a_step, 0, 2);
     tcase_add_test(tc, every_recorded_op_is_gradient_checked);
