@@ -33,6 +33,39 @@ Tensor *modulate(Tape *tp, Tensor *x, Tensor *shift, Tensor *scale) {
     return out;
 }
 
+// modulate(layernorm(x, eps), shift, scale) as one op that keeps x's mean and 1/std only, not the
+// normalized copy: backward normalizes x again (the same kernel: the same values) into a
+// transient, and runs modulate's and LayerNorm's backward kernels as the two ops would (the same
+// bits). x, the block's input, is kept anyway.
+static void layernorm_modulate_bwd(Node *n) {
+    Tensor *x = n->in[0], *scale = n->in[2];
+    int S = n->iarg[0], N = rows_of(x), C = x->shape[2];
+    bool dev = node_on_device(n);
+    real *dx = node_grad(n, 0), *dshift = node_grad(n, 1), *dscale = node_grad(n, 2);
+    real *mean = n->saved->data, *rstd = mean + N;
+    size_t at = arena_mark(n->arena); // after the gradients' buffers
+    real *h = arena_alloc_empty(n->arena, x->size * sizeof(real)), *stats = arena_alloc_empty(n->arena, 2 * (size_t)N * sizeof(real));
+    real *dh = dx ? arena_alloc(n->arena, x->size * sizeof(real)) : NULL; // zeroed: modulate's backward adds
+    RUN(dev, layernorm_forward, h, stats, stats + N, x->data, N, C, (real)n->farg[0]);
+    RUN(dev, modulate_backward, dh, dshift, dscale, n->out->grad, h, scale->data, S, N / S, C);
+    if (dx) RUN(dev, layernorm_backward, dx, dh, x->data, mean, rstd, N, C);
+    arena_release(n->arena, at);
+}
+
+Tensor *layernorm_modulate(Tape *tp, Tensor *x, Tensor *shift, Tensor *scale, real eps) {
+    int S = samples("layernorm_modulate", x, shift, "shift"), N = rows_of(x), C = x->shape[2];
+    CHECK(samples("layernorm_modulate", x, scale, "scale") == S, "layernorm_modulate: shift and scale differ in blocks");
+    Tensor *stats = tensor_empty(tp->arena, 2, 2, N), *out = tensor_empty_like(tp->arena, x);
+    size_t at = arena_mark(tp->arena);
+    real *h = arena_alloc_empty(tp->arena, x->size * sizeof(real));
+    RUN(on_device(tp), layernorm_forward, h, stats->data, stats->data + N, x->data, N, C, eps);
+    RUN(on_device(tp), modulate_forward, out->data, h, shift->data, scale->data, S, N / S, C);
+    arena_release(tp->arena, at);
+    Node *n = tape_record(tp, "layernorm_modulate", layernorm_modulate_bwd, out, 3, x, shift, scale);
+    if (n) n->iarg[0] = S, n->farg[0] = eps, n->saved = stats;
+    return out;
+}
+
 static void gated_add_bwd(Node *n) {
     Tensor *x = n->in[0], *gate = n->in[1], *y = n->in[2];
     int S = n->iarg[0];

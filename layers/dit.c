@@ -129,8 +129,8 @@ typedef Tensor *(*HalfFn)(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor 
 static Tensor *norm_modulate(Tape *tp, Tensor *x, Tensor *const m[3], const PackTokens *pt,
                              const DiTShard *sh) {
     int B = x->shape[0], n = x->shape[1];
-    Tensor *h = layernorm(tp, x, LN_EPS), *shift = per_token(tp, m[0], pt, sh, B, n);
-    return to_bf16_stored(tp, modulate(tp, h, shift, per_token(tp, m[1], pt, sh, B, n)));
+    Tensor *shift = per_token(tp, m[0], pt, sh, B, n);
+    return to_bf16_stored(tp, layernorm_modulate(tp, x, shift, per_token(tp, m[1], pt, sh, B, n), LN_EPS));
 }
 
 #define NAME(t, what) tape_name(tp, t, "blocks.%d.%s%s", i, b->stream, what)
@@ -641,7 +641,7 @@ Tensor *dit_forward(DiT *m, Tape *tp, Tensor *img, Tensor *t, const int64_t *y,
     // final layer
     Tensor *mod = tape_name(tp, linear(tp, c_act, m->f_ada_w, m->f_ada_b), "final_layer.adaLN");
     mod = per_token(tp, mod, &pt, &sh, B, sh.n);
-    x = to_bf16_stored(tp, modulate(tp, layernorm(tp, x, LN_EPS), slice_last(tp, mod, 0, D), slice_last(tp, mod, D, D)));
+    x = to_bf16_stored(tp, layernorm_modulate(tp, x, slice_last(tp, mod, 0, D), slice_last(tp, mod, D, D), LN_EPS));
     return tape_name(tp, linear(tp, tape_name(tp, x, "final_layer.norm"), m->f_w, m->f_b), "final_layer.out");
 }
 

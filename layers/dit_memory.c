@@ -15,20 +15,27 @@ typedef struct Line {
 // bytes takes (to_bf16_stored), 1 otherwise: `s`, the linears' inputs from the norms, modulations
 // and GELU; `fc1`, fc1's output (GELU's input), which under --exact blocks of plain and joint
 // caption rows (token_linear's views) round in place; `copy`, a block's rounded copy of the
-// attention's output (its backward reads the float one): 0 or s
-typedef struct Stored { double s, fc1, copy; } Stored;
+// attention's output (its backward reads the float one): 0 or s; `norm`, a norm's output: adaLN
+// blocks keep none (layernorm_modulate), in-context blocks theirs (s)
+typedef struct Stored { double s, fc1, copy, norm; } Stored;
 
 static Stored stored(const DiTConfig *c, DiTStep step) {
     double s = step.bf16 ? 2.0 / sizeof(real) : 1;
     bool views = step.exact && (c->in_context || (c->text && c->text_attn == DIT_TEXT_JOINT));
-    return (Stored){s, views ? 1 : s, step.bf16 ? s : 0};
+    return (Stored){s, views ? 1 : s, step.bf16 ? s : 0, c->in_context ? s : 0};
+}
+
+// The gradients of the same lines, float: a norm's output's, or layernorm_modulate's backward's
+// normalized x and its gradient (2)
+static Stored gradients(const DiTConfig *c, DiTStep step) {
+    return (Stored){1, 1, step.bf16 ? stored(c, step).s : 0, c->in_context ? 1 : 2};
 }
 
 // One block (the attention's own tensors come from its layout): the modulation and the attention
 // half are lines [0, *mlp), the MLP half the rest; in-context blocks have no adaLN (their norms'
 // outputs go into the linears: stored as the modulations' are)
 static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp, Stored st) {
-    double D = c->hidden_size, M = dit_mlp_hidden(c), ada = !c->in_context, norm = ada ? 1 : st.s;
+    double D = c->hidden_size, M = dit_mlp_hidden(c), ada = !c->in_context, norm = st.norm;
     int k = 0;
     l[k++] = (Line){"adaLN modulation and its 6 slices", ada * 12 * D};
     l[k++] = (Line){"layernorm 1 and its mean, rstd", n * (norm * D + 2)};
@@ -77,7 +84,8 @@ static int rest_lines(Line *l, const DiTConfig *c, double n, double B, int *fixe
     *fixed = k;
     l[k++] = (Line){"the patches' embedding, the sum", 2 * n * D};
     l[k++] = (Line){"timestep and label embeddings, c", DIT_FREQ_DIM + 6 * D};
-    l[k++] = (Line){"final adaLN, layernorm, modulate", 4 * D + n * (2 * D + 2)};
+    // (in-context: a layernorm, its output kept)
+    l[k++] = (Line){"final adaLN, layernorm and modulate (one op)", 4 * D + n * ((1 + !!c->in_context) * D + 2)};
     l[k++] = (Line){"output tokens", n * p2 * Co};
     l[k++] = (Line){"loss: output slice", n * p2 * C};
     if (c->in_context)
@@ -123,7 +131,7 @@ static double bf16_transients(const DiTConfig *c, double b, double n, double nb,
 size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTStep step) {
     Line l[32];
     DiTPass pass = step.pass;
-    Stored st = stored(c, step), floats = {1, 1, step.bf16 ? st.s : 0};
+    Stored st = stored(c, step), floats = gradients(c, step);
     // in double: sizes of configs that cannot fit anywhere must not wrap around
     // in-context: the blocks run on the conditioning tokens too
     double nb = n + dit_front_tokens(c), b = B;
@@ -158,9 +166,10 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTStep
         reals = b * (kept + rest + rest_grads + (double)n * c->hidden_size) +
                 fmax(scratch, b * attn.transient);
     else // without gradients dit_forward keeps one block's intermediates at a time, and its input
-        // (the block before's output, kept); the attention's transient lives during its half only
+        // (the block before's output, kept); the attention's transient lives during its half only;
+        // and a layernorm_modulate's normalized x while it runs (joint: with the other stream's q, k, v)
         reals = b * (rest + (double)n * c->hidden_size) +
-                fmax(b * block, b * attn_half + fmax(scratch, b * attn.transient));
+                fmax(b * block, b * attn_half + fmax(scratch, b * attn.transient)) + b * nb * c->hidden_size;
     if (step.bf16) reals += bf16_transients(c, b, n, nb, step.exact);
     double bytes = reals * sizeof(real) + tiles * 2.0 * ARENA_ALIGN + step.bf16 * 2.0 * ARENA_ALIGN * (3 * c->depth + 4);
     return bytes < (double)SIZE_MAX ? (size_t)bytes : SIZE_MAX;

@@ -49,6 +49,9 @@ Tensor *qk_norm_rope(Tape *tp, Tensor *x, Tensor *scale, int group, real eps, Te
 // x (B,T,D), shift, scale (B,D), or (B,G,D) with row g for tokens [g T/G, (g+1) T/G):
 // x * (1 + scale) + shift
 Tensor *modulate(Tape *tp, Tensor *x, Tensor *shift, Tensor *scale);
+// modulate(layernorm(x, eps), shift, scale), the same values, as one op that keeps no normalized
+// copy of x (its backward normalizes x again): a DiT block's and the final layer's
+Tensor *layernorm_modulate(Tape *tp, Tensor *x, Tensor *shift, Tensor *scale, real eps);
 // x, y (B,T,D), gate (B,D) or (B,G,D) as for modulate: x + gate * y
 Tensor *gated_add(Tape *tp, Tensor *x, Tensor *gate, Tensor *y);
 // table (V,D), idx (B) in [0, V) -> (B,D)

@@ -10,7 +10,7 @@
 static const char *const gradchecked_ops[] = {
     "linear", "patchify", "unpatchify", "add", "gelu", "silu", "layernorm", "modulate",
     "gated_add", "embedding", "timestep_embedding", "attention", "slice_last", "concat_last", "mse_loss",
-    "qk_norm_rope",
+    "qk_norm_rope", "layernorm_modulate",
 };
 static const char *const adjoint_checked_ops[] = {"seq_all_gather", "seq_reduce_scatter",
                                                   "seq_all_to_all"};

