@@ -1663,7 +1663,7 @@ static void memory_case(int model, SeqAttention layout, DiTPass pass, bool bf16)
                largest / 1048576.0, est / 1048576.0, est / largest);
     ck_assert_double_ge(est / peak, 1.0);
     // bf16: the rounded weight of the largest linear (adaLN's) and a block of unpacked rows are
-    // counted at the peak, where a smaller linear runs: at these sizes up to x1.42 (the all-to-all
+    // counted at the peak, where a smaller linear runs: at these sizes up to x1.47 (the all-to-all
     // under --recompute at 3 and 4 ranks), at DiT-XL/2's 2 % of the step
     // fp32: up to x1.31 (the cross-attention model under --recompute at 3 and 4 ranks:
     // layernorm_modulate's backward transient counted with the half's gradients)
