@@ -44,9 +44,9 @@ static void layernorm_modulate_bwd(Node *n) {
     real *dx = node_grad(n, 0), *dshift = node_grad(n, 1), *dscale = node_grad(n, 2);
     real *mean = n->saved->data, *rstd = mean + N;
     size_t at = arena_mark(n->arena); // after the gradients' buffers
-    real *h = arena_alloc_empty(n->arena, x->size * sizeof(real)), *stats = arena_alloc_empty(n->arena, 2 * (size_t)N * sizeof(real));
+    real *h = arena_alloc_empty(n->arena, x->size * sizeof(real));
     real *dh = dx ? arena_alloc(n->arena, x->size * sizeof(real)) : NULL; // zeroed: modulate's backward adds
-    RUN(dev, layernorm_forward, h, stats, stats + N, x->data, N, C, (real)n->farg[0]);
+    RUN(dev, layernorm_forward, h, mean, rstd, x->data, N, C, (real)n->farg[0]); // the saved statistics again
     RUN(dev, modulate_backward, dh, dshift, dscale, n->out->grad, h, scale->data, S, N / S, C);
     if (dx) RUN(dev, layernorm_backward, dx, dh, x->data, mean, rstd, N, C);
     arena_release(n->arena, at);

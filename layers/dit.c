@@ -125,7 +125,7 @@ typedef Tensor *(*HalfFn)(const DiTBlock *b, int i, Tape *tp, Tensor *x, Tensor 
                           int heads, const PackTokens *pt, const DiTShard *sh);
 
 // modulate(layernorm(x), shift, scale), m = {shift, scale, gate}: a linear's input, so under bf16
-// rounded and stored in 2 bytes (modulate's backward reads its input, not its output)
+// rounded and stored in 2 bytes (layernorm_modulate's backward reads x, not its output)
 static Tensor *norm_modulate(Tape *tp, Tensor *x, Tensor *const m[3], const PackTokens *pt,
                              const DiTShard *sh) {
     int B = x->shape[0], n = x->shape[1];

@@ -35,10 +35,10 @@ static Stored gradients(const DiTConfig *c, DiTStep step) {
 // half are lines [0, *mlp), the MLP half the rest; in-context blocks have no adaLN (their norms'
 // outputs go into the linears: stored as the modulations' are)
 static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp, Stored st) {
-    double D = c->hidden_size, M = dit_mlp_hidden(c), ada = !c->in_context, norm = st.norm;
+    double D = c->hidden_size, M = dit_mlp_hidden(c), ada = !c->in_context;
     int k = 0;
     l[k++] = (Line){"adaLN modulation and its 6 slices", ada * 12 * D};
-    l[k++] = (Line){"layernorm 1 and its mean, rstd", n * (norm * D + 2)};
+    l[k++] = (Line){"layernorm 1 and its mean, rstd", n * (st.norm * D + 2)};
     l[k++] = (Line){"modulate 1", ada * n * D * st.s};
     l[k++] = (Line){"qkv: q, k and v (linear_parts: no copies)", 3 * n * D};
     double norm_groups = c->qk_norm == DIT_QK_HEAD ? c->num_heads : c->qk_norm == DIT_QK_FULL ? 1 : 0;
@@ -59,7 +59,7 @@ static int block_lines(Line *l, const DiTConfig *c, double n, int *mlp, Stored s
     // 1.6 n D above the lines without it, and its arena overflowed)
     l[k++] = (Line){"cross-attention", !!c->text * !joint * (n * ((5 + st.copy) * D + H) + 2 * L * D)};
     *mlp = k;
-    l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (norm * D + 2)};
+    l[k++] = (Line){"layernorm 2 and its mean, rstd", n * (st.norm * D + 2)};
     l[k++] = (Line){"modulate 2", ada * n * D * st.s};
     l[k++] = (Line){"fc1", n * M * st.fc1};
     l[k++] = (Line){"gelu", n * M * st.s};
@@ -157,13 +157,13 @@ size_t dit_step_bytes(const DiTConfig *c, int B, int n, AttnMemory attn, DiTStep
     // the input of every block's two halves and one half's activations, run again; and the
     // gradients of one block (tape.c frees the rest as it goes), or of one half (the one run again)
     bool again = pass == DIT_RECOMPUTE;
-    double kept = again ? c->depth * (2 * (double)n * c->hidden_size + cross) +
+    double blocks = again ? c->depth * (2 * (double)n * c->hidden_size + cross) +
                               (joint ? mlp_half + fmax(attn_grads, mlp_grads) : fmax(attn_half + attn_grads, mlp_half + mlp_grads))
                         : c->depth * block + attn_grads + mlp_grads;
     double reals;
     if (pass != DIT_FORWARD) // the blocks' activations and gradients, the residual stream's
         // gradient, and the largest transient
-        reals = b * (kept + rest + rest_grads + (double)n * c->hidden_size) +
+        reals = b * (blocks + rest + rest_grads + (double)n * c->hidden_size) +
                 fmax(scratch, b * attn.transient);
     else // without gradients dit_forward keeps one block's intermediates at a time, and its input
         // (the block before's output, kept); the attention's transient lives during its half only;

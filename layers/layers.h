@@ -34,8 +34,8 @@ Tensor *to_bf16(Tape *tp, Tensor *x);
 // attention's Q, K, V), so that no copy is kept or made
 Tensor *to_bf16_here(Tape *tp, Tensor *x);
 // The same, and stored in 2 bytes a value where x lies at the top of the tape's arena (just made):
-// its floats freed, x->half set. For a value that only linears read (they unpack it a block of
-// rows at a time: linear.c)
+// its floats freed, x->half set. For a value that only linears and GELU read (they unpack it a
+// block at a time: linear.c, elementwise.c)
 Tensor *to_bf16_stored(Tape *tp, Tensor *x);
 // x (..., C), normalized over C, no affine parameters
 Tensor *layernorm(Tape *tp, Tensor *x, real eps);
